@@ -1,0 +1,69 @@
+"""What a tool is: its description for the model, and how it runs.
+
+Every tool Parley offers the model, whether it runs in the server (the Python kernel, the
+workspace files) or in the editor (declared by the client in `initialize`), implements
+`Tool`. The agent loop only ever sees this interface.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+# ACP ToolKind values: how an editor may show a call (icon, grouping).
+TOOL_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
+)
+
+
+@attrs.frozen
+class ToolSpec:
+    """What the model and the editor are told about a tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    kind: str = "other"
+    needs_permission: bool = False
+
+
+@attrs.frozen
+class ToolResult:
+    """The outcome of one tool call.
+
+    `content` is what the model is sent back. `raw_output` is what the editor is shown as
+    `rawOutput` (defaults to `{"content": ..., "isError": ...}` when None).
+    """
+
+    content: str
+    is_error: bool = False
+    raw_output: Any = None
+
+
+@attrs.frozen
+class ToolContext:
+    """Where and for whom a call runs."""
+
+    session_id: str
+    tool_call_id: str
+    cwd: Path
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool the model may call.
+
+    `run` must not raise for ordinary failures (bad arguments, a missing file, code that
+    raises): it returns `ToolResult(is_error=True)` with a message the model can act on.
+    Anything it does raise is turned into such a result by the agent loop. It may be
+    cancelled (asyncio) at any await, when the user cancels the turn.
+
+    A tool that holds resources (a kernel process) may also define `async def aclose()`;
+    the session's registry calls it once when the session ends.
+    """
+
+    spec: ToolSpec
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult: ...
