@@ -1,0 +1,417 @@
+"""A live Python process per session, where the agent runs and inspects the user's program.
+
+`PythonKernel` starts `kernel_main.py` under the workspace's own interpreter (its `.venv` when
+there is one), lazily, on first use. It sends one JSON request per line on the child's stdin
+and reads one JSON reply per line from its stdout; the child's stderr pipe carries whatever is
+written below `sys.stdout` (subprocesses, C code, a segfault's traceback). See `kernel_main.py`
+for the child's side.
+
+What can go wrong, and what the caller is told (`KernelReply.kernel_note`):
+- a call runs past its timeout: SIGINT (KeyboardInterrupt in the user's code); if the code has
+  not stopped within a grace period, the process is killed and the namespace is lost;
+- the process dies (os._exit, a segfault, the memory limit): reported, restarted on next use;
+- the awaiting task is cancelled: the code is interrupted as for a timeout, then the
+  cancellation goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+KERNEL_MAIN = Path(__file__).with_name("kernel_main.py")
+END_MARKER = re.compile(rb"\x00parley-kernel-done-(\d+)\x00")
+# Replies are bounded by the child's output caps; this only has to exceed them comfortably.
+REPLY_LINE_LIMIT = 64 * 1024 * 1024
+DEATH_OUTPUT_TAIL = 4000  # bytes of the dead kernel's last fd-level output shown to the model
+MARKER_WAIT_SECONDS = 1.0
+CLOSE_WAIT_SECONDS = 0.5
+
+
+@attrs.frozen
+class KernelSettings:
+    """How the kernel is started and bounded."""
+
+    python: str | None = None  # an explicit interpreter; None picks the workspace's venv
+    timeout_seconds: float = 30.0
+    output_limit: int = 20_000  # characters kept per stream (stdout, stderr, value, ...)
+    memory_limit_bytes: int | None = 4 * 1024**3  # RLIMIT_AS in the child; None: no limit
+    interrupt_grace_seconds: float = 2.0
+    start_timeout_seconds: float = 30.0
+
+
+@attrs.frozen
+class KernelReply:
+    """The outcome of one kernel call.
+
+    `ok` means the operation completed; then `result` holds its fields. Otherwise `error` is
+    the exception the code raised (type, message, traceback, interrupted, during) when there
+    was one, and `kernel_note` says what happened to the kernel itself (timeout, death).
+    """
+
+    ok: bool
+    result: dict[str, Any] = attrs.field(factory=dict)
+    stdout: str = ""
+    stderr: str = ""
+    process_output: str = ""  # written to fds 1/2 directly: subprocesses, C extensions
+    error: dict[str, Any] | None = None
+    kernel_note: str | None = None
+
+
+def choose_interpreter(workspace: Path, configured: str | None = None) -> str:
+    """The Python that runs the workspace's code.
+
+    An explicitly configured interpreter wins; then the workspace's `.venv` or `venv`; then
+    the interpreter running Parley.
+    """
+    if configured:
+        return configured
+    for venv in (".venv", "venv"):
+        for relative in ("bin/python", "Scripts/python.exe"):
+            candidate = workspace / venv / relative
+            if candidate.is_file():
+                return str(candidate)
+    return sys.executable
+
+
+class KernelStartError(Exception):
+    pass
+
+
+class _CapturedBytes:
+    """The head of a byte stream, up to a limit; the rest is only counted."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.cut = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
+        self.cut += max(0, len(data) - max(room, 0))
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", "replace")
+        return f"{text}\n[… {self.cut:,} more bytes cut]" if self.cut else text
+
+
+class PythonKernel:
+    """One persistent Python process for one workspace; calls are serialized."""
+
+    def __init__(self, workspace: Path, settings: KernelSettings | None = None) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.settings = settings or KernelSettings()
+        self._lock = asyncio.Lock()
+        self._process: asyncio.subprocess.Process | None = None
+        self._output_task: asyncio.Task[None] | None = None
+        self._next_id = 1
+        self._capture: _CapturedBytes | None = None  # fd-level output of the call in flight
+        self._output_tail = bytearray()
+        self._markers: dict[int, asyncio.Event] = {}
+        self._pending_notice: str | None = None  # for the next reply, e.g. after a cancel
+        self._closed = False
+        self.last_failure: str | None = None  # the last timeout/death note, for last_error
+        self.started_info: dict[str, Any] = {}  # the child's hello: pid, python, executable
+
+    @property
+    def interpreter(self) -> str:
+        return choose_interpreter(self.workspace, self.settings.python)
+
+    @property
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def call(self, op: str, **args: Any) -> KernelReply:
+        """Run one operation (`eval`, `describe`, `source`, ...) in the kernel.
+
+        Never raises for the kernel's own failures (they come back as `kernel_note`); raises
+        CancelledError when cancelled, after interrupting the code.
+        """
+        async with self._lock:
+            if self._closed:
+                return KernelReply(ok=False, kernel_note="The Python kernel has been shut down.")
+            notice, self._pending_notice = self._pending_notice, None
+            if self._process is None:
+                try:
+                    await self._start()
+                except KernelStartError as exc:
+                    return KernelReply(ok=False, kernel_note=_join(notice, str(exc)))
+            reply = await self._exchange(op, args)
+            if reply.kernel_note:
+                self.last_failure = reply.kernel_note
+            if notice:
+                reply = attrs.evolve(reply, kernel_note=_join(notice, reply.kernel_note))
+            return reply
+
+    async def aclose(self) -> None:
+        """Stop the process (idempotent). Later calls report that the kernel is shut down."""
+        self._closed = True
+        await self._discard_process(graceful=True)
+
+    # --- starting and stopping ---------------------------------------------------------
+
+    async def _start(self) -> None:
+        python = self.interpreter
+        memory_limit = self.settings.memory_limit_bytes or 0
+        command = [
+            python,
+            str(KERNEL_MAIN),
+            "--root",
+            str(self.workspace),
+            "--output-limit",
+            str(self.settings.output_limit),
+            "--memory-limit",
+            str(memory_limit),
+        ]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.workspace,
+                limit=REPLY_LINE_LIMIT,
+                # Same session as the server: a Ctrl-C or a group kill reaches the kernel too.
+                start_new_session=False,
+            )
+        except OSError as exc:
+            message = f"Could not start the Python kernel with {python}: {exc}"
+            raise KernelStartError(message) from None
+        self._process = process
+        self._output_tail.clear()
+        assert process.stderr is not None and process.stdout is not None
+        self._output_task = asyncio.create_task(self._read_process_output(process.stderr))
+        try:
+            line = await asyncio.wait_for(
+                process.stdout.readline(), self.settings.start_timeout_seconds
+            )
+            hello = json.loads(line) if line else {}
+        except (TimeoutError, ValueError):
+            hello = {}
+        if not hello.get("ready"):
+            tail = await self._final_output(process)
+            await self._discard_process()
+            detail = f" Its output:\n{tail}" if tail else ""
+            raise KernelStartError(f"The Python kernel ({python}) failed to start.{detail}")
+        self.started_info = hello
+
+    async def _discard_process(self, graceful: bool = False) -> None:
+        process, self._process = self._process, None
+        output_task, self._output_task = self._output_task, None
+        if process is not None and process.returncode is None:
+            if graceful and process.stdin is not None:
+                process.stdin.close()  # the child exits at EOF when it is idle
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), CLOSE_WAIT_SECONDS)
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        if output_task is not None:
+            output_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await output_task
+        self._markers.clear()
+        self._capture = None
+
+    # --- one request --------------------------------------------------------------------
+
+    async def _exchange(self, op: str, args: dict[str, Any]) -> KernelReply:
+        process = self._process
+        assert process is not None and process.stdin is not None
+        request_id = self._next_id
+        self._next_id += 1
+        capture = self._capture = _CapturedBytes(self.settings.output_limit)
+        marker_seen = self._markers[request_id] = asyncio.Event()
+        request = {"id": request_id, "op": op, "args": args}
+        try:
+            process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            return await self._report_death()
+        try:
+            message = await asyncio.wait_for(
+                self._read_reply(request_id), self.settings.timeout_seconds
+            )
+        except TimeoutError:
+            return await self._stop_overrunning_call(request_id, capture)
+        except asyncio.CancelledError:
+            await self._stop_after_cancel(request_id)
+            raise
+        if message is None:
+            return await self._report_death()
+        # The end marker follows all of this call's fd-level output on the stderr pipe.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(marker_seen.wait(), MARKER_WAIT_SECONDS)
+        self._capture = None
+        return _reply_from(message, capture.text())
+
+    async def _read_reply(self, request_id: int) -> dict[str, Any] | None:
+        """The reply to `request_id`, or None when the kernel's stdout closed (it died)."""
+        assert self._process is not None and self._process.stdout is not None
+        while True:
+            try:
+                line = await self._process.stdout.readline()
+            except ValueError:  # a line over the limit: the protocol is broken, treat as dead
+                return None
+            if not line:
+                return None
+            with contextlib.suppress(ValueError):
+                message = json.loads(line)
+                if message.get("id") == request_id:
+                    return message
+            # a reply to an earlier, abandoned request, or noise: skip it
+
+    async def _interrupt(self, request_id: int) -> dict[str, Any] | bool | None:
+        """SIGINT the kernel and wait out the grace period.
+
+        Returns the reply when the code stopped, None when the kernel died, False when it is
+        still running.
+        """
+        assert self._process is not None
+        with contextlib.suppress(ProcessLookupError):
+            self._process.send_signal(signal.SIGINT)
+        try:
+            return await asyncio.wait_for(
+                self._read_reply(request_id), self.settings.interrupt_grace_seconds
+            )
+        except TimeoutError:
+            return False
+
+    async def _stop_overrunning_call(self, request_id: int, capture: _CapturedBytes) -> KernelReply:
+        timeout = self.settings.timeout_seconds
+        outcome = await self._interrupt(request_id)
+        if outcome is None:
+            return await self._report_death()
+        if outcome is False:
+            await self._discard_process()
+            return KernelReply(
+                ok=False,
+                process_output=capture.text(),
+                kernel_note=(
+                    f"The code was still running {self.settings.interrupt_grace_seconds:g} s "
+                    f"after being interrupted at the {timeout:g} s time limit, so the Python "
+                    "kernel was killed; its namespace was lost. A fresh kernel starts on the "
+                    "next call."
+                ),
+            )
+        reply = _reply_from(outcome, capture.text())
+        return attrs.evolve(
+            reply,
+            kernel_note=(
+                f"Interrupted at the {timeout:g} s time limit (KeyboardInterrupt in the code); "
+                "the kernel and its namespace are intact."
+            ),
+        )
+
+    async def _stop_after_cancel(self, request_id: int) -> None:
+        try:
+            outcome = await self._interrupt(request_id)
+        except asyncio.CancelledError:  # cancelled again while waiting: stop waiting
+            outcome = False
+        if outcome is False:
+            await self._discard_process()
+            self._pending_notice = (
+                "The previous call was cancelled and its code did not stop when interrupted, "
+                "so the Python kernel was killed; its namespace was lost."
+            )
+        elif outcome is None:
+            await self._discard_process()
+            self._pending_notice = (
+                "The Python kernel died while the previous call was being cancelled; "
+                "its namespace was lost."
+            )
+        self._capture = None
+
+    async def _report_death(self) -> KernelReply:
+        process = self._process
+        assert process is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 5.0)
+        await self._final_output(process)
+        # This call's fd-level output holds a crash's traceback (faulthandler), if any.
+        last_output = self._capture.text().strip() if self._capture else ""
+        code = process.returncode
+        await self._discard_process()
+        if code is None:
+            how = "it stopped answering"
+        elif code >= 0:
+            how = f"exit code {code}"
+        else:
+            how = f"killed by signal {_signal_name(-code)}"
+            if -code == signal.SIGKILL:
+                how += ", perhaps by the system for using too much memory"
+        note = f"The Python kernel died ({how}); its namespace was lost. It restarts on next use."
+        if last_output:
+            note += f"\nIts last output:\n{last_output}"
+        return KernelReply(ok=False, kernel_note=note)
+
+    # --- the stderr pipe: fd-level output and end markers --------------------------------
+
+    async def _read_process_output(self, stream: asyncio.StreamReader) -> None:
+        pending = b""
+        while chunk := await stream.read(65536):
+            data = pending + chunk
+            while match := END_MARKER.search(data):
+                self._record_output(data[: match.start()])
+                event = self._markers.pop(int(match.group(1)), None)
+                if event is not None:
+                    event.set()
+                data = data[match.end() :]
+            # Hold back what may be the start of a marker split across reads.
+            start = data.rfind(b"\x00", max(0, len(data) - 40))
+            if start >= 0 and b"\x00" not in data[start + 1 :]:
+                data, pending = data[:start], data[start:]
+            else:
+                pending = b""
+            self._record_output(data)
+        self._record_output(pending)
+
+    def _record_output(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._capture is not None:
+            self._capture.add(data)
+        self._output_tail += data[-DEATH_OUTPUT_TAIL:]
+        del self._output_tail[:-DEATH_OUTPUT_TAIL]
+
+    async def _final_output(self, process: asyncio.subprocess.Process) -> str:
+        """The last fd-level output of an exited process (a crash's traceback, say)."""
+        if self._output_task is not None:
+            # A grandchild may still hold the pipe open, so do not wait for EOF for long.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._output_task), 0.5)
+        return self._output_tail.decode("utf-8", "replace").strip()
+
+
+def _reply_from(message: dict[str, Any], process_output: str) -> KernelReply:
+    return KernelReply(
+        ok=bool(message.get("ok")),
+        result=message.get("result") or {},
+        stdout=message.get("stdout", ""),
+        stderr=message.get("stderr", ""),
+        process_output=process_output,
+        error=message.get("error"),
+    )
+
+
+def _join(*notes: str | None) -> str | None:
+    present = [note for note in notes if note]
+    return "\n".join(present) if present else None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

@@ -1,0 +1,448 @@
+"""The Python kernel and its tools, against real kernel processes on a sample workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from parley.tools.base import Tool, ToolContext, ToolResult
+from parley.tools.kernel import KernelSettings, PythonKernel, choose_interpreter
+from parley.tools.kernel_bench import bench_kernel
+from parley.tools.server_tools import server_tools
+
+GEOMETRY = '''\
+"""Shapes and their measures."""
+
+
+def area(width, height):
+    """Area of a width-by-height rectangle."""
+    return width * height
+
+
+def perimeter(width, height):
+    """Perimeter of a rectangle."""
+    return 2 * (width + height)
+
+
+class Shape:
+    """A named rectangle."""
+
+    def __init__(self, name, width, height):
+        self.name = name
+        self.width = width
+        self.height = height
+
+    def area(self):
+        """This shape's area."""
+        return area(self.width, self.height)
+
+    @property
+    def is_square(self):
+        return self.width == self.height
+'''
+
+REPORT = """\
+import geometry
+from geometry import area
+
+
+def total_area(shapes):
+    return sum(area(s.width, s.height) for s in shapes)
+
+
+def describe(shape):
+    return f"{shape.name}: {geometry.area(shape.width, shape.height)}"
+"""
+
+SETTINGS = KernelSettings(
+    timeout_seconds=1.0, interrupt_grace_seconds=0.5, memory_limit_bytes=512 * 1024**2
+)
+
+
+def make_sample_workspace(root: Path) -> Path:
+    (root / "geometry").mkdir()
+    (root / "geometry" / "__init__.py").write_text(GEOMETRY)
+    (root / "geometry" / "report.py").write_text(REPORT)
+    (root / ".gitignore").write_text("build/\n")
+    (root / "build").mkdir()
+    (root / "build" / "generated.py").write_text("from geometry import area\nprint(area(1, 2))\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return make_sample_workspace(tmp_path)
+
+
+@pytest.fixture
+async def tools(workspace: Path) -> AsyncIterator[dict[str, Any]]:
+    by_name = {tool.spec.name: tool for tool in server_tools(workspace, SETTINGS)}
+    yield by_name
+    await by_name["python_eval"].aclose()
+
+
+async def call(tool: Tool, **arguments: Any) -> ToolResult:
+    context = ToolContext(session_id="s1", tool_call_id="t1", cwd=Path("."))
+    return await tool.run(arguments, context)
+
+
+async def evaluate(tools: dict[str, Any], code: str) -> ToolResult:
+    return await call(tools["python_eval"], code=textwrap.dedent(code))
+
+
+# --- eval ---------------------------------------------------------------------------------
+
+
+async def test_an_expression_answers_its_repr(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "'ab' * 2")
+    assert result.content == "value: 'abab'"
+    assert not result.is_error
+
+
+async def test_statements_show_their_output_and_the_last_value(tools: dict[str, Any]) -> None:
+    result = await evaluate(
+        tools, "print('hello')\nimport sys\nprint('oops', file=sys.stderr)\n6*7"
+    )
+    assert result.content == "stdout:\nhello\nstderr:\noops\nvalue: 42"
+
+
+async def test_code_without_output_says_so(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "x = 1")
+    assert result.content == "(no output and no value)"
+
+
+async def test_state_is_kept_between_evals(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "counter = 10\ndef bump():\n    global counter\n    counter += 1")
+    await evaluate(tools, "bump()")
+    assert (await evaluate(tools, "counter")).content == "value: 11"
+
+
+async def test_the_workspace_modules_import_by_name(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "import geometry, os\n(geometry.area(2, 3), os.getcwd())")
+    assert result.content.startswith("value: (6, ")
+    assert str(tools["read_file"].workspace) in result.content
+
+
+async def test_an_exception_is_a_traceback_and_the_last_error(tools: dict[str, Any]) -> None:
+    assert "not running" in (await call(tools["python_last_error"])).content
+    result = await evaluate(tools, "def divide(a):\n    return a / 0\n\ndivide(1)")
+    assert result.is_error
+    assert "Traceback (most recent call last):" in result.content
+    assert "return a / 0" in result.content  # the model's own code is shown
+    assert result.content.rstrip().endswith("ZeroDivisionError: division by zero")
+    assert "kernel_main.py" not in result.content
+
+    await evaluate(tools, "still_alive = True")
+    last = await call(tools["python_last_error"])
+    assert not last.is_error
+    assert last.content.startswith("python_eval #1 at ")
+    assert "raised ZeroDivisionError" in last.content
+    assert "return a / 0" in last.content
+
+
+async def test_a_syntax_error_points_at_the_code(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "def f(:\n    pass")
+    assert result.is_error
+    assert "SyntaxError" in result.content
+    assert "def f(:" in result.content
+
+
+async def test_system_exit_does_not_end_the_kernel(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "kept = 1")
+    result = await evaluate(tools, "import sys; sys.exit(3)")
+    assert result.is_error and "SystemExit: 3" in result.content
+    assert (await evaluate(tools, "kept")).content == "value: 1"
+
+
+async def test_output_of_subprocesses_is_captured(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "import os\nos.system('echo from-the-shell')")
+    assert "output from subprocesses or C code:\nfrom-the-shell" in result.content
+
+
+async def test_a_megabyte_of_output_is_cut_with_a_note(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "print('x' * 1_000_000)")
+    assert "[… 980,001 more characters cut]" in result.content
+    assert len(result.content) < 21_000
+    result = await evaluate(tools, "'y' * 1_000_000")
+    assert "[… 980,002 more characters cut]" in result.content  # the repr's quotes count
+
+
+# --- the kernel's failures ----------------------------------------------------------------
+
+
+async def test_an_infinite_loop_is_interrupted_at_the_timeout(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "before = 'kept'")
+    result = await evaluate(tools, "while True:\n    pass")
+    assert result.is_error
+    assert result.content.startswith(
+        "Interrupted at the 1 s time limit (KeyboardInterrupt in the code); "
+        "the kernel and its namespace are intact."
+    )
+    assert "KeyboardInterrupt" in result.content
+    assert (await evaluate(tools, "before")).content == "value: 'kept'"
+
+
+async def test_code_ignoring_the_interrupt_is_killed(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "before = 'lost'")
+    stubborn = """
+        import time
+        while True:
+            try:
+                time.sleep(10)
+            except KeyboardInterrupt:
+                pass
+    """
+    result = await evaluate(tools, stubborn)
+    assert result.is_error
+    assert result.content.startswith(
+        "The code was still running 0.5 s after being interrupted at the 1 s time limit, so "
+        "the Python kernel was killed; its namespace was lost. A fresh kernel starts on the "
+        "next call."
+    )
+    after = await evaluate(tools, "before")
+    assert after.is_error and "NameError" in after.content
+    assert (await evaluate(tools, "1 + 1")).content == "value: 2"
+
+
+async def test_a_kernel_that_exits_is_reported_and_restarted(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "before = 1")
+    result = await evaluate(tools, "import os\nos._exit(1)")
+    assert result.is_error
+    assert result.content == (
+        "The Python kernel died (exit code 1); its namespace was lost. It restarts on next use."
+    )
+    assert (await evaluate(tools, "2 + 2")).content == "value: 4"
+    assert "NameError" in (await evaluate(tools, "before")).content
+    last = await call(tools["python_last_error"])
+    assert "NameError" in last.content
+
+
+async def test_a_segfault_is_reported_with_its_traceback(tools: dict[str, Any]) -> None:
+    result = await evaluate(tools, "import ctypes\nctypes.string_at(0)")
+    assert result.is_error
+    assert result.content.startswith("The Python kernel died (killed by signal SIGSEGV)")
+    assert "Fatal Python error: Segmentation fault" in result.content
+    assert (await evaluate(tools, "'back'")).content == "value: 'back'"
+
+
+async def test_a_memory_bomb_meets_the_memory_limit(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "before = 'kept'")
+    result = await evaluate(tools, "hog = bytearray(10**10)")
+    assert result.is_error
+    assert "MemoryError" in result.content or "died" in result.content
+    assert (await evaluate(tools, "len(bytearray(10**6))")).content == "value: 1000000"
+
+
+async def test_cancelling_a_call_interrupts_the_code(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "before = 'kept'")
+    slow = asyncio.create_task(evaluate(tools, "import time\ntime.sleep(20)\nfinished = True"))
+    await asyncio.sleep(0.3)
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    started = asyncio.get_running_loop().time()
+    result = await evaluate(tools, "(before, 'finished' in globals())")
+    assert result.content == "value: ('kept', False)"
+    assert asyncio.get_running_loop().time() - started < 0.5
+    last = await call(tools["python_last_error"])
+    assert "KeyboardInterrupt" in last.content
+
+
+async def test_a_closed_kernel_is_gone(workspace: Path) -> None:
+    kernel = PythonKernel(workspace, SETTINGS)
+    reply = await kernel.call("eval", code="import os; os.getpid()")
+    pid = int(reply.result["value"])
+    await kernel.aclose()
+    await kernel.aclose()  # idempotent
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    closed = await kernel.call("eval", code="1")
+    assert closed.kernel_note == "The Python kernel has been shut down."
+
+
+# --- interpreter choice -------------------------------------------------------------------
+
+
+async def test_the_workspace_venv_runs_the_kernel(workspace: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=workspace)
+    venv_python = workspace / ".venv" / "bin" / "python"
+    assert choose_interpreter(workspace) == str(venv_python)
+    assert choose_interpreter(workspace, "/usr/bin/python3") == "/usr/bin/python3"
+    kernel = PythonKernel(workspace, SETTINGS)
+    try:
+        reply = await kernel.call("eval", code="import sys; sys.prefix")
+    finally:
+        await kernel.aclose()
+    assert reply.result["value"] == repr(str(workspace / ".venv"))
+
+
+def test_without_a_venv_parleys_python_runs_the_kernel(tmp_path: Path) -> None:
+    assert choose_interpreter(tmp_path) == sys.executable
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").write_text("")
+    assert choose_interpreter(tmp_path) == str(tmp_path / "venv" / "bin" / "python")
+
+
+async def test_a_missing_interpreter_is_reported(workspace: Path) -> None:
+    kernel = PythonKernel(workspace, KernelSettings(python="/nonexistent/python"))
+    reply = await kernel.call("eval", code="1")
+    await kernel.aclose()
+    assert not reply.ok
+    assert reply.kernel_note is not None
+    assert reply.kernel_note.startswith("Could not start the Python kernel with /nonexistent")
+
+
+# --- introspection ------------------------------------------------------------------------
+
+
+async def test_describe_a_function_by_dotted_path(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_describe"], target="geometry.area")
+    assert not result.is_error, result.content
+    assert result.content.splitlines() == [
+        "geometry.area: function (builtins.function)",
+        "signature: area(width, height)",
+        "defined in: geometry/__init__.py:4",
+        "doc:",
+        "Area of a width-by-height rectangle.",
+    ]
+
+
+async def test_describe_a_name_from_the_namespace(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "from geometry import Shape\nsquare = Shape('sq', 2, 2)")
+    result = await call(tools["python_describe"], target="square")
+    assert "square: data (geometry.Shape)" in result.content
+    assert "<geometry.Shape object" in result.content
+    result = await call(tools["python_describe"], target="square.is_square")
+    assert "value: True" in result.content
+
+
+async def test_describe_an_unknown_name(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_describe"], target="nowhere.thing")
+    assert result.is_error
+    assert result.content == (
+        "'nowhere' is not defined in the kernel's namespace, not a builtin, "
+        "and not an importable module"
+    )
+    result = await call(tools["python_describe"], target="geometry.volume")
+    assert result.content == "geometry (module) has no attribute 'volume'"
+
+
+async def test_an_import_error_in_a_tool_becomes_the_last_error(
+    tools: dict[str, Any], workspace: Path
+) -> None:
+    (workspace / "broken.py").write_text("import does_not_exist_anywhere\n")
+    result = await call(tools["python_describe"], target="broken.thing")
+    assert result.is_error and "ModuleNotFoundError" in result.content
+    last = await call(tools["python_last_error"])
+    assert "python_describe('broken.thing')" in last.content
+    assert "does_not_exist_anywhere" in last.content
+
+
+async def test_source_of_a_method(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_source"], target="geometry.Shape.area")
+    assert result.content == (
+        "geometry/__init__.py, lines 22-24:\n"
+        "    def area(self):\n"
+        '        """This shape\'s area."""\n'
+        "        return area(self.width, self.height)\n"
+    )
+
+
+async def test_source_of_a_module_and_of_a_builtin(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_source"], target="geometry.report")
+    assert result.content.startswith("geometry/report.py, lines 1-10:\nimport geometry\n")
+    result = await call(tools["python_source"], target="len")
+    assert result.is_error and result.content.startswith("no Python source for len")
+
+
+async def test_members_of_a_class_and_a_module(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_members"], target="geometry.Shape")
+    lines = result.content.splitlines()
+    assert lines[0] == "geometry.Shape (class), 3 members:"
+    assert "  __init__  [method] (self, name, width, height)" in lines
+    assert "  area  [method] (self)  # This shape's area." in lines
+    assert "  is_square  [property] (self)" in lines
+
+    result = await call(tools["python_members"], target="geometry")
+    assert "  Shape  [class] (name, width, height)  # A named rectangle." in result.content
+    assert "  perimeter  [function] (width, height)  # Perimeter of a rectangle." in (
+        result.content
+    )
+
+
+async def test_apropos_in_loaded_modules_and_in_a_package(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_apropos"], pattern="perim")
+    assert "No names match 'perim' in loaded modules" in result.content  # not imported yet
+    await evaluate(tools, "import geometry")
+    result = await call(tools["python_apropos"], pattern="PERIM")
+    assert "  geometry.perimeter  [function] (width, height)" in result.content
+
+    result = await call(tools["python_apropos"], pattern="area", package="geometry")
+    assert result.content.splitlines() == [
+        "3 names match 'area' in package geometry (2 modules):",
+        "  geometry.Shape.area  [method] (self)",
+        "  geometry.area  [function] (width, height)",
+        "  geometry.report.total_area  [function] (shapes)",  # its import of area is not listed
+    ]
+
+
+async def test_apropos_output_is_bounded(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_apropos"], pattern=".")
+    assert "more not shown; narrow it]" in result.content
+    assert len(result.content.splitlines()) <= 202
+
+
+async def test_apropos_refuses_a_bad_regex(tools: dict[str, Any]) -> None:
+    result = await call(tools["python_apropos"], pattern="(")
+    assert result.is_error and "not a valid regular expression" in result.content
+
+
+async def test_who_calls_finds_the_call_sites_and_skips_ignored_files(
+    tools: dict[str, Any],
+) -> None:
+    result = await call(tools["python_who_calls"], name="area")
+    assert result.content.splitlines() == [
+        "3 calls to area(...):",
+        "geometry/__init__.py:24 in Shape.area: return area(self.width, self.height)",
+        "geometry/report.py:6 in total_area: return sum(area(s.width, s.height) for s in shapes)",
+        'geometry/report.py:10 in describe: return f"{shape.name}: '
+        '{geometry.area(shape.width, shape.height)}"',
+    ]
+    assert "build/" not in result.content
+    result = await call(tools["python_who_calls"], name="geometry.perimeter")
+    assert result.content == "No calls to perimeter(...) found in the workspace's Python files."
+
+
+async def test_every_tool_has_a_spec_the_model_can_use(workspace: Path) -> None:
+    tools = server_tools(workspace)
+    names = [tool.spec.name for tool in tools]
+    assert names == [
+        "python_eval",
+        "python_describe",
+        "python_source",
+        "python_members",
+        "python_apropos",
+        "python_who_calls",
+        "python_last_error",
+        "read_file",
+        "list_directory",
+        "search_files",
+    ]
+    for tool in tools:
+        assert isinstance(tool, Tool)
+        assert tool.spec.input_schema["type"] == "object"
+        assert "\n" not in tool.spec.description
+    assert [tool.spec.name for tool in tools if tool.spec.needs_permission] == ["python_eval"]
+    await tools[0].aclose()
+
+
+async def test_the_benchmark_measures_the_kernel(workspace: Path) -> None:
+    figures = await bench_kernel(workspace, repeats=5)
+    assert set(figures) == {"cold_start_ms", "eval_round_trip_p50_ms", "eval_round_trip_p90_ms"}
+    assert 0 < figures["eval_round_trip_p50_ms"] < figures["cold_start_ms"]
