@@ -1,0 +1,15 @@
+"""A local fake LLM provider for tests: real HTTP, the OpenAI and Anthropic wire formats.
+
+    from parley.fakellm import FakeLLM, Reply
+    with FakeLLM(script=[Reply(text="hi")]) as fake:
+        ...  # point an SDK at fake.openai_base_url or fake.anthropic_base_url
+
+`script` says what is answered (replies, pacing, faults), `server` serves it, `openai_wire`
+and `anthropic_wire` render it, `recordings` replays recorded bodies, `codec` is the JSON
+form used by the control endpoints and `python -m parley.fakellm`.
+"""
+
+from parley.fakellm.script import Fault, Pacing, RecordedRequest, Reply, ScriptedToolCall
+from parley.fakellm.server import FakeLLM
+
+__all__ = ["FakeLLM", "Fault", "Pacing", "RecordedRequest", "Reply", "ScriptedToolCall"]
