@@ -250,7 +250,7 @@ async def test_cancelling_a_call_interrupts_the_code(tools: dict[str, Any]) -> N
     started = asyncio.get_running_loop().time()
     result = await evaluate(tools, "(before, 'finished' in globals())")
     assert result.content == "value: ('kept', False)"
-    assert asyncio.get_running_loop().time() - started < 0.5
+    assert asyncio.get_running_loop().time() - started < 1.5  # no restart, no grace wait
     last = await call(tools["python_last_error"])
     assert "KeyboardInterrupt" in last.content
 
