@@ -318,8 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         stalled = fault is not None and fault.kind == "stall"
         if stalled and self.client_socket.wait(fault.stall_seconds):
-            self._record(exchange, client_hung_up=True)
-            self.close_connection = True
+            exchange.status = NO_RESPONSE
+            self._record_hang_up(exchange, chunks_sent=0)
             return
         if reply.raw_json is not None:
             body = json_file_body(reply.raw_json)
@@ -334,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
             events = sse_file_events(reply.raw_stream)
         else:
             events = wire.stream_events(reply, exchange.body)
+        # All bytes are built before the first write, so unpaced streams go out at socket speed.
         frames = [chunk_frame(event) for event in events]
         total = exchange.chunks_total = len(frames)
         fault_at = min(fault.after_chunks, total) if fault is not None else None
@@ -343,48 +344,35 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         if not self.client_socket.send(self._finished_headers()):
-            self._record(exchange, client_hung_up=True)
-            self.close_connection = True
+            self._record_hang_up(exchange, chunks_sent=0)
             return
 
         pacing = reply.pacing
         interval = 1.0 / pacing.chunks_per_second if pacing.chunks_per_second else 0.0
+        paced = pacing.first_token_delay > 0 or interval > 0
         # Absolute send times, so pacing does not drift by the time each write takes.
         next_send_at = time.monotonic() + pacing.first_token_delay
-        paced = pacing.first_token_delay > 0 or interval > 0
         sent = 0
         while True:
             if sent == fault_at:
                 assert fault is not None
-                if fault.kind == "drop":
-                    self._drop_connection(exchange, chunks_sent=sent, status=200)
+                if not self._stream_fault(exchange, wire, fault, chunks_sent=sent):
                     return
-                if fault.kind == "error_event":
-                    self._record(exchange, chunks_sent=sent)
-                    if not self.client_socket.send(chunk_frame(wire.error_event(fault.status))):
-                        self._amend_hung_up(exchange)
-                    self.client_socket.send(LAST_CHUNK)
-                    return
-                if fault.kind == "stall":
-                    if self.client_socket.wait(fault.stall_seconds):
-                        self._record(exchange, chunks_sent=sent, client_hung_up=True)
-                        self.close_connection = True
-                        return
-                    next_send_at = time.monotonic()
+                next_send_at = time.monotonic()  # a stall is over: resume at once
                 fault_at = None
             if sent == total:
                 break
-            limit = total if fault_at is None else fault_at
             if paced:
                 delay = next_send_at - time.monotonic()
                 if delay > 0 and self.client_socket.wait(delay):
-                    self._record(exchange, chunks_sent=sent, client_hung_up=True)
-                    self.close_connection = True
+                    self._record_hang_up(exchange, chunks_sent=sent)
                     return
                 next_send_at += interval
                 batch_end = sent + 1
             else:
-                batch_end = _unpaced_batch_end(frames, sent, limit)
+                batch_end = _unpaced_batch_end(
+                    frames, sent, total if fault_at is None else fault_at
+                )
             data = b"".join(frames[sent:batch_end])
             if batch_end == total and fault_at is None:
                 # The last event and the end of the body go out together; record first, so a
@@ -395,13 +383,30 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                 return
             if not self.client_socket.send(data):
-                self._record(exchange, chunks_sent=sent, client_hung_up=True)
-                self.close_connection = True
+                self._record_hang_up(exchange, chunks_sent=sent)
                 return
             sent = batch_end
-        # Only reached when the script has no events, or after a stall at the very end.
+        # Only reached when the stream has no events, or after a stall at its very end.
         self._record(exchange, chunks_sent=sent)
         self.client_socket.send(LAST_CHUNK)
+
+    def _stream_fault(
+        self, exchange: _Exchange, wire: WireFormat, fault: Fault, chunks_sent: int
+    ) -> bool:
+        """Make `fault` happen in a stream; True if the stream goes on afterwards."""
+        if fault.kind == "drop":
+            self._drop_connection(exchange, chunks_sent=chunks_sent, status=200)
+            return False
+        if fault.kind == "error_event":
+            self._record(exchange, chunks_sent=chunks_sent)
+            if not self.client_socket.send(chunk_frame(wire.error_event(fault.status))):
+                self._amend_hung_up(exchange)
+            self.client_socket.send(LAST_CHUNK)  # the provider ends the stream after an error
+            return False
+        if fault.kind == "stall" and self.client_socket.wait(fault.stall_seconds):
+            self._record_hang_up(exchange, chunks_sent=chunks_sent)
+            return False
+        return True
 
     # --- writing responses -----------------------------------------------------------------
 
@@ -467,6 +472,10 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         recorded = exchange.recorded(chunks_sent, client_hung_up)
         self.server.fake._recorder.put(exchange.arrival, recorded)
+
+    def _record_hang_up(self, exchange: _Exchange, chunks_sent: int) -> None:
+        self._record(exchange, chunks_sent=chunks_sent, client_hung_up=True)
+        self.close_connection = True
 
     def _amend_hung_up(self, exchange: _Exchange, **changes: Any) -> None:
         self.server.fake._recorder.amend(exchange.arrival, client_hung_up=True, **changes)
