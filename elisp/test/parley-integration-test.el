@@ -1,0 +1,377 @@
+;;; parley-integration-test.el --- parley.el against the real server  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; ERT tests that drive `parley serve' through the chat buffer, with
+;; the fake LLM (`python -m parley.fakellm') answering from scripts.
+;; The server is found in the project's virtualenv: $PARLEY_VENV, or
+;; the .venv beside the elisp directory.  When the server is not
+;; installed there the tests are skipped, saying why.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'url)
+(require 'parley)
+
+(defconst parley-it--repo
+  (file-name-directory
+   (directory-file-name
+    (file-name-directory
+     (directory-file-name
+      (file-name-directory (or load-file-name buffer-file-name))))))
+  "The repository the tests run in.")
+
+(defconst parley-it--venv
+  (file-name-as-directory
+   (or (getenv "PARLEY_VENV") (expand-file-name ".venv" parley-it--repo)))
+  "The virtualenv holding the server.")
+
+(defconst parley-it--parley (expand-file-name "bin/parley" parley-it--venv)
+  "The server executable.")
+
+(defconst parley-it--python (expand-file-name "bin/python" parley-it--venv)
+  "The virtualenv's Python, which runs the fake LLM.")
+
+(defvar parley-it--missing 'unknown
+  "Why the integration tests cannot run, or nil when they can.")
+
+(defvar parley-it--fake nil
+  "The fake LLM process.")
+
+(defvar parley-it--url nil
+  "The fake LLM's base URL.")
+
+(defvar parley-it--home nil
+  "PARLEY_HOME of the servers the tests start (one store for the run).")
+
+(defvar parley-it--workspace nil
+  "The workspace directory the sessions run in.")
+
+(defun parley-it--check ()
+  "Return why the server cannot be used, or nil when it can."
+  (when (eq parley-it--missing 'unknown)
+    (setq parley-it--missing
+          (cond
+           ((not (file-executable-p parley-it--parley))
+            (format "parley serve is not installed yet (no %s)" parley-it--parley))
+           ((not (zerop (call-process parley-it--parley nil nil nil "serve" "--help")))
+            (format "%s serve --help fails: the server is not usable yet" parley-it--parley))
+           ((not (zerop (call-process parley-it--python nil nil nil
+                                      "-c" "import parley.fakellm.__main__")))
+            "the fake LLM (parley.fakellm) is not installed yet"))))
+  parley-it--missing)
+
+(defun parley-it--wait (predicate what &optional timeout)
+  "Wait until PREDICATE returns non-nil, at most TIMEOUT seconds (default 20).
+Fail the test, naming WHAT, when it does not."
+  (let ((deadline (+ (float-time) (or timeout 20)))
+        value)
+    (while (and (not (setq value (funcall predicate)))
+                (< (float-time) deadline))
+      (accept-process-output nil 0.02))
+    (or value (ert-fail (list "Timed out waiting for" what)))))
+
+(defun parley-it--start-fake ()
+  "Start the fake LLM unless it runs, and set `parley-it--url'."
+  (unless (process-live-p parley-it--fake)
+    (let ((buffer (get-buffer-create " *parley-fakellm*")))
+      (with-current-buffer buffer (erase-buffer))
+      (setq parley-it--fake
+            (make-process :name "parley-fakellm" :buffer buffer
+                          :command (list parley-it--python "-m" "parley.fakellm"
+                                         "--exit-on-stdin-eof")
+                          :connection-type 'pipe :noquery t
+                          :stderr (get-buffer-create " *parley-fakellm stderr*")))
+      (setq parley-it--url
+            (parley-it--wait
+             (lambda ()
+               (with-current-buffer buffer
+                 (goto-char (point-min))
+                 (and (re-search-forward "^\\(http://[^\n]+\\)\n" nil t)
+                      (match-string 1))))
+             "the fake LLM's URL" 30)))))
+
+(defun parley-it--http (method path &optional body)
+  "Send METHOD PATH with the JSON BODY to the fake LLM; return the parsed answer."
+  (let* ((url-request-method method)
+         (url-request-extra-headers '(("Content-Type" . "application/json")))
+         (url-request-data (and body (encode-coding-string
+                                      (json-serialize body :null-object :null
+                                                      :false-object :json-false)
+                                      'utf-8)))
+         (url-show-status nil)
+         (buffer (url-retrieve-synchronously (concat parley-it--url path) t t 20)))
+    (unless buffer (error "No answer from the fake LLM for %s %s" method path))
+    (unwind-protect
+        (with-current-buffer buffer
+          (goto-char (point-min))
+          (unless (looking-at "HTTP/[0-9.]+ 200")
+            (error "Fake LLM: %s" (buffer-string)))
+          (re-search-forward "\r?\n\r?\n")
+          (json-parse-string (decode-coding-string
+                              (buffer-substring-no-properties (point) (point-max)) 'utf-8)
+                             :object-type 'plist :null-object nil :false-object nil))
+      (kill-buffer buffer))))
+
+(defun parley-it--script (&rest replies)
+  "Make REPLIES (plists in the fake LLM's script format) its script."
+  (parley-it--http "POST" "/_fake/script" (vconcat replies)))
+
+(defun parley-it--requests ()
+  "Return the requests the fake LLM recorded, as a list of plists."
+  (append (parley-it--http "GET" "/_fake/requests") nil))
+
+(defmacro parley-it--deftest (name doc &rest body)
+  "Define the integration test NAME (DOC) running BODY with a fresh server.
+BODY runs in a scratch workspace, with the server configured to use
+the fake LLM.  The test is skipped when the server is not installed."
+  (declare (indent 1) (doc-string 2))
+  `(ert-deftest ,name ()
+     ,doc
+     (let ((missing (parley-it--check)))
+       (when missing (ert-skip (concat "integration test skipped: " missing))))
+     (parley-it--start-fake)
+     (unless parley-it--home
+       (setq parley-it--home (make-temp-file "parley-home-" t)
+             parley-it--workspace (file-name-as-directory
+                                   (make-temp-file "parley-workspace-" t))))
+     (let* ((parley-server-command (list parley-it--parley "serve"))
+            (parley-server-environment
+             (list (concat "OPENAI_BASE_URL=" parley-it--url "/v1")
+                   "OPENAI_API_KEY=test-key"
+                   "PARLEY_MODEL=openai:gpt-4.1-mini"
+                   (concat "PARLEY_HOME=" parley-it--home)))
+            (default-directory parley-it--workspace)
+            (parley-turn-timeout 60))
+       (unwind-protect
+           (progn ,@body)
+         (parley-shutdown)
+         (dolist (buffer (parley--chat-buffers))
+           (kill-buffer buffer))))))
+
+(defun parley-it--transcript (&optional buffer)
+  "Return the transcript of BUFFER (default the current buffer)."
+  (with-current-buffer (or buffer (current-buffer))
+    (buffer-substring-no-properties (point-min) parley--output)))
+
+(defun parley-it--send (text)
+  "Type TEXT at the prompt and send it with RET."
+  (goto-char (point-max))
+  (insert text)
+  (parley-return))
+
+(defun parley-it--wait-idle (&optional timeout)
+  "Wait up to TIMEOUT seconds for the turn in the current buffer to end."
+  (let ((buffer (current-buffer)))
+    (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
+                     "the end of the turn" timeout)))
+
+(defun parley-it--visible ()
+  "Return the transcript as shown, invisible text left out."
+  (let ((pos (point-min)) (out ""))
+    (while (< pos parley--output)
+      (let ((next (next-single-property-change pos 'invisible nil parley--output)))
+        (unless (get-text-property pos 'invisible)
+          (setq out (concat out (buffer-substring-no-properties pos next))))
+        (setq pos next)))
+    out))
+
+;;;; The tests
+
+(parley-it--deftest parley-it-streamed-answer-in-order
+  "A streamed answer appears in the buffer, in order, and usage is shown."
+  (let ((words (mapconcat (lambda (i) (format "w%03d" i)) (number-sequence 1 60) " ")))
+    (parley-it--script (list :text words :chunk_size 3 :usage [12 34]))
+    (with-current-buffer (parley)
+      (parley-it--send "Count for me")
+      (should parley--busy)
+      (parley-it--wait-idle)
+      (should (string-match-p (concat "You\nCount for me\n\nParley\n"
+                                      (regexp-quote words) "\n\\'")
+                              (parley-it--transcript)))
+      (should (equal (parley--current-input) ""))
+      (parley-it--wait (lambda () (string-match-p "tokens 12 in / 34 out" (parley--header-line)))
+                       "usage in the header line")
+      (should (string-match-p "openai:gpt-4.1-mini" (parley--header-line))))))
+
+(parley-it--deftest parley-it-thoughts-folded
+  "Thoughts stream into a section that folds when the answer starts."
+  (parley-it--script (list :thinking "First I consider the question." :text "The answer is 42."))
+  (with-current-buffer (parley)
+    (parley-it--send "Think")
+    (parley-it--wait-idle)
+    (should (string-match-p "First I consider the question\\." (parley-it--transcript)))
+    (let ((shown (parley-it--visible)))
+      (should (string-match-p "▸ Thinking\nThe answer is 42\\." shown))
+      (should-not (string-match-p "consider" shown)))
+    (goto-char (point-min))
+    (search-forward "Thinking")
+    (parley-tab)
+    (should (string-match-p "consider" (parley-it--visible)))))
+
+(parley-it--deftest parley-it-tool-round
+  "A tool round shows the tool's header, its result, and the final answer."
+  (with-temp-file (expand-file-name "notes.txt" parley-it--workspace)
+    (insert "the secret is pineapple\n"))
+  (parley-it--script
+   (list :text "Let me look." :tool_calls (vector (list :name "read_file"
+                                                        :arguments (list :path "notes.txt"))))
+   (list :text "The file says pineapple."))
+  (with-current-buffer (parley)
+    (parley-it--send "What is in notes.txt?")
+    (parley-it--wait-idle)
+    (let ((shown (parley-it--visible)))
+      (should (string-match-p "▸ .*read_file.* \\[done\\]\n" shown))
+      (should (string-match-p "\\[done\\]\n\\(.\\|\n\\)*The file says pineapple\\.\n\\'" shown)))
+    ;; The result is in the folded body.
+    (should (string-match-p "pineapple\n\\(.\\|\n\\)*\\[done\\]\\|\\[done\\]\\(.\\|\n\\)*secret is pineapple"
+                            (parley-it--transcript)))
+    (goto-char (point-min))
+    (search-forward "read_file")
+    (parley-tab)
+    (should (string-match-p "secret is pineapple" (parley-it--visible)))))
+
+(parley-it--deftest parley-it-permission-and-elisp-eval
+  "`elisp_eval' asks permission in the minibuffer, runs, and its value reaches the model."
+  (defvar parley-it--evaluated nil)
+  (setq parley-it--evaluated nil)
+  (parley-it--script
+   (list :tool_calls (vector (list :name "elisp_eval"
+                                   :arguments (list :code "(progn (setq parley-it--evaluated t) (* 6 7 1000))"))))
+   (list :text "Emacs says 42000."))
+  (let ((prompts nil)
+        (parley-allow-elisp-eval nil))
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (prompt collection &rest _)
+                 (push prompt prompts)
+                 (should (member "Allow once" (all-completions "" collection)))
+                 "Allow once"))
+              ((symbol-function 'y-or-n-p)
+               (lambda (&rest _) (error "Emacs asked a second time"))))
+      (with-current-buffer (parley)
+        (parley-it--send "Compute in Emacs")
+        (parley-it--wait-idle)
+        (should (= 1 (length prompts)))
+        (should (string-match-p "elisp_eval.*6 7 1000" (car prompts)))
+        (should parley-it--evaluated)
+        (should (string-match-p "elisp_eval.*\\[done\\]" (parley-it--transcript)))
+        (should (string-match-p "Emacs says 42000\\.\n\\'" (parley-it--transcript)))))
+    ;; The value went back to the model: the last request carries it.
+    (let* ((last (car (last (parley-it--requests))))
+           (messages (append (plist-get (plist-get last :body) :messages) nil))
+           (tool-message (cl-find "tool" messages
+                                  :key (lambda (m) (plist-get m :role)) :test #'equal)))
+      (should tool-message)
+      (should (string-match-p "42000" (format "%s" (plist-get tool-message :content)))))))
+
+(parley-it--deftest parley-it-permission-rejected
+  "A tool the user rejects in the minibuffer is not run; the model is told."
+  (defvar parley-it--evaluated nil)
+  (setq parley-it--evaluated nil)
+  (parley-it--script
+   (list :tool_calls (vector (list :name "elisp_eval"
+                                   :arguments (list :code "(setq parley-it--evaluated t)"))))
+   (list :text "Understood, I will not."))
+  (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Reject")))
+    (with-current-buffer (parley)
+      (parley-it--send "Try it")
+      (parley-it--wait-idle)
+      (should-not parley-it--evaluated)
+      (should (string-match-p "elisp_eval.*\\[failed\\]" (parley-it--transcript)))
+      (should (string-match-p "Understood, I will not\\.\n\\'" (parley-it--transcript))))))
+
+(parley-it--deftest parley-it-cancel-then-next-prompt
+  "Cancel ends the turn promptly; the next prompt works."
+  (parley-it--script
+   (list :text (make-string 2000 ?a) :chunk_size 2
+         :pacing (list :chunks_per_second 40)))
+  (with-current-buffer (parley)
+    (parley-it--send "Write a lot")
+    (parley-it--wait (lambda () (string-match-p "aaaa" (parley-it--transcript)))
+                     "the first chunks")
+    (let ((start (float-time)))
+      (parley-cancel)
+      (parley-it--wait-idle 5)
+      (should (< (- (float-time) start) 3)))
+    (should (string-match-p "\\[cancelled\\]\n\\'" (parley-it--transcript)))
+    (parley-it--script (list :text "Fresh answer."))
+    (parley-it--send "Again")
+    (parley-it--wait-idle)
+    (should (string-match-p "You\nAgain\n\nParley\nFresh answer\\.\n\\'" (parley-it--transcript)))))
+
+(parley-it--deftest parley-it-session-reopened
+  "A stored session is listed, reopened, and its history shown again."
+  (parley-it--script (list :thinking "Hmm." :text "Paris is the capital."))
+  (let (session-id)
+    (with-current-buffer (parley)
+      (setq session-id parley--session-id)
+      (parley-it--send "Capital of France?")
+      (parley-it--wait-idle)
+      (kill-buffer))
+    (parley-restart)
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (_prompt collection &rest _)
+                 (let ((choices (all-completions "" collection)))
+                   (should choices)
+                   (or (cl-find-if (lambda (c) (string-match-p (regexp-quote session-id) c))
+                                   choices)
+                       (car choices))))))
+      (parley-sessions))
+    (with-current-buffer (gethash session-id parley--sessions)
+      (parley-it--wait-idle)
+      (should (string-match-p "You\nCapital of France\\?\n\\(.\\|\n\\)*Paris is the capital\\."
+                              (parley-it--transcript)))
+      (should (string-match-p "▸ Thinking" (parley-it--visible)))
+      ;; The reopened session takes prompts.
+      (parley-it--script (list :text "Berlin."))
+      (parley-it--send "And Germany?")
+      (parley-it--wait-idle)
+      (should (string-match-p "And Germany\\?\n\nParley\nBerlin\\.\n\\'" (parley-it--transcript))))))
+
+(parley-it--deftest parley-it-server-death-and-restart
+  "The server dying is reported in the buffer, and a restart works."
+  (parley-it--script (list :text "Before."))
+  (with-current-buffer (parley)
+    (parley-it--send "One")
+    (parley-it--wait-idle)
+    (signal-process (jsonrpc--process parley--connection) 'kill)
+    (parley-it--wait (lambda () (string-match-p "The Parley server exited" (parley-it--transcript)))
+                     "the report of the server's death")
+    (should (eq (get-text-property (- parley--output 3) 'face) 'parley-error))
+    (should-not (string-match-p "Error: Server died" (parley-it--transcript)))
+    (parley-restart)
+    (parley-it--script (list :text "After the restart."))
+    (parley-it--send "Two")
+    (parley-it--wait-idle)
+    (should (string-match-p "Two\n\nParley\nAfter the restart\\.\n\\'" (parley-it--transcript)))))
+
+(parley-it--deftest parley-it-set-model
+  "`parley-set-model' lists the server's models and switches the session."
+  (with-current-buffer (parley)
+    (let (offered)
+      (cl-letf (((symbol-function 'completing-read)
+                 (lambda (_prompt collection &rest _)
+                   (setq offered (all-completions "" collection))
+                   "openai:gpt-4.1")))
+        (call-interactively #'parley-set-model))
+      (should (member "openai:gpt-4.1-mini" offered))
+      (parley-it--wait (lambda () (equal parley--model "openai:gpt-4.1")) "the model switch")
+      (parley-it--script (list :text "ok"))
+      (parley-it--send "hi")
+      (parley-it--wait-idle)
+      (should (equal (plist-get (plist-get (car (last (parley-it--requests))) :body) :model)
+                     "gpt-4.1")))))
+
+(parley-it--deftest parley-it-turn-outlives-default-timeout
+  "A turn longer than jsonrpc's 10 s default does not time out."
+  (parley-it--script (list :text "slow answer" :pacing (list :first_token_delay 11.0)))
+  (with-current-buffer (parley)
+    (parley-it--send "Take your time")
+    (parley-it--wait-idle 30)
+    (should (string-match-p "slow answer\n\\'" (parley-it--transcript)))
+    (should-not (string-match-p "Error" (parley-it--transcript)))))
+
+(provide 'parley-integration-test)
+;;; parley-integration-test.el ends here

@@ -1,0 +1,505 @@
+;;; parley-test.el --- Unit tests for parley.el  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The chat buffer fed with synthetic `session/update' notifications
+;; (parsed from JSON exactly as jsonrpc.el delivers them), the Emacs
+;; tools, and the deferred replies to server requests over a `cat'
+;; loopback.  No server needed.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'parley)
+
+(defconst parley-test--session "sess-unit"
+  "The session id of the test buffers.")
+
+(defmacro parley-test--with-chat (&rest body)
+  "Run BODY in a fresh chat buffer registered for `parley-test--session'."
+  (declare (indent 0) (debug t))
+  `(let ((buffer (parley--make-buffer temporary-file-directory parley-test--session)))
+     (unwind-protect
+         (with-current-buffer buffer ,@body)
+       (kill-buffer buffer))))
+
+(defun parley-test--json (string)
+  "Parse STRING as jsonrpc.el parses a message."
+  (json-parse-string string :object-type 'plist :null-object nil
+                     :false-object :json-false))
+
+(defun parley-test--update (json)
+  "Deliver the update JSON (a JSON object string) as the server would."
+  (parley--handle-notification
+   nil 'session/update
+   (list :sessionId parley-test--session :update (parley-test--json json))))
+
+(defun parley-test--chunk (text &optional id kind)
+  "Deliver a KIND (default agent_message_chunk) chunk TEXT with message ID."
+  (parley-test--update
+   (json-serialize (list :sessionUpdate (or kind "agent_message_chunk")
+                         :content (list :type "text" :text text)
+                         :messageId (or id "m1")))))
+
+(defun parley-test--transcript ()
+  "Return the transcript text, without properties."
+  (buffer-substring-no-properties (point-min) parley--output))
+
+(defun parley-test--visible-transcript ()
+  "Return the transcript text a user sees (invisible text left out)."
+  (let ((pos (point-min)) (out ""))
+    (while (< pos parley--output)
+      (let ((next (next-single-property-change pos 'invisible nil parley--output)))
+        (unless (get-text-property pos 'invisible)
+          (setq out (concat out (buffer-substring-no-properties pos next))))
+        (setq pos next)))
+    out))
+
+(defun parley-test--pos (string)
+  "Return the position where STRING starts in the buffer."
+  (save-excursion
+    (goto-char (point-min))
+    (and (search-forward string nil t) (match-beginning 0))))
+
+;;;; Streaming and the buffer
+
+(ert-deftest parley-stream-appears-in-order ()
+  (parley-test--with-chat
+    (dolist (c '("Hel" "lo, " "wor" "ld" "!\nSecond line."))
+      (parley-test--chunk c))
+    (should (string-match-p "Parley\nHello, world!\nSecond line\\.\\'"
+                            (parley-test--transcript)))
+    ;; The prompt stays below, and empty.
+    (should (equal (parley--current-input) ""))
+    (should (equal (buffer-substring-no-properties parley--output parley--input)
+                   (concat "\n" parley-prompt-string)))))
+
+(ert-deftest parley-transcript-read-only-prompt-editable ()
+  (parley-test--with-chat
+    (parley-test--chunk "An answer.")
+    (goto-char (point-min))
+    (should-error (insert "x") :type 'text-read-only)
+    (goto-char (1- parley--output))
+    (should-error (insert "x") :type 'text-read-only)
+    (goto-char (point-max))
+    (insert "my prompt")
+    (should (equal (parley--current-input) "my prompt"))
+    ;; Streaming while the user types leaves the input alone.
+    (parley-test--chunk " More.")
+    (should (equal (parley--current-input) "my prompt"))
+    (should (string-suffix-p "An answer. More." (parley-test--transcript)))))
+
+(ert-deftest parley-input-undo-stays-consistent ()
+  (parley-test--with-chat
+    (buffer-enable-undo)
+    (goto-char (point-max))
+    (insert "abc")
+    (undo-boundary)
+    (parley-test--chunk "streamed")
+    ;; The input's undo entries were dropped rather than left pointing
+    ;; at the wrong place; undo must not touch the transcript.
+    (should-not (consp buffer-undo-list))
+    (should (string-suffix-p "streamed" (parley-test--transcript)))))
+
+(ert-deftest parley-thoughts-fold-when-answer-starts ()
+  (parley-test--with-chat
+    (parley-test--chunk "Let me " "m1" "agent_thought_chunk")
+    (parley-test--chunk "think." "m1" "agent_thought_chunk")
+    ;; While thinking, the thoughts show.
+    (should (string-match-p "Thinking\nLet me think\\." (parley-test--visible-transcript)))
+    (parley-test--chunk "The answer." "m1")
+    (let ((visible (parley-test--visible-transcript)))
+      (should (string-match-p "▸ Thinking\nThe answer\\." visible))
+      (should-not (string-match-p "Let me think" visible)))
+    (should (string-match-p "Let me think\\." (parley-test--transcript)))
+    ;; TAB on the header unfolds, and folds again.
+    (goto-char (parley-test--pos "Thinking"))
+    (parley-tab)
+    (should (string-match-p "▾ Thinking\nLet me think\\.\nThe answer\\."
+                            (parley-test--visible-transcript)))
+    (parley-tab)
+    (should-not (string-match-p "Let me think" (parley-test--visible-transcript)))
+    ;; Also from the end of the folded header line.
+    (goto-char (parley-test--pos "Thinking"))
+    (end-of-line)
+    (parley-toggle-section)
+    (should (string-match-p "Let me think" (parley-test--visible-transcript)))))
+
+(ert-deftest parley-thoughts-stay-open-when-folding-disabled ()
+  (let ((parley-fold-thoughts nil))
+    (parley-test--with-chat
+      (parley-test--chunk "hmm" "m1" "agent_thought_chunk")
+      (parley-test--chunk "Answer" "m1")
+      (should (string-match-p "hmm" (parley-test--visible-transcript))))))
+
+(ert-deftest parley-tool-call-header-and-result ()
+  (parley-test--with-chat
+    (parley-test--chunk "Looking." "m1")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"call_1\",\"title\":\"read_file\",\"kind\":\"read\",\"status\":\"pending\"}")
+    (should (string-match-p "Looking\\.\n▸ read_file \\[pending\\]\n\\'"
+                            (parley-test--transcript)))
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"call_1\",\"status\":\"in_progress\",\"rawInput\":{\"path\":\"README.md\"}}")
+    (should (string-match-p "read_file \\[running\\]" (parley-test--transcript)))
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"call_1\",\"status\":\"completed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"# Title\\nbody\"}}]}")
+    (should (string-match-p "read_file \\[done\\]" (parley-test--transcript)))
+    ;; One header line, folded: the input and output are there but hidden.
+    (should (= 1 (cl-count-if (lambda (l) (string-match-p "read_file" l))
+                              (split-string (parley-test--transcript) "\n"))))
+    (should-not (string-match-p "README" (parley-test--visible-transcript)))
+    (should (string-match-p "path: README.md" (parley-test--transcript)))
+    (should (string-match-p "# Title" (parley-test--transcript)))
+    (let ((face (get-text-property (parley-test--pos "done") 'face)))
+      (should (eq face 'parley-status-done)))
+    ;; TAB expands it.
+    (goto-char (parley-test--pos "read_file"))
+    (parley-tab)
+    (should (string-match-p "▾ read_file \\[done\\]\n  input:\n    path: README.md\n  output:\n    # Title\n    body\n"
+                            (parley-test--visible-transcript)))
+    ;; Text after the tool goes below it.
+    (parley-test--chunk "Done reading." "m2")
+    (should (string-suffix-p "body\nDone reading." (parley-test--transcript)))
+    ;; An update while the tool is no longer last keeps the order.
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"call_1\",\"title\":\"read_file README.md\"}")
+    (should (string-match-p "▾ read_file README.md \\[done\\]\n\\(.\\|\n\\)*\nDone reading\\.\\'"
+                            (parley-test--transcript)))))
+
+(ert-deftest parley-tool-call-failed-and-superseded ()
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"a\",\"title\":\"python_eval\",\"kind\":\"execute\",\"status\":\"pending\"}")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"b\",\"title\":\"list_directory\",\"kind\":\"read\",\"status\":\"pending\"}")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"a\",\"status\":\"failed\",\"rawOutput\":{\"superseded\":true}}")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"b\",\"status\":\"failed\",\"rawOutput\":\"boom\"}")
+    (should (string-match-p "python_eval \\[superseded\\]\n▸ list_directory \\[failed\\]\n\\'"
+                            (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "failed") 'face)
+                'parley-status-failed))))
+
+(ert-deftest parley-revision-replaces-streamed-text ()
+  (parley-test--with-chat
+    (parley-test--chunk "I will read the fil" "m1")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"t1\",\"title\":\"read_file\",\"kind\":\"read\",\"status\":\"pending\"}")
+    (parley-test--update
+     "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"I will read the file first.\"},\"messageId\":\"m1b\",\"_meta\":{\"parley\":{\"replaces\":\"m1\"}}}")
+    (should (string-match-p "Parley\nI will read the file first\\.\n▸ read_file \\[pending\\]\n\\'"
+                            (parley-test--transcript)))
+    (should-not (string-match-p "fil\n" (parley-test--transcript)))
+    ;; The tool call still updates in place after the revision.
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"t1\",\"status\":\"completed\"}")
+    (should (string-match-p "first\\.\n▸ read_file \\[done\\]\n\\'" (parley-test--transcript)))))
+
+(ert-deftest parley-revision-of-last-block ()
+  (parley-test--with-chat
+    (parley-test--chunk "Helo wrld" "m1")
+    (parley-test--update
+     "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Hello world\"},\"messageId\":\"m1\",\"_meta\":{\"parley\":{\"replaces\":\"m1\"}}}")
+    (should (string-suffix-p "Parley\nHello world" (parley-test--transcript)))
+    (should (equal (buffer-substring-no-properties parley--output (point-max))
+                   (concat "\n" parley-prompt-string)))))
+
+(ert-deftest parley-errors-and-stop-reasons ()
+  (parley-test--with-chat
+    (setq parley--busy t)
+    (parley-test--chunk "partial" "m1")
+    (parley--turn-failed '(:code -32001 :message "The provider said no (429)."
+                                 :data (:provider "openai" :status 429)))
+    (should-not parley--busy)
+    (let ((pos (parley-test--pos "Error: The provider said no")))
+      (should pos)
+      (should (eq (get-text-property pos 'face) 'parley-error)))
+    (should (string-match-p "partial\nError: .*provider openai, status 429" (parley-test--transcript)))
+    (setq parley--busy t)
+    (parley--turn-done '(:stopReason "cancelled" :usage (:inputTokens 3 :outputTokens 2)))
+    (should (string-match-p "\\[cancelled\\]\n\\'" (parley-test--transcript)))))
+
+(ert-deftest parley-replayed-user-messages ()
+  (parley-test--with-chat
+    (parley-test--chunk "What is 2+2?" nil "user_message_chunk")
+    (parley-test--chunk "4." "m1")
+    (parley-test--chunk "And 3+3?" nil "user_message_chunk")
+    (parley-test--chunk "6." "m2")
+    (should (equal (parley-test--transcript)
+                   "You\nWhat is 2+2?\n\nParley\n4.\n\nYou\nAnd 3+3?\n\nParley\n6."))
+    (should (eq (get-text-property (parley-test--pos "You") 'face) 'parley-user-header))))
+
+(ert-deftest parley-header-line-shows-model-usage-busy ()
+  (parley-test--with-chat
+    (setq parley--model "openai:gpt-4.1-mini" parley--busy t)
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1200,\"size\":128000,\"cost\":{\"amount\":0.0021,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":100,\"outputTokens\":20,\"totalTokens\":120}}}")
+    (let ((line (parley--header-line)))
+      (should (string-match-p "openai:gpt-4.1-mini" line))
+      (should (string-match-p "tokens 100 in / 20 out" line))
+      (should (string-match-p "\\$0.0021" line))
+      (should (string-match-p "working" line)))
+    (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 100 :outputTokens 20)
+                                     :_meta (:parley (:model "openai:gpt-4.1"))))
+    (let ((line (parley--header-line)))
+      (should (string-match-p "openai:gpt-4.1 " line))
+      (should (string-match-p "tokens 100 in / 20 out" line))
+      (should-not (string-match-p "working" line)))))
+
+(ert-deftest parley-prompt-history ()
+  (parley-test--with-chat
+    (setq parley--history '("second" "first"))
+    (goto-char (point-max))
+    (insert "draft")
+    (parley-previous-input 1)
+    (should (equal (parley--current-input) "second"))
+    (parley-previous-input 1)
+    (should (equal (parley--current-input) "first"))
+    (should-error (parley-previous-input 1) :type 'user-error)
+    (parley-next-input 1)
+    (should (equal (parley--current-input) "second"))
+    (parley-next-input 1)
+    (should (equal (parley--current-input) "draft"))))
+
+(ert-deftest parley-send-renders-prompt-and-requests ()
+  (parley-test--with-chat
+    (let (sent)
+      (cl-letf (((symbol-function 'parley--prompt)
+                 (lambda (blocks) (setq sent blocks))))
+        (goto-char (point-max))
+        (insert "Explain this")
+        (parley-return)
+        (should (equal sent '((:type "text" :text "Explain this"))))
+        (should (equal (parley--current-input) ""))
+        (should (string-match-p "You\nExplain this\n\\'" (parley-test--transcript)))
+        (should (equal parley--history '("Explain this")))
+        ;; RET in the middle of the prompt is a newline.
+        (insert "two")
+        (backward-char 1)
+        (parley-return)
+        (should (equal (parley--current-input) "tw\no"))))))
+
+(ert-deftest parley-context-goes-as-resource ()
+  (let ((source (generate-new-buffer "parley-source")))
+    (unwind-protect
+        (parley-test--with-chat
+          (with-current-buffer source (insert "line one\nline two\n"))
+          (let ((chat (current-buffer)) sent)
+            (cl-letf (((symbol-function 'parley--prompt)
+                       (lambda (blocks) (setq sent blocks)))
+                      ((symbol-function 'parley--chat-buffer-for-current)
+                       (lambda () chat)))
+              (parley-add-buffer source)
+              (should (string-match-p "+1 context" (parley--header-line)))
+              (goto-char (point-max))
+              (insert "Summarize")
+              (parley-send)
+              (should (equal (car sent)
+                             '(:type "resource"
+                                     :resource (:uri "buffer://parley-source"
+                                                     :text "line one\nline two\n"
+                                                     :mimeType "text/plain"))))
+              (should (equal (cadr sent) '(:type "text" :text "Summarize")))
+              (should (string-match-p "\\[context: buffer://parley-source\\]\nSummarize"
+                                      (parley-test--transcript)))
+              ;; A region.
+              (with-current-buffer source
+                (setq parley--busy nil)
+                (let ((beg (point-min)) (end (save-excursion (goto-char (point-min))
+                                                             (line-end-position))))
+                  (parley-send-region beg end "What is it?")))
+              (should (equal (plist-get (plist-get (car sent) :resource) :text) "line one"))
+              (should (string-match-p "#L1-L1" (plist-get (plist-get (car sent) :resource) :uri))))))
+      (kill-buffer source))))
+
+(ert-deftest parley-window-follows-only-at-end ()
+  (parley-test--with-chat
+    (set-window-buffer (selected-window) (current-buffer))
+    (goto-char (point-max))
+    (dotimes (i 50) (parley-test--chunk (format "line %d\n" i)))
+    (should (= (window-point) (point-max)))
+    ;; The user moves up into the transcript: it stays where it is.
+    (goto-char (parley-test--pos "line 10"))
+    (let ((pos (point)))
+      (dotimes (i 50) (parley-test--chunk (format "more %d\n" i)))
+      (should (= (window-point) pos))
+      (should (looking-at "line 10")))))
+
+(ert-deftest parley-streaming-keeps-marker-count-flat ()
+  ;; The streaming path must not leave a marker (or anything else) per chunk.
+  (parley-test--with-chat
+    (parley-test--chunk "start" "m1")
+    (let ((blocks (hash-table-count parley--blocks)))
+      (dotimes (_ 2000) (parley-test--chunk "x" "m1"))
+      (should (= blocks (hash-table-count parley--blocks))))
+    (parley--end-turn-state)
+    (should (= 0 (hash-table-count parley--blocks)))))
+
+;;;; Emacs tools
+
+(ert-deftest parley-tool-specs-serialize ()
+  (let ((json (json-serialize (parley--initialize-params)
+                              :null-object nil :false-object :json-false)))
+    (should (string-match-p "\"name\":\"elisp_eval\"" json))
+    (should (string-match-p "\"needsPermission\":true" json))
+    (should (string-match-p "\"buffer_list\".*\"properties\":{}" json))))
+
+(ert-deftest parley-tools-elisp-eval ()
+  (let ((parley-allow-elisp-eval nil))
+    (should (equal (parley-tools-call "elisp_eval" '(:code "(+ 1 2)") t)
+                   '(:content "3" :isError :json-false)))
+    (should (equal (plist-get (parley-tools-call "elisp_eval"
+                                                 '(:code "(princ \"hi\") (list 1 2)") t)
+                              :content)
+                   "hi\n=> (1 2)"))
+    (let ((result (parley-tools-call "elisp_eval" '(:code "(car 1)") t)))
+      (should (eq (plist-get result :isError) t))
+      (should (string-match-p "wrong-type-argument\\|Wrong type" (plist-get result :content))))
+    ;; Not approved: Emacs asks; a refusal does not evaluate.
+    (let ((asked 0) (parley-test--ran nil))
+      (defvar parley-test--ran)
+      (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (cl-incf asked) nil)))
+        (let ((result (parley-tools-call "elisp_eval" '(:code "(setq parley-test--ran t)"))))
+          (should (eq (plist-get result :isError) t))
+          (should (= asked 1))
+          (should-not parley-test--ran))))
+    (let ((parley-allow-elisp-eval t))
+      (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked"))))
+        (should (equal (plist-get (parley-tools-call "elisp_eval" '(:code "(* 6 7)")) :content)
+                       "42"))))))
+
+(ert-deftest parley-tools-describe-and-buffers ()
+  (let ((content (plist-get (parley-tools-call "elisp_describe" '(:symbol "car")) :content)))
+    (should (string-match-p "car is a built-in function" content)))
+  (let ((content (plist-get (parley-tools-call "elisp_describe"
+                                               '(:symbol "fill-column" :kind "variable"))
+                            :content)))
+    (should (string-match-p "fill-column" content)))
+  (should (eq t (plist-get (parley-tools-call "elisp_describe" '(:symbol "no-such-symbol-xyzzy"))
+                           :isError)))
+  (let ((buffer (get-buffer-create "parley-tools-test")))
+    (unwind-protect
+        (progn
+          (with-current-buffer buffer (insert "one\ntwo\nthree\n"))
+          (should (string-match-p "^parley-tools-test\t"
+                                  (plist-get (parley-tools-call "buffer_list" nil) :content)))
+          (should (equal (plist-get (parley-tools-call "buffer_read" '(:buffer "parley-tools-test"))
+                                    :content)
+                         "one\ntwo\nthree\n"))
+          (should (equal (plist-get (parley-tools-call "buffer_read"
+                                                       '(:buffer "parley-tools-test"
+                                                                 :startLine 2 :endLine 2))
+                                    :content)
+                         "two\n"))
+          (let ((parley-tool-output-limit 5))
+            (should (string-match-p "\\`one\nt\n\\[truncated: 5 of 14"
+                                    (plist-get (parley-tools-call "buffer_read"
+                                                                  '(:buffer "parley-tools-test"))
+                                               :content)))))
+      (kill-buffer buffer)))
+  (should (eq t (plist-get (parley-tools-call "no_such_tool" nil) :isError))))
+
+;;;; Server requests answered later, over a loopback
+
+(defmacro parley-test--with-loopback (&rest body)
+  "Run BODY with `conn' bound to a `parley--connection' talking to itself.
+A `cat' process echoes what Emacs sends, so each request comes back
+as a request from the \"server\" and each reply as its response."
+  (declare (indent 0) (debug t))
+  `(let ((conn (make-instance
+                'parley--rpc-connection
+                :name "parley-loopback"
+                :process (lambda ()
+                           (make-process :name "parley-loopback" :command '("cat")
+                                         :connection-type 'pipe :coding 'utf-8-emacs-unix
+                                         :noquery t
+                                         :stderr (get-buffer-create "*parley-loopback stderr*")))
+                :request-dispatcher #'parley--handle-request
+                :notification-dispatcher #'parley--handle-notification
+                :on-shutdown #'ignore
+                ,@(parley--events-initargs))))
+     (unwind-protect (progn ,@body)
+       (setf (parley--expected-exit conn) t)
+       (jsonrpc-shutdown conn))))
+
+(ert-deftest parley-deferred-reply-to-call-tool ()
+  (parley-test--with-loopback
+    (let ((result (jsonrpc-request conn '_parley/editor/callTool
+                                   '(:sessionId "x" :toolCallId "c1" :name "elisp_describe"
+                                                :arguments (:symbol "car"))
+                                   :timeout 10)))
+      (should (string-match-p "built-in function" (plist-get result :content)))
+      (should (eq (plist-get result :isError) :json-false)))))
+
+(ert-deftest parley-permission-through-minibuffer ()
+  (parley-test--with-chat
+    (let ((params '(:sessionId "sess-unit"
+                               :toolCall (:toolCallId "call_9" :title "elisp_eval"
+                                                      :kind "execute" :rawInput (:code "(+ 1 2)"))
+                               :options [(:optionId "allow" :name "Allow once" :kind "allow_once")
+                                         (:optionId "always" :name "Allow always" :kind "allow_always")
+                                         (:optionId "reject" :name "Reject" :kind "reject_once")]))
+          prompt)
+      (parley-test--with-loopback
+        ;; Allow once: the prompt shows the tool and its input.
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (p &rest _) (setq prompt p) "Allow once")))
+          (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
+                         '(:outcome (:outcome "selected" :optionId "allow")))))
+        (should (string-match-p "elisp_eval.*(\\+ 1 2)" prompt))
+        (should (eq (gethash "call_9" parley--approvals) 'once))
+        ;; Approved in the permission prompt: Emacs does not ask again.
+        (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked twice"))))
+          (should (equal (jsonrpc-request conn '_parley/editor/callTool
+                                          '(:sessionId "sess-unit" :toolCallId "call_9"
+                                                       :name "elisp_eval" :arguments (:code "(+ 1 2)"))
+                                          :timeout 10)
+                         '(:content "3" :isError :json-false))))
+        ;; Not approved there (say, auto-approved by the server): Emacs asks.
+        (let ((asked nil))
+          (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (setq asked t) t)))
+            (should (equal (plist-get (jsonrpc-request
+                                       conn '_parley/editor/callTool
+                                       '(:sessionId "sess-unit" :toolCallId "call_10"
+                                                    :name "elisp_eval" :arguments (:code "(+ 2 2)"))
+                                       :timeout 10)
+                                      :content)
+                           "4")))
+          (should asked))
+        ;; Reject.
+        (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Reject")))
+          (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
+                         '(:outcome (:outcome "selected" :optionId "reject")))))
+        ;; Quitting the minibuffer answers "cancelled".
+        (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) (signal 'quit nil))))
+          (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
+                         '(:outcome (:outcome "cancelled")))))
+        ;; Allow always covers the later calls of the tool.
+        (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Allow always")))
+          (jsonrpc-request conn 'session/request_permission
+                           (plist-put (copy-tree params) :toolCall
+                                      '(:toolCallId "call_11" :title "elisp_eval"))
+                           :timeout 10))
+        (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked"))))
+          (jsonrpc-request conn '_parley/editor/callTool
+                           '(:sessionId "sess-unit" :toolCallId "call_11"
+                                        :name "elisp_eval" :arguments (:code "1"))
+                           :timeout 10)
+          (should (equal (plist-get (jsonrpc-request
+                                     conn '_parley/editor/callTool
+                                     '(:sessionId "sess-unit" :toolCallId "call_12"
+                                                  :name "elisp_eval" :arguments (:code "2"))
+                                     :timeout 10)
+                                    :content)
+                         "2")))))))
+
+(ert-deftest parley-unknown-server-request-gets-error ()
+  (parley-test--with-loopback
+    (should-error (jsonrpc-request conn 'no/such_method nil :timeout 10)
+                  :type 'jsonrpc-error)))
+
+(provide 'parley-test)
+;;; parley-test.el ends here

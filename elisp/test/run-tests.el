@@ -1,0 +1,36 @@
+;;; run-tests.el --- Run the Parley ERT suites in batch  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; emacs --batch -L DIR -l run-tests.el RESULT-FILE
+;; Runs the unit and integration tests and writes "P F S" (passed,
+;; failed, skipped) to RESULT-FILE; exits non-zero when a test failed.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(setq load-prefer-newer t)
+(let ((here (file-name-directory (or load-file-name buffer-file-name))))
+  (add-to-list 'load-path here)
+  (load (expand-file-name "parley-test" here) nil t)
+  (load (expand-file-name "parley-integration-test" here) nil t))
+
+(let* ((result-file (car command-line-args-left))
+       (stats (ert-run-tests-batch t))
+       (passed 0) (failed 0) (skipped 0))
+  (setq command-line-args-left nil)
+  (cl-loop for test across (ert--stats-tests stats)
+           for result across (ert--stats-test-results stats)
+           do (cond ((ert-test-skipped-p result)
+                     (cl-incf skipped)
+                     (message "SKIPPED %s: %s" (ert-test-name test)
+                              (let ((c (ert-test-result-with-condition-condition result)))
+                                (if (stringp (cadr c)) (cadr c) c))))
+                    ((ert-test-result-expected-p test result) (cl-incf passed))
+                    (t (cl-incf failed))))
+  (when result-file
+    (with-temp-file result-file (insert (format "%d %d %d\n" passed failed skipped))))
+  (kill-emacs (if (zerop failed) 0 1)))
+
+;;; run-tests.el ends here
