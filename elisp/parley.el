@@ -175,6 +175,9 @@ This needs the `markdown-mode' package; without it nothing happens."
 (defvar-local parley--output nil
   "Marker where the transcript grows: its end, just before the prompt.")
 
+(defvar-local parley--start nil
+  "Where the transcript starts, after the banner line.")
+
 (defvar-local parley--input nil
   "Marker at the start of the user's input.")
 
@@ -502,9 +505,7 @@ to wrong places once text is added above it, so they are dropped."
 
 (defun parley--props (string &rest props)
   "Add PROPS to all of STRING, read-only included, and return it."
-  (add-text-properties 0 (length string)
-                       (append '(read-only t front-sticky (read-only)) props)
-                       string)
+  (add-text-properties 0 (length string) (cons 'read-only (cons t props)) string)
   string)
 
 (defun parley--emit (string)
@@ -546,6 +547,16 @@ SLOTS are more slot values for `parley--block-create'."
   (set-marker (parley--block-end block) parley--output)
   (setq parley--tail block))
 
+(defun parley--extend (block text)
+  "Append TEXT to BLOCK, the tail, with the properties of BLOCK's last char.
+The text joins the last text-property interval instead of adding
+one per chunk, so a long answer costs the garbage collector nothing
+more than a short one."
+  (parley--writing
+    (goto-char parley--output)
+    (insert-and-inherit (substring-no-properties text)))
+  (set-marker (parley--block-end block) parley--output))
+
 (defun parley--replace (block string)
   "Replace the text of BLOCK with STRING, keeping markers around it right."
   (let ((beg (marker-position (parley--block-beg block)))
@@ -567,7 +578,7 @@ SLOTS are more slot values for `parley--block-create'."
     (parley--close-tail)
     (setq parley--role role)
     (parley--emit
-     (parley--props (concat (if (> parley--output (point-min)) "\n" "")
+     (parley--props (concat (if (> parley--output parley--start) "\n" "")
                             (if (eq role 'user) "You" "Parley")
                             "\n")
                     'face (if (eq role 'user) 'parley-user-header 'parley-agent-header)))))
@@ -838,7 +849,7 @@ POS is in the section's header or body, or just after it."
      ((and parley--tail
            (eq (parley--block-kind parley--tail) 'message)
            (or (null id) (equal id (parley--block-id parley--tail))))
-      (parley--append parley--tail (parley--props text)))
+      (parley--extend parley--tail text))
      (t
       (parley--ensure-role 'agent)
       (parley--append (parley--new-block 'message id) (parley--props text))))))
@@ -848,24 +859,25 @@ POS is in the section's header or body, or just after it."
   (let ((text (parley--content-text (plist-get update :content)))
         (id (plist-get update :messageId)))
     (unless (string-empty-p text)
-      (let ((block (if (and parley--tail
-                            (eq (parley--block-kind parley--tail) 'thought)
-                            (or (null id) (equal id (parley--block-id parley--tail))))
-                       parley--tail
-                     (parley--ensure-role 'agent)
-                     (parley--start-thought id))))
-        (parley--append block (parley--props text 'parley-body block
-                                             'face 'parley-thought))))))
+      ;; A new section ends its header with the body's first character,
+      ;; a newline carrying the body's properties, which text inherits.
+      (parley--extend (if (and parley--tail
+                               (eq (parley--block-kind parley--tail) 'thought)
+                               (or (null id) (equal id (parley--block-id parley--tail))))
+                          parley--tail
+                        (parley--ensure-role 'agent)
+                        (parley--start-thought id))
+                      text))))
 
 (defun parley--on-user-chunk (update)
   "Show the `user_message_chunk' UPDATE (a replayed prompt)."
   (let ((text (parley--content-text (plist-get update :content))))
     (unless (string-empty-p text)
       (parley--ensure-role 'user)
-      (let ((block (if (and parley--tail (eq (parley--block-kind parley--tail) 'user))
-                       parley--tail
-                     (parley--new-block 'user nil))))
-        (parley--append block (parley--props text 'face 'parley-user-text))))))
+      (if (and parley--tail (eq (parley--block-kind parley--tail) 'user))
+          (parley--extend parley--tail text)
+        (parley--append (parley--new-block 'user nil)
+                        (parley--props text 'face 'parley-user-text))))))
 
 (defun parley--on-usage (update)
   "Record the `usage_update' UPDATE for the header line."
@@ -1217,12 +1229,21 @@ The transcript is read-only; type your prompt below it.
   (setq-local word-wrap t)
   (let ((inhibit-read-only t))
     (erase-buffer)
-    (insert (propertize "\n" 'read-only t 'front-sticky '(read-only))
-            (propertize parley-prompt-string 'face 'parley-prompt
-                        'read-only t 'rear-nonsticky t))
-    (setq parley--input (point-marker))
-    ;; Created after the prompt, so that it stays before it.
-    (setq parley--output (copy-marker (point-min) t))
+    ;; Transcript text is read-only and rear-sticky, which stops typing
+    ;; anywhere in it but at its very start: the banner guards that.
+    ;; Nothing else is front-sticky, so that streamed text can join the
+    ;; text-property interval before it (see `parley--extend').
+    (insert (propertize (substitute-command-keys
+                         "Parley  \\<parley-chat-mode-map>\\[parley-send] send  \\[parley-cancel] cancel  \\[parley-tab] fold  \\[parley-previous-input] history\n")
+                        'read-only t 'front-sticky '(read-only) 'face 'parley-notice))
+    (let ((end-of-transcript (point)))
+      (setq parley--start end-of-transcript)
+      (insert (propertize "\n" 'read-only t)
+              (propertize parley-prompt-string 'face 'parley-prompt
+                          'read-only t 'rear-nonsticky t))
+      (setq parley--input (point-marker))
+      ;; Made after the prompt is in, which it would otherwise precede.
+      (setq parley--output (copy-marker end-of-transcript t)))
     (set-buffer-modified-p nil))
   (setq buffer-undo-list nil)
   (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t))

@@ -154,7 +154,7 @@ the fake LLM.  The test is skipped when the server is not installed."
 (defun parley-it--transcript (&optional buffer)
   "Return the transcript of BUFFER (default the current buffer)."
   (with-current-buffer (or buffer (current-buffer))
-    (buffer-substring-no-properties (point-min) parley--output)))
+    (buffer-substring-no-properties parley--start parley--output)))
 
 (defun parley-it--send (text)
   "Type TEXT at the prompt and send it with RET."
@@ -170,7 +170,7 @@ the fake LLM.  The test is skipped when the server is not installed."
 
 (defun parley-it--visible ()
   "Return the transcript as shown, invisible text left out."
-  (let ((pos (point-min)) (out ""))
+  (let ((pos parley--start) (out ""))
     (while (< pos parley--output)
       (let ((next (next-single-property-change pos 'invisible nil parley--output)))
         (unless (get-text-property pos 'invisible)

@@ -44,11 +44,11 @@
 
 (defun parley-test--transcript ()
   "Return the transcript text, without properties."
-  (buffer-substring-no-properties (point-min) parley--output))
+  (buffer-substring-no-properties parley--start parley--output))
 
 (defun parley-test--visible-transcript ()
   "Return the transcript text a user sees (invisible text left out)."
-  (let ((pos (point-min)) (out ""))
+  (let ((pos parley--start) (out ""))
     (while (< pos parley--output)
       (let ((next (next-single-property-change pos 'invisible nil parley--output)))
         (unless (get-text-property pos 'invisible)
@@ -335,6 +335,12 @@
     (let ((blocks (hash-table-count parley--blocks)))
       (dotimes (_ 2000) (parley-test--chunk "x" "m1"))
       (should (= blocks (hash-table-count parley--blocks))))
+    ;; Nor a text-property interval per chunk: they join the one before.
+    (let ((changes 0) (pos parley--start))
+      (while (< pos parley--output)
+        (setq pos (next-property-change pos nil parley--output)
+              changes (1+ changes)))
+      (should (< changes 5)))
     (parley--end-turn-state)
     (should (= 0 (hash-table-count parley--blocks)))))
 

@@ -1,0 +1,297 @@
+;;; parley-bench.el --- Streaming benchmark for parley.el  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; emacs --batch -L elisp -l elisp/bench/parley-bench.el -f parley-bench-main
+;;
+;; Streams N chunks (default 20,000; PARLEY_BENCH_CHUNKS) of an answer
+;; into one chat buffer and reports the time per chunk over the first
+;; and the last tenth, and the total, against a bare jsonrpc.el loop
+;; that consumes the same stream and inserts nothing.  Two sources:
+;;
+;;   replay  the session/update messages, framed, piped in by `cat':
+;;           nothing but Emacs is measured.
+;;   server  `parley serve' answering a prompt from the fake LLM (runs
+;;           when the server is installed in $PARLEY_VENV or .venv).
+;;
+;; "wall" is the time between chunk arrivals; "insert" the time spent
+;; in parley.el's handler for the chunk (parsing is jsonrpc.el's).
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'jsonrpc)
+(require 'url)
+(require 'parley)
+
+(defvar parley-bench-chunks
+  (string-to-number (or (getenv "PARLEY_BENCH_CHUNKS") "20000"))
+  "How many chunks to stream.")
+
+(defconst parley-bench--chunk "abc "
+  "The text of one chunk (the fake LLM's default chunk size is 4).")
+
+(defconst parley-bench--repo
+  (file-name-directory
+   (directory-file-name
+    (file-name-directory
+     (directory-file-name
+      (file-name-directory (or load-file-name buffer-file-name))))))
+  "The repository.")
+
+(defconst parley-bench--venv
+  (file-name-as-directory
+   (or (getenv "PARLEY_VENV") (expand-file-name ".venv" parley-bench--repo)))
+  "The virtualenv holding the server.")
+
+(cl-defstruct (parley-bench--run (:constructor parley-bench--run-create))
+  "Timings of one run: ARRIVALS and HANDLER times per chunk, COUNT, TOTAL."
+  name (count 0) arrivals handler total (chars 0))
+
+(defun parley-bench--new (name)
+  "Return an empty run called NAME."
+  (parley-bench--run-create
+   :name name
+   :arrivals (make-vector parley-bench-chunks 0.0)
+   :handler (make-vector parley-bench-chunks 0.0)))
+
+(defun parley-bench--record (run t0 t1)
+  "Record in RUN a chunk that arrived at T0 and was handled by T1."
+  (let ((i (parley-bench--run-count run)))
+    (when (< i parley-bench-chunks)
+      (aset (parley-bench--run-arrivals run) i t0)
+      (aset (parley-bench--run-handler run) i (- t1 t0))
+      (setf (parley-bench--run-count run) (1+ i)))))
+
+(defun parley-bench--wait (predicate &optional timeout)
+  "Wait until PREDICATE holds, at most TIMEOUT seconds (default 300)."
+  (let ((deadline (+ (float-time) (or timeout 300))))
+    (while (and (not (funcall predicate)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (or (funcall predicate) (error "Benchmark timed out"))))
+
+(defun parley-bench--update-json (i)
+  "Return the framed session/update message of chunk I."
+  (let ((json (json-serialize
+               (list :jsonrpc "2.0" :method "session/update"
+                     :params (list :sessionId "bench"
+                                   :update (list :sessionUpdate "agent_message_chunk"
+                                                 :content (list :type "text"
+                                                                :text parley-bench--chunk)
+                                                 :messageId (if (< i 0) "m0" "m1")))))))
+    (format "Content-Length: %d\r\n\r\n%s" (string-bytes json) json)))
+
+(defun parley-bench--write-stream ()
+  "Write the framed stream of `parley-bench-chunks' updates; return the file."
+  (let ((file (make-temp-file "parley-bench-stream-")))
+    (with-temp-file file
+      (set-buffer-multibyte nil)
+      (let ((one (parley-bench--update-json 1)))
+        (dotimes (_ parley-bench-chunks) (insert one))))
+    file))
+
+(defun parley-bench--connection (name command dispatcher)
+  "Return a jsonrpc connection NAME running COMMAND; DISPATCHER gets notifications."
+  (make-instance
+   'parley--rpc-connection
+   :name name
+   :process (lambda ()
+              (make-process :name name :command command :connection-type 'pipe
+                            :coding 'utf-8-emacs-unix :noquery t
+                            :stderr (get-buffer-create (format "*%s stderr*" name))))
+   :notification-dispatcher dispatcher
+   :request-dispatcher #'parley--handle-request
+   :on-shutdown #'ignore
+   (car (parley--events-initargs)) (cadr (parley--events-initargs))))
+
+(defun parley-bench--replay (file with-buffer)
+  "Consume the stream in FILE, into a chat buffer when WITH-BUFFER."
+  (let* ((run (parley-bench--new (if with-buffer "parley buffer" "bare jsonrpc loop")))
+         (buffer (and with-buffer (parley--make-buffer temporary-file-directory "bench")))
+         (dispatcher
+          (if with-buffer
+              (lambda (conn method params)
+                (let ((t0 (float-time)))
+                  (parley--handle-notification conn method params)
+                  (parley-bench--record run t0 (float-time))))
+            (lambda (_conn _method _params)
+              (let ((t0 (float-time)))
+                (parley-bench--record run t0 t0)))))
+         (start (float-time))
+         (conn (parley-bench--connection "parley-bench-replay" (list "cat" file) dispatcher)))
+    (when buffer
+      (set-window-buffer (selected-window) buffer)
+      (with-current-buffer buffer (goto-char (point-max))))
+    (parley-bench--wait (lambda () (>= (parley-bench--run-count run) parley-bench-chunks)))
+    (setf (parley-bench--run-total run) (- (float-time) start))
+    (when buffer
+      (setf (parley-bench--run-chars run) (buffer-size buffer))
+      (kill-buffer buffer))
+    (ignore-errors (jsonrpc-shutdown conn))
+    run))
+
+;;;; Against the server
+
+(defvar parley-bench--fake-url nil
+  "The fake LLM's URL.")
+
+(defun parley-bench--server-ready-p ()
+  "Return non-nil when the server and the fake LLM can run."
+  (let ((parley (expand-file-name "bin/parley" parley-bench--venv)))
+    (and (file-executable-p parley)
+         (zerop (call-process parley nil nil nil "serve" "--help"))
+         (zerop (call-process (expand-file-name "bin/python" parley-bench--venv)
+                              nil nil nil "-c" "import parley.fakellm.__main__")))))
+
+(defun parley-bench--start-fake ()
+  "Start the fake LLM with a script of one long answer."
+  (let ((buffer (get-buffer-create " *parley-bench-fake*")))
+    (make-process :name "parley-bench-fake" :buffer buffer :noquery t
+                  :command (list (expand-file-name "bin/python" parley-bench--venv)
+                                 "-m" "parley.fakellm" "--exit-on-stdin-eof")
+                  :connection-type 'pipe)
+    (parley-bench--wait (lambda ()
+                          (with-current-buffer buffer
+                            (goto-char (point-min))
+                            (when (re-search-forward "^\\(http://.*\\)\n" nil t)
+                              (setq parley-bench--fake-url (match-string 1)))))
+                        30)
+    (let ((url-request-method "POST")
+          (url-request-extra-headers '(("Content-Type" . "application/json")))
+          (url-request-data
+           (json-serialize
+            (vector (list :text (apply #'concat (make-list parley-bench-chunks
+                                                           parley-bench--chunk))
+                          :chunk_size (length parley-bench--chunk))))))
+      (kill-buffer (url-retrieve-synchronously
+                    (concat parley-bench--fake-url "/_fake/script") t t 30)))))
+
+(defun parley-bench--server-env ()
+  "Return the environment for `parley serve' against the fake LLM."
+  (list (concat "OPENAI_BASE_URL=" parley-bench--fake-url "/v1")
+        "OPENAI_API_KEY=test-key"
+        "PARLEY_MODEL=openai:gpt-4.1-mini"
+        (concat "PARLEY_HOME=" (make-temp-file "parley-bench-home-" t))))
+
+(defun parley-bench--server-parley ()
+  "Stream the scripted answer from the server into a chat buffer."
+  (let* ((run (parley-bench--new "parley buffer"))
+         (parley-server-command (list (expand-file-name "bin/parley" parley-bench--venv)
+                                      "serve"))
+         (parley-server-environment (parley-bench--server-env))
+         (default-directory temporary-file-directory)
+         (advice (lambda (orig update)
+                   (let ((t0 (float-time)))
+                     (funcall orig update)
+                     (when (equal (plist-get update :sessionUpdate) "agent_message_chunk")
+                       (parley-bench--record run t0 (float-time)))))))
+    (advice-add 'parley--update :around advice)
+    (unwind-protect
+        (let ((buffer (parley)))
+          (set-window-buffer (selected-window) buffer)
+          (with-current-buffer buffer
+            (goto-char (point-max))
+            (insert "Stream the long answer")
+            (let ((start (float-time)))
+              (parley-send)
+              (parley-bench--wait (lambda () (not parley--busy)))
+              (setf (parley-bench--run-total run) (- (float-time) start)
+                    (parley-bench--run-chars run) (buffer-size)))))
+      (advice-remove 'parley--update advice)
+      (parley-shutdown))
+    run))
+
+(defun parley-bench--server-bare ()
+  "Stream the scripted answer from the server into a bare jsonrpc loop."
+  (let* ((run (parley-bench--new "bare jsonrpc loop"))
+         (process-environment (append (parley-bench--server-env) process-environment))
+         (conn (parley-bench--connection
+                "parley-bench-bare"
+                (list (expand-file-name "bin/parley" parley-bench--venv) "serve")
+                (lambda (_conn _method params)
+                  (when (equal (plist-get (plist-get params :update) :sessionUpdate)
+                               "agent_message_chunk")
+                    (let ((t0 (float-time)))
+                      (parley-bench--record run t0 t0))))))
+         done)
+    (unwind-protect
+        (progn
+          (jsonrpc-request conn 'initialize '(:protocolVersion 1 :clientCapabilities (:fs nil))
+                           :timeout 60)
+          (let* ((session (plist-get (jsonrpc-request
+                                      conn 'session/new
+                                      (list :cwd (directory-file-name temporary-file-directory)
+                                            :mcpServers [])
+                                      :timeout 60)
+                                     :sessionId))
+                 (start (float-time)))
+            (jsonrpc-async-request conn 'session/prompt
+                                   (list :sessionId session
+                                         :prompt [(:type "text" :text "Stream the long answer")])
+                                   :timeout 300
+                                   :success-fn (lambda (_) (setq done t))
+                                   :error-fn (lambda (e) (setq done e)))
+            (parley-bench--wait (lambda () done))
+            (setf (parley-bench--run-total run) (- (float-time) start))))
+      (ignore-errors (process-send-eof (jsonrpc--process conn)))
+      (ignore-errors (jsonrpc-shutdown conn)))
+    run))
+
+;;;; Report
+
+(defun parley-bench--tenth-us (vector count from-end handler)
+  "Mean µs per chunk over a tenth of COUNT entries of VECTOR.
+FROM-END picks the last tenth.  HANDLER means VECTOR holds durations;
+otherwise it holds arrival times and the spacing is averaged."
+  (let* ((n (max 2 (/ count 10)))
+         (start (if from-end (- count n) 0)))
+    (if handler
+        (/ (* 1e6 (cl-loop for i from start below (+ start n) sum (aref vector i))) n)
+      (/ (* 1e6 (- (aref vector (+ start n -1)) (aref vector start))) (1- n)))))
+
+(defun parley-bench--row (source run)
+  "Return the table row of RUN streamed from SOURCE."
+  (let ((count (parley-bench--run-count run))
+        (bare (string-prefix-p "bare" (parley-bench--run-name run))))
+    (format "| %-7s | %-17s | %6d | %9.1f | %9.1f | %11s | %11s | %8.3f | %8s |"
+            source (parley-bench--run-name run) count
+            (parley-bench--tenth-us (parley-bench--run-arrivals run) count nil nil)
+            (parley-bench--tenth-us (parley-bench--run-arrivals run) count t nil)
+            (if bare "-" (format "%.1f" (parley-bench--tenth-us
+                                         (parley-bench--run-handler run) count nil t)))
+            (if bare "-" (format "%.1f" (parley-bench--tenth-us
+                                         (parley-bench--run-handler run) count t t)))
+            (parley-bench--run-total run)
+            (if bare "-" (number-to-string (parley-bench--run-chars run))))))
+
+(defun parley-bench-main ()
+  "Run the benchmark and print its table."
+  (let ((file (parley-bench--write-stream))
+        rows)
+    (unwind-protect
+        (progn
+          ;; A warm-up, so that neither side pays for loading code.
+          (let ((parley-bench-chunks 500)) (parley-bench--replay (parley-bench--write-stream) t))
+          (push (cons "replay" (parley-bench--replay file nil)) rows)
+          (push (cons "replay" (parley-bench--replay file t)) rows))
+      (delete-file file))
+    (if (not (parley-bench--server-ready-p))
+        (message "(server runs skipped: parley serve is not installed in %s)" parley-bench--venv)
+      (parley-bench--start-fake)
+      (push (cons "server" (parley-bench--server-bare)) rows)
+      (push (cons "server" (parley-bench--server-parley)) rows))
+    (princ (format "Streaming %d chunks of %S into one buffer (Emacs %s, jsonrpc.el %s)\n\n"
+                   parley-bench-chunks parley-bench--chunk emacs-version
+                   (or (ignore-errors
+                         (with-temp-buffer
+                           (insert-file-contents (find-library-name "jsonrpc"))
+                           (and (re-search-forward "^;; Version: \\(.*\\)$" nil t)
+                                (match-string 1))))
+                       "?")))
+    (princ "| source  | consumer          | chunks | wall µs/chunk first 10% | wall µs/chunk last 10% | insert µs/chunk first 10% | insert µs/chunk last 10% | total s | buffer chars |\n")
+    (princ "|---------|-------------------|-------:|---------:|---------:|------------:|------------:|---------:|---------:|\n")
+    (dolist (row (nreverse rows))
+      (princ (concat (parley-bench--row (car row) (cdr row)) "\n")))))
+
+(provide 'parley-bench)
+;;; parley-bench.el ends here
