@@ -1,0 +1,469 @@
+/**
+ * The Parley protocol client: spawns `parley serve`, speaks JSON-RPC over its stdio with
+ * LSP framing (vscode-jsonrpc), and exposes the protocol's methods as typed calls.
+ *
+ * Does not import `vscode`: it runs (and is tested) in plain Node.
+ */
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import * as readline from 'node:readline';
+import {
+  type CancellationToken,
+  type MessageConnection,
+  ResponseError,
+  StreamMessageReader,
+  StreamMessageWriter,
+  createMessageConnection,
+} from 'vscode-jsonrpc/node';
+
+import {
+  type ConfigureParams,
+  type ContentBlock,
+  type EditorCallToolParams,
+  type EditorCallToolResult,
+  type InitializeParams,
+  type InitializeResult,
+  type ListSessionsResult,
+  type LoadSessionResult,
+  METHOD_NOT_FOUND,
+  type ModelsResult,
+  type NewSessionOptions,
+  PROTOCOL_VERSION,
+  type PromptResult,
+  type RequestPermissionParams,
+  type RequestPermissionResult,
+  type SessionNotification,
+  type ToolSpec,
+  type UsageResult,
+} from './protocol';
+
+export interface ServerOptions {
+  /** The executable, e.g. `parley` or `/path/to/.venv/bin/parley`. */
+  command: string;
+  /** Arguments, by default `['serve']`. */
+  args?: string[];
+  /** Working directory of the server process. */
+  cwd?: string;
+  /** Extra environment, merged over `process.env`. */
+  env?: Record<string, string | undefined>;
+}
+
+export interface ClientHandlers {
+  /**
+   * Ask the user about a tool call. `signal` aborts when the turn is cancelled (by us or by
+   * the server); the client then answers `cancelled` itself, so the handler may just tidy up.
+   */
+  requestPermission?: (
+    params: RequestPermissionParams,
+    signal: AbortSignal,
+  ) => Promise<RequestPermissionResult>;
+  /** Run one of the editor tools declared in `initialize`. */
+  callEditorTool?: (params: EditorCallToolParams, signal: AbortSignal) => Promise<EditorCallToolResult>;
+}
+
+export interface ClientOptions {
+  server: ServerOptions;
+  /** Tools the client runs itself, declared under `clientCapabilities._meta.parley.tools`. */
+  tools?: ToolSpec[];
+  clientInfo?: { name: string; version: string };
+  handlers?: ClientHandlers;
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** True when the exit was asked for (`stop()`, `restart()`). */
+  expected: boolean;
+  /** The last lines the server wrote to stderr. */
+  stderrTail: string[];
+}
+
+/** A request failed because the server process is gone (or was never started). */
+export class ServerExitedError extends Error {
+  constructor(
+    message: string,
+    readonly exit?: ExitInfo,
+  ) {
+    super(message);
+    this.name = 'ServerExitedError';
+  }
+}
+
+/** The server could not be started at all (command not found, initialize failed). */
+export class ServerStartError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ServerStartError';
+  }
+}
+
+export function isMethodNotFound(err: unknown): boolean {
+  return err instanceof ResponseError && err.code === METHOD_NOT_FOUND;
+}
+
+interface ClientEvents {
+  update: [SessionNotification];
+  exit: [ExitInfo];
+  log: [string];
+  /** A permission request was cancelled before the user answered (turn cancelled). */
+  permissionCancelled: [RequestPermissionParams];
+}
+
+interface Pending {
+  reject: (err: Error) => void;
+}
+
+const STDERR_TAIL = 40;
+
+export class ParleyClient extends EventEmitter<ClientEvents> {
+  private proc: ChildProcess | undefined;
+  private conn: MessageConnection | undefined;
+  private stopping = false;
+  private readonly pending = new Set<Pending>();
+  /** Open permission prompts / editor tool runs, by session, so a cancel can end them. */
+  private readonly inFlight = new Map<string, Set<AbortController>>();
+  private stderrTail: string[] = [];
+  private exitPromise: Promise<ExitInfo> | undefined;
+  private generation = 0;
+  initializeResult: InitializeResult | undefined;
+
+  constructor(private readonly options: ClientOptions) {
+    super();
+  }
+
+  get running(): boolean {
+    return this.conn !== undefined;
+  }
+
+  get pid(): number | undefined {
+    return this.proc?.pid;
+  }
+
+  /** Spawn the server and run `initialize`. */
+  async start(): Promise<InitializeResult> {
+    if (this.conn) {
+      throw new Error('Parley server is already running');
+    }
+    const { command, args = ['serve'], cwd, env } = this.options.server;
+    const generation = ++this.generation;
+    this.stopping = false;
+    this.stderrTail = [];
+    const proc = spawn(command, args, {
+      cwd,
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      windowsHide: true,
+    });
+    this.proc = proc;
+
+    const spawned = new Promise<void>((resolve, reject) => {
+      proc.once('spawn', () => resolve());
+      proc.once('error', (err) => reject(err));
+    });
+    this.exitPromise = new Promise<ExitInfo>((resolve) => {
+      proc.once('close', (code, signal) => {
+        const info: ExitInfo = {
+          code,
+          signal,
+          expected: this.stopping,
+          stderrTail: [...this.stderrTail],
+        };
+        if (generation === this.generation) {
+          this.onProcessExit(info);
+        }
+        resolve(info);
+      });
+    });
+    proc.on('error', (err) => this.emit('log', `[parley] process error: ${err.message}`));
+
+    if (proc.stderr) {
+      const rl = readline.createInterface({ input: proc.stderr });
+      rl.on('line', (line) => {
+        this.stderrTail.push(line);
+        if (this.stderrTail.length > STDERR_TAIL) {
+          this.stderrTail.shift();
+        }
+        this.emit('log', line);
+      });
+    }
+
+    try {
+      await spawned;
+    } catch (err) {
+      this.proc = undefined;
+      const msg = (err as NodeJS.ErrnoException).code === 'ENOENT'
+        ? `Could not start the Parley server: \`${command}\` was not found. ` +
+          'Install Parley (pip install parley) or set `parley.serverCommand` to its path.'
+        : `Could not start the Parley server (\`${command}\`): ${(err as Error).message}`;
+      throw new ServerStartError(msg);
+    }
+
+    const conn = createMessageConnection(
+      new StreamMessageReader(proc.stdout),
+      new StreamMessageWriter(proc.stdin),
+    );
+    // A write to a dead process must not crash the host.
+    proc.stdin.on('error', (err) => this.emit('log', `[parley] stdin: ${err.message}`));
+    conn.onError(([err]) => this.emit('log', `[parley] connection error: ${err.message}`));
+    conn.onNotification('session/update', (params: SessionNotification) => {
+      this.emit('update', params);
+    });
+    conn.onRequest(
+      'session/request_permission',
+      (params: RequestPermissionParams, token: CancellationToken) =>
+        this.handlePermission(params, token),
+    );
+    conn.onRequest(
+      '_parley/editor/callTool',
+      (params: EditorCallToolParams, token: CancellationToken) => this.handleEditorTool(params, token),
+    );
+    conn.listen();
+    this.conn = conn;
+
+    const params: InitializeParams = {
+      protocolVersion: PROTOCOL_VERSION,
+      clientCapabilities: {
+        _meta: { parley: { tools: this.options.tools ?? [] } },
+      },
+      clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: '0.1.0' },
+    };
+    try {
+      this.initializeResult = await this.request<InitializeResult>('initialize', params);
+    } catch (err) {
+      await this.stop();
+      throw new ServerStartError(`The Parley server did not initialize: ${describeError(err)}`);
+    }
+    return this.initializeResult;
+  }
+
+  /** Stop the server: close its stdin, then terminate it if it lingers. */
+  async stop(timeoutMs = 3000): Promise<void> {
+    const proc = this.proc;
+    const exited = this.exitPromise;
+    if (!proc || !exited) {
+      return;
+    }
+    this.stopping = true;
+    this.conn?.end();
+    proc.stdin?.end();
+    const done = await Promise.race([exited.then(() => true), delay(timeoutMs).then(() => false)]);
+    if (!done) {
+      proc.kill('SIGTERM');
+      const killed = await Promise.race([exited.then(() => true), delay(2000).then(() => false)]);
+      if (!killed) {
+        proc.kill('SIGKILL');
+        await exited;
+      }
+    }
+  }
+
+  /** Stop the server (if it runs) and start a new one. */
+  async restart(): Promise<InitializeResult> {
+    await this.stop();
+    return this.start();
+  }
+
+  /** Resolves when the current server process has exited. */
+  waitForExit(): Promise<ExitInfo> | undefined {
+    return this.exitPromise;
+  }
+
+  // ---- protocol methods ----
+
+  async newSession(cwd: string, options: NewSessionOptions = {}): Promise<string> {
+    const parley = pruneUndefined(options);
+    const result = await this.request<{ sessionId: string }>('session/new', {
+      cwd,
+      mcpServers: [],
+      ...(Object.keys(parley).length ? { _meta: { parley } } : {}),
+    });
+    return result.sessionId;
+  }
+
+  prompt(sessionId: string, prompt: ContentBlock[] | string): Promise<PromptResult> {
+    const blocks: ContentBlock[] = typeof prompt === 'string' ? [{ type: 'text', text: prompt }] : prompt;
+    return this.request<PromptResult>('session/prompt', { sessionId, prompt: blocks });
+  }
+
+  /** `session/cancel`; also answers our own open permission prompts of that session `cancelled`. */
+  async cancel(sessionId: string): Promise<void> {
+    this.abortInFlight(sessionId);
+    if (this.conn) {
+      await this.conn.sendNotification('session/cancel', { sessionId });
+    }
+  }
+
+  loadSession(sessionId: string, cwd: string): Promise<LoadSessionResult> {
+    return this.request<LoadSessionResult>('session/load', { sessionId, cwd, mcpServers: [] });
+  }
+
+  listSessions(params: { cwd?: string; cursor?: string } = {}): Promise<ListSessionsResult> {
+    return this.request<ListSessionsResult>('session/list', pruneUndefined(params));
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.request('session/delete', { sessionId });
+  }
+
+  async configure(params: ConfigureParams): Promise<void> {
+    await this.request('_parley/session/configure', pruneUndefined(params));
+  }
+
+  usage(sessionId?: string): Promise<UsageResult> {
+    return this.request<UsageResult>('_parley/usage', sessionId ? { sessionId } : {});
+  }
+
+  models(): Promise<ModelsResult> {
+    return this.request<ModelsResult>('_parley/models', {});
+  }
+
+  /** Any request, for methods this class does not wrap. */
+  request<R>(method: string, params: object): Promise<R> {
+    const conn = this.conn;
+    if (!conn) {
+      return Promise.reject(new ServerExitedError('The Parley server is not running.'));
+    }
+    return new Promise<R>((resolve, reject) => {
+      const entry: Pending = { reject };
+      this.pending.add(entry);
+      conn.sendRequest<R>(method, params).then(
+        (value) => {
+          this.pending.delete(entry);
+          resolve(value);
+        },
+        (err: unknown) => {
+          this.pending.delete(entry);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+  }
+
+  // ---- internals ----
+
+  private onProcessExit(info: ExitInfo): void {
+    const conn = this.conn;
+    this.conn = undefined;
+    this.proc = undefined;
+    const what = info.signal ? `signal ${info.signal}` : `code ${info.code}`;
+    const err = new ServerExitedError(`The Parley server exited (${what}).`, info);
+    for (const p of this.pending) {
+      p.reject(err);
+    }
+    this.pending.clear();
+    for (const sessionId of [...this.inFlight.keys()]) {
+      this.abortInFlight(sessionId);
+    }
+    conn?.dispose();
+    this.emit('exit', info);
+  }
+
+  private abortInFlight(sessionId: string): void {
+    const set = this.inFlight.get(sessionId);
+    if (!set) {
+      return;
+    }
+    this.inFlight.delete(sessionId);
+    for (const ac of set) {
+      ac.abort();
+    }
+  }
+
+  private track(sessionId: string, token: CancellationToken): AbortController {
+    const ac = new AbortController();
+    let set = this.inFlight.get(sessionId);
+    if (!set) {
+      set = new Set();
+      this.inFlight.set(sessionId, set);
+    }
+    set.add(ac);
+    token.onCancellationRequested(() => ac.abort());
+    return ac;
+  }
+
+  private untrack(sessionId: string, ac: AbortController): void {
+    const set = this.inFlight.get(sessionId);
+    set?.delete(ac);
+    if (set && set.size === 0) {
+      this.inFlight.delete(sessionId);
+    }
+  }
+
+  private async handlePermission(
+    params: RequestPermissionParams,
+    token: CancellationToken,
+  ): Promise<RequestPermissionResult> {
+    const handler = this.options.handlers?.requestPermission;
+    if (!handler) {
+      return { outcome: { outcome: 'cancelled' } };
+    }
+    const ac = this.track(params.sessionId, token);
+    const cancelled = new Promise<RequestPermissionResult>((resolve) => {
+      const done = () => {
+        this.emit('permissionCancelled', params);
+        resolve({ outcome: { outcome: 'cancelled' } });
+      };
+      if (ac.signal.aborted) {
+        done();
+      } else {
+        ac.signal.addEventListener('abort', done, { once: true });
+      }
+    });
+    try {
+      return await Promise.race([handler(params, ac.signal), cancelled]);
+    } catch (err) {
+      this.emit('log', `[parley] permission handler failed: ${describeError(err)}`);
+      return { outcome: { outcome: 'cancelled' } };
+    } finally {
+      this.untrack(params.sessionId, ac);
+    }
+  }
+
+  private async handleEditorTool(
+    params: EditorCallToolParams,
+    token: CancellationToken,
+  ): Promise<EditorCallToolResult> {
+    const handler = this.options.handlers?.callEditorTool;
+    if (!handler) {
+      return { content: `This client does not run the tool ${params.name}.`, isError: true };
+    }
+    const ac = this.track(params.sessionId, token);
+    try {
+      return await handler(params, ac.signal);
+    } catch (err) {
+      return { content: `${params.name} failed: ${describeError(err)}`, isError: true };
+    } finally {
+      this.untrack(params.sessionId, ac);
+    }
+  }
+}
+
+/** A message a person can act on, from whatever a request rejected with. */
+export function describeError(err: unknown): string {
+  if (err instanceof ResponseError) {
+    const data = err.data as { provider?: string; status?: number; type?: string } | undefined;
+    const extra = data && typeof data === 'object' && data.provider
+      ? ` [${data.provider}${data.status ? ` ${data.status}` : ''}${data.type ? ` ${data.type}` : ''}]`
+      : '';
+    return `${err.message}${extra}`;
+  }
+  if (err instanceof Error) {
+    return err.message;
+  }
+  return String(err);
+}
+
+function pruneUndefined<T extends object>(obj: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const [k, v] of Object.entries(obj)) {
+    if (v !== undefined) {
+      (out as Record<string, unknown>)[k] = v;
+    }
+  }
+  return out;
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

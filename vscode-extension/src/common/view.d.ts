@@ -1,0 +1,147 @@
+/**
+ * What the chat view shows, and the messages between the extension host and the webview.
+ * Shared by both sides; a declaration file so the webview build emits nothing for it.
+ * Self-contained on purpose: the webview program must not pull in host modules.
+ */
+
+export interface ContextItem {
+  /** Short label, e.g. `geometry.py:10-20`. */
+  label: string;
+  uri: string;
+}
+
+export interface UserEntry {
+  kind: 'user';
+  id: string;
+  text: string;
+  context: ContextItem[];
+}
+
+export interface AgentEntry {
+  kind: 'agent';
+  id: string;
+  text: string;
+  messageId?: string;
+  /** Message ids this entry's text answered to (revisions replace by id). */
+  aliases: string[];
+  revised: boolean;
+  streaming: boolean;
+}
+
+export interface ThoughtEntry {
+  kind: 'thought';
+  id: string;
+  text: string;
+  messageId?: string;
+  streaming: boolean;
+}
+
+export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
+
+export interface ToolEntry {
+  kind: 'tool';
+  id: string;
+  toolCallId: string;
+  title: string;
+  toolKind: string;
+  status: ToolStatus;
+  /** The input, as shown (pretty JSON). */
+  input?: string;
+  /** The output, as shown. */
+  output?: string;
+  superseded: boolean;
+}
+
+export interface PermissionOptionView {
+  optionId: string;
+  name: string;
+  kind: string;
+}
+
+export interface PermissionEntry {
+  kind: 'permission';
+  id: string;
+  requestId: string;
+  toolCallId: string;
+  title: string;
+  toolKind: string;
+  input?: string;
+  options: PermissionOptionView[];
+  /** Set once answered: what was chosen, as shown. */
+  answer?: { optionId?: string; label: string };
+}
+
+export interface NoticeEntry {
+  kind: 'notice';
+  id: string;
+  level: 'info' | 'warning' | 'error';
+  text: string;
+  /** A button under the notice. */
+  action?: { label: string; message: ViewToHost };
+}
+
+export type Entry = UserEntry | AgentEntry | ThoughtEntry | ToolEntry | PermissionEntry | NoticeEntry;
+
+export interface ModelOption {
+  id: string;
+  available: boolean;
+  reason?: string;
+}
+
+export interface UsageView {
+  /** Context tokens in use and the window size (last `usage_update`). */
+  contextUsed?: number;
+  contextSize?: number;
+  /** Tokens counted in this session (input + output). */
+  sessionTokens: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** Session cost; null when a model's price is unknown. */
+  cost?: { amount: number; currency: string } | null;
+}
+
+export type ServerState = 'stopped' | 'starting' | 'ready' | 'exited';
+
+export interface SessionRow {
+  sessionId: string;
+  title: string;
+  updatedAt?: string;
+  current: boolean;
+}
+
+export interface ViewMeta {
+  serverState: ServerState;
+  sessionId?: string;
+  title?: string;
+  model?: string;
+  models: ModelOption[];
+  busy: boolean;
+  loading: boolean;
+  usage: UsageView;
+  /** Attachments waiting to go with the next prompt. */
+  context: ContextItem[];
+}
+
+export interface ViewState {
+  meta: ViewMeta;
+  entries: Entry[];
+}
+
+export type HostToView =
+  | { type: 'reset'; state: ViewState }
+  | { type: 'entries'; upserts: Entry[]; removed: string[] }
+  | { type: 'meta'; meta: ViewMeta }
+  | { type: 'sessions'; sessions: SessionRow[] }
+  | { type: 'focus' };
+
+export type ViewToHost =
+  | { type: 'ready' }
+  | { type: 'send'; text: string }
+  | { type: 'cancel' }
+  | { type: 'permission'; requestId: string; optionId: string | null }
+  | { type: 'selectModel'; model: string }
+  | { type: 'newSession' }
+  | { type: 'listSessions' }
+  | { type: 'loadSession'; sessionId: string }
+  | { type: 'removeContext'; index: number }
+  | { type: 'restart' };

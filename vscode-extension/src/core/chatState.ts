@@ -1,0 +1,453 @@
+/**
+ * The chat view's state and the reducer that turns `session/update` notifications (and the
+ * host's own events: a prompt sent, a permission asked, a turn ended) into it.
+ *
+ * Pure: no I/O, no `vscode`. Immutable: an entry that did not change keeps its identity, so
+ * `diffEntries` can tell the webview just what changed.
+ */
+
+import type {
+  AgentEntry,
+  ContextItem,
+  Entry,
+  NoticeEntry,
+  ThoughtEntry,
+  ToolEntry,
+  UserEntry,
+  ViewMeta,
+  ViewState,
+  ViewToHost,
+} from '../common/view';
+import type {
+  RequestPermissionParams,
+  MessageChunkUpdate,
+  SessionInfoUpdate,
+  SessionUpdate,
+  ToolCallContent,
+  ToolCallUpdate,
+  TurnStats,
+  Usage,
+  UsageTotals,
+  UsageUpdate,
+} from '../client/protocol';
+
+export type ChatEvent =
+  | { type: 'update'; update: SessionUpdate }
+  | { type: 'userPrompt'; text: string; context: ContextItem[] }
+  | { type: 'permissionAsked'; requestId: string; params: RequestPermissionParams }
+  | { type: 'permissionAnswered'; requestId: string; optionId?: string; cancelled?: boolean }
+  | { type: 'turnEnded'; stopReason: string; usage?: Usage; stats?: TurnStats }
+  | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
+  | { type: 'clear' }
+  | { type: 'setEntries'; entries: Entry[] }
+  | { type: 'meta'; patch: Partial<ViewMeta> }
+  | { type: 'usageTotals'; totals: UsageTotals };
+
+export function initialState(): ViewState {
+  return {
+    meta: {
+      serverState: 'stopped',
+      models: [],
+      busy: false,
+      loading: false,
+      usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
+      context: [],
+    },
+    entries: [],
+  };
+}
+
+let counter = 0;
+function newId(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${counter}`;
+}
+
+export function reduce(state: ViewState, event: ChatEvent): ViewState {
+  switch (event.type) {
+    case 'update':
+      return applyUpdate(state, event.update);
+    case 'userPrompt': {
+      const entry: UserEntry = { kind: 'user', id: newId('user'), text: event.text, context: event.context };
+      return { ...state, entries: [...finishStreaming(state.entries), entry] };
+    }
+    case 'permissionAsked': {
+      const { params } = event;
+      const entry: Entry = {
+        kind: 'permission',
+        id: `perm-${event.requestId}`,
+        requestId: event.requestId,
+        toolCallId: params.toolCall.toolCallId,
+        title: params.toolCall.title ?? params.toolCall.toolCallId,
+        toolKind: params.toolCall.kind ?? 'other',
+        input: formatInput(params.toolCall.rawInput),
+        options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
+      };
+      return { ...state, entries: [...finishStreaming(state.entries), entry] };
+    }
+    case 'permissionAnswered':
+      return mapEntry(state, `perm-${event.requestId}`, (e) => {
+        if (e.kind !== 'permission' || e.answer) {
+          return e;
+        }
+        const option = e.options.find((o) => o.optionId === event.optionId);
+        const label = event.cancelled || !option ? 'Cancelled' : option.name;
+        return { ...e, answer: { optionId: option?.optionId, label } };
+      });
+    case 'turnEnded': {
+      let next: ViewState = { ...state, entries: finishStreaming(state.entries) };
+      // A permission prompt left open when the turn ends can no longer be answered.
+      next = {
+        ...next,
+        entries: next.entries.map((e) =>
+          e.kind === 'permission' && !e.answer ? { ...e, answer: { label: 'Cancelled' } } : e,
+        ),
+      };
+      const notice = stopReasonNotice(event.stopReason);
+      if (notice) {
+        next = appendNotice(next, notice.level, notice.text);
+      }
+      return { ...next, meta: { ...next.meta, busy: false } };
+    }
+    case 'notice':
+      return appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action);
+    case 'clear':
+      return { ...state, entries: [] };
+    case 'setEntries':
+      return { ...state, entries: event.entries };
+    case 'meta':
+      return { ...state, meta: { ...state.meta, ...event.patch } };
+    case 'usageTotals': {
+      const t = event.totals;
+      return {
+        ...state,
+        meta: {
+          ...state.meta,
+          usage: {
+            ...state.meta.usage,
+            sessionTokens: t.totalTokens,
+            inputTokens: t.inputTokens,
+            outputTokens: t.outputTokens,
+            cost: t.cost,
+          },
+        },
+      };
+    }
+  }
+}
+
+function stopReasonNotice(stopReason: string): { level: NoticeEntry['level']; text: string } | undefined {
+  switch (stopReason) {
+    case 'end_turn':
+      return undefined;
+    case 'cancelled':
+      return { level: 'info', text: 'Stopped.' };
+    case 'max_tokens':
+      return { level: 'warning', text: 'The answer was cut off: the model reached its output token limit.' };
+    case 'max_turn_requests':
+      return { level: 'warning', text: 'Stopped: the turn reached its limit of model requests.' };
+    case 'refusal':
+      return { level: 'warning', text: 'The model refused to answer.' };
+    default:
+      return { level: 'info', text: `Turn ended: ${stopReason}.` };
+  }
+}
+
+function appendNotice(
+  state: ViewState,
+  level: NoticeEntry['level'],
+  text: string,
+  action?: { label: string; message: ViewToHost },
+): ViewState {
+  const entry: NoticeEntry = { kind: 'notice', id: newId('notice'), level, text, ...(action ? { action } : {}) };
+  return { ...state, entries: [...state.entries, entry] };
+}
+
+/** Mark streamed text and thoughts as complete (entries that change get new identities). */
+function finishStreaming(entries: Entry[]): Entry[] {
+  let changed = false;
+  const out = entries.map((e) => {
+    if ((e.kind === 'agent' || e.kind === 'thought') && e.streaming) {
+      changed = true;
+      return { ...e, streaming: false };
+    }
+    return e;
+  });
+  return changed ? out : entries;
+}
+
+function mapEntry(state: ViewState, id: string, fn: (e: Entry) => Entry): ViewState {
+  const i = state.entries.findIndex((e) => e.id === id);
+  if (i < 0) {
+    return state;
+  }
+  const old = state.entries[i];
+  const updated = fn(old);
+  if (updated === old) {
+    return state;
+  }
+  const entries = state.entries.slice();
+  entries[i] = updated;
+  return { ...state, entries };
+}
+
+function replaceLast(state: ViewState, entry: Entry): ViewState {
+  const entries = state.entries.slice();
+  entries[entries.length - 1] = entry;
+  return { ...state, entries };
+}
+
+function textOf(content: unknown): string {
+  if (content && typeof content === 'object') {
+    const c = content as { type?: string; text?: unknown; resource?: { uri?: string; text?: string } };
+    if (typeof c.text === 'string') {
+      return c.text;
+    }
+  }
+  return '';
+}
+
+function applyUpdate(state: ViewState, update: SessionUpdate): ViewState {
+  switch (update.sessionUpdate) {
+    case 'agent_message_chunk':
+    case 'agent_thought_chunk': {
+      const u = update as MessageChunkUpdate;
+      const text = textOf(u.content);
+      const messageId = typeof u.messageId === 'string' ? u.messageId : undefined;
+      const replaces = u._meta?.parley?.replaces;
+      if (update.sessionUpdate === 'agent_message_chunk') {
+        if (typeof replaces === 'string') {
+          return reviseMessage(state, replaces, text, messageId);
+        }
+        return appendChunk(state, 'agent', text, messageId);
+      }
+      return appendChunk(state, 'thought', text, messageId);
+    }
+    case 'user_message_chunk': {
+      const u = update as { content?: unknown; messageId?: string };
+      const content = u.content as { type?: string; text?: string; resource?: { uri?: string } } | undefined;
+      const last = state.entries[state.entries.length - 1];
+      let item: ContextItem | undefined;
+      let text = '';
+      if (content?.type === 'resource' && content.resource?.uri) {
+        item = { label: labelForUri(content.resource.uri), uri: content.resource.uri };
+      } else {
+        text = textOf(content);
+      }
+      if (last?.kind === 'user') {
+        return replaceLast(state, {
+          ...last,
+          text: last.text + text,
+          context: item ? [...last.context, item] : last.context,
+        });
+      }
+      const entry: UserEntry = { kind: 'user', id: newId('user'), text, context: item ? [item] : [] };
+      return { ...state, entries: [...finishStreaming(state.entries), entry] };
+    }
+    case 'tool_call':
+    case 'tool_call_update':
+      return applyToolUpdate(state, update as ToolCallUpdate);
+    case 'usage_update': {
+      const u = update as UsageUpdate;
+      const usage = { ...state.meta.usage };
+      if (typeof u.used === 'number') {
+        usage.contextUsed = u.used;
+      }
+      if (typeof u.size === 'number') {
+        usage.contextSize = u.size;
+      }
+      if (u.cost !== undefined) {
+        usage.cost = u.cost;
+      }
+      const call = u._meta?.parley;
+      if (call) {
+        usage.inputTokens += call.inputTokens ?? 0;
+        usage.outputTokens += call.outputTokens ?? 0;
+        usage.sessionTokens += call.totalTokens ?? (call.inputTokens ?? 0) + (call.outputTokens ?? 0);
+      }
+      return { ...state, meta: { ...state.meta, usage } };
+    }
+    case 'session_info_update': {
+      const u = update as SessionInfoUpdate;
+      if (typeof u.title === 'string') {
+        return { ...state, meta: { ...state.meta, title: u.title } };
+      }
+      return state;
+    }
+    default:
+      return state;
+  }
+}
+
+function appendChunk(state: ViewState, kind: 'agent' | 'thought', text: string, messageId?: string): ViewState {
+  const last = state.entries[state.entries.length - 1];
+  if (
+    last &&
+    last.kind === kind &&
+    last.streaming &&
+    (messageId === undefined || last.messageId === undefined || last.messageId === messageId)
+  ) {
+    return replaceLast(state, { ...last, text: last.text + text, messageId: last.messageId ?? messageId });
+  }
+  if (text === '') {
+    return state;
+  }
+  const entries = finishStreaming(state.entries);
+  const entry: AgentEntry | ThoughtEntry =
+    kind === 'agent'
+      ? { kind, id: newId(kind), text, messageId, aliases: messageId ? [messageId] : [], revised: false, streaming: true }
+      : { kind, id: newId(kind), text, messageId, streaming: true };
+  return { ...state, entries: [...entries, entry] };
+}
+
+/** A revision: the synchronous call's text replaces what was streamed under `replaces`. */
+function reviseMessage(state: ViewState, replaces: string, text: string, messageId?: string): ViewState {
+  const matches = (e: Entry): e is AgentEntry =>
+    e.kind === 'agent' && (e.messageId === replaces || e.aliases.includes(replaces));
+  const first = state.entries.findIndex(matches);
+  if (first < 0) {
+    return appendChunk(state, 'agent', text, messageId);
+  }
+  const entries: Entry[] = [];
+  state.entries.forEach((e, i) => {
+    if (i === first && matches(e)) {
+      const aliases = [...new Set([...e.aliases, replaces, ...(messageId ? [messageId] : [])])];
+      entries.push({ ...e, text, messageId: messageId ?? e.messageId, aliases, revised: true });
+    } else if (!matches(e)) {
+      entries.push(e);
+    }
+  });
+  return { ...state, entries };
+}
+
+function applyToolUpdate(state: ViewState, u: ToolCallUpdate): ViewState {
+  const id = `tool-${u.toolCallId}`;
+  const existing = state.entries.find((e): e is ToolEntry => e.id === id && e.kind === 'tool');
+  const base: ToolEntry = existing ?? {
+    kind: 'tool',
+    id,
+    toolCallId: u.toolCallId,
+    title: u.toolCallId,
+    toolKind: 'other',
+    status: 'pending',
+    superseded: false,
+  };
+  const next: ToolEntry = { ...base };
+  if (typeof u.title === 'string' && u.title) {
+    next.title = u.title;
+  }
+  if (typeof u.kind === 'string' && u.kind) {
+    next.toolKind = u.kind;
+  }
+  if (u.status) {
+    next.status = u.status;
+  }
+  if (u.rawInput !== undefined && u.rawInput !== null) {
+    next.input = formatInput(u.rawInput);
+  }
+  const contentText = Array.isArray(u.content) ? contentToText(u.content) : undefined;
+  if (contentText !== undefined && contentText !== '') {
+    next.output = contentText;
+  } else if (u.rawOutput !== undefined && u.rawOutput !== null) {
+    next.output = formatOutput(u.rawOutput);
+  }
+  const raw = u.rawOutput as { superseded?: unknown } | null | undefined;
+  if (raw && typeof raw === 'object' && raw.superseded === true) {
+    next.superseded = true;
+    if (!contentText) {
+      next.output = 'Superseded: the model did not make this call after all.';
+    }
+  }
+  if (existing) {
+    return mapEntry(state, id, () => next);
+  }
+  return { ...state, entries: [...finishStreaming(state.entries), next] };
+}
+
+function contentToText(content: ToolCallContent[]): string {
+  return content
+    .map((c) => {
+      if (c.type === 'content' && c.content && typeof c.content.text === 'string') {
+        return c.content.text;
+      }
+      if (c.type === 'diff' && typeof c.path === 'string') {
+        return `(diff of ${c.path})`;
+      }
+      return '';
+    })
+    .filter((s) => s !== '')
+    .join('\n');
+}
+
+function formatOutput(raw: unknown): string {
+  if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
+    const o = raw as { content?: unknown; isError?: unknown };
+    if (typeof o.content === 'string' && Object.keys(o).every((k) => k === 'content' || k === 'isError')) {
+      return o.content;
+    }
+  }
+  return formatValue(raw) ?? '';
+}
+
+/**
+ * A tool's input as a person reads it: an object of plain values as `key: value` lines, with
+ * multi-line strings (code) shown as they are; anything else as pretty JSON.
+ */
+export function formatInput(value: unknown): string | undefined {
+  if (value && typeof value === 'object' && !Array.isArray(value)) {
+    const entries = Object.entries(value as Record<string, unknown>);
+    const plain = entries.every(([, v]) => v === null || ['string', 'number', 'boolean'].includes(typeof v));
+    if (plain && entries.length > 0) {
+      if (entries.length === 1 && typeof entries[0][1] === 'string' && entries[0][1].includes('\n')) {
+        return entries[0][1];
+      }
+      return entries
+        .map(([k, v]) => {
+          if (typeof v === 'string' && v.includes('\n')) {
+            return `${k}:\n${v.replace(/^/gm, '  ')}`;
+          }
+          return `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`;
+        })
+        .join('\n');
+    }
+  }
+  return formatValue(value);
+}
+
+export function formatValue(value: unknown): string | undefined {
+  if (value === undefined || value === null) {
+    return undefined;
+  }
+  if (typeof value === 'string') {
+    return value;
+  }
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return '(a value that cannot be shown)';
+  }
+}
+
+export function labelForUri(uri: string): string {
+  const withoutQuery = uri.split(/[?#]/)[0];
+  const parts = withoutQuery.split('/');
+  return decodeURIComponent(parts[parts.length - 1] || withoutQuery);
+}
+
+/** What changed between two states' entries, for the webview: changed or new, and removed. */
+export function diffEntries(prev: Entry[], next: Entry[]): { upserts: Entry[]; removed: string[] } {
+  if (prev === next) {
+    return { upserts: [], removed: [] };
+  }
+  const before = new Map(prev.map((e) => [e.id, e]));
+  const upserts: Entry[] = [];
+  const seen = new Set<string>();
+  for (const e of next) {
+    seen.add(e.id);
+    if (before.get(e.id) !== e) {
+      upserts.push(e);
+    }
+  }
+  const removed = prev.filter((e) => !seen.has(e.id)).map((e) => e.id);
+  return { upserts, removed };
+}

@@ -1,0 +1,509 @@
+/**
+ * The chat controller: one Parley server, one current session, and the view state. It owns
+ * the protocol client and the reducer; the VS Code layer gives it settings and a few host
+ * services, renders its state, and forwards the user's actions.
+ *
+ * Does not import `vscode`: tested in plain Node against the real server.
+ */
+
+import { EventEmitter } from 'node:events';
+
+import { type ExitInfo, ParleyClient, ServerExitedError, type ServerOptions, describeError } from '../client/client';
+import type {
+  ContentBlock,
+  EditorCallToolParams,
+  EditorCallToolResult,
+  ModelInfo,
+  RequestPermissionParams,
+  RequestPermissionResult,
+  ResourceBlock,
+  SessionSummary,
+  ToolPolicy,
+  ToolSpec,
+} from '../client/protocol';
+import { type ChatEvent, initialState, labelForUri, reduce } from './chatState';
+import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
+
+export interface ControllerSettings {
+  server: ServerOptions;
+  /** The model for new sessions; empty means the server's default. */
+  defaultModel?: string;
+  toolPolicy?: ToolPolicy;
+  autoApprove?: string[];
+  systemPrompt?: string;
+}
+
+export interface ControllerHost {
+  /** The workspace root (absolute), sent as the session's `cwd`. */
+  workspaceRoot(): string;
+  settings(): ControllerSettings;
+  /** Editor tools (run in the editor) and their specs. */
+  editorTools?: { specs: ToolSpec[]; run(params: EditorCallToolParams, signal: AbortSignal): Promise<EditorCallToolResult> };
+  /**
+   * Called when a permission prompt opens, besides showing it inline. May resolve with an
+   * optionId (e.g. from a modal dialog), or null to leave it to the inline buttons.
+   */
+  onPermissionAsked?(params: RequestPermissionParams, signal: AbortSignal): Promise<string | null>;
+  log?(line: string): void;
+  clientInfo?: { name: string; version: string };
+}
+
+interface ControllerEvents {
+  /** The state changed: (previous, next). */
+  state: [ViewState, ViewState];
+  /** A turn ended (for the status bar, tests). */
+  turnEnded: [string];
+}
+
+interface PendingPermission {
+  resolve: (optionId: string | null) => void;
+}
+
+export class ChatController extends EventEmitter<ControllerEvents> {
+  state: ViewState = initialState();
+  client: ParleyClient | undefined;
+  private startPromise: Promise<void> | undefined;
+  private sessionPromise: Promise<string> | undefined;
+  private readonly permissions = new Map<string, PendingPermission>();
+  private contextBlocks: ResourceBlock[] = [];
+  private permissionCounter = 0;
+  private defaultModel: string | undefined;
+  private chosenModel: string | undefined;
+  /** The session open on the current server process (cleared when the server goes away). */
+  private openSession: string | undefined;
+
+  constructor(private readonly host: ControllerHost) {
+    super();
+  }
+
+  get sessionId(): string | undefined {
+    return this.state.meta.sessionId;
+  }
+
+  dispatch(event: ChatEvent): void {
+    const prev = this.state;
+    const next = reduce(prev, event);
+    if (next !== prev) {
+      this.state = next;
+      this.emit('state', prev, next);
+    }
+  }
+
+  private meta(patch: Partial<ViewState['meta']>): void {
+    this.dispatch({ type: 'meta', patch });
+  }
+
+  private log(line: string): void {
+    this.host.log?.(line);
+  }
+
+  // ---- server lifecycle ----
+
+  /** Start the server if it is not running. */
+  ensureStarted(): Promise<void> {
+    if (this.client?.running) {
+      return Promise.resolve();
+    }
+    if (!this.startPromise) {
+      this.startPromise = this.startServer().finally(() => {
+        this.startPromise = undefined;
+      });
+    }
+    return this.startPromise;
+  }
+
+  private async startServer(): Promise<void> {
+    const settings = this.host.settings();
+    this.meta({ serverState: 'starting' });
+    const client = new ParleyClient({
+      server: { ...settings.server, cwd: settings.server.cwd ?? this.host.workspaceRoot() },
+      tools: this.host.editorTools?.specs ?? [],
+      clientInfo: this.host.clientInfo,
+      handlers: {
+        requestPermission: (params, signal) => this.onPermission(params, signal),
+        callEditorTool: (params, signal) =>
+          this.host.editorTools
+            ? this.host.editorTools.run(params, signal)
+            : Promise.resolve({ content: `Unknown editor tool ${params.name}`, isError: true }),
+      },
+    });
+    client.on('update', (n) => {
+      if (n.sessionId === this.state.meta.sessionId) {
+        this.dispatch({ type: 'update', update: n.update });
+      }
+    });
+    client.on('log', (line) => this.log(line));
+    client.on('exit', (info) => {
+      if (this.client === client) {
+        this.onServerExit(info);
+      }
+    });
+    this.client = client;
+    try {
+      const init = await client.start();
+      const parley = init._meta?.parley;
+      this.defaultModel = parley?.defaultModel;
+      this.meta({
+        serverState: 'ready',
+        models: toModelOptions(parley?.models ?? []),
+        model: this.chosenModel ?? (settings.defaultModel || undefined) ?? parley?.defaultModel,
+      });
+    } catch (err) {
+      this.meta({ serverState: 'exited', busy: false, loading: false });
+      this.dispatch({
+        type: 'notice',
+        level: 'error',
+        text: describeError(err),
+        action: { label: 'Restart server', message: { type: 'restart' } },
+      });
+      throw err;
+    }
+  }
+
+  private onServerExit(info: ExitInfo): void {
+    for (const [requestId, p] of this.permissions) {
+      p.resolve(null);
+      this.dispatch({ type: 'permissionAnswered', requestId, cancelled: true });
+    }
+    this.permissions.clear();
+    this.sessionPromise = undefined;
+    this.openSession = undefined;
+    this.meta({ serverState: info.expected ? 'stopped' : 'exited', busy: false, loading: false });
+    if (!info.expected) {
+      const what = info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
+      const tail = info.stderrTail.slice(-3).join('\n');
+      this.dispatch({
+        type: 'notice',
+        level: 'error',
+        text: `The Parley server stopped unexpectedly (${what}).${tail ? `\n${tail}` : ''}`,
+        action: { label: 'Restart server', message: { type: 'restart' } },
+      });
+    }
+  }
+
+  /**
+   * Restart the server. The current session, if any, is loaded again from the store (its
+   * history replays into the view); if it cannot be, a new session starts.
+   */
+  async restart(): Promise<void> {
+    const previous = this.state.meta.sessionId;
+    const old = this.client;
+    this.client = undefined;
+    this.sessionPromise = undefined;
+    this.openSession = undefined;
+    if (old) {
+      await old.stop();
+    }
+    this.meta({ busy: false, loading: false });
+    await this.ensureStarted();
+    if (previous) {
+      try {
+        await this.loadSession(previous, this.state.meta.title);
+        this.dispatch({ type: 'notice', level: 'info', text: 'Server restarted; session reloaded.' });
+        return;
+      } catch (err) {
+        this.log(`[parley] could not reload session ${previous}: ${describeError(err)}`);
+        this.dispatch({
+          type: 'notice',
+          level: 'warning',
+          text: `Server restarted, but the session could not be reloaded (${describeError(err)}). A new session starts.`,
+        });
+      }
+    }
+    await this.newSession();
+  }
+
+  async dispose(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    await client?.stop();
+  }
+
+  // ---- sessions ----
+
+  /**
+   * The current session, open on a running server. After the server went away, the session
+   * shown is loaded again (resumed); when there is none, or it cannot be, a new one starts.
+   */
+  ensureSession(): Promise<string> {
+    if (this.openSession && this.client?.running) {
+      return Promise.resolve(this.openSession);
+    }
+    if (!this.sessionPromise) {
+      this.sessionPromise = this.openOrResume().catch((err: unknown) => {
+        this.sessionPromise = undefined;
+        throw err;
+      });
+    }
+    return this.sessionPromise;
+  }
+
+  private async openOrResume(): Promise<string> {
+    await this.ensureStarted();
+    const previous = this.state.meta.sessionId;
+    if (previous) {
+      try {
+        await this.loadSession(previous, this.state.meta.title);
+        return previous;
+      } catch (err) {
+        this.dispatch({
+          type: 'notice',
+          level: 'warning',
+          text: `The session could not be reloaded (${describeError(err)}). A new session starts.`,
+        });
+      }
+    }
+    return this.newSession();
+  }
+
+  async newSession(): Promise<string> {
+    await this.ensureStarted();
+    const client = this.requireClient();
+    const settings = this.host.settings();
+    const model = this.chosenModel ?? (settings.defaultModel || undefined);
+    const sessionId = await client.newSession(this.host.workspaceRoot(), {
+      model,
+      toolPolicy: settings.toolPolicy,
+      autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
+      systemPrompt: settings.systemPrompt || undefined,
+    });
+    this.dispatch({ type: 'clear' });
+    this.meta({
+      sessionId,
+      title: undefined,
+      busy: false,
+      loading: false,
+      model: model ?? this.defaultModel,
+      usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
+    });
+    this.openSession = sessionId;
+    this.sessionPromise = undefined;
+    return sessionId;
+  }
+
+  async listSessions(): Promise<SessionSummary[]> {
+    await this.ensureStarted();
+    const client = this.requireClient();
+    const sessions: SessionSummary[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 20; page++) {
+      const result = await client.listSessions({ cwd: this.host.workspaceRoot(), cursor });
+      sessions.push(...result.sessions);
+      if (!result.nextCursor || sessions.length >= 200) {
+        break;
+      }
+      cursor = result.nextCursor;
+    }
+    return sessions;
+  }
+
+  sessionRows(sessions: SessionSummary[]): SessionRow[] {
+    return sessions.map((s) => ({
+      sessionId: s.sessionId,
+      title: s.title || '(untitled)',
+      updatedAt: s.updatedAt ?? undefined,
+      current: s.sessionId === this.state.meta.sessionId,
+    }));
+  }
+
+  /** Load a stored session: the view is cleared and the server replays its history. */
+  async loadSession(sessionId: string, title?: string): Promise<void> {
+    await this.ensureStarted();
+    const client = this.requireClient();
+    if (this.state.meta.busy && this.state.meta.sessionId) {
+      await this.cancel();
+    }
+    const before = { sessionId: this.state.meta.sessionId, entries: this.state.entries, title: this.state.meta.title };
+    this.dispatch({ type: 'clear' });
+    this.meta({
+      sessionId,
+      title,
+      loading: true,
+      busy: false,
+      usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
+    });
+    try {
+      const result = await client.loadSession(sessionId, this.host.workspaceRoot());
+      const parley = result._meta?.parley;
+      this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
+      this.meta({ loading: false, model: parley?.model ?? this.state.meta.model });
+      if (parley?.model) {
+        this.chosenModel = parley.model;
+      }
+      this.openSession = sessionId;
+      await this.refreshUsage();
+    } catch (err) {
+      // Back to the session we had.
+      this.dispatch({ type: 'setEntries', entries: before.entries });
+      this.meta({ sessionId: before.sessionId, title: before.title, loading: false });
+      throw err;
+    }
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.ensureStarted();
+    await this.requireClient().deleteSession(sessionId);
+  }
+
+  // ---- prompts ----
+
+  addContext(item: ContextItem, block: ResourceBlock): void {
+    this.contextBlocks = [...this.contextBlocks, block];
+    this.meta({ context: [...this.state.meta.context, item] });
+  }
+
+  removeContext(index: number): void {
+    this.contextBlocks = this.contextBlocks.filter((_, i) => i !== index);
+    this.meta({ context: this.state.meta.context.filter((_, i) => i !== index) });
+  }
+
+  /**
+   * Send a prompt with the pending context (and `extra` blocks); resolves when the turn ends.
+   * Errors are shown in the view and also rethrown.
+   */
+  async send(text: string, extra: { items: ContextItem[]; blocks: ResourceBlock[] } = { items: [], blocks: [] }): Promise<string> {
+    if (this.state.meta.busy) {
+      throw new Error('A turn is already running; stop it first.');
+    }
+    const sessionId = await this.ensureSession();
+    const client = this.requireClient();
+    const items = [...this.state.meta.context, ...extra.items];
+    const blocks: ContentBlock[] = [...this.contextBlocks, ...extra.blocks];
+    if (text.trim()) {
+      blocks.unshift({ type: 'text', text });
+    }
+    this.contextBlocks = [];
+    this.dispatch({ type: 'userPrompt', text, context: items });
+    this.meta({ busy: true, context: [] });
+    try {
+      const result = await client.prompt(sessionId, blocks);
+      this.dispatch({ type: 'turnEnded', stopReason: result.stopReason, usage: result.usage, stats: result._meta?.parley });
+      this.emit('turnEnded', result.stopReason);
+      void this.refreshUsage();
+      return result.stopReason;
+    } catch (err) {
+      if (!(err instanceof ServerExitedError)) {
+        this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
+        this.dispatch({ type: 'notice', level: 'error', text: describeError(err) });
+      }
+      this.meta({ busy: false });
+      this.emit('turnEnded', 'error');
+      throw err;
+    }
+  }
+
+  /** Stop the running turn (`session/cancel`). */
+  async cancel(): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId || !this.client?.running) {
+      return;
+    }
+    await this.client.cancel(sessionId);
+  }
+
+  answerPermission(requestId: string, optionId: string | null): void {
+    const p = this.permissions.get(requestId);
+    if (!p) {
+      return;
+    }
+    this.permissions.delete(requestId);
+    p.resolve(optionId);
+    this.dispatch({ type: 'permissionAnswered', requestId, optionId: optionId ?? undefined, cancelled: optionId === null });
+  }
+
+  private onPermission(params: RequestPermissionParams, signal: AbortSignal): Promise<RequestPermissionResult> {
+    this.permissionCounter += 1;
+    const requestId = String(this.permissionCounter);
+    return new Promise<RequestPermissionResult>((resolve) => {
+      const finish = (optionId: string | null) => {
+        resolve(optionId ? { outcome: { outcome: 'selected', optionId } } : { outcome: { outcome: 'cancelled' } });
+      };
+      this.permissions.set(requestId, { resolve: finish });
+      this.dispatch({ type: 'permissionAsked', requestId, params });
+      signal.addEventListener(
+        'abort',
+        () => {
+          if (this.permissions.delete(requestId)) {
+            this.dispatch({ type: 'permissionAnswered', requestId, cancelled: true });
+            finish(null);
+          }
+        },
+        { once: true },
+      );
+      this.host.onPermissionAsked?.(params, signal).then(
+        (optionId) => {
+          if (optionId !== null && this.permissions.has(requestId)) {
+            this.answerPermission(requestId, optionId);
+          }
+        },
+        (err: unknown) => this.log(`[parley] permission dialog failed: ${describeError(err)}`),
+      );
+    });
+  }
+
+  /** Open permission prompts, oldest first (for tests and commands). */
+  openPermissions(): string[] {
+    return [...this.permissions.keys()];
+  }
+
+  // ---- models and usage ----
+
+  async refreshModels(): Promise<ModelInfo[]> {
+    await this.ensureStarted();
+    const result = await this.requireClient().models();
+    this.defaultModel = result.defaultModel ?? this.defaultModel;
+    this.meta({ models: toModelOptions(result.models), model: this.state.meta.model ?? this.defaultModel });
+    return result.models;
+  }
+
+  async selectModel(model: string): Promise<void> {
+    this.chosenModel = model;
+    const sessionId = this.state.meta.sessionId;
+    if (sessionId && this.client?.running) {
+      await this.client.configure({ sessionId, model });
+    }
+    this.meta({ model });
+  }
+
+  async refreshUsage(): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId || !this.client?.running) {
+      return;
+    }
+    try {
+      const result = await this.client.usage(sessionId);
+      if (result.session) {
+        this.dispatch({ type: 'usageTotals', totals: result.session });
+      }
+    } catch (err) {
+      this.log(`[parley] _parley/usage failed: ${describeError(err)}`);
+    }
+  }
+
+  private requireClient(): ParleyClient {
+    if (!this.client?.running) {
+      throw new ServerExitedError('The Parley server is not running.');
+    }
+    return this.client;
+  }
+}
+
+export function toModelOptions(models: ModelInfo[]): ModelOption[] {
+  return models.map((m) => ({ id: m.id, available: m.available, ...(m.reason ? { reason: m.reason } : {}) }));
+}
+
+/** A resource block and its chip, for a file or a part of one. */
+export function resourceContext(
+  uri: string,
+  text: string,
+  range?: { startLine: number; endLine: number },
+  mimeType?: string,
+): { item: ContextItem; block: ResourceBlock } {
+  const base = labelForUri(uri);
+  const label = range ? `${base}:${range.startLine}-${range.endLine}` : base;
+  const fullUri = range ? `${uri}#L${range.startLine}-L${range.endLine}` : uri;
+  return {
+    item: { label, uri: fullUri },
+    block: { type: 'resource', resource: { uri: fullUri, text, ...(mimeType ? { mimeType } : {}) } },
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * The chat view's HTML page. VS Code's webview security guidance: a strict content security
+ * policy (no remote resources, scripts only with a per-load nonce), local resources only.
+ * Does not import `vscode`: the Chromium test loads the same page.
+ */
+
+import type { HostToView, ViewState } from '../common/view';
+import { diffEntries } from './chatState';
+
+export interface ChatPageResources {
+  /** `webview.cspSource`: the origin local resources are served from. */
+  cspSource: string;
+  nonce: string;
+  scriptUri: string;
+  markdownItUri: string;
+  styleUri: string;
+}
+
+export function chatPageHtml(r: ChatPageResources): string {
+  const csp = [
+    "default-src 'none'",
+    `img-src ${r.cspSource} data:`,
+    `style-src ${r.cspSource}`,
+    `font-src ${r.cspSource}`,
+    `script-src 'nonce-${r.nonce}'`,
+  ].join('; ');
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${escapeAttr(csp)}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${escapeAttr(r.styleUri)}">
+<title>Parley</title>
+</head>
+<body>
+<div id="app">
+  <header id="toolbar">
+    <select id="model" title="Model for this session" aria-label="Model"></select>
+    <span class="spacer"></span>
+    <button id="sessions-button" class="secondary" title="Show past sessions">History</button>
+    <button id="new-button" class="secondary" title="Start a new session">New</button>
+  </header>
+  <section id="sessions" hidden aria-label="Sessions">
+    <div class="sessions-head"><span>Sessions</span><button id="sessions-close" class="icon" title="Close" aria-label="Close">×</button></div>
+    <ul id="session-list"></ul>
+  </section>
+  <div id="banner" hidden></div>
+  <main id="transcript" role="log" aria-live="polite">
+    <div id="empty" class="empty">Ask Parley about your code. It can read your workspace, run Python in a live kernel, and look at your editor.</div>
+  </main>
+  <footer id="composer">
+    <div id="context-chips"></div>
+    <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line)" aria-label="Prompt"></textarea>
+    <div class="composer-row">
+      <span id="usage" class="usage"></span>
+      <span class="spacer"></span>
+      <button id="stop-button" class="secondary" hidden title="Stop the turn (Escape)">Stop</button>
+      <button id="send-button" title="Send (Enter)">Send</button>
+    </div>
+  </footer>
+</div>
+<script nonce="${r.nonce}" src="${escapeAttr(r.markdownItUri)}"></script>
+<script nonce="${r.nonce}" type="module" src="${escapeAttr(r.scriptUri)}"></script>
+</body>
+</html>`;
+}
+
+function escapeAttr(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+export function makeNonce(): string {
+  const chars = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  let out = '';
+  for (let i = 0; i < 32; i++) {
+    out += chars.charAt(Math.floor(Math.random() * chars.length));
+  }
+  return out;
+}
+
+/** The messages that bring a webview from showing `prev` to showing `next`. */
+export function viewMessages(prev: ViewState, next: ViewState): HostToView[] {
+  const out: HostToView[] = [];
+  if (prev.entries !== next.entries) {
+    const { upserts, removed } = diffEntries(prev.entries, next.entries);
+    if (upserts.length || removed.length) {
+      out.push({ type: 'entries', upserts, removed });
+    }
+  }
+  if (prev.meta !== next.meta) {
+    out.push({ type: 'meta', meta: next.meta });
+  }
+  return out;
+}

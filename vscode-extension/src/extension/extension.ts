@@ -1,0 +1,359 @@
+/** Parley for VS Code: wires the chat controller to the chat view, commands and status bar. */
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+
+import { describeError } from '../client/client';
+import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
+import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
+import type { ViewState, ViewToHost } from '../common/view';
+import { formatInput } from '../core/chatState';
+import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
+import { viewMessages } from '../core/webviewHtml';
+import { ChatViewProvider } from './chatView';
+import { EditorTools } from './editorTools';
+
+const MAX_FILE_BYTES = 512 * 1024;
+
+let controller: ChatController | undefined;
+
+function workspaceRoot(): string {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
+}
+
+function readSettings(): ControllerSettings {
+  const c = vscode.workspace.getConfiguration('parley');
+  const root = workspaceRoot();
+  let command = c.get<string>('serverCommand', 'parley').trim() || 'parley';
+  command = command.replace(/\$\{workspaceFolder\}/g, root);
+  if (command === 'parley') {
+    // A workspace that has Parley in its own virtualenv uses that one.
+    const local = path.join(root, '.venv', process.platform === 'win32' ? 'Scripts' : 'bin', 'parley');
+    if (fs.existsSync(local)) {
+      command = local;
+    }
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(c.get<Record<string, unknown>>('serverEnv', {}))) {
+    if (typeof v === 'string') {
+      env[k] = v;
+    }
+  }
+  return {
+    server: { command, args: c.get<string[]>('serverArgs', ['serve']), env },
+    defaultModel: c.get<string>('defaultModel', '') || undefined,
+    toolPolicy: c.get<ToolPolicy>('toolPolicy', 'hybrid'),
+    autoApprove: c.get<string[]>('autoApprove', []),
+    systemPrompt: c.get<string>('systemPrompt', '') || undefined,
+  };
+}
+
+function formatTokens(n: number): string {
+  return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
+}
+
+function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
+  const m = state.meta;
+  const model = m.model ? m.model.slice(m.model.indexOf(':') + 1) : 'Parley';
+  const icon = m.busy ? '$(sync~spin)' : m.serverState === 'exited' ? '$(error)' : '$(comment-discussion)';
+  const cost = m.usage.cost ? ` · $${m.usage.cost.amount.toFixed(4)}` : '';
+  item.text = `${icon} ${model} · ${formatTokens(m.usage.sessionTokens)} tok${cost}`;
+  const tip = new vscode.MarkdownString(undefined, true);
+  tip.appendMarkdown(`**Parley** — ${m.serverState}\n\n`);
+  tip.appendMarkdown(`Model: \`${m.model ?? 'default'}\`\n\n`);
+  tip.appendMarkdown(
+    `Session tokens: ${m.usage.sessionTokens} (input ${m.usage.inputTokens}, output ${m.usage.outputTokens})\n\n`,
+  );
+  tip.appendMarkdown(`Cost: ${m.usage.cost ? `$${m.usage.cost.amount.toFixed(4)} ${m.usage.cost.currency}` : 'unknown'}`);
+  item.tooltip = tip;
+}
+
+export function activate(context: vscode.ExtensionContext): void {
+  const output = vscode.window.createOutputChannel('Parley', { log: true });
+  const editorTools = new EditorTools(workspaceRoot);
+  const version = (context.extension.packageJSON as { version?: string }).version ?? '0.0.0';
+
+  const ctl = new ChatController({
+    workspaceRoot,
+    settings: readSettings,
+    clientInfo: { name: 'parley-vscode', version },
+    editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
+    log: (line) => output.info(line),
+    onPermissionAsked: (params, signal) => askPermission(params, signal, chatView.visible),
+  });
+  controller = ctl;
+
+  const chatView: ChatViewProvider = new ChatViewProvider(context.extensionUri, (m: ViewToHost) => {
+    void handleViewMessage(ctl, chatView, m);
+  });
+
+  const status = vscode.window.createStatusBarItem('parley.status', vscode.StatusBarAlignment.Right, 100);
+  status.name = 'Parley';
+  status.command = 'parley.openChat';
+  updateStatusBar(status, ctl.state);
+  status.show();
+
+  let busy = false;
+  ctl.on('state', (prev, next) => {
+    for (const m of viewMessages(prev, next)) {
+      chatView.post(m);
+    }
+    if (prev.meta !== next.meta) {
+      updateStatusBar(status, next);
+      if (next.meta.busy !== busy) {
+        busy = next.meta.busy;
+        void vscode.commands.executeCommand('setContext', 'parley.busy', busy);
+      }
+    }
+  });
+
+  const run = (fn: () => Promise<unknown>) => async () => {
+    try {
+      await fn();
+    } catch (err) {
+      void vscode.window.showErrorMessage(`Parley: ${describeError(err)}`);
+    }
+  };
+
+  context.subscriptions.push(
+    output,
+    editorTools,
+    status,
+    vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView),
+    vscode.commands.registerCommand('parley.openChat', run(() => chatView.reveal())),
+    vscode.commands.registerCommand('parley.sendSelection', run(() => sendSelection(ctl, chatView))),
+    vscode.commands.registerCommand(
+      'parley.addFileToContext',
+      (uri?: vscode.Uri) => run(() => addFileToContext(ctl, chatView, uri))(),
+    ),
+    vscode.commands.registerCommand(
+      'parley.newSession',
+      run(async () => {
+        await chatView.reveal();
+        if (ctl.state.meta.busy) {
+          await ctl.cancel();
+        }
+        await ctl.newSession();
+      }),
+    ),
+    vscode.commands.registerCommand('parley.showSessions', run(() => showSessions(ctl, chatView))),
+    vscode.commands.registerCommand('parley.restartServer', run(() => ctl.restart())),
+    vscode.commands.registerCommand('parley.cancel', run(() => ctl.cancel())),
+    vscode.commands.registerCommand('parley.selectModel', run(() => selectModel(ctl))),
+    vscode.commands.registerCommand('parley.showLog', () => output.show()),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (!e.affectsConfiguration('parley')) {
+        return;
+      }
+      if (
+        (e.affectsConfiguration('parley.serverCommand') ||
+          e.affectsConfiguration('parley.serverArgs') ||
+          e.affectsConfiguration('parley.serverEnv')) &&
+        ctl.client?.running
+      ) {
+        void vscode.window
+          .showInformationMessage('Parley: restart the server to use the new server settings?', 'Restart')
+          .then((pick) => (pick ? run(() => ctl.restart())() : undefined));
+      }
+      const sessionId = ctl.sessionId;
+      if (
+        sessionId &&
+        ctl.client?.running &&
+        (e.affectsConfiguration('parley.autoApprove') || e.affectsConfiguration('parley.toolPolicy'))
+      ) {
+        const s = readSettings();
+        void ctl.client
+          .configure({ sessionId, toolPolicy: s.toolPolicy, autoApprove: s.autoApprove })
+          .catch((err: unknown) => output.warn(`configure failed: ${describeError(err)}`));
+      }
+    }),
+    { dispose: () => void ctl.dispose() },
+  );
+}
+
+export async function deactivate(): Promise<void> {
+  await controller?.dispose();
+  controller = undefined;
+}
+
+async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m: ViewToHost): Promise<void> {
+  try {
+    switch (m.type) {
+      case 'ready':
+        view.post({ type: 'reset', state: ctl.state });
+        // Start the server and a session as soon as the chat is shown.
+        await ctl.ensureSession();
+        break;
+      case 'send':
+        await ctl.send(m.text).catch(() => undefined); // shown in the view
+        break;
+      case 'cancel':
+        await ctl.cancel();
+        break;
+      case 'permission':
+        ctl.answerPermission(m.requestId, m.optionId);
+        break;
+      case 'selectModel':
+        await ctl.selectModel(m.model);
+        break;
+      case 'newSession':
+        if (ctl.state.meta.busy) {
+          await ctl.cancel();
+        }
+        await ctl.newSession();
+        break;
+      case 'listSessions':
+        view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()) });
+        break;
+      case 'loadSession':
+        await ctl.loadSession(m.sessionId);
+        break;
+      case 'removeContext':
+        ctl.removeContext(m.index);
+        break;
+      case 'restart':
+        await ctl.restart();
+        break;
+    }
+  } catch (err) {
+    void vscode.window.showErrorMessage(`Parley: ${describeError(err)}`);
+  }
+}
+
+async function askPermission(
+  params: RequestPermissionParams,
+  signal: AbortSignal,
+  viewVisible: boolean,
+): Promise<string | null> {
+  const mode = vscode.workspace.getConfiguration('parley').get<string>('permissionPrompt', 'inline');
+  const title = params.toolCall.title ?? params.toolCall.toolCallId;
+  const names = params.options.map((o) => o.name);
+  let pick: string | undefined;
+  if (mode === 'modal') {
+    pick = await vscode.window.showWarningMessage(
+      `Parley wants to run ${title}.`,
+      { modal: true, detail: formatInput(params.toolCall.rawInput) },
+      ...names,
+    );
+  } else if (!viewVisible) {
+    // The inline prompt is out of sight: offer the choice in a notification too.
+    pick = await vscode.window.showInformationMessage(`Parley wants to run ${title}.`, ...names);
+  }
+  if (signal.aborted || pick === undefined) {
+    return null;
+  }
+  return params.options.find((o) => o.name === pick)?.optionId ?? null;
+}
+
+async function sendSelection(ctl: ChatController, view: ChatViewProvider): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) {
+    throw new Error('Open a file and select some text first.');
+  }
+  const doc = editor.document;
+  const range = editor.selection.isEmpty
+    ? new vscode.Range(0, 0, doc.lineCount, 0)
+    : new vscode.Range(editor.selection.start, editor.selection.end);
+  const text = doc.getText(range);
+  const lines = editor.selection.isEmpty
+    ? undefined
+    : { startLine: range.start.line + 1, endLine: range.end.line + (range.end.character === 0 && range.end.line > range.start.line ? 0 : 1) };
+  const { item, block } = resourceContext(doc.uri.toString(), text, lines, mimeFor(doc.languageId));
+  const question = await vscode.window.showInputBox({
+    title: `Ask Parley about ${item.label}`,
+    prompt: 'Your question (leave empty to attach the selection to the chat prompt)',
+    placeHolder: 'Explain this code',
+  });
+  if (question === undefined) {
+    return;
+  }
+  await view.reveal();
+  if (!question.trim()) {
+    ctl.addContext(item, block);
+    return;
+  }
+  await ctl.send(question, { items: [item], blocks: [block] }).catch(() => undefined);
+}
+
+async function addFileToContext(ctl: ChatController, view: ChatViewProvider, uri?: vscode.Uri): Promise<void> {
+  const target = uri ?? vscode.window.activeTextEditor?.document.uri;
+  if (!target) {
+    throw new Error('No file to add: open one, or use the command from the Explorer.');
+  }
+  const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === target.toString());
+  let text: string;
+  let languageId: string | undefined;
+  if (open) {
+    text = open.getText();
+    languageId = open.languageId;
+  } else {
+    const stat = await vscode.workspace.fs.stat(target);
+    if (stat.type & vscode.FileType.Directory) {
+      throw new Error('Add files one at a time; folders are not supported.');
+    }
+    if (stat.size > MAX_FILE_BYTES) {
+      throw new Error(`${path.basename(target.fsPath)} is larger than ${MAX_FILE_BYTES / 1024} KB.`);
+    }
+    text = new TextDecoder('utf-8').decode(await vscode.workspace.fs.readFile(target));
+  }
+  const { item, block } = resourceContext(target.toString(), text, undefined, languageId ? mimeFor(languageId) : undefined);
+  ctl.addContext(item, block);
+  await view.reveal();
+}
+
+function mimeFor(languageId: string): string | undefined {
+  const map: Record<string, string> = {
+    python: 'text/x-python',
+    javascript: 'text/javascript',
+    typescript: 'text/x-typescript',
+    json: 'application/json',
+    markdown: 'text/markdown',
+    plaintext: 'text/plain',
+  };
+  return map[languageId];
+}
+
+async function showSessions(ctl: ChatController, view: ChatViewProvider): Promise<void> {
+  const sessions = await ctl.listSessions();
+  if (sessions.length === 0) {
+    void vscode.window.showInformationMessage('Parley: no sessions yet in this workspace.');
+    return;
+  }
+  const pick = await vscode.window.showQuickPick(
+    sessions.map((s) => ({
+      label: s.title || '(untitled)',
+      description: s.updatedAt ? new Date(s.updatedAt).toLocaleString() : undefined,
+      detail: s.sessionId === ctl.sessionId ? 'current session' : undefined,
+      sessionId: s.sessionId,
+    })),
+    { title: 'Parley sessions', placeHolder: 'Choose a session to open' },
+  );
+  if (!pick) {
+    return;
+  }
+  await view.reveal();
+  await ctl.loadSession(pick.sessionId, pick.label);
+}
+
+async function selectModel(ctl: ChatController): Promise<void> {
+  const models = await ctl.refreshModels();
+  const pick = await vscode.window.showQuickPick(
+    models.map((m) => ({
+      label: m.id,
+      description: m.id === ctl.state.meta.model ? 'current' : undefined,
+      detail: m.available ? undefined : `unavailable: ${m.reason ?? 'not configured'}`,
+      id: m.id,
+      available: m.available,
+    })),
+    { title: 'Parley model', placeHolder: 'Model for this session' },
+  );
+  if (!pick) {
+    return;
+  }
+  if (!pick.available) {
+    throw new Error(`${pick.id} is not available: ${pick.detail ?? ''}`);
+  }
+  await ctl.selectModel(pick.id);
+}

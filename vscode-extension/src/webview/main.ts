@@ -1,0 +1,492 @@
+/**
+ * The chat view's page script. It renders what the extension host sends (entries and meta,
+ * see `common/view.d.ts`) and posts the user's actions back. It holds no conversation logic:
+ * the host's reducer does that.
+ */
+
+import type {
+  AgentEntry,
+  ContextItem,
+  Entry,
+  HostToView,
+  NoticeEntry,
+  PermissionEntry,
+  SessionRow,
+  ThoughtEntry,
+  ToolEntry,
+  UserEntry,
+  ViewMeta,
+  ViewToHost,
+} from '../common/view';
+
+interface VsCodeApi {
+  postMessage(message: unknown): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+
+interface MarkdownIt {
+  render(src: string): string;
+}
+
+declare function acquireVsCodeApi(): VsCodeApi;
+declare global {
+  interface Window {
+    markdownit?: (options: Record<string, unknown>) => MarkdownIt;
+  }
+}
+
+const vscode = acquireVsCodeApi();
+const md: MarkdownIt | undefined = window.markdownit?.({ html: false, linkify: true, breaks: false, typographer: false });
+
+function post(message: ViewToHost): void {
+  vscode.postMessage(message);
+}
+
+function byId<T extends HTMLElement>(id: string): T {
+  const el = document.getElementById(id);
+  if (!el) {
+    throw new Error(`missing #${id}`);
+  }
+  return el as T;
+}
+
+const transcript = byId<HTMLElement>('transcript');
+const empty = byId<HTMLElement>('empty');
+const promptBox = byId<HTMLTextAreaElement>('prompt');
+const sendButton = byId<HTMLButtonElement>('send-button');
+const stopButton = byId<HTMLButtonElement>('stop-button');
+const modelSelect = byId<HTMLSelectElement>('model');
+const usageEl = byId<HTMLElement>('usage');
+const banner = byId<HTMLElement>('banner');
+const chips = byId<HTMLElement>('context-chips');
+const sessionsPanel = byId<HTMLElement>('sessions');
+const sessionList = byId<HTMLElement>('session-list');
+
+let meta: ViewMeta | undefined;
+const rendered = new Map<string, { entry: Entry; el: HTMLElement }>();
+
+// ---- helpers ----
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') {
+      el.className = v;
+    } else {
+      el.setAttribute(k, v);
+    }
+  }
+  for (const c of children) {
+    el.append(c);
+  }
+  return el;
+}
+
+function renderMarkdown(target: HTMLElement, text: string): void {
+  if (md) {
+    // markdown-it with html: false escapes any HTML in the text.
+    target.innerHTML = md.render(text);
+  } else {
+    target.textContent = text;
+  }
+}
+
+function formatTokens(n: number): string {
+  if (n >= 1_000_000) {
+    return `${(n / 1_000_000).toFixed(1)}M`;
+  }
+  if (n >= 10_000) {
+    return `${Math.round(n / 1000)}k`;
+  }
+  if (n >= 1000) {
+    return `${(n / 1000).toFixed(1)}k`;
+  }
+  return String(n);
+}
+
+function isNearBottom(): boolean {
+  return transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 60;
+}
+
+// ---- entries ----
+
+function createEntry(entry: Entry): HTMLElement {
+  const el = h('div', { class: `entry entry-${entry.kind}`, 'data-id': entry.id });
+  switch (entry.kind) {
+    case 'thought': {
+      const details = h('details', { class: 'thought' }, h('summary', {}, ''), h('div', { class: 'thought-body' }));
+      el.append(details);
+      break;
+    }
+    case 'tool': {
+      const details = h(
+        'details',
+        { class: 'tool-card' },
+        h(
+          'summary',
+          {},
+          h('span', { class: 'tool-status-icon', 'aria-hidden': 'true' }),
+          h('span', { class: 'tool-title' }),
+          h('span', { class: 'tool-kind' }),
+          h('span', { class: 'tool-badge' }),
+        ),
+        h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
+        h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
+      );
+      el.append(details);
+      break;
+    }
+    default:
+      break;
+  }
+  updateEntry(el, entry);
+  return el;
+}
+
+function updateEntry(el: HTMLElement, entry: Entry): void {
+  switch (entry.kind) {
+    case 'user':
+      return updateUser(el, entry);
+    case 'agent':
+      return updateAgent(el, entry);
+    case 'thought':
+      return updateThought(el, entry);
+    case 'tool':
+      return updateTool(el, entry);
+    case 'permission':
+      return updatePermission(el, entry);
+    case 'notice':
+      return updateNotice(el, entry);
+  }
+}
+
+function updateUser(el: HTMLElement, entry: UserEntry): void {
+  el.replaceChildren();
+  if (entry.text) {
+    el.append(h('div', { class: 'user-text' }, entry.text));
+  }
+  if (entry.context.length) {
+    el.append(h('div', { class: 'chips' }, ...entry.context.map((c) => chip(c))));
+  }
+}
+
+function chip(c: ContextItem, onRemove?: () => void): HTMLElement {
+  const el = h('span', { class: 'chip', title: c.uri }, c.label);
+  if (onRemove) {
+    const x = h('button', { class: 'icon chip-remove', title: `Remove ${c.label}`, 'aria-label': `Remove ${c.label}` }, '×');
+    x.addEventListener('click', onRemove);
+    el.append(x);
+  }
+  return el;
+}
+
+function updateAgent(el: HTMLElement, entry: AgentEntry): void {
+  el.classList.toggle('streaming', entry.streaming);
+  el.classList.toggle('revised', entry.revised);
+  let body = el.querySelector<HTMLElement>('.markdown');
+  if (!body) {
+    body = h('div', { class: 'markdown' });
+    el.append(body);
+  }
+  renderMarkdown(body, entry.text);
+}
+
+function updateThought(el: HTMLElement, entry: ThoughtEntry): void {
+  const summary = el.querySelector('summary');
+  const body = el.querySelector<HTMLElement>('.thought-body');
+  if (summary) {
+    summary.textContent = entry.streaming ? 'Thinking…' : 'Thought';
+  }
+  if (body) {
+    body.textContent = entry.text;
+  }
+}
+
+const STATUS_LABEL: Record<string, string> = {
+  pending: 'pending',
+  in_progress: 'running',
+  completed: 'done',
+  failed: 'failed',
+};
+
+const STATUS_ICON: Record<string, string> = {
+  pending: '○',
+  in_progress: '◔',
+  completed: '✓',
+  failed: '✗',
+};
+
+function updateTool(el: HTMLElement, entry: ToolEntry): void {
+  el.className = `entry entry-tool status-${entry.status}${entry.superseded ? ' superseded' : ''}`;
+  const set = (sel: string, text: string) => {
+    const t = el.querySelector<HTMLElement>(sel);
+    if (t) {
+      t.textContent = text;
+    }
+  };
+  set('.tool-status-icon', STATUS_ICON[entry.status] ?? '•');
+  set('.tool-title', entry.title);
+  set('.tool-kind', entry.toolKind);
+  set('.tool-badge', entry.superseded ? 'superseded' : (STATUS_LABEL[entry.status] ?? entry.status));
+  const input = el.querySelector<HTMLElement>('.tool-input');
+  const output = el.querySelector<HTMLElement>('.tool-output');
+  if (input) {
+    input.hidden = entry.input === undefined;
+    set('.tool-input pre', entry.input ?? '');
+  }
+  if (output) {
+    output.hidden = entry.output === undefined;
+    set('.tool-output pre', entry.output ?? '');
+  }
+}
+
+function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
+  el.replaceChildren();
+  el.classList.toggle('answered', entry.answer !== undefined);
+  el.append(
+    h(
+      'div',
+      { class: 'permission-title' },
+      'Allow ',
+      h('strong', {}, entry.title),
+      entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '',
+      '?',
+    ),
+  );
+  if (entry.input) {
+    el.append(h('pre', { class: 'permission-input' }, entry.input));
+  }
+  if (entry.answer) {
+    el.append(h('div', { class: 'permission-answer' }, entry.answer.label));
+    return;
+  }
+  const buttons = h('div', { class: 'permission-buttons' });
+  for (const option of entry.options) {
+    const primary = option.kind === 'allow_once';
+    const b = h(
+      'button',
+      { class: primary ? 'primary' : 'secondary', 'data-option-id': option.optionId, 'data-kind': option.kind },
+      option.name,
+    );
+    b.addEventListener('click', () => {
+      for (const other of buttons.querySelectorAll('button')) {
+        other.disabled = true;
+      }
+      post({ type: 'permission', requestId: entry.requestId, optionId: option.optionId });
+    });
+    buttons.append(b);
+  }
+  el.append(buttons);
+}
+
+function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
+  el.replaceChildren();
+  el.className = `entry entry-notice notice-${entry.level}`;
+  el.append(h('div', { class: 'notice-text' }, entry.text));
+  if (entry.action) {
+    const action = entry.action;
+    const b = h('button', { class: 'secondary' }, action.label);
+    b.addEventListener('click', () => post(action.message));
+    el.append(b);
+  }
+}
+
+function upsert(entries: Entry[], removed: string[]): void {
+  const stick = isNearBottom();
+  for (const id of removed) {
+    const r = rendered.get(id);
+    if (r) {
+      r.el.remove();
+      rendered.delete(id);
+    }
+  }
+  for (const entry of entries) {
+    const r = rendered.get(entry.id);
+    if (r) {
+      r.entry = entry;
+      updateEntry(r.el, entry);
+    } else {
+      const el = createEntry(entry);
+      rendered.set(entry.id, { entry, el });
+      transcript.append(el);
+    }
+  }
+  empty.hidden = rendered.size > 0;
+  if (stick) {
+    transcript.scrollTop = transcript.scrollHeight;
+  }
+}
+
+function reset(entries: Entry[]): void {
+  for (const { el } of rendered.values()) {
+    el.remove();
+  }
+  rendered.clear();
+  upsert(entries, []);
+  transcript.scrollTop = transcript.scrollHeight;
+}
+
+// ---- meta ----
+
+function renderMeta(m: ViewMeta): void {
+  meta = m;
+  sendButton.hidden = m.busy;
+  stopButton.hidden = !m.busy;
+  sendButton.disabled = m.loading;
+  document.body.classList.toggle('busy', m.busy);
+
+  // Model picker.
+  const ids = m.models.map((x) => x.id);
+  const options = [...m.models];
+  if (m.model && !ids.includes(m.model)) {
+    options.unshift({ id: m.model, available: true });
+  }
+  modelSelect.replaceChildren(
+    ...options.map((o) => {
+      const opt = h('option', { value: o.id }, o.available ? o.id : `${o.id} (unavailable)`);
+      if (!o.available) {
+        opt.disabled = true;
+        if (o.reason) {
+          opt.title = o.reason;
+        }
+      }
+      return opt;
+    }),
+  );
+  if (m.model) {
+    modelSelect.value = m.model;
+  }
+  modelSelect.disabled = options.length === 0;
+
+  // Banner: server state, loading.
+  let text = '';
+  if (m.serverState === 'starting') {
+    text = 'Starting Parley…';
+  } else if (m.loading) {
+    text = 'Loading session…';
+  } else if (m.serverState === 'exited') {
+    text = 'The Parley server is not running. Sending a prompt restarts it.';
+  }
+  banner.textContent = text;
+  banner.hidden = text === '';
+
+  // Usage line.
+  const parts: string[] = [];
+  if (m.title) {
+    parts.push(m.title);
+  }
+  parts.push(`${formatTokens(m.usage.sessionTokens)} tokens`);
+  if (m.usage.cost) {
+    parts.push(`$${m.usage.cost.amount.toFixed(4)}`);
+  }
+  if (m.usage.contextUsed !== undefined && m.usage.contextSize) {
+    parts.push(`context ${Math.round((100 * m.usage.contextUsed) / m.usage.contextSize)}%`);
+  }
+  usageEl.textContent = parts.join(' · ');
+  usageEl.title = `Input ${m.usage.inputTokens} · output ${m.usage.outputTokens} tokens this session`;
+
+  // Context chips waiting for the next prompt.
+  chips.replaceChildren(...m.context.map((c, i) => chip(c, () => post({ type: 'removeContext', index: i }))));
+  chips.hidden = m.context.length === 0;
+}
+
+function renderSessions(sessions: SessionRow[]): void {
+  sessionList.replaceChildren();
+  if (sessions.length === 0) {
+    sessionList.append(h('li', { class: 'muted' }, 'No sessions yet in this workspace.'));
+  }
+  for (const s of sessions) {
+    const when = s.updatedAt ? new Date(s.updatedAt).toLocaleString() : '';
+    const li = h(
+      'li',
+      { class: s.current ? 'current' : '', tabindex: '0', 'data-session-id': s.sessionId },
+      h('span', { class: 'session-title' }, s.title),
+      h('span', { class: 'session-time' }, when),
+    );
+    const open = () => {
+      sessionsPanel.hidden = true;
+      post({ type: 'loadSession', sessionId: s.sessionId });
+    };
+    li.addEventListener('click', open);
+    li.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') {
+        open();
+      }
+    });
+    sessionList.append(li);
+  }
+  sessionsPanel.hidden = false;
+}
+
+// ---- input ----
+
+function send(): void {
+  const text = promptBox.value;
+  if (!text.trim() && !(meta?.context.length)) {
+    return;
+  }
+  if (meta?.busy || meta?.loading) {
+    return;
+  }
+  post({ type: 'send', text });
+  promptBox.value = '';
+  vscode.setState({ draft: '' });
+}
+
+promptBox.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    send();
+  } else if (e.key === 'Escape' && meta?.busy) {
+    e.preventDefault();
+    post({ type: 'cancel' });
+  }
+});
+promptBox.addEventListener('input', () => vscode.setState({ draft: promptBox.value }));
+sendButton.addEventListener('click', send);
+stopButton.addEventListener('click', () => post({ type: 'cancel' }));
+modelSelect.addEventListener('change', () => post({ type: 'selectModel', model: modelSelect.value }));
+byId('new-button').addEventListener('click', () => post({ type: 'newSession' }));
+byId('sessions-button').addEventListener('click', () => {
+  if (sessionsPanel.hidden) {
+    post({ type: 'listSessions' });
+  } else {
+    sessionsPanel.hidden = true;
+  }
+});
+byId('sessions-close').addEventListener('click', () => {
+  sessionsPanel.hidden = true;
+});
+
+window.addEventListener('message', (event: MessageEvent<HostToView>) => {
+  const msg = event.data;
+  switch (msg.type) {
+    case 'reset':
+      renderMeta(msg.state.meta);
+      reset(msg.state.entries);
+      break;
+    case 'entries':
+      upsert(msg.upserts, msg.removed);
+      break;
+    case 'meta':
+      renderMeta(msg.meta);
+      break;
+    case 'sessions':
+      renderSessions(msg.sessions);
+      break;
+    case 'focus':
+      promptBox.focus();
+      break;
+  }
+});
+
+const saved = vscode.getState() as { draft?: string } | undefined;
+if (saved?.draft) {
+  promptBox.value = saved.draft;
+}
+post({ type: 'ready' });

@@ -1,0 +1,173 @@
+/** The reducer that turns session updates and host events into the chat view's state. */
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import type { SessionUpdate } from '../src/client/protocol';
+import type { Entry, ViewState } from '../src/common/view';
+import { type ChatEvent, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
+import { viewMessages } from '../src/core/webviewHtml';
+
+function run(...events: (ChatEvent | SessionUpdate)[]): ViewState {
+  let s = initialState();
+  for (const e of events) {
+    s = reduce(s, 'sessionUpdate' in e ? { type: 'update', update: e } : e);
+  }
+  return s;
+}
+
+const msg = (messageId: string, text: string): SessionUpdate => ({
+  sessionUpdate: 'agent_message_chunk',
+  messageId,
+  content: { type: 'text', text },
+});
+const thought = (messageId: string, text: string): SessionUpdate => ({
+  sessionUpdate: 'agent_thought_chunk',
+  messageId,
+  content: { type: 'text', text },
+});
+
+function summary(entries: Entry[]): string[] {
+  return entries.map((e) => {
+    switch (e.kind) {
+      case 'agent':
+      case 'thought':
+      case 'user':
+        return `${e.kind}:${e.text}`;
+      case 'tool':
+        return `tool:${e.title}:${e.status}${e.superseded ? ':superseded' : ''}`;
+      case 'permission':
+        return `permission:${e.title}:${e.answer?.label ?? 'open'}`;
+      case 'notice':
+        return `notice:${e.level}:${e.text}`;
+    }
+  });
+}
+
+describe('chat state reducer', () => {
+  it('joins chunks of one message and keeps thoughts apart', () => {
+    const s = run(
+      { type: 'userPrompt', text: 'hi', context: [] },
+      thought('t1', 'Let me '),
+      thought('t1', 'think.'),
+      msg('m1', 'Hel'),
+      msg('m1', 'lo'),
+      msg('m2', ' New message.'),
+    );
+    assert.deepEqual(summary(s.entries), ['user:hi', 'thought:Let me think.', 'agent:Hello', 'agent: New message.']);
+    assert.equal(s.entries.filter((e) => 'streaming' in e && e.streaming).length, 1, 'only the last streams');
+  });
+
+  it('applies a revision: the synchronous text replaces the streamed one', () => {
+    const s = run(msg('m1', 'The ansewr'), msg('m1', ' is 4'), {
+      sessionUpdate: 'agent_message_chunk',
+      messageId: 'm2',
+      content: { type: 'text', text: 'The answer is 4.' },
+      _meta: { parley: { replaces: 'm1' } },
+    });
+    assert.deepEqual(summary(s.entries), ['agent:The answer is 4.']);
+    assert.equal(s.entries[0].kind === 'agent' && s.entries[0].revised, true);
+  });
+
+  it('builds a tool card from tool_call and its updates, and marks superseded calls', () => {
+    const s = run(
+      { sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'python_eval', kind: 'execute', status: 'pending' },
+      { sessionUpdate: 'tool_call', toolCallId: 'c2', title: 'read_file', kind: 'read', status: 'pending' },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c1', rawInput: { code: 'x = 1\nx + 1' } },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c1', status: 'in_progress' },
+      {
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'c1',
+        status: 'completed',
+        content: [{ type: 'content', content: { type: 'text', text: '2' } }],
+      },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c2', status: 'failed', rawOutput: { superseded: true } },
+    );
+    assert.deepEqual(summary(s.entries), ['tool:python_eval:completed', 'tool:read_file:failed:superseded']);
+    const card = s.entries[0];
+    assert.ok(card.kind === 'tool');
+    assert.equal(card.input, 'x = 1\nx + 1');
+    assert.equal(card.output, '2');
+  });
+
+  it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {
+    const params = {
+      sessionId: 's',
+      toolCall: { toolCallId: 'c1', title: 'python_eval', kind: 'execute', rawInput: { code: '1' } },
+      options: [
+        { optionId: 'a', name: 'Allow once', kind: 'allow_once' },
+        { optionId: 'r', name: 'Reject', kind: 'reject_once' },
+      ],
+    };
+    let s = run(
+      { type: 'permissionAsked', requestId: '1', params },
+      { type: 'permissionAnswered', requestId: '1', optionId: 'r' },
+      { type: 'permissionAsked', requestId: '2', params },
+    );
+    assert.deepEqual(summary(s.entries), ['permission:python_eval:Reject', 'permission:python_eval:open']);
+    s = reduce(s, { type: 'turnEnded', stopReason: 'cancelled' });
+    assert.deepEqual(summary(s.entries), [
+      'permission:python_eval:Reject',
+      'permission:python_eval:Cancelled',
+      'notice:info:Stopped.',
+    ]);
+    assert.equal(s.meta.busy, false);
+  });
+
+  it('replays user messages (session/load) including embedded resources', () => {
+    const s = run(
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'Explain ' } },
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'this.' } },
+      {
+        sessionUpdate: 'user_message_chunk',
+        content: { type: 'resource', resource: { uri: 'file:///w/geometry.py#L1-L3', text: 'def area' } },
+      },
+      msg('m1', 'It computes an area.'),
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'Thanks' } },
+    );
+    assert.deepEqual(summary(s.entries), ['user:Explain this.', 'agent:It computes an area.', 'user:Thanks']);
+    assert.ok(s.entries[0].kind === 'user');
+    assert.deepEqual(s.entries[0].context, [{ label: 'geometry.py', uri: 'file:///w/geometry.py#L1-L3' }]);
+  });
+
+  it('tracks usage, cost and title', () => {
+    const s = run(
+      {
+        sessionUpdate: 'usage_update',
+        used: 500,
+        size: 1000,
+        cost: { amount: 0.01, currency: 'USD' },
+        _meta: { parley: { inputTokens: 400, outputTokens: 100, totalTokens: 500 } },
+      },
+      { sessionUpdate: 'usage_update', used: 800, size: 1000, _meta: { parley: { inputTokens: 250, outputTokens: 50, totalTokens: 300 } } },
+      { sessionUpdate: 'session_info_update', title: 'Areas' },
+      { sessionUpdate: 'something_new_and_unknown' },
+    );
+    assert.deepEqual(s.meta.usage, {
+      sessionTokens: 800,
+      inputTokens: 650,
+      outputTokens: 150,
+      contextUsed: 800,
+      contextSize: 1000,
+      cost: { amount: 0.01, currency: 'USD' },
+    });
+    assert.equal(s.meta.title, 'Areas');
+  });
+
+  it('tells the webview only what changed', () => {
+    const a = run(msg('m1', 'one'), { sessionUpdate: 'tool_call', toolCallId: 'c', title: 't', status: 'pending' });
+    const b = reduce(a, { type: 'update', update: { sessionUpdate: 'tool_call_update', toolCallId: 'c', status: 'completed' } });
+    const d = diffEntries(a.entries, b.entries);
+    assert.deepEqual(d.upserts.map((e) => e.id), [a.entries[1].id]);
+    assert.deepEqual(d.removed, []);
+    assert.deepEqual(viewMessages(a, b).map((m) => m.type), ['entries']);
+    const c = reduce(b, { type: 'meta', patch: { busy: true } });
+    assert.deepEqual(viewMessages(b, c).map((m) => m.type), ['meta']);
+  });
+
+  it('formats tool input for people', () => {
+    assert.equal(formatInput({ code: 'a\nb' }), 'a\nb');
+    assert.equal(formatInput({ path: 'x.py', startLine: 3 }), 'path: x.py\nstartLine: 3');
+    assert.equal(formatInput({ nested: { a: 1 } }), '{\n  "nested": {\n    "a": 1\n  }\n}');
+  });
+});

@@ -1,0 +1,378 @@
+/**
+ * The chat view's page in headless Chromium (Debian's, driven by playwright-core), with a
+ * stand-in for the VS Code webview API. A scripted sequence of session updates goes through
+ * the real reducer and host→view bridge; the page must show it as a user would see it.
+ */
+
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import { type Browser, type Page, chromium } from 'playwright-core';
+
+import type { ChatEvent } from '../src/core/chatState';
+import { initialState, reduce } from '../src/core/chatState';
+import { chatPageHtml, viewMessages } from '../src/core/webviewHtml';
+import type { HostToView, ViewState } from '../src/common/view';
+import type { SessionUpdate } from '../src/client/protocol';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const OUTPUT = path.join(ROOT, 'test-output');
+const ORIGIN = 'https://parley-webview.test';
+const CHROMIUM = process.env.PARLEY_CHROMIUM ?? '/usr/bin/chromium';
+
+// VS Code's Dark Modern colours for the variables the page uses (VS Code injects these).
+const THEME: Record<string, string> = {
+  '--vscode-font-family': 'system-ui, "Ubuntu", "Droid Sans", sans-serif',
+  '--vscode-font-size': '13px',
+  '--vscode-editor-font-family': '"Droid Sans Mono", "monospace", monospace',
+  '--vscode-editor-font-size': '12px',
+  '--vscode-foreground': '#cccccc',
+  '--vscode-descriptionForeground': '#9d9d9d',
+  '--vscode-sideBar-background': '#181818',
+  '--vscode-panel-border': '#2b2b2b',
+  '--vscode-input-background': '#313131',
+  '--vscode-input-foreground': '#cccccc',
+  '--vscode-input-border': '#3c3c3c',
+  '--vscode-button-background': '#0078d4',
+  '--vscode-button-foreground': '#ffffff',
+  '--vscode-button-secondaryBackground': '#313131',
+  '--vscode-button-secondaryForeground': '#cccccc',
+  '--vscode-badge-background': '#616161',
+  '--vscode-badge-foreground': '#f8f8f8',
+  '--vscode-textLink-foreground': '#4daafc',
+  '--vscode-textCodeBlock-background': '#2b2b2b',
+  '--vscode-dropdown-background': '#313131',
+  '--vscode-dropdown-border': '#3c3c3c',
+  '--vscode-dropdown-foreground': '#cccccc',
+  '--vscode-focusBorder': '#0078d4',
+};
+
+async function serve(page: Page, html: string): Promise<void> {
+  const files: Record<string, { file: string; type: string }> = {
+    '/main.js': { file: path.join(ROOT, 'out', 'webview', 'main.js'), type: 'text/javascript' },
+    '/vendor/markdown-it.min.js': {
+      file: path.join(ROOT, 'out', 'webview', 'vendor', 'markdown-it.min.js'),
+      type: 'text/javascript',
+    },
+    '/chat.css': { file: path.join(ROOT, 'media', 'chat.css'), type: 'text/css' },
+  };
+  await page.route(`${ORIGIN}/**`, async (route) => {
+    const url = new URL(route.request().url());
+    if (url.pathname === '/index.html') {
+      await route.fulfill({ status: 200, contentType: 'text/html', body: html });
+      return;
+    }
+    const f = files[url.pathname];
+    if (!f) {
+      await route.fulfill({ status: 404, body: 'not found' });
+      return;
+    }
+    if (!fs.existsSync(f.file)) {
+      await route.fulfill({ status: 404, body: `missing ${f.file}` });
+      return;
+    }
+    await route.fulfill({ status: 200, contentType: f.type, body: fs.readFileSync(f.file) });
+  });
+}
+
+/** The host side of the test: the real reducer, and the messages the extension would post. */
+class Host {
+  state: ViewState = initialState();
+  constructor(private readonly page: Page) {}
+
+  async send(message: HostToView): Promise<void> {
+    await this.page.evaluate((m) => window.postMessage(m, '*'), message);
+  }
+
+  async apply(...events: ChatEvent[]): Promise<void> {
+    for (const event of events) {
+      const next = reduce(this.state, event);
+      const messages = viewMessages(this.state, next);
+      this.state = next;
+      for (const m of messages) {
+        await this.send(m);
+      }
+    }
+  }
+
+  update(update: SessionUpdate): Promise<void> {
+    return this.apply({ type: 'update', update });
+  }
+
+  async chunks(kind: 'agent_message_chunk' | 'agent_thought_chunk', messageId: string, text: string, size = 7): Promise<void> {
+    for (let i = 0; i < text.length; i += size) {
+      await this.update({ sessionUpdate: kind, messageId, content: { type: 'text', text: text.slice(i, i + size) } });
+    }
+  }
+}
+
+async function posted(page: Page): Promise<unknown[]> {
+  return page.evaluate(() => (window as unknown as { __posted: unknown[] }).__posted);
+}
+
+const haveChromium = fs.existsSync(CHROMIUM);
+
+describe('chat view page in headless Chromium', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
+  let browser: Browser;
+  let page: Page;
+  const problems: string[] = [];
+
+  before(async () => {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 440, height: 1100 }, deviceScaleFactor: 1 });
+    page = await context.newPage();
+    page.on('console', (msg) => {
+      if (msg.type() === 'error' || msg.type() === 'warning') {
+        problems.push(`console ${msg.type()}: ${msg.text()}`);
+      }
+    });
+    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+    // Anything not served by the stand-in webview origin is a remote resource: refuse it.
+    await page.route(/^(?!https:\/\/parley-webview\.test\/).*/, (route) => {
+      problems.push(`remote request: ${route.request().url()}`);
+      return route.abort();
+    });
+    await page.addInitScript((theme: Record<string, string>) => {
+      const w = window as unknown as { __posted: unknown[]; __state: unknown; acquireVsCodeApi: () => unknown };
+      w.__posted = [];
+      w.__state = undefined;
+      let acquired = false;
+      w.acquireVsCodeApi = () => {
+        if (acquired) {
+          throw new Error('acquireVsCodeApi called twice');
+        }
+        acquired = true;
+        return {
+          postMessage: (m: unknown) => w.__posted.push(m),
+          getState: () => w.__state,
+          setState: (s: unknown) => {
+            w.__state = s;
+          },
+        };
+      };
+      const applyTheme = () => {
+        for (const [k, v] of Object.entries(theme)) {
+          document.documentElement.style.setProperty(k, v);
+        }
+        document.body?.classList.add('vscode-dark');
+      };
+      if (document.documentElement) {
+        applyTheme();
+      }
+      document.addEventListener('DOMContentLoaded', applyTheme);
+    }, THEME);
+    const html = chatPageHtml({
+      cspSource: ORIGIN,
+      nonce: 'testnonce0123456789abcdef',
+      scriptUri: `${ORIGIN}/main.js`,
+      markdownItUri: `${ORIGIN}/vendor/markdown-it.min.js`,
+      styleUri: `${ORIGIN}/chat.css`,
+    });
+    await serve(page, html);
+    await page.goto(`${ORIGIN}/index.html`);
+    await page.waitForFunction(() =>
+      (window as unknown as { __posted: { type: string }[] }).__posted.some((m) => m.type === 'ready'),
+    );
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it('renders a scripted turn as a user sees it, and posts the permission answer back', async () => {
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply(
+      {
+        type: 'meta',
+        patch: {
+          serverState: 'ready',
+          sessionId: 'sess-1',
+          model: 'openai:gpt-4.1-mini',
+          models: [
+            { id: 'openai:gpt-4.1-mini', available: true },
+            { id: 'anthropic:claude-sonnet-4-5', available: false, reason: 'ANTHROPIC_API_KEY is not set' },
+          ],
+        },
+      },
+      {
+        type: 'userPrompt',
+        text: 'What does area() return for a 3×4 rectangle? Check it.',
+        context: [{ label: 'geometry.py:1-12', uri: 'file:///ws/geometry.py#L1-L12' }],
+      },
+      { type: 'meta', patch: { busy: true } },
+    );
+
+    await host.chunks('agent_thought_chunk', 'm1', 'The user wants the area. I should look at the source and then run it to be sure.');
+    await host.chunks('agent_message_chunk', 'm2', 'Let me look at **`geometry.area`** first. <script>window.__pwned = 1</script>');
+    await host.update({ sessionUpdate: 'tool_call', toolCallId: 'call_1', title: 'python_eval', kind: 'execute', status: 'pending' });
+    await host.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId: 'call_1',
+      rawInput: { code: 'from geometry import area\narea(3, 4)' },
+    });
+    await host.apply({
+      type: 'permissionAsked',
+      requestId: '1',
+      params: {
+        sessionId: 'sess-1',
+        toolCall: { toolCallId: 'call_1', title: 'python_eval', kind: 'execute', rawInput: { code: 'from geometry import area\narea(3, 4)' } },
+        options: [
+          { optionId: 'allow-once', name: 'Allow once', kind: 'allow_once' },
+          { optionId: 'allow-always', name: 'Allow always', kind: 'allow_always' },
+          { optionId: 'reject-once', name: 'Reject', kind: 'reject_once' },
+        ],
+      },
+    });
+
+    // The prompt shows three buttons; clicking "Allow once" posts the answer back.
+    const buttons = page.locator('.entry-permission .permission-buttons button');
+    assert.deepEqual(await buttons.allInnerTexts(), ['Allow once', 'Allow always', 'Reject']);
+    await page.locator('.entry-permission button[data-option-id="allow-once"]').click();
+    const answers = (await posted(page)).filter((m) => (m as { type: string }).type === 'permission');
+    assert.deepEqual(answers, [{ type: 'permission', requestId: '1', optionId: 'allow-once' }]);
+
+    // The host resolves it; the tool runs and finishes.
+    await host.apply({ type: 'permissionAnswered', requestId: '1', optionId: 'allow-once' });
+    await host.update({ sessionUpdate: 'tool_call_update', toolCallId: 'call_1', status: 'in_progress' });
+    await host.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId: 'call_1',
+      status: 'completed',
+      content: [{ type: 'content', content: { type: 'text', text: '12' } }],
+      rawOutput: { content: '12', isError: false },
+    });
+    // A second round: streamed text, then revised by the synchronous call's text.
+    await host.chunks('agent_message_chunk', 'm3', 'The area is 12 squre units');
+    await host.update({
+      sessionUpdate: 'agent_message_chunk',
+      messageId: 'm4',
+      content: {
+        type: 'text',
+        text: 'The area is **12** square units:\n\n```python\n>>> area(3, 4)\n12\n```\n\n- width `3`\n- height `4`',
+      },
+      _meta: { parley: { replaces: 'm3' } },
+    });
+    await host.update({
+      sessionUpdate: 'usage_update',
+      used: 1830,
+      size: 128000,
+      cost: { amount: 0.0021, currency: 'USD' },
+      _meta: { parley: { inputTokens: 1700, outputTokens: 130, totalTokens: 1830 } },
+    });
+    await host.update({ sessionUpdate: 'session_info_update', title: 'Area of a rectangle' });
+    await host.apply({ type: 'turnEnded', stopReason: 'end_turn' });
+
+    // Text in order, each entry once.
+    const kinds = await page.locator('#transcript .entry').evaluateAll((els) =>
+      els.map((e) => (e as HTMLElement).className.split(' ')[1]),
+    );
+    assert.deepEqual(kinds, ['entry-user', 'entry-thought', 'entry-agent', 'entry-tool', 'entry-permission', 'entry-agent']);
+    const text = await page.locator('#transcript').innerText();
+    const order = ['What does area() return', 'Thought', 'Let me look at', 'python_eval', 'Allow python_eval', 'The area is 12 square units'];
+    let at = -1;
+    for (const needle of order) {
+      const i = text.indexOf(needle, at + 1);
+      assert.ok(i > at, `"${needle}" should come after position ${at} in:\n${text}`);
+      at = i;
+    }
+    // The revision replaced the streamed text (no typo left), and Markdown rendered.
+    assert.ok(!text.includes('squre'), 'the streamed text was replaced by the revision');
+    assert.equal(await page.locator('.entry-agent strong').last().innerText(), '12');
+    assert.equal(await page.locator('.entry-agent pre code').count(), 1);
+    assert.equal(await page.locator('.entry-agent li').count(), 2);
+    // HTML in the model's text is shown as text, never run.
+    assert.ok(text.includes('<script>window.__pwned = 1</script>'));
+    assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
+    assert.equal(await page.locator('.entry-agent script').count(), 0);
+
+    // Thoughts are folded.
+    assert.equal(await page.locator('details.thought').evaluate((d) => (d as HTMLDetailsElement).open), false);
+    assert.equal(await page.locator('.thought-body').isVisible(), false);
+    // The tool card: title, status, input and output (folded until clicked).
+    const card = page.locator('.entry-tool');
+    assert.match((await card.getAttribute('class')) ?? '', /status-completed/);
+    assert.equal(await card.locator('.tool-badge').innerText(), 'done');
+    await card.locator('summary').click();
+    assert.match(await card.locator('.tool-input pre').innerText(), /area\(3, 4\)/);
+    assert.equal(await card.locator('.tool-output pre').innerText(), '12');
+    // The permission prompt shows its answer, no buttons.
+    assert.equal(await page.locator('.entry-permission button').count(), 0);
+    assert.equal(await page.locator('.permission-answer').innerText(), 'Allow once');
+    // Status line: title, tokens, cost.
+    const usage = await page.locator('#usage').innerText();
+    assert.match(usage, /Area of a rectangle/);
+    assert.match(usage, /1\.8k tokens/);
+    assert.match(usage, /\$0\.0021/);
+    // The model picker lists the models; the unavailable one is disabled.
+    assert.equal(await page.locator('#model').inputValue(), 'openai:gpt-4.1-mini');
+    assert.equal(await page.locator('#model option[disabled]').count(), 1);
+    assert.equal(await page.locator('#send-button').isVisible(), true);
+    assert.equal(await page.locator('#stop-button').isVisible(), false);
+
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('posts prompts, stop, model changes and session choices', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({
+      type: 'meta',
+      patch: {
+        serverState: 'ready',
+        model: 'openai:gpt-4.1-mini',
+        models: [
+          { id: 'openai:gpt-4.1-mini', available: true },
+          { id: 'openai:gpt-4.1', available: true },
+        ],
+      },
+    });
+    assert.equal(await page.locator('#transcript .entry').count(), 0, 'reset cleared the transcript');
+    await page.locator('#prompt').fill('hello there');
+    await page.locator('#prompt').press('Enter');
+    await host.apply({ type: 'meta', patch: { busy: true } });
+    assert.equal(await page.locator('#stop-button').isVisible(), true);
+    await page.locator('#stop-button').click();
+    await page.locator('#model').selectOption('openai:gpt-4.1');
+    await page.locator('#sessions-button').click();
+    await host.send({
+      type: 'sessions',
+      sessions: [
+        { sessionId: 's-new', title: 'Newest', updatedAt: '2025-01-02T10:00:00Z', current: true },
+        { sessionId: 's-old', title: 'Older one', updatedAt: '2025-01-01T10:00:00Z', current: false },
+      ],
+    });
+    await page.locator('#session-list li[data-session-id="s-old"]').click();
+    assert.equal(await page.locator('#sessions').isVisible(), false);
+    const messages = await posted(page);
+    assert.deepEqual(messages, [
+      { type: 'send', text: 'hello there' },
+      { type: 'cancel' },
+      { type: 'selectModel', model: 'openai:gpt-4.1' },
+      { type: 'listSessions' },
+      { type: 'loadSession', sessionId: 's-old' },
+    ]);
+    assert.equal(await page.locator('#prompt').inputValue(), '');
+    assert.deepEqual(problems, []);
+  });
+});
