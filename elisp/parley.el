@@ -369,7 +369,7 @@ Run M-x parley-restart to start it again."
                        (parley--stderr-tail conn))))
     (dolist (buffer (parley--chat-buffers))
       (with-current-buffer buffer
-        (when (eq parley--conn conn)
+        (when (or (eq parley--conn conn) parley--busy)
           (setq parley--busy nil)
           (unless expected
             (parley--insert-error text))
@@ -1049,9 +1049,31 @@ After a restart the session is loaded again, silently, first."
          (when (buffer-live-p buffer)
            (with-current-buffer buffer
              (setq parley--silent nil)
-             (parley--turn-failed
-              (list :message (format "cannot resume the session: %s"
-                                     (plist-get err :message)))))))))))
+             (parley--resume-in-new-session conn (plist-get err :message) fn))))))))
+
+(defun parley--resume-in-new-session (conn why fn)
+  "Continue in a new session on CONN, because the old one could not load.
+WHY is the server's message; FN is then called with CONN."
+  (condition-case err
+      (let ((old parley--session-id)
+            (id (plist-get (jsonrpc-request
+                            conn 'session/new
+                            (append (list :cwd parley--cwd :mcpServers [])
+                                    (and parley--model
+                                         (list :_meta (list :parley (list :model parley--model)))))
+                            :timeout parley-request-timeout)
+                           :sessionId)))
+        (remhash old parley--sessions)
+        (puthash id (current-buffer) parley--sessions)
+        (setq parley--session-id id
+              parley--conn conn)
+        (parley--insert-notice
+         (format "The session could not be resumed (%s); this continues in a new \
+session, without the history above." why))
+        (funcall fn conn))
+    (error (parley--turn-failed
+            (list :message (format "cannot resume the session (%s): %s"
+                                   why (error-message-string err)))))))
 
 (defun parley--prompt (blocks)
   "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
@@ -1401,7 +1423,10 @@ With a prefix argument NEW, start a new session in a new buffer."
   (let ((seen (make-hash-table :test #'equal)))
     (mapcar (lambda (s)
               (let* ((title (or (plist-get s :title) "(untitled)"))
-                     (date (or (plist-get s :updatedAt) ""))
+                     (date (let ((d (plist-get s :updatedAt)))
+                             (cond ((numberp d) (format-time-string "%Y-%m-%d %H:%M" d))
+                                   ((stringp d) d)
+                                   (t ""))))
                      (label (format "%s  %s" title date)))
                 (when (gethash label seen)
                   (setq label (format "%s  [%s]" label (plist-get s :sessionId))))

@@ -344,6 +344,26 @@
     (parley--end-turn-state)
     (should (= 0 (hash-table-count parley--blocks)))))
 
+(ert-deftest parley-markdown-fontified-at-turn-end ()
+  ;; With `markdown-mode' around (here a stand-in), answers get its faces
+  ;; once the turn ends; without it nothing happens.
+  (let ((had (featurep 'markdown-mode)))
+    (unless had
+      (define-derived-mode markdown-mode text-mode "Md"
+        "A stand-in for markdown-mode in tests."
+        (setq-local font-lock-defaults '((("\\*\\*[^*]+\\*\\*" . 'bold)) t)))
+      (provide 'markdown-mode))
+    (unwind-protect
+        (parley-test--with-chat
+          (parley-test--chunk "Plain and **strong** text." "m1")
+          (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 1 :outputTokens 1)))
+          (should (eq (get-text-property (parley-test--pos "**strong**") 'face) 'bold))
+          (should-not (get-text-property (parley-test--pos "Plain") 'face))
+          (should (get-text-property (parley-test--pos "Plain") 'read-only)))
+      (unless had
+        (setq features (delq 'markdown-mode features))
+        (fmakunbound 'markdown-mode)))))
+
 ;;;; Emacs tools
 
 (ert-deftest parley-tool-specs-serialize ()
