@@ -45,8 +45,20 @@
   "The virtualenv holding the server.")
 
 (cl-defstruct (parley-bench--run (:constructor parley-bench--run-create))
-  "Timings of one run: ARRIVALS and HANDLER times per chunk, COUNT, TOTAL."
-  name (count 0) arrivals handler total (chars 0))
+  "Timings of one run: ARRIVALS and HANDLER times per chunk, COUNT, TOTAL.
+GCS and GC-SECONDS: the garbage collections during the run."
+  name (count 0) arrivals handler total (chars 0) gcs gc-seconds)
+
+(defmacro parley-bench--gc-counted (&rest body)
+  "Run BODY, which returns a run, and record its garbage collections."
+  (declare (indent 0))
+  `(let ((gcs gcs-done) (elapsed gc-elapsed))
+     (garbage-collect)
+     (setq gcs gcs-done elapsed gc-elapsed)
+     (let ((run (progn ,@body)))
+       (setf (parley-bench--run-gcs run) (- gcs-done gcs)
+             (parley-bench--run-gc-seconds run) (- gc-elapsed elapsed))
+       run)))
 
 (defun parley-bench--new (name)
   "Return an empty run called NAME."
@@ -239,30 +251,39 @@
 
 ;;;; Report
 
-(defun parley-bench--tenth-us (vector count from-end handler)
-  "Mean µs per chunk over a tenth of COUNT entries of VECTOR.
+(defun parley-bench--tenth-us (vector count from-end handler &optional median)
+  "Mean (or MEDIAN) µs per chunk over a tenth of COUNT entries of VECTOR.
 FROM-END picks the last tenth.  HANDLER means VECTOR holds durations;
 otherwise it holds arrival times and the spacing is averaged."
   (let* ((n (max 2 (/ count 10)))
          (start (if from-end (- count n) 0)))
-    (if handler
-        (/ (* 1e6 (cl-loop for i from start below (+ start n) sum (aref vector i))) n)
-      (/ (* 1e6 (- (aref vector (+ start n -1)) (aref vector start))) (1- n)))))
+    (cond ((and handler median)
+           (* 1e6 (nth (/ n 2) (sort (cl-loop for i from start below (+ start n)
+                                              collect (aref vector i))
+                                     #'<))))
+          (handler
+           (/ (* 1e6 (cl-loop for i from start below (+ start n) sum (aref vector i))) n))
+          (t (/ (* 1e6 (- (aref vector (+ start n -1)) (aref vector start))) (1- n))))))
 
 (defun parley-bench--row (source run)
   "Return the table row of RUN streamed from SOURCE."
   (let ((count (parley-bench--run-count run))
         (bare (string-prefix-p "bare" (parley-bench--run-name run))))
-    (format "| %-7s | %-17s | %6d | %9.1f | %9.1f | %11s | %11s | %8.3f | %8s |"
-            source (parley-bench--run-name run) count
-            (parley-bench--tenth-us (parley-bench--run-arrivals run) count nil nil)
-            (parley-bench--tenth-us (parley-bench--run-arrivals run) count t nil)
-            (if bare "-" (format "%.1f" (parley-bench--tenth-us
-                                         (parley-bench--run-handler run) count nil t)))
-            (if bare "-" (format "%.1f" (parley-bench--tenth-us
-                                         (parley-bench--run-handler run) count t t)))
-            (parley-bench--run-total run)
-            (if bare "-" (number-to-string (parley-bench--run-chars run))))))
+    (cl-flet ((insert-us (from-end)
+                (if bare "-"
+                  (format "%.1f / %.1f"
+                          (parley-bench--tenth-us (parley-bench--run-handler run)
+                                                  count from-end t t)
+                          (parley-bench--tenth-us (parley-bench--run-handler run)
+                                                  count from-end t)))))
+      (format "| %s | %s | %d | %.1f | %.1f | %s | %s | %.2f | %.2f (%d) | %s |"
+              source (parley-bench--run-name run) count
+              (parley-bench--tenth-us (parley-bench--run-arrivals run) count nil nil)
+              (parley-bench--tenth-us (parley-bench--run-arrivals run) count t nil)
+              (insert-us nil) (insert-us t)
+              (parley-bench--run-total run)
+              (parley-bench--run-gc-seconds run) (parley-bench--run-gcs run)
+              (if bare "-" (number-to-string (parley-bench--run-chars run)))))))
 
 (defun parley-bench-main ()
   "Run the benchmark and print its table."
@@ -272,14 +293,14 @@ otherwise it holds arrival times and the spacing is averaged."
         (progn
           ;; A warm-up, so that neither side pays for loading code.
           (let ((parley-bench-chunks 500)) (parley-bench--replay (parley-bench--write-stream) t))
-          (push (cons "replay" (parley-bench--replay file nil)) rows)
-          (push (cons "replay" (parley-bench--replay file t)) rows))
+          (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file nil))) rows)
+          (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file t))) rows))
       (delete-file file))
     (if (not (parley-bench--server-ready-p))
         (message "(server runs skipped: parley serve is not installed in %s)" parley-bench--venv)
       (parley-bench--start-fake)
-      (push (cons "server" (parley-bench--server-bare)) rows)
-      (push (cons "server" (parley-bench--server-parley)) rows))
+      (push (cons "server" (parley-bench--gc-counted (parley-bench--server-bare))) rows)
+      (push (cons "server" (parley-bench--gc-counted (parley-bench--server-parley))) rows))
     (princ (format "Streaming %d chunks of %S into one buffer (Emacs %s, jsonrpc.el %s)\n\n"
                    parley-bench-chunks parley-bench--chunk emacs-version
                    (or (ignore-errors
@@ -288,10 +309,14 @@ otherwise it holds arrival times and the spacing is averaged."
                            (and (re-search-forward "^;; Version: \\(.*\\)$" nil t)
                                 (match-string 1))))
                        "?")))
-    (princ "| source  | consumer          | chunks | wall µs/chunk first 10% | wall µs/chunk last 10% | insert µs/chunk first 10% | insert µs/chunk last 10% | total s | buffer chars |\n")
-    (princ "|---------|-------------------|-------:|---------:|---------:|------------:|------------:|---------:|---------:|\n")
+    (princ "| source | consumer | chunks | wall µs/chunk, first 10% | wall µs/chunk, last 10% | insert µs/chunk, first 10% (median / mean) | insert µs/chunk, last 10% (median / mean) | total s | GC s (count) | buffer chars |\n")
+    (princ "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
     (dolist (row (nreverse rows))
-      (princ (concat (parley-bench--row (car row) (cdr row)) "\n")))))
+      (princ (concat (parley-bench--row (car row) (cdr row)) "\n")))
+    (princ "\nwall: time between chunk arrivals (jsonrpc.el parsing included); insert: time in
+parley.el's handler for a chunk; a garbage collection that lands in the handler shows
+in the mean, not the median.  replay: the framed updates piped in by `cat' (Emacs alone);
+server: `parley serve' streaming from the fake LLM.\n")))
 
 (provide 'parley-bench)
 ;;; parley-bench.el ends here
