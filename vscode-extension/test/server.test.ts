@@ -64,6 +64,7 @@ describe('protocol client against parley serve', () => {
   after(async () => {
     await client?.stop();
     await fake?.stop();
+    fake = undefined;
     dirs?.cleanup();
   });
 
@@ -167,6 +168,40 @@ describe('protocol client against parley serve', () => {
     assert.deepEqual(kinds, ['0:stream', '0:sync', '1:stream']);
     assert.equal(result._meta?.parley?.discardedStreams, 1);
     assert.equal(result._meta?.parley?.toolCalls, 1);
+  });
+
+  it('applies a revision and a superseded tool call when the synchronous call answers in text', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    await fake!.script([
+      {
+        text: 'Let me run it',
+        tool_calls: [{ name: 'python_eval', arguments: { code: '6 * 7' } }],
+        sync: { text: 'No need to run anything: 6 * 7 is 42.' },
+      },
+    ]);
+    updates.clear();
+    permissionRequests = [];
+    const sessionId = await client.newSession(dirs.workspace);
+    const result = await client.prompt(sessionId, 'What is 6 * 7?');
+    assert.equal(result.stopReason, 'end_turn');
+    assert.equal(permissionRequests.length, 0, 'the superseded call was not run');
+    const revisions = updates
+      .of('agent_message_chunk', sessionId)
+      .filter((u) => (u._meta as { parley?: { replaces?: string } } | undefined)?.parley?.replaces);
+    assert.equal(revisions.length, 1, 'one revision chunk');
+    const streamedId = updates.of('agent_message_chunk', sessionId)[0].messageId;
+    assert.equal((revisions[0]._meta as { parley: { replaces: string } }).parley.replaces, streamedId);
+
+    let state = initialState();
+    for (const n of updates.all.filter((u) => u.sessionId === sessionId)) {
+      state = reduce(state, { type: 'update', update: n.update });
+    }
+    const shown = state.entries.map((e) =>
+      e.kind === 'agent' ? `agent:${e.text}` : e.kind === 'tool' ? `tool:${e.status}:${e.superseded}` : e.kind,
+    );
+    assert.deepEqual(shown, ['agent:No need to run anything: 6 * 7 is 42.', 'tool:failed:true']);
   });
 
   it('a rejected tool call is not run', async (t) => {
@@ -333,10 +368,8 @@ describe('server death and restart', () => {
   let dirs: ReturnType<typeof tempDirs>;
 
   before(async () => {
-    if (skipReason === undefined && !fake) {
-      skipReason = await serverUnavailable();
-    }
-    if (!skipReason && !fake) {
+    skipReason ??= await serverUnavailable();
+    if (!skipReason) {
       fake = await FakeLLM.start();
     }
     dirs = tempDirs();
@@ -344,6 +377,7 @@ describe('server death and restart', () => {
 
   after(async () => {
     await fake?.stop();
+    fake = undefined;
     dirs?.cleanup();
   });
 
@@ -406,15 +440,19 @@ describe('server death and restart', () => {
 
       await ctl.restart();
       assert.equal(ctl.state.meta.serverState, 'ready');
-      assert.equal(ctl.sessionId, sessionId, 'the same session');
       const texts = ctl.state.entries.map((e) => `${e.kind}:${'text' in e ? e.text : ''}`);
-      if (texts.some((x) => x.startsWith('notice:Server restarted, but'))) {
-        t.diagnostic(`session reload unavailable: ${texts.join(' | ')}`);
-      } else {
+      const reloaded = !texts.some((x) => x.startsWith('notice:Server restarted, but'));
+      if (reloaded) {
+        assert.equal(ctl.sessionId, sessionId, 'the same session');
         assert.deepEqual(texts, ['user:First question', 'agent:First answer.', 'notice:Server restarted; session reloaded.']);
+      } else {
+        // Only while the server cannot load sessions: the controller falls back to a new one.
+        assert.match(texts.join('\n'), /method not found/i, texts.join('\n'));
+        assert.notEqual(ctl.sessionId, sessionId);
+        t.diagnostic('session/load is not implemented by the server yet: restart started a new session');
       }
 
-      await fake!.script([{ text: 'x' }, { text: 'Second answer.' }]);
+      await fake!.script(reloaded ? [{ text: 'x' }, { text: 'Second answer.' }] : [{ text: 'Second answer.' }]);
       const stop = await ctl.send('Second question');
       assert.equal(stop, 'end_turn');
       const last = ctl.state.entries[ctl.state.entries.length - 1];

@@ -10,7 +10,9 @@ import { EventEmitter } from 'node:events';
 import * as readline from 'node:readline';
 import {
   type CancellationToken,
+  type Message,
   type MessageConnection,
+  type MessageWriter,
   ResponseError,
   StreamMessageReader,
   StreamMessageWriter,
@@ -201,7 +203,7 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
     const conn = createMessageConnection(
       new StreamMessageReader(proc.stdout),
-      new StreamMessageWriter(proc.stdin),
+      new SafeWriter(new StreamMessageWriter(proc.stdin)),
     );
     // A write to a dead process must not crash the host.
     proc.stdin.on('error', (err) => this.emit('log', `[parley] stdin: ${err.message}`));
@@ -289,7 +291,7 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
   /** `session/cancel`; also answers our own open permission prompts of that session `cancelled`. */
   async cancel(sessionId: string): Promise<void> {
     this.abortInFlight(sessionId);
-    if (this.conn) {
+    if (this.conn && !this.stopping) {
       await this.conn.sendNotification('session/cancel', { sessionId });
     }
   }
@@ -321,7 +323,7 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
   /** Any request, for methods this class does not wrap. */
   request<R>(method: string, params: object): Promise<R> {
     const conn = this.conn;
-    if (!conn) {
+    if (!conn || this.stopping) {
       return Promise.reject(new ServerExitedError('The Parley server is not running.'));
     }
     return new Promise<R>((resolve, reject) => {
@@ -436,6 +438,29 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     } finally {
       this.untrack(params.sessionId, ac);
     }
+  }
+}
+
+/**
+ * A writer whose writes never reject: a write to a server that is going away is reported via
+ * `onError`, and the request it carried fails when the process exit is seen. (vscode-jsonrpc
+ * 8.2 rethrows a failed request write inside a promise executor, an unhandled rejection.)
+ */
+class SafeWriter implements MessageWriter {
+  readonly onError: MessageWriter['onError'];
+  readonly onClose: MessageWriter['onClose'];
+  constructor(private readonly inner: StreamMessageWriter) {
+    this.onError = inner.onError;
+    this.onClose = inner.onClose;
+  }
+  write(msg: Message): Promise<void> {
+    return this.inner.write(msg).catch(() => undefined);
+  }
+  end(): void {
+    this.inner.end();
+  }
+  dispose(): void {
+    this.inner.dispose();
   }
 }
 

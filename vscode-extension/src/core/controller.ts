@@ -203,11 +203,13 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         return;
       } catch (err) {
         this.log(`[parley] could not reload session ${previous}: ${describeError(err)}`);
+        await this.newSession();
         this.dispatch({
           type: 'notice',
           level: 'warning',
-          text: `Server restarted, but the session could not be reloaded (${describeError(err)}). A new session starts.`,
+          text: `Server restarted, but the session could not be reloaded (${describeError(err)}). This is a new session.`,
         });
+        return;
       }
     }
     await this.newSession();
@@ -246,11 +248,13 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         await this.loadSession(previous, this.state.meta.title);
         return previous;
       } catch (err) {
+        const sessionId = await this.newSession();
         this.dispatch({
           type: 'notice',
           level: 'warning',
-          text: `The session could not be reloaded (${describeError(err)}). A new session starts.`,
+          text: `The previous session could not be reloaded (${describeError(err)}). This is a new session.`,
         });
+        return sessionId;
       }
     }
     return this.newSession();

@@ -183,8 +183,9 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
     switch (m.type) {
       case 'ready':
         view.post({ type: 'reset', state: ctl.state });
-        // Start the server and a session as soon as the chat is shown.
-        await ctl.ensureSession();
+        // Start the server and a session as soon as the chat is shown. A failure is shown
+        // in the chat (with a Restart button), not in a pop-up as well.
+        await ctl.ensureSession().catch(() => undefined);
         break;
       case 'send':
         await ctl.send(m.text).catch(() => undefined); // shown in the view
