@@ -427,12 +427,27 @@ Run M-x parley-restart to start it again."
      (parley--later (lambda (_id) (parley--call-editor-tool params))))
     (_ (jsonrpc-error :code -32601 :message (format "Unknown method %s" method)))))
 
+(defvar json-false)
+(defvar json-null)
+(declare-function json-encode "json" (object))
+
+(defun parley--json-encode (value)
+  "Encode VALUE (a plist or vector from jsonrpc.el) as a JSON string.
+Emacs 28 has `json-serialize' only when built with libjansson;
+otherwise json.el does it, as it does for jsonrpc.el."
+  (if (fboundp 'json-serialize)
+      (json-serialize value :null-object nil :false-object :json-false)
+    (require 'json)
+    (let ((json-false :json-false)
+          (json-null nil))
+      (json-encode value))))
+
 (defun parley--json-brief (value &optional limit)
   "Return VALUE (as jsonrpc.el parsed it) as compact text, at most LIMIT chars."
   (let ((text (if (stringp value)
                   value
                 (condition-case nil
-                    (json-serialize value :null-object nil :false-object :json-false)
+                    (parley--json-encode value)
                   (error (prin1-to-string value))))))
     (if (and limit (> (length text) limit))
         (concat (substring text 0 limit) "…")

@@ -364,6 +364,15 @@
         (setq features (delq 'markdown-mode features))
         (fmakunbound 'markdown-mode)))))
 
+(ert-deftest parley-json-brief-with-and-without-native-json ()
+  (let ((value '(:path "a.txt" :flags [1 2] :deep :json-false)))
+    (should (equal (parley--json-brief value) "{\"path\":\"a.txt\",\"flags\":[1,2],\"deep\":false}"))
+    ;; An Emacs built without libjansson: json.el does it.
+    (cl-letf (((symbol-function 'json-serialize) nil))
+      (should (equal (parley--json-brief value) "{\"path\":\"a.txt\",\"flags\":[1,2],\"deep\":false}")))
+    (should (equal (parley--json-brief "plain") "plain"))
+    (should (equal (parley--json-brief "abcdef" 3) "abc…"))))
+
 ;;;; Emacs tools
 
 (ert-deftest parley-tool-specs-serialize ()
