@@ -7,9 +7,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 
-import { type ParleyClient, ServerExitedError, isMethodNotFound } from '../src/client/client';
+import { ResponseError } from 'vscode-jsonrpc/node';
+
+import { type ParleyClient, ServerExitedError, describeError, isMethodNotFound } from '../src/client/client';
 import { EDITOR_TOOL_SPECS } from '../src/client/editorToolSpecs';
-import type { EditorCallToolParams, RequestPermissionParams, RequestPermissionResult } from '../src/client/protocol';
+import { type EditorCallToolParams, PROVIDER_ERROR, type RequestPermissionParams, type RequestPermissionResult } from '../src/client/protocol';
 import { ChatController } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
 import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
@@ -202,6 +204,26 @@ describe('protocol client against parley serve', () => {
       e.kind === 'agent' ? `agent:${e.text}` : e.kind === 'tool' ? `tool:${e.status}:${e.superseded}` : e.kind,
     );
     assert.deepEqual(shown, ['agent:No need to run anything: 6 * 7 is 42.', 'tool:failed:true']);
+  });
+
+  it('a provider failure ends the prompt with error -32001 and its data', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    await fake!.script([{ text: 'never', fault: { kind: 'http', status: 401, times: 10 } }]);
+    const sessionId = await client.newSession(dirs.workspace);
+    const err = await client.prompt(sessionId, 'Hello?').then(
+      () => assert.fail('the prompt should fail'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ResponseError, String(err));
+    assert.equal(err.code, PROVIDER_ERROR);
+    const data = err.data as { provider?: string; status?: number; type?: string; retryable?: boolean };
+    assert.equal(data.provider, 'openai');
+    assert.equal(data.status, 401);
+    assert.equal(typeof data.type, 'string');
+    assert.equal(data.retryable, false);
+    assert.match(describeError(err), /\[openai 401/);
   });
 
   it('a rejected tool call is not run', async (t) => {

@@ -240,6 +240,8 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       },
     });
 
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-permission.png'), fullPage: true });
     // The prompt shows three buttons; clicking "Allow once" posts the answer back.
     const buttons = page.locator('.entry-permission .permission-buttons button');
     assert.deepEqual(await buttons.allInnerTexts(), ['Allow once', 'Allow always', 'Reject']);
