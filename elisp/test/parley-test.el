@@ -373,6 +373,48 @@
     (should (equal (parley--json-brief "plain") "plain"))
     (should (equal (parley--json-brief "abcdef" 3) "abc…"))))
 
+(ert-deftest parley-open-session-replays-history ()
+  ;; The server replays the stored conversation as updates, then answers.
+  (let ((parley--connection 'fake-connection)
+        (replay
+         '("{\"sessionUpdate\":\"user_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Capital of France?\"}}"
+           "{\"sessionUpdate\":\"agent_thought_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Easy.\"},\"messageId\":\"m1\"}"
+           "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Let me check.\"},\"messageId\":\"m1\"}"
+           "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"read_file\",\"kind\":\"read\",\"status\":\"completed\",\"rawInput\":{\"path\":\"atlas.txt\"},\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"France: Paris\"}}]}"
+           "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Paris.\"},\"messageId\":\"m2\"}"))
+        requests)
+    (cl-letf (((symbol-function 'parley--live-connection) (lambda () 'fake-connection))
+              ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
+              ((symbol-function 'jsonrpc-async-request)
+               (lambda (_conn method params &rest args)
+                 (push (cons method params) requests)
+                 (when (eq method 'session/load)
+                   (dolist (update replay)
+                     (parley--handle-notification
+                      nil 'session/update
+                      (list :sessionId (plist-get params :sessionId)
+                            :update (parley-test--json update))))
+                   (funcall (plist-get args :success-fn)
+                            '(:_meta (:parley (:usage (:inputTokens 50 :outputTokens 7)
+                                                      :model "openai:gpt-4.1"))))))))
+      (let ((buffer (parley-open-session "sess-old" "/tmp/project" "Capitals")))
+        (unwind-protect
+            (with-current-buffer buffer
+              (should (equal (cdr (assq 'session/load requests))
+                             '(:sessionId "sess-old" :cwd "/tmp/project" :mcpServers [])))
+              (should-not parley--busy)
+              (should (eq parley--conn 'fake-connection))
+              (should (equal (parley-test--visible-transcript)
+                             "You\nCapital of France?\n\nParley\n▸ Thinking\nLet me check.\n▸ read_file [done]\nParis.\n"))
+              (should (string-match-p "France: Paris" (parley-test--transcript)))
+              (let ((line (parley--header-line)))
+                (should (string-match-p "openai:gpt-4.1" line))
+                (should (string-match-p "tokens 50 in / 7 out" line))
+                (should (string-match-p "Capitals" line)))
+              ;; Opening it again shows the same buffer.
+              (should (eq (parley-open-session "sess-old" "/tmp/project") buffer)))
+          (kill-buffer buffer))))))
+
 ;;;; Emacs tools
 
 (ert-deftest parley-tool-specs-serialize ()
