@@ -457,10 +457,12 @@ otherwise json.el does it, as it does for jsonrpc.el."
   "Ask which of OPTIONS to take for TOOL; return the option, or nil on quit."
   (let* ((choices (mapcar (lambda (o) (cons (plist-get o :name) o)) options))
          (input (plist-get tool :rawInput))
-         (prompt (format "Parley wants to run %s%s — "
+         (shown (and input (parley--input-text input)))
+         (prompt (format "Parley wants to run %s%s\nAnswer: "
                          (or (plist-get tool :title) "a tool")
-                         (if input
-                             (concat " " (parley--json-brief input 300))
+                         (if shown
+                             (concat "\n" (truncate-string-to-width
+                                           (string-trim-right shown) 1500 nil nil "…"))
                            "")))
          (enable-recursive-minibuffers t))
     (condition-case nil

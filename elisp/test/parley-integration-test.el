@@ -254,7 +254,7 @@ the fake LLM.  The test is skipped when the server is not installed."
         (parley-it--send "Compute in Emacs")
         (parley-it--wait-idle)
         (should (= 1 (length prompts)))
-        (should (string-match-p "elisp_eval.*6 7 1000" (car prompts)))
+        (should (string-match-p "elisp_eval\ncode: .*6 7 1000" (car prompts)))
         (should parley-it--evaluated)
         (should (string-match-p "elisp_eval.*\\[done\\]" (parley-it--transcript)))
         (should (string-match-p "Emacs says 42000\\.\n\\'" (parley-it--transcript)))))
