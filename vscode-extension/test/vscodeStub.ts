@@ -49,6 +49,9 @@ export class VscodeStub {
   readonly messages: { level: string; text: string }[] = [];
   readonly log: string[] = [];
   settings: Record<string, unknown> = {};
+  /** The module `require('vscode')` returns (after `install`); tests may change its fields. */
+  exports: Record<string, unknown> = {};
+  diagnostics: [StubUri, unknown[]][] = [];
   workspaceRoot = '/tmp';
 
   module(): Record<string, unknown> {
@@ -61,15 +64,40 @@ export class VscodeStub {
         return this;
       }
     }
-    class Range {
+    class Position {
       constructor(
-        readonly start: unknown,
-        readonly end: unknown,
+        readonly line: number,
+        readonly character: number,
       ) {}
     }
-    class TabInputText {}
-    class TabInputNotebook {}
-    class TabInputTextDiff {}
+    class Range {
+      readonly start: Position;
+      readonly end: Position;
+      constructor(a: Position | number, b: Position | number, c?: number, d?: number) {
+        if (typeof a === 'number') {
+          this.start = new Position(a, b as number);
+          this.end = new Position(c!, d!);
+        } else {
+          this.start = a;
+          this.end = b as Position;
+        }
+      }
+      get isEmpty(): boolean {
+        return this.start.line === this.end.line && this.start.character === this.end.character;
+      }
+    }
+    class TabInputText {
+      constructor(readonly uri: StubUri) {}
+    }
+    class TabInputNotebook {
+      constructor(readonly uri: StubUri) {}
+    }
+    class TabInputTextDiff {
+      constructor(
+        readonly original: StubUri,
+        readonly modified: StubUri,
+      ) {}
+    }
     const channel = {
       info: (s: string) => stub.log.push(s),
       warn: (s: string) => stub.log.push(s),
@@ -84,6 +112,7 @@ export class VscodeStub {
     return {
       Uri: StubUri,
       MarkdownString,
+      Position,
       Range,
       TabInputText,
       TabInputNotebook,
@@ -134,7 +163,10 @@ export class VscodeStub {
         onDidChangeConfiguration: () => disposable,
         textDocuments: [],
       },
-      languages: { getDiagnostics: () => [] },
+      languages: {
+        getDiagnostics: (uri?: StubUri) =>
+          uri ? (stub.diagnostics.find(([u]) => u.fsPath === uri.fsPath)?.[1] ?? []) : stub.diagnostics,
+      },
     };
   }
 
@@ -143,6 +175,7 @@ export class VscodeStub {
     const mod = Module as unknown as { _load: (request: string, ...rest: unknown[]) => unknown };
     const original = mod._load;
     const exports = this.module();
+    this.exports = exports;
     mod._load = function (request: string, ...rest: unknown[]) {
       if (request === 'vscode') {
         return exports;
