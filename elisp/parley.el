@@ -1032,14 +1032,15 @@ POS is in the section's header or body, or just after it."
         (data (plist-get err :data)))
     ;; A dead server is reported by `parley--on-shutdown', with its stderr.
     (unless (eql code -1)
-      (parley--insert-error
-       (concat (or (plist-get err :message) "the turn failed")
-               (if (plist-get data :provider)
-                   (format " (provider %s%s)" (plist-get data :provider)
-                           (if (plist-get data :status)
-                               (format ", status %s" (plist-get data :status))
-                             ""))
-                 "")))))
+      (let ((message (or (plist-get err :message) "the turn failed"))
+            (provider (plist-get data :provider)))
+        (parley--insert-error
+         (if (and (stringp provider) (not (string-search provider message)))
+             (format "%s (provider %s%s)" message provider
+                     (if (plist-get data :status)
+                         (format ", status %s" (plist-get data :status))
+                       ""))
+           message)))))
   (parley--end-turn-state))
 
 (defun parley--with-session (fn)

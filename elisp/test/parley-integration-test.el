@@ -363,6 +363,23 @@ the fake LLM.  The test is skipped when the server is not installed."
     (unless (parley-it--server-lacks 'session/load)
       (should-not (string-match-p "new session" (parley-it--transcript))))))
 
+(parley-it--deftest parley-it-provider-error-shown
+  "A provider failure ends the turn with an error in the buffer, in the error face."
+  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 10)))
+  (with-current-buffer (parley)
+    (parley-it--send "Fail please")
+    (parley-it--wait-idle)
+    (let ((pos (save-excursion (goto-char parley--start)
+                               (search-forward "Error: " parley--output t))))
+      (should pos)
+      (should (eq (get-text-property (1- pos) 'face) 'parley-error)))
+    (should-not parley--busy)
+    ;; The next prompt works.
+    (parley-it--script (list :text "Recovered."))
+    (parley-it--send "Again")
+    (parley-it--wait-idle)
+    (should (string-match-p "Recovered\\.\n\\'" (parley-it--transcript)))))
+
 (parley-it--deftest parley-it-set-model
   "`parley-set-model' lists the server's models and switches the session."
   (with-current-buffer (parley)
