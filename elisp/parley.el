@@ -793,7 +793,8 @@ POS is in the section's header or body, or just after it."
                     (concat "\n  input:\n" (parley--indent (parley--limit (parley--input-text input))))
                   "")
                 (if output
-                    (concat "\n  output:\n" (parley--indent (parley--limit output)))
+                    (concat "\n  output:\n"
+                            (parley--indent (parley--limit (string-trim-right output))))
                   ""))))
     (concat
      (parley--props (concat (string (if expanded parley--arrow-open parley--arrow-closed))
@@ -1216,6 +1217,13 @@ On a section header in the transcript, fold or unfold the section."
         ((>= n 10000) (format "%.1fk" (/ n 1000.0)))
         (t (number-to-string n))))
 
+(defun parley--cost (amount)
+  "Return the USD AMOUNT with as many decimals as make it readable."
+  (format (cond ((>= amount 1) "$%.2f")
+                ((>= amount 0.01) "$%.3f")
+                (t "$%.5f"))
+          amount))
+
 (defun parley--header-line ()
   "Return the header line of a chat buffer."
   (let* ((u parley--usage)
@@ -1226,7 +1234,7 @@ On a section header in the transcript, fold or unfold the section."
      " " (propertize "Parley" 'face 'bold)
      " " (or parley--model "default model")
      (format "  tokens %s in / %s out" (parley--tokens in) (parley--tokens out))
-     (if (numberp cost) (format "  $%.4f" cost) "")
+     (if (numberp cost) (concat "  " (parley--cost cost)) "")
      (if (and (plist-get u :used) (plist-get u :size))
          (format "  context %s/%s" (parley--tokens (plist-get u :used))
                  (parley--tokens (plist-get u :size)))

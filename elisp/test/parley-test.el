@@ -240,7 +240,7 @@
     (let ((line (parley--header-line)))
       (should (string-match-p "openai:gpt-4.1-mini" line))
       (should (string-match-p "tokens 100 in / 20 out" line))
-      (should (string-match-p "\\$0.0021" line))
+      (should (string-match-p "\\$0.00210" line))
       (should (string-match-p "working" line)))
     (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 100 :outputTokens 20)
                                      :_meta (:parley (:model "openai:gpt-4.1"))))
