@@ -458,12 +458,14 @@ otherwise json.el does it, as it does for jsonrpc.el."
   (let* ((choices (mapcar (lambda (o) (cons (plist-get o :name) o)) options))
          (input (plist-get tool :rawInput))
          (shown (and input (parley--input-text input)))
-         (prompt (format "Parley wants to run %s%s\nAnswer: "
+         (prompt (format "Parley wants to run %s%s\n%s (default %s): "
                          (or (plist-get tool :title) "a tool")
                          (if shown
                              (concat "\n" (truncate-string-to-width
                                            (string-trim-right shown) 1500 nil nil "…"))
-                           "")))
+                           "")
+                         (mapconcat #'car choices ", ")
+                         (caar choices)))
          (enable-recursive-minibuffers t))
     (condition-case nil
         (cdr (assoc (completing-read prompt choices nil t nil nil (caar choices))

@@ -526,7 +526,9 @@ as a request from the \"server\" and each reply as its response."
                    (lambda (p &rest _) (setq prompt p) "Allow once")))
           (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
                          '(:outcome (:outcome "selected" :optionId "allow")))))
-        (should (string-match-p "elisp_eval\ncode: (\\+ 1 2)\nAnswer: " prompt))
+        (should (equal (concat "Parley wants to run elisp_eval\ncode: (+ 1 2)\n"
+                               "Allow once, Allow always, Reject (default Allow once): ")
+                       prompt))
         (should (eq (gethash "call_9" parley--approvals) 'once))
         ;; Approved in the permission prompt: Emacs does not ask again.
         (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked twice"))))
