@@ -18,7 +18,12 @@ import openai
 import pytest
 from parley.fakellm import FakeLLM, Fault, Pacing, RecordedRequest, Reply, ScriptedToolCall
 
-WIRE_FIXTURES = Path(os.environ.get("PARLEY_WIRE_FIXTURES", "/work/shared/fixtures/wire"))
+WIRE_FIXTURES = Path(
+    os.environ.get(
+        "PARLEY_WIRE_FIXTURES",
+        Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "wire",
+    )
+)
 USER_TURN = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

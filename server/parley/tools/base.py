@@ -14,7 +14,8 @@ import attrs
 
 # ACP ToolKind values: how an editor may show a call (icon, grouping).
 TOOL_KINDS = frozenset(
-    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
+    | {"other"}
 )
 
 

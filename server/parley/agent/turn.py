@@ -1,0 +1,418 @@
+"""One turn of the agent: the user's prompt, model rounds and tool calls, until a round ends
+in text, the user cancels, or the round limit is reached.
+
+The hybrid policy (the default): each round starts as a stream, whose text and reasoning
+go to the editor at once. The moment the stream shows a tool call, the editor is told the
+tool's name, the stream is closed, and one synchronous call with the same request fetches
+the complete tool calls. Only that call's tokens are counted for the round; a round that
+ends in text counts its stream's. Policy `stream` assembles tool calls from the stream;
+`sync` never streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Protocol
+
+import attrs
+
+from parley.agent.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from parley.agent.session import Session, new_id, title_from_prompt
+from parley.agent.usage import Usage, cost_to_wire, find_price
+from parley.config import Settings
+from parley.protocol import updates
+from parley.providers.base import (
+    CompletedToolCall,
+    Completion,
+    ModelRequest,
+    ProviderError,
+    StreamFinished,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallStarted,
+)
+from parley.providers.registry import ProviderRegistry, ResolvedModel
+from parley.tools.base import ToolContext, ToolResult
+
+logger = logging.getLogger(__name__)
+
+# Identical consecutive tool errors that end the turn: the model is going round in circles.
+CIRCUIT_BREAKER_ERRORS = 5
+# What a tool result may send the model at most; the rest is cut with a note.
+TOOL_RESULT_LIMIT = 100_000
+
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+]
+
+_STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
+
+
+class TurnPorts(Protocol):
+    """What a turn needs from the connection to the editor."""
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
+
+    async def request_permission(self, params: dict[str, Any]) -> Any: ...
+
+
+@attrs.define
+class TurnStats:
+    model: str
+    rounds: int = 0
+    streamed_rounds: int = 0
+    sync_fallbacks: int = 0
+    discarded_streams: int = 0
+    tool_calls: int = 0
+    cost: float | None = 0.0  # None once a counted call had no known price
+    usage: Usage = attrs.field(factory=Usage)
+    usage_complete: bool = True  # False once a counted call reported no usage
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "streamedRounds": self.streamed_rounds,
+            "syncFallbacks": self.sync_fallbacks,
+            "discardedStreams": self.discarded_streams,
+            "toolCalls": self.tool_calls,
+            "cost": cost_to_wire(self.cost),
+            "model": self.model,
+            "usageComplete": self.usage_complete,
+        }
+
+
+@attrs.frozen
+class TurnResult:
+    stop_reason: str
+    stats: TurnStats
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "stopReason": self.stop_reason,
+            "usage": self.stats.usage.to_wire(),
+            "_meta": {"parley": self.stats.to_wire()},
+        }
+
+
+class Turn:
+    def __init__(
+        self,
+        session: Session,
+        prompt: UserMessage,
+        ports: TurnPorts,
+        providers: ProviderRegistry,
+        settings: Settings,
+    ) -> None:
+        self.session = session
+        self.prompt = prompt
+        self.ports = ports
+        self.providers = providers
+        self.settings = settings
+        self.stats = TurnStats(model=session.model)
+        # What is in flight, so a cancel or an error can leave a history the provider accepts.
+        self._streamed_text: list[str] | None = None  # the current round's streamed text
+        self._message_id = ""
+        self._announced: list[tuple[str, str]] = []  # (toolCallId, name) the stream showed
+        self._unanswered: list[ToolCall] = []  # calls of the last assistant message
+        self._error_streak: tuple[str, int] = ("", 0)
+
+    # --- the turn, top to bottom --------------------------------------------------------
+
+    async def run(self) -> TurnResult:
+        self._set_title_from_prompt()
+        self.session.add_message(self.prompt)
+        self.session.totals.turns += 1
+        try:
+            stop_reason = await self._rounds()
+        except asyncio.CancelledError:
+            self._settle_interrupted("The user cancelled this call before it finished.")
+            return TurnResult("cancelled", self.stats)
+        except ProviderError:
+            self._settle_interrupted("An error with the model provider interrupted this call.")
+            raise
+        return TurnResult(stop_reason, self.stats)
+
+    async def _rounds(self) -> str:
+        for _ in range(self.settings.max_turn_requests):
+            # The model is read each round: `_parley/session/configure` applies from the next.
+            resolved = self.providers.resolve(self.session.model)
+            self.stats.model = resolved.id
+            self.stats.rounds += 1
+            self.session.totals.rounds += 1
+            completion, call_ids = await self._model_round(resolved, self._request(resolved))
+            calls = tuple(
+                ToolCall(call.id, call.name, call.arguments, wire_id, call.arguments_error)
+                for call, wire_id in zip(completion.tool_calls, call_ids, strict=True)
+            )
+            self._commit_assistant(
+                AssistantMessage(completion.text, completion.thinking, calls, self._message_id)
+            )
+            if not calls:
+                return _STOP_REASONS.get(completion.finish_reason, "end_turn")
+            if await self._run_tools(calls):
+                return "end_turn"  # the circuit breaker tripped
+        return "max_turn_requests"
+
+    def _request(self, resolved: ResolvedModel) -> ModelRequest:
+        model_config = self.settings.model_config(resolved.id)
+        return ModelRequest(
+            model=resolved.model,
+            system=self.session.system_text(),
+            messages=tuple(self.session.history),
+            tools=self.session.tools.specs(),
+            max_tokens=model_config.max_tokens,
+            thinking_budget=model_config.thinking_budget,
+        )
+
+    # --- one model round, by policy -----------------------------------------------------
+
+    async def _model_round(
+        self, resolved: ResolvedModel, request: ModelRequest
+    ) -> tuple[Completion, list[str]]:
+        self._message_id = new_id("msg")
+        if self.session.tool_policy == "sync":
+            completion = await resolved.provider.complete(request)
+            self._count(completion.usage)
+            self._show_complete_reply(completion)
+            return completion, self._announce_calls(completion.tool_calls)
+        return await self._streamed_round(resolved, request)
+
+    async def _streamed_round(
+        self, resolved: ResolvedModel, request: ModelRequest
+    ) -> tuple[Completion, list[str]]:
+        hybrid = self.session.tool_policy == "hybrid"
+        self.stats.streamed_rounds += 1
+        thought_id = new_id("thought")
+        self._streamed_text = []
+        self._announced = []
+        finished: StreamFinished | None = None
+        stream = resolved.provider.stream(request)
+        async with stream:  # leaving it closes the stream: the provider sees the hang-up
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    self._streamed_text.append(event.text)
+                    self._send(updates.message_chunk(self._message_id, event.text))
+                elif isinstance(event, ThoughtDelta):
+                    self._send(updates.thought_chunk(thought_id, event.text))
+                elif isinstance(event, ToolCallStarted):
+                    call_id = new_id("call")
+                    self._announced.append((call_id, event.name))
+                    kind = self.session.tools.kind_of(event.name)
+                    self._send(updates.tool_call(call_id, event.name, kind))
+                    if hybrid:
+                        break  # the round turned to tool use: stop reading now
+                elif isinstance(event, StreamFinished):
+                    finished = event
+        streamed_text = "".join(self._streamed_text)
+
+        ended_in_text = finished is not None and finished.reason != "tool_use"
+        if not hybrid or (ended_in_text and not self._announced):
+            completion = stream.completion
+            assert completion is not None  # set when the stream ran to its end
+            self._count(completion.usage)
+            return completion, self._announce_calls(completion.tool_calls)
+
+        # Tool use: the stream is discarded, its usage never counted. The synchronous call
+        # with the same request gives the complete calls, and is what this round counts.
+        self.stats.discarded_streams += 1
+        self.stats.sync_fallbacks += 1
+        completion = await resolved.provider.complete(request)
+        self._count(completion.usage)
+        if completion.text != streamed_text:
+            replaces = self._message_id if streamed_text else None
+            self._send(updates.message_chunk(self._message_id, completion.text, replaces))
+        return completion, self._announce_calls(completion.tool_calls)
+
+    def _show_complete_reply(self, completion: Completion) -> None:
+        for thought in completion.thinking:
+            if thought.text:
+                self._send(updates.thought_chunk(new_id("thought"), thought.text))
+        if completion.text:
+            self._send(updates.message_chunk(self._message_id, completion.text))
+
+    def _announce_calls(self, calls: tuple[CompletedToolCall, ...]) -> list[str]:
+        """The toolCallIds of the complete calls: those the stream announced keep their id
+        (corrected if the name changed); announced calls that did not happen are superseded."""
+        call_ids = []
+        for position, call in enumerate(calls):
+            kind = self.session.tools.kind_of(call.name)
+            if position < len(self._announced):
+                call_id, announced_name = self._announced[position]
+                if call.name != announced_name:
+                    self._send(updates.tool_call_update(call_id, title=call.name, kind=kind))
+            else:
+                call_id = new_id("call")
+                self._send(updates.tool_call(call_id, call.name, kind))
+            self._send(updates.tool_call_update(call_id, raw_input=call.arguments))
+            call_ids.append(call_id)
+        for call_id, _ in self._announced[len(calls) :]:
+            self._send(
+                updates.tool_call_update(call_id, status="failed", raw_output={"superseded": True})
+            )
+        self._announced = []
+        return call_ids
+
+    def _commit_assistant(self, message: AssistantMessage) -> None:
+        self._streamed_text = None
+        if message.text or message.thinking or message.tool_calls:
+            self.session.add_message(message)
+        self._unanswered = list(message.tool_calls)
+
+    # --- tools --------------------------------------------------------------------------
+
+    async def _run_tools(self, calls: tuple[ToolCall, ...]) -> bool:
+        """Run the calls in order; True when the circuit breaker ends the turn."""
+        for call in calls:
+            result = await self._run_tool(call)
+            self._unanswered.remove(call)
+            self.session.add_message(
+                ToolResultMessage(call.id, call.name, result.content, result.is_error)
+            )
+            if self._trips_circuit_breaker(call, result):
+                self._send(
+                    updates.message_chunk(
+                        new_id("msg"),
+                        f"\n\nStopped: `{call.name}` failed {CIRCUIT_BREAKER_ERRORS} times in a "
+                        f"row with the same error:\n\n{result.content[:500]}",
+                    )
+                )
+                self._settle_interrupted("Not run: the turn was stopped after repeated errors.")
+                return True
+        return False
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        self.stats.tool_calls += 1
+        tool = self.session.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self.session.tools.names()) or "none"
+            return self._finish_call(
+                call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
+            )
+        if call.arguments_error:
+            return self._finish_call(call, ToolResult(call.arguments_error, is_error=True))
+        if tool.spec.needs_permission and call.name not in self.session.auto_approve:
+            refusal = await self._ask_permission(call, tool.spec.kind)
+            if refusal is not None:
+                return self._finish_call(call, ToolResult(refusal, is_error=True))
+        self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
+        context = ToolContext(self.session.id, call.wire_id, self.session.cwd)
+        try:
+            result = await tool.run(call.arguments, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            logger.exception("Tool %s raised", call.name)
+            result = ToolResult(f"{call.name} failed: {type(error).__name__}: {error}", True)
+        return self._finish_call(call, result)
+
+    async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
+        """None when the user allows the call; otherwise what the model is told."""
+        params = {
+            "sessionId": self.session.id,
+            "toolCall": {
+                "toolCallId": call.wire_id,
+                "title": call.name,
+                "kind": kind,
+                "rawInput": call.arguments,
+            },
+            "options": PERMISSION_OPTIONS,
+        }
+        try:
+            answer = await self.ports.request_permission(params)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            logger.warning("Permission request failed: %s", error)
+            return "The editor could not ask the user for permission, so this call was not run."
+        outcome = answer.get("outcome") if isinstance(answer, dict) else None
+        option = outcome.get("optionId") if isinstance(outcome, dict) else None
+        if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
+            if option == "allow_always":
+                self.session.auto_approve.add(call.name)
+                return None
+            if option == "allow_once":
+                return None
+        return "The user rejected this call, so it was not run."
+
+    def _finish_call(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        if len(result.content) > TOOL_RESULT_LIMIT:
+            cut = len(result.content) - TOOL_RESULT_LIMIT
+            result = attrs.evolve(
+                result,
+                content=f"{result.content[:TOOL_RESULT_LIMIT]}\n[… {cut:,} more characters cut]",
+            )
+        raw_output = result.raw_output
+        if raw_output is None:
+            raw_output = {"content": result.content, "isError": result.is_error}
+        self._send(
+            updates.tool_call_update(
+                call.wire_id,
+                status="failed" if result.is_error else "completed",
+                raw_output=raw_output,
+                text=result.content,
+            )
+        )
+        return result
+
+    def _trips_circuit_breaker(self, call: ToolCall, result: ToolResult) -> bool:
+        if not result.is_error:
+            self._error_streak = ("", 0)
+            return False
+        signature = json.dumps([call.name, call.arguments, result.content], sort_keys=True)
+        previous, count = self._error_streak
+        count = count + 1 if signature == previous else 1
+        self._error_streak = (signature, count)
+        return count >= CIRCUIT_BREAKER_ERRORS
+
+    # --- accounting and bookkeeping -----------------------------------------------------
+
+    def _count(self, usage: Usage | None) -> None:
+        """Count one model call: the only place tokens are added."""
+        if usage is None:
+            self.stats.usage_complete = False
+            usage = Usage()
+        model_id = self.stats.model
+        price = find_price(model_id, dict(self.settings.prices))
+        cost = price.cost(usage) if price is not None else None
+        self.stats.usage = self.stats.usage + usage
+        if cost is None or self.stats.cost is None:
+            self.stats.cost = None
+        else:
+            self.stats.cost += cost
+        totals = self.session.totals
+        totals.add_call(usage, cost)
+        window = self.settings.model_config(model_id).context_window or 0
+        session_cost = totals.cost if totals.cost_complete else None
+        self._send(
+            updates.usage_update(
+                usage.total_tokens, window, cost_to_wire(session_cost), usage.to_wire()
+            )
+        )
+
+    def _settle_interrupted(self, reason: str) -> None:
+        """Leave a history the provider accepts: keep the text streamed so far, and answer
+        every call of the last assistant message that has no result yet."""
+        if self._streamed_text:
+            self.session.add_message(
+                AssistantMessage("".join(self._streamed_text), message_id=self._message_id)
+            )
+        self._streamed_text = None
+        for call_id, _ in self._announced:
+            self._send(updates.tool_call_update(call_id, status="failed", text=reason))
+        self._announced = []
+        for call in self._unanswered:
+            self._send(updates.tool_call_update(call.wire_id, status="failed", text=reason))
+            self.session.add_message(ToolResultMessage(call.id, call.name, reason, is_error=True))
+        self._unanswered = []
+
+    def _set_title_from_prompt(self) -> None:
+        if self.session.title is None:
+            self.session.title = title_from_prompt(self.prompt.as_text())
+            self._send(updates.session_info(title=self.session.title))
+
+    def _send(self, update: dict[str, Any]) -> None:
+        self.ports.send_update(self.session.id, update)

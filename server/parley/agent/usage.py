@@ -1,0 +1,128 @@
+"""Token usage and what it costs.
+
+`Usage` is one counted model call's tokens, normalised across providers: `input_tokens`
+counts every prompt token, cached or not (OpenAI's `prompt_tokens`; Anthropic's
+`input_tokens + cache_read_input_tokens + cache_creation_input_tokens`), and the cached
+counts are parts of it. Prices are US dollars per million tokens.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    thought_tokens: int = 0  # part of output_tokens
+    cached_read_tokens: int = 0  # part of input_tokens
+    cached_write_tokens: int = 0  # part of input_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            thought_tokens=self.thought_tokens + other.thought_tokens,
+            cached_read_tokens=self.cached_read_tokens + other.cached_read_tokens,
+            cached_write_tokens=self.cached_write_tokens + other.cached_write_tokens,
+        )
+
+    def to_wire(self) -> dict[str, int]:
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "totalTokens": self.total_tokens,
+            "thoughtTokens": self.thought_tokens,
+            "cachedReadTokens": self.cached_read_tokens,
+            "cachedWriteTokens": self.cached_write_tokens,
+        }
+
+
+@attrs.frozen
+class Price:
+    """US dollars per million tokens. Cached prices default to the input price."""
+
+    input: float
+    output: float
+    cached_read: float | None = None
+    cached_write: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        cached_read = self.input if self.cached_read is None else self.cached_read
+        cached_write = self.input if self.cached_write is None else self.cached_write
+        uncached_input = usage.input_tokens - usage.cached_read_tokens - usage.cached_write_tokens
+        dollars = (
+            max(uncached_input, 0) * self.input
+            + usage.cached_read_tokens * cached_read
+            + usage.cached_write_tokens * cached_write
+            + usage.output_tokens * self.output
+        ) / 1_000_000
+        return round(dollars, 8)
+
+
+# List prices of well-known models (USD per million tokens), overridable in config.toml.
+# A dated model id ("gpt-4o-2024-08-06") takes the price of its longest listed prefix.
+DEFAULT_PRICES: dict[str, Price] = {
+    "openai:gpt-4.1": Price(2.0, 8.0, cached_read=0.5),
+    "openai:gpt-4.1-mini": Price(0.4, 1.6, cached_read=0.1),
+    "openai:gpt-4.1-nano": Price(0.1, 0.4, cached_read=0.025),
+    "openai:gpt-4o": Price(2.5, 10.0, cached_read=1.25),
+    "openai:gpt-4o-mini": Price(0.15, 0.6, cached_read=0.075),
+    "openai:gpt-5": Price(1.25, 10.0, cached_read=0.125),
+    "openai:gpt-5-mini": Price(0.25, 2.0, cached_read=0.025),
+    "openai:o4-mini": Price(1.1, 4.4, cached_read=0.275),
+    "anthropic:claude-sonnet-4-5": Price(3.0, 15.0, cached_read=0.3, cached_write=3.75),
+    "anthropic:claude-sonnet-4": Price(3.0, 15.0, cached_read=0.3, cached_write=3.75),
+    "anthropic:claude-haiku-4-5": Price(1.0, 5.0, cached_read=0.1, cached_write=1.25),
+    "anthropic:claude-opus-4-5": Price(5.0, 25.0, cached_read=0.5, cached_write=6.25),
+    "anthropic:claude-opus-4-1": Price(15.0, 75.0, cached_read=1.5, cached_write=18.75),
+}
+
+
+def find_price(model: str, prices: dict[str, Price]) -> Price | None:
+    """The price of `provider:model`, by exact id or the longest listed prefix.
+
+    A provider whose every model is free (a local server) may be priced as `provider:*`.
+    """
+    if model in prices:
+        return prices[model]
+    prefixes = [key for key in prices if model.startswith(key + "-")]
+    if prefixes:
+        return prices[max(prefixes, key=len)]
+    provider = model.split(":", 1)[0]
+    return prices.get(f"{provider}:*")
+
+
+def cost_to_wire(amount: float | None) -> dict[str, object] | None:
+    return None if amount is None else {"amount": round(amount, 8), "currency": "USD"}
+
+
+@attrs.define
+class UsageTotals:
+    """Usage summed over turns: a session's, or the whole store's."""
+
+    usage: Usage = attrs.field(factory=Usage)
+    cost: float | None = None  # None while no counted call had a known price
+    cost_complete: bool = True  # False once some counted call had no known price
+    turns: int = 0
+    rounds: int = 0
+
+    def add_call(self, usage: Usage, cost: float | None) -> None:
+        self.usage = self.usage + usage
+        if cost is None:
+            self.cost_complete = False
+        else:
+            self.cost = (self.cost or 0.0) + cost
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            **self.usage.to_wire(),
+            "cost": cost_to_wire(self.cost),
+            "turns": self.turns,
+            "rounds": self.rounds,
+        }

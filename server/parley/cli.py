@@ -1,0 +1,90 @@
+"""The `parley` command: serve | chat | demo | bench."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from parley.config import ConfigError, load_settings
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="parley", description="An AI coding agent behind your editor."
+    )
+    parser.add_argument(
+        "--log-level", default="WARNING", help="log level on stderr (default: WARNING)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="speak JSON-RPC (ACP) on stdin/stdout")
+    serve.add_argument(
+        "--framing",
+        choices=["lsp", "ndjson"],
+        default="lsp",
+        help="Content-Length frames (jsonrpc.el, vscode-jsonrpc) or one JSON per line (ACP)",
+    )
+
+    chat = commands.add_parser("chat", help="ask once; the answer streams to stdout")
+    chat.add_argument("prompt", help="what to ask")
+    chat.add_argument("--model", help="provider:model, or 'demo' for the scripted model")
+    chat.add_argument("--session", help="continue this session")
+    chat.add_argument("--json", action="store_true", help="print each update as a JSON line")
+    chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
+    chat.add_argument("--cwd", help="the workspace (default: the current directory)")
+    chat.add_argument(
+        "--tool-policy", choices=["hybrid", "stream", "sync"], help="how tool rounds are fetched"
+    )
+
+    commands.add_parser("demo", help="a full hybrid turn with a tool call, offline (scripted)")
+
+    bench = commands.add_parser("bench", help="measure speed against the bare SDK; prints a table")
+    bench.add_argument("--quick", action="store_true", help="fewer repetitions")
+    return parser
+
+
+def _drop_client_errors(record: logging.LogRecord) -> bool:
+    from pygls.exceptions import JsonRpcException
+
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, JsonRpcException):
+        return False
+    return not (record.name == "pygls.server" and "Method Not Found" in record.getMessage())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # pygls logs every message at INFO (noise, on the per-token path), and a traceback for
+    # each request the client got wrong (which the client is told in the error response).
+    logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
+    logging.getLogger("pygls").addFilter(_drop_client_errors)
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        print(f"parley: {error}", file=sys.stderr)
+        return 2
+
+    if args.command == "serve":
+        from parley.server import run_stdio
+
+        run_stdio(settings, args.framing)
+        return 0
+    if args.command in ("chat", "demo"):
+        from parley.chat import run_chat, run_demo
+
+        return run_demo() if args.command == "demo" else run_chat(args, settings)
+    if args.command == "bench":
+        from parley.bench import run_benchmarks
+
+        return run_benchmarks(quick=args.quick)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Configuration: environment variables over `$XDG_CONFIG_HOME/parley/config.toml` over defaults.
+
+API keys are only ever read from the environment (the config names the variable); they are
+never written anywhere by Parley.
+
+    default_model = "anthropic:claude-sonnet-4-5"
+    max_turn_requests = 25
+
+    [kernel]                          # the per-session Python kernel
+    timeout_seconds = 30
+
+    [providers.lmstudio]              # any OpenAI-compatible server
+    kind = "openai"
+    base_url = "http://localhost:1234/v1"
+    api_key_env = ""                  # none needed
+
+    [models."ollama:qwen3"]
+    context_window = 32768
+    tool_format = "text"              # the model has no native tool calling
+
+    [prices."openai:gpt-4.1"]         # USD per million tokens
+    input = 2.0
+    output = 8.0
+    cached_read = 0.5
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.agent.usage import DEFAULT_PRICES, Price
+from parley.tools.kernel import KernelSettings
+
+FALLBACK_MODEL = "openai:gpt-4.1-mini"
+
+
+class ConfigError(Exception):
+    """The configuration file cannot be used; the message says where and why."""
+
+
+@attrs.frozen
+class ProviderConfig:
+    name: str
+    kind: str  # "openai" (any OpenAI-compatible server) or "anthropic"
+    base_url: str | None = None
+    api_key_env: str | None = None  # None or "": the server needs no key
+    default_api_key: str | None = None  # what to send when no key is needed (local servers)
+    max_retries: int = 2
+    timeout_seconds: float = 600.0
+
+
+@attrs.frozen
+class ModelConfig:
+    id: str  # "provider:model"
+    context_window: int | None = None
+    tool_format: str = "native"  # or "text" (issue: local models without native tools)
+    max_tokens: int | None = None
+    thinking_budget: int | None = None  # Anthropic extended thinking
+
+
+@attrs.frozen
+class Settings:
+    home: Path  # where the database lives
+    default_model: str
+    providers: Mapping[str, ProviderConfig]
+    models: Mapping[str, ModelConfig]
+    prices: Mapping[str, Price]
+    max_turn_requests: int = 25
+    tool_timeout_seconds: float = 120.0  # editor tools; the Python kernel has its own
+    kernel: KernelSettings = attrs.field(factory=KernelSettings)
+    environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+
+    def api_key(self, provider: ProviderConfig) -> str | None:
+        if not provider.api_key_env:
+            return provider.default_api_key
+        return self.environ.get(provider.api_key_env) or None
+
+    def model_config(self, model_id: str) -> ModelConfig:
+        return self.models.get(model_id) or ModelConfig(id=model_id)
+
+
+def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
+    ollama_host = environ.get("OLLAMA_HOST", "http://localhost:11434")
+    if "://" not in ollama_host:
+        ollama_host = f"http://{ollama_host}"
+    return {
+        "openai": ProviderConfig(
+            "openai", "openai", environ.get("OPENAI_BASE_URL") or None, "OPENAI_API_KEY"
+        ),
+        "anthropic": ProviderConfig(
+            "anthropic", "anthropic", environ.get("ANTHROPIC_BASE_URL") or None, "ANTHROPIC_API_KEY"
+        ),
+        "ollama": ProviderConfig(
+            "ollama", "openai", f"{ollama_host.rstrip('/')}/v1", None, default_api_key="ollama"
+        ),
+        "llamacpp": ProviderConfig(
+            "llamacpp", "openai", "http://localhost:8080/v1", None, default_api_key="llamacpp"
+        ),
+        "vllm": ProviderConfig(
+            "vllm", "openai", "http://localhost:8000/v1", None, default_api_key="vllm"
+        ),
+        # The scripted model of `parley demo`: the CLI starts the fake LLM and says where.
+        "demo": ProviderConfig(
+            "demo", "openai", environ.get("PARLEY_DEMO_BASE_URL"), None, default_api_key="demo"
+        ),
+    }
+
+
+_BUILTIN_MODELS = [
+    ModelConfig("openai:gpt-4.1", context_window=1_047_576),
+    ModelConfig("openai:gpt-4.1-mini", context_window=1_047_576),
+    ModelConfig("openai:gpt-4o", context_window=128_000),
+    ModelConfig("openai:gpt-4o-mini", context_window=128_000),
+    ModelConfig("anthropic:claude-sonnet-4-5", context_window=200_000),
+    ModelConfig("anthropic:claude-haiku-4-5", context_window=200_000),
+    ModelConfig("anthropic:claude-opus-4-1", context_window=200_000),
+]
+
+# Local servers cost nothing per token.
+_LOCAL_PRICES = {f"{name}:*": Price(0.0, 0.0) for name in ("ollama", "llamacpp", "vllm", "demo")}
+
+
+def config_path(environ: Mapping[str, str]) -> Path:
+    if explicit := environ.get("PARLEY_CONFIG"):
+        return Path(explicit)
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "parley" / "config.toml"
+
+
+def data_home(environ: Mapping[str, str]) -> Path:
+    if explicit := environ.get("PARLEY_HOME"):
+        return Path(explicit)
+    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "parley"
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    environ = dict(os.environ if environ is None else environ)
+    path = config_path(environ)
+    table: dict[str, Any] = {}
+    if path.exists():
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise ConfigError(f"Cannot read {path}: {error}") from error
+
+    providers = _builtin_providers(environ)
+    for name, entry in table.get("providers", {}).items():
+        base = providers.get(name)
+        kind = entry.get("kind", base.kind if base else "openai")
+        if kind not in ("openai", "anthropic"):
+            raise ConfigError(f"{path}: providers.{name}.kind must be 'openai' or 'anthropic'")
+        providers[name] = ProviderConfig(
+            name=name,
+            kind=kind,
+            base_url=entry.get("base_url", base.base_url if base else None),
+            api_key_env=entry.get("api_key_env", base.api_key_env if base else None),
+            default_api_key=entry.get("default_api_key", base.default_api_key if base else name),
+            max_retries=int(entry.get("max_retries", 2)),
+            timeout_seconds=float(entry.get("timeout_seconds", 600.0)),
+        )
+
+    models = {model.id: model for model in _BUILTIN_MODELS}
+    for model_id, entry in table.get("models", {}).items():
+        if ":" not in model_id:
+            raise ConfigError(f"{path}: model {model_id!r} must be named 'provider:model'")
+        tool_format = entry.get("tool_format", "native")
+        if tool_format not in ("native", "text"):
+            raise ConfigError(f"{path}: models.{model_id}.tool_format must be 'native' or 'text'")
+        models[model_id] = ModelConfig(
+            id=model_id,
+            context_window=entry.get("context_window"),
+            tool_format=tool_format,
+            max_tokens=entry.get("max_tokens"),
+            thinking_budget=entry.get("thinking_budget"),
+        )
+
+    prices = {**DEFAULT_PRICES, **_LOCAL_PRICES}
+    for model_id, entry in table.get("prices", {}).items():
+        try:
+            prices[model_id] = Price(
+                input=float(entry["input"]),
+                output=float(entry["output"]),
+                cached_read=entry.get("cached_read"),
+                cached_write=entry.get("cached_write"),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConfigError(
+                f"{path}: prices.{model_id} needs numbers input and output"
+            ) from error
+
+    default_model = environ.get("PARLEY_MODEL") or table.get("default_model") or FALLBACK_MODEL
+    return Settings(
+        home=data_home(environ),
+        default_model=default_model,
+        providers=providers,
+        models=models,
+        prices=prices,
+        max_turn_requests=int(table.get("max_turn_requests", 25)),
+        tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
+        kernel=_kernel_settings(table.get("kernel", {}), path),
+        environ=environ,
+    )
+
+
+def _kernel_settings(entry: dict[str, Any], path: Path) -> KernelSettings:
+    """[kernel] python = "/usr/bin/python3", timeout_seconds = 30, output_limit = 20000"""
+    try:
+        return KernelSettings(
+            python=entry.get("python"),
+            timeout_seconds=float(entry.get("timeout_seconds", 30.0)),
+            output_limit=int(entry.get("output_limit", 20_000)),
+            memory_limit_bytes=entry.get("memory_limit_bytes", 4 * 1024**3),
+        )
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: [kernel] {error}") from error

@@ -1,0 +1,91 @@
+"""The `update` objects of `session/update` notifications, as the protocol spells them.
+
+Plain dicts, built directly: these are on the per-token path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def message_chunk(message_id: str, text: str, replaces: str | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": text},
+        "messageId": message_id,
+    }
+    if replaces is not None:
+        update["_meta"] = {"parley": {"replaces": replaces}}
+    return update
+
+
+def thought_chunk(message_id: str, text: str) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "agent_thought_chunk",
+        "content": {"type": "text", "text": text},
+        "messageId": message_id,
+    }
+
+
+def user_chunk(message_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionUpdate": "user_message_chunk", "content": content, "messageId": message_id}
+
+
+def tool_call(
+    tool_call_id: str,
+    title: str,
+    kind: str,
+    status: str = "pending",
+    raw_input: Any = None,
+) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": tool_call_id,
+        "title": title,
+        "kind": kind,
+        "status": status,
+    }
+    if raw_input is not None:
+        update["rawInput"] = raw_input
+    return update
+
+
+def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
+    """Only what changed: status, title, kind, rawInput, rawOutput, and `text` (the
+    output shown to a person), which becomes the update's `content`."""
+    update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id}
+    text = changes.pop("text", None)
+    for name, value in changes.items():
+        if value is not None:
+            update[_camel(name)] = value
+    if text is not None:
+        update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+    return update
+
+
+def usage_update(
+    used: int, size: int, cost: dict[str, Any] | None, usage: dict[str, Any]
+) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "sessionUpdate": "usage_update",
+        "used": used,
+        "size": size,
+        "_meta": {"parley": usage},
+    }
+    if cost is not None:
+        update["cost"] = cost
+    return update
+
+
+def session_info(title: str | None = None, updated_at: str | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "session_info_update"}
+    if title is not None:
+        update["title"] = title
+    if updated_at is not None:
+        update["updatedAt"] = updated_at
+    return update
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)

@@ -1,0 +1,183 @@
+"""The small interface every model provider implements.
+
+A provider streams a request as typed events, makes a complete (synchronous) call, and keeps
+its wire quirks to itself. The agent loop never sees an SDK object.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import attrs
+
+from parley.agent.conversation import Message, ThinkingBlock
+from parley.agent.usage import Usage
+from parley.tools.base import ToolSpec
+
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
+
+
+# --- what a stream yields ---------------------------------------------------------------
+
+
+@attrs.frozen
+class TextDelta:
+    text: str
+
+
+@attrs.frozen
+class ThoughtDelta:
+    text: str
+
+
+@attrs.frozen
+class ToolCallStarted:
+    """The stream shows a tool call: its name is known, its arguments are not complete."""
+
+    index: int
+    name: str
+
+
+@attrs.frozen
+class ToolCallArgumentsDelta:
+    index: int
+    text: str
+
+
+@attrs.frozen
+class StreamFinished:
+    reason: FinishReason
+    usage: Usage | None
+
+
+StreamEvent = TextDelta | ThoughtDelta | ToolCallStarted | ToolCallArgumentsDelta | StreamFinished
+
+
+# --- requests and complete answers ------------------------------------------------------
+
+
+@attrs.frozen
+class ModelRequest:
+    model: str  # the provider's model name (the part after "provider:")
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    thinking_budget: int | None = None  # Anthropic extended thinking, when configured
+
+
+@attrs.frozen
+class CompletedToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_error: str | None = None  # set when the model's arguments were not a JSON object
+
+
+@attrs.frozen
+class Completion:
+    """A whole model reply: from a synchronous call, or assembled from a finished stream."""
+
+    text: str
+    thinking: tuple[ThinkingBlock, ...]
+    tool_calls: tuple[CompletedToolCall, ...]
+    finish_reason: FinishReason
+    usage: Usage | None
+
+
+def parse_tool_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments as a dict, or ({}, an error the model can act on)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        return {}, f"The tool call's arguments are not valid JSON ({error}). Send a JSON object."
+    if not isinstance(value, dict):
+        return {}, "The tool call's arguments must be a JSON object."
+    return value, None
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+class ProviderError(Exception):
+    """A provider failure that survived the SDK's retries, with a message a person can act on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        type: str,
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.type = type
+        self.status = status
+        self.retryable = retryable
+
+    def to_wire_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"provider": self.provider, "type": self.type}
+        data["retryable"] = self.retryable
+        if self.status is not None:
+            data["status"] = self.status
+        return data
+
+
+# --- the interface ----------------------------------------------------------------------
+
+
+class ModelStream(ABC):
+    """One streamed model call. Iterate it for events; `aclose()` hangs up at once.
+
+    After the events end with `StreamFinished`, `completion` is the whole reply as the
+    stream told it (used when a round ends in text, and by the `stream` tool policy).
+    """
+
+    completion: Completion | None = None
+    _events_generator: Any = None
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        self._events_generator = self._events()
+        return self._events_generator
+
+    @abstractmethod
+    def _events(self) -> AsyncIterator[StreamEvent]:
+        """The events, as an async generator that raises `ProviderError` on failure."""
+
+    @abstractmethod
+    async def _close_transport(self) -> None:
+        """Close the HTTP response, so the provider sees the hang-up now."""
+
+    async def aclose(self) -> None:
+        if self._events_generator is not None:
+            await self._events_generator.aclose()
+        await self._close_transport()
+
+    async def __aenter__(self) -> ModelStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class Provider(ABC):
+    name: str
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> ModelStream: ...
+
+    @abstractmethod
+    async def complete(self, request: ModelRequest) -> Completion: ...
+
+    async def aclose(self) -> None:  # noqa: B027 - optional for providers without resources
+        pass

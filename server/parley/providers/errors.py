@@ -1,0 +1,82 @@
+"""SDK errors turned into `ProviderError`s a person can act on.
+
+The openai and anthropic SDKs share one exception design (status errors carry
+`status_code` and the parsed error `body`; timeouts and connection failures have their own
+classes), so one translation serves both.
+"""
+
+from __future__ import annotations
+
+from parley.providers.base import ProviderError
+
+_STATUS_KINDS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request", "The request was refused; the message above says why."),
+    401: ("authentication", "Check the API key configured for this provider."),
+    403: ("permission_denied", "This API key may not use this model."),
+    404: ("not_found", "Check the model name."),
+    413: ("request_too_large", "The conversation is too long for this model."),
+    429: ("rate_limit", "Wait a little, or switch to another model."),
+    529: ("overloaded", "The provider is overloaded; try again shortly."),
+}
+
+
+def provider_error(name: str, error: Exception) -> ProviderError:
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        detail = _error_message(getattr(error, "body", None)) or str(error)
+        kind, hint = _STATUS_KINDS.get(
+            status, ("server_error" if status >= 500 else "invalid_request", "")
+        )
+        retryable = status in (408, 409, 429) or status >= 500
+        if retryable:
+            hint = f"Still failing after retries. {hint or 'Try again in a moment.'}"
+        return ProviderError(
+            f"{name} answered {status} ({kind}): {detail} {hint}".strip(),
+            provider=name,
+            type=kind,
+            status=status,
+            retryable=retryable,
+        )
+    class_name = type(error).__name__
+    if "Timeout" in class_name:
+        return ProviderError(
+            f"{name} did not answer in time. Try again, or raise the timeout in config.toml.",
+            provider=name,
+            type="timeout",
+            retryable=True,
+        )
+    if "Connection" in class_name:
+        return ProviderError(
+            f"Could not reach {name} ({error}). Check its base URL and that it is running.",
+            provider=name,
+            type="connection",
+            retryable=True,
+        )
+    # An error event inside a 200 stream, or a reply the SDK could not read.
+    detail = _error_message(getattr(error, "body", None)) or str(error)
+    return ProviderError(
+        f"{name} reported an error mid-reply: {detail}",
+        provider=name,
+        type="stream_error",
+        retryable=True,
+    )
+
+
+def stream_interrupted(name: str, error: BaseException) -> ProviderError:
+    return ProviderError(
+        f"The connection to {name} broke off mid-reply ({type(error).__name__}: {error}). "
+        "Try again.",
+        provider=name,
+        type="stream_interrupted",
+        retryable=True,
+    )
+
+
+def _error_message(body: object) -> str | None:
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error", body)
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return inner["message"]
+    message = body.get("message")
+    return message if isinstance(message, str) else None

@@ -1,0 +1,113 @@
+"""From a model id (`provider:model`) to the provider that serves it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from parley.config import ProviderConfig, Settings
+from parley.providers.base import Provider, ProviderError
+
+
+@attrs.frozen
+class ResolvedModel:
+    id: str  # "provider:model"
+    provider: Provider
+    model: str  # what is sent to the provider
+    config_name: str
+
+
+def split_model_id(model_id: str) -> tuple[str, str]:
+    provider, sep, model = model_id.partition(":")
+    if not sep or not provider or not model:
+        raise ValueError(
+            f"A model is named 'provider:model' (like 'openai:gpt-4.1'), not {model_id!r}"
+        )
+    return provider, model
+
+
+class ProviderRegistry:
+    """Builds each provider's SDK client once, on first use, and shares it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._providers: dict[str, Provider] = {}
+
+    def availability(self, provider_name: str) -> tuple[bool, str | None]:
+        config = self._settings.providers.get(provider_name)
+        if config is None:
+            known = ", ".join(sorted(self._settings.providers))
+            return False, f"Unknown provider {provider_name!r}; known: {known}."
+        if config.api_key_env and not self._settings.api_key(config):
+            return False, f"Set {config.api_key_env} to use {provider_name} models."
+        if config.name == "demo" and not config.base_url:
+            return (
+                False,
+                "The demo model runs only under `parley demo` or `parley chat --model demo`.",
+            )
+        return True, None
+
+    def resolve(self, model_id: str) -> ResolvedModel:
+        try:
+            provider_name, model = split_model_id(model_id)
+        except ValueError as error:
+            raise ProviderError(str(error), provider="parley", type="invalid_model") from error
+        available, reason = self.availability(provider_name)
+        if not available:
+            raise ProviderError(
+                reason or "unavailable", provider=provider_name, type="not_configured"
+            )
+        provider = self._providers.get(provider_name)
+        if provider is None:
+            provider = self._providers[provider_name] = self._build(
+                self._settings.providers[provider_name]
+            )
+        return ResolvedModel(model_id, provider, model, provider_name)
+
+    def _build(self, config: ProviderConfig) -> Provider:
+        api_key = self._settings.api_key(config) or "none"
+        model_settings: dict[str, Any] = {
+            "name": config.name,
+            "api_key": api_key,
+            "base_url": config.base_url,
+            "max_retries": config.max_retries,
+            "timeout": config.timeout_seconds,
+        }
+        # The SDKs are imported on first use: they are slow to import, and most sessions
+        # use only one of them.
+        if config.kind == "anthropic":
+            from parley.providers.anthropic_provider import AnthropicProvider
+
+            return AnthropicProvider(**model_settings)
+        from parley.providers.openai_provider import OpenAIProvider
+
+        return OpenAIProvider(**model_settings)
+
+    def model_infos(self) -> list[dict[str, Any]]:
+        """`ModelInfo`s for `_parley/models` and `initialize`: configured models, and the
+        default model even when it is not listed."""
+        ids = list(self._settings.models)
+        if self._settings.default_model not in ids:
+            ids.insert(0, self._settings.default_model)
+        infos = []
+        for model_id in ids:
+            provider_name = model_id.partition(":")[0]
+            available, reason = self.availability(provider_name)
+            info: dict[str, Any] = {
+                "id": model_id,
+                "provider": provider_name,
+                "available": available,
+            }
+            window = self._settings.model_config(model_id).context_window
+            if window:
+                info["contextWindow"] = window
+            if reason:
+                info["reason"] = reason
+            infos.append(info)
+        return infos
+
+    async def aclose(self) -> None:
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._providers.clear()

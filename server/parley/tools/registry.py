@@ -1,0 +1,46 @@
+"""A session's tools: the server's own and the editor's, by name."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from parley.tools.base import Tool, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        """Add a tool; a later tool of the same name (the editor's) replaces an earlier one."""
+        self._tools[tool.spec.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(tool.spec for tool in self._tools.values())
+
+    def kind_of(self, name: str) -> str:
+        tool = self._tools.get(name)
+        return tool.spec.kind if tool else "other"
+
+    async def aclose(self) -> None:
+        """Release what the tools hold. Tools that share a resource (one kernel behind
+        several Python tools) close it idempotently, so each tool's aclose is called."""
+        for tool in self._tools.values():
+            close = getattr(tool, "aclose", None)
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception:
+                logger.exception("Closing tool %s failed", tool.spec.name)

@@ -1,0 +1,114 @@
+"""Shared fixtures: the fake LLM, a sample workspace, and `parley serve` as a subprocess.
+
+The server runs exactly as an editor runs it: a child process spoken to over JSON-RPC on
+its stdin/stdout (through pytest-lsp's client/server plumbing), with its providers pointed
+at the fake LLM over real HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from parley.client import ParleyClient
+from parley.fakellm import FakeLLM
+from pytest_lsp import ClientServerConfig
+
+REPO = Path(__file__).resolve().parents[1]
+# CI clones the repository with the team's shared/ folder beside it.
+WIRE_FIXTURES = Path(
+    os.environ.get("PARLEY_WIRE_FIXTURES", REPO.parent / "shared" / "fixtures" / "wire")
+)
+
+MODELS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-sonnet-4-5"}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "geometry.py").write_text(
+        '"""Shapes."""\n\n\ndef area(width, height):\n    """Width times height."""\n'
+        "    return width * height\n"
+    )
+    return root
+
+
+def server_env(fake: FakeLLM, home: Path, model: str = MODELS["openai"]) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": fake.openai_base_url,
+        "OPENAI_API_KEY": "sk-test-parley-0123456789",
+        "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-parley-0123456789",
+        "PARLEY_MODEL": model,
+        "PARLEY_HOME": str(home),
+        "PARLEY_CONFIG": str(home / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+    }
+
+
+ClientFactory = Callable[..., "AsyncIterator[ParleyClient]"]
+
+
+@pytest.fixture
+async def start_server(fake: FakeLLM, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
+    """Start `parley serve` (several times if a test wants); all are stopped at the end."""
+    clients: list[ParleyClient] = []
+
+    async def start(
+        model: str = MODELS["openai"],
+        framing: str = "lsp",
+        extra_env: dict[str, str] | None = None,
+        home: Path | None = None,
+    ) -> ParleyClient:
+        env = {**os.environ, **server_env(fake, home or tmp_path / "home", model)}
+        env.update(extra_env or {})
+        config = ClientServerConfig(
+            server_command=[sys.executable, "-m", "parley", "serve", "--framing", framing],
+            client_factory=ParleyClient,
+            server_env=env,
+        )
+        client = await config.start()
+        assert isinstance(client, ParleyClient)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        await client.stop()
+
+
+@pytest.fixture(params=sorted(MODELS))
+def provider(request: pytest.FixtureRequest) -> str:
+    """Run a test once per provider wire format."""
+    return request.param
+
+
+@pytest.fixture
+async def client(start_server: Callable[..., object], provider: str) -> ParleyClient:
+    started = await start_server(model=MODELS[provider])  # type: ignore[misc]
+    await started.initialize(tools=[WEATHER_TOOL])
+    return started
+
+
+# A tool the test client offers, as an editor would, so tests see calls reach a real peer.
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+    "kind": "fetch",
+    "needsPermission": False,
+}
