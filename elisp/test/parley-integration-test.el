@@ -380,6 +380,33 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait-idle)
     (should (string-match-p "Recovered\\.\n\\'" (parley-it--transcript)))))
 
+(parley-it--deftest parley-it-one-server-for-all-buffers
+  "Chat buffers of two projects share one server process, and each gets its answer."
+  (let* ((other (file-name-as-directory (make-temp-file "parley-other-" t)))
+         (first (parley))
+         (second (let ((default-directory other)) (parley))))
+    (unwind-protect
+        (progn
+          (should-not (eq first second))
+          (should (eq (buffer-local-value 'parley--conn first)
+                      (buffer-local-value 'parley--conn second)))
+          (should (equal (buffer-local-value 'parley--cwd second)
+                         (directory-file-name other)))
+          ;; The same project gives the same buffer.
+          (with-temp-buffer
+            (setq default-directory parley-it--workspace)
+            (should (eq (parley) first)))
+          (parley-it--script (list :text "Same answer for both."))
+          (with-current-buffer first (parley-it--send "Hello from one"))
+          (with-current-buffer second (parley-it--send "Hello from two"))
+          (with-current-buffer first (parley-it--wait-idle))
+          (with-current-buffer second (parley-it--wait-idle))
+          (should (string-match-p "Hello from one\n\nParley\nSame answer for both\\.\n\\'"
+                                  (parley-it--transcript first)))
+          (should (string-match-p "Hello from two\n\nParley\nSame answer for both\\.\n\\'"
+                                  (parley-it--transcript second))))
+      (delete-directory other t))))
+
 (parley-it--deftest parley-it-set-model
   "`parley-set-model' lists the server's models and switches the session."
   (with-current-buffer (parley)
