@@ -40,7 +40,7 @@ describe('protocol client against parley serve', () => {
   before(async () => {
     skipReason = await serverUnavailable();
     if (skipReason) {
-      console.log(`# SKIP server tests: ${skipReason}`);
+      console.log(`server tests skipped: ${skipReason}`);
       return;
     }
     fake = await FakeLLM.start();
