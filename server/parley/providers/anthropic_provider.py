@@ -241,6 +241,8 @@ class _AnthropicStream(ModelStream):
                     if event.usage is not None:
                         output_tokens = event.usage.output_tokens
         except anthropic.AnthropicError as error:
+            if self._sdk_stream is not None and isinstance(error, anthropic.APIConnectionError):
+                raise stream_interrupted(name, error) from error  # it broke off mid-reply
             raise provider_error(name, error) from error
         except Exception as error:  # a dropped connection can surface as a raw transport error
             if self._closed:

@@ -229,6 +229,8 @@ class _OpenAIStream(ModelStream):
                 if choice.finish_reason:
                     finish = _FINISH_REASONS.get(choice.finish_reason, "other")
         except openai.OpenAIError as error:
+            if self._sdk_stream is not None and isinstance(error, openai.APIConnectionError):
+                raise stream_interrupted(name, error) from error  # it broke off mid-reply
             raise provider_error(name, error) from error
         except Exception as error:  # a dropped connection can surface as a raw transport error
             if self._closed:
