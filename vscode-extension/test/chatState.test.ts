@@ -126,6 +126,12 @@ describe('chat state reducer', () => {
       { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'Thanks' } },
     );
     assert.deepEqual(summary(s.entries), ['user:Explain this.', 'agent:It computes an area.', 'user:Thanks']);
+    // Two stored prompts in a row (the first turn was cancelled before any answer) stay apart.
+    const two = run(
+      { sessionUpdate: 'user_message_chunk', messageId: 'user_0', content: { type: 'text', text: 'first' } },
+      { sessionUpdate: 'user_message_chunk', messageId: 'user_1', content: { type: 'text', text: 'second' } },
+    );
+    assert.deepEqual(summary(two.entries), ['user:first', 'user:second']);
     assert.ok(s.entries[0].kind === 'user');
     assert.deepEqual(s.entries[0].context, [{ label: 'geometry.py', uri: 'file:///w/geometry.py#L1-L3' }]);
   });

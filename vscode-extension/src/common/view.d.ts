@@ -15,6 +15,8 @@ export interface UserEntry {
   id: string;
   text: string;
   context: ContextItem[];
+  /** The stored message's id, when replayed by `session/load`. */
+  messageId?: string;
 }
 
 export interface AgentEntry {

@@ -234,14 +234,21 @@ function applyUpdate(state: ViewState, update: SessionUpdate): ViewState {
       } else {
         text = textOf(content);
       }
-      if (last?.kind === 'user') {
+      const messageId = typeof u.messageId === 'string' ? u.messageId : undefined;
+      if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
         return replaceLast(state, {
           ...last,
           text: last.text + text,
           context: item ? [...last.context, item] : last.context,
         });
       }
-      const entry: UserEntry = { kind: 'user', id: newId('user'), text, context: item ? [item] : [] };
+      const entry: UserEntry = {
+        kind: 'user',
+        id: newId('user'),
+        text,
+        context: item ? [item] : [],
+        ...(messageId ? { messageId } : {}),
+      };
       return { ...state, entries: [...finishStreaming(state.entries), entry] };
     }
     case 'tool_call':
