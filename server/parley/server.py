@@ -22,9 +22,9 @@ from pygls.server import JsonRPCServer
 
 import parley
 from parley.agent.conversation import UserMessage
+from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn
-from parley.agent.usage import UsageTotals
 from parley.config import Settings
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
@@ -33,6 +33,7 @@ from parley.protocol.params import (
     ConfigureParams,
     InitializeParams,
     ListSessionsParams,
+    LoadSessionParams,
     NewSessionParams,
     PromptParams,
     SessionIdParams,
@@ -43,6 +44,7 @@ from parley.protocol.params import (
 )
 from parley.providers.base import ProviderError
 from parley.providers.registry import ProviderRegistry, split_model_id
+from parley.store import Store
 from parley.tools.base import Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.registry import ToolRegistry
@@ -63,14 +65,15 @@ class ParleyServer(JsonRPCServer):
         super().__init__(protocol_cls=ParleyProtocol, converter_factory=converters.get_converter)
         self.settings = settings
         self.providers = ProviderRegistry(settings)
-        self.sessions: dict[str, Session] = {}
+        self.store = Store.open_in(settings.home)
+        self.sessions: dict[str, Session] = {}  # the sessions this server has open
         self.client_tools: list[ClientToolSpec] = []
-        self.closed_session_totals = UsageTotals()
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/cancel": self.cancel,
+            "session/load": self.load_session,
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
@@ -110,6 +113,7 @@ class ParleyServer(JsonRPCServer):
         for session in self.sessions.values():
             await session.tools.aclose()
         await self.providers.aclose()
+        self.store.close()
 
     # --- the connection's side of a turn (TurnPorts) ------------------------------------
 
@@ -175,11 +179,54 @@ class ParleyServer(JsonRPCServer):
             tools=ToolRegistry(
                 self._tools_for(cwd, settings.eval_timeout_seconds if settings else None)
             ),
+            store=self.store,
             system_prompt=settings.system_prompt if settings else None,
             auto_approve=set(settings.auto_approve or []) if settings else set(),
         )
+        session.save()
         self.sessions[session.id] = session
         return {"sessionId": session.id}
+
+    async def load_session(self, raw: Any) -> dict[str, Any]:
+        """Replay the stored conversation as updates, then answer; prompts may follow."""
+        params = parse_params(LoadSessionParams, raw)
+        session = self.sessions.get(params.session_id) or self._open_stored(params)
+        if session.running_turn is not None:
+            raise JsonRpcServerError(
+                "A turn is running in this session; wait for it or cancel it first.",
+                SESSION_BUSY_CODE,
+            )
+        for result in unanswered_calls(session.history):
+            session.add_message(result)  # a killed server left calls without results
+        for update in replay_updates(session.history, session.tools.kind_of):
+            self.send_update(session.id, update)
+        totals = self.store.usage_totals(session.id)
+        return {"_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}}}
+
+    def _open_stored(self, params: LoadSessionParams) -> Session:
+        stored = self.store.session(params.session_id)
+        if stored is None:
+            raise JsonRpcInvalidParams(f"Unknown session {params.session_id!r}")
+        # The client's cwd is where the user is now; fall back to where the session began.
+        cwd = Path(params.cwd) if Path(params.cwd).is_dir() else Path(stored.cwd)
+        totals = self.store.usage_totals(stored.id)
+        session = Session(
+            id=stored.id,
+            cwd=cwd,
+            model=stored.model,
+            tool_policy=stored.tool_policy,
+            tools=ToolRegistry(self._tools_for(cwd)),
+            store=self.store,
+            system_prompt=stored.system_prompt,
+            auto_approve=set(stored.auto_approve),
+            history=self.store.messages(stored.id),
+            title=stored.title,
+            created_at=stored.created_at,
+            updated_at=stored.updated_at,
+            totals=totals,
+        )
+        self.sessions[session.id] = session
+        return session
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
@@ -213,35 +260,35 @@ class ParleyServer(JsonRPCServer):
             session.running_turn.cancel()
 
     def list_sessions(self, raw: Any) -> dict[str, Any]:
+        """Every stored session (also other servers'), newest first, a page at a time."""
         params = parse_params(ListSessionsParams, raw if raw is not None else {})
-        sessions = sorted(self.sessions.values(), key=lambda s: s.updated_at, reverse=True)
-        if params.cwd:
-            sessions = [s for s in sessions if str(s.cwd) == params.cwd]
         start = int(params.cursor) if params.cursor and params.cursor.isdigit() else 0
-        page = sessions[start : start + SESSIONS_PAGE_SIZE]
+        page = self.store.list_sessions(params.cwd, start, SESSIONS_PAGE_SIZE + 1)
         result: dict[str, Any] = {
             "sessions": [
                 {
                     "sessionId": s.id,
-                    "cwd": str(s.cwd),
+                    "cwd": s.cwd,
                     "title": s.title or "Untitled",
                     "updatedAt": s.updated_at,
                 }
-                for s in page
+                for s in page[:SESSIONS_PAGE_SIZE]
             ]
         }
-        if start + SESSIONS_PAGE_SIZE < len(sessions):
+        if len(page) > SESSIONS_PAGE_SIZE:
             result["nextCursor"] = str(start + SESSIONS_PAGE_SIZE)
         return result
 
     async def delete_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SessionIdParams, raw)
-        session = self._session(params.session_id)
-        if session.running_turn is not None:
-            session.running_turn.cancel()
-            await asyncio.gather(session.running_turn, return_exceptions=True)
-        del self.sessions[session.id]
-        await session.tools.aclose()
+        session = self.sessions.pop(params.session_id, None)
+        if session is not None:
+            if session.running_turn is not None:
+                session.running_turn.cancel()
+                await asyncio.gather(session.running_turn, return_exceptions=True)
+            await session.tools.aclose()
+        if not self.store.delete_session(params.session_id) and session is None:
+            raise JsonRpcInvalidParams(f"Unknown session {params.session_id!r}")
         return {}
 
     def configure_session(self, raw: Any) -> dict[str, Any]:
@@ -256,21 +303,17 @@ class ParleyServer(JsonRPCServer):
             session.tool_policy = params.tool_policy
         if params.auto_approve is not None:
             session.auto_approve = set(params.auto_approve)
+        session.save()
         return {}
 
     def usage(self, raw: Any) -> dict[str, Any]:
+        """Totals from the store: since the session began, and across every session."""
         params = parse_params(UsageParams, raw if raw is not None else {})
-        total = UsageTotals()
-        for session in self.sessions.values():
-            totals = session.totals
-            total.usage = total.usage + totals.usage
-            total.turns += totals.turns
-            total.rounds += totals.rounds
-            if totals.cost is not None:
-                total.cost = (total.cost or 0.0) + totals.cost
-        result: dict[str, Any] = {"total": total.to_wire()}
+        result: dict[str, Any] = {"total": self.store.usage_totals().to_wire()}
         if params.session_id is not None:
-            result["session"] = self._session(params.session_id).totals.to_wire()
+            if self.store.session(params.session_id) is None:
+                raise JsonRpcInvalidParams(f"Unknown session {params.session_id!r}")
+            result["session"] = self.store.usage_totals(params.session_id).to_wire()
         return result
 
     def models(self, raw: Any) -> dict[str, Any]:
@@ -284,7 +327,8 @@ class ParleyServer(JsonRPCServer):
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
-            raise JsonRpcInvalidParams(f"Unknown session {session_id!r}")
+            hint = " (load it first with session/load)" if self.store.session(session_id) else ""
+            raise JsonRpcInvalidParams(f"Unknown session {session_id!r}{hint}")
         return session
 
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:

@@ -75,12 +75,17 @@ class AssistantMessage:
     message_id: str = ""  # the messageId of its agent_message_chunk updates
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class ToolResultMessage:
     tool_call_id: str  # the provider's id of the call it answers
     name: str
     content: str
     is_error: bool = False
+    # What the editor was shown, so a reloaded session shows the call again exactly.
+    wire_id: str = ""
+    raw_output: Any = None
+    started_at: str | None = None
+    ended_at: str | None = None
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage

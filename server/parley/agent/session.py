@@ -10,7 +10,8 @@ from pathlib import Path
 import attrs
 
 from parley.agent.conversation import Message
-from parley.agent.usage import UsageTotals
+from parley.agent.usage import Usage, UsageTotals
+from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -40,11 +41,15 @@ def title_from_prompt(text: str) -> str:
 
 @attrs.define
 class Session:
+    """A session in memory. Every change that matters is written through to the store at
+    once: a killed server loses at most the step in flight."""
+
     id: str
     cwd: Path
     model: str
     tool_policy: str
     tools: ToolRegistry
+    store: Store
     system_prompt: str | None = None
     auto_approve: set[str] = attrs.field(factory=set)
     history: list[Message] = attrs.field(factory=list)
@@ -60,3 +65,36 @@ class Session:
     def add_message(self, message: Message) -> None:
         self.history.append(message)
         self.updated_at = now_iso()
+        self.store.append_message(self.id, message, self.updated_at)
+
+    def save(self) -> None:
+        """Write the settings and title (the conversation is written as it grows)."""
+        self.updated_at = now_iso()
+        self.store.save_session(
+            StoredSession(
+                id=self.id,
+                cwd=str(self.cwd),
+                title=self.title,
+                model=self.model,
+                tool_policy=self.tool_policy,
+                auto_approve=sorted(self.auto_approve),
+                system_prompt=self.system_prompt,
+                turns=self.totals.turns,
+                rounds=self.totals.rounds,
+                created_at=self.created_at,
+                updated_at=self.updated_at,
+            )
+        )
+
+    def count_turn(self) -> None:
+        self.totals.turns += 1
+        self.updated_at = now_iso()
+        self.store.count_turn(self.id, self.updated_at)
+
+    def count_round(self) -> None:
+        self.totals.rounds += 1
+        self.store.count_round(self.id)
+
+    def count_usage(self, call: str, model: str, usage: Usage, cost: float | None) -> None:
+        self.totals.add_call(usage, cost)
+        self.store.record_usage(self.id, call, model, usage, cost, now_iso())

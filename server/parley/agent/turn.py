@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import attrs
 
 from parley.agent.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from parley.agent.session import Session, new_id, title_from_prompt
+from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.agent.usage import Usage, cost_to_wire, find_price
 from parley.config import Settings
 from parley.protocol import updates
@@ -125,7 +125,7 @@ class Turn:
     async def run(self) -> TurnResult:
         self._set_title_from_prompt()
         self.session.add_message(self.prompt)
-        self.session.totals.turns += 1
+        self.session.count_turn()
         try:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
@@ -142,7 +142,7 @@ class Turn:
             resolved = self.providers.resolve(self.session.model)
             self.stats.model = resolved.id
             self.stats.rounds += 1
-            self.session.totals.rounds += 1
+            self.session.count_round()
             completion, call_ids = await self._model_round(resolved, self._request(resolved))
             calls = tuple(
                 ToolCall(call.id, call.name, call.arguments, wire_id, call.arguments_error)
@@ -176,7 +176,7 @@ class Turn:
         self._message_id = new_id("msg")
         if self.session.tool_policy == "sync":
             completion = await resolved.provider.complete(request)
-            self._count(completion.usage)
+            self._count(completion.usage, "sync")
             self._show_complete_reply(completion)
             return completion, self._announce_calls(completion.tool_calls)
         return await self._streamed_round(resolved, request)
@@ -213,7 +213,7 @@ class Turn:
         if not hybrid or (ended_in_text and not self._announced):
             completion = stream.completion
             assert completion is not None  # set when the stream ran to its end
-            self._count(completion.usage)
+            self._count(completion.usage, "stream")
             return completion, self._announce_calls(completion.tool_calls)
 
         # Tool use: the stream is discarded, its usage never counted. The synchronous call
@@ -221,7 +221,7 @@ class Turn:
         self.stats.discarded_streams += 1
         self.stats.sync_fallbacks += 1
         completion = await resolved.provider.complete(request)
-        self._count(completion.usage)
+        self._count(completion.usage, "sync")
         if completion.text != streamed_text:
             replaces = self._message_id if streamed_text else None
             self._send(updates.message_chunk(self._message_id, completion.text, replaces))
@@ -267,10 +267,20 @@ class Turn:
     async def _run_tools(self, calls: tuple[ToolCall, ...]) -> bool:
         """Run the calls in order; True when the circuit breaker ends the turn."""
         for call in calls:
+            started_at = now_iso()
             result = await self._run_tool(call)
             self._unanswered.remove(call)
             self.session.add_message(
-                ToolResultMessage(call.id, call.name, result.content, result.is_error)
+                ToolResultMessage(
+                    call.id,
+                    call.name,
+                    result.content,
+                    result.is_error,
+                    wire_id=call.wire_id,
+                    raw_output=_raw_output(result),
+                    started_at=started_at,
+                    ended_at=now_iso(),
+                )
             )
             if self._trips_circuit_breaker(call, result):
                 self._send(
@@ -333,6 +343,7 @@ class Turn:
         if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
             if option == "allow_always":
                 self.session.auto_approve.add(call.name)
+                self.session.save()  # it holds for the rest of the session, reloads included
                 return None
             if option == "allow_once":
                 return None
@@ -345,14 +356,11 @@ class Turn:
                 result,
                 content=f"{result.content[:TOOL_RESULT_LIMIT]}\n[… {cut:,} more characters cut]",
             )
-        raw_output = result.raw_output
-        if raw_output is None:
-            raw_output = {"content": result.content, "isError": result.is_error}
         self._send(
             updates.tool_call_update(
                 call.wire_id,
                 status="failed" if result.is_error else "completed",
-                raw_output=raw_output,
+                raw_output=_raw_output(result),
                 text=result.content,
             )
         )
@@ -370,8 +378,8 @@ class Turn:
 
     # --- accounting and bookkeeping -----------------------------------------------------
 
-    def _count(self, usage: Usage | None) -> None:
-        """Count one model call: the only place tokens are added."""
+    def _count(self, usage: Usage | None, call: str) -> None:
+        """Count one model call (`call`: "stream" or "sync"): the only place tokens are added."""
         if usage is None:
             self.stats.usage_complete = False
             usage = Usage()
@@ -383,8 +391,8 @@ class Turn:
             self.stats.cost = None
         else:
             self.stats.cost += cost
+        self.session.count_usage(call, model_id, usage, cost)
         totals = self.session.totals
-        totals.add_call(usage, cost)
         window = self.settings.model_config(model_id).context_window or 0
         session_cost = totals.cost if totals.cost_complete else None
         self._send(
@@ -406,13 +414,22 @@ class Turn:
         self._announced = []
         for call in self._unanswered:
             self._send(updates.tool_call_update(call.wire_id, status="failed", text=reason))
-            self.session.add_message(ToolResultMessage(call.id, call.name, reason, is_error=True))
+            self.session.add_message(
+                ToolResultMessage(call.id, call.name, reason, True, wire_id=call.wire_id)
+            )
         self._unanswered = []
 
     def _set_title_from_prompt(self) -> None:
         if self.session.title is None:
             self.session.title = title_from_prompt(self.prompt.as_text())
-            self._send(updates.session_info(title=self.session.title))
+            self.session.save()
+            self._send(updates.session_info(title=self.session.title, updated_at=now_iso()))
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
+
+
+def _raw_output(result: ToolResult) -> Any:
+    if result.raw_output is not None:
+        return result.raw_output
+    return {"content": result.content, "isError": result.is_error}

@@ -1,0 +1,89 @@
+"""Showing a stored conversation again: `session/load` replays it as `session/update`s.
+
+Also mends the end of a history that a killed server left behind: a tool call without a
+result gets one that says it was interrupted, so the provider accepts the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from parley.agent.conversation import (
+    AssistantMessage,
+    Message,
+    ResourceBlock,
+    TextBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+from parley.protocol import updates
+
+INTERRUPTED = "Interrupted: Parley stopped before this call finished; it may not have run."
+
+
+def unanswered_calls(history: list[Message]) -> list[ToolResultMessage]:
+    """Results for the calls of the last assistant message that have none."""
+    for position in range(len(history) - 1, -1, -1):
+        message = history[position]
+        if isinstance(message, AssistantMessage):
+            answered = {
+                later.tool_call_id
+                for later in history[position + 1 :]
+                if isinstance(later, ToolResultMessage)
+            }
+            return [
+                ToolResultMessage(call.id, call.name, INTERRUPTED, True, wire_id=call.wire_id)
+                for call in message.tool_calls
+                if call.id not in answered
+            ]
+        if isinstance(message, UserMessage):
+            return []
+    return []
+
+
+def replay_updates(history: list[Message], kind_of: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The updates that show `history` as a client first saw it, in order."""
+    results = {m.tool_call_id: m for m in history if isinstance(m, ToolResultMessage)}
+    shown: list[dict[str, Any]] = []
+    for position, message in enumerate(history):
+        if isinstance(message, UserMessage):
+            for block in message.content:
+                shown.append(updates.user_chunk(f"user_{position}", _user_content(block)))
+        elif isinstance(message, AssistantMessage):
+            for thought in message.thinking:
+                if thought.text:
+                    shown.append(
+                        updates.thought_chunk(f"{message.message_id}_thought", thought.text)
+                    )
+            if message.text:
+                shown.append(updates.message_chunk(message.message_id, message.text))
+            for call in message.tool_calls:
+                result = results.get(call.id)
+                update = updates.tool_call(
+                    call.wire_id,
+                    call.name,
+                    kind_of(call.name),
+                    status="failed" if result is None or result.is_error else "completed",
+                    raw_input=call.arguments,
+                )
+                if result is not None:
+                    update["rawOutput"] = (
+                        result.raw_output
+                        if result.raw_output is not None
+                        else {"content": result.content, "isError": result.is_error}
+                    )
+                    update["content"] = [
+                        {"type": "content", "content": {"type": "text", "text": result.content}}
+                    ]
+                shown.append(update)
+    return shown
+
+
+def _user_content(block: TextBlock | ResourceBlock) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    resource: dict[str, Any] = {"uri": block.uri, "text": block.text}
+    if block.mime_type:
+        resource["mimeType"] = block.mime_type
+    return {"type": "resource", "resource": resource}

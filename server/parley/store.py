@@ -1,0 +1,357 @@
+"""Sessions in SQLite: settings, the ordered conversation, and every counted usage.
+
+Each completed step (a prompt, an assistant message, a tool result, a counted call) is
+committed as it completes, so a killed server loses at most the step in flight. WAL and a
+busy timeout let two servers (two editors) share one database. Nothing secret is written:
+the store never sees an API key.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.agent.conversation import (
+    AssistantMessage,
+    ContentBlock,
+    Message,
+    ResourceBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from parley.agent.usage import Usage, UsageTotals
+
+DATABASE_NAME = "parley.db"
+BUSY_TIMEOUT_MS = 10_000
+
+# Each entry upgrades the schema by one version (PRAGMA user_version). Append; never edit.
+MIGRATIONS = [
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        cwd TEXT NOT NULL,
+        title TEXT,
+        model TEXT NOT NULL,
+        tool_policy TEXT NOT NULL,
+        auto_approve TEXT NOT NULL DEFAULT '[]',
+        system_prompt TEXT,
+        turns INTEGER NOT NULL DEFAULT 0,
+        rounds INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX sessions_by_update ON sessions (updated_at DESC);
+    CREATE TABLE messages (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,  -- user | assistant | tool
+        body TEXT NOT NULL,  -- JSON, see encode_message
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        call TEXT NOT NULL,  -- stream | sync: which call of the round was counted
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        thought_tokens INTEGER NOT NULL,
+        cached_read_tokens INTEGER NOT NULL,
+        cached_write_tokens INTEGER NOT NULL,
+        cost REAL,  -- NULL when the model's price is unknown
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX usage_by_session ON usage (session_id);
+    """,
+]
+
+
+@attrs.frozen
+class StoredSession:
+    id: str
+    cwd: str
+    title: str | None
+    model: str
+    tool_policy: str
+    auto_approve: list[str]
+    system_prompt: str | None
+    turns: int
+    rounds: int
+    created_at: str
+    updated_at: str
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        # Autocommit: every statement is its own transaction unless `_transaction` says so.
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; fast
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    @classmethod
+    def open_in(cls, home: Path) -> Store:
+        return cls(home / DATABASE_NAME)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")  # take the write lock now: no upgrade deadlock
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+
+    # --- sessions -----------------------------------------------------------------------
+
+    def save_session(self, session: StoredSession) -> None:
+        """Create the session, or update its settings and title."""
+        self._db.execute(
+            """
+            INSERT INTO sessions (id, cwd, title, model, tool_policy, auto_approve,
+                                  system_prompt, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO UPDATE SET
+                title = excluded.title, model = excluded.model,
+                tool_policy = excluded.tool_policy, auto_approve = excluded.auto_approve,
+                system_prompt = excluded.system_prompt, updated_at = excluded.updated_at
+            """,
+            (
+                session.id,
+                session.cwd,
+                session.title,
+                session.model,
+                session.tool_policy,
+                json.dumps(sorted(session.auto_approve)),
+                session.system_prompt,
+                session.created_at,
+                session.updated_at,
+            ),
+        )
+
+    def session(self, session_id: str) -> StoredSession | None:
+        row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return _stored_session(row) if row else None
+
+    def list_sessions(
+        self, cwd: str | None = None, offset: int = 0, limit: int = 50
+    ) -> list[StoredSession]:
+        """Newest first."""
+        where, args = ("WHERE cwd = ?", [cwd]) if cwd else ("", [])
+        rows = self._db.execute(
+            f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id LIMIT ? OFFSET ?",
+            (*args, limit, offset),
+        ).fetchall()
+        return [_stored_session(row) for row in rows]
+
+    def delete_session(self, session_id: str) -> bool:
+        cursor = self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return cursor.rowcount > 0
+
+    def count_turn(self, session_id: str, updated_at: str) -> None:
+        self._db.execute(
+            "UPDATE sessions SET turns = turns + 1, updated_at = ? WHERE id = ?",
+            (updated_at, session_id),
+        )
+
+    def count_round(self, session_id: str) -> None:
+        self._db.execute("UPDATE sessions SET rounds = rounds + 1 WHERE id = ?", (session_id,))
+
+    # --- the conversation ---------------------------------------------------------------
+
+    def append_message(self, session_id: str, message: Message, created_at: str) -> None:
+        role, body = encode_message(message)
+        with self._transaction() as db:
+            db.execute(
+                """
+                INSERT INTO messages (session_id, seq, role, body, created_at)
+                VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?),
+                        ?, ?, ?)
+                """,
+                (session_id, session_id, role, json.dumps(body), created_at),
+            )
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (created_at, session_id))
+
+    def messages(self, session_id: str) -> list[Message]:
+        rows = self._db.execute(
+            "SELECT role, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        return [decode_message(row["role"], json.loads(row["body"])) for row in rows]
+
+    # --- usage --------------------------------------------------------------------------
+
+    def record_usage(
+        self,
+        session_id: str,
+        call: str,
+        model: str,
+        usage: Usage,
+        cost: float | None,
+        created_at: str,
+    ) -> None:
+        self._db.execute(
+            """
+            INSERT INTO usage (session_id, call, model, input_tokens, output_tokens,
+                               thought_tokens, cached_read_tokens, cached_write_tokens,
+                               cost, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            (
+                session_id,
+                call,
+                model,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.thought_tokens,
+                usage.cached_read_tokens,
+                usage.cached_write_tokens,
+                cost,
+                created_at,
+            ),
+        )
+
+    def usage_totals(self, session_id: str | None = None) -> UsageTotals:
+        """Totals of one session, or of every session in the store."""
+        where, args = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
+        row = self._db.execute(
+            f"""
+            SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                   COALESCE(SUM(thought_tokens), 0), COALESCE(SUM(cached_read_tokens), 0),
+                   COALESCE(SUM(cached_write_tokens), 0), SUM(cost), COUNT(*) - COUNT(cost)
+            FROM usage {where}
+            """,
+            args,
+        ).fetchone()
+        counts = self._db.execute(
+            f"SELECT COALESCE(SUM(turns), 0), COALESCE(SUM(rounds), 0) FROM sessions "
+            f"{where.replace('session_id', 'id')}",
+            args,
+        ).fetchone()
+        return UsageTotals(
+            usage=Usage(row[0], row[1], row[2], row[3], row[4]),
+            cost=row[5],
+            cost_complete=row[6] == 0,
+            turns=counts[0],
+            rounds=counts[1],
+        )
+
+
+def _stored_session(row: sqlite3.Row) -> StoredSession:
+    return StoredSession(
+        id=row["id"],
+        cwd=row["cwd"],
+        title=row["title"],
+        model=row["model"],
+        tool_policy=row["tool_policy"],
+        auto_approve=json.loads(row["auto_approve"]),
+        system_prompt=row["system_prompt"],
+        turns=row["turns"],
+        rounds=row["rounds"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+# --- the stored form of messages: provider-neutral JSON ----------------------------------
+
+
+def encode_message(message: Message) -> tuple[str, dict[str, Any]]:
+    if isinstance(message, UserMessage):
+        return "user", {"content": [_encode_block(block) for block in message.content]}
+    if isinstance(message, AssistantMessage):
+        return "assistant", {
+            "text": message.text,
+            "messageId": message.message_id,
+            "thinking": [
+                {"text": t.text, "signature": t.signature, "redacted": t.redacted}
+                for t in message.thinking
+            ],
+            "toolCalls": [
+                {
+                    "id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "wireId": call.wire_id,
+                    "argumentsError": call.arguments_error,
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return "tool", {
+        "toolCallId": message.tool_call_id,
+        "name": message.name,
+        "content": message.content,
+        "isError": message.is_error,
+        "wireId": message.wire_id,
+        "rawOutput": message.raw_output,
+        "startedAt": message.started_at,
+        "endedAt": message.ended_at,
+    }
+
+
+def decode_message(role: str, body: dict[str, Any]) -> Message:
+    if role == "user":
+        return UserMessage(tuple(_decode_block(block) for block in body["content"]))
+    if role == "assistant":
+        return AssistantMessage(
+            text=body["text"],
+            thinking=tuple(
+                ThinkingBlock(t["text"], t.get("signature"), t.get("redacted"))
+                for t in body["thinking"]
+            ),
+            tool_calls=tuple(
+                ToolCall(c["id"], c["name"], c["arguments"], c["wireId"], c.get("argumentsError"))
+                for c in body["toolCalls"]
+            ),
+            message_id=body.get("messageId", ""),
+        )
+    return ToolResultMessage(
+        tool_call_id=body["toolCallId"],
+        name=body["name"],
+        content=body["content"],
+        is_error=body["isError"],
+        wire_id=body.get("wireId", ""),
+        raw_output=body.get("rawOutput"),
+        started_at=body.get("startedAt"),
+        ended_at=body.get("endedAt"),
+    )
+
+
+def _encode_block(block: ContentBlock) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    return {"type": "resource", "uri": block.uri, "text": block.text, "mimeType": block.mime_type}
+
+
+def _decode_block(block: dict[str, Any]) -> ContentBlock:
+    if block["type"] == "text":
+        return TextBlock(block["text"])
+    return ResourceBlock(block["uri"], block["text"], block.get("mimeType"))

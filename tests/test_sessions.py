@@ -1,0 +1,266 @@
+"""Sessions that last: the SQLite store behind session/new, prompt, load, list, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import WEATHER_TOOL
+from parley.client import ParleyClient
+from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
+from pygls.exceptions import JsonRpcException
+
+WEATHER = ScriptedToolCall("get_weather", {"city": "Paris"})
+
+
+def answer_weather(params: dict[str, Any]) -> dict[str, Any]:
+    return {"content": f"Sunny in {params['arguments']['city']}"}
+
+
+async def started(start_server, home: Path, **kwargs: Any) -> ParleyClient:
+    client = await start_server(home=home, **kwargs)
+    await client.initialize(tools=[WEATHER_TOOL])
+    client.editor_tool_handler = answer_weather
+    return client
+
+
+def shown(updates: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a client shows of a conversation: text, thoughts, and each tool call's end state."""
+    text = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    thoughts = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_thought_chunk"
+    )
+    calls: dict[str, dict[str, Any]] = {}
+    for update in updates:
+        if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            state = calls.setdefault(update["toolCallId"], {})
+            for key in ("title", "status", "rawInput", "rawOutput"):
+                if key in update:
+                    state[key] = update[key]
+            if "content" in update:
+                state["output"] = update["content"][0]["content"]["text"]
+    return {"text": text, "thoughts": thoughts, "calls": calls}
+
+
+async def test_a_new_server_replays_the_session_as_the_first_client_saw_it(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    first = await started(start_server, home)
+    fake.set_script(
+        [
+            Reply(thinking="Need the weather.", text="Checking.", tool_calls=(WEATHER,)),
+            Reply(text="It is sunny in Paris.", usage=(50, 6)),
+            Reply(text="You are welcome.", usage=(70, 4)),
+        ]
+    )
+    session = await first.new_session(str(workspace))
+    await first.prompt(session, "Weather in Paris?")
+    await first.prompt(session, "Thanks!")
+    seen_live = shown(first.updates_of(session))
+    await first.stop()
+
+    second = await started(start_server, home)
+    listed = await second.request("session/list", {})
+    assert listed["sessions"][0]["sessionId"] == session
+    assert listed["sessions"][0]["title"] == "Weather in Paris?"
+    loaded = await second.request(
+        "session/load", {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
+    )
+    replayed = second.updates_of(session)
+    assert shown(replayed) == seen_live  # same text, thoughts, tool ids, inputs, outputs
+    prompts = [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+    assert prompts == ["Weather in Paris?", "Thanks!"]
+    assert loaded["_meta"]["parley"]["model"] == "openai:gpt-4.1-mini"
+    assert loaded["_meta"]["parley"]["usage"]["turns"] == 2
+
+    # The session continues where it left off: the provider gets the whole conversation.
+    fake.set_script([Reply(text="ok")])
+    await second.prompt(session, "And tomorrow?")
+    sent = fake.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert sent[3]["content"] == "Sunny in Paris"
+    assert sent[2]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+async def test_usage_totals_come_from_the_store(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    client = await started(start_server, home)
+    fake.set_script([Reply(text="one", usage=(100, 10))])
+    first = await client.new_session(str(workspace))
+    await client.prompt(first, "1")
+    second = await client.new_session(str(workspace))
+    fake.set_script([Reply(text="two", usage=(200, 20))])
+    await client.prompt(second, "2")
+    usage = await client.request("_parley/usage", {"sessionId": first})
+    assert usage["session"]["inputTokens"] == 100 and usage["session"]["turns"] == 1
+    assert usage["total"]["inputTokens"] == 300 and usage["total"]["outputTokens"] == 30
+    assert usage["total"]["cost"]["amount"] == pytest.approx((300 * 0.4 + 30 * 1.6) / 1e6)
+    await client.stop()
+    again = await started(start_server, home)  # totals survive the server
+    usage = await again.request("_parley/usage", {})
+    assert usage["total"]["inputTokens"] == 300
+
+
+async def test_list_is_newest_first_and_delete_removes(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    client = await started(start_server, tmp_path / "home")
+    fake.set_script([Reply(text="ok")])
+    ids = []
+    for title in ("alpha", "beta", "gamma"):
+        ids.append(await client.new_session(str(workspace)))
+        await client.prompt(ids[-1], title)
+    await client.prompt(ids[0], "alpha again")  # alpha is now the newest
+    listed = await client.request("session/list", {"cwd": str(workspace)})
+    assert [s["title"] for s in listed["sessions"]] == ["alpha", "gamma", "beta"]
+    assert (await client.request("session/list", {"cwd": "/elsewhere"}))["sessions"] == []
+    assert await client.request("session/delete", {"sessionId": ids[1]}) == {}
+    listed = await client.request("session/list", {})
+    assert [s["title"] for s in listed["sessions"]] == ["alpha", "gamma"]
+    with pytest.raises(JsonRpcException):
+        await client.request("session/delete", {"sessionId": ids[1]})
+    with pytest.raises(JsonRpcException):
+        await client.request(
+            "session/load", {"sessionId": ids[1], "cwd": str(workspace), "mcpServers": []}
+        )
+
+
+async def kill_mid(client: ParleyClient) -> None:
+    assert client.process is not None
+    os.kill(client.process.pid, signal.SIGKILL)
+    await client.process.wait()
+
+
+async def test_kill_9_mid_stream_loses_only_the_step_in_flight(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    client = await started(start_server, home)
+    fake.set_script(
+        [Reply(text="It is sunny."), Reply(text="word " * 500, pacing=Pacing(chunks_per_second=50))]
+    )
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "First question")
+    pending = asyncio.ensure_future(client.prompt(session, "Second question"))
+    await client.wait_for_update(
+        session, lambda u: u["sessionUpdate"] == "agent_message_chunk" and "word" in str(u)
+    )
+    await kill_mid(client)
+    pending.cancel()
+
+    again = await started(start_server, home)
+    await again.request(
+        "session/load", {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
+    )
+    replay = shown(again.updates_of(session))
+    assert replay["text"] == "It is sunny."
+    prompts = [
+        u["content"]["text"]
+        for u in again.updates_of(session)
+        if u["sessionUpdate"] == "user_message_chunk"
+    ]
+    assert prompts == ["First question", "Second question"]  # the prompt was committed
+    fake.set_script([Reply(text="Back again.")])
+    result = await again.prompt(session, "Still there?")
+    assert result["stopReason"] == "end_turn"
+
+
+async def test_kill_9_mid_tool_gives_the_call_an_interrupted_result(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    client = await started(start_server, home)
+    tool_started = asyncio.Event()
+
+    async def hanging_tool(params: dict[str, Any]) -> dict[str, Any]:
+        tool_started.set()
+        await asyncio.sleep(60)
+        return {"content": "never"}
+
+    client.editor_tool_handler = hanging_tool
+    fake.set_script([Reply(text="Checking.", tool_calls=(WEATHER,)), Reply(text="Done.")])
+    session = await client.new_session(str(workspace))
+    pending = asyncio.ensure_future(client.prompt(session, "Weather?"))
+    await asyncio.wait_for(tool_started.wait(), 20)
+    await kill_mid(client)
+    pending.cancel()
+
+    again = await started(start_server, home)
+    await again.request(
+        "session/load", {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
+    )
+    (call,) = shown(again.updates_of(session))["calls"].values()
+    assert call["status"] == "failed" and "Interrupted" in call["output"]
+    fake.set_script([Reply(text="Try again later.")])
+    assert (await again.prompt(session, "So?"))["stopReason"] == "end_turn"
+    sent = fake.requests[-1].body["messages"]
+    tool_messages = [m for m in sent if m["role"] == "tool"]
+    assert tool_messages and "Interrupted" in tool_messages[0]["content"]
+
+
+async def test_two_servers_on_one_database(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    one = await started(start_server, home)
+    two = await started(start_server, home)
+    fake.set_script([Reply(text="answer " * 20, chunk_size=7)])
+
+    async def converse(client: ParleyClient, name: str) -> str:
+        session = await client.new_session(str(workspace))
+        for n in range(5):
+            await client.prompt(session, f"{name} question {n}")
+        return session
+
+    first, second = await asyncio.gather(converse(one, "one"), converse(two, "two"))
+    listed = await one.request("session/list", {})
+    assert {s["sessionId"] for s in listed["sessions"]} == {first, second}
+    database = sqlite3.connect(home / "parley.db")
+    for session, name in ((first, "one"), (second, "two")):
+        rows = database.execute(
+            "SELECT role, body FROM messages WHERE session_id = ? ORDER BY seq", (session,)
+        ).fetchall()
+        assert [role for role, _ in rows] == ["user", "assistant"] * 5
+        questions = [
+            json.loads(body)["content"][0]["text"] for role, body in rows if role == "user"
+        ]
+        assert questions == [f"{name} question {n}" for n in range(5)]
+    assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+async def test_the_database_and_logs_hold_no_api_key(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    client = await started(
+        start_server, home, extra_env={"PARLEY_CLIENT_ECHO_STDERR": "", "PYTHONUNBUFFERED": "1"}
+    )
+    fake.set_script([Reply(text="Checking.", tool_calls=(WEATHER,)), Reply(text="Done.")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Weather?")
+    everything = b"".join(path.read_bytes() for path in home.rglob("*") if path.is_file())
+    for key in (b"sk-test-parley-0123456789", b"sk-ant-test-parley-0123456789"):
+        assert key not in everything
+    assert not any("sk-test-parley" in line for line in client.stderr_lines)
+    sent_to_editor = json.dumps(client.updates)
+    assert "sk-test-parley" not in sent_to_editor
