@@ -88,3 +88,35 @@ def test_a_bad_config_file_is_reported(tmp_path: Path) -> None:
     done = run_parley("serve", env={"PARLEY_CONFIG": str(config)})
     assert done.returncode == 2
     assert "provider:model" in done.stderr
+
+
+def test_sessions_and_export(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script(
+        [
+            Reply(
+                thinking="Read it.",
+                text="Reading.",
+                tool_calls=(ScriptedToolCall("read_file", {"path": "geometry.py"}),),
+            ),
+            Reply(text="It multiplies width by height."),
+        ]
+    )
+    env = server_env(fake, tmp_path)
+    done = run_parley("chat", "What is area?", "--cwd", str(workspace), env=env)
+    assert done.returncode == 0, done.stderr
+    listing = run_parley("sessions", env=env)
+    assert "What is area?" in listing.stdout
+    session_id = listing.stdout.splitlines()[1].split()[0]
+    markdown = run_parley("export", session_id, env=env).stdout
+    assert "## You\n\nWhat is area?" in markdown
+    assert "**Tool `read_file`** (done)" in markdown and "def area" in markdown
+    assert "It multiplies width by height." in markdown
+    exported = json.loads(run_parley("export", session_id, "--format", "json", env=env).stdout)
+    assert [m["role"] for m in exported["messages"]] == ["user", "assistant", "tool", "assistant"]
+
+    # `parley chat --session` continues it with the whole conversation.
+    fake.set_script([Reply(text="Yes.")])
+    done = run_parley("chat", "Sure?", "--session", session_id, "--cwd", str(workspace), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Yes."
+    assert "It multiplies width by height." in json.dumps(fake.requests[-1].body)

@@ -108,7 +108,6 @@ async def chat(
 ) -> int:
     client = await ParleyClient.spawn(env=env)
     view = TerminalView(sys.stdout, sys.stderr, as_json)
-    client.on_update = view.show
     if allow_all:
         client.permission_handler = lambda params: {
             "outcome": {"outcome": "selected", "optionId": "allow_once"}
@@ -131,7 +130,7 @@ async def chat(
             await client.request(
                 "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             )
-            client.updates.pop(session_id, None)  # the replay is history, not this answer
+        client.on_update = view.show  # after the replay of a loaded session: only the answer
         result = await client.prompt(session_id, prompt)
     except JsonRpcException as error:
         print(f"\nparley: {error.message}", file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from parley.config import ConfigError, load_settings
+from parley.config import ConfigError, Settings, load_settings
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -38,6 +38,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser("demo", help="a full hybrid turn with a tool call, offline (scripted)")
+
+    commands.add_parser("sessions", help="list the stored sessions, newest first")
+    export = commands.add_parser("export", help="write a session's transcript to stdout")
+    export.add_argument("session", help="the session id (see `parley sessions`)")
+    export.add_argument("--format", choices=["markdown", "json"], default="markdown")
 
     bench = commands.add_parser("bench", help="measure speed against the bare SDK; prints a table")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -79,11 +84,36 @@ def main(argv: list[str] | None = None) -> int:
         from parley.chat import run_chat, run_demo
 
         return run_demo() if args.command == "demo" else run_chat(args, settings)
+    if args.command in ("sessions", "export"):
+        return _read_store(args, settings)
     if args.command == "bench":
         from parley.bench import run_benchmarks
 
         return run_benchmarks(quick=args.quick)
     return 2
+
+
+def _read_store(args: argparse.Namespace, settings: Settings) -> int:
+    from parley.store import DATABASE_NAME, Store
+    from parley.transcript import export_json, export_markdown, sessions_table
+
+    if not (settings.home / DATABASE_NAME).exists():
+        print("No sessions yet.")
+        return 0 if args.command == "sessions" else 1
+    store = Store.open_in(settings.home)
+    try:
+        if args.command == "sessions":
+            print(sessions_table(store))
+            return 0
+        session = store.session(args.session)
+        if session is None:
+            print(f"parley: no session {args.session!r} (see `parley sessions`)", file=sys.stderr)
+            return 1
+        render = export_json if args.format == "json" else export_markdown
+        print(render(store, session))
+        return 0
+    finally:
+        store.close()
 
 
 if __name__ == "__main__":
