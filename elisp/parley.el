@@ -891,12 +891,19 @@ POS is in the section's header or body, or just after it."
 
 (defun parley--on-user-chunk (update)
   "Show the `user_message_chunk' UPDATE (a replayed prompt)."
-  (let ((text (parley--content-text (plist-get update :content))))
+  (let ((text (parley--content-text (plist-get update :content)))
+        (id (plist-get update :messageId)))
     (unless (string-empty-p text)
-      (parley--ensure-role 'user)
-      (if (and parley--tail (eq (parley--block-kind parley--tail) 'user))
+      (if (and parley--tail
+               (eq (parley--block-kind parley--tail) 'user)
+               (or (null id) (equal id (parley--block-id parley--tail))))
           (parley--extend parley--tail text)
-        (parley--append (parley--new-block 'user nil)
+        ;; Another prompt (two in a row when a turn failed early): its
+        ;; own label.
+        (when (eq parley--role 'user)
+          (setq parley--role nil))
+        (parley--ensure-role 'user)
+        (parley--append (parley--new-block 'user id)
                         (parley--props text 'face 'parley-user-text))))))
 
 (defun parley--on-usage (update)
@@ -1122,6 +1129,7 @@ session, without the history above." why))
 
 (defun parley--render-prompt (text context)
   "Show the prompt TEXT and the CONTEXT resources in the transcript."
+  (setq parley--role nil)               ; every prompt gets its label
   (parley--ensure-role 'user)
   (dolist (block context)
     (parley--emit (parley--props (parley--content-text block) 'face 'parley-notice)))

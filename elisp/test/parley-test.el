@@ -232,6 +232,17 @@
                    "You\nWhat is 2+2?\n\nParley\n4.\n\nYou\nAnd 3+3?\n\nParley\n6."))
     (should (eq (get-text-property (parley-test--pos "You") 'face) 'parley-user-header))))
 
+(ert-deftest parley-replayed-prompts-in-a-row-stay-apart ()
+  ;; Two stored prompts with no answer between them (the first turn
+  ;; failed early), and one prompt sent as two chunks.
+  (parley-test--with-chat
+    (parley-test--chunk "First" "user_0" "user_message_chunk")
+    (parley-test--chunk "Second, " "user_1" "user_message_chunk")
+    (parley-test--chunk "continued" "user_1" "user_message_chunk")
+    (parley-test--chunk "Answer." "m1")
+    (should (equal (parley-test--transcript)
+                   "You\nFirst\n\nYou\nSecond, continued\n\nParley\nAnswer."))))
+
 (ert-deftest parley-header-line-shows-model-usage-busy ()
   (parley-test--with-chat
     (setq parley--model "openai:gpt-4.1-mini" parley--busy t)
@@ -275,7 +286,15 @@
         (should (equal sent '((:type "text" :text "Explain this"))))
         (should (equal (parley--current-input) ""))
         (should (string-match-p "You\nExplain this\n\\'" (parley-test--transcript)))
-        (should (equal parley--history '("Explain this")))
+        ;; After a turn that failed before any answer, the next prompt
+        ;; still gets its own label.
+        (parley--turn-failed '(:code -32001 :message "no"))
+        (goto-char (point-max))
+        (insert "Retry")
+        (parley-send)
+        (should (string-match-p "You\nExplain this\nError: no\n\nYou\nRetry\n\\'"
+                                (parley-test--transcript)))
+        (should (equal parley--history '("Retry" "Explain this")))
         ;; RET in the middle of the prompt is a newline.
         (insert "two")
         (backward-char 1)
