@@ -17,6 +17,7 @@ never written anywhere by Parley.
     [models."ollama:qwen3"]
     context_window = 32768
     tool_format = "text"              # the model has no native tool calling
+    think_tags = true                 # <think>…</think> in its text is reasoning
 
     [prices."openai:gpt-4.1"]         # USD per million tokens
     input = 2.0
@@ -55,6 +56,14 @@ class ProviderConfig:
     timeout_seconds: float = 600.0
 
 
+# The presets for local servers, whose models often reason inline in <think> tags.
+LOCAL_PRESETS = ("ollama", "llamacpp", "vllm")
+
+
+def _think_tags_by_default(model_id: str) -> bool:
+    return model_id.partition(":")[0] in LOCAL_PRESETS
+
+
 @attrs.frozen
 class ModelConfig:
     id: str  # "provider:model"
@@ -62,6 +71,10 @@ class ModelConfig:
     tool_format: str = "native"  # or "text" (issue: local models without native tools)
     max_tokens: int | None = None
     thinking_budget: int | None = None  # Anthropic extended thinking
+    # <think>/<thinking> sections in the reply's text are reasoning (on for local presets).
+    think_tags: bool = attrs.field(
+        default=attrs.Factory(lambda model: _think_tags_by_default(model.id), takes_self=True)
+    )
 
 
 @attrs.frozen
@@ -173,12 +186,16 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tool_format = entry.get("tool_format", "native")
         if tool_format not in ("native", "text"):
             raise ConfigError(f"{path}: models.{model_id}.tool_format must be 'native' or 'text'")
+        think_tags = entry.get("think_tags", _think_tags_by_default(model_id))
+        if not isinstance(think_tags, bool):
+            raise ConfigError(f"{path}: models.{model_id}.think_tags must be true or false")
         models[model_id] = ModelConfig(
             id=model_id,
             context_window=entry.get("context_window"),
             tool_format=tool_format,
             max_tokens=entry.get("max_tokens"),
             thinking_budget=entry.get("thinking_budget"),
+            think_tags=think_tags,
         )
 
     prices = {**DEFAULT_PRICES, **_LOCAL_PRICES}

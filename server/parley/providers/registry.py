@@ -8,6 +8,7 @@ import attrs
 
 from parley.config import ProviderConfig, Settings
 from parley.providers.base import Provider, ProviderError
+from parley.providers.text_tools import TextToolProvider, ThinkTagProvider
 
 
 @attrs.frozen
@@ -48,7 +49,12 @@ class ProviderRegistry:
             )
         return True, None
 
-    def resolve(self, model_id: str) -> ResolvedModel:
+    def resolve(self, model_id: str, tool_format: str | None = None) -> ResolvedModel:
+        """The provider for `model_id`, reading local models' text as their config says.
+
+        `tool_format` ("native" or "text"), when given, is the session's choice and wins
+        over the model's configured one.
+        """
         try:
             provider_name, model = split_model_id(model_id)
         except ValueError as error:
@@ -63,6 +69,11 @@ class ProviderRegistry:
             provider = self._providers[provider_name] = self._build(
                 self._settings.providers[provider_name]
             )
+        model_config = self._settings.model_config(model_id)
+        if (tool_format or model_config.tool_format) == "text":
+            provider = TextToolProvider(provider, think_tags=model_config.think_tags)
+        elif model_config.think_tags:
+            provider = ThinkTagProvider(provider)
         return ResolvedModel(model_id, provider, model, provider_name)
 
     def _build(self, config: ProviderConfig) -> Provider:
