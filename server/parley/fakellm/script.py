@@ -104,3 +104,6 @@ class RecordedRequest:
     status: int
     started_at: float  # time.monotonic()
     ended_at: float
+    # time.monotonic() when each sent chunk was written, for benchmarks that time a chunk's
+    # way to a client in the same process (a tuple, also when rebuilt from JSON lists).
+    chunk_write_times: tuple[float, ...] = attrs.field(default=(), converter=tuple)

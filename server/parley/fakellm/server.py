@@ -165,6 +165,7 @@ class _Exchange:
     reply_index: int = -1
     chunks_total: int = 0
     status: int = 200
+    chunk_write_times: list[float] = attrs.field(factory=list)
 
     def recorded(self, chunks_sent: int = 0, client_hung_up: bool = False) -> RecordedRequest:
         return RecordedRequest(
@@ -179,6 +180,7 @@ class _Exchange:
             status=self.status,
             started_at=self.started_at,
             ended_at=time.monotonic(),
+            chunk_write_times=tuple(self.chunk_write_times[:chunks_sent]),
         )
 
 
@@ -374,6 +376,7 @@ class _Handler(BaseHTTPRequestHandler):
                     frames, sent, total if fault_at is None else fault_at
                 )
             data = b"".join(frames[sent:batch_end])
+            exchange.chunk_write_times.extend([time.monotonic()] * (batch_end - sent))
             if batch_end == total and fault_at is None:
                 # The last event and the end of the body go out together; record first, so a
                 # test that has just read the whole stream finds the request recorded.

@@ -1,0 +1,531 @@
+"""`parley bench`: how fast Parley is, measured against the bare SDK. Prints a Markdown table.
+
+Everything runs in one process against a `FakeLLM` on 127.0.0.1: the fake serves the streams,
+the bare `openai` SDK reads them directly for the baseline, and `parley serve` (a child
+process, driven by `ParleyClient` exactly as an editor drives it) reads the same streams for
+the Parley figures. The fake and the client share one clock (`time.monotonic()`), so a chunk
+can be timed from the fake's write to the client's notification.
+
+The rows, what each measures and how, are explained in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.client import ParleyClient
+from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
+
+BENCH_MODEL = "gpt-4.1-mini"
+USER_TURN = [{"role": "user", "content": "Tell me a long story."}]
+
+# An editor tool the benchmark client answers, as in the tests: the tool starts (its
+# `in_progress` update) as soon as the server has the call's complete arguments.
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "units": {"type": "string"}},
+        "required": ["city"],
+    },
+    "kind": "fetch",
+    "needsPermission": False,
+}
+WEATHER_CALL = ScriptedToolCall("get_weather", {"city": "San Francisco", "units": "celsius"})
+
+# In the OpenAI stream the fake sends, event 0 is the role chunk; text chunk k is event k.
+EVENTS_BEFORE_TEXT = 1
+
+
+@attrs.frozen
+class BenchSizes:
+    """How much work each row does: the full run, or `--quick`."""
+
+    throughput_chunks: int
+    throughput_runs: int
+    latency_chunks: int
+    cold_starts: int
+    tool_start_text_chunks: int
+    kernel_evals: int
+    parser_chunks: int
+
+
+FULL = BenchSizes(
+    throughput_chunks=5000,
+    throughput_runs=3,
+    latency_chunks=300,
+    cold_starts=5,
+    tool_start_text_chunks=60,
+    kernel_evals=20,
+    parser_chunks=20000,
+)
+QUICK = BenchSizes(
+    throughput_chunks=1000,
+    throughput_runs=1,
+    latency_chunks=100,
+    cold_starts=3,
+    tool_start_text_chunks=20,
+    kernel_evals=5,
+    parser_chunks=5000,
+)
+
+LATENCY_PACE = 100.0  # chunks per second: a fast model
+TOOL_START_PACE = Pacing(first_token_delay=0.3, chunks_per_second=50)
+
+
+@attrs.frozen
+class Row:
+    """One line of the table. `baseline` and `compared` are "—" where nothing is compared."""
+
+    measure: str
+    parley: str
+    baseline: str = "—"
+    compared: str = "—"  # Parley against the baseline: a ratio, or a difference
+    target: str = "—"
+
+
+def verdict(target: str, met: bool) -> str:
+    return f"{target}: {'met' if met else 'not met'}"
+
+
+# --- small helpers -------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile: the smallest value with `fraction` of values at or below."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def per_second(rate: float) -> str:
+    return f"{rate:,.0f} chunks/s"
+
+
+def numbered_chunks(count: int) -> tuple[str, ...]:
+    """Text chunks that say which they are ("c0001 ", "c0002 ", ...), to time each one."""
+    return tuple(f"c{number:04d} " for number in range(1, count + 1))
+
+
+def chunk_number(text: str) -> int:
+    return int(text[1:5])
+
+
+def server_environment(fake: FakeLLM, home: Path) -> dict[str, str]:
+    """`parley serve` pointed at the fake, with its own data and no user configuration."""
+    return {
+        "OPENAI_BASE_URL": fake.openai_base_url,
+        "OPENAI_API_KEY": "sk-bench-parley",
+        "PARLEY_MODEL": f"openai:{BENCH_MODEL}",
+        "PARLEY_HOME": str(home / "data"),
+        "PARLEY_CONFIG": str(home / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+    }
+
+
+def answer_weather(params: dict[str, Any]) -> dict[str, Any]:
+    return {"content": "Sunny, 21 °C"}
+
+
+class ParleyUnderTest:
+    """One `parley serve` child process and a client that times its notifications."""
+
+    def __init__(self, client: ParleyClient, workspace: Path) -> None:
+        self.client = client
+        self.workspace = workspace
+        client.editor_tool_handler = answer_weather
+
+    @classmethod
+    async def start(cls, fake: FakeLLM, home: Path) -> ParleyUnderTest:
+        client = await ParleyClient.spawn(env=server_environment(fake, home))
+        await client.initialize(tools=[WEATHER_TOOL])
+        workspace = home / "workspace"
+        workspace.mkdir(exist_ok=True)
+        return cls(client, workspace)
+
+    async def timed_prompt(
+        self, on_update: Callable[[dict[str, Any], float], None], **settings: Any
+    ) -> float:
+        """Seconds from sending a prompt (in a new session) to its result; `on_update` gets
+        each notification with the time it arrived."""
+        session = await self.client.new_session(str(self.workspace), **settings)
+        self.client.on_update = lambda _session, update: on_update(update, time.monotonic())
+        try:
+            started = time.monotonic()
+            result = await self.client.prompt(session, "Go.", timeout=120)
+            elapsed = time.monotonic() - started
+        finally:
+            self.client.on_update = None
+            self.client.updates.pop(session, None)  # the benchmark keeps its own figures
+        if result.get("stopReason") != "end_turn":
+            raise RuntimeError(f"the benchmark prompt ended with {result}")
+        return elapsed
+
+    async def stop(self) -> None:
+        await self.client.stop()
+
+
+# --- 1. streaming throughput -----------------------------------------------------------------
+
+
+async def sdk_stream_throughput(fake: FakeLLM, count: int) -> float:
+    """Text chunks per second as the bare SDK reads them (the same request Parley makes)."""
+    import openai
+
+    fake.set_script([Reply(chunks=("tok ",) * count)])
+    async with openai.AsyncOpenAI(base_url=fake.openai_base_url, api_key="sk-bench") as sdk:
+        started = time.monotonic()
+        stream = await sdk.chat.completions.create(
+            model=BENCH_MODEL,
+            messages=USER_TURN,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        received = 0
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                received += 1
+        elapsed = time.monotonic() - started
+    if received != count:
+        raise RuntimeError(f"the bare SDK read {received} text chunks of {count}")
+    return received / elapsed
+
+
+async def parley_stream_throughput(parley: ParleyUnderTest, fake: FakeLLM, count: int) -> float:
+    """Text chunks per second as `agent_message_chunk` notifications reach the client."""
+    fake.set_script([Reply(chunks=("tok ",) * count)])
+    received = 0
+
+    def on_update(update: dict[str, Any], _arrived: float) -> None:
+        nonlocal received
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            received += 1
+
+    elapsed = await parley.timed_prompt(on_update)
+    if received != count:
+        raise RuntimeError(f"the client received {received} text chunks of {count}")
+    return received / elapsed
+
+
+async def throughput_row(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes) -> Row:
+    # A small stream first, so both sides have their connection and code paths warm.
+    await sdk_stream_throughput(fake, 50)
+    await parley_stream_throughput(parley, fake, 50)
+    sdk_rates, parley_rates = [], []
+    for _ in range(sizes.throughput_runs):  # interleaved, so background load hits both alike
+        sdk_rates.append(await sdk_stream_throughput(fake, sizes.throughput_chunks))
+        parley_rates.append(await parley_stream_throughput(parley, fake, sizes.throughput_chunks))
+    sdk_rate, parley_rate = statistics.median(sdk_rates), statistics.median(parley_rates)
+    runs = f", median of {sizes.throughput_runs}" if sizes.throughput_runs > 1 else ""
+    return Row(
+        measure=f"1. Streaming throughput: {sizes.throughput_chunks:,} text chunks, unpaced "
+        f"(Parley: into a JSON-RPC client; baseline: bare `openai` SDK{runs})",
+        parley=per_second(parley_rate),
+        baseline=per_second(sdk_rate),
+        compared=f"{parley_rate / sdk_rate:.2f}x",
+        target=verdict("≥ 0.8x", parley_rate / sdk_rate >= 0.8),
+    )
+
+
+# --- 2. added latency per chunk ------------------------------------------------------------------
+
+
+def paced_numbered_reply(count: int) -> Reply:
+    return Reply(chunks=numbered_chunks(count), pacing=Pacing(chunks_per_second=LATENCY_PACE))
+
+
+def chunk_latencies(fake: FakeLLM, arrivals: dict[int, float]) -> list[float]:
+    """For each text chunk: when the reader had it, minus when the fake wrote it."""
+    (request,) = fake.wait_for_requests(1)
+    written = request.chunk_write_times
+    return [
+        arrived - written[number - 1 + EVENTS_BEFORE_TEXT] for number, arrived in arrivals.items()
+    ]
+
+
+async def sdk_chunk_latencies(fake: FakeLLM, count: int) -> list[float]:
+    import openai
+
+    fake.set_script([paced_numbered_reply(count)])
+    arrivals: dict[int, float] = {}
+    async with openai.AsyncOpenAI(base_url=fake.openai_base_url, api_key="sk-bench") as sdk:
+        stream = await sdk.chat.completions.create(
+            model=BENCH_MODEL,
+            messages=USER_TURN,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                arrivals[chunk_number(chunk.choices[0].delta.content)] = time.monotonic()
+    return chunk_latencies(fake, arrivals)
+
+
+async def parley_chunk_latencies(parley: ParleyUnderTest, fake: FakeLLM, count: int) -> list[float]:
+    fake.set_script([paced_numbered_reply(count)])
+    arrivals: dict[int, float] = {}
+
+    def on_update(update: dict[str, Any], arrived: float) -> None:
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            arrivals[chunk_number(update["content"]["text"])] = arrived
+
+    await parley.timed_prompt(on_update)
+    return chunk_latencies(fake, arrivals)
+
+
+async def latency_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes) -> list[Row]:
+    count = sizes.latency_chunks
+    sdk = await sdk_chunk_latencies(fake, count)
+    through_parley = await parley_chunk_latencies(parley, fake, count)
+    rows = []
+    for label, fraction in (("p50", 0.50), ("p99", 0.99)):
+        parley_figure, sdk_figure = percentile(through_parley, fraction), percentile(sdk, fraction)
+        added = parley_figure - sdk_figure
+        rows.append(
+            Row(
+                measure=f"2. Latency per chunk, {label}: the fake's write → the client's "
+                f"notification, {count} chunks at {LATENCY_PACE:.0f} chunks/s (baseline: the "
+                "bare SDK's read of the same stream)",
+                parley=ms(parley_figure),
+                baseline=ms(sdk_figure),
+                compared=f"{added * 1000:+,.1f} ms",
+                target=verdict("added < 5 ms", added < 0.005) if label == "p99" else "—",
+            )
+        )
+    return rows
+
+
+# --- 3. cold start -------------------------------------------------------------------------------
+
+
+async def cold_start_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
+    env = server_environment(fake, home)
+    starts = []
+    for _ in range(sizes.cold_starts):
+        started = time.monotonic()
+        client = await ParleyClient.spawn(env=env)
+        await client.initialize()
+        starts.append(time.monotonic() - started)
+        await client.stop()
+    imports = []
+    for _ in range(sizes.cold_starts):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import openai"], check=True)
+        imports.append(time.monotonic() - started)
+    return Row(
+        measure="3. Cold start: spawning `parley serve` → the `initialize` response, median of "
+        f"{sizes.cold_starts} (baseline: `python -c 'import openai'`)",
+        parley=ms(statistics.median(starts)),
+        baseline=ms(statistics.median(imports)),
+        compared=f"{statistics.median(starts) / statistics.median(imports):.2f}x",
+        target=verdict("< 400 ms", statistics.median(starts) < 0.4),
+    )
+
+
+# --- 4. prompt to tool start ---------------------------------------------------------------------
+
+
+def realistic_sync_reply(reply: Reply, streamed_chunks: int) -> Reply:
+    """The synchronous call's answer, as slow as a real one: a real API answers a complete
+    call only after generating the whole reply, at the same pace as it streams."""
+    assert TOOL_START_PACE.chunks_per_second is not None
+    generation = TOOL_START_PACE.first_token_delay + streamed_chunks / (
+        TOOL_START_PACE.chunks_per_second
+    )
+    return attrs.evolve(reply, fault=Fault("stall", stall_seconds=generation, times=1000))
+
+
+def fake_chunk_count(reply: Reply) -> int:
+    """How many events the fake streams for `reply` (OpenAI wire, usage included)."""
+    from parley.fakellm import openai_wire
+
+    return len(openai_wire.stream_events(reply, {"stream_options": {"include_usage": True}}))
+
+
+async def seconds_to_tool_start(
+    parley: ParleyUnderTest, fake: FakeLLM, streamed: Reply, sync: Reply, tool_policy: str
+) -> float:
+    """From sending the prompt to the tool's `in_progress` update."""
+    fake.set_script(
+        [
+            attrs.evolve(streamed, sync=sync),
+            Reply(text="It is sunny."),  # the round after the tool: the turn ends
+        ]
+    )
+    tool_started: list[float] = []
+
+    def on_update(update: dict[str, Any], arrived: float) -> None:
+        if update.get("sessionUpdate") == "tool_call_update" and update.get("status") == (
+            "in_progress"
+        ):
+            tool_started.append(arrived)
+
+    started = time.monotonic()
+    await parley.timed_prompt(on_update, toolPolicy=tool_policy)
+    if not tool_started:
+        raise RuntimeError(f"the tool never started under {tool_policy!r}")
+    return tool_started[0] - started
+
+
+async def tool_start_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes) -> list[Row]:
+    text = numbered_chunks(sizes.tool_start_text_chunks)
+    with_tool_call = Reply(chunks=text, tool_calls=(WEATHER_CALL,), pacing=TOOL_START_PACE)
+    streamed_chunks = fake_chunk_count(with_tool_call)
+    # The same reply, but the stream shows no tool call, only a `tool_calls` finish reason:
+    # hybrid cannot close early, it waits for the finish. The model still takes the time to
+    # generate the call, so the stream pauses that long after the text (a stall).
+    finish_only = Reply(chunks=text, finish_reason="tool_calls", pacing=TOOL_START_PACE)
+    unshown_chunks = streamed_chunks - fake_chunk_count(finish_only)
+    assert TOOL_START_PACE.chunks_per_second is not None
+    finish_only = attrs.evolve(
+        finish_only,
+        fault=Fault(
+            "stall",
+            after_chunks=EVENTS_BEFORE_TEXT + len(text),
+            stall_seconds=unshown_chunks / TOOL_START_PACE.chunks_per_second,
+        ),
+    )
+    sync = realistic_sync_reply(
+        Reply(chunks=text, tool_calls=(WEATHER_CALL,)), streamed_chunks=streamed_chunks
+    )
+    early = await seconds_to_tool_start(parley, fake, with_tool_call, sync, "hybrid")
+    waiting = await seconds_to_tool_start(parley, fake, finish_only, sync, "hybrid")
+    streamed = await seconds_to_tool_start(parley, fake, with_tool_call, sync, "stream")
+    scenario = (
+        f"{sizes.tool_start_text_chunks} text chunks then a tool call, first token after "
+        f"{TOOL_START_PACE.first_token_delay:g} s, {TOOL_START_PACE.chunks_per_second:g} chunks/s"
+    )
+    soonest = min(
+        (early, "hybrid, early close"), (waiting, "hybrid, waiting"), (streamed, "stream")
+    )[1]
+    return [
+        Row(
+            measure=f"4a. Prompt → tool start, `hybrid`, tool call seen in the stream (early "
+            f"close + synchronous call); {scenario}",
+            parley=ms(early),
+            baseline=f"4b: {ms(waiting)}",
+            compared=f"{early / waiting:.2f}x",
+            target=verdict("sooner than 4b", early < waiting),
+        ),
+        Row(
+            measure="4b. Prompt → tool start, `hybrid`, tool call shown only by the finish "
+            "reason (waits for the finish + synchronous call)",
+            parley=ms(waiting),
+        ),
+        Row(
+            measure="4c. Prompt → tool start, `stream` (arguments assembled from the stream, "
+            "no synchronous call)",
+            parley=ms(streamed),
+            baseline=f"4a: {ms(early)}",
+            compared=f"{streamed / early:.2f}x",
+            target=f"soonest of 4a to 4c: {soonest}",
+        ),
+    ]
+
+
+# --- 5, 6. the kernel and the text parsers ----------------------------------------------------
+
+
+async def kernel_rows(home: Path, sizes: BenchSizes) -> list[Row]:
+    from parley.tools.kernel_bench import bench_kernel
+
+    workspace = home / "kernel-workspace"
+    workspace.mkdir(exist_ok=True)
+    figures = await bench_kernel(workspace, repeats=sizes.kernel_evals)
+    return [
+        Row(
+            measure="5a. Python kernel cold start: process start to the first eval's answer",
+            parley=f"{figures['cold_start_ms']:,.1f} ms",
+        ),
+        Row(
+            measure=f"5b. Kernel round trip of a trivial eval (`1 + 1`), p50 of "
+            f"{sizes.kernel_evals} (p90 {figures['eval_round_trip_p90_ms']:,.1f} ms)",
+            parley=f"{figures['eval_round_trip_p50_ms']:,.2f} ms",
+        ),
+    ]
+
+
+def parser_rows(sizes: BenchSizes) -> list[Row]:
+    from parley.providers.text_parsers_bench import bench_parsers
+
+    figures = bench_parsers(sizes.parser_chunks)
+    return [
+        Row(
+            measure=f"6. Text parser `{name}`: {sizes.parser_chunks:,} 4-character chunks",
+            parley=per_second(rate),
+        )
+        for name, rate in figures.items()
+    ]
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+METHOD_NOTES = (
+    "Row 2 timing: the fake LLM records when it wrote each chunk; each chunk's text carries "
+    "its number, and the client (or the bare SDK) records when it got it; both run in this "
+    "process, on one clock; the comparison is Parley's percentile minus the SDK's.",
+    "Row 4: the synchronous call is made as slow as a real one (the time to generate the "
+    "whole reply at the same pace), and in 4b the stream pauses while the model generates the "
+    "call it does not show.",
+)
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    lines = [
+        "| Benchmark | Parley | Baseline | Parley vs baseline | Target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {row.measure} | {row.parley} | {row.baseline} | {row.compared} | {row.target} |"
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
+    with FakeLLM() as fake:
+        parley = await ParleyUnderTest.start(fake, home)
+        try:
+            throughput = await throughput_row(parley, fake, sizes)
+            latency = await latency_rows(parley, fake, sizes)
+            tool_start = await tool_start_rows(parley, fake, sizes)
+        finally:
+            await parley.stop()
+        cold_start = await cold_start_row(fake, home, sizes)
+    kernel = await kernel_rows(home, sizes)
+    return [throughput, *latency, cold_start, *tool_start, *kernel, *parser_rows(sizes)]
+
+
+def run_benchmarks(quick: bool = False) -> int:
+    sizes = QUICK if quick else FULL
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="parley-bench-") as home:
+        rows = asyncio.run(collect_rows(sizes, Path(home)))
+    print(markdown_table(rows))
+    print()
+    for note in METHOD_NOTES:
+        print(note)
+        print()
+    mode = " (--quick)" if quick else ""
+    print(
+        f"Measured in {time.monotonic() - started:.0f} s{mode} with Python "
+        f"{sys.version.split()[0]} on {os.cpu_count()} CPUs."
+    )
+    return 0
