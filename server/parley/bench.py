@@ -349,6 +349,7 @@ def realistic_sync_reply(reply: Reply, streamed_chunks: int) -> Reply:
     generation = TOOL_START_PACE.first_token_delay + streamed_chunks / (
         TOOL_START_PACE.chunks_per_second
     )
+    # A stall before a JSON answer delays it; `times` high enough to apply to every call.
     return attrs.evolve(reply, fault=Fault("stall", stall_seconds=generation, times=1000))
 
 
