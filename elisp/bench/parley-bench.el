@@ -178,12 +178,20 @@ GCS and GC-SECONDS: the garbage collections during the run."
       (kill-buffer (url-retrieve-synchronously
                     (concat parley-bench--fake-url "/_fake/script") t t 30)))))
 
+(defvar parley-bench--homes nil
+  "The PARLEY_HOME directories the benchmark made, deleted at exit.")
+
 (defun parley-bench--server-env ()
   "Return the environment for `parley serve' against the fake LLM."
-  (list (concat "OPENAI_BASE_URL=" parley-bench--fake-url "/v1")
-        "OPENAI_API_KEY=test-key"
-        "PARLEY_MODEL=openai:gpt-4.1-mini"
-        (concat "PARLEY_HOME=" (make-temp-file "parley-bench-home-" t))))
+  (let ((home (make-temp-file "parley-bench-home-" t)))
+    (push home parley-bench--homes)
+    (list (concat "OPENAI_BASE_URL=" parley-bench--fake-url "/v1")
+          "OPENAI_API_KEY=test-key"
+          "PARLEY_MODEL=openai:gpt-4.1-mini"
+          (concat "PARLEY_HOME=" home))))
+
+(add-hook 'kill-emacs-hook
+          (lambda () (dolist (home parley-bench--homes) (delete-directory home t))))
 
 (defun parley-bench--server-parley ()
   "Stream the scripted answer from the server into a chat buffer."
@@ -292,7 +300,10 @@ otherwise it holds arrival times and the spacing is averaged."
     (unwind-protect
         (progn
           ;; A warm-up, so that neither side pays for loading code.
-          (let ((parley-bench-chunks 500)) (parley-bench--replay (parley-bench--write-stream) t))
+          (let* ((parley-bench-chunks 500)
+                 (warm-up (parley-bench--write-stream)))
+            (parley-bench--replay warm-up t)
+            (delete-file warm-up))
           (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file nil))) rows)
           (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file t))) rows))
       (delete-file file))

@@ -123,6 +123,13 @@ Fail the test, naming WHAT, when it does not."
   "Return the requests the fake LLM recorded, as a list of plists."
   (append (parley-it--http "GET" "/_fake/requests") nil))
 
+(defun parley-it--clean-up ()
+  "Delete the store and the workspace the tests made."
+  (parley-shutdown)
+  (dolist (dir (list parley-it--home parley-it--workspace))
+    (when (and dir (file-directory-p dir))
+      (delete-directory dir t))))
+
 (defmacro parley-it--deftest (name doc &rest body)
   "Define the integration test NAME (DOC) running BODY with a fresh server.
 BODY runs in a scratch workspace, with the server configured to use
@@ -136,7 +143,8 @@ the fake LLM.  The test is skipped when the server is not installed."
      (unless parley-it--home
        (setq parley-it--home (make-temp-file "parley-home-" t)
              parley-it--workspace (file-name-as-directory
-                                   (make-temp-file "parley-workspace-" t))))
+                                   (make-temp-file "parley-workspace-" t)))
+       (add-hook 'kill-emacs-hook #'parley-it--clean-up))
      (let* ((parley-server-command (list parley-it--parley "serve"))
             (parley-server-environment
              (list (concat "OPENAI_BASE_URL=" parley-it--url "/v1")
