@@ -1518,6 +1518,9 @@ takes prompts as before.  Return the buffer."
                          parley--conn conn
                          parley--model (or (plist-get meta :model) parley--model))
                    (parley--add-usage (plist-get meta :usage))
+                   (let ((cost (plist-get (plist-get (plist-get meta :usage) :cost) :amount)))
+                     (when (numberp cost)
+                       (setq parley--usage (plist-put parley--usage :cost cost))))
                    (parley--end-turn-state)
                    (parley--refresh-usage)))))
            :error-fn

@@ -414,7 +414,8 @@
                       (list :sessionId (plist-get params :sessionId)
                             :update (parley-test--json update))))
                    (funcall (plist-get args :success-fn)
-                            '(:_meta (:parley (:usage (:inputTokens 50 :outputTokens 7)
+                            '(:_meta (:parley (:usage (:inputTokens 50 :outputTokens 7
+                                                                    :cost (:amount 0.25 :currency "USD"))
                                                       :model "openai:gpt-4.1"))))))))
       (let ((buffer (parley-open-session "sess-old" "/tmp/project" "Capitals")))
         (unwind-protect
@@ -428,7 +429,7 @@
               (should (string-match-p "France: Paris" (parley-test--transcript)))
               (let ((line (parley--header-line)))
                 (should (string-match-p "openai:gpt-4.1" line))
-                (should (string-match-p "tokens 50 in / 7 out" line))
+                (should (string-match-p "tokens 50 in / 7 out  \\$0.250" line))
                 (should (string-match-p "Capitals" line)))
               ;; Opening it again shows the same buffer.
               (should (eq (parley-open-session "sess-old" "/tmp/project") buffer)))
