@@ -1081,27 +1081,43 @@ After a restart the session is loaded again, silently, first."
 
 (defun parley--resume-in-new-session (conn why fn)
   "Continue in a new session on CONN, because the old one could not load.
-WHY is the server's message; FN is then called with CONN."
-  (condition-case err
-      (let ((old parley--session-id)
-            (id (plist-get (jsonrpc-request
-                            conn 'session/new
-                            (append (list :cwd parley--cwd :mcpServers [])
-                                    (and parley--model
-                                         (list :_meta (list :parley (list :model parley--model)))))
-                            :timeout parley-request-timeout)
-                           :sessionId)))
-        (remhash old parley--sessions)
-        (puthash id (current-buffer) parley--sessions)
-        (setq parley--session-id id
-              parley--conn conn)
-        (parley--insert-notice
-         (format "The session could not be resumed (%s); this continues in a new \
+WHY is the server's message; FN is then called with CONN.  This runs
+from a response handler, inside jsonrpc.el's process filter, so it
+must not wait for an answer: the request is asynchronous."
+  (let ((buffer (current-buffer))
+        (failed (lambda (message)
+                  (parley--turn-failed
+                   (list :message (format "cannot resume the session (%s): %s"
+                                          why message))))))
+    (jsonrpc-async-request
+     conn 'session/new
+     (append (list :cwd parley--cwd :mcpServers [])
+             (and parley--model
+                  (list :_meta (list :parley (list :model parley--model)))))
+     :timeout parley-request-timeout
+     :success-fn
+     (lambda (result)
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer
+           (let ((id (plist-get result :sessionId)))
+             (remhash parley--session-id parley--sessions)
+             (puthash id buffer parley--sessions)
+             (setq parley--session-id id
+                   parley--conn conn)
+             (parley--insert-notice
+              (format "The session could not be resumed (%s); this continues in a new \
 session, without the history above." why))
-        (funcall fn conn))
-    (error (parley--turn-failed
-            (list :message (format "cannot resume the session (%s): %s"
-                                   why (error-message-string err)))))))
+             (funcall fn conn)))))
+     :error-fn
+     (lambda (err)
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer
+           (funcall failed (plist-get err :message)))))
+     :timeout-fn
+     (lambda ()
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer
+           (funcall failed "no answer")))))))
 
 (defun parley--prompt (blocks)
   "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."

@@ -435,6 +435,35 @@
               (should (eq (parley-open-session "sess-old" "/tmp/project") buffer)))
           (kill-buffer buffer))))))
 
+(ert-deftest parley-resume-falls-back-to-new-session ()
+  ;; After a restart the buffer's session is loaded first; when that
+  ;; fails, the buffer says so and continues in a new session.
+  (let ((parley--connection 'new-conn) requests)
+    (cl-letf (((symbol-function 'parley--live-connection) (lambda () 'new-conn))
+              ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
+              ((symbol-function 'jsonrpc-async-request)
+               (lambda (_conn method params &rest args)
+                 (push (cons method params) requests)
+                 (pcase method
+                   ('session/load
+                    (funcall (plist-get args :error-fn)
+                             '(:code -32602 :message "unknown session")))
+                   ('session/new
+                    (funcall (plist-get args :success-fn) '(:sessionId "sess-new")))))))
+      (parley-test--with-chat
+        (setq parley--conn 'dead-conn)
+        (goto-char (point-max))
+        (insert "Still there?")
+        (parley-send)
+        (should (equal (mapcar #'car (reverse requests))
+                       '(session/load session/new session/prompt)))
+        (should (equal (plist-get (cdr (assq 'session/prompt requests)) :sessionId) "sess-new"))
+        (should (equal parley--session-id "sess-new"))
+        (should (eq (gethash "sess-new" parley--sessions) (current-buffer)))
+        (should-not (gethash parley-test--session parley--sessions))
+        (should (string-match-p "could not be resumed (unknown session); this continues in a new session"
+                                (parley-test--transcript)))))))
+
 ;;;; Emacs tools
 
 (ert-deftest parley-tool-specs-serialize ()
