@@ -326,3 +326,29 @@ async def test_auto_approve_runs_eval_without_asking(
     await client.prompt(session, "Compute.")
     assert client.permission_requests == []
     assert "42" in json.dumps(fake.requests[-1].body)
+
+
+async def test_session_tool_format_text_uses_the_text_protocol(
+    client: ParleyClient, fake: FakeLLM, workspace
+) -> None:
+    client.editor_tool_handler = answer_weather
+    call = '<tool><tool_name>get_weather</tool_name><arguments>{"city": "Paris"}</arguments></tool>'
+    fake.set_script([Reply(text="Checking." + call, pacing=PACED), Reply(text="Sunny.")])
+    session = await client.new_session(str(workspace), toolFormat="text")
+    result = await client.prompt(session, "Weather?")
+    assert result["stopReason"] == "end_turn"
+    assert client.editor_calls[0]["arguments"] == {"city": "Paris"}
+    stream, sync, final = fake.requests
+    assert stream.client_hung_up and not sync.stream
+    assert "tools" not in stream.body  # no native tools: they are described in the prompt
+    assert "get_weather" in json.dumps(stream.body)
+    assert "Sunny, 21 °C in Paris" in json.dumps(final.body, ensure_ascii=False)
+
+    # Switching back to native tools applies from the next round.
+    await client.request(
+        "_parley/session/configure", {"sessionId": session, "toolFormat": "native"}
+    )
+    fake.set_script([Reply(text="ok")])
+    await client.prompt(session, "Again?")
+    tools = fake.requests[-1].body["tools"]
+    assert "get_weather" in [tool.get("name") or tool["function"]["name"] for tool in tools]

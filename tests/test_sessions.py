@@ -264,3 +264,23 @@ async def test_the_database_and_logs_hold_no_api_key(
     assert not any("sk-test-parley" in line for line in client.stderr_lines)
     sent_to_editor = json.dumps(client.updates)
     assert "sk-test-parley" not in sent_to_editor
+
+
+def test_an_older_database_is_migrated_in_place(tmp_path: Path) -> None:
+    from parley.store import MIGRATIONS, Store
+
+    path = tmp_path / "parley.db"
+    old = sqlite3.connect(path)
+    old.executescript(MIGRATIONS[0])
+    old.execute(
+        "INSERT INTO sessions (id, cwd, model, tool_policy, created_at, updated_at) "
+        "VALUES ('sess_old', '/w', 'openai:gpt-4.1', 'hybrid', '2026-01-01', '2026-01-01')"
+    )
+    old.execute("PRAGMA user_version = 1")
+    old.commit()
+    old.close()
+    store = Store(path)
+    session = store.session("sess_old")
+    assert session is not None and session.tool_format is None and session.model == "openai:gpt-4.1"
+    version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+    assert version == len(MIGRATIONS)

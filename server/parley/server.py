@@ -38,6 +38,7 @@ from parley.protocol.params import (
     PromptParams,
     SessionIdParams,
     UsageParams,
+    check_tool_format,
     check_tool_policy,
     parse_params,
     prompt_content,
@@ -118,7 +119,7 @@ class ParleyServer(JsonRPCServer):
     # --- the connection's side of a turn (TurnPorts) ------------------------------------
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        self.protocol.notify("session/update", {"sessionId": session_id, "update": update})
+        self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
 
     async def request_permission(self, params: dict[str, Any]) -> Any:
         return await self.request_client("session/request_permission", params)
@@ -171,6 +172,8 @@ class ParleyServer(JsonRPCServer):
         _check_model_id(model)
         tool_policy = (settings.tool_policy if settings else None) or "hybrid"
         check_tool_policy(tool_policy)
+        tool_format = settings.tool_format if settings else None
+        check_tool_format(tool_format)
         session = Session(
             id=new_id("sess"),
             cwd=cwd,
@@ -181,6 +184,7 @@ class ParleyServer(JsonRPCServer):
             ),
             store=self.store,
             system_prompt=settings.system_prompt if settings else None,
+            tool_format=tool_format,
             auto_approve=set(settings.auto_approve or []) if settings else set(),
         )
         session.save()
@@ -218,6 +222,7 @@ class ParleyServer(JsonRPCServer):
             tools=ToolRegistry(self._tools_for(cwd)),
             store=self.store,
             system_prompt=stored.system_prompt,
+            tool_format=stored.tool_format,
             auto_approve=set(stored.auto_approve),
             history=self.store.messages(stored.id),
             title=stored.title,
@@ -297,8 +302,11 @@ class ParleyServer(JsonRPCServer):
         if params.model is not None:
             _check_model_id(params.model)
         check_tool_policy(params.tool_policy)
+        check_tool_format(params.tool_format)
         if params.model is not None:
             session.model = params.model
+        if params.tool_format is not None:
+            session.tool_format = params.tool_format
         if params.tool_policy is not None:
             session.tool_policy = params.tool_policy
         if params.auto_approve is not None:

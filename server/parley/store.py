@@ -73,6 +73,8 @@ MIGRATIONS = [
     );
     CREATE INDEX usage_by_session ON usage (session_id);
     """,
+    # 2: a session may say its model calls tools in the text protocol (NULL: the model's own)
+    "ALTER TABLE sessions ADD COLUMN tool_format TEXT",
 ]
 
 
@@ -85,6 +87,7 @@ class StoredSession:
     tool_policy: str
     auto_approve: list[str]
     system_prompt: str | None
+    tool_format: str | None
     turns: int
     rounds: int
     created_at: str
@@ -137,12 +140,13 @@ class Store:
         self._db.execute(
             """
             INSERT INTO sessions (id, cwd, title, model, tool_policy, auto_approve,
-                                  system_prompt, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  system_prompt, tool_format, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (id) DO UPDATE SET
                 title = excluded.title, model = excluded.model,
                 tool_policy = excluded.tool_policy, auto_approve = excluded.auto_approve,
-                system_prompt = excluded.system_prompt, updated_at = excluded.updated_at
+                system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
+                updated_at = excluded.updated_at
             """,
             (
                 session.id,
@@ -152,6 +156,7 @@ class Store:
                 session.tool_policy,
                 json.dumps(sorted(session.auto_approve)),
                 session.system_prompt,
+                session.tool_format,
                 session.created_at,
                 session.updated_at,
             ),
@@ -273,6 +278,7 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         tool_policy=row["tool_policy"],
         auto_approve=json.loads(row["auto_approve"]),
         system_prompt=row["system_prompt"],
+        tool_format=row["tool_format"],
         turns=row["turns"],
         rounds=row["rounds"],
         created_at=row["created_at"],

@@ -51,6 +51,7 @@ class Session:
     tools: ToolRegistry
     store: Store
     system_prompt: str | None = None
+    tool_format: str | None = None  # None: the model's configured format
     auto_approve: set[str] = attrs.field(factory=set)
     history: list[Message] = attrs.field(factory=list)
     title: str | None = None
@@ -79,6 +80,7 @@ class Session:
                 tool_policy=self.tool_policy,
                 auto_approve=sorted(self.auto_approve),
                 system_prompt=self.system_prompt,
+                tool_format=self.tool_format,
                 turns=self.totals.turns,
                 rounds=self.totals.rounds,
                 created_at=self.created_at,

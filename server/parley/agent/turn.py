@@ -139,7 +139,7 @@ class Turn:
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
             # The model is read each round: `_parley/session/configure` applies from the next.
-            resolved = self.providers.resolve(self.session.model)
+            resolved = self.providers.resolve(self.session.model, self.session.tool_format)
             self.stats.model = resolved.id
             self.stats.rounds += 1
             self.session.count_round()
@@ -296,14 +296,14 @@ class Turn:
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         self.stats.tool_calls += 1
+        if call.arguments_error:  # the model's call could not be read: say exactly why
+            return self._finish_call(call, ToolResult(call.arguments_error, is_error=True))
         tool = self.session.tools.get(call.name)
         if tool is None:
             available = ", ".join(self.session.tools.names()) or "none"
             return self._finish_call(
                 call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
             )
-        if call.arguments_error:
-            return self._finish_call(call, ToolResult(call.arguments_error, is_error=True))
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
             refusal = await self._ask_permission(call, tool.spec.kind)
             if refusal is not None:

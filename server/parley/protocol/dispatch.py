@@ -106,6 +106,21 @@ class ParleyProtocol(JsonRPCProtocol):
         )
         self.handle_message(ResponseErrorMessage(id=msg_id, error=response_error))
 
+    def notify_json(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification whose params are plain JSON already.
+
+        pygls' `notify` builds an attrs message and unstructures it through cattrs, which
+        costs more than the encoding itself; this is the per-token path, so encode directly.
+        """
+        if self.writer is None:
+            return
+        body = json.dumps(
+            {"jsonrpc": "2.0", "method": method, "params": params}, ensure_ascii=False
+        ).encode()
+        if self._include_headers:
+            body = b"Content-Length: %d\r\n\r\n" % len(body) + body
+        self.writer.write(body)
+
     def send_error(self, msg_id: str | int | None, code: int, message: str) -> None:
         self._send_data(
             {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}

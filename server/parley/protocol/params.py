@@ -20,6 +20,7 @@ from parley.agent.conversation import ContentBlock, ResourceBlock, TextBlock
 T = TypeVar("T")
 
 TOOL_POLICIES = ("hybrid", "stream", "sync")
+TOOL_FORMATS = ("native", "text")
 
 
 def _camel(name: str) -> str:
@@ -76,6 +77,7 @@ class SessionSettingsMeta:
     system_prompt: str | None = None
     auto_approve: list[str] | None = None
     eval_timeout_seconds: float | None = None  # the Python kernel's limit per call
+    tool_format: str | None = None  # "text" for models without native tool calling
 
 
 @attrs.frozen
@@ -136,6 +138,7 @@ class ConfigureParams:
     model: str | None = None
     tool_policy: str | None = None
     auto_approve: list[str] | None = None
+    tool_format: str | None = None
 
 
 @attrs.frozen
@@ -229,6 +232,13 @@ def prompt_content(blocks: list[PromptBlock]) -> tuple[ContentBlock, ...]:
     ):
         raise JsonRpcInvalidParams("prompt: the prompt is empty")
     return tuple(content)
+
+
+def check_tool_format(tool_format: str | None) -> None:
+    if tool_format is not None and tool_format not in TOOL_FORMATS:
+        raise JsonRpcInvalidParams(
+            f"toolFormat must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}"
+        )
 
 
 def check_tool_policy(policy: str | None) -> None:
