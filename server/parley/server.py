@@ -101,10 +101,12 @@ class ParleyServer(JsonRPCServer):
 
     async def serve(self, reader: asyncio.StreamReader, output: BinaryIO, framing: Framing) -> None:
         """Serve until the input ends, then release everything."""
-        self.protocol.set_writer(FrameWriter(output, framing), include_headers=framing == "lsp")
+        writer = FrameWriter(output, framing)
+        self.protocol.set_writer(writer, include_headers=framing == "lsp")
         async for body in read_frames(reader, framing):
             self.protocol.receive(body)
         await self.close()
+        writer.flush()
 
     async def close(self) -> None:
         turns = [s.running_turn for s in self.sessions.values() if s.running_turn is not None]
