@@ -25,8 +25,17 @@ from typing import Any
 
 import attrs
 
+from parley.agent.conversation import (
+    AssistantMessage,
+    TextBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from parley.agent.session import now_iso
 from parley.client import ParleyClient
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
+from parley.store import Store, StoredSession
 
 BENCH_MODEL = "gpt-4.1-mini"
 USER_TURN = [{"role": "user", "content": "Tell me a long story."}]
@@ -61,6 +70,7 @@ class BenchSizes:
     tool_start_text_chunks: int
     kernel_evals: int
     parser_chunks: int
+    session_messages: int = 5000
 
 
 FULL = BenchSizes(
@@ -500,6 +510,88 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+# --- 7. loading a long session ------------------------------------------------------------------
+
+
+def write_long_session(home: Path, workspace: Path, messages: int) -> str:
+    """A stored session of `messages` messages: rounds of a prompt, an assistant message with
+    a tool call, the tool's result, and the answer — what a day of work leaves behind."""
+    store = Store.open_in(home)
+    session_id = "sess_bench_long_session"
+    now = now_iso()
+    store.save_session(
+        StoredSession(
+            session_id,
+            str(workspace),
+            "A long session",
+            "openai:gpt-4.1-mini",
+            "hybrid",
+            [],
+            None,
+            None,
+            0,
+            0,
+            now,
+            now,
+        )
+    )
+    for n in range(messages // 4):
+        call = ToolCall(f"call_{n}", "read_file", {"path": "geometry.py"}, f"wire_{n}")
+        for message in (
+            UserMessage((TextBlock(f"Question {n}: what does area do here?"),)),
+            AssistantMessage("Let me read the file.", (), (call,), f"msg_{n}_a"),
+            ToolResultMessage(
+                call.id, call.name, "def area(w, h):\n    return w * h\n" * 5, wire_id=call.wire_id
+            ),
+            AssistantMessage(
+                f"Answer {n}: it multiplies width by height. " * 4, message_id=f"msg_{n}_b"
+            ),
+        ):
+            store.append_message(session_id, message, now)
+    store.close()
+    return session_id
+
+
+def rss_megabytes(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def session_load_rows(fake: FakeLLM, home: Path, sizes: BenchSizes) -> list[Row]:
+    workspace = home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    session_id = write_long_session(home / "data", workspace, sizes.session_messages)
+    client = await ParleyClient.spawn(env=server_environment(fake, home))
+    try:
+        await client.initialize()
+        assert client.process is not None
+        idle = rss_megabytes(client.process.pid)
+        started = time.monotonic()
+        await client.request(
+            "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        )
+        elapsed = time.monotonic() - started
+        replayed = len(client.updates_of(session_id))
+        loaded = rss_megabytes(client.process.pid)
+    finally:
+        await client.stop()
+    return [
+        Row(
+            measure=f"7a. Loading a session of {sizes.session_messages:,} messages: "
+            f"`session/load` reads it and replays {replayed:,} updates to the client",
+            parley=ms(elapsed),
+        ),
+        Row(
+            measure="7b. Server memory (RSS) after that load (baseline: right after `initialize`)",
+            parley=f"{loaded:.0f} MB",
+            baseline=f"{idle:.0f} MB",
+            compared=f"+{loaded - idle:.0f} MB",
+        ),
+    ]
+
+
 async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
     with FakeLLM() as fake:
         parley = await ParleyUnderTest.start(fake, home)
@@ -510,8 +602,17 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         finally:
             await parley.stop()
         cold_start = await cold_start_row(fake, home, sizes)
+        session_load = await session_load_rows(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
-    return [throughput, *latency, cold_start, *tool_start, *kernel, *parser_rows(sizes)]
+    return [
+        throughput,
+        *latency,
+        cold_start,
+        *tool_start,
+        *kernel,
+        *parser_rows(sizes),
+        *session_load,
+    ]
 
 
 def run_benchmarks(quick: bool = False) -> int:
