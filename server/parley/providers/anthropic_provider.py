@@ -34,6 +34,7 @@ from parley.providers.base import (
     ThoughtDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
+    mark_cut_off,
     parse_tool_arguments,
 )
 from parley.providers.errors import provider_error, stream_interrupted
@@ -173,7 +174,7 @@ class AnthropicProvider(Provider):
         return Completion(
             text="".join(text),
             thinking=tuple(thinking),
-            tool_calls=tuple(tool_calls),
+            tool_calls=mark_cut_off(tuple(tool_calls), finish),
             finish_reason="tool_use" if tool_calls else finish,
             usage=_usage(message.usage),
         )
@@ -257,7 +258,7 @@ class _AnthropicStream(ModelStream):
         self.completion = Completion(
             text="".join(text),
             thinking=tuple(thinking),
-            tool_calls=tuple(tool_calls),
+            tool_calls=mark_cut_off(tuple(tool_calls), finish),
             finish_reason="tool_use" if tool_calls else finish,
             usage=usage,
         )

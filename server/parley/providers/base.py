@@ -103,6 +103,26 @@ def parse_tool_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, An
     return value, None
 
 
+def mark_cut_off(
+    calls: tuple[CompletedToolCall, ...], finish: FinishReason
+) -> tuple[CompletedToolCall, ...]:
+    """When the reply hit the token limit, an unreadable call was cut off, not malformed:
+    say so, or the model retries the same long call."""
+    if finish != "max_tokens":
+        return calls
+    return tuple(
+        attrs.evolve(
+            call,
+            arguments_error="The reply reached the output token limit while writing this call's "
+            "arguments, so they are incomplete. Make the call again with shorter arguments, or "
+            "split the work into smaller calls.",
+        )
+        if call.arguments_error
+        else call
+        for call in calls
+    )
+
+
 # --- errors -----------------------------------------------------------------------------
 
 

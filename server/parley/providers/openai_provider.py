@@ -36,6 +36,7 @@ from parley.providers.base import (
     ThoughtDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
+    mark_cut_off,
     parse_tool_arguments,
 )
 from parley.providers.errors import provider_error, stream_interrupted
@@ -171,7 +172,7 @@ class OpenAIProvider(Provider):
         return Completion(
             text=message.content or "",
             thinking=(ThinkingBlock(reasoning),) if reasoning else (),
-            tool_calls=tuple(tool_calls),
+            tool_calls=mark_cut_off(tuple(tool_calls), finish),
             finish_reason="tool_use" if tool_calls else finish,
             usage=usage_from_openai(response.usage),
         )
@@ -241,6 +242,7 @@ class _OpenAIStream(ModelStream):
             entry = calls[index]
             arguments, error_text = parse_tool_arguments("".join(entry["args"]))
             completed.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
+        completed = list(mark_cut_off(tuple(completed), finish))
         if completed:
             finish = "tool_use"
         self.completion = Completion(
