@@ -324,8 +324,8 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     // The model picker lists the models; the unavailable one is disabled.
     assert.equal(await page.locator('#model').inputValue(), 'openai:gpt-4.1-mini');
     assert.equal(await page.locator('#model option[disabled]').count(), 1);
-    assert.equal(await page.locator('#send-button').isVisible(), true);
-    assert.equal(await page.locator('#stop-button').isVisible(), false);
+    await page.locator('#send-button').waitFor({ state: 'visible', timeout: 5000 });
+    await page.locator('#stop-button').waitFor({ state: 'hidden', timeout: 5000 });
 
     fs.mkdirSync(OUTPUT, { recursive: true });
     await page.screenshot({ path: path.join(OUTPUT, 'chat-view.png'), fullPage: true });
@@ -353,7 +353,8 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     await page.locator('#prompt').fill('hello there');
     await page.locator('#prompt').press('Enter');
     await host.apply({ type: 'meta', patch: { busy: true } });
-    assert.equal(await page.locator('#stop-button').isVisible(), true);
+    // The page renders on its own schedule: wait for what a user would wait to see.
+    await page.locator('#stop-button').waitFor({ state: 'visible', timeout: 5000 });
     await page.locator('#stop-button').click();
     await page.locator('#model').selectOption('openai:gpt-4.1');
     await page.locator('#sessions-button').click();
@@ -365,7 +366,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       ],
     });
     await page.locator('#session-list li[data-session-id="s-old"]').click();
-    assert.equal(await page.locator('#sessions').isVisible(), false);
+    await page.locator('#sessions').waitFor({ state: 'hidden', timeout: 5000 });
     const messages = await posted(page);
     assert.deepEqual(messages, [
       { type: 'send', text: 'hello there' },
