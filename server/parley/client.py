@@ -21,25 +21,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import cattrs
-from lsprotocol import converters
 from pygls.client import JsonRPCClient
-from pygls.protocol.json_rpc import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-)
+
+from parley.protocol.dispatch import ParleyProtocol
+from parley.protocol.framing import MAX_FRAME_BYTES, read_frames
 
 Update = dict[str, Any]
 PermissionHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
 EditorToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
-
-
-def _plain_converter() -> cattrs.Converter:
-    """Keep params and results as the JSON dicts they are (pygls would make namedtuples)."""
-    converter = converters.get_converter()
-    for message_type in (JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage):
-        converter.register_structure_hook(message_type, lambda obj, cls: cls(**obj))
-    return converter
 
 
 def reject_all(params: dict[str, Any]) -> dict[str, Any]:
@@ -51,8 +40,12 @@ def allow_all(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class ParleyClient(JsonRPCClient):
+    protocol: ParleyProtocol
+
     def __init__(self) -> None:
-        super().__init__(converter_factory=_plain_converter)
+        # The server's own reader and dispatch: params and results stay the JSON they are
+        # (pygls' reader makes namedtuples of them, with a hook on every nested object).
+        super().__init__(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
         self.updates: dict[str, list[Update]] = {}
         self.permission_requests: list[dict[str, Any]] = []
         self.editor_calls: list[dict[str, Any]] = []
@@ -99,9 +92,27 @@ class ParleyClient(JsonRPCClient):
         return client
 
     async def start_io(self, cmd: str, *args: Any, **kwargs: Any) -> None:
-        await super().start_io(cmd, *args, **kwargs)
-        if self._server is not None and self._server.stderr is not None:
-            self._async_tasks.append(asyncio.create_task(self._collect_stderr()))
+        server = await asyncio.create_subprocess_exec(
+            cmd,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=MAX_FRAME_BYTES,
+            **kwargs,
+        )
+        assert server.stdin is not None and server.stdout is not None
+        self._server = server
+        self.protocol.set_writer(server.stdin)
+        self._async_tasks += [
+            asyncio.create_task(self._read_messages(server.stdout)),
+            asyncio.create_task(self._server_exit()),  # fails pending requests if it dies
+            asyncio.create_task(self._collect_stderr()),
+        ]
+
+    async def _read_messages(self, stdout: asyncio.StreamReader) -> None:
+        async for body in read_frames(stdout, "lsp"):
+            self.protocol.receive(body)
 
     async def _collect_stderr(self) -> None:
         assert self._server is not None and self._server.stderr is not None

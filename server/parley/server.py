@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import attrs
-from lsprotocol import converters
+import cattrs
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerError
 from pygls.server import JsonRPCServer
 
@@ -63,7 +63,9 @@ class ParleyServer(JsonRPCServer):
     protocol: ParleyProtocol
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(protocol_cls=ParleyProtocol, converter_factory=converters.get_converter)
+        # Handlers take and return plain JSON, so a plain converter serves (lsprotocol's
+        # registers hooks for every LSP type: start-up time for nothing).
+        super().__init__(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
         self.settings = settings
         self.providers = ProviderRegistry(settings)
         self.store = Store.open_in(settings.home)
