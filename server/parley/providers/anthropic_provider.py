@@ -28,13 +28,13 @@ from parley.providers.base import (
     ModelRequest,
     ModelStream,
     Provider,
+    SDKStream,
     StreamEvent,
     StreamFinished,
     TextDelta,
     ThoughtDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
-    mark_cut_off,
     parse_tool_arguments,
 )
 from parley.providers.errors import provider_error, stream_interrupted
@@ -170,12 +170,11 @@ class AnthropicProvider(Provider):
             elif block.type == "tool_use":
                 arguments, error = parse_tool_arguments(block.input)
                 tool_calls.append(CompletedToolCall(block.id, block.name, arguments, error))
-        finish = _STOP_REASONS.get(message.stop_reason or "end_turn", "other")
-        return Completion(
+        return Completion.assemble(
             text="".join(text),
             thinking=tuple(thinking),
-            tool_calls=mark_cut_off(tuple(tool_calls), finish),
-            finish_reason="tool_use" if tool_calls else finish,
+            tool_calls=tuple(tool_calls),
+            finish_reason=_STOP_REASONS.get(message.stop_reason or "end_turn", "other"),
             usage=_usage(message.usage),
         )
 
@@ -183,12 +182,10 @@ class AnthropicProvider(Provider):
         await self._client.close()
 
 
-class _AnthropicStream(ModelStream):
+class _AnthropicStream(SDKStream):
     def __init__(self, provider: AnthropicProvider, arguments: dict[str, Any]) -> None:
+        super().__init__(arguments)
         self._provider = provider
-        self._arguments = arguments
-        self._sdk_stream: Any = None
-        self._closed = False
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
         name = self._provider.name
@@ -255,16 +252,11 @@ class _AnthropicStream(ModelStream):
             arguments, error_text = parse_tool_arguments("".join(entry["json"]))
             tool_calls.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
         usage = _usage(start_usage, output_tokens) if start_usage is not None else None
-        self.completion = Completion(
+        self.completion = Completion.assemble(
             text="".join(text),
             thinking=tuple(thinking),
-            tool_calls=mark_cut_off(tuple(tool_calls), finish),
-            finish_reason="tool_use" if tool_calls else finish,
+            tool_calls=tuple(tool_calls),
+            finish_reason=finish,
             usage=usage,
         )
         yield StreamFinished(self.completion.finish_reason, usage)
-
-    async def _close_transport(self) -> None:
-        self._closed = True
-        if self._sdk_stream is not None:
-            await self._sdk_stream.close()

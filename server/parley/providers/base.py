@@ -87,6 +87,25 @@ class Completion:
     finish_reason: FinishReason
     usage: Usage | None
 
+    @classmethod
+    def assemble(
+        cls,
+        text: str,
+        thinking: tuple[ThinkingBlock, ...],
+        tool_calls: tuple[CompletedToolCall, ...],
+        finish_reason: FinishReason,
+        usage: Usage | None,
+    ) -> Completion:
+        """A reply with tool calls is a tool-use reply, whatever finish reason the server
+        gave (some say `stop`); calls cut off by the token limit are marked as such."""
+        return cls(
+            text=text,
+            thinking=thinking,
+            tool_calls=mark_cut_off(tool_calls, finish_reason),
+            finish_reason="tool_use" if tool_calls else finish_reason,
+            usage=usage,
+        )
+
 
 def parse_tool_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any], str | None]:
     """A tool call's arguments as a dict, or ({}, an error the model can act on)."""
@@ -188,6 +207,21 @@ class ModelStream(ABC):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+class SDKStream(ModelStream):
+    """A stream read through a provider SDK's async stream object, which `_events` opens
+    and stores in `_sdk_stream`; closing it closes the HTTP response."""
+
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        self._arguments = arguments
+        self._sdk_stream: Any = None
+        self._closed = False  # closed by us: a transport error after it is no failure
+
+    async def _close_transport(self) -> None:
+        self._closed = True
+        if self._sdk_stream is not None:
+            await self._sdk_stream.close()
 
 
 class Provider(ABC):

@@ -30,13 +30,13 @@ from parley.providers.base import (
     ModelStream,
     Provider,
     ProviderError,
+    SDKStream,
     StreamEvent,
     StreamFinished,
     TextDelta,
     ThoughtDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
-    mark_cut_off,
     parse_tool_arguments,
 )
 from parley.providers.errors import provider_error, stream_interrupted
@@ -169,11 +169,11 @@ class OpenAIProvider(Provider):
             tool_calls.append(CompletedToolCall(call.id, function.name, arguments, error))
         reasoning = _reasoning_of(message)
         finish = _FINISH_REASONS.get(choice.finish_reason or "stop", "other")
-        return Completion(
+        return Completion.assemble(
             text=message.content or "",
             thinking=(ThinkingBlock(reasoning),) if reasoning else (),
-            tool_calls=mark_cut_off(tuple(tool_calls), finish),
-            finish_reason="tool_use" if tool_calls else finish,
+            tool_calls=tuple(tool_calls),
+            finish_reason=finish,
             usage=usage_from_openai(response.usage),
         )
 
@@ -181,12 +181,10 @@ class OpenAIProvider(Provider):
         await self._client.close()
 
 
-class _OpenAIStream(ModelStream):
+class _OpenAIStream(SDKStream):
     def __init__(self, provider: OpenAIProvider, arguments: dict[str, Any]) -> None:
+        super().__init__(arguments)
         self._provider = provider
-        self._arguments = arguments
-        self._sdk_stream: Any = None
-        self._closed = False
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
         name = self._provider.name
@@ -242,19 +240,11 @@ class _OpenAIStream(ModelStream):
             entry = calls[index]
             arguments, error_text = parse_tool_arguments("".join(entry["args"]))
             completed.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
-        completed = list(mark_cut_off(tuple(completed), finish))
-        if completed:
-            finish = "tool_use"
-        self.completion = Completion(
+        self.completion = Completion.assemble(
             text="".join(text),
             thinking=(ThinkingBlock("".join(reasoning)),) if reasoning else (),
             tool_calls=tuple(completed),
             finish_reason=finish,
             usage=usage,
         )
-        yield StreamFinished(finish, usage)
-
-    async def _close_transport(self) -> None:
-        self._closed = True
-        if self._sdk_stream is not None:
-            await self._sdk_stream.close()
+        yield StreamFinished(self.completion.finish_reason, usage)
