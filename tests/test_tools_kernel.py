@@ -273,7 +273,8 @@ async def test_the_workspace_venv_runs_the_kernel(workspace: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=workspace)
     venv_python = workspace / ".venv" / "bin" / "python"
     assert choose_interpreter(workspace) == str(venv_python)
-    assert choose_interpreter(workspace, "/usr/bin/python3") == "/usr/bin/python3"
+    # The workspace's own environment wins over a configured interpreter ...
+    assert choose_interpreter(workspace, "/usr/bin/python3") == str(venv_python)
     kernel = PythonKernel(workspace, SETTINGS)
     try:
         reply = await kernel.call("eval", code="import sys; sys.prefix")
@@ -284,6 +285,8 @@ async def test_the_workspace_venv_runs_the_kernel(workspace: Path) -> None:
 
 def test_without_a_venv_parleys_python_runs_the_kernel(tmp_path: Path) -> None:
     assert choose_interpreter(tmp_path) == sys.executable
+    # ... and without one, the configured interpreter wins over Parley's own.
+    assert choose_interpreter(tmp_path, "/usr/bin/python3") == "/usr/bin/python3"
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     (tmp_path / "venv" / "bin" / "python").write_text("")
     assert choose_interpreter(tmp_path) == str(tmp_path / "venv" / "bin" / "python")

@@ -67,19 +67,15 @@ class KernelReply:
 
 
 def choose_interpreter(workspace: Path, configured: str | None = None) -> str:
-    """The Python that runs the workspace's code.
-
-    An explicitly configured interpreter wins; then the workspace's `.venv` or `venv`; then
-    the interpreter running Parley.
-    """
-    if configured:
-        return configured
+    """The Python that runs the workspace's code: the workspace's own `.venv` or `venv`
+    (the project's dependencies live there), else the configured interpreter, else the one
+    running Parley."""
     for venv in (".venv", "venv"):
         for relative in ("bin/python", "Scripts/python.exe"):
             candidate = workspace / venv / relative
             if candidate.is_file():
                 return str(candidate)
-    return sys.executable
+    return configured or sys.executable
 
 
 class KernelStartError(Exception):
