@@ -377,3 +377,21 @@ async def test_editor_tool_error_reaches_the_model(client: ParleyClient, fake, w
     session = await client.new_session(str(workspace))
     await client.prompt(session, "Weather?")
     assert "The editor failed to run get_weather" in json.dumps(fake.requests[-1].body)
+
+
+@pytest.mark.parametrize("method", ["$/cancelRequest", "$/cancel_request"])
+async def test_cancel_request_answers_the_prompt_with_request_cancelled(
+    client: ParleyClient, fake, workspace, method: str
+) -> None:
+    fake.set_script(
+        [Reply(text="slow " * 200, pacing=Pacing(chunks_per_second=50)), Reply(text="ok")]
+    )
+    session = await client.new_session(str(workspace))
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "Talk."}]}
+    pending = client.protocol.send_request_async("session/prompt", params, msg_id="prompt-1")
+    await client.wait_for_update(session, lambda u: u["sessionUpdate"] == "agent_message_chunk")
+    client.notify(method, {"id": "prompt-1"})
+    with pytest.raises(JsonRpcException) as raised:
+        await asyncio.wait_for(pending, 5)
+    assert raised.value.code == -32800
+    assert (await client.prompt(session, "Again."))["stopReason"] == "end_turn"

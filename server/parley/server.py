@@ -250,6 +250,11 @@ class ParleyServer(JsonRPCServer):
         session.running_turn = asyncio.ensure_future(turn.run())
         try:
             result = await session.running_turn
+            # `$/cancelRequest` cancelled this handler: the turn absorbed the cancellation
+            # (and settled its history); the request itself is answered -32800.
+            this_request = asyncio.current_task()
+            if this_request is not None and this_request.cancelling():
+                raise asyncio.CancelledError
         except ProviderError as error:
             raise JsonRpcServerError(
                 error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
