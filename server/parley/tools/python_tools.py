@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from parley.tools.arguments import required_string
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
 from parley.tools.kernel import KernelReply, PythonKernel
 from parley.tools.workspace import workspace_files
@@ -31,13 +32,6 @@ def _target_schema(description: str) -> dict[str, Any]:
 
 
 DOTTED_TARGET = "A name in the kernel's namespace or a dotted path, e.g. 'geometry.Shape.area'."
-
-
-def _required_string(arguments: dict[str, Any], name: str) -> str:
-    value = arguments.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"'{name}' must be a non-empty string")
-    return value
 
 
 def _section(title: str, text: str) -> str:
@@ -121,7 +115,7 @@ class PythonDescribeTool(KernelTool):
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            target = _required_string(arguments, "target")
+            target = required_string(arguments, "target")
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
         reply = await self.kernel.call("describe", target=target)
@@ -148,7 +142,7 @@ class PythonSourceTool(KernelTool):
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            target = _required_string(arguments, "target")
+            target = required_string(arguments, "target")
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
         reply = await self.kernel.call("source", target=target)
@@ -172,7 +166,7 @@ class PythonMembersTool(KernelTool):
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            target = _required_string(arguments, "target")
+            target = required_string(arguments, "target")
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
         reply = await self.kernel.call("members", target=target)
@@ -219,7 +213,7 @@ class PythonAproposTool(KernelTool):
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            pattern = _required_string(arguments, "pattern")
+            pattern = required_string(arguments, "pattern")
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
         package = arguments.get("package") or None
@@ -361,7 +355,7 @@ class PythonWhoCallsTool:
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
             # A dotted name matches on its last part: calls are found by syntax, not binding.
-            name = _required_string(arguments, "name").strip().rsplit(".", 1)[-1]
+            name = required_string(arguments, "name").strip().rsplit(".", 1)[-1]
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
         if not name.isidentifier():

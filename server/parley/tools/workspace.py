@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from parley.tools.arguments import optional_int, optional_string, required_string
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
 
 # Directories never searched: environments and caches, not the project's own code.
@@ -121,24 +122,6 @@ def _matches_glob(relative: str, glob: str) -> bool:
     return glob.startswith("**/") and fnmatch.fnmatch(relative, glob[3:])
 
 
-def _string_argument(arguments: dict[str, Any], name: str, required: bool = True) -> str | None:
-    value = arguments.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or (required and not value):
-        raise ValueError(f"'{name}' must be a non-empty string")
-    return value
-
-
-def _int_argument(arguments: dict[str, Any], name: str) -> int | None:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise ValueError(f"'{name}' must be a whole number")
-    return int(value)
-
-
 class ReadFileTool:
     spec = ToolSpec(
         name="read_file",
@@ -164,10 +147,9 @@ class ReadFileTool:
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            path_argument = _string_argument(arguments, "path")
-            start = _int_argument(arguments, "startLine") or 1
-            end = _int_argument(arguments, "endLine")
-            assert path_argument is not None
+            path_argument = required_string(arguments, "path")
+            start = optional_int(arguments, "startLine") or 1
+            end = optional_int(arguments, "endLine")
             path = resolve_in_workspace(self.workspace, path_argument)
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
@@ -258,7 +240,7 @@ class ListDirectoryTool:
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            path_argument = _string_argument(arguments, "path", required=False) or "."
+            path_argument = optional_string(arguments, "path") or "."
             path = resolve_in_workspace(self.workspace, path_argument)
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
@@ -317,9 +299,8 @@ class SearchFilesTool:
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            pattern = _string_argument(arguments, "pattern")
-            glob = _string_argument(arguments, "glob", required=False)
-            assert pattern is not None
+            pattern = required_string(arguments, "pattern")
+            glob = optional_string(arguments, "glob")
             regex = re.compile(pattern)
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
