@@ -102,7 +102,25 @@ class PythonEvalTool(KernelTool):
         return format_reply(reply, body)
 
 
-class PythonDescribeTool(KernelTool):
+class TargetTool(KernelTool):
+    """A kernel tool about one `target` (a name or a dotted path): the kernel operation
+    `operation` finds it, `render` says what was found."""
+
+    operation: str
+
+    def render(self, target: str, found: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        try:
+            target = required_string(arguments, "target")
+        except ValueError as exc:
+            return ToolResult(str(exc), is_error=True)
+        reply = await self.kernel.call(self.operation, target=target)
+        return format_reply(reply, self.render(target, reply.result))
+
+
+class PythonDescribeTool(TargetTool):
     spec = ToolSpec(
         name="python_describe",
         description=(
@@ -113,13 +131,9 @@ class PythonDescribeTool(KernelTool):
         kind="read",
     )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            target = required_string(arguments, "target")
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
-        reply = await self.kernel.call("describe", target=target)
-        found = reply.result
+    operation = "describe"
+
+    def render(self, target: str, found: dict[str, Any]) -> str:
         lines = [f"{target}: {found.get('kind')} ({found.get('type')})"]
         if found.get("signature"):
             lines.append(f"signature: {target.rsplit('.', 1)[-1]}{found['signature']}")
@@ -129,10 +143,10 @@ class PythonDescribeTool(KernelTool):
             line = f":{found['line']}" if found.get("line") else ""
             lines.append(f"defined in: {found['file']}{line}")
         lines.append(_section("doc", found["doc"]) if found.get("doc") else "doc: (none)")
-        return format_reply(reply, "\n".join(lines))
+        return "\n".join(lines)
 
 
-class PythonSourceTool(KernelTool):
+class PythonSourceTool(TargetTool):
     spec = ToolSpec(
         name="python_source",
         description="Show the source of a function, class, method or module, with file and line.",
@@ -140,20 +154,16 @@ class PythonSourceTool(KernelTool):
         kind="read",
     )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            target = required_string(arguments, "target")
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
-        reply = await self.kernel.call("source", target=target)
-        found = reply.result
+    operation = "source"
+
+    def render(self, target: str, found: dict[str, Any]) -> str:
         header = f"{found.get('file')}, lines {found.get('line')}-{found.get('end_line')}:"
         if found.get("note"):
             header = f"{found['note']}\n{header}"
-        return format_reply(reply, f"{header}\n{found.get('source', '')}")
+        return f"{header}\n{found.get('source', '')}"
 
 
-class PythonMembersTool(KernelTool):
+class PythonMembersTool(TargetTool):
     spec = ToolSpec(
         name="python_members",
         description=(
@@ -164,13 +174,9 @@ class PythonMembersTool(KernelTool):
         kind="read",
     )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            target = required_string(arguments, "target")
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
-        reply = await self.kernel.call("members", target=target)
-        found = reply.result
+    operation = "members"
+
+    def render(self, target: str, found: dict[str, Any]) -> str:
         members = found.get("members", [])
         lines = [f"{target} ({found.get('owner_kind')}), {found.get('total', 0)} members:"]
         for member in members:
@@ -186,7 +192,7 @@ class PythonMembersTool(KernelTool):
             lines.append(line)
         if found.get("total", 0) > len(members):
             lines.append(f"[… {found['total'] - len(members):,} more members not shown]")
-        return format_reply(reply, "\n".join(lines))
+        return "\n".join(lines)
 
 
 class PythonAproposTool(KernelTool):
