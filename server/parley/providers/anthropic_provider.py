@@ -37,7 +37,7 @@ from parley.providers.base import (
     ToolCallStarted,
     parse_tool_arguments,
 )
-from parley.providers.errors import provider_error, stream_interrupted
+from parley.providers.errors import provider_error
 from parley.tools.base import ToolSpec
 
 DEFAULT_MAX_TOKENS = 8192
@@ -183,12 +183,14 @@ class AnthropicProvider(Provider):
 
 
 class _AnthropicStream(SDKStream):
+    sdk_error = anthropic.AnthropicError
+    connection_error = anthropic.APIConnectionError
+
     def __init__(self, provider: AnthropicProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(arguments)
+        super().__init__(provider.name, arguments)
         self._provider = provider
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
-        name = self._provider.name
         text: list[str] = []
         thinking: list[ThinkingBlock] = []
         current_thought: list[str] = []
@@ -238,14 +240,11 @@ class _AnthropicStream(SDKStream):
                         finish = _STOP_REASONS.get(event.delta.stop_reason, "other")
                     if event.usage is not None:
                         output_tokens = event.usage.output_tokens
-        except anthropic.AnthropicError as error:
-            if self._sdk_stream is not None and isinstance(error, anthropic.APIConnectionError):
-                raise stream_interrupted(name, error) from error  # it broke off mid-reply
-            raise provider_error(name, error) from error
-        except Exception as error:  # a dropped connection can surface as a raw transport error
-            if self._closed:
+        except Exception as error:
+            failure = self._failure(error)
+            if failure is None:
                 return
-            raise stream_interrupted(name, error) from error
+            raise failure from error
         tool_calls = []
         for index in sorted(calls):
             entry = calls[index]

@@ -211,12 +211,34 @@ class ModelStream(ABC):
 
 class SDKStream(ModelStream):
     """A stream read through a provider SDK's async stream object, which `_events` opens
-    and stores in `_sdk_stream`; closing it closes the HTTP response."""
+    and stores in `_sdk_stream`; closing it closes the HTTP response.
 
-    def __init__(self, arguments: dict[str, Any]) -> None:
+    Subclasses name their SDK's base error and connection error, for `_failure`.
+    """
+
+    sdk_error: type[Exception]
+    connection_error: type[Exception]
+
+    def __init__(self, provider_name: str, arguments: dict[str, Any]) -> None:
+        self._provider_name = provider_name
         self._arguments = arguments
         self._sdk_stream: Any = None
         self._closed = False  # closed by us: a transport error after it is no failure
+
+    def _failure(self, error: Exception) -> ProviderError | None:
+        """What an error while reading means for the user; None when we hung up ourselves.
+
+        A connection error once the stream is open means it broke off mid-reply; a dropped
+        connection may also surface as a raw transport error the SDK does not wrap.
+        """
+        from parley.providers.errors import provider_error, stream_interrupted  # builds on us
+
+        name = self._provider_name
+        if isinstance(error, self.sdk_error):
+            if self._sdk_stream is not None and isinstance(error, self.connection_error):
+                return stream_interrupted(name, error)
+            return provider_error(name, error)
+        return None if self._closed else stream_interrupted(name, error)
 
     async def _close_transport(self) -> None:
         self._closed = True

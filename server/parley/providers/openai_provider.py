@@ -39,7 +39,7 @@ from parley.providers.base import (
     ToolCallStarted,
     parse_tool_arguments,
 )
-from parley.providers.errors import provider_error, stream_interrupted
+from parley.providers.errors import provider_error
 from parley.tools.base import ToolSpec
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -182,12 +182,14 @@ class OpenAIProvider(Provider):
 
 
 class _OpenAIStream(SDKStream):
+    sdk_error = openai.OpenAIError
+    connection_error = openai.APIConnectionError
+
     def __init__(self, provider: OpenAIProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(arguments)
+        super().__init__(provider.name, arguments)
         self._provider = provider
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
-        name = self._provider.name
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}  # by the stream's tool call index
@@ -227,14 +229,11 @@ class _OpenAIStream(SDKStream):
                             yield ToolCallArgumentsDelta(index, function.arguments)
                 if choice.finish_reason:
                     finish = _FINISH_REASONS.get(choice.finish_reason, "other")
-        except openai.OpenAIError as error:
-            if self._sdk_stream is not None and isinstance(error, openai.APIConnectionError):
-                raise stream_interrupted(name, error) from error  # it broke off mid-reply
-            raise provider_error(name, error) from error
-        except Exception as error:  # a dropped connection can surface as a raw transport error
-            if self._closed:
+        except Exception as error:
+            failure = self._failure(error)
+            if failure is None:
                 return
-            raise stream_interrupted(name, error) from error
+            raise failure from error
         completed = []
         for index in sorted(calls):
             entry = calls[index]
