@@ -384,7 +384,7 @@ class Turn:
             self.stats.usage_complete = False
             usage = Usage()
         model_id = self.stats.model
-        price = find_price(model_id, dict(self.settings.prices))
+        price = find_price(model_id, self.settings.prices)
         cost = price.cost(usage) if price is not None else None
         self.stats.usage = self.stats.usage + usage
         if cost is None or self.stats.cost is None:

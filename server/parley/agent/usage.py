@@ -8,6 +8,8 @@ counts are parts of it. Prices are US dollars per million tokens.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
 
@@ -84,7 +86,7 @@ DEFAULT_PRICES: dict[str, Price] = {
 }
 
 
-def find_price(model: str, prices: dict[str, Price]) -> Price | None:
+def find_price(model: str, prices: Mapping[str, Price]) -> Price | None:
     """The price of `provider:model`, by exact id or the longest listed prefix.
 
     A provider whose every model is free (a local server) may be priced as `provider:*`.
