@@ -853,8 +853,9 @@ in the transcript and carries its keymap."
 
 (defun parley--code-mode (title)
   "Return the major mode that fontifies the code of the tool TITLE, or nil."
-  (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
-        ((string-match-p "python" title) #'python-mode)))
+  (let ((case-fold-search t))
+    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
+          ((string-match-p "python" title) #'python-mode))))
 
 (defun parley--face-runs (text mode)
   "Return the faces MODE's font lock gives TEXT, as a list of (FROM TO FACE).
@@ -874,10 +875,13 @@ FROM and TO are 0-based offsets in TEXT."
             (setq pos next)))))
     runs))
 
+(defconst parley--fontify-limit 50000
+  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
+
 (defun parley--code-block (code mode)
   "Return CODE indented as a block, fontified by MODE when non-nil."
   (let ((code (copy-sequence (string-trim-right code "\n+"))))
-    (when mode
+    (when (and mode (<= (length code) parley--fontify-limit))
       (condition-case nil
           (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
             (put-text-property from to 'face face code))
@@ -915,8 +919,9 @@ by MODE."
 The lines that differ are shown as one hunk in `diff-mode' faces,
 with up to three lines of context on each side."
   (require 'diff-mode)
-  (let* ((old-lines (and (stringp old) (split-string old "\n")))
-         (new-lines (split-string (or new "") "\n"))
+  (let* ((lines (lambda (text) (split-string (string-remove-suffix "\n" text) "\n")))
+         (old-lines (and (stringp old) (funcall lines old)))
+         (new-lines (funcall lines (or new "")))
          (head (parley--common-lines old-lines new-lines))
          (tail (parley--common-lines (reverse (nthcdr head old-lines))
                                      (reverse (nthcdr head new-lines))))
@@ -930,10 +935,13 @@ with up to three lines of context on each side."
     (concat
      (funcall line "--- " (if old path "/dev/null") 'diff-file-header)
      (funcall line "+++ " path 'diff-file-header)
-     (funcall line "" (format "@@ -%d,%d +%d,%d @@"
-                              (1+ start) (+ before (length removed) after)
-                              (1+ start) (+ before (length added) after))
-              'diff-hunk-header)
+     (let ((old-count (+ before (length removed) after))
+           (new-count (+ before (length added) after)))
+       ;; An empty side starts at line 0, as in diff -u.
+       (funcall line "" (format "@@ -%d,%d +%d,%d @@"
+                                (if (zerop old-count) start (1+ start)) old-count
+                                (if (zerop new-count) start (1+ start)) new-count)
+                'diff-hunk-header))
      (mapconcat (lambda (l) (funcall line " " l 'diff-context))
                 (cl-subseq new-lines start head) "")
      (mapconcat (lambda (l) (funcall line "-" l 'diff-removed)) removed "")
@@ -1068,7 +1076,9 @@ The buffer is displayed, not selected, when no window shows it."
                                        'mouse-1 #'parley-goto-question))))
     (if waiting
         (unless (memq 'parley--waiting-text global-mode-string)
-          (setq global-mode-string (append global-mode-string '(parley--waiting-text))))
+          ;; A list that starts with a symbol would be a conditional.
+          (setq global-mode-string (append (or global-mode-string '(""))
+                                           '(parley--waiting-text))))
       (setq global-mode-string (delq 'parley--waiting-text global-mode-string))))
   (force-mode-line-update t))
 
@@ -1084,7 +1094,7 @@ killed first."
         (parley--reply conn id '(:outcome (:outcome "cancelled")))
       (with-current-buffer buffer
         (parley--ask
-         (format "Parley asks to run %s%s" (or (plist-get tool :title) "a tool")
+         (format "Parley asks permission: %s%s" (or (plist-get tool :title) "a tool")
                  (if (plist-get tool :kind) (format " (%s)" (plist-get tool :kind)) ""))
          tool options
          (lambda (option)
@@ -1129,10 +1139,13 @@ for (it was configured to approve it), is asked about inline first."
                      (list :title name :kind "execute" :rawInput args)
                      parley--eval-options
                      (lambda (option)
-                       (parley--reply conn id
-                                      (parley-tools-call
-                                       name args
-                                       (equal (plist-get option :kind) "allow_once")))))))))
+                       ;; Cancelled or rejected, it must not run, whatever
+                       ;; the option says by then.
+                       (let ((parley-allow-elisp-eval nil))
+                         (parley--reply conn id
+                                        (parley-tools-call
+                                         name args
+                                         (equal (plist-get option :kind) "allow_once"))))))))))
 
 (defun parley--question-at (pos)
   "Return the question whose text covers POS in this buffer, or nil."

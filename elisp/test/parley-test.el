@@ -626,7 +626,7 @@ signalled, or nil."
                   (with-current-buffer chat
                     ;; The question shows the tool and its code in full, and the keys.
                     (should (string-match-p
-                             (concat "Parley asks to run python_eval (execute)\n"
+                             (concat "Parley asks permission: python_eval (execute)\n"
                                      "  code:\n    import os\n    os.remove('precious.txt')\n"
                                      "  \\[y\\] Allow once   \\[a\\] Allow always   \\[n\\] Reject\n")
                              (parley-test--visible-transcript)))
@@ -634,6 +634,9 @@ signalled, or nil."
                     (should (string-match-p "waiting for you" (parley--header-line)))
                     (should (string-match-p "waiting for you" mode-line-process))
                     (should (memq 'parley--waiting-text global-mode-string))
+                    ;; Not first: a mode-line list that starts with a symbol
+                    ;; is a conditional, shown as *invalid*.
+                    (should-not (symbolp (car global-mode-string)))
                     (should (string-match-p "Parley: waiting for you" parley--waiting-text))
                     (should (get-buffer-window chat))
                     (should (eq (window-buffer (selected-window)) elsewhere)))
@@ -720,15 +723,18 @@ signalled, or nil."
                                             '(:optionId "no" :name "Reject" :kind "reject_once"))))))
         (parley-test--wait (lambda () parley--questions))
         (should (string-match-p
-                 (concat "Parley asks to run Edit notes.txt (edit)\n"
+                 (concat "Parley asks permission: Edit notes.txt (edit)\n"
                          "  path: notes.txt\n  line: 3\n"
                          "    Replace a line\n"
-                         "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,7 \\+1,7 @@\n"
+                         "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,6 \\+1,6 @@\n"
                          "     one\n     two\n     three\n    -four\n    \\+FOUR\n"
-                         "     five\n     six\n     \n"
+                         "     five\n     six\n"
                          "  \\[y\\] Allow   \\[n\\] Reject\n")
                  (parley-test--transcript)))
         (should (eq (get-text-property (parley-test--pos "-four") 'face) 'diff-removed))
+        ;; A new file.
+        (should (equal (substring-no-properties (parley--diff-string "new.py" nil "a\nb\n"))
+                       "    --- /dev/null\n    +++ new.py\n    @@ -0,0 +1,2 @@\n    +a\n    +b\n"))
         (should (eq (get-text-property (parley-test--pos "+FOUR") 'face) 'diff-added))
         ;; No allow-always offered: `a' answers nothing.
         (should (parley-test--type (current-buffer) "a" (parley-test--question-pos)))
