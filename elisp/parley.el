@@ -1019,6 +1019,11 @@ The buffer is displayed, not selected, when no window shows it."
          (question (parley--question-create
                     :title (or (plist-get tool :title) "a tool")
                     :options options :on-answer on-answer :overlay overlay)))
+    ;; Point at the end of the transcript stays where the question now
+    ;; starts; it goes past it, so that a key typed there is no answer.
+    (when (= (point) beg) (goto-char end))
+    (dolist (window (get-buffer-window-list nil nil t))
+      (when (= (window-point window) beg) (set-window-point window end)))
     (overlay-put overlay 'keymap parley-question-map)
     (overlay-put overlay 'parley-question question)
     (setq parley--questions (append parley--questions (list question)))

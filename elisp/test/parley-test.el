@@ -674,6 +674,26 @@ signalled, or nil."
                   (should (equal (parley--current-input) "y")))))))
       (kill-buffer elsewhere))))
 
+(ert-deftest parley-permission-not-answered-where-point-was ()
+  ;; Point on the empty line at the end of the transcript, where the
+  ;; question appears: a key typed there does not answer it.
+  (parley-test--with-chat
+    (let ((chat (current-buffer)))
+      (parley-test--update
+       "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"call_9\",\"title\":\"python_eval\",\"kind\":\"execute\",\"status\":\"pending\"}")
+      (set-window-buffer (selected-window) chat)
+      (goto-char parley--output)
+      (set-window-point (selected-window) parley--output)
+      (parley-test--with-loopback
+        (let ((answer (parley-test--request conn 'session/request_permission
+                                            parley-test--permission)))
+          (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+          (should-not (parley--question-at (point)))
+          (parley-test--type chat "y")
+          (parley-test--settle)
+          (should (eq (car answer) 'pending))
+          (parley--cancel-questions))))))
+
 (ert-deftest parley-permission-always-reject-and-click ()
   (parley-test--with-chat
     (let ((chat (current-buffer)))
@@ -779,6 +799,10 @@ signalled, or nil."
                 (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
                 (should (equal (car answer) '(:outcome (:outcome "cancelled"))))
                 (should (equal (cl-subseq (reverse sent) 0 2) '("session/cancel" "cancelled")))
+                ;; Without a question, the turn is cancelled all the same.
+                (setq sent nil)
+                (parley-test--with-chat (setq parley--conn conn parley--busy t))
+                (should (equal sent '("session/cancel")))
                 (should-not (memq 'parley--waiting-text global-mode-string))))
           (advice-remove 'jsonrpc-connection-send #'record))))))
 
