@@ -1122,35 +1122,38 @@ killed first."
 (defun parley--call-editor-tool (conn id params)
   "Run the Emacs tool PARAMS asks for; reply to request ID on CONN.
 A tool that needs the user's approval, which the server did not ask
-for (it was configured to approve it), is asked about inline first."
-  (let* ((name (plist-get params :name))
-         (args (plist-get params :arguments))
-         (buffer (gethash (plist-get params :sessionId) parley--sessions))
-         (approved
-          (and (buffer-live-p buffer)
-               (with-current-buffer buffer
-                 (let ((approval (gethash (plist-get params :toolCallId)
-                                          parley--approvals)))
-                   (when (eq approval 'always)
-                     (push name parley--always-approved))
-                   (or approval (member name parley--always-approved)))))))
-    (if (or approved
-            (not (parley-tools-needs-approval-p name))
-            (not (buffer-live-p buffer)))
-        (parley--reply conn id (parley-tools-call name args approved))
-      (with-current-buffer buffer
-        (parley--ask (format "Emacs asks before it evaluates %s (the server did not ask)"
-                             name)
-                     (list :title name :kind "execute" :rawInput args)
-                     parley--eval-options
-                     (lambda (option)
-                       ;; Cancelled or rejected, it must not run, whatever
-                       ;; the option says by then.
-                       (let ((parley-allow-elisp-eval nil))
-                         (parley--reply conn id
-                                        (parley-tools-call
-                                         name args
-                                         (equal (plist-get option :kind) "allow_once"))))))))))
+for (it was configured to approve it), is asked about inline first.
+An error is the reply, so the request is answered whatever happens."
+  (condition-case err
+      (let* ((name (plist-get params :name))
+             (args (plist-get params :arguments))
+             (buffer (gethash (plist-get params :sessionId) parley--sessions))
+             (approved
+              (and (buffer-live-p buffer)
+                   (with-current-buffer buffer
+                     (let ((approval (gethash (plist-get params :toolCallId)
+                                              parley--approvals)))
+                       (when (eq approval 'always)
+			 (push name parley--always-approved))
+                       (or approval (member name parley--always-approved)))))))
+	(if (or approved
+		(not (parley-tools-needs-approval-p name))
+		(not (buffer-live-p buffer)))
+            (parley--reply conn id (parley-tools-call name args approved))
+          (with-current-buffer buffer
+            (parley--ask (format "Emacs asks before it evaluates %s (the server did not ask)"
+				 name)
+			 (list :title name :kind "execute" :rawInput args)
+			 parley--eval-options
+			 (lambda (option)
+                           ;; Cancelled or rejected, it must not run, whatever
+                           ;; the option says by then.
+                           (let ((parley-allow-elisp-eval nil))
+                             (parley--reply conn id
+                                            (parley-tools-call
+                                             name args
+                                             (equal (plist-get option :kind) "allow_once")))))))))
+    (error (parley--reply conn id nil (error-message-string err)))))
 
 (defun parley--question-at (pos)
   "Return the question whose text covers POS in this buffer, or nil."
