@@ -300,7 +300,7 @@ the fake LLM.  The test is skipped when the server is not installed."
   (with-current-buffer (parley)
     (parley-it--send "Try it")
     (parley-it--answer "n")
-    (parley-it--wait-idle)
+    (parley-it--wait-idle 90)
     (should (string-match-p "Rejected: python_eval\nUnderstood, I will not\\.\n\\'"
                             (parley-it--transcript)))
     (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript))))
@@ -345,7 +345,7 @@ the fake LLM.  The test is skipped when the server is not installed."
               (should-not (parley-it--tool-messages))
               ;; Its own key, in it, runs it.
               (parley-it--answer "y")
-              (parley-it--wait-idle)
+              (parley-it--wait-idle 90)
               (should (file-exists-p (expand-file-name "elsewhere.txt" parley-it--workspace))))))
       (kill-buffer elsewhere))))
 
@@ -361,7 +361,7 @@ the fake LLM.  The test is skipped when the server is not installed."
       (with-current-buffer (parley)
         (parley-it--send "Run twice")
         (parley-it--answer "a")
-        (parley-it--wait-idle)
+        (parley-it--wait-idle 90)
         (should (string-match-p "Allowed always: python_eval\n\\(.\\|\n\\)*Both ran\\.\n\\'"
                                 (parley-it--transcript)))))
     (should (= asked 1)))
@@ -387,7 +387,7 @@ the fake LLM.  The test is skipped when the server is not installed."
     (should-not (memq 'parley--waiting-text global-mode-string))
     (with-current-buffer (parley-open-session session-id
                                               (directory-file-name parley-it--workspace))
-      (parley-it--wait-idle)
+      (parley-it--wait-idle 90)
       (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript)))
       (should (string-match-p "cancelled this call" (parley-it--transcript))))))
 
