@@ -21,10 +21,12 @@
 ;; About asking twice: `elisp_eval' is declared with needsPermission,
 ;; so the server asks the user (`session/request_permission') before it
 ;; calls the tool.  When the user approved that very call in that
-;; prompt, Emacs does not ask again.  Emacs asks itself only when no
-;; such approval was seen (the server was configured to auto-approve
-;; the tool, or the approval was stored with a resumed session), unless
-;; `parley-allow-elisp-eval' is non-nil.
+;; question, Emacs does not ask again.  Emacs asks itself (inline in
+;; the chat buffer, like the server's question; see parley.el) only
+;; when no such approval was seen (the server was configured to
+;; auto-approve the tool, or the approval was stored with a resumed
+;; session), unless `parley-allow-elisp-eval' is non-nil.  Unapproved,
+;; `parley-tools-call' does not evaluate.
 
 ;;; Code:
 
@@ -132,11 +134,9 @@ Signal an error when it is missing, unless OPTIONAL."
         (end-of-file nil))
       (nreverse forms))))
 
-(defun parley-tools--confirm-eval (code)
-  "Ask the user whether to evaluate CODE; return non-nil when allowed."
-  (let ((enable-recursive-minibuffers t))
-    (y-or-n-p (format "Parley wants to evaluate:\n%s\nEvaluate it? "
-                      (string-trim code)))))
+(defun parley-tools-needs-approval-p (name)
+  "Return non-nil when the tool NAME may run only with the user's approval."
+  (and (equal name "elisp_eval") (not parley-allow-elisp-eval)))
 
 (defun parley-tools--eval (code)
   "Evaluate the forms in CODE and return a description of the outcome."
@@ -220,17 +220,17 @@ KIND is \"function\", \"variable\", \"any\" or nil (any)."
 
 (defun parley-tools-call (name args &optional approved)
   "Run the Emacs tool NAME with ARGS, a plist; return a callTool result.
-APPROVED non-nil means the user already approved this call.  The
-result is a plist (:content STRING :isError BOOLEAN)."
+APPROVED non-nil means the user approved this call; a tool that
+needs approval (see `parley-tools-needs-approval-p') does not run
+without it.  The result is a plist (:content STRING :isError BOOLEAN)."
   (condition-case err
       (let ((content
              (pcase name
                ("elisp_eval"
                 (let ((code (parley-tools--string-arg args :code)))
-                  (if (or approved parley-allow-elisp-eval
-                          (parley-tools--confirm-eval code))
+                  (if (or approved (not (parley-tools-needs-approval-p name)))
                       (parley-tools--eval code)
-                    (error "The user declined to evaluate this code"))))
+                    (error "The user did not allow Emacs to evaluate this code"))))
                ("elisp_describe"
                 (parley-tools--describe
                  (parley-tools--string-arg args :symbol)
@@ -242,7 +242,7 @@ result is a plist (:content STRING :isError BOOLEAN)."
                  (plist-get args :startLine) (plist-get args :endLine)))
                (_ (error "Unknown Emacs tool `%s'" name)))))
         (list :content (parley-tools--truncate content) :isError :json-false))
-    (quit (list :content "The user quit before answering." :isError t))
+    (quit (list :content "The user quit (C-g) while the tool ran." :isError t))
     (error (list :content (parley-tools--truncate (error-message-string err))
                  :isError t))))
 

@@ -28,6 +28,11 @@
 ;;   C-c C-s                   list the stored sessions and open one
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
+;;   C-c C-q                   go to the permission question Parley waits on
+;;
+;; A permission question appears in the transcript, with the tool and
+;; its input; `y' allows once, `a' always, `n' rejects, with point in
+;; the question.  RET never answers it.
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
 ;; `parley-add-buffer' adds a buffer to the next prompt's context.
@@ -161,6 +166,18 @@ This needs the `markdown-mode' package; without it nothing happens."
 (defface parley-prompt '((t :inherit minibuffer-prompt))
   "Face for the prompt string.")
 
+(defface parley-question-header '((t :inherit warning :weight bold))
+  "Face for the first line of a permission question.")
+
+(defface parley-question-key '((t :inherit help-key-binding))
+  "Face for the keys that answer a permission question.")
+
+(defface parley-allowed '((t :inherit success))
+  "Face for the line an allowed permission question collapses to.")
+
+(defface parley-rejected '((t :inherit error))
+  "Face for the line a rejected permission question collapses to.")
+
 ;;;; Chat buffer state
 
 (defvar-local parley--session-id nil
@@ -229,6 +246,9 @@ Keys: :in and :out (session tokens before this turn), :turn-in and
 (defvar-local parley--always-approved nil
   "Names of tools the user allowed always in this session.")
 
+(defvar-local parley--questions nil
+  "The permission questions waiting for the user's answer, oldest first.")
+
 (cl-defstruct (parley--block (:constructor parley--block-create) (:copier nil))
   "A part of the transcript that can still change.
 KIND is `message', `thought', `user' or `tool'; ID its id on the wire;
@@ -239,8 +259,9 @@ INPUT, OUTPUT, RAW-OUTPUT and EXPANDED."
 ;;;; The connection
 
 (cl-defstruct (parley--later (:constructor parley--later (fn)) (:copier nil))
-  "A reply to a server request that is computed later, outside the filter.
-FN is called with the request id from a timer and returns the result."
+  "A reply to a server request that is sent later, not by the dispatcher.
+FN is called with the connection and the request id, and sends the
+reply itself (with `parley--reply'), now or once the user answered."
   fn)
 
 (defclass parley--rpc-connection (jsonrpc-process-connection)
@@ -251,26 +272,28 @@ FN is called with the request id from a timer and returns the result."
 (cl-defmethod jsonrpc-connection-send ((conn parley--rpc-connection)
                                        &rest args &key id result
                                        &allow-other-keys)
-  "Send the message ARGS on CONN, or defer the reply to request ID.
+  "Send the message ARGS on CONN, or hand request ID to a `parley--later'.
 A request dispatcher returns a `parley--later' RESULT for requests
-that need the user (a permission prompt) or may run long (an Emacs
-tool).  Answering from inside the process filter would mean reading
-the minibuffer there, and jsonrpc.el 1.0.14 (Emacs 28) does not
-survive its filter being re-entered; so such a reply is computed
-from a timer and sent then, with the id that jsonrpc passes here."
+that wait for the user (a permission question) or may run long (an
+Emacs tool): jsonrpc.el replies with the dispatcher's value, and this
+is where the request's id is known.  jsonrpc.el 1.0.14 (Emacs 28) does
+not survive its process filter being re-entered, so nothing that
+FN starts here may wait for input or for the server."
   (if (parley--later-p result)
-      (run-at-time 0 nil #'parley--send-later conn id result)
+      (condition-case-unless-debug err
+          (funcall (parley--later-fn result) conn id)
+        (error (parley--reply conn id nil (error-message-string err))))
     (cl-call-next-method)))
 
-(defun parley--send-later (conn id later)
-  "Compute LATER's result and send it on CONN as the reply to ID."
-  (let ((reply
-         (condition-case err
-             (list :result (funcall (parley--later-fn later) id))
-           (error (list :error (list :code -32603
-                                     :message (error-message-string err)))))))
-    (when (jsonrpc-running-p conn)
-      (apply #'jsonrpc-connection-send conn :id id reply))))
+(defun parley--reply (conn id result &optional error-message)
+  "Send RESULT on CONN as the reply to the server's request ID.
+With ERROR-MESSAGE, send an internal error with that message instead.
+Nothing is sent when the server is gone."
+  (when (jsonrpc-running-p conn)
+    (if error-message
+        (jsonrpc-connection-send conn :id id :error (list :code -32603
+                                                          :message error-message))
+      (jsonrpc-connection-send conn :id id :result result))))
 
 (defvar parley--connection nil
   "The connection to the Parley server shared by all chat buffers.")
@@ -417,14 +440,14 @@ Run M-x parley-restart to start it again."
             (error (message "Parley: cannot show an update: %s"
                             (error-message-string err)))))))))
 
-(defun parley--handle-request (conn method params)
-  "Answer the request METHOD with PARAMS from the server on CONN."
-  (ignore conn)
+(defun parley--handle-request (_conn method params)
+  "Answer the request METHOD with PARAMS from the server."
   (pcase method
     ('session/request_permission
-     (parley--later (lambda (_id) (parley--answer-permission params))))
+     (parley--later (lambda (conn id) (parley--ask-permission conn id params))))
     ('_parley/editor/callTool
-     (parley--later (lambda (_id) (parley--call-editor-tool params))))
+     (parley--later (lambda (conn id)
+                      (run-at-time 0 nil #'parley--call-editor-tool conn id params))))
     (_ (jsonrpc-error :code -32601 :message (format "Unknown method %s" method)))))
 
 (defvar json-false)
@@ -452,56 +475,6 @@ otherwise json.el does it, as it does for jsonrpc.el."
     (if (and limit (> (length text) limit))
         (concat (substring text 0 limit) "…")
       text)))
-
-(defun parley--read-permission (tool options)
-  "Ask which of OPTIONS to take for TOOL; return the option, or nil on quit."
-  (let* ((choices (mapcar (lambda (o) (cons (plist-get o :name) o)) options))
-         (input (plist-get tool :rawInput))
-         (shown (and input (parley--input-text input)))
-         (prompt (format "Parley wants to run %s%s\n%s (default %s): "
-                         (or (plist-get tool :title) "a tool")
-                         (if shown
-                             (concat "\n" (truncate-string-to-width
-                                           (string-trim-right shown) 1500 nil nil "…"))
-                           "")
-                         (mapconcat #'car choices ", ")
-                         (caar choices)))
-         (enable-recursive-minibuffers t))
-    (condition-case nil
-        (cdr (assoc (completing-read prompt choices nil t nil nil (caar choices))
-                    choices))
-      (quit nil))))
-
-(defun parley--answer-permission (params)
-  "Ask the user about the permission request PARAMS; return the outcome."
-  (let* ((tool (plist-get params :toolCall))
-         (options (append (plist-get params :options) nil))
-         (choice (parley--read-permission tool options))
-         (kind (plist-get choice :kind))
-         (buffer (gethash (plist-get params :sessionId) parley--sessions)))
-    (when (and (buffer-live-p buffer) (member kind '("allow_once" "allow_always")))
-      (with-current-buffer buffer
-        (puthash (plist-get tool :toolCallId)
-                 (if (equal kind "allow_always") 'always 'once)
-                 parley--approvals)))
-    (if choice
-        (list :outcome (list :outcome "selected"
-                             :optionId (plist-get choice :optionId)))
-      (list :outcome (list :outcome "cancelled")))))
-
-(defun parley--call-editor-tool (params)
-  "Run the Emacs tool PARAMS asks for and return its callTool result."
-  (let* ((name (plist-get params :name))
-         (buffer (gethash (plist-get params :sessionId) parley--sessions))
-         (approved
-          (and (buffer-live-p buffer)
-               (with-current-buffer buffer
-                 (let ((approval (gethash (plist-get params :toolCallId)
-                                          parley--approvals)))
-                   (when (eq approval 'always)
-                     (push name parley--always-approved))
-                   (or approval (member name parley--always-approved)))))))
-    (parley-tools-call name (plist-get params :arguments) approved)))
 
 (defun parley--chat-buffers ()
   "Return the live Parley chat buffers."
@@ -838,6 +811,411 @@ POS is in the section's header or body, or just after it."
     (when (eq parley--tail block)
       (setq parley--tail nil))))
 
+;;;; Permission questions
+
+;; A permission question is asked inline, at the end of the transcript,
+;; never in the minibuffer: a question read there from a timer or a
+;; process filter takes the keys the user types for another buffer, and
+;; RET would approve the default.  Here the keys that answer it (`y',
+;; `a', `n') are bound only in an overlay over the question, so they
+;; work only with point in it, and RET answers nothing.
+
+(defconst parley--choice-keys
+  '(("allow_once" "y" "Allowed once" parley-allowed)
+    ("allow_always" "a" "Allowed always" parley-allowed)
+    ("reject_once" "n" "Rejected" parley-rejected))
+  "Option kinds a question offers: (KIND KEY COLLAPSED-LABEL FACE).")
+
+(cl-defstruct (parley--question (:constructor parley--question-create)
+                                (:copier nil))
+  "A question waiting for the user's answer in a chat buffer.
+TITLE names the tool; OPTIONS are the choices (plists with :optionId,
+:name and :kind); ON-ANSWER is called once with the chosen option, or
+with nil when the question is cancelled; OVERLAY covers the question
+in the transcript and carries its keymap."
+  title options on-answer overlay)
+
+(defvar parley-question-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map "y" #'parley-question-allow-once)
+    (define-key map "a" #'parley-question-allow-always)
+    (define-key map "n" #'parley-question-reject)
+    (define-key map (kbd "RET") #'parley-question-help)
+    (define-key map "?" #'parley-question-help)
+    (define-key map [mouse-1] #'parley-question-click)
+    (define-key map [mouse-2] #'parley-question-click)
+    map)
+  "Keymap active with point in a permission question.")
+
+(defvar parley--waiting-text nil
+  "What the global mode line says while Parley waits for the user, or nil.")
+(put 'parley--waiting-text 'risky-local-variable t)
+
+(defun parley--code-mode (title)
+  "Return the major mode that fontifies the code of the tool TITLE, or nil."
+  (let ((case-fold-search t))
+    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
+          ((string-match-p "python" title) #'python-mode))))
+
+(defun parley--face-runs (text mode)
+  "Return the faces MODE's font lock gives TEXT, as a list of (FROM TO FACE).
+FROM and TO are 0-based offsets in TEXT."
+  (let (runs)
+    (with-temp-buffer
+      (insert text)
+      ;; Quietly: python-mode, for one, says how it guessed the indentation.
+      (let ((inhibit-message t) (message-log-max nil))
+        (delay-mode-hooks (funcall mode)))
+      (font-lock-ensure)
+      (let ((pos (point-min)))
+        (while (< pos (point-max))
+          (let ((next (next-single-property-change pos 'face nil (point-max)))
+                (face (get-text-property pos 'face)))
+            (when face (push (list (1- pos) (1- next) face) runs))
+            (setq pos next)))))
+    runs))
+
+(defconst parley--fontify-limit 50000
+  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
+
+(defun parley--code-block (code mode)
+  "Return CODE indented as a block, fontified by MODE when non-nil."
+  (let ((code (copy-sequence (string-trim-right code "\n+"))))
+    (when (and mode (<= (length code) parley--fontify-limit))
+      (condition-case nil
+          (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
+            (put-text-property from to 'face face code))
+        (error nil)))                   ; plain text is still the code
+    (concat (parley--indent code) "\n")))
+
+(defun parley--question-input (input mode)
+  "Return the tool INPUT for a question: every field in full.
+A string field with several lines, or named code, is a block fontified
+by MODE."
+  (cond
+   ((null input) "")
+   ((and (consp input) (keywordp (car input)))
+    (cl-loop for (key value) on input by #'cddr
+             concat
+             (let ((name (substring (symbol-name key) 1)))
+               (if (and (stringp value)
+                        (or (eq key :code) (string-search "\n" value)))
+                   (concat (parley--props (format "  %s:\n" name) 'face 'parley-tool-body)
+                           (parley--props (parley--code-block value mode)))
+                 (parley--props (format "  %s: %s\n" name
+                                        (if (stringp value) value (parley--json-brief value)))
+                                'face 'parley-tool-body)))))
+   (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
+
+(defun parley--common-lines (a b)
+  "Return how many lines the lists A and B share at their start."
+  (let ((n 0))
+    (while (and a b (equal (car a) (car b)))
+      (setq a (cdr a) b (cdr b) n (1+ n)))
+    n))
+
+(defun parley--diff-string (path old new)
+  "Return the change of PATH from the text OLD (nil: a new file) to NEW.
+The lines that differ are shown as one hunk in `diff-mode' faces,
+with up to three lines of context on each side."
+  (require 'diff-mode)
+  (let* ((lines (lambda (text) (split-string (string-remove-suffix "\n" text) "\n")))
+         (old-lines (and (stringp old) (funcall lines old)))
+         (new-lines (funcall lines (or new "")))
+         (head (parley--common-lines old-lines new-lines))
+         (tail (parley--common-lines (reverse (nthcdr head old-lines))
+                                     (reverse (nthcdr head new-lines))))
+         (before (min 3 head))
+         (removed (butlast (nthcdr head old-lines) tail))
+         (added (butlast (nthcdr head new-lines) tail))
+         (after (min 3 tail))
+         (start (- head before))
+         (line (lambda (prefix text face)
+                 (parley--props (concat "    " prefix text "\n") 'face face))))
+    (concat
+     (funcall line "--- " (if old path "/dev/null") 'diff-file-header)
+     (funcall line "+++ " path 'diff-file-header)
+     (let ((old-count (+ before (length removed) after))
+           (new-count (+ before (length added) after)))
+       ;; An empty side starts at line 0, as in diff -u.
+       (funcall line "" (format "@@ -%d,%d +%d,%d @@"
+                                (if (zerop old-count) start (1+ start)) old-count
+                                (if (zerop new-count) start (1+ start)) new-count)
+                'diff-hunk-header))
+     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
+                (cl-subseq new-lines start head) "")
+     (mapconcat (lambda (l) (funcall line "-" l 'diff-removed)) removed "")
+     (mapconcat (lambda (l) (funcall line "+" l 'diff-added)) added "")
+     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
+                (cl-subseq new-lines (+ head (length added))
+                           (+ head (length added) after))
+                ""))))
+
+(defun parley--in-input-p (text input)
+  "Return non-nil when TEXT is the value of a field of the tool INPUT."
+  (and (consp input) (keywordp (car input))
+       (cl-loop for (_key value) on input by #'cddr
+                thereis (and (stringp value)
+                             (equal (string-trim value) (string-trim text))))))
+
+(defun parley--question-content (item input)
+  "Return the ACP tool call content ITEM for a question.
+Text already shown as a field of the tool INPUT is not repeated."
+  (pcase (plist-get item :type)
+    ("content"
+     (let ((text (plist-get (plist-get item :content) :text)))
+       (if (or (not (stringp text)) (parley--in-input-p text input))
+           ""
+         (parley--props (parley--code-block text nil) 'face 'parley-tool-body))))
+    ("diff"
+     (parley--diff-string (or (plist-get item :path) "file")
+                          (plist-get item :oldText) (plist-get item :newText)))
+    (_ "")))
+
+(defun parley--question-choices (options)
+  "Return the line of clickable choices for OPTIONS, with their keys."
+  (concat
+   (parley--props "  ")
+   (mapconcat
+    (lambda (option)
+      (let* ((kind (plist-get option :kind))
+             (key (nth 1 (assoc kind parley--choice-keys))))
+        (parley--props (concat (propertize (format "[%s]" key) 'face 'parley-question-key)
+                               " " (or (plist-get option :name) kind))
+                       'parley-choice kind 'mouse-face 'highlight
+                       'help-echo (format "mouse-1 or %s: %s" key
+                                          (or (plist-get option :name) kind)))))
+    (cl-remove-if-not (lambda (o) (assoc (plist-get o :kind) parley--choice-keys))
+                      options)
+    (parley--props "   "))
+   (parley--props "\n    (press the key with point here; RET does not answer)\n"
+                  'face 'parley-notice)))
+
+(defun parley--question-string (header tool options)
+  "Return the transcript text of a question: HEADER, TOOL and OPTIONS.
+TOOL is the ACP tool call: its title, kind, rawInput and content."
+  (let* ((title (or (plist-get tool :title) "a tool"))
+         (input (plist-get tool :rawInput)))
+    (concat
+     (parley--props (concat header "\n") 'face 'parley-question-header)
+     (parley--question-input input (parley--code-mode title))
+     (mapconcat (lambda (item) (parley--question-content item input))
+                (plist-get tool :content) "")
+     (parley--question-choices options))))
+
+(defun parley--ask (header tool options on-answer)
+  "Ask the user, in the current chat buffer, about TOOL.
+HEADER is the question's first line, TOOL the ACP tool call, OPTIONS
+the choices (plists with :optionId, :name and :kind).  ON-ANSWER is
+called with the chosen option, or nil if the question is cancelled.
+The buffer is displayed, not selected, when no window shows it."
+  (parley--ensure-role 'agent)
+  (parley--fold-thoughts)
+  (parley--close-tail)
+  (let* ((beg (marker-position parley--output))
+         (end (progn (parley--emit (parley--question-string header tool options))
+                     (marker-position parley--output)))
+         (overlay (make-overlay beg end nil nil nil))
+         (question (parley--question-create
+                    :title (or (plist-get tool :title) "a tool")
+                    :options options :on-answer on-answer :overlay overlay)))
+    ;; Point at the end of the transcript stays where the question now
+    ;; starts; it goes past it, so that a key typed there is no answer.
+    (when (= (point) beg) (goto-char end))
+    (dolist (window (get-buffer-window-list nil nil t))
+      (when (= (window-point window) beg) (set-window-point window end)))
+    (overlay-put overlay 'keymap parley-question-map)
+    (overlay-put overlay 'parley-question question)
+    (setq parley--questions (append parley--questions (list question)))
+    (parley--questions-changed)
+    (let ((buffer (current-buffer)))
+      (unless (get-buffer-window buffer 'visible)
+        (ignore-errors (display-buffer buffer '(nil (inhibit-same-window . t)))))
+      (message "%s" (substitute-command-keys
+                     (format "Parley is waiting for you in %s: \
+\\<parley-chat-mode-map>\\[parley-goto-question] goes to its question"
+                             (buffer-name buffer)))))
+    question))
+
+(defun parley--settle (question option)
+  "Answer QUESTION with OPTION (nil: cancelled) and collapse it to one line."
+  (let* ((overlay (parley--question-overlay question))
+         (beg (overlay-start overlay))
+         (end (overlay-end overlay))
+         (choice (assoc (plist-get option :kind) parley--choice-keys)))
+    (delete-overlay overlay)
+    (setq parley--questions (delq question parley--questions))
+    (when (and beg end)
+      (parley--writing
+        (goto-char end)
+        (insert-before-markers
+         (parley--props (format "%s: %s\n" (if choice (nth 2 choice) "Cancelled")
+                                (parley--question-title question))
+                        'face (if choice (nth 3 choice) 'parley-notice)))
+        (delete-region beg end)))
+    (parley--questions-changed)
+    (funcall (parley--question-on-answer question) option)))
+
+(defun parley--cancel-questions ()
+  "Answer the questions pending in this buffer `cancelled'."
+  (dolist (question parley--questions)
+    (parley--settle question nil)))
+
+(defun parley--waiting-buffers ()
+  "Return the chat buffers that wait for the user's answer."
+  (cl-remove-if-not (lambda (b) (buffer-local-value 'parley--questions b))
+                    (parley--chat-buffers)))
+
+(defun parley--questions-changed ()
+  "Show in the mode lines whether Parley waits for the user."
+  (setq mode-line-process
+        (and parley--questions (propertize ": waiting for you" 'face 'warning)))
+  (let ((waiting (parley--waiting-buffers)))
+    (setq parley--waiting-text
+          (and waiting
+               (propertize " Parley: waiting for you"
+                           'face 'warning
+                           'help-echo (concat "mouse-1: go to the question in "
+                                              (mapconcat #'buffer-name waiting ", "))
+                           'local-map (make-mode-line-mouse-map
+                                       'mouse-1 #'parley-goto-question))))
+    (if waiting
+        (unless (memq 'parley--waiting-text global-mode-string)
+          ;; A list that starts with a symbol would be a conditional.
+          (setq global-mode-string (append (or global-mode-string '(""))
+                                           '(parley--waiting-text))))
+      (setq global-mode-string (delq 'parley--waiting-text global-mode-string))))
+  (force-mode-line-update t))
+
+(defun parley--ask-permission (conn id params)
+  "Ask the user the server's permission request ID, with PARAMS, on CONN.
+The reply goes to the server when the user answers with the
+question's keys, or `cancelled' when the turn ends or the buffer is
+killed first."
+  (let* ((tool (plist-get params :toolCall))
+         (options (append (plist-get params :options) nil))
+         (buffer (gethash (plist-get params :sessionId) parley--sessions)))
+    (if (not (buffer-live-p buffer))
+        (parley--reply conn id '(:outcome (:outcome "cancelled")))
+      (with-current-buffer buffer
+        (parley--ask
+         (format "Parley asks permission: %s%s" (or (plist-get tool :title) "a tool")
+                 (if (plist-get tool :kind) (format " (%s)" (plist-get tool :kind)) ""))
+         tool options
+         (lambda (option)
+           (let ((kind (plist-get option :kind)))
+             (when (member kind '("allow_once" "allow_always"))
+               (puthash (plist-get tool :toolCallId)
+                        (if (equal kind "allow_always") 'always 'once)
+                        parley--approvals)))
+           (parley--reply conn id
+                          (if option
+                              (list :outcome (list :outcome "selected"
+                                                   :optionId (plist-get option :optionId)))
+                            '(:outcome (:outcome "cancelled"))))))))))
+
+(defconst parley--eval-options
+  '((:optionId "allow_once" :name "Evaluate" :kind "allow_once")
+    (:optionId "reject_once" :name "Do not evaluate" :kind "reject_once"))
+  "The choices of Emacs's own question before it evaluates Lisp.")
+
+(defun parley--call-editor-tool (conn id params)
+  "Run the Emacs tool PARAMS asks for; reply to request ID on CONN.
+A tool that needs the user's approval, which the server did not ask
+for (it was configured to approve it), is asked about inline first.
+An error is the reply, so the request is answered whatever happens."
+  (condition-case err
+      (let* ((name (plist-get params :name))
+             (args (plist-get params :arguments))
+             (buffer (gethash (plist-get params :sessionId) parley--sessions))
+             (approved
+              (and (buffer-live-p buffer)
+                   (with-current-buffer buffer
+                     (let ((approval (gethash (plist-get params :toolCallId)
+                                              parley--approvals)))
+                       (when (eq approval 'always)
+			 (push name parley--always-approved))
+                       (or approval (member name parley--always-approved)))))))
+	(if (or approved
+		(not (parley-tools-needs-approval-p name))
+		(not (buffer-live-p buffer)))
+            (parley--reply conn id (parley-tools-call name args approved))
+          (with-current-buffer buffer
+            (parley--ask (format "Emacs asks before it evaluates %s (the server did not ask)"
+				 name)
+			 (list :title name :kind "execute" :rawInput args)
+			 parley--eval-options
+			 (lambda (option)
+                           ;; Cancelled or rejected, it must not run, whatever
+                           ;; the option says by then.
+                           (let ((parley-allow-elisp-eval nil))
+                             (parley--reply conn id
+                                            (parley-tools-call
+                                             name args
+                                             (equal (plist-get option :kind) "allow_once")))))))))
+    (error (parley--reply conn id nil (error-message-string err)))))
+
+(defun parley--question-at (pos)
+  "Return the question whose text covers POS in this buffer, or nil."
+  (cl-some (lambda (overlay) (overlay-get overlay 'parley-question))
+           (overlays-at pos)))
+
+(defun parley--answer-at-point (kind)
+  "Answer the question at point with its option of KIND."
+  (let* ((question (or (and (derived-mode-p 'parley-chat-mode)
+                            (parley--question-at (point)))
+                       (user-error "No Parley question at point")))
+         (option (or (cl-find kind (parley--question-options question)
+                              :key (lambda (o) (plist-get o :kind)) :test #'equal)
+                     (user-error "This question does not offer that choice"))))
+    (parley--settle question option)
+    ;; Back to the prompt, where the window follows the answer.
+    (goto-char (point-max))))
+
+(defun parley-question-allow-once ()
+  "Allow the tool call of the question at point, this once."
+  (interactive)
+  (parley--answer-at-point "allow_once"))
+
+(defun parley-question-allow-always ()
+  "Allow the tool of the question at point for the rest of the session."
+  (interactive)
+  (parley--answer-at-point "allow_always"))
+
+(defun parley-question-reject ()
+  "Reject the tool call of the question at point."
+  (interactive)
+  (parley--answer-at-point "reject_once"))
+
+(defun parley-question-help ()
+  "Say which keys answer the question at point; answer nothing."
+  (interactive)
+  (message "Answer with y (allow once), a (allow always) or n (reject)"))
+
+(defun parley-question-click (event)
+  "Answer the question with the choice clicked on in EVENT."
+  (interactive "e")
+  (let* ((position (event-end event))
+         (pos (posn-point position)))
+    (with-current-buffer (window-buffer (posn-window position))
+      (let ((kind (and pos (get-text-property pos 'parley-choice)))
+            (question (and pos (parley--question-at pos))))
+        (when (and kind question)
+          (parley--settle question
+                          (cl-find kind (parley--question-options question)
+                                   :key (lambda (o) (plist-get o :kind))
+                                   :test #'equal)))))))
+
+(defun parley-goto-question ()
+  "Show the oldest question Parley waits on, with point in it."
+  (interactive)
+  (let ((buffer (if (and (derived-mode-p 'parley-chat-mode) parley--questions)
+                    (current-buffer)
+                  (or (car (parley--waiting-buffers))
+                      (user-error "Parley is not waiting for an answer")))))
+    (pop-to-buffer buffer)
+    (goto-char (overlay-start (parley--question-overlay (car parley--questions))))))
+
 ;;;; Updates
 
 (defun parley--meta (update key)
@@ -946,24 +1324,16 @@ POS is in the section's header or body, or just after it."
   "Fontify the Markdown between BEG and END, when `markdown-mode' is there."
   (when (and parley-fontify-markdown (< beg end)
              (require 'markdown-mode nil t))
-    (let ((text (buffer-substring-no-properties beg end))
-          runs)
-      (with-temp-buffer
-        (insert text)
-        (delay-mode-hooks (markdown-mode))
-        (font-lock-ensure)
-        (let ((pos (point-min)))
-          (while (< pos (point-max))
-            (let ((next (next-single-property-change pos 'face nil (point-max)))
-                  (face (get-text-property pos 'face)))
-              (when face (push (list (1- pos) (1- next) face) runs))
-              (setq pos next)))))
+    (let ((runs (parley--face-runs (buffer-substring-no-properties beg end)
+                                   #'markdown-mode)))
       (parley--writing
         (pcase-dolist (`(,from ,to ,face) runs)
           (put-text-property (+ beg from) (+ beg to) 'face face))))))
 
 (defun parley--end-turn-state ()
-  "Forget the blocks of the turn that ended; fontify its answers."
+  "Forget the blocks of the turn that ended; fontify its answers.
+A question still pending is answered `cancelled': its turn is over."
+  (parley--cancel-questions)
   (parley--close-tail)
   (when parley--blocks
     (maphash (lambda (_key block)
@@ -1173,6 +1543,9 @@ session, without the history above." why))
   "Send the prompt to the agent."
   (interactive)
   (parley--check-buffer)
+  (when parley--questions
+    (user-error (substitute-command-keys "Parley waits for your answer to its question \
+\\<parley-chat-mode-map>(\\[parley-goto-question] goes there)")))
   (when parley--busy
     (user-error "Parley is still answering (C-c C-k cancels)"))
   (let ((text (string-trim (parley--current-input)))
@@ -1267,7 +1640,12 @@ On a section header in the transcript, fold or unfold the section."
        "")
      (if parley--context (format "  +%d context" (length parley--context)) "")
      (if parley--title (concat "  " (propertize parley--title 'face 'italic)) "")
-     (cond (parley--busy (propertize "  ● working" 'face 'warning))
+     (cond (parley--questions
+            (propertize (substitute-command-keys
+                         "  ● waiting for you: \\<parley-chat-mode-map>\\[parley-goto-question] \
+goes to the question")
+                        'face 'warning))
+           (parley--busy (propertize "  ● working" 'face 'warning))
            ((not (and parley--conn (jsonrpc-running-p parley--conn)))
             (propertize "  ○ not connected" 'face 'shadow))
            (t "")))))
@@ -1286,6 +1664,7 @@ On a section header in the transcript, fold or unfold the section."
     (define-key map (kbd "C-c C-s") #'parley-sessions)
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)
+    (define-key map (kbd "C-c C-q") #'parley-goto-question)
     map)
   "Keymap of `parley-chat-mode'.")
 
@@ -1323,7 +1702,17 @@ The transcript is read-only; type your prompt below it.
   (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t))
 
 (defun parley--forget-buffer ()
-  "Unregister the session of the buffer being killed."
+  "Cancel the turn of the buffer being killed; unregister its session.
+The cancel goes first, so that the server, told next that a pending
+question was cancelled, does not go on with the turn."
+  ;; Nothing here may keep the buffer from dying.
+  (condition-case err
+      (progn
+        (when (and parley--busy parley--conn (jsonrpc-running-p parley--conn))
+          (jsonrpc-notify parley--conn 'session/cancel
+                          (list :sessionId parley--session-id)))
+        (parley--cancel-questions))
+    (error (message "Parley: %s" (error-message-string err))))
   (when (and parley--session-id
              (eq (gethash parley--session-id parley--sessions) (current-buffer)))
     (remhash parley--session-id parley--sessions)))

@@ -14,6 +14,7 @@
 (require 'cl-lib)
 (require 'url)
 (require 'parley)
+(require 'parley-test)                  ; typing keys as the user would
 
 (defconst parley-it--repo
   (file-name-directory
@@ -241,54 +242,154 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-tab)
     (should (string-match-p "secret is pineapple" (parley-it--visible)))))
 
+(defun parley-it--question (&optional buffer)
+  "Wait for a permission question in BUFFER (default the current one)."
+  (let ((buffer (or buffer (current-buffer))))
+    (parley-it--wait (lambda () (buffer-local-value 'parley--questions buffer))
+                     "the permission question")))
+
+(defun parley-it--answer (keys)
+  "Type KEYS with point in the current buffer's pending question."
+  (parley-it--question)
+  (should-not (parley-test--type (current-buffer) keys (parley-test--question-pos))))
+
+(defun parley-it--tool-messages ()
+  "Return the contents of the tool results the model was sent, in order."
+  (cl-loop for request in (parley-it--requests)
+           append (cl-loop for message across (plist-get (plist-get request :body) :messages)
+                           when (equal (plist-get message :role) "tool")
+                           collect (format "%s" (plist-get message :content)))))
+
+(defun parley-it--python (code)
+  "Return a scripted model reply that calls python_eval with CODE."
+  (list :tool_calls (vector (list :name "python_eval" :arguments (list :code code)))))
+
+(defun parley-it--marker-code (name)
+  "Return Python code that writes the marker file NAME in the workspace."
+  (format "open(%S, 'w').write('ran')" (expand-file-name name parley-it--workspace)))
+
 (parley-it--deftest parley-it-permission-and-elisp-eval
-  "`elisp_eval' asks permission in the minibuffer, runs, and its value reaches the model."
+  "`elisp_eval' asks inline; `y' runs it once and its value reaches the model."
   (defvar parley-it--evaluated nil)
   (setq parley-it--evaluated nil)
   (parley-it--script
    (list :tool_calls (vector (list :name "elisp_eval"
                                    :arguments (list :code "(progn (setq parley-it--evaluated t) (* 6 7 1000))"))))
    (list :text "Emacs says 42000."))
-  (let ((prompts nil)
-        (parley-allow-elisp-eval nil))
-    (cl-letf (((symbol-function 'completing-read)
-               (lambda (prompt collection &rest _)
-                 (push prompt prompts)
-                 (should (member "Allow once" (all-completions "" collection)))
-                 "Allow once"))
-              ((symbol-function 'y-or-n-p)
-               (lambda (&rest _) (error "Emacs asked a second time"))))
+  (let ((parley-allow-elisp-eval nil))
+    (parley-test--no-minibuffer
       (with-current-buffer (parley)
         (parley-it--send "Compute in Emacs")
+        (parley-it--question)
+        (should (string-match-p "Parley asks permission: elisp_eval (execute)\n  code:\n    (progn (setq parley-it--evaluated t) (\\* 6 7 1000))\n"
+                                (parley-it--transcript)))
+        (should-not parley-it--evaluated)
+        (parley-it--answer "y")
         (parley-it--wait-idle)
-        (should (= 1 (length prompts)))
-        (should (string-match-p "elisp_eval\ncode: .*6 7 1000" (car prompts)))
         (should parley-it--evaluated)
         (should (string-match-p "elisp_eval.*\\[done\\]" (parley-it--transcript)))
-        (should (string-match-p "Emacs says 42000\\.\n\\'" (parley-it--transcript)))))
-    ;; The value went back to the model: the last request carries it.
-    (let* ((last (car (last (parley-it--requests))))
-           (messages (append (plist-get (plist-get last :body) :messages) nil))
-           (tool-message (cl-find "tool" messages
-                                  :key (lambda (m) (plist-get m :role)) :test #'equal)))
-      (should tool-message)
-      (should (string-match-p "42000" (format "%s" (plist-get tool-message :content)))))))
+        (should (string-match-p "Allowed once: elisp_eval\nEmacs says 42000\\.\n\\'"
+                                (parley-it--transcript))))))
+  ;; The value went back to the model.
+  (should (string-match-p "42000" (car (last (parley-it--tool-messages))))))
 
 (parley-it--deftest parley-it-permission-rejected
-  "A tool the user rejects in the minibuffer is not run; the model is told."
-  (defvar parley-it--evaluated nil)
-  (setq parley-it--evaluated nil)
-  (parley-it--script
-   (list :tool_calls (vector (list :name "elisp_eval"
-                                   :arguments (list :code "(setq parley-it--evaluated t)"))))
-   (list :text "Understood, I will not."))
-  (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Reject")))
+  "`n' rejects: the tool does not run and the model is told."
+  (parley-it--script (parley-it--python (parley-it--marker-code "rejected.txt"))
+                     (list :text "Understood, I will not."))
+  (with-current-buffer (parley)
+    (parley-it--send "Try it")
+    (parley-it--answer "n")
+    (parley-it--wait-idle 90)
+    (should (string-match-p "Rejected: python_eval\nUnderstood, I will not\\.\n\\'"
+                            (parley-it--transcript)))
+    (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript))))
+  (should-not (file-exists-p (expand-file-name "rejected.txt" parley-it--workspace)))
+  (should (string-match-p "rejected" (car (last (parley-it--tool-messages))))))
+
+(parley-it--deftest parley-it-permission-keys-elsewhere-never-approve
+  "RET and `y' typed in another buffer, or in the prompt, leave the question pending."
+  (let ((elsewhere (generate-new-buffer "parley-elsewhere")))
+    (unwind-protect
+        (progn
+          (parley-it--script (parley-it--python (parley-it--marker-code "elsewhere.txt"))
+                             (list :text "Done."))
+          (with-current-buffer (parley)
+            (let ((chat (current-buffer)))
+              ;; RET typed while Parley asks.  A question read in the
+              ;; minibuffer would take it as its default answer (the
+              ;; minibuffer of a batch Emacs reads stdin, so it is mimicked).
+              (setq unread-command-events (listify-key-sequence (kbd "RET")))
+              (cl-letf (((symbol-function 'completing-read)
+                         (lambda (_prompt _table &optional _pred _match _init _hist default
+                                          &rest _)
+                           (if (equal unread-command-events '(13))
+                               (progn (setq unread-command-events nil) default)
+                             (signal 'quit nil)))))
+                (parley-it--send "Run it")
+                (let ((until (+ (float-time) 3)))
+                  (while (< (float-time) until) (accept-process-output nil 0.05))))
+              (should-not (file-exists-p (expand-file-name "elsewhere.txt" parley-it--workspace)))
+              (should (equal unread-command-events '(13)))
+              (setq unread-command-events nil)
+              (parley-it--question)
+              (parley-test--type elsewhere "RET y RET a RET")
+              (parley-test--type chat "y RET" (with-current-buffer chat (point-max)))
+              (parley-test--type chat "RET" (parley-test--question-pos))
+              ;; Time for a wrongly approved call to run and reach the model.
+              (let ((until (+ (float-time) 2)))
+                (while (< (float-time) until) (accept-process-output nil 0.05)))
+              (should (buffer-local-value 'parley--questions chat))
+              (should (buffer-local-value 'parley--busy chat))
+              (should-not (file-exists-p (expand-file-name "elsewhere.txt" parley-it--workspace)))
+              (should-not (parley-it--tool-messages))
+              ;; Its own key, in it, runs it.
+              (parley-it--answer "y")
+              (parley-it--wait-idle 90)
+              (should (file-exists-p (expand-file-name "elsewhere.txt" parley-it--workspace))))))
+      (kill-buffer elsewhere))))
+
+(parley-it--deftest parley-it-permission-allow-always
+  "`a' allows the tool for the session: its next call does not ask."
+  (parley-it--script (parley-it--python (parley-it--marker-code "always-1.txt"))
+                     (parley-it--python (parley-it--marker-code "always-2.txt"))
+                     (list :text "Both ran."))
+  (let ((asked 0))
+    (cl-letf* ((ask (symbol-function 'parley--ask))
+               ((symbol-function 'parley--ask)
+                (lambda (&rest args) (cl-incf asked) (apply ask args))))
+      (with-current-buffer (parley)
+        (parley-it--send "Run twice")
+        (parley-it--answer "a")
+        (parley-it--wait-idle 90)
+        (should (string-match-p "Allowed always: python_eval\n\\(.\\|\n\\)*Both ran\\.\n\\'"
+                                (parley-it--transcript)))))
+    (should (= asked 1)))
+  (dolist (name '("always-1.txt" "always-2.txt"))
+    (should (file-exists-p (expand-file-name name parley-it--workspace)))))
+
+(parley-it--deftest parley-it-kill-buffer-cancels-turn
+  "Killing the chat buffer during a question cancels the turn; nothing runs."
+  (parley-it--script (parley-it--python (parley-it--marker-code "killed.txt"))
+                     (list :text "Should not be asked for."))
+  (let (session-id)
     (with-current-buffer (parley)
-      (parley-it--send "Try it")
-      (parley-it--wait-idle)
-      (should-not parley-it--evaluated)
-      (should (string-match-p "elisp_eval.*\\[failed\\]" (parley-it--transcript)))
-      (should (string-match-p "Understood, I will not\\.\n\\'" (parley-it--transcript))))))
+      (setq session-id parley--session-id)
+      (parley-it--send "Run it")
+      (parley-it--question)
+      (kill-buffer))
+    (let ((until (+ (float-time) 2)))
+      (while (< (float-time) until) (accept-process-output nil 0.05)))
+    (should-not (file-exists-p (expand-file-name "killed.txt" parley-it--workspace)))
+    ;; The turn was cancelled, not continued with a rejection: the model
+    ;; was not called again, and the stored call says it was cancelled.
+    (should-not (parley-it--tool-messages))
+    (should-not (memq 'parley--waiting-text global-mode-string))
+    (with-current-buffer (parley-open-session session-id
+                                              (directory-file-name parley-it--workspace))
+      (parley-it--wait-idle 90)
+      (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript)))
+      (should (string-match-p "cancelled this call" (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-cancel-then-next-prompt
   "Cancel ends the turn promptly; the next prompt works."

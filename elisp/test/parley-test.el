@@ -484,14 +484,12 @@
     (let ((result (parley-tools-call "elisp_eval" '(:code "(car 1)") t)))
       (should (eq (plist-get result :isError) t))
       (should (string-match-p "wrong-type-argument\\|Wrong type" (plist-get result :content))))
-    ;; Not approved: Emacs asks; a refusal does not evaluate.
-    (let ((asked 0) (parley-test--ran nil))
+    ;; Not approved: nothing is evaluated (parley.el asks first).
+    (let ((parley-test--ran nil))
       (defvar parley-test--ran)
-      (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (cl-incf asked) nil)))
-        (let ((result (parley-tools-call "elisp_eval" '(:code "(setq parley-test--ran t)"))))
-          (should (eq (plist-get result :isError) t))
-          (should (= asked 1))
-          (should-not parley-test--ran))))
+      (let ((result (parley-tools-call "elisp_eval" '(:code "(setq parley-test--ran t)"))))
+        (should (eq (plist-get result :isError) t))
+        (should-not parley-test--ran)))
     (let ((parley-allow-elisp-eval t))
       (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked"))))
         (should (equal (plist-get (parley-tools-call "elisp_eval" '(:code "(* 6 7)")) :content)
@@ -560,69 +558,311 @@ as a request from the \"server\" and each reply as its response."
       (should (string-match-p "built-in function" (plist-get result :content)))
       (should (eq (plist-get result :isError) :json-false)))))
 
-(ert-deftest parley-permission-through-minibuffer ()
+;;;; Permission questions, asked inline
+
+(defconst parley-test--permission
+  '(:sessionId "sess-unit"
+               :toolCall (:toolCallId "call_9" :title "python_eval" :kind "execute"
+                                      :rawInput (:code "import os\nos.remove('precious.txt')"))
+               :options [(:optionId "allow" :name "Allow once" :kind "allow_once")
+                         (:optionId "always" :name "Allow always" :kind "allow_always")
+                         (:optionId "reject" :name "Reject" :kind "reject_once")])
+  "A permission request as the server sends it.")
+
+(defun parley-test--wait (predicate)
+  "Wait up to 10 seconds for PREDICATE; fail the test if it stays nil."
+  (let ((deadline (+ (float-time) 10)))
+    (while (and (not (funcall predicate)) (< (float-time) deadline))
+      (accept-process-output nil 0.02))
+    (should (funcall predicate))))
+
+(defun parley-test--request (conn method params)
+  "Send METHOD with PARAMS on CONN; return a cons whose car becomes its answer."
+  (let ((answer (list 'pending)))
+    (jsonrpc-async-request conn method params
+                           :timeout 20
+                           :success-fn (lambda (result) (setcar answer result))
+                           :error-fn (lambda (err) (setcar answer (list 'error err))))
+    answer))
+
+(defun parley-test--settle ()
+  "Let the loopback deliver what is in flight."
+  (dotimes (_ 10) (accept-process-output nil 0.02)))
+
+(defun parley-test--type (buffer keys &optional pos)
+  "Type KEYS as the user would, in BUFFER shown in the selected window.
+With POS, point goes there first.  Return the error a command
+signalled, or nil."
+  (set-window-buffer (selected-window) buffer)
+  (when pos (set-window-point (selected-window) pos))
+  (prog1 (condition-case err (progn (execute-kbd-macro (kbd keys)) nil)
+           (error err))
+    (set-buffer buffer)))
+
+(defmacro parley-test--no-minibuffer (&rest body)
+  "Run BODY failing the test if anything reads the minibuffer."
+  (declare (indent 0) (debug t))
+  `(cl-letf (((symbol-function 'completing-read) (lambda (&rest _) (error "Minibuffer read")))
+             ((symbol-function 'read-from-minibuffer) (lambda (&rest _) (error "Minibuffer read")))
+             ((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Minibuffer read")))
+             ((symbol-function 'yes-or-no-p) (lambda (&rest _) (error "Minibuffer read"))))
+     ,@body))
+
+(defun parley-test--question-pos ()
+  "Return a position inside the pending question of the current buffer."
+  (1+ (overlay-start (parley--question-overlay (car parley--questions)))))
+
+(ert-deftest parley-permission-asked-inline-answered-only-by-its-keys ()
+  (let ((elsewhere (generate-new-buffer "parley-elsewhere")))
+    (unwind-protect
+        (parley-test--with-chat
+          (let ((chat (current-buffer)))
+            (set-window-buffer (selected-window) elsewhere)
+            (parley-test--with-loopback
+              (parley-test--no-minibuffer
+                (let ((answer (parley-test--request conn 'session/request_permission
+                                                    parley-test--permission)))
+                  (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+                  (with-current-buffer chat
+                    ;; The question shows the tool and its code in full, and the keys.
+                    (should (string-match-p
+                             (concat "Parley asks permission: python_eval (execute)\n"
+                                     "  code:\n    import os\n    os.remove('precious.txt')\n"
+                                     "  \\[y\\] Allow once   \\[a\\] Allow always   \\[n\\] Reject\n")
+                             (parley-test--visible-transcript)))
+                    ;; Parley says it waits, and shows the buffer without selecting it.
+                    (should (string-match-p "waiting for you" (parley--header-line)))
+                    (should (string-match-p "waiting for you" mode-line-process))
+                    (should (memq 'parley--waiting-text global-mode-string))
+                    ;; Not first: a mode-line list that starts with a symbol
+                    ;; is a conditional, shown as *invalid*.
+                    (should-not (symbolp (car global-mode-string)))
+                    (should (string-match-p "Parley: waiting for you" parley--waiting-text))
+                    (should (get-buffer-window chat))
+                    (should (eq (window-buffer (selected-window)) elsewhere)))
+                  ;; y and RET typed in another buffer answer nothing.
+                  (should-not (parley-test--type elsewhere "y RET a RET n RET"))
+                  (should (equal (with-current-buffer elsewhere (buffer-string)) "y\na\nn\n"))
+                  ;; Nor do the commands called there.
+                  (with-current-buffer elsewhere
+                    (should-error (parley-question-allow-once) :type 'user-error)
+                    (should-error (parley-question-allow-always) :type 'user-error))
+                  ;; In the chat buffer's prompt, y is a letter of the prompt.
+                  (should-not (parley-test--type chat "y" (with-current-buffer chat (point-max))))
+                  (should (equal (parley--current-input) "y"))
+                  ;; In the question, RET only says which keys answer.
+                  (should-not (parley-test--type chat "RET" (parley-test--question-pos)))
+                  (parley-test--settle)
+                  (should (eq (car answer) 'pending))
+                  (should parley--questions)
+                  ;; Sending a prompt meanwhile says where the question is.
+                  (should-error (parley-send) :type 'user-error)
+                  ;; y with point in the question allows this call once.
+                  (should-not (parley-test--type chat "y" (parley-test--question-pos)))
+                  (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+                  (should (equal (car answer) '(:outcome (:outcome "selected" :optionId "allow"))))
+                  (should (eq (gethash "call_9" parley--approvals) 'once))
+                  ;; The question collapsed to one line; nothing waits any more.
+                  (should (string-match-p "Allowed once: python_eval\n\\'" (parley-test--transcript)))
+                  (should-not (string-match-p "precious" (parley-test--transcript)))
+                  (should (eq (get-text-property (parley-test--pos "Allowed once") 'face)
+                              'parley-allowed))
+                  (should-not parley--questions)
+                  (should-not (string-match-p "waiting" (parley--header-line)))
+                  (should-not (memq 'parley--waiting-text global-mode-string))
+                  (should-not mode-line-process)
+                  (should (equal (parley--current-input) "y")))))))
+      (kill-buffer elsewhere))))
+
+(ert-deftest parley-permission-not-answered-where-point-was ()
+  ;; Point on the empty line at the end of the transcript, where the
+  ;; question appears: a key typed there does not answer it.
   (parley-test--with-chat
-    (let ((params '(:sessionId "sess-unit"
-                               :toolCall (:toolCallId "call_9" :title "elisp_eval"
-                                                      :kind "execute" :rawInput (:code "(+ 1 2)"))
-                               :options [(:optionId "allow" :name "Allow once" :kind "allow_once")
-                                         (:optionId "always" :name "Allow always" :kind "allow_always")
-                                         (:optionId "reject" :name "Reject" :kind "reject_once")]))
-          prompt)
+    (let ((chat (current-buffer)))
+      (parley-test--update
+       "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"call_9\",\"title\":\"python_eval\",\"kind\":\"execute\",\"status\":\"pending\"}")
+      (set-window-buffer (selected-window) chat)
+      (goto-char parley--output)
+      (set-window-point (selected-window) parley--output)
       (parley-test--with-loopback
-        ;; Allow once: the prompt shows the tool and its input.
-        (cl-letf (((symbol-function 'completing-read)
-                   (lambda (p &rest _) (setq prompt p) "Allow once")))
-          (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
-                         '(:outcome (:outcome "selected" :optionId "allow")))))
-        (should (equal (concat "Parley wants to run elisp_eval\ncode: (+ 1 2)\n"
-                               "Allow once, Allow always, Reject (default Allow once): ")
-                       prompt))
-        (should (eq (gethash "call_9" parley--approvals) 'once))
-        ;; Approved in the permission prompt: Emacs does not ask again.
-        (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked twice"))))
-          (should (equal (jsonrpc-request conn '_parley/editor/callTool
-                                          '(:sessionId "sess-unit" :toolCallId "call_9"
-                                                       :name "elisp_eval" :arguments (:code "(+ 1 2)"))
-                                          :timeout 10)
-                         '(:content "3" :isError :json-false))))
-        ;; Not approved there (say, auto-approved by the server): Emacs asks.
-        (let ((asked nil))
-          (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (setq asked t) t)))
-            (should (equal (plist-get (jsonrpc-request
-                                       conn '_parley/editor/callTool
-                                       '(:sessionId "sess-unit" :toolCallId "call_10"
-                                                    :name "elisp_eval" :arguments (:code "(+ 2 2)"))
-                                       :timeout 10)
-                                      :content)
-                           "4")))
-          (should asked))
-        ;; Reject.
-        (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Reject")))
-          (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
-                         '(:outcome (:outcome "selected" :optionId "reject")))))
-        ;; Quitting the minibuffer answers "cancelled".
-        (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) (signal 'quit nil))))
-          (should (equal (jsonrpc-request conn 'session/request_permission params :timeout 10)
-                         '(:outcome (:outcome "cancelled")))))
-        ;; Allow always covers the later calls of the tool.
-        (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Allow always")))
-          (jsonrpc-request conn 'session/request_permission
-                           (plist-put (copy-tree params) :toolCall
-                                      '(:toolCallId "call_11" :title "elisp_eval"))
-                           :timeout 10))
-        (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (error "Asked"))))
-          (jsonrpc-request conn '_parley/editor/callTool
-                           '(:sessionId "sess-unit" :toolCallId "call_11"
-                                        :name "elisp_eval" :arguments (:code "1"))
-                           :timeout 10)
-          (should (equal (plist-get (jsonrpc-request
-                                     conn '_parley/editor/callTool
-                                     '(:sessionId "sess-unit" :toolCallId "call_12"
-                                                  :name "elisp_eval" :arguments (:code "2"))
-                                     :timeout 10)
-                                    :content)
-                         "2")))))))
+        (let ((answer (parley-test--request conn 'session/request_permission
+                                            parley-test--permission)))
+          (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+          (should-not (parley--question-at (point)))
+          (parley-test--type chat "y")
+          (parley-test--settle)
+          (should (eq (car answer) 'pending))
+          (parley--cancel-questions))))))
+
+(ert-deftest parley-permission-always-reject-and-click ()
+  (parley-test--with-chat
+    (let ((chat (current-buffer)))
+      (parley-test--with-loopback
+        (parley-test--no-minibuffer
+          (pcase-dolist (`(,how ,option ,line)
+                         '(("a" "always" "Allowed always: python_eval")
+                           ("n" "reject" "Rejected: python_eval")
+                           (click "reject" "Rejected: python_eval")))
+            (let ((answer (parley-test--request conn 'session/request_permission
+                                                parley-test--permission)))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              (if (stringp how)
+                  (should-not (parley-test--type chat how (parley-test--question-pos)))
+                ;; A click on a choice answers with it; a click elsewhere does not.
+                (let ((click (lambda (pos)
+                               (parley-question-click
+                                (list 'mouse-1 (list (selected-window) pos '(0 . 0) 0
+                                                     nil pos))))))
+                  (set-window-buffer (selected-window) chat)
+                  (funcall click (parley-test--question-pos))
+                  (parley-test--settle)
+                  (should (eq (car answer) 'pending))
+                  (funcall click (parley-test--pos "[n] Reject"))))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+              (should (equal (car answer) `(:outcome (:outcome "selected" :optionId ,option))))
+              (should (string-match-p (concat (regexp-quote line) "\n\\'")
+                                      (parley-test--transcript))))))
+        (should (eq (gethash "call_9" parley--approvals) 'always))))))
+
+(ert-deftest parley-permission-shows-content-and-diff ()
+  (parley-test--with-chat
+    (parley-test--with-loopback
+      (let ((answer (parley-test--request
+                     conn 'session/request_permission
+                     (list :sessionId "sess-unit"
+                           :toolCall
+                           (list :toolCallId "e1" :title "Edit notes.txt" :kind "edit"
+                                 :rawInput (list :path "notes.txt" :line 3)
+                                 :content
+                                 (vector
+                                  '(:type "content" :content (:type "text" :text "Replace a line"))
+                                  '(:type "diff" :path "notes.txt"
+                                          :oldText "one\ntwo\nthree\nfour\nfive\nsix\n"
+                                          :newText "one\ntwo\nthree\nFOUR\nfive\nsix\n")))
+                           :options (vector '(:optionId "ok" :name "Allow" :kind "allow_once")
+                                            '(:optionId "no" :name "Reject" :kind "reject_once"))))))
+        (parley-test--wait (lambda () parley--questions))
+        (should (string-match-p
+                 (concat "Parley asks permission: Edit notes.txt (edit)\n"
+                         "  path: notes.txt\n  line: 3\n"
+                         "    Replace a line\n"
+                         "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,6 \\+1,6 @@\n"
+                         "     one\n     two\n     three\n    -four\n    \\+FOUR\n"
+                         "     five\n     six\n"
+                         "  \\[y\\] Allow   \\[n\\] Reject\n")
+                 (parley-test--transcript)))
+        (should (eq (get-text-property (parley-test--pos "-four") 'face) 'diff-removed))
+        ;; A new file.
+        (should (equal (substring-no-properties (parley--diff-string "new.py" nil "a\nb\n"))
+                       "    --- /dev/null\n    +++ new.py\n    @@ -0,0 +1,2 @@\n    +a\n    +b\n"))
+        (should (eq (get-text-property (parley-test--pos "+FOUR") 'face) 'diff-added))
+        ;; No allow-always offered: `a' answers nothing.
+        (should (parley-test--type (current-buffer) "a" (parley-test--question-pos)))
+        (parley-test--settle)
+        (should (eq (car answer) 'pending))
+        (should-not (parley-test--type (current-buffer) "n" (parley-test--question-pos)))
+        (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+        (should (equal (car answer) '(:outcome (:outcome "selected" :optionId "no"))))))))
+
+(ert-deftest parley-permission-cancelled-when-turn-ends-or-buffer-dies ()
+  (parley-test--with-loopback
+    (let ((sent nil))
+      (cl-flet ((record (_conn &rest args)
+                  (push (or (and (plist-get args :method)
+                                 (format "%s" (plist-get args :method)))
+                            (plist-get (plist-get (plist-get args :result) :outcome) :outcome))
+                        sent)))
+        (advice-add 'jsonrpc-connection-send :before #'record)
+        (unwind-protect
+            (progn
+              ;; The turn ends (cancelled, timed out) while the question waits.
+              (parley-test--with-chat
+                (let ((answer (parley-test--request conn 'session/request_permission
+                                                    parley-test--permission)))
+                  (parley-test--wait (lambda () parley--questions))
+                  (setq parley--busy t)
+                  (parley--turn-done '(:stopReason "cancelled"))
+                  (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+                  (should (equal (car answer) '(:outcome (:outcome "cancelled"))))
+                  (should (string-match-p "Cancelled: python_eval\n\\[cancelled\\]\n\\'"
+                                          (parley-test--transcript)))
+                  (should-not parley--questions)))
+              ;; The chat buffer is killed during the turn: the turn is
+              ;; cancelled first, then the question.
+              (let ((answer nil))
+                (parley-test--with-chat
+                  (setq parley--conn conn parley--busy t)
+                  (setq answer (parley-test--request conn 'session/request_permission
+                                                     parley-test--permission))
+                  (parley-test--wait (lambda () parley--questions))
+                  (setq sent nil))
+                (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+                (should (equal (car answer) '(:outcome (:outcome "cancelled"))))
+                (should (equal (cl-subseq (reverse sent) 0 2) '("session/cancel" "cancelled")))
+                ;; Without a question, the turn is cancelled all the same.
+                (setq sent nil)
+                (parley-test--with-chat (setq parley--conn conn parley--busy t))
+                (should (equal sent '("session/cancel")))
+                (should-not (memq 'parley--waiting-text global-mode-string))))
+          (advice-remove 'jsonrpc-connection-send #'record))))))
+
+(ert-deftest parley-permission-without-chat-buffer-is-cancelled ()
+  (parley-test--with-loopback
+    (should (equal (jsonrpc-request conn 'session/request_permission
+                                    (plist-put (copy-sequence parley-test--permission)
+                                               :sessionId "no-such-session")
+                                    :timeout 10)
+                   '(:outcome (:outcome "cancelled"))))))
+
+(ert-deftest parley-elisp-eval-approval ()
+  (defvar parley-test--ran)
+  (parley-test--with-chat
+    (let ((chat (current-buffer))
+          (parley-allow-elisp-eval nil)
+          (parley-test--ran nil))
+      (parley-test--with-loopback
+        (parley-test--no-minibuffer
+          (let ((call (lambda (id code)
+                        (parley-test--request conn '_parley/editor/callTool
+                                              (list :sessionId "sess-unit" :toolCallId id
+                                                    :name "elisp_eval" :arguments (list :code code))))))
+            ;; Approved in the server's question: Emacs does not ask again.
+            (let ((answer (parley-test--request conn 'session/request_permission
+                                                parley-test--permission)))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              (parley-test--type chat "y" (parley-test--question-pos))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending)))))
+            (let ((answer (funcall call "call_9" "(+ 1 2)")))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+              (should (equal (car answer) '(:content "3" :isError :json-false))))
+            ;; Not approved there (the server auto-approved it): Emacs asks,
+            ;; inline too, and `n' does not evaluate.
+            (let ((answer (funcall call "call_10" "(setq parley-test--ran t)")))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              (should (string-match-p "Emacs asks before it evaluates elisp_eval.*\n  code:\n    (setq parley-test--ran t)\n  \\[y\\] Evaluate   \\[n\\] Do not evaluate"
+                                      (parley-test--transcript)))
+              (should-not (parley-test--type chat "n" (parley-test--question-pos)))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+              (should (eq (plist-get (car answer) :isError) t))
+              (should-not parley-test--ran))
+            (let ((answer (funcall call "call_11" "(* 6 7)")))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              (should-not (parley-test--type chat "y" (parley-test--question-pos)))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+              (should (equal (car answer) '(:content "42" :isError :json-false))))
+            ;; Allow always in the server's question covers the later calls.
+            (let ((answer (parley-test--request
+                           conn 'session/request_permission
+                           (plist-put (copy-tree parley-test--permission) :toolCall
+                                      '(:toolCallId "call_12" :title "elisp_eval")))))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              (parley-test--type chat "a" (parley-test--question-pos))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending)))))
+            (dolist (id '("call_12" "call_13"))
+              (let ((answer (funcall call id "(+ 2 2)")))
+                (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+                (should (equal (car answer) '(:content "4" :isError :json-false)))))
+            (should-not parley--questions)))))))
 
 (ert-deftest parley-unknown-server-request-gets-error ()
   (parley-test--with-loopback
