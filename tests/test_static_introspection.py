@@ -284,6 +284,7 @@ async def test_over_rpc_no_workspace_code_runs_without_permission(
     session = await rejecting_client.new_session(str(workspace), toolPolicy="sync")
     result = await rejecting_client.prompt(session, "Look around.", timeout=120)
     assert result["stopReason"] == "end_turn"
+    assert not marker.exists(), marker.read_text()
     answers = [request.body["messages"][-1]["content"] for request in fake.requests[1:]]
     assert "signature: launch(target: str, *, force: bool = False) -> int" in answers[0]
     assert "The workspace's own decimal." in answers[1]
@@ -295,4 +296,3 @@ async def test_over_rpc_no_workspace_code_runs_without_permission(
     assert "rejected" in answers[7].lower()
     assert "value (in source): 0" in answers[8]
     assert len(rejecting_client.permission_requests) == 1  # only the eval asked
-    assert not marker.exists(), marker.read_text()
