@@ -370,20 +370,29 @@ class StaticIntrospector:
             places = [package.path.parent]
         else:
             places = [package.path]
+        for place in places:  # the package's own directory may be a symlink
+            if not is_inside(place.resolve(), self.search_paths):
+                raise StaticLookupError(self._refusal(name, place))
         entries = []
         for file in _source_files(places):
             try:
-                status = file.stat()
+                status = os.lstat(file)
+                if stat.S_ISLNK(status.st_mode):  # resolved only then: a warm call stays quick
+                    if not is_inside(file.resolve(), self.search_paths):
+                        raise StaticLookupError(self._refusal(name, file))
+                    status = file.stat()
             except OSError as exc:
                 raise StaticLookupError(f"{name} could not be read: {exc}") from None
-            if not stat.S_ISREG(status.st_mode) or not is_inside(file.resolve(), self.search_paths):
-                shown = self._shown_path(file)
-                raise StaticLookupError(
-                    f"{name} is not read: {shown} is not a regular file inside the workspace, "
-                    "its virtualenv or the standard library"
-                )
+            if not stat.S_ISREG(status.st_mode):
+                raise StaticLookupError(self._refusal(name, file))
             entries.append((str(file), status.st_mtime_ns, status.st_size))
         return tuple(sorted(entries))
+
+    def _refusal(self, name: str, path: Path) -> str:
+        return (
+            f"{name} is not read: {self._shown_path(path)} is not a regular file inside the "
+            "workspace, its virtualenv or the standard library"
+        )
 
     def _workspace_modules(self, unreadable: list[str]) -> Iterator[griffe.Module]:
         """The workspace's own top-level modules and packages (not its virtualenv's)."""
