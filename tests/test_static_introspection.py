@@ -7,6 +7,8 @@ when run. Only an approved `python_eval` may make a marker appear.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
 import textwrap
@@ -225,6 +227,22 @@ async def test_symlinks_out_and_fifos_are_not_read(
     assert "is not a regular file inside the workspace" in result.content
     result = await call(tools["python_members"], target="rockets")  # would block on the FIFO
     assert result.is_error and "rockets/stage9.py is not a regular file" in result.content
+
+
+async def test_a_fifo_named_like_a_path_file_does_not_block(
+    tools: dict[str, Any], hostile: Path
+) -> None:
+    fifo = hostile / "planted.pth"
+    os.mkfifo(fifo)
+    try:
+        result = await asyncio.wait_for(
+            call(tools["python_describe"], target="hostile.launch"), timeout=30
+        )
+        assert "signature: launch(" in result.content
+    finally:
+        # Should a reader be stuck on the FIFO, release it so the test run can end.
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
 async def test_after_an_approved_eval_loaded_modules_are_answered_live(

@@ -167,6 +167,7 @@ class StaticIntrospector:
             for path in site_packages_dirs(self.workspace)
             if is_inside(path.resolve(), [self.workspace]) and self._pth_files_are_safe(path)
         ]
+        self.site_packages = site_packages
         self.search_paths = [self.workspace, *site_packages, self.stdlib]
         self._lock = threading.Lock()  # griffe's loader is not thread-safe
         self._loader = self._new_loader()
@@ -492,16 +493,20 @@ class StaticIntrospector:
 
     def _new_loader(self) -> griffe.GriffeLoader:
         loader = griffe.GriffeLoader(
-            search_paths=self.search_paths,
+            search_paths=[*self.site_packages, self.stdlib],
             allow_inspection=False,  # never import: inspection is running the module
             store_source=True,
         )
-        # `.pth` files (editable installs) add directories; keep only those inside the
-        # workspace or the standard library.
+        # The site-packages' `.pth` files (editable installs) add directories; keep only
+        # those inside the workspace or the standard library.
         finder = loader.finder
         finder.search_paths[:] = [
             path for path in finder.search_paths if is_inside(path.resolve(), self.search_paths)
         ]
+        # The root comes first, as on the kernel's sys.path. It is added only now because
+        # griffe reads the `.pth` files of the paths it is given (Python reads those of site
+        # directories only), and one planted in the root could be a FIFO.
+        finder.insert_search_path(0, self.workspace)
         return loader
 
     def _pth_files_are_safe(self, site_packages: Path) -> bool:
