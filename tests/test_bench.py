@@ -23,6 +23,8 @@ ROW_LABELS = [
     "4c. Prompt → tool start, `stream`",
     "5a. Python kernel cold start",
     "5b. Kernel round trip",
+    "5c. `python_describe` from the source (griffe, nothing imported) on a package of 300",
+    "5d. `python_describe` from the source (griffe, nothing imported) on a package of 300",
     "6. Text parser `ThinkTagParser`",
     "6. Text parser `TextToolCallParser`",
     "6. Text parser `LocalModelStreamParser`",

@@ -302,6 +302,10 @@ async def test_a_missing_interpreter_is_reported(workspace: Path) -> None:
 
 
 # --- introspection ------------------------------------------------------------------------
+# Without an eval the read-only tools answer from the source (static_python.py); the kernel
+# is not started for them. tests/test_static_introspection.py covers a hostile workspace.
+
+STATIC = "(read from the source: nothing was imported or run)"
 
 
 async def test_describe_a_function_by_dotted_path(tools: dict[str, Any]) -> None:
@@ -313,7 +317,9 @@ async def test_describe_a_function_by_dotted_path(tools: dict[str, Any]) -> None
         "defined in: geometry/__init__.py:4",
         "doc:",
         "Area of a width-by-height rectangle.",
+        STATIC,
     ]
+    assert not tools["python_eval"].kernel.is_running
 
 
 async def test_describe_a_name_from_the_namespace(tools: dict[str, Any]) -> None:
@@ -329,22 +335,46 @@ async def test_describe_an_unknown_name(tools: dict[str, Any]) -> None:
     result = await call(tools["python_describe"], target="nowhere.thing")
     assert result.is_error
     assert result.content == (
-        "'nowhere' is not defined in the kernel's namespace, not a builtin, "
-        "and not an importable module"
+        "'nowhere' was not found as Python source in the workspace, its virtualenv or the "
+        "standard library, and is not a builtin (a compiled module can be inspected live "
+        "after an approved python_eval imports it)"
     )
     result = await call(tools["python_describe"], target="geometry.volume")
-    assert result.content == "geometry (module) has no attribute 'volume'"
+    assert result.content == "geometry (module) has no attribute 'volume' in its source"
+    await evaluate(tools, "import geometry")  # live now: the live object has no volume either
+    result = await call(tools["python_describe"], target="geometry.volume")
+    assert result.content == "geometry (module) has no attribute 'volume' in its source"
 
 
-async def test_an_import_error_in_a_tool_becomes_the_last_error(
+async def test_a_module_that_cannot_import_is_still_described(
     tools: dict[str, Any], workspace: Path
 ) -> None:
-    (workspace / "broken.py").write_text("import does_not_exist_anywhere\n")
+    # Before: describe imported broken.py, and its ModuleNotFoundError became the last error.
+    # Now nothing is imported: the source answers, and there is no error to record.
+    (workspace / "broken.py").write_text("import does_not_exist_anywhere\n\ndef thing(): ...\n")
     result = await call(tools["python_describe"], target="broken.thing")
-    assert result.is_error and "ModuleNotFoundError" in result.content
+    assert not result.is_error
+    assert "broken.thing: function (builtins.function)" in result.content
     last = await call(tools["python_last_error"])
-    assert "python_describe('broken.thing')" in last.content
-    assert "does_not_exist_anywhere" in last.content
+    assert last.content == "No exception is recorded: the kernel is not running."
+
+
+async def test_an_exception_in_a_live_tool_becomes_the_last_error(tools: dict[str, Any]) -> None:
+    await evaluate(
+        tools,
+        """
+        class Flaky:
+            @property
+            def value(self):
+                raise RuntimeError("no value today")
+
+        flaky = Flaky()
+        """,
+    )
+    result = await call(tools["python_describe"], target="flaky.value")
+    assert result.is_error and "RuntimeError: no value today" in result.content
+    last = await call(tools["python_last_error"])
+    assert "python_describe('flaky.value')" in last.content
 
 
 async def test_source_of_a_method(tools: dict[str, Any]) -> None:
@@ -354,7 +384,11 @@ async def test_source_of_a_method(tools: dict[str, Any]) -> None:
         "    def area(self):\n"
         '        """This shape\'s area."""\n'
         "        return area(self.width, self.height)\n"
+        f"\n{STATIC}"
     )
+    await evaluate(tools, "import geometry")
+    live = await call(tools["python_source"], target="geometry.Shape.area")
+    assert live.content == result.content.removesuffix(f"\n{STATIC}")
 
 
 async def test_source_of_a_module_and_of_a_builtin(tools: dict[str, Any]) -> None:
@@ -367,10 +401,12 @@ async def test_source_of_a_module_and_of_a_builtin(tools: dict[str, Any]) -> Non
 async def test_members_of_a_class_and_a_module(tools: dict[str, Any]) -> None:
     result = await call(tools["python_members"], target="geometry.Shape")
     lines = result.content.splitlines()
-    assert lines[0] == "geometry.Shape (class), 3 members:"
+    # Read from the source, the attributes __init__ sets are members too (3 more than live).
+    assert lines[0] == "geometry.Shape (class), 6 members:"
     assert "  __init__  [method] (self, name, width, height)" in lines
     assert "  area  [method] (self)  # This shape's area." in lines
     assert "  is_square  [property] (self)" in lines
+    assert "  width  [data (instance)] = width" in lines
 
     result = await call(tools["python_members"], target="geometry")
     assert "  Shape  [class] (name, width, height)  # A named rectangle." in result.content
@@ -380,11 +416,19 @@ async def test_members_of_a_class_and_a_module(tools: dict[str, Any]) -> None:
 
 
 async def test_apropos_in_loaded_modules_and_in_a_package(tools: dict[str, Any]) -> None:
+    # Before: not found until an eval imported geometry. Now the source of the workspace's
+    # own modules is searched without importing them.
     result = await call(tools["python_apropos"], pattern="perim")
-    assert "No names match 'perim' in loaded modules" in result.content  # not imported yet
-    await evaluate(tools, "import geometry")
-    result = await call(tools["python_apropos"], pattern="PERIM")
+    assert result.content.splitlines() == [
+        "1 names match 'perim' in the workspace's modules (2 modules):",
+        "  geometry.perimeter  [function] (width, height)",
+        STATIC,
+    ]
+    await evaluate(tools, "import geometry, json")
+    result = await call(tools["python_apropos"], pattern="PERIM|jsondecodeerror")
+    assert "in the workspace's modules and the kernel's loaded modules" in result.content
     assert "  geometry.perimeter  [function] (width, height)" in result.content
+    assert "  json.decoder.JSONDecodeError  [class]" in result.content  # loaded by the eval
 
     result = await call(tools["python_apropos"], pattern="area", package="geometry")
     assert result.content.splitlines() == [
@@ -392,10 +436,12 @@ async def test_apropos_in_loaded_modules_and_in_a_package(tools: dict[str, Any])
         "  geometry.Shape.area  [method] (self)",
         "  geometry.area  [function] (width, height)",
         "  geometry.report.total_area  [function] (shapes)",  # its import of area is not listed
+        STATIC,
     ]
 
 
 async def test_apropos_output_is_bounded(tools: dict[str, Any]) -> None:
+    await evaluate(tools, "import json")  # the kernel's loaded modules hold many names
     result = await call(tools["python_apropos"], pattern=".")
     assert "more not shown; narrow it]" in result.content
     assert len(result.content.splitlines()) <= 202

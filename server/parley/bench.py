@@ -71,6 +71,7 @@ class BenchSizes:
     kernel_evals: int
     parser_chunks: int
     session_messages: int = 5000
+    static_package_modules: int = 300
 
 
 FULL = BenchSizes(
@@ -473,6 +474,53 @@ async def kernel_rows(home: Path, sizes: BenchSizes) -> list[Row]:
     ]
 
 
+def write_big_package(root: Path, modules: int) -> str:
+    """A package of `modules` modules, each with a docstring, a class and a few functions:
+    the size of a real project's package."""
+    package = root / "bigpkg"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text('"""A generated package."""\n')
+    for n in range(modules):
+        functions = "".join(
+            f"def f{n}_{k}(a: int, b: str = 'x', *rest, flag: bool = False) -> int:\n"
+            f'    """Function {k} of module {n}."""\n    return a + {k}\n\n\n'
+            for k in range(4)
+        )
+        klass = (
+            f'class Thing{n}:\n    """A thing."""\n\n'
+            "    def __init__(self, size):\n        self.size = size\n\n"
+            "    def grow(self, by=1):\n        return self.size + by\n"
+        )
+        (package / f"mod{n}.py").write_text(f'"""Module {n}."""\n\n\n{functions}{klass}')
+    return f"bigpkg.mod{modules // 2}.f{modules // 2}_2"
+
+
+async def static_introspection_rows(home: Path, sizes: BenchSizes) -> list[Row]:
+    from parley.tools.base import ToolContext
+    from parley.tools.server_tools import server_tools
+
+    workspace = home / "static-workspace"
+    target = write_big_package(workspace, sizes.static_package_modules)
+    tools = {tool.spec.name: tool for tool in server_tools(workspace)}
+    describe = tools["python_describe"]
+    context = ToolContext(session_id="bench", tool_call_id="bench", cwd=workspace)
+    times = []
+    for _ in range(2):  # cold: griffe reads every module; warm: only the files' times
+        started = time.monotonic()
+        result = await describe.run({"target": target}, context)
+        times.append(time.monotonic() - started)
+        assert not result.is_error, result.content
+    await describe.aclose()
+    label = (
+        f"`python_describe` from the source (griffe, nothing imported) on a package of "
+        f"{sizes.static_package_modules} modules"
+    )
+    return [
+        Row(measure=f"5c. {label}, cold (first call)", parley=ms(times[0])),
+        Row(measure=f"5d. {label}, warm (second call)", parley=ms(times[1])),
+    ]
+
+
 def parser_rows(sizes: BenchSizes) -> list[Row]:
     from parley.providers.text_parsers_bench import bench_parsers
 
@@ -604,12 +652,14 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         cold_start = await cold_start_row(fake, home, sizes)
         session_load = await session_load_rows(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
+    static_introspection = await static_introspection_rows(home, sizes)
     return [
         throughput,
         *latency,
         cold_start,
         *tool_start,
         *kernel,
+        *static_introspection,
         *parser_rows(sizes),
         *session_load,
     ]

@@ -34,6 +34,7 @@ REPLY_LINE_LIMIT = 64 * 1024 * 1024
 DEATH_OUTPUT_TAIL = 4000  # bytes of the dead kernel's last fd-level output shown to the model
 MARKER_WAIT_SECONDS = 1.0
 CLOSE_WAIT_SECONDS = 0.5
+NOT_RUNNING_NOTE = "The Python kernel is not running."
 
 
 @attrs.frozen
@@ -127,8 +128,12 @@ class PythonKernel:
     def is_running(self) -> bool:
         return self._process is not None and self._process.returncode is None
 
-    async def call(self, op: str, **args: Any) -> KernelReply:
+    async def call(self, op: str, *, start: bool = True, **args: Any) -> KernelReply:
         """Run one operation (`eval`, `describe`, `source`, ...) in the kernel.
+
+        With `start=False` a kernel that is not running is not started (the answer's note is
+        NOT_RUNNING_NOTE): starting it runs the workspace's interpreter, a file of the
+        repository, which only an approved eval may do.
 
         Never raises for the kernel's own failures (they come back as `kernel_note`); raises
         CancelledError when cancelled, after interrupting the code.
@@ -138,6 +143,9 @@ class PythonKernel:
                 return KernelReply(ok=False, kernel_note="The Python kernel has been shut down.")
             notice, self._pending_notice = self._pending_notice, None
             if self._process is None:
+                if not start:
+                    self._pending_notice = notice  # for the call that starts it
+                    return KernelReply(ok=False, kernel_note=NOT_RUNNING_NOTE)
                 try:
                     await self._start()
                 except KernelStartError as exc:

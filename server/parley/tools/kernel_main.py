@@ -21,13 +21,11 @@ import ast
 import builtins
 import contextlib
 import faulthandler
-import importlib
 import inspect
 import io
 import json
 import linecache
 import os
-import pkgutil
 import re
 import signal
 import sys
@@ -50,6 +48,12 @@ REPR_LIMIT_SHORT = 300
 
 class IntrospectionFailure(Exception):
     """An expected failure worth one sentence to the model, not a traceback (a name not found)."""
+
+
+class NotLoaded(IntrospectionFailure):
+    """The target's module is not loaded here. The introspection operations never import
+    (importing runs a module's code, and only `eval` has the user's permission to run code),
+    so the server answers such a target from the source instead."""
 
 
 class CappedText(io.TextIOBase):
@@ -200,7 +204,7 @@ class Kernel:
             reply["ok"] = True
         except IntrospectionFailure as exc:
             reply["ok"] = False
-            reply["error"] = {"type": "IntrospectionFailure", "message": str(exc)}
+            reply["error"] = {"type": type(exc).__name__, "message": str(exc)}
         except BaseException as exc:  # user code may raise anything, SystemExit included
             reply["ok"] = False
             reply["error"] = self.record_error(exc, self.describe_request(op, args))
@@ -392,17 +396,15 @@ class Kernel:
                 entry["doc"] = doc[:160]
         return entry
 
-    def op_apropos(self, pattern: str, package: str | None = None) -> dict[str, Any]:
+    def op_apropos(self, pattern: str) -> dict[str, Any]:
+        """Names matching `pattern` in the modules already loaded (a package's other modules
+        are searched by the server, from their source)."""
         try:
             regex = re.compile(pattern, re.IGNORECASE)
         except re.error as exc:
             message = f"{pattern!r} is not a valid regular expression: {exc}"
             raise IntrospectionFailure(message) from None
-        import_failures: list[str] = []
-        if package:
-            modules = self.package_modules(package, import_failures)
-        else:
-            modules = [m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)]
+        modules = [m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)]
         hits = []
         for module in modules:
             module_name = getattr(module, "__name__", None)
@@ -426,11 +428,9 @@ class Kernel:
         hits.sort(key=lambda hit: hit["name"])
         return {
             "pattern": pattern,
-            "package": package,
             "modules_searched": len(modules),
             "total": len(hits),
             "hits": hits[:MAX_APROPOS_HITS],
-            "import_failures": import_failures[:20],
         }
 
     def apropos_hit(self, name: str, value: Any, in_class: bool = False) -> dict[str, Any]:
@@ -447,33 +447,15 @@ class Kernel:
             hit["signature"] = signature
         return hit
 
-    def package_modules(self, package: str, failures: list[str]) -> list[types.ModuleType]:
-        root = self.resolve(package)
-        if not inspect.ismodule(root):
-            raise IntrospectionFailure(f"{package} is a {kind_of(root)}, not a module or package")
-        modules = [root]
-        search_path = getattr(root, "__path__", None)
-        if search_path is None:
-            return modules
-        walker = pkgutil.walk_packages(search_path, root.__name__ + ".", onerror=failures.append)
-        for info in walker:
-            if len(modules) >= MAX_APROPOS_MODULES:
-                break
-            if info.name.rsplit(".", 1)[-1] == "__main__":
-                continue  # importing a package's __main__ would run its command line
-            try:
-                modules.append(importlib.import_module(info.name))
-            except Exception as exc:
-                failures.append(f"{info.name}: {type(exc).__name__}: {exc}")
-        return modules
-
     def op_last_error(self) -> dict[str, Any]:
         return {"error": self.last_error}
 
     # --- finding things ------------------------------------------------------------------
 
     def resolve(self, target: str) -> Any:
-        """A name in the namespace, a module, or an attribute path under either."""
+        """A name in the namespace, a loaded module, a builtin, or an attribute path under
+        one of them. Nothing is imported: a module that is not in `sys.modules` raises
+        NotLoaded."""
         target = (target or "").strip()
         parts = target.split(".")
         if not target or not all(part.isidentifier() for part in parts):
@@ -481,54 +463,43 @@ class Kernel:
         if parts[0] in self.namespace:
             obj, rest, reached = self.namespace[parts[0]], parts[1:], parts[0]
         else:
-            found = self.import_longest_prefix(parts)
+            found = self.loaded_longest_prefix(parts)
             if found is not None:
                 obj, rest = found
                 reached = ".".join(parts[: len(parts) - len(rest)])
             elif hasattr(builtins, parts[0]):
                 obj, rest, reached = getattr(builtins, parts[0]), parts[1:], parts[0]
             else:
-                raise IntrospectionFailure(
-                    f"{parts[0]!r} is not defined in the kernel's namespace, not a builtin, "
-                    "and not an importable module"
-                )
+                raise NotLoaded(f"{parts[0]!r} is not in the kernel's namespace or loaded")
         for attribute in rest:
             try:
                 obj = getattr(obj, attribute)
             except AttributeError:
-                submodule = self.try_import_submodule(obj, attribute)
-                if submodule is None:
+                submodule = self.loaded_submodule(obj, attribute)
+                if submodule is not None:
+                    obj = submodule
+                elif inspect.ismodule(obj):
+                    # Perhaps a submodule not imported yet: the source may say.
+                    raise NotLoaded(f"{reached}.{attribute} is not loaded") from None
+                else:
                     raise IntrospectionFailure(
                         f"{reached} ({kind_of(obj)}) has no attribute {attribute!r}"
                     ) from None
-                obj = submodule
             reached += "." + attribute
         return obj
 
-    def import_longest_prefix(self, parts: list[str]) -> tuple[Any, list[str]] | None:
+    def loaded_longest_prefix(self, parts: list[str]) -> tuple[Any, list[str]] | None:
         for length in range(len(parts), 0, -1):
-            name = ".".join(parts[:length])
-            try:
-                return importlib.import_module(name), parts[length:]
-            except ModuleNotFoundError as exc:
-                missing = exc.name or ""
-                # Only "this very name does not exist" means try a shorter prefix; a module
-                # that exists but fails to import its own dependencies is a real error.
-                if missing and (name == missing or name.startswith(missing + ".")):
-                    continue
-                raise
+            module = sys.modules.get(".".join(parts[:length]))
+            if isinstance(module, types.ModuleType):
+                return module, parts[length:]
         return None
 
-    def try_import_submodule(self, obj: Any, attribute: str) -> Any:
-        if not inspect.ismodule(obj) or not hasattr(obj, "__path__"):
+    def loaded_submodule(self, obj: Any, attribute: str) -> Any:
+        if not inspect.ismodule(obj):
             return None
-        name = f"{obj.__name__}.{attribute}"
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                return None
-            raise
+        module = sys.modules.get(f"{obj.__name__}.{attribute}")
+        return module if isinstance(module, types.ModuleType) else None
 
     def location(self, obj: Any) -> tuple[str | None, int | None]:
         target = obj

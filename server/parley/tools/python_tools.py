@@ -1,25 +1,32 @@
-"""The Python tools: run and inspect the live program in the session's kernel.
+"""The Python tools: run the program in the session's kernel, and inspect it without running it.
 
-All of them but `python_who_calls` work inside one shared `PythonKernel`, the workspace's own
-interpreter, so what they show is the program as it is loaded right now. `python_who_calls` is
-static: it reads the workspace's files (AST), with no need for the kernel.
+`python_eval` (asked permission for) runs code in one shared `PythonKernel`, the workspace's own
+interpreter, started by the first eval. The read-only tools (describe, source, members,
+apropos, last_error) never import and never start the kernel: a target the running kernel has
+already loaded is answered live from it; everything else statically, from the source, by
+`static_python.py`. `python_who_calls` is static too: it reads the workspace's files (AST).
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from parley.tools.arguments import required_string
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
-from parley.tools.kernel import KernelReply, PythonKernel
+from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import workspace_files
 
+if TYPE_CHECKING:
+    from parley.tools.static_python import StaticIntrospector
+
 WHO_CALLS_MAX_SITES = 200
+APROPOS_MAX_HITS = 200  # as in the kernel and static_python
 
 
 def _target_schema(description: str) -> dict[str, Any]:
@@ -31,7 +38,8 @@ def _target_schema(description: str) -> dict[str, Any]:
     }
 
 
-DOTTED_TARGET = "A name in the kernel's namespace or a dotted path, e.g. 'geometry.Shape.area'."
+DOTTED_TARGET = "A dotted path, e.g. 'geometry.Shape.area', or a name defined by python_eval."
+STATIC_NOTE = "(read from the source: nothing was imported or run)"
 
 
 def _section(title: str, text: str) -> str:
@@ -102,9 +110,62 @@ class PythonEvalTool(KernelTool):
         return format_reply(reply, body)
 
 
-class TargetTool(KernelTool):
-    """A kernel tool about one `target` (a name or a dotted path): the kernel operation
-    `operation` finds it, `render` says what was found."""
+class NoStaticAnswer(Exception):
+    """The source does not answer (a name not found, a file that cannot be read): one
+    sentence for the model."""
+
+
+class StaticSource:
+    """The session's `StaticIntrospector`, made on first use in a worker thread: importing
+    griffe takes about 0.1 s, which neither the server's start nor its event loop should pay."""
+
+    def __init__(self, workspace: Path, output_limit: int) -> None:
+        self.workspace = workspace
+        self.output_limit = output_limit
+        self._lock = threading.Lock()
+        self._introspector: StaticIntrospector | None = None
+
+    async def ask(self, operation: str, *args: Any) -> dict[str, Any]:
+        """Run `operation` (describe, source, members, apropos) off the event loop."""
+        return await asyncio.to_thread(self._ask, operation, *args)
+
+    def _ask(self, operation: str, *args: Any) -> dict[str, Any]:
+        from parley.tools import static_python
+
+        with self._lock:
+            if self._introspector is None:
+                self._introspector = static_python.StaticIntrospector(
+                    self.workspace, self.output_limit
+                )
+        try:
+            return getattr(self._introspector, operation)(*args)
+        except static_python.StaticLookupError as exc:
+            raise NoStaticAnswer(str(exc)) from None
+
+
+class ReadOnlyTool(KernelTool):
+    """A tool that reads the program without running any of it: it asks a running kernel
+    about what it has loaded, and the source about the rest."""
+
+    def __init__(self, kernel: PythonKernel, static: StaticSource) -> None:
+        super().__init__(kernel)
+        self.static = static
+
+    async def ask_live(self, operation: str, **args: Any) -> tuple[KernelReply | None, str | None]:
+        """The kernel's answer, or None and what to tell about the kernel (its death, say)
+        when the answer must come from the source: the kernel is not running (it is not
+        started for this), or the target is not loaded there (it is not imported)."""
+        reply = await self.kernel.call(operation, start=False, **args)
+        error_type = (reply.error or {}).get("type")
+        if reply.ok or (error_type is not None and error_type != "NotLoaded"):
+            return reply, None
+        note = reply.kernel_note if reply.kernel_note != NOT_RUNNING_NOTE else None
+        return None, note
+
+
+class TargetTool(ReadOnlyTool):
+    """A read-only tool about one `target` (a dotted path or a name eval defined): the
+    operation `operation` finds it, live or in the source; `render` says what was found."""
 
     operation: str
 
@@ -116,16 +177,24 @@ class TargetTool(KernelTool):
             target = required_string(arguments, "target")
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
-        reply = await self.kernel.call(self.operation, target=target)
-        return format_reply(reply, self.render(target, reply.result))
+        reply, kernel_note = await self.ask_live(self.operation, target=target)
+        if reply is not None:
+            return format_reply(reply, self.render(target, reply.result))
+        try:
+            found = await self.static.ask(self.operation, target)
+        except NoStaticAnswer as exc:
+            return ToolResult("\n".join(filter(None, [kernel_note, str(exc)])), is_error=True)
+        text = "\n".join(filter(None, [kernel_note, self.render(target, found), STATIC_NOTE]))
+        return ToolResult(text, raw_output={"static": True, **found})
 
 
 class PythonDescribeTool(TargetTool):
     spec = ToolSpec(
         name="python_describe",
         description=(
-            "Describe a Python object in the live kernel: type, signature, docstring, "
-            "defining file and line."
+            "Describe a Python object (function, class, method, module, ...): kind, "
+            "signature, docstring, defining file and line. Read from the source, or from the "
+            "live kernel for what python_eval has loaded; never imports."
         ),
         input_schema=_target_schema(DOTTED_TARGET),
         kind="read",
@@ -137,8 +206,12 @@ class PythonDescribeTool(TargetTool):
         lines = [f"{target}: {found.get('kind')} ({found.get('type')})"]
         if found.get("signature"):
             lines.append(f"signature: {target.rsplit('.', 1)[-1]}{found['signature']}")
-        if found.get("kind") == "data":
-            lines.append(f"value: {found.get('repr')}")
+        if found.get("kind") == "data" and "repr" in found:
+            lines.append(f"value: {found['repr']}")
+        elif found.get("value_source"):
+            lines.append(f"value (in source): {found['value_source']}")
+        if found.get("imported_from"):
+            lines.append(f"imported from: {found['imported_from']}")
         if found.get("file"):
             line = f":{found['line']}" if found.get("line") else ""
             lines.append(f"defined in: {found['file']}{line}")
@@ -149,7 +222,10 @@ class PythonDescribeTool(TargetTool):
 class PythonSourceTool(TargetTool):
     spec = ToolSpec(
         name="python_source",
-        description="Show the source of a function, class, method or module, with file and line.",
+        description=(
+            "Show the source of a function, class, method or module, with file and line "
+            "(read from the files; never imports)."
+        ),
         input_schema=_target_schema(DOTTED_TARGET),
         kind="read",
     )
@@ -167,8 +243,9 @@ class PythonMembersTool(TargetTool):
     spec = ToolSpec(
         name="python_members",
         description=(
-            "List the members of a module or class in the live kernel, with their kinds "
-            "(function, class, method, property, module, data) and signatures."
+            "List the members of a module or class, with their kinds (function, class, "
+            "method, property, module, data) and signatures. Read from the source, or from "
+            "the live kernel for what python_eval has loaded; never imports."
         ),
         input_schema=_target_schema("A module or class, e.g. 'geometry' or 'geometry.Shape'."),
         kind="read",
@@ -195,12 +272,13 @@ class PythonMembersTool(TargetTool):
         return "\n".join(lines)
 
 
-class PythonAproposTool(KernelTool):
+class PythonAproposTool(ReadOnlyTool):
     spec = ToolSpec(
         name="python_apropos",
         description=(
-            "Find names matching a regular expression (case-insensitive) in the kernel's "
-            "loaded modules, or in a package and all its submodules (which are imported)."
+            "Find names matching a regular expression (case-insensitive) in a package and all "
+            "its submodules, or else in the workspace's own modules and the modules the "
+            "kernel has loaded. Read from the source; never imports."
         ),
         input_schema={
             "type": "object",
@@ -208,7 +286,7 @@ class PythonAproposTool(KernelTool):
                 "pattern": {"type": "string", "description": "A Python regular expression."},
                 "package": {
                     "type": "string",
-                    "description": "Search this package's modules instead of loaded ones.",
+                    "description": "Search this package's modules (from their source).",
                 },
             },
             "required": ["pattern"],
@@ -225,25 +303,56 @@ class PythonAproposTool(KernelTool):
         package = arguments.get("package") or None
         if package is not None and not isinstance(package, str):
             return ToolResult("'package' must be a string.", is_error=True)
-        reply = await self.kernel.call("apropos", pattern=pattern, package=package)
-        found = reply.result
-        hits = found.get("hits", [])
-        where = f"package {package}" if package else "loaded modules"
-        searched = f"{found.get('modules_searched', 0)} modules"
-        if not hits:
-            body = f"No names match {pattern!r} in {where} ({searched})."
-        else:
-            lines = [f"{found.get('total')} names match {pattern!r} in {where} ({searched}):"]
-            for hit in hits:
-                signature = f" {hit['signature']}" if hit.get("signature") else ""
-                lines.append(f"  {hit['name']}  [{hit['kind']}]{signature}")
-            if found.get("total", 0) > len(hits):
-                lines.append(f"[… {found['total'] - len(hits):,} more not shown; narrow it]")
-            body = "\n".join(lines)
-        failures = found.get("import_failures") or []
-        if failures:
-            body += "\nModules that failed to import:\n" + "\n".join(f"  {f}" for f in failures)
-        return format_reply(reply, body)
+        try:
+            # First from the source: it also checks the pattern before the kernel is asked.
+            found = await self.static.ask("apropos", pattern, package)
+        except NoStaticAnswer as exc:
+            return ToolResult(str(exc), is_error=True)
+        where = f"package {package}" if package else "the workspace's modules"
+        reply = None
+        if package is None:
+            reply, _ = await self.ask_live("apropos", pattern=pattern)
+            if reply is not None and not reply.ok:
+                return format_reply(reply, None)
+            if reply is not None:
+                found = merge_hits(reply.result, found)
+                where = "the workspace's modules and the kernel's loaded modules"
+        body = render_apropos(pattern, where, found)
+        if reply is not None:
+            return format_reply(reply, body)
+        return ToolResult(f"{body}\n{STATIC_NOTE}", raw_output={"static": True, **found})
+
+
+def merge_hits(live: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
+    """The kernel's hits, and the source's hits about modules the kernel has not loaded."""
+    shown = {hit["name"] for hit in live.get("hits", [])}
+    extra = [hit for hit in static.get("hits", []) if hit["name"] not in shown]
+    hits = sorted(live.get("hits", []) + extra, key=lambda hit: hit["name"])
+    return {
+        "modules_searched": live.get("modules_searched", 0) + static.get("modules_searched", 0),
+        "total": live.get("total", 0) + len(extra),
+        "hits": hits[:APROPOS_MAX_HITS],
+        "unreadable": static.get("unreadable", []),
+    }
+
+
+def render_apropos(pattern: str, where: str, found: dict[str, Any]) -> str:
+    hits = found.get("hits", [])
+    searched = f"{found.get('modules_searched', 0)} modules"
+    if not hits:
+        body = f"No names match {pattern!r} in {where} ({searched})."
+    else:
+        lines = [f"{found.get('total')} names match {pattern!r} in {where} ({searched}):"]
+        for hit in hits:
+            signature = f" {hit['signature']}" if hit.get("signature") else ""
+            lines.append(f"  {hit['name']}  [{hit['kind']}]{signature}")
+        if found.get("total", 0) > len(hits):
+            lines.append(f"[… {found['total'] - len(hits):,} more not shown; narrow it]")
+        body = "\n".join(lines)
+    unreadable = found.get("unreadable") or []
+    if unreadable:
+        body += "\nModules that could not be read:\n" + "\n".join(f"  {u}" for u in unreadable)
+    return body
 
 
 class PythonLastErrorTool(KernelTool):
@@ -258,10 +367,10 @@ class PythonLastErrorTool(KernelTool):
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         failure = self.kernel.last_failure
         before = f"\nWhat last happened to the kernel itself: {failure}" if failure else ""
-        if not self.kernel.is_running:
-            # Do not start a kernel only to learn that it has no error.
+        # Do not start a kernel only to learn that it has no error.
+        reply = await self.kernel.call("last_error", start=False)
+        if reply.kernel_note == NOT_RUNNING_NOTE:
             return ToolResult(f"No exception is recorded: the kernel is not running.{before}")
-        reply = await self.kernel.call("last_error")
         error = reply.result.get("error")
         if not reply.ok:
             return format_reply(reply, None)
@@ -383,13 +492,15 @@ class PythonWhoCallsTool:
 
 
 def python_tools(kernel: PythonKernel, workspace: Path) -> list[Any]:
-    """The seven Python tools; all but who_calls share `kernel`."""
+    """The seven Python tools; all but who_calls share `kernel`, and the read-only ones
+    one `StaticSource` (its cache of parsed modules)."""
+    static = StaticSource(workspace, kernel.settings.output_limit)
     return [
         PythonEvalTool(kernel),
-        PythonDescribeTool(kernel),
-        PythonSourceTool(kernel),
-        PythonMembersTool(kernel),
-        PythonAproposTool(kernel),
+        PythonDescribeTool(kernel, static),
+        PythonSourceTool(kernel, static),
+        PythonMembersTool(kernel, static),
+        PythonAproposTool(kernel, static),
         PythonWhoCallsTool(workspace),
         PythonLastErrorTool(kernel),
     ]
