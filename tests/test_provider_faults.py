@@ -13,10 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 from conftest import MODELS, WEATHER_TOOL
 from parley.client import ParleyClient
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
+from parley.providers.base import ProviderError, retry_delay
 from pygls.exceptions import JsonRpcException
 
 STALL_TIMEOUT = 1  # seconds, from config.toml; the default is 60
@@ -329,3 +332,37 @@ async def test_an_unexpected_error_in_a_turn_settles_the_history(
     calls, results = tool_call_ids(body)
     assert len(calls) == 1 and calls == results
     assert "interrupted" in sent_text(body)
+
+
+# --- how long a retry waits ----------------------------------------------------------------
+
+
+def failure_with_headers(headers: dict[str, str]) -> ProviderError:
+    """A ProviderError as a stream's error event raises it: caused by the SDK's status error,
+    which holds the streamed response and its headers."""
+    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
+    response = httpx2.Response(200, headers=headers, request=request)
+    cause = anthropic.APIStatusError("Overloaded", response=response, body=None)
+    failure = ProviderError("overloaded", provider="anthropic", type="stream_error")
+    failure.__cause__ = cause
+    return failure
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "0.2"}, 0.2),
+        ({"retry-after-ms": "150"}, 0.15),
+        ({"retry-after": "0"}, 0.0),
+    ],
+)
+def test_a_retry_honours_a_short_retry_after(headers: dict[str, str], expected: float) -> None:
+    assert retry_delay(0, failure_with_headers(headers)) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("headers", [{}, {"retry-after": "3600"}, {"retry-after": "soon"}])
+def test_otherwise_a_retry_backs_off_like_the_sdks(headers: dict[str, str]) -> None:
+    failure = failure_with_headers(headers)
+    assert 0.375 <= retry_delay(0, failure) <= 0.5  # 0.5 s, less up to 25 % jitter
+    assert 0.75 <= retry_delay(1, failure) <= 1.0
+    assert 6.0 <= retry_delay(10, failure) <= 8.0  # capped
