@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from conftest import MODELS, WEATHER_TOOL
 from parley.client import ParleyClient
+from parley.config import ConfigError, load_settings
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.providers.base import ProviderError, retry_delay
 from pygls.exceptions import JsonRpcException
@@ -366,3 +367,22 @@ def test_otherwise_a_retry_backs_off_like_the_sdks(headers: dict[str, str]) -> N
     assert 0.375 <= retry_delay(0, failure) <= 0.5  # 0.5 s, less up to 25 % jitter
     assert 0.75 <= retry_delay(1, failure) <= 1.0
     assert 6.0 <= retry_delay(10, failure) <= 8.0  # capped
+
+
+# --- where stall_timeout comes from --------------------------------------------------------
+
+
+def test_stall_timeout_is_read_from_the_config_for_all_providers_or_one(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    assert load_settings({"PARLEY_CONFIG": str(config)}).providers["openai"].stall_timeout == 60
+
+    config.write_text("stall_timeout = 5\n\n[providers.ollama]\nstall_timeout = 300\n")
+    providers = load_settings({"PARLEY_CONFIG": str(config)}).providers
+    assert providers["openai"].stall_timeout == 5
+    assert providers["anthropic"].stall_timeout == 5
+    assert providers["ollama"].stall_timeout == 300
+
+    for bad in ('"soon"', "0", "-1", "true"):
+        config.write_text(f"stall_timeout = {bad}\n")
+        with pytest.raises(ConfigError, match="stall_timeout must be a positive number"):
+            load_settings({"PARLEY_CONFIG": str(config)})
