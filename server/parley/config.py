@@ -7,7 +7,6 @@ never written anywhere by Parley.
     max_turn_requests = 25
     stall_timeout = 60                # seconds without a byte from a provider: give up
 
-
     [kernel]                          # the per-session Python kernel
     timeout_seconds = 30
 
