@@ -171,16 +171,18 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
 
 # --- provider faults ---------------------------------------------------------------------
 
+# The stream faults come after the first text delta in both wire formats (Anthropic's third
+# chunk is a ping): a stream that breaks off before any text is retried, not an error.
 FAULTS = {
     "429 rate limit": (Fault("http", status=429, retry_after=0.01, times=3), 429, "rate_limit"),
     "500 server error": (Fault("http", status=500, times=3), 500, "server_error"),
     "dropped stream": (
-        Fault("drop", after_chunks=3, streaming_only=True),
+        Fault("drop", after_chunks=4, streaming_only=True),
         None,
         "stream_interrupted",
     ),
     "error inside the stream": (
-        Fault("error_event", after_chunks=3, streaming_only=True),
+        Fault("error_event", after_chunks=4, streaming_only=True),
         None,
         "stream_error",
     ),

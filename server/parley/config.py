@@ -5,6 +5,7 @@ never written anywhere by Parley.
 
     default_model = "anthropic:claude-sonnet-4-5"
     max_turn_requests = 25
+    stall_timeout = 60                # seconds without a byte from a provider: give up
 
     [kernel]                          # the per-session Python kernel
     timeout_seconds = 30
@@ -13,6 +14,7 @@ never written anywhere by Parley.
     kind = "openai"
     base_url = "http://localhost:1234/v1"
     api_key_env = ""                  # none needed
+    stall_timeout = 300               # a slow local model: overrides the one above
 
     [models."ollama:qwen3"]
     context_window = 32768
@@ -39,6 +41,9 @@ from parley.agent.usage import DEFAULT_PRICES, Price
 from parley.tools.kernel import KernelSettings
 
 FALLBACK_MODEL = "openai:gpt-4.1-mini"
+# Seconds a provider may send nothing (no header, no chunk, no byte of a synchronous answer)
+# before the request is abandoned; a synchronous call sends nothing until its reply is whole.
+DEFAULT_STALL_TIMEOUT = 60.0
 
 
 class ConfigError(Exception):
@@ -52,8 +57,9 @@ class ProviderConfig:
     base_url: str | None = None
     api_key_env: str | None = None  # None or "": the server needs no key
     default_api_key: str | None = None  # what to send when no key is needed (local servers)
-    max_retries: int = 2
-    timeout_seconds: float = 600.0
+    max_retries: int = 2  # the SDKs' retries, and a stream's that breaks off before any output
+    timeout_seconds: float = 600.0  # connecting and sending a request
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
 
 
 # The presets for local servers, whose models often reason inline in <think> tags.
@@ -163,7 +169,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"Cannot read {path}: {error}") from error
 
-    providers = _builtin_providers(environ)
+    stall_timeout = _seconds(table, "stall_timeout", DEFAULT_STALL_TIMEOUT, path)
+    providers = {
+        name: attrs.evolve(provider, stall_timeout=stall_timeout)
+        for name, provider in _builtin_providers(environ).items()
+    }
     for name, entry in table.get("providers", {}).items():
         base = providers.get(name)
         kind = entry.get("kind", base.kind if base else "openai")
@@ -177,6 +187,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             default_api_key=entry.get("default_api_key", base.default_api_key if base else name),
             max_retries=int(entry.get("max_retries", 2)),
             timeout_seconds=float(entry.get("timeout_seconds", 600.0)),
+            stall_timeout=_seconds(
+                entry, "stall_timeout", stall_timeout, path, f"providers.{name}."
+            ),
         )
 
     models = {model.id: model for model in _BUILTIN_MODELS}
@@ -224,6 +237,15 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         kernel=_kernel_settings(table.get("kernel", {}), path),
         environ=environ,
     )
+
+
+def _seconds(
+    table: Mapping[str, Any], key: str, default: float, path: Path, where: str = ""
+) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{path}: {where}{key} must be a positive number of seconds")
+    return float(value)
 
 
 def _kernel_settings(entry: dict[str, Any], path: Path) -> KernelSettings:

@@ -131,8 +131,14 @@ class Turn:
         except asyncio.CancelledError:
             self._settle_interrupted("The user cancelled this call before it finished.")
             return TurnResult("cancelled", self.stats)
-        except ProviderError:
-            self._settle_interrupted("An error with the model provider interrupted this call.")
+        except Exception as error:
+            # Whatever ended the turn (a provider failure, or a bug anywhere below), the next
+            # prompt must send the provider a conversation it accepts.
+            self._settle_interrupted(
+                "An error with the model provider interrupted this call."
+                if isinstance(error, ProviderError)
+                else "An internal error in Parley interrupted this call."
+            )
             raise
         return TurnResult(stop_reason, self.stats)
 
@@ -258,9 +264,10 @@ class Turn:
 
     def _commit_assistant(self, message: AssistantMessage) -> None:
         self._streamed_text = None
+        # Owed results first: if storing the message fails, it is in the history already.
+        self._unanswered = list(message.tool_calls)
         if message.text or message.thinking or message.tool_calls:
             self.session.add_message(message)
-        self._unanswered = list(message.tool_calls)
 
     # --- tools --------------------------------------------------------------------------
 

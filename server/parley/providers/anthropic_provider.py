@@ -21,6 +21,7 @@ from parley.agent.conversation import (
     UserMessage,
 )
 from parley.agent.usage import Usage
+from parley.config import DEFAULT_STALL_TIMEOUT
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
@@ -36,6 +37,8 @@ from parley.providers.base import (
     ToolCallArgumentsDelta,
     ToolCallStarted,
     parse_tool_arguments,
+    read_timed_out,
+    stalled,
 )
 from parley.providers.errors import provider_error
 from parley.tools.base import ToolSpec
@@ -129,10 +132,17 @@ class AnthropicProvider(Provider):
         base_url: str | None,
         max_retries: int = 2,
         timeout: float = 600.0,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         self.name = name
+        self.max_retries = max_retries
+        self.stall_timeout = stall_timeout
+        # The read timeout bounds every wait for a byte, so a stalled stream or call ends.
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=anthropic.Timeout(timeout, read=stall_timeout),
         )
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
@@ -156,6 +166,8 @@ class AnthropicProvider(Provider):
         try:
             message = await self._client.messages.create(**self._arguments(request))
         except anthropic.AnthropicError as error:
+            if read_timed_out(error):
+                raise stalled(self.name, self.stall_timeout) from error
             raise provider_error(self.name, error) from error
         text: list[str] = []
         thinking: list[ThinkingBlock] = []
@@ -187,10 +199,15 @@ class _AnthropicStream(SDKStream):
     connection_error = anthropic.APIConnectionError
 
     def __init__(self, provider: AnthropicProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(provider.name, arguments)
+        super().__init__(
+            provider.name,
+            arguments,
+            max_retries=provider.max_retries,
+            stall_timeout=provider.stall_timeout,
+        )
         self._provider = provider
 
-    async def _events(self) -> AsyncIterator[StreamEvent]:
+    async def _request_events(self) -> AsyncIterator[StreamEvent]:
         text: list[str] = []
         thinking: list[ThinkingBlock] = []
         current_thought: list[str] = []

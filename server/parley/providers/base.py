@@ -2,20 +2,35 @@
 
 A provider streams a request as typed events, makes a complete (synchronous) call, and keeps
 its wire quirks to itself. The agent loop never sees an SDK object.
+
+Hiccups are handled here, below the agent loop: the SDKs retry a request that fails before
+its answer starts; a stream that breaks off after it started, but before its first event,
+is asked again the same way (`SDKStream`); and a provider that sends nothing for
+`stall_timeout` seconds (the read timeout of the SDKs' httpx2 client, set when it is built)
+is abandoned with a `stalled` error.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import email.utils
 import json
+import logging
+import random
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import attrs
+import httpx2
 
 from parley.agent.conversation import Message, ThinkingBlock
 from parley.agent.usage import Usage
 from parley.tools.base import ToolSpec
+
+logger = logging.getLogger(__name__)
 
 FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
 
@@ -172,6 +187,64 @@ class ProviderError(Exception):
         return data
 
 
+def stalled(provider: str, seconds: float) -> ProviderError:
+    return ProviderError(
+        f"{provider} sent nothing for {seconds:g} s, so the request was abandoned. Try again; "
+        "if this model is slow to start its answers, raise stall_timeout in config.toml.",
+        provider=provider,
+        type="stalled",
+        retryable=True,
+    )
+
+
+def read_timed_out(error: BaseException) -> bool:
+    """Whether `error` comes from httpx2's read timeout (the stall timeout), raised as it is
+    or wrapped by an SDK (and then by `ProviderError`)."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a cause chain is short; a cycle must not loop forever
+        if seen is None:
+            return False
+        if isinstance(seen, httpx2.ReadTimeout):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+# --- retrying a stream that broke off before its first event ------------------------------
+
+RETRY_FIRST_DELAY = 0.5  # the SDKs' backoff: 0.5 s, doubled at each retry, at most 8 s
+RETRY_MAX_DELAY = 8.0
+RETRY_AFTER_LIMIT = 60.0  # a longer retry-after is not waited for (as the SDKs do)
+
+
+def retry_delay(retry: int, failure: ProviderError) -> float:
+    """How long to wait before retry number `retry` (0-based): the provider's retry-after
+    when it gives a short one, else the SDKs' exponential backoff with jitter."""
+    response = getattr(failure.__cause__, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is not None:
+        retry_after = _retry_after_seconds(headers)
+        if retry_after is not None and 0 <= retry_after <= RETRY_AFTER_LIMIT:
+            return retry_after
+    backoff = min(RETRY_FIRST_DELAY * 2**retry, RETRY_MAX_DELAY)
+    return backoff * (1 - 0.25 * random.random())
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """`retry-after-ms` (OpenAI's), or `retry-after` in seconds or as an HTTP date."""
+    with contextlib.suppress(TypeError, ValueError):
+        if (milliseconds := headers.get("retry-after-ms")) is not None:
+            return float(milliseconds) / 1000
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    with contextlib.suppress(TypeError, ValueError):
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError):
+        return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+    return None
+
+
 # --- the interface ----------------------------------------------------------------------
 
 
@@ -210,8 +283,8 @@ class ModelStream(ABC):
 
 
 class SDKStream(ModelStream):
-    """A stream read through a provider SDK's async stream object, which `_events` opens
-    and stores in `_sdk_stream`; closing it closes the HTTP response.
+    """A stream read through a provider SDK's async stream object, which `_request_events`
+    opens and stores in `_sdk_stream`; closing it closes the HTTP response.
 
     Subclasses name their SDK's base error and connection error, for `_failure`.
     """
@@ -219,11 +292,59 @@ class SDKStream(ModelStream):
     sdk_error: type[Exception]
     connection_error: type[Exception]
 
-    def __init__(self, provider_name: str, arguments: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        provider_name: str,
+        arguments: dict[str, Any],
+        *,
+        max_retries: int,
+        stall_timeout: float,
+    ) -> None:
         self._provider_name = provider_name
         self._arguments = arguments
+        self._max_retries = max_retries
+        self._stall_timeout = stall_timeout
         self._sdk_stream: Any = None
         self._closed = False  # closed by us: a transport error after it is no failure
+
+    @abstractmethod
+    def _request_events(self) -> AsyncIterator[StreamEvent]:
+        """One request's events, as an async generator that raises what `_failure` says."""
+
+    async def _events(self) -> AsyncIterator[StreamEvent]:
+        """The events of the first request that does not break off before its first event.
+
+        The SDKs retry a request that fails before its answer starts, but not a stream that
+        started and then dropped or sent an error event: when that happens before any event,
+        nobody has seen anything, so it is asked again the same way. After an event, the
+        failure is the caller's to report: what was shown cannot be taken back.
+        """
+        for retry in range(self._max_retries + 1):
+            started = False
+            try:
+                async with contextlib.aclosing(self._request_events()) as events:
+                    async for event in events:
+                        started = True
+                        yield event
+                return
+            except ProviderError as failure:
+                error = failure
+                if read_timed_out(failure):
+                    error = stalled(self._provider_name, self._stall_timeout)
+                broke_off = self._sdk_stream is not None  # it was open: no SDK retry
+                if started or not broke_off or not error.retryable or retry == self._max_retries:
+                    raise error from failure.__cause__
+                delay = retry_delay(retry, failure)
+            logger.warning(
+                "%s: the stream broke off before its first event (%s); retry %d of %d in %.1f s",
+                self._provider_name,
+                error.type,
+                retry + 1,
+                self._max_retries,
+                delay,
+            )
+            await self._close_sdk_stream()
+            await asyncio.sleep(delay)
 
     def _failure(self, error: Exception) -> ProviderError | None:
         """What an error while reading means for the user; None when we hung up ourselves.
@@ -242,8 +363,12 @@ class SDKStream(ModelStream):
 
     async def _close_transport(self) -> None:
         self._closed = True
+        await self._close_sdk_stream()
+
+    async def _close_sdk_stream(self) -> None:
         if self._sdk_stream is not None:
             await self._sdk_stream.close()
+            self._sdk_stream = None
 
 
 class Provider(ABC):

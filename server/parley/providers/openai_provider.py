@@ -22,6 +22,7 @@ from parley.agent.conversation import (
     UserMessage,
 )
 from parley.agent.usage import Usage
+from parley.config import DEFAULT_STALL_TIMEOUT
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
@@ -38,6 +39,8 @@ from parley.providers.base import (
     ToolCallArgumentsDelta,
     ToolCallStarted,
     parse_tool_arguments,
+    read_timed_out,
+    stalled,
 )
 from parley.providers.errors import provider_error
 from parley.tools.base import ToolSpec
@@ -126,10 +129,17 @@ class OpenAIProvider(Provider):
         base_url: str | None,
         max_retries: int = 2,
         timeout: float = 600.0,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         self.name = name
+        self.max_retries = max_retries
+        self.stall_timeout = stall_timeout
+        # The read timeout bounds every wait for a byte, so a stalled stream or call ends.
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=openai.Timeout(timeout, read=stall_timeout),
         )
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
@@ -150,6 +160,8 @@ class OpenAIProvider(Provider):
         try:
             response = await self._client.chat.completions.create(**self._arguments(request))
         except openai.OpenAIError as error:
+            if read_timed_out(error):
+                raise stalled(self.name, self.stall_timeout) from error
             raise provider_error(self.name, error) from error
         if not response.choices:
             raise ProviderError(
@@ -186,10 +198,15 @@ class _OpenAIStream(SDKStream):
     connection_error = openai.APIConnectionError
 
     def __init__(self, provider: OpenAIProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(provider.name, arguments)
+        super().__init__(
+            provider.name,
+            arguments,
+            max_retries=provider.max_retries,
+            stall_timeout=provider.stall_timeout,
+        )
         self._provider = provider
 
-    async def _events(self) -> AsyncIterator[StreamEvent]:
+    async def _request_events(self) -> AsyncIterator[StreamEvent]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}  # by the stream's tool call index

@@ -84,6 +84,7 @@ class ProviderRegistry:
             "base_url": config.base_url,
             "max_retries": config.max_retries,
             "timeout": config.timeout_seconds,
+            "stall_timeout": config.stall_timeout,
         }
         # The SDKs are imported on first use: they are slow to import, and most sessions
         # use only one of them.
