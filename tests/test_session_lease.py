@@ -60,6 +60,9 @@ async def test_a_prompt_while_another_window_runs_a_turn_is_refused_not_interlea
         await window_b.prompt(session, "Meanwhile")
     assert refused.value.code == -32003
     assert "busy in another window" in refused.value.message
+    with pytest.raises(JsonRpcException) as refused_here:
+        await window_a.prompt(session, "Me again")
+    assert refused_here.value.code == -32003  # the same window: busy too, never -32000
     with pytest.raises(JsonRpcException) as refused_delete:
         await window_b.request("session/delete", {"sessionId": session})
     assert refused_delete.value.code == -32003
@@ -67,6 +70,7 @@ async def test_a_prompt_while_another_window_runs_a_turn_is_refused_not_interlea
     assert (await asyncio.wait_for(running, 60))["stopReason"] == "end_turn"
     assert [role for role, _ in stored_roles_and_texts(home, session)] == ["user", "assistant"] * 2
     assert "Meanwhile" not in json.dumps(stored_roles_and_texts(home, session))
+    assert "Me again" not in json.dumps(stored_roles_and_texts(home, session))
     assert "Meanwhile" not in json.dumps([r.body for r in fake.requests])  # nor the model
 
     # Once A's turn is over, B may prompt.

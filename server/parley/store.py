@@ -204,7 +204,7 @@ class Store:
                                       system_prompt, tool_format, created_at, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
-                    title = excluded.title, model = excluded.model,
+                    title = COALESCE(excluded.title, title), model = excluded.model,
                     tool_policy = excluded.tool_policy, approvals = excluded.approvals,
                     system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
                     updated_at = excluded.updated_at

@@ -89,16 +89,18 @@ class Session:
         )
 
     def catch_up(self) -> int:
-        """Take in the messages another server (another window on this session) stored since
-        this one read the session; returns where they start in the history."""
+        """Take in what another server (another window on this session) stored since this
+        one read the session: messages, title, approvals. Returns where the missed messages
+        start in the history."""
         start = len(self.history)
         missed = self.store.messages(self.id, after=start)
         if missed:
             self.history.extend(missed)
             self.totals = self.store.usage_totals(self.id)
-            stored = self.store.session(self.id)
-            if stored is not None:
-                self.title = stored.title
+        stored = self.store.session(self.id)
+        if stored is not None:
+            self.title = stored.title
+            self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
         return start
 
     def count_turn(self) -> None:
