@@ -111,7 +111,7 @@ def test_every_malformed_request_gets_its_error_and_the_server_keeps_serving(
         }
     )
     error = raw_server.receive()
-    assert error["id"] == 8 and error["error"]["code"] == -32602
+    assert error["id"] == 8 and error["error"]["code"] == -32002
     assert "Unknown session" in error["error"]["message"]
 
     # ... and it still serves real requests.

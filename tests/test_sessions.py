@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +286,126 @@ def test_an_older_database_is_migrated_in_place(tmp_path: Path) -> None:
     assert session is not None and session.tool_format is None and session.model == "openai:gpt-4.1"
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
     assert version == len(MIGRATIONS)
+
+
+def test_approvals_of_an_older_database_belong_to_the_sessions_workspace(tmp_path: Path) -> None:
+    from parley.store import MIGRATIONS, Store
+
+    path = tmp_path / "parley.db"
+    old = sqlite3.connect(path)
+    for script in MIGRATIONS[:2]:
+        old.executescript(script)
+    old.execute(
+        "INSERT INTO sessions (id, cwd, model, tool_policy, auto_approve, created_at, updated_at)"
+        " VALUES ('sess_old', '/w', 'openai:gpt-4.1', 'hybrid', '[\"python_eval\"]', 'x', 'x')"
+    )
+    old.execute("PRAGMA user_version = 2")
+    old.commit()
+    old.close()
+    session = Store(path).session("sess_old")
+    assert session is not None and session.approvals == {"/w": ["python_eval"]}
+
+
+GUARDED_TOOL = {**WEATHER_TOOL, "needsPermission": True}
+
+
+def allow_always(params: dict[str, Any]) -> dict[str, Any]:
+    return {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
+
+
+async def load(client: ParleyClient, session: str, cwd: Path) -> dict[str, Any]:
+    return await client.request(
+        "session/load", {"sessionId": session, "cwd": str(cwd), "mcpServers": []}
+    )
+
+
+async def test_allow_always_holds_in_the_sessions_workspace_only(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    other_project = tmp_path / "other"
+    other_project.mkdir()
+    weather_turn = [Reply(text="Checking.", tool_calls=(WEATHER,)), Reply(text="Sunny.")]
+    first = await start_server(home=home)
+    await first.initialize(tools=[GUARDED_TOOL])
+    first.editor_tool_handler = answer_weather
+    first.permission_handler = allow_always
+    fake.set_script(weather_turn * 5)  # the fake answers by the number of assistant messages
+    session = await first.new_session(str(workspace))
+    await first.prompt(session, "Weather?")
+    await first.prompt(session, "And now?")
+    assert len(first.permission_requests) == 1  # always allowed from then on
+    await first.stop()
+
+    second = await start_server(home=home)
+    await second.initialize(tools=[GUARDED_TOOL])
+    second.editor_tool_handler = answer_weather
+    second.permission_handler = allow_always
+    await load(second, session, other_project)
+    await second.prompt(session, "Weather, from another project?")
+    assert len(second.permission_requests) == 1  # asked again: another workspace
+    await load(second, session, workspace)
+    await second.prompt(session, "Weather, back home?")
+    assert len(second.permission_requests) == 1  # its own workspace's approval still holds
+    await load(second, session, other_project)
+    await second.prompt(session, "And over there?")
+    assert len(second.permission_requests) == 1  # approved there too, now
+
+
+async def test_a_session_stored_with_lone_surrogates_loads_exports_and_continues(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    client = await started(start_server, home)
+    fake.set_script([Reply(text="ok")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "placeholder")
+    await client.stop()
+    # What an old server could store: json.dumps escapes a lone surrogate and SQLite keeps it;
+    # and text that is not UTF-8 at all, written by some other program.
+    user_body = {"content": [{"type": "text", "text": "half an emoji: \ud83d!"}]}
+    answer_body = {
+        "text": "a pair \ud83d\ude00 and a half \ude00",
+        "messageId": "msg_old",
+        "thinking": [],
+        "toolCalls": [],
+    }
+    database = sqlite3.connect(home / "parley.db")
+    for seq, body in ((1, user_body), (2, answer_body)):
+        database.execute(
+            "UPDATE messages SET body = ? WHERE session_id = ? AND seq = ?",
+            (json.dumps(body), session, seq),
+        )
+    database.execute(
+        "UPDATE sessions SET title = CAST(X'6869EDA0BD' AS TEXT) WHERE id = ?", (session,)
+    )
+    database.commit()
+    database.close()
+
+    again = await started(start_server, home)
+    listed = await again.request("session/list", {})
+    assert listed["sessions"][0]["title"].startswith("hi\ufffd")
+    await load(again, session, workspace)
+    replay = again.updates_of(session)
+    users = [u["content"]["text"] for u in replay if u["sessionUpdate"] == "user_message_chunk"]
+    assert users == ["half an emoji: \ufffd!"]
+    assert shown(replay)["text"] == "a pair \U0001f600 and a half \ufffd"
+    fake.set_script([Reply(text="fine")])
+    assert (await again.prompt(session, "next"))["stopReason"] == "end_turn"
+    sent = fake.requests[-1].body["messages"]
+    assert [m["content"] for m in sent[1:3]] == [users[0], "a pair \U0001f600 and a half \ufffd"]
+
+    env = {**os.environ, "PARLEY_HOME": str(home), "PARLEY_CONFIG": str(home / "none.toml")}
+    for export_format in ("markdown", "json"):
+        done = subprocess.run(
+            [sys.executable, "-m", "parley", "export", session, "--format", export_format],
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "half an emoji: \ufffd!" in done.stdout
+        if export_format == "json":
+            assert json.loads(done.stdout)["messages"][1]["text"].endswith("half \ufffd")

@@ -574,7 +574,7 @@ def write_long_session(home: Path, workspace: Path, messages: int) -> str:
             "A long session",
             "openai:gpt-4.1-mini",
             "hybrid",
-            [],
+            {},
             None,
             None,
             0,

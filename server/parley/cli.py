@@ -75,6 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parley: {error}", file=sys.stderr)
         return 2
 
+    from parley.store import StoreUnavailable
+
+    try:
+        return _run(args, settings)
+    except StoreUnavailable as error:  # PARLEY_HOME missing and uncreatable, read-only ...
+        print(f"parley: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "serve":
         from parley.server import run_stdio
 
@@ -82,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("chat", "demo"):
         from parley.chat import run_chat, run_demo
+        from parley.store import Store
 
-        return run_demo() if args.command == "demo" else run_chat(args, settings)
+        if args.command == "demo":
+            return run_demo()
+        Store.open_in(settings.home).close()  # its server would fail on it: say why here
+        return run_chat(args, settings)
     if args.command in ("sessions", "export"):
         return _read_store(args, settings)
     if args.command == "bench":
@@ -94,12 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _read_store(args: argparse.Namespace, settings: Settings) -> int:
-    from parley.store import DATABASE_NAME, Store
+    from parley.store import Store
     from parley.transcript import export_json, export_markdown, sessions_table
 
-    if not (settings.home / DATABASE_NAME).exists():
-        print("No sessions yet.")
-        return 0 if args.command == "sessions" else 1
     store = Store.open_in(settings.home)
     try:
         if args.command == "sessions":

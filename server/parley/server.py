@@ -7,8 +7,10 @@ See docs/protocol.md for the contract. The server reads frames itself (`protocol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import signal
 import sys
 import uuid
 from collections.abc import Callable
@@ -45,7 +47,7 @@ from parley.protocol.params import (
 )
 from parley.providers.base import ProviderError
 from parley.providers.registry import ProviderRegistry, split_model_id
-from parley.store import Store
+from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.registry import ToolRegistry
@@ -55,8 +57,17 @@ logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 PROVIDER_ERROR_CODE = -32001
-SESSION_BUSY_CODE = -32000
+RESOURCE_NOT_FOUND_CODE = -32002  # ACP's: an unknown or deleted session
+SESSION_BUSY_CODE = -32003  # Parley's: a turn runs in the session, here or in another window
 SESSIONS_PAGE_SIZE = 50
+# How long a turn holds its session against other servers without renewing (it renews every
+# third of it); a holder that died is taken over at once.
+LEASE_SECONDS = 30.0
+BUSY_HERE = "A turn is already running in this session; cancel it or wait for it to end."
+BUSY_ELSEWHERE = (
+    "This session is busy in another window; wait for its turn to end (or cancel it there), "
+    "then try again."
+)
 
 
 class ParleyServer(JsonRPCServer):
@@ -69,7 +80,9 @@ class ParleyServer(JsonRPCServer):
         self.settings = settings
         self.providers = ProviderRegistry(settings)
         self.store = Store.open_in(settings.home)
+        self.instance_id = new_id("srv")  # names this server in the sessions' leases
         self.sessions: dict[str, Session] = {}  # the sessions this server has open
+        self._prompts: set[asyncio.Task[Any]] = set()  # pending session/prompt requests
         self.client_tools: list[ClientToolSpec] = []
         handlers = {
             "initialize": self.initialize,
@@ -102,19 +115,35 @@ class ParleyServer(JsonRPCServer):
     # --- running ------------------------------------------------------------------------
 
     async def serve(self, reader: asyncio.StreamReader, output: BinaryIO, framing: Framing) -> None:
-        """Serve until the input ends, then release everything."""
+        """Serve until the input ends or SIGTERM/SIGINT, then release everything: pending
+        prompts are answered `cancelled` (their turns settle the history) before exit."""
         writer = FrameWriter(output, framing)
         self.protocol.set_writer(writer, include_headers=framing == "lsp")
-        async for body in read_frames(reader, framing):
-            self.protocol.receive(body)
+        reading = asyncio.ensure_future(self._receive(reader, framing))
+        loop = asyncio.get_running_loop()
+        stop_signals = (signal.SIGTERM, signal.SIGINT)
+        for signum in stop_signals:
+            loop.add_signal_handler(signum, reading.cancel)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+        finally:
+            for signum in stop_signals:
+                loop.remove_signal_handler(signum)
         await self.close()
         writer.flush()
+
+    async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:
+        async for body in read_frames(reader, framing):
+            self.protocol.receive(body)
 
     async def close(self) -> None:
         turns = [s.running_turn for s in self.sessions.values() if s.running_turn is not None]
         for turn in turns:
             turn.cancel()
         await asyncio.gather(*turns, return_exceptions=True)
+        # The prompts' answers go out as their handlers end (they release the leases too).
+        await asyncio.gather(*self._prompts, return_exceptions=True)
         for session in self.sessions.values():
             await session.tools.aclose()
         await self.providers.aclose()
@@ -198,25 +227,37 @@ class ParleyServer(JsonRPCServer):
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
-        session = self.sessions.get(params.session_id) or self._open_stored(params)
-        if session.running_turn is not None:
-            raise JsonRpcServerError(
-                "A turn is running in this session; wait for it or cancel it first.",
-                SESSION_BUSY_CODE,
-            )
-        for result in unanswered_calls(session.history):
-            session.add_message(result)  # a killed server left calls without results
+        stored = self.store.session(params.session_id)
+        if stored is None:
+            await self._forget(params.session_id)  # deleted in another window
+            raise _not_found(params.session_id)
+        # The client's cwd is where the user is now; fall back to where the session began.
+        cwd = Path(params.cwd) if Path(params.cwd).is_dir() else Path(stored.cwd)
+        session = self.sessions.get(stored.id)
+        if session is not None and session.running_turn is not None:
+            raise JsonRpcServerError(BUSY_HERE, SESSION_BUSY_CODE)
+        if session is not None and session.cwd != cwd:
+            await self._forget(session.id)  # its tools and approvals belong to its workspace
+            session = None
+        if session is None:
+            session = self._open_stored(stored, cwd)
+        else:
+            session.catch_up()
+        try:
+            self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
+        except (SessionBusy, SessionGone):
+            pass  # a turn runs in another window: its calls are not stranded, they run
+        else:
+            try:
+                _mend_unanswered(session)
+            finally:
+                self.store.release_lease(session.id, self.instance_id)
         for update in replay_updates(session.history, session.tools.kind_of):
             self.send_update(session.id, update)
         totals = self.store.usage_totals(session.id)
         return {"_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}}}
 
-    def _open_stored(self, params: LoadSessionParams) -> Session:
-        stored = self.store.session(params.session_id)
-        if stored is None:
-            raise JsonRpcInvalidParams(f"Unknown session {params.session_id!r}")
-        # The client's cwd is where the user is now; fall back to where the session began.
-        cwd = Path(params.cwd) if Path(params.cwd).is_dir() else Path(stored.cwd)
+    def _open_stored(self, stored: StoredSession, cwd: Path) -> Session:
         totals = self.store.usage_totals(stored.id)
         session = Session(
             id=stored.id,
@@ -227,7 +268,7 @@ class ParleyServer(JsonRPCServer):
             store=self.store,
             system_prompt=stored.system_prompt,
             tool_format=stored.tool_format,
-            auto_approve=set(stored.auto_approve),
+            auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
             history=self.store.messages(stored.id),
             title=stored.title,
             created_at=stored.created_at,
@@ -242,26 +283,58 @@ class ParleyServer(JsonRPCServer):
         session = self._session(params.session_id)
         content = prompt_content(params.prompt)
         if session.running_turn is not None:
-            raise JsonRpcServerError(
-                "A turn is already running in this session; cancel it or wait for it to end.",
-                SESSION_BUSY_CODE,
-            )
-        turn = Turn(session, UserMessage(content), self, self.providers, self.settings)
+            raise JsonRpcServerError(BUSY_HERE, SESSION_BUSY_CODE)
+        try:
+            self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
+        except SessionBusy as busy:
+            logger.info("Session %s is busy in another server: %s", session.id, busy)
+            raise JsonRpcServerError(BUSY_ELSEWHERE, SESSION_BUSY_CODE) from busy
+        except SessionGone as gone:
+            await self._forget(session.id)
+            raise _not_found(session.id) from gone
+        this_request = asyncio.current_task()
+        assert this_request is not None
+        self._prompts.add(this_request)
+        try:
+            self._show_missed_turns(session)
+            return await self._run_turn(session, UserMessage(content), this_request)
+        finally:
+            self._prompts.discard(this_request)
+            self.store.release_lease(session.id, self.instance_id)
+
+    def _show_missed_turns(self, session: Session) -> None:
+        """Another window may have added turns since this one read the session: take them
+        in and show them, so the user and the model see the same conversation."""
+        start = session.catch_up()
+        _mend_unanswered(session)  # the other window may have died mid-turn
+        for update in replay_updates(session.history, session.tools.kind_of, start):
+            self.send_update(session.id, update)
+
+    async def _run_turn(
+        self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
+    ) -> dict[str, Any]:
+        turn = Turn(session, prompt, self, self.providers, self.settings)
         session.running_turn = asyncio.ensure_future(turn.run())
+        renewing = asyncio.ensure_future(self._renew_lease(session.id))
         try:
             result = await session.running_turn
             # `$/cancelRequest` cancelled this handler: the turn absorbed the cancellation
             # (and settled its history); the request itself is answered -32800.
-            this_request = asyncio.current_task()
-            if this_request is not None and this_request.cancelling():
+            if this_request.cancelling():
                 raise asyncio.CancelledError
         except ProviderError as error:
             raise JsonRpcServerError(
                 error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
             ) from error
         finally:
+            renewing.cancel()
             session.running_turn = None
         return result.to_wire()
+
+    async def _renew_lease(self, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            self.store.renew_lease(session_id, self.instance_id, LEASE_SECONDS)
 
     def cancel(self, raw: Any) -> None:
         try:
@@ -295,19 +368,25 @@ class ParleyServer(JsonRPCServer):
 
     async def delete_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SessionIdParams, raw)
-        session = self.sessions.pop(params.session_id, None)
-        if session is not None:
-            if session.running_turn is not None:
-                session.running_turn.cancel()
-                await asyncio.gather(session.running_turn, return_exceptions=True)
-            await session.tools.aclose()
-        if not self.store.delete_session(params.session_id) and session is None:
-            raise JsonRpcInvalidParams(f"Unknown session {params.session_id!r}")
+        session = self.sessions.get(params.session_id)
+        if session is not None and session.running_turn is not None:
+            session.running_turn.cancel()  # this window's turn ends with its session
+            await asyncio.gather(session.running_turn, return_exceptions=True)
+        try:
+            deleted = self.store.delete_session(params.session_id, self.instance_id)
+        except SessionBusy as busy:
+            raise JsonRpcServerError(BUSY_ELSEWHERE, SESSION_BUSY_CODE) from busy
+        await self._forget(params.session_id)
+        if not deleted:
+            raise _not_found(params.session_id)
         return {}
 
-    def configure_session(self, raw: Any) -> dict[str, Any]:
+    async def configure_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(ConfigureParams, raw)
         session = self._session(params.session_id)
+        if self.store.session(session.id) is None:
+            await self._forget(session.id)  # deleted in another window: don't bring it back
+            raise _not_found(session.id)
         if params.model is not None:
             _check_model_id(params.model)
         check_tool_policy(params.tool_policy)
@@ -329,7 +408,7 @@ class ParleyServer(JsonRPCServer):
         result: dict[str, Any] = {"total": self.store.usage_totals().to_wire()}
         if params.session_id is not None:
             if self.store.session(params.session_id) is None:
-                raise JsonRpcInvalidParams(f"Unknown session {params.session_id!r}")
+                raise _not_found(params.session_id)
             result["session"] = self.store.usage_totals(params.session_id).to_wire()
         return result
 
@@ -345,8 +424,18 @@ class ParleyServer(JsonRPCServer):
         session = self.sessions.get(session_id)
         if session is None:
             hint = " (load it first with session/load)" if self.store.session(session_id) else ""
-            raise JsonRpcInvalidParams(f"Unknown session {session_id!r}{hint}")
+            raise _not_found(session_id, hint)
         return session
+
+    async def _forget(self, session_id: str) -> None:
+        """Close this server's copy of a session (the store keeps it, unless deleted)."""
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            return
+        if session.running_turn is not None:
+            session.running_turn.cancel()
+            await asyncio.gather(session.running_turn, return_exceptions=True)
+        await session.tools.aclose()
 
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
@@ -383,6 +472,17 @@ def _tool_info(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
+def _mend_unanswered(session: Session) -> None:
+    """A killed server leaves calls without results: answer them, so the provider takes the
+    history. Only under the session's lease: another window's running calls are not dead."""
+    for result in unanswered_calls(session.history):
+        session.add_message(result)
+
+
+def _not_found(session_id: str, hint: str = "") -> JsonRpcServerError:
+    return JsonRpcServerError(f"Unknown session {session_id!r}{hint}", RESOURCE_NOT_FOUND_CODE)
+
+
 def _check_model_id(model: str) -> None:
     try:
         split_model_id(model)
@@ -391,7 +491,7 @@ def _check_model_id(model: str) -> None:
 
 
 def run_stdio(settings: Settings, framing: Framing) -> None:
-    """Serve on this process's stdin/stdout until stdin closes."""
+    """Serve on this process's stdin/stdout until stdin closes or SIGTERM/SIGINT."""
 
     async def main() -> None:
         server = ParleyServer(settings)

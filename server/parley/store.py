@@ -9,7 +9,10 @@ the store never sees an API key.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,7 +78,49 @@ MIGRATIONS = [
     """,
     # 2: a session may say its model calls tools in the text protocol (NULL: the model's own)
     "ALTER TABLE sessions ADD COLUMN tool_format TEXT",
+    # 3: "always allow" holds in one workspace: approvals by workspace, {cwd: [tool, ...]};
+    # and a lease, so that two servers (two windows) never run turns of one session at once
+    """
+    ALTER TABLE sessions ADD COLUMN approvals TEXT NOT NULL DEFAULT '{}';
+    UPDATE sessions SET approvals = json_object(cwd, json(auto_approve))
+        WHERE auto_approve != '[]';
+    ALTER TABLE sessions DROP COLUMN auto_approve;
+    CREATE TABLE leases (
+        session_id TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+        holder TEXT NOT NULL,  -- the server instance running a turn in the session
+        pid INTEGER NOT NULL,  -- its process: a dead holder's lease is taken over at once
+        expires_at REAL NOT NULL  -- Unix time, renewed while the turn runs
+    );
+    """,
 ]
+
+# A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class StoreUnavailable(Exception):
+    """The data folder can't hold the database (missing and uncreatable, read-only ...)."""
+
+
+class SessionGone(Exception):
+    """The session is not in the store (never was, or another window deleted it)."""
+
+
+@attrs.frozen
+class Lease:
+    """Who runs a turn in a session (see `Store.take_lease`)."""
+
+    holder: str
+    pid: int
+    expires_at: float
+
+
+class SessionBusy(Exception):
+    """Another server runs a turn in the session."""
+
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(f"held by {lease.holder} (pid {lease.pid})")
+        self.lease = lease
 
 
 @attrs.frozen
@@ -85,7 +130,7 @@ class StoredSession:
     title: str | None
     model: str
     tool_policy: str
-    auto_approve: list[str]
+    approvals: dict[str, list[str]]  # workspace (cwd) → the tools always allowed there
     system_prompt: str | None
     tool_format: str | None
     turns: int
@@ -96,16 +141,26 @@ class StoredSession:
 
 class Store:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Open (create, migrate) the database; `StoreUnavailable` says why it can't be."""
         self.path = path
-        # Autocommit: every statement is its own transaction unless `_transaction` says so.
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Autocommit: every statement is its own transaction unless `_transaction` says so.
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as error:
+            raise StoreUnavailable(_unusable(path.parent, error)) from error
         self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; fast
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+        # Text another program (or an old server) wrote badly is shown mended, never fatal.
+        self._db.text_factory = lambda data: data.decode("utf-8", "replace")
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; fast
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.Error as error:
+            self._db.close()
+            raise StoreUnavailable(_unusable(path.parent, error)) from error
 
     @classmethod
     def open_in(cls, home: Path) -> Store:
@@ -136,31 +191,37 @@ class Store:
     # --- sessions -----------------------------------------------------------------------
 
     def save_session(self, session: StoredSession) -> None:
-        """Create the session, or update its settings and title."""
-        self._db.execute(
-            """
-            INSERT INTO sessions (id, cwd, title, model, tool_policy, auto_approve,
-                                  system_prompt, tool_format, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET
-                title = excluded.title, model = excluded.model,
-                tool_policy = excluded.tool_policy, auto_approve = excluded.auto_approve,
-                system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
-                updated_at = excluded.updated_at
-            """,
-            (
-                session.id,
-                session.cwd,
-                session.title,
-                session.model,
-                session.tool_policy,
-                json.dumps(sorted(session.auto_approve)),
-                session.system_prompt,
-                session.tool_format,
-                session.created_at,
-                session.updated_at,
-            ),
-        )
+        """Create the session, or update its settings and title. The approvals given replace
+        those of the same workspaces; other workspaces' stay."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT approvals FROM sessions WHERE id = ?", (session.id,)
+            ).fetchone()
+            approvals = {**(json.loads(row["approvals"]) if row else {}), **session.approvals}
+            db.execute(
+                """
+                INSERT INTO sessions (id, cwd, title, model, tool_policy, approvals,
+                                      system_prompt, tool_format, created_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET
+                    title = COALESCE(excluded.title, title), model = excluded.model,
+                    tool_policy = excluded.tool_policy, approvals = excluded.approvals,
+                    system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
+                    updated_at = excluded.updated_at
+                """,
+                (
+                    session.id,
+                    session.cwd,
+                    session.title,
+                    session.model,
+                    session.tool_policy,
+                    json.dumps({cwd: sorted(names) for cwd, names in approvals.items() if names}),
+                    session.system_prompt,
+                    session.tool_format,
+                    session.created_at,
+                    session.updated_at,
+                ),
+            )
 
     def session(self, session_id: str) -> StoredSession | None:
         row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -177,9 +238,55 @@ class Store:
         ).fetchall()
         return [_stored_session(row) for row in rows]
 
-    def delete_session(self, session_id: str) -> bool:
-        cursor = self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+    def delete_session(self, session_id: str, holder: str) -> bool:
+        """Delete the session unless another server holds its lease (`SessionBusy`)."""
+        with self._transaction() as db:
+            busy = self._live_lease_of_another(session_id, holder)
+            if busy is not None:
+                raise SessionBusy(busy)
+            cursor = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         return cursor.rowcount > 0
+
+    # --- leases: one turn at a time per session, across servers -------------------------
+
+    def take_lease(self, session_id: str, holder: str, seconds: float) -> None:
+        """Hold the session for a turn of `holder` (this process). Raises `SessionBusy` when
+        another live server holds it, `SessionGone` when the session is not stored. A lease
+        whose holder died, or that was not renewed in time, is taken over."""
+        with self._transaction() as db:  # BEGIN IMMEDIATE: the check and the take are one
+            if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                raise SessionGone(session_id)
+            busy = self._live_lease_of_another(session_id, holder)
+            if busy is not None:
+                raise SessionBusy(busy)
+            db.execute(
+                """
+                INSERT INTO leases (session_id, holder, pid, expires_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (session_id) DO UPDATE SET
+                    holder = excluded.holder, pid = excluded.pid, expires_at = excluded.expires_at
+                """,
+                (session_id, holder, os.getpid(), time.time() + seconds),
+            )
+
+    def renew_lease(self, session_id: str, holder: str, seconds: float) -> None:
+        self._db.execute(
+            "UPDATE leases SET expires_at = ? WHERE session_id = ? AND holder = ?",
+            (time.time() + seconds, session_id, holder),
+        )
+
+    def release_lease(self, session_id: str, holder: str) -> None:
+        self._db.execute(
+            "DELETE FROM leases WHERE session_id = ? AND holder = ?", (session_id, holder)
+        )
+
+    def _live_lease_of_another(self, session_id: str, holder: str) -> Lease | None:
+        row = self._db.execute(
+            "SELECT holder, pid, expires_at FROM leases WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if row is None or row["holder"] == holder:
+            return None
+        lease = Lease(row["holder"], row["pid"], row["expires_at"])
+        return lease if lease.expires_at > time.time() and _alive(lease.pid) else None
 
     def count_turn(self, session_id: str, updated_at: str) -> None:
         self._db.execute(
@@ -205,11 +312,13 @@ class Store:
             )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (created_at, session_id))
 
-    def messages(self, session_id: str) -> list[Message]:
+    def messages(self, session_id: str, after: int = 0) -> list[Message]:
+        """The conversation in order; `after`: skip the first so many messages."""
         rows = self._db.execute(
-            "SELECT role, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            "SELECT role, body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+            (session_id, after),
         ).fetchall()
-        return [decode_message(row["role"], json.loads(row["body"])) for row in rows]
+        return [decode_message(row["role"], _load_body(row["body"])) for row in rows]
 
     # --- usage --------------------------------------------------------------------------
 
@@ -269,6 +378,39 @@ class Store:
         )
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def _unusable(home: Path, error: Exception) -> str:
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return f"the data folder {home} (PARLEY_HOME) can't be used: {reason}"
+
+
+def _load_body(body: str) -> Any:
+    """A stored body; lone surrogates (which no encoder takes) become U+FFFD. Only a body
+    that escapes a surrogate is walked: the check is one regex search."""
+    loaded = json.loads(body)
+    return _mend_surrogates(loaded) if _SURROGATE_ESCAPE.search(body) else loaded
+
+
+def _mend_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        # Through UTF-16: a valid pair joins into its character, a lone half is replaced.
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_mend_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_mend_surrogates(key): _mend_surrogates(item) for key, item in value.items()}
+    return value
+
+
 def _stored_session(row: sqlite3.Row) -> StoredSession:
     return StoredSession(
         id=row["id"],
@@ -276,7 +418,7 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         title=row["title"],
         model=row["model"],
         tool_policy=row["tool_policy"],
-        auto_approve=json.loads(row["auto_approve"]),
+        approvals=json.loads(row["approvals"]),
         system_prompt=row["system_prompt"],
         tool_format=row["tool_format"],
         turns=row["turns"],

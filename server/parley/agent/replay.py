@@ -42,11 +42,14 @@ def unanswered_calls(history: list[Message]) -> list[ToolResultMessage]:
     return []
 
 
-def replay_updates(history: list[Message], kind_of: Callable[[str], str]) -> list[dict[str, Any]]:
-    """The updates that show `history` as a client first saw it, in order."""
+def replay_updates(
+    history: list[Message], kind_of: Callable[[str], str], start: int = 0
+) -> list[dict[str, Any]]:
+    """The updates that show `history[start:]` as a client first saw it, in order (a window
+    that was behind is shown only the turns it missed)."""
     results = {m.tool_call_id: m for m in history if isinstance(m, ToolResultMessage)}
     shown: list[dict[str, Any]] = []
-    for position, message in enumerate(history):
+    for position, message in enumerate(history[start:], start):
         if isinstance(message, UserMessage):
             for block in message.content:
                 shown.append(updates.user_chunk(f"user_{position}", _user_content(block)))

@@ -52,7 +52,7 @@ class Session:
     store: Store
     system_prompt: str | None = None
     tool_format: str | None = None  # None: the model's configured format
-    auto_approve: set[str] = attrs.field(factory=set)
+    auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
     history: list[Message] = attrs.field(factory=list)
     title: str | None = None
     created_at: str = attrs.field(factory=now_iso)
@@ -78,7 +78,7 @@ class Session:
                 title=self.title,
                 model=self.model,
                 tool_policy=self.tool_policy,
-                auto_approve=sorted(self.auto_approve),
+                approvals={str(self.cwd): sorted(self.auto_approve)},
                 system_prompt=self.system_prompt,
                 tool_format=self.tool_format,
                 turns=self.totals.turns,
@@ -87,6 +87,21 @@ class Session:
                 updated_at=self.updated_at,
             )
         )
+
+    def catch_up(self) -> int:
+        """Take in what another server (another window on this session) stored since this
+        one read the session: messages, title, approvals. Returns where the missed messages
+        start in the history."""
+        start = len(self.history)
+        missed = self.store.messages(self.id, after=start)
+        if missed:
+            self.history.extend(missed)
+            self.totals = self.store.usage_totals(self.id)
+        stored = self.store.session(self.id)
+        if stored is not None:
+            self.title = stored.title
+            self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
+        return start
 
     def count_turn(self) -> None:
         self.totals.turns += 1
