@@ -81,9 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         run_stdio(settings, args.framing)
         return 0
     if args.command in ("chat", "demo"):
-        from parley.chat import run_chat, run_demo
+        try:
+            from parley.chat import run_chat, run_demo
 
-        return run_demo() if args.command == "demo" else run_chat(args, settings)
+            return run_demo() if args.command == "demo" else run_chat(args, settings)
+        except KeyboardInterrupt:  # Ctrl-C before the chat's own handler is in place
+            print("Cancelled.", file=sys.stderr)
+            return 130  # 128 + SIGINT, as the chat itself exits on Ctrl-C
     if args.command in ("sessions", "export"):
         return _read_store(args, settings)
     if args.command == "bench":
