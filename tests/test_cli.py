@@ -278,3 +278,67 @@ def test_the_question_is_asked_on_the_terminal_and_y_allows(
     assert stdout == b"It is 42.\n"
     assert b"Parley asks" not in stdout + stderr
     assert marker.read_text() == "ran"
+
+
+def test_ctrl_c_at_the_question_cancels_without_running_the_tool(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    marker = tmp_path / "marker"
+    fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Never.")])
+    master, slave = os.openpty()
+    try:
+        chat = start_chat(
+            "Compute.",
+            "--cwd",
+            str(workspace),
+            env=server_env(fake, tmp_path),
+            preexec_fn=lambda: _take_terminal(slave),
+            pass_fds=(slave,),
+        )
+        assert "[n] no: " in read_until(master, b"[n] no: ").decode()
+        os.write(master, b"\x03")  # Ctrl-C typed at the terminal: its driver sends SIGINT
+        stdout, stderr = chat.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert chat.returncode == 130, stderr.decode()
+    # Ctrl-C's one line, and nothing after it.
+    assert [line for line in stderr.decode().splitlines() if line.strip()][-1] == "Cancelled."
+    assert stderr.decode().count("Cancelled.") == 1
+    assert stdout.strip() == b""
+    assert not marker.exists()
+    assert {r.reply_index for r in fake.requests} == {0}  # no second round: the turn ended
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # the field after the state is the parent's pid
+            children.append(int(stat.parent.name))
+    return children
+
+
+def test_a_second_ctrl_c_exits_at_once(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script([SLOW_ANSWER])
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert chat.stdout is not None
+    read_until(chat.stdout.fileno(), b"word word")
+    (server,) = _children_of(chat.pid)
+    os.kill(server, signal.SIGSTOP)  # a server that will not answer the cancellation
+    try:
+        chat.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert chat.poll() is None  # still waiting for the cancelled turn
+        chat.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, stderr = chat.communicate(timeout=30)
+        assert time.monotonic() - started < 5  # not the 10 s grace, nor the stop's timeout
+    finally:
+        os.kill(server, signal.SIGCONT)  # its stdin is closed now: it exits by itself
+    assert chat.returncode == 130
+    assert "Traceback" not in stderr.decode()
+    assert stderr.decode().count("Cancelled.") == 1

@@ -51,12 +51,15 @@ class TerminalView:
         self.out, self.err, self.as_json = out, err, as_json
         self.on_output_closed: Callable[[], None] = lambda: None
         self.output_closed = False
+        self.stopped = False  # the turn is being cancelled: what it still sends is not shown
         self._last_kind = ""
         self._message_id: str | None = None
         self._titles: dict[str, str] = {}
         self._err_mid_line = False
 
     def show(self, session_id: str, update: dict[str, Any]) -> None:
+        if self.stopped and not self.as_json:
+            return
         if self.as_json:
             self.answer(json.dumps({"sessionId": session_id, "update": update}) + "\n")
             return
@@ -304,6 +307,7 @@ class TurnStopper:
         self.exit_code = exit_code
         if not first:
             return
+        self.view.stopped = True
         self.asker.cancel()
         if self.session_id is not None:
             self.client.cancel(self.session_id)
