@@ -264,6 +264,7 @@ def test_the_question_is_asked_on_the_terminal_and_y_allows(
             preexec_fn=lambda: _take_terminal(slave),
             pass_fds=(slave,),
         )
+        os.write(master, b"n\n")  # typed before the question: it must not answer it
         asked = read_until(master, b"[n] no: ").decode()
         assert "Parley asks to run python_eval:" in asked
         # The code in full, as code: one line each, not a line of JSON.

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import tempfile
+import termios
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -201,6 +202,12 @@ class _Terminal:
         writer = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         return cls(fd, writer, owned=True)
 
+    def forget_typeahead(self) -> None:
+        """Drops what was typed before the question (a `y` and Enter meant for something
+        else must not answer it)."""
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcflush(self.read_fd, termios.TCIFLUSH)
+
     def write(self, text: str) -> None:
         self.writer.write(text)
         self.writer.flush()
@@ -253,6 +260,7 @@ class PermissionAsker:
                 )
                 return _selected(params, "reject_once")
             self._answer = asyncio.get_running_loop().create_future()
+            terminal.forget_typeahead()
             terminal.read_line(self._answer)
             try:
                 terminal.write(permission_question(tool_call))
