@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import server_env
-from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 
 
 def run_parley(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: float = 60):
@@ -21,6 +24,7 @@ def run_parley(*args: str, env: dict[str, str], cwd: Path | None = None, timeout
         cwd=cwd,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        start_new_session=True,  # no controlling terminal, as in a pipeline or a CI job
     )
 
 
@@ -120,3 +124,222 @@ def test_sessions_and_export(fake: FakeLLM, tmp_path: Path, workspace) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Yes."
     assert "It multiplies width by height." in json.dumps(fake.requests[-1].body)
+
+
+def eval_writing(marker: Path) -> ScriptedToolCall:
+    """A python_eval call (it needs permission) whose code leaves `marker` when it runs."""
+    code = f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n6 * 7"
+    return ScriptedToolCall("python_eval", {"code": code})
+
+
+def test_without_a_terminal_a_tool_call_is_rejected_and_stdout_stays_clean(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    marker = tmp_path / "marker"
+    fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Not allowed.")])
+    done = run_parley("chat", "Compute.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Not allowed."
+    assert "not running python_eval: there is no terminal to ask on" in done.stderr
+    assert "--yes" in done.stderr
+    assert not marker.exists()
+    assert "rejected" in json.dumps(fake.requests[-1].body)
+
+
+def test_json_lines_all_parse_when_a_permission_is_refused(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    marker = tmp_path / "marker"
+    fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Not allowed.")])
+    done = run_parley(
+        "chat", "Compute.", "--json", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]  # every line parses
+    assert all(set(line) in ({"sessionId", "update"}, {"sessionId", "result"}) for line in lines)
+    assert lines[-1]["result"]["stopReason"] == "end_turn"
+    assert "no terminal to ask on" in done.stderr
+
+
+def test_yes_runs_the_tool_and_stdout_holds_only_the_answer(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    marker = tmp_path / "marker"
+    fake.set_script(
+        [
+            Reply(thinking="Let me run it.", tool_calls=(eval_writing(marker),)),
+            Reply(text="It is 42."),
+        ]
+    )
+    done = run_parley(
+        "chat", "Compute.", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It is 42.\n"
+    assert marker.read_text() == "ran"
+    assert "python_eval" in done.stderr and "Let me run it." in done.stderr
+
+
+def start_chat(*args: str, env: dict[str, str], **popen: object) -> subprocess.Popen[bytes]:
+    options: dict[str, object] = {
+        "stdin": subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "start_new_session": True,
+    }
+    options.update(popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "parley", "chat", *args], env={**os.environ, **env}, **options
+    )
+
+
+def read_until(fd: int, wanted: bytes, timeout: float = 60) -> bytes:
+    """What `fd` gives until `wanted` appears (or the time is up, or it ends)."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while wanted not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # a pty whose other side has closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+SLOW_ANSWER = Reply(text="word " * 400, chunk_size=5, pacing=Pacing(chunks_per_second=20))
+
+
+def test_ctrl_c_cancels_the_turn_with_one_line_and_exit_130(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    fake.set_script([SLOW_ANSWER])
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert chat.stdout is not None
+    assert read_until(chat.stdout.fileno(), b"word word").count(b"word") >= 2
+    chat.send_signal(signal.SIGINT)
+    stdout, stderr = chat.communicate(timeout=60)
+    assert chat.returncode == 130, stderr
+    text = stderr.decode()
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert [line for line in text.splitlines() if line.strip()] == ["Cancelled."]
+    assert stdout.count(b"word") < 400  # the stream was cut short, not waited for
+
+
+def test_a_closed_pipe_ends_the_chat_quietly(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script([SLOW_ANSWER])
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert chat.stdout is not None and chat.stderr is not None
+    read_until(chat.stdout.fileno(), b"word word")  # like `| head -c 10`
+    chat.stdout.close()
+    assert chat.wait(timeout=60) == 141  # 128 + SIGPIPE, like `yes | head`
+    stderr = chat.stderr.read().decode()
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+    assert len(fake.requests) == 1  # the turn ended: nothing more was asked of the model
+
+
+def _take_terminal(slave_fd: int) -> None:
+    # In the child, after setsid: make the pty its controlling terminal (what a shell does).
+    import fcntl
+    import termios
+
+    fcntl.ioctl(slave_fd, termios.TIOCSCTTY, 0)
+
+
+def test_the_question_is_asked_on_the_terminal_and_y_allows(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    marker = tmp_path / "marker"
+    fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="It is 42.")])
+    master, slave = os.openpty()
+    try:
+        chat = start_chat(
+            "Compute.",
+            "--cwd",
+            str(workspace),
+            env=server_env(fake, tmp_path),
+            preexec_fn=lambda: _take_terminal(slave),
+            pass_fds=(slave,),
+        )
+        os.write(master, b"n\n")  # typed before the question: it must not answer it
+        asked = read_until(master, b"[n] no: ").decode()
+        assert "Parley asks to run python_eval:" in asked
+        # The code in full, as code: one line each, not a line of JSON.
+        assert "    Path(" in asked and "\n    6 * 7" in asked.replace("\r\n", "\n")
+        assert not marker.exists()
+        os.write(master, b"y\n")
+        stdout, stderr = chat.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert chat.returncode == 0, stderr.decode()
+    assert stdout == b"It is 42.\n"
+    assert b"Parley asks" not in stdout + stderr
+    assert marker.read_text() == "ran"
+
+
+def test_ctrl_c_at_the_question_cancels_without_running_the_tool(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    marker = tmp_path / "marker"
+    fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Never.")])
+    master, slave = os.openpty()
+    try:
+        chat = start_chat(
+            "Compute.",
+            "--cwd",
+            str(workspace),
+            env=server_env(fake, tmp_path),
+            preexec_fn=lambda: _take_terminal(slave),
+            pass_fds=(slave,),
+        )
+        assert "[n] no: " in read_until(master, b"[n] no: ").decode()
+        os.write(master, b"\x03")  # Ctrl-C typed at the terminal: its driver sends SIGINT
+        stdout, stderr = chat.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert chat.returncode == 130, stderr.decode()
+    # Ctrl-C's one line, and nothing after it.
+    assert [line for line in stderr.decode().splitlines() if line.strip()][-1] == "Cancelled."
+    assert stderr.decode().count("Cancelled.") == 1
+    assert stdout.strip() == b""
+    assert not marker.exists()
+    assert {r.reply_index for r in fake.requests} == {0}  # no second round: the turn ended
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # the field after the state is the parent's pid
+            children.append(int(stat.parent.name))
+    return children
+
+
+def test_a_second_ctrl_c_exits_at_once(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script([SLOW_ANSWER])
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert chat.stdout is not None
+    read_until(chat.stdout.fileno(), b"word word")
+    (server,) = _children_of(chat.pid)
+    os.kill(server, signal.SIGSTOP)  # a server that will not answer the cancellation
+    try:
+        chat.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert chat.poll() is None  # still waiting for the cancelled turn
+        chat.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, stderr = chat.communicate(timeout=30)
+        assert time.monotonic() - started < 5  # not the 10 s grace, nor the stop's timeout
+    finally:
+        os.kill(server, signal.SIGCONT)  # its stdin is closed now: it exits by itself
+    assert chat.returncode == 130
+    assert "Traceback" not in stderr.decode()
+    assert stderr.decode().count("Cancelled.") == 1

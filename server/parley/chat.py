@@ -2,7 +2,13 @@
 
 The answer goes to stdout as it arrives; thoughts and tool activity go to stderr, so
 `parley chat "…" > answer.md` keeps only the answer. `--json` prints every update as one
-JSON line instead.
+JSON line instead, and nothing else.
+
+A tool that needs permission is asked about on the controlling terminal (`/dev/tty`), or on
+stderr when stdin is a terminal and there is no `/dev/tty`; with no way to ask, the call is
+rejected (`--yes` allows every call). Ctrl-C cancels the turn with one line on stderr and
+exits 130; a second Ctrl-C exits at once. When stdout's reader goes away (`| head`), the
+turn is cancelled and the command exits 141 (128 + SIGPIPE, like `yes | head`), quietly.
 """
 
 from __future__ import annotations
@@ -12,8 +18,12 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
+import termios
+import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,39 +35,52 @@ from parley.config import Settings
 DEMO_MODEL = "demo:scripted"
 DEMO_PROMPT = "What does geometry.area compute, and is it right for a 3 by 4 rectangle?"
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head` reports
+CANCEL_GRACE_SECONDS = 10.0  # how long a cancelled turn may take to answer before we leave
+CANCELLED = {"outcome": {"outcome": "cancelled"}}
+
 
 class TerminalView:
-    """Shows a session's updates the way a person reads them in a terminal."""
+    """Shows a session's updates the way a person reads them in a terminal.
+
+    A stream whose reader went away (a closed pipe) is silenced; when it is stdout,
+    `on_output_closed` is told, so the turn can end: nobody reads the answer any more.
+    """
 
     def __init__(self, out: TextIO, err: TextIO, as_json: bool) -> None:
         self.out, self.err, self.as_json = out, err, as_json
+        self.on_output_closed: Callable[[], None] = lambda: None
+        self.output_closed = False
+        self.stopped = False  # the turn is being cancelled: what it still sends is not shown
         self._last_kind = ""
         self._message_id: str | None = None
         self._titles: dict[str, str] = {}
+        self._err_mid_line = False
 
     def show(self, session_id: str, update: dict[str, Any]) -> None:
+        if self.stopped and not self.as_json:
+            return
         if self.as_json:
-            print(json.dumps({"sessionId": session_id, "update": update}), file=self.out)
-            self.out.flush()
+            self.answer(json.dumps({"sessionId": session_id, "update": update}) + "\n")
             return
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             if update.get("_meta", {}).get("parley", {}).get("replaces"):
-                self._note("(the model revised its text; the revision follows)")
-                self.out.write("\n")
+                self.note("(the model revised its text; the revision follows)")
+                self.answer("\n")
             elif self._message_id not in (None, update.get("messageId")):
-                self.out.write("\n\n")  # a new message: a new paragraph
+                self.answer("\n\n")  # a new message: a new paragraph
             self._message_id = update.get("messageId")
-            self.out.write(update["content"]["text"])
-            self.out.flush()
+            self.answer(update["content"]["text"])
         elif kind == "agent_thought_chunk":
             if self._last_kind != kind:
-                self.err.write("\n[thinking] ")
-            self.err.write(update["content"]["text"])
-            self.err.flush()
+                self._write(self.err, "\n[thinking] ")
+            self._write(self.err, update["content"]["text"])
+            self._err_mid_line = True
         elif kind == "tool_call":
             self._titles[update["toolCallId"]] = update["title"]
-            self._note(f"→ {update['title']}")
+            self.note(f"→ {update['title']}")
         elif kind == "tool_call_update":
             self._show_tool_update(update)
         self._last_kind = kind or ""
@@ -66,7 +89,7 @@ class TerminalView:
         title = update.get("title") or self._titles.get(update["toolCallId"], "tool")
         self._titles[update["toolCallId"]] = title
         if "rawInput" in update:
-            self._note(f"  {title} {json.dumps(update['rawInput'])[:200]}")
+            self.note(f"  {title} {json.dumps(update['rawInput'])[:200]}")
         status = update.get("status")
         if status in ("completed", "failed"):
             text = ""
@@ -74,25 +97,250 @@ class TerminalView:
                 text = update["content"][0]["content"]["text"]
             first_line = text.strip().splitlines()[0][:120] if text.strip() else ""
             mark = "✓" if status == "completed" else "✗"
-            self._note(f"{mark} {title}: {first_line}")
+            self.note(f"{mark} {title}: {first_line}")
 
-    def _note(self, text: str) -> None:
-        self.err.write(f"\n{text}\n")
-        self.err.flush()
+    def answer(self, text: str) -> None:
+        """Text for stdout: the answer (or, with --json, JSON lines) and nothing else."""
+        if not self.output_closed:
+            self._write(self.out, text)
+
+    def note(self, text: str) -> None:
+        """A note for the person watching, on stderr, set off by a blank line."""
+        self._write(self.err, f"\n{text}\n")
+        self._err_mid_line = False
+
+    def line(self, text: str) -> None:
+        """One line on stderr, on a line of its own."""
+        self._write(self.err, ("\n" if self._err_mid_line else "") + text + "\n")
+        self._err_mid_line = False
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        try:
+            stream.write(text)
+            stream.flush()
+        except BrokenPipeError:
+            _silence(stream)
+            if stream is self.out and not self.output_closed:
+                self.output_closed = True
+                self.on_output_closed()
 
 
-def _ask_permission(params: dict[str, Any]) -> dict[str, Any]:
-    call = params["toolCall"]
-    if not sys.stdin.isatty():
-        print(
-            f"\nparley: not running {call['title']}: no terminal to ask (use --yes to allow).",
-            file=sys.stderr,
-        )
-        return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
-    print(f"\nAllow {call['title']} {json.dumps(call.get('rawInput'))[:300]}?", file=sys.stderr)
-    answer = input("[y]es once, [a]lways, [N]o: ").strip().lower()
-    option = {"y": "allow_once", "yes": "allow_once", "a": "allow_always"}.get(answer)
-    return {"outcome": {"outcome": "selected", "optionId": option or "reject_once"}}
+def _silence(stream: TextIO) -> None:
+    """Points a stream whose reader has gone at /dev/null, so that later writes, and the
+    interpreter's final flush, do not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
+# --- the permission question ------------------------------------------------------------
+
+ANSWER_KINDS = {
+    "y": "allow_once",
+    "yes": "allow_once",
+    "a": "allow_always",
+    "always": "allow_always",
+}
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with control and format characters (escape sequences, bidi overrides) shown
+    escaped, so a hostile tool input cannot redraw the question or hide code from the user."""
+    return "".join(
+        ch
+        if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf")
+        else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
+
+
+def permission_question(tool_call: dict[str, Any]) -> str:
+    """The question for one tool call: the tool, then each argument in full, code as code."""
+    title = terminal_safe(str(tool_call.get("title") or "a tool"))
+    lines = [f"\nParley asks to run {title}:"]
+    raw_input = tool_call.get("rawInput")
+    arguments = raw_input if isinstance(raw_input, dict) else {"input": raw_input}
+    for name, value in arguments.items():
+        name = terminal_safe(str(name))
+        if isinstance(value, str) and ("\n" in value or name == "code"):
+            lines.append(f"  {name}:")
+            lines += [f"    {line}" for line in terminal_safe(value).splitlines() or [""]]
+        else:
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            lines.append(f"  {name}: {terminal_safe(shown)}")
+    lines.append("Allow it? [y] once, [a] always in this session, [n] no: ")
+    return "\n".join(lines)
+
+
+def _selected(params: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The answer choosing the request's option of this kind (ACP options carry a kind)."""
+    options = params.get("options") if isinstance(params.get("options"), list) else []
+    option_id = next(
+        (o.get("optionId") for o in options if isinstance(o, dict) and o.get("kind") == kind),
+        kind,
+    )
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}
+
+
+class _Terminal:
+    """Where the question is asked: the controlling terminal, else stdin/stderr when stdin
+    is a terminal. Lines are read through the event loop, so a pending question never blocks
+    a thread that Ctrl-C could not end."""
+
+    def __init__(self, read_fd: int, writer: TextIO, owned: bool) -> None:
+        self.read_fd, self.writer, self.owned = read_fd, writer, owned
+
+    @classmethod
+    def open(cls) -> _Terminal | None:
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        except OSError:  # no controlling terminal (a pipeline, cron, a CI job)
+            if sys.stdin.isatty():
+                return cls(sys.stdin.fileno(), sys.stderr, owned=False)
+            return None
+        writer = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        return cls(fd, writer, owned=True)
+
+    def forget_typeahead(self) -> None:
+        """Drops what was typed before the question (a `y` and Enter meant for something
+        else must not answer it)."""
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcflush(self.read_fd, termios.TCIFLUSH)
+
+    def write(self, text: str) -> None:
+        self.writer.write(text)
+        self.writer.flush()
+
+    def read_line(self, answer: asyncio.Future[str | None]) -> None:
+        """Resolves `answer` with the next line typed (None at end of input)."""
+        loop = asyncio.get_running_loop()
+        typed = bytearray()
+
+        def readable() -> None:
+            try:
+                chunk = os.read(self.read_fd, 1024)
+            except OSError:
+                chunk = b""
+            typed.extend(chunk)
+            if not answer.done() and (not chunk or b"\n" in typed):
+                line = typed.split(b"\n")[0].decode(errors="replace") if chunk else None
+                answer.set_result(line)
+
+        loop.add_reader(self.read_fd, readable)
+        answer.add_done_callback(lambda _: self._close())
+
+    def _close(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.read_fd)
+        if self.owned:
+            self.writer.close()
+            os.close(self.read_fd)
+
+
+class PermissionAsker:
+    """Asks the user about tool calls, one at a time, on the terminal — never on stdout."""
+
+    def __init__(self, view: TerminalView) -> None:
+        self.view = view
+        self.cancelled = False
+        self._one_at_a_time = asyncio.Lock()
+        self._answer: asyncio.Future[str | None] | None = None
+
+    async def ask(self, params: dict[str, Any]) -> dict[str, Any]:
+        async with self._one_at_a_time:
+            if self.cancelled:
+                return CANCELLED
+            tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+            terminal = _Terminal.open()
+            if terminal is None:
+                title = terminal_safe(str(tool_call.get("title") or "a tool"))
+                self.view.line(
+                    f"parley: not running {title}: there is no terminal to ask on "
+                    "(use --yes to allow every tool call)."
+                )
+                return _selected(params, "reject_once")
+            self._answer = asyncio.get_running_loop().create_future()
+            terminal.forget_typeahead()
+            terminal.read_line(self._answer)
+            try:
+                terminal.write(permission_question(tool_call))
+            except OSError:
+                self._answer.set_result(None)
+            line = await self._answer
+        if self.cancelled:
+            return CANCELLED
+        return _selected(params, ANSWER_KINDS.get((line or "").strip().lower(), "reject_once"))
+
+    def cancel(self) -> None:
+        """Ends a pending question (ACP: a cancelled turn's permission answer is `cancelled`)."""
+        self.cancelled = True
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(None)
+
+
+# --- ending a turn early ----------------------------------------------------------------
+
+
+class TurnStopper:
+    """Ends the turn early: on Ctrl-C (one line on stderr, exit 130; a second Ctrl-C exits at
+    once) or when stdout's reader has gone (quietly, exit 141). The turn is cancelled over the
+    protocol, so the server settles its history as it does for an editor's Stop."""
+
+    def __init__(self, client: ParleyClient, asker: PermissionAsker, view: TerminalView) -> None:
+        self.client, self.asker, self.view = client, asker, view
+        self.exit_code: int | None = None
+        self.session_id: str | None = None  # while a prompt runs
+        self._main: asyncio.Task[Any] | None = asyncio.current_task()
+        self._grace: asyncio.TimerHandle | None = None
+        self._interrupts = 0
+
+    def interrupt(self) -> None:
+        self._interrupts += 1
+        if self._interrupts > 1:
+            os._exit(EXIT_INTERRUPTED)  # the server sees its stdin close and exits itself
+        self.view.line("Cancelled.")
+        self._stop(EXIT_INTERRUPTED)
+
+    def output_closed(self) -> None:
+        self._stop(EXIT_OUTPUT_CLOSED)
+
+    def finish(self) -> None:
+        """The work is done (or abandoned): nothing is left to cancel."""
+        self.session_id, self._main = None, None
+        if self._grace is not None:
+            self._grace.cancel()
+
+    def _stop(self, exit_code: int) -> None:
+        first = self.exit_code is None
+        self.exit_code = exit_code
+        if not first:
+            return
+        self.view.stopped = True
+        self.asker.cancel()
+        if self.session_id is not None:
+            self.client.cancel(self.session_id)
+            # A server that does not answer the cancelled prompt is not waited for forever.
+            if self._main is not None:
+                self._grace = asyncio.get_running_loop().call_later(
+                    CANCEL_GRACE_SECONDS, self._main.cancel
+                )
+        elif self._main is not None:
+            self._main.cancel()  # nothing runs yet: stop setting up
+
+
+async def _start_server(env: dict[str, str] | None) -> ParleyClient:
+    client = ParleyClient()
+    # In a session of its own: Ctrl-C at the terminal reaches only this process (which cancels
+    # the turn over the protocol), and nothing the server runs can open our terminal.
+    await client.start_io(
+        sys.executable,
+        "-m",
+        "parley",
+        "serve",
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    return client
 
 
 async def chat(
@@ -106,20 +354,23 @@ async def chat(
     tool_policy: str | None = None,
     env: dict[str, str] | None = None,
 ) -> int:
-    client = await ParleyClient.spawn(env=env)
     view = TerminalView(sys.stdout, sys.stderr, as_json)
+    asker = PermissionAsker(view)
+    client = await _start_server(env)
+    stopper = TurnStopper(client, asker, view)
+    view.on_output_closed = stopper.output_closed
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stopper.interrupt)
     if allow_all:
-        client.permission_handler = lambda params: {
-            "outcome": {"outcome": "selected", "optionId": "allow_once"}
-        }
+        client.permission_handler = lambda params: _selected(params, "allow_once")
     else:
-        client.permission_handler = lambda params: asyncio.to_thread(_ask_permission, params)
+        client.permission_handler = asker.ask
     try:
         info = await client.initialize()
         chosen = model or info["_meta"]["parley"]["defaultModel"]
         known = {m["id"]: m for m in info["_meta"]["parley"]["models"]}
         if chosen in known and not known[chosen]["available"]:
-            print(f"parley: {known[chosen]['reason']}", file=sys.stderr)
+            view.line(f"parley: {known[chosen]['reason']}")
             return 2
         if session_id is None:
             settings: dict[str, Any] = {"model": chosen}
@@ -131,30 +382,41 @@ async def chat(
                 "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             )
         client.on_update = view.show  # after the replay of a loaded session: only the answer
+        stopper.session_id = session_id
         result = await client.prompt(session_id, prompt)
     except JsonRpcException as error:
-        print(f"\nparley: {error.message}", file=sys.stderr)
+        if stopper.exit_code is not None:
+            return stopper.exit_code
+        view.line(f"parley: {error.message}")
         return 1
+    except asyncio.CancelledError:
+        if stopper.exit_code is None:
+            raise
+        return stopper.exit_code
     finally:
+        stopper.finish()
         await client.stop()
+        loop.remove_signal_handler(signal.SIGINT)  # only now: Ctrl-C while stopping exits at once
     if as_json:
-        print(json.dumps({"sessionId": session_id, "result": result}))
+        view.answer(json.dumps({"sessionId": session_id, "result": result}) + "\n")
     else:
-        print()
-        _print_summary(result, session_id)
+        view.answer("\n")
+    if stopper.exit_code is not None:
+        return stopper.exit_code
+    if not as_json:
+        view.line(_summary(result, session_id))
     return 0 if result["stopReason"] in ("end_turn", "max_tokens") else 1
 
 
-def _print_summary(result: dict[str, Any], session_id: str) -> None:
+def _summary(result: dict[str, Any], session_id: str) -> str:
     usage, stats = result["usage"], result["_meta"]["parley"]
     cost = stats["cost"]
     price = f"${cost['amount']:.4f}" if cost else "cost unknown"
-    print(
+    return (
         f"\n[{result['stopReason']}] {stats['model']} · {stats['rounds']} round(s), "
         f"{stats['toolCalls']} tool call(s), {stats['discardedStreams']} stream(s) closed early "
         f"· {usage['inputTokens']} in / {usage['outputTokens']} out · {price} · "
-        f"session {session_id}",
-        file=sys.stderr,
+        f"session {session_id}"
     )
 
 

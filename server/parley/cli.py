@@ -91,13 +91,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         run_stdio(settings, args.framing)
         return 0
     if args.command in ("chat", "demo"):
-        from parley.chat import run_chat, run_demo
-        from parley.store import Store
+        try:
+            from parley.chat import run_chat, run_demo
+            from parley.store import Store
 
-        if args.command == "demo":
-            return run_demo()
-        Store.open_in(settings.home).close()  # its server would fail on it: say why here
-        return run_chat(args, settings)
+            if args.command == "demo":
+                return run_demo()
+            Store.open_in(settings.home).close()  # its server would fail on it: say why here
+            return run_chat(args, settings)
+        except KeyboardInterrupt:  # Ctrl-C before the chat's own handler is in place
+            print("Cancelled.", file=sys.stderr)
+            return 130  # 128 + SIGINT, as the chat itself exits on Ctrl-C
     if args.command in ("sessions", "export"):
         return _read_store(args, settings)
     if args.command == "bench":

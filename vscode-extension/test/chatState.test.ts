@@ -105,6 +105,10 @@ describe('chat state reducer', () => {
       { type: 'permissionAsked', requestId: '2', params },
     );
     assert.deepEqual(summary(s.entries), ['permission:python_eval:Reject', 'permission:python_eval:open']);
+    const answered = s.entries[0];
+    assert.ok(answered.kind === 'permission');
+    assert.deepEqual(answered.answer, { optionId: 'r', kind: 'reject_once', label: 'Reject' });
+    assert.equal(answered.input, '1', 'code alone is shown as code, not as `code: 1`');
     s = reduce(s, { type: 'turnEnded', stopReason: 'cancelled' });
     assert.deepEqual(summary(s.entries), [
       'permission:python_eval:Reject',

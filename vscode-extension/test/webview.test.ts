@@ -286,7 +286,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     );
     assert.deepEqual(kinds, ['entry-user', 'entry-thought', 'entry-agent', 'entry-tool', 'entry-permission', 'entry-agent']);
     const text = await page.locator('#transcript').innerText();
-    const order = ['What does area() return', 'Thought', 'Let me look at', 'python_eval', 'Allow python_eval', 'The area is 12 square units'];
+    const order = ['What does area() return', 'Thought', 'Let me look at', 'python_eval', 'Allowed once: python_eval', 'The area is 12 square units'];
     let at = -1;
     for (const needle of order) {
       const i = text.indexOf(needle, at + 1);
@@ -313,9 +313,9 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     await card.locator('summary').click();
     assert.match(await card.locator('.tool-input pre').innerText(), /area\(3, 4\)/);
     assert.equal(await card.locator('.tool-output pre').innerText(), '12');
-    // The permission prompt shows its answer, no buttons.
+    // The permission prompt shows its answer on one line, no buttons.
     assert.equal(await page.locator('.entry-permission button').count(), 0);
-    assert.equal(await page.locator('.permission-answer').innerText(), 'Allow once');
+    assert.equal(await page.locator('.permission-answer').innerText(), 'Allowed once: python_eval');
     // Status line: title, tokens, cost.
     const usage = await page.locator('#usage').innerText();
     assert.match(usage, /Area of a rectangle/);
@@ -329,6 +329,90 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
 
     fs.mkdirSync(OUTPUT, { recursive: true });
     await page.screenshot({ path: path.join(OUTPUT, 'chat-view.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('a permission card takes focus, is announced, shows the code and folds to one line', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-2', busy: true } });
+    // The user is typing in the prompt box when the question comes.
+    await page.locator('#prompt').fill('next question');
+    await page.locator('#prompt').focus();
+    const code = 'import shutil\nshutil.rmtree("build")  # <b>not bold</b>\nprint("done")';
+    const ask = (requestId: string): ChatEvent => ({
+      type: 'permissionAsked',
+      requestId,
+      params: {
+        sessionId: 'sess-2',
+        toolCall: { toolCallId: `call_${requestId}`, title: 'python_eval', kind: 'execute', rawInput: { code } },
+        options: [
+          { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
+          { optionId: 'allow_always', name: 'Always allow', kind: 'allow_always' },
+          { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+        ],
+      },
+    });
+    await host.apply(ask('7'));
+    const card = page.locator('.entry-permission');
+    await card.waitFor({ state: 'visible', timeout: 5000 });
+
+    // It has the focus: the card itself, so a key meant for the prompt box approves nothing.
+    assert.equal(await card.evaluate((el) => el.contains(document.activeElement)), true);
+    assert.equal(await card.evaluate((el) => document.activeElement === el), true);
+    await page.keyboard.press('Enter');
+    await page.keyboard.press(' ');
+    assert.deepEqual(await posted(page), []);
+
+    // Announced as a dialog: its name is the question, its description the code.
+    assert.equal(await card.getAttribute('role'), 'alertdialog');
+    const named = await card.evaluate((el) =>
+      ['aria-labelledby', 'aria-describedby'].map((attr) => {
+        const target = document.getElementById(el.getAttribute(attr) ?? '');
+        return target && el.contains(target) ? target.textContent : null;
+      }),
+    );
+    assert.deepEqual(named, ['Parley asks to run python_eval (execute):', code]);
+    // The code in full, as code (HTML in it shown as text).
+    assert.equal(await card.locator('pre').innerText(), code);
+    assert.equal(await card.locator('pre b').count(), 0);
+    // Not the whole transcript read again: only the card, as a dialog.
+    assert.equal(await card.getAttribute('aria-live'), 'off');
+
+    // Keyboard: Tab reaches the buttons, each named by what it does; Enter answers.
+    const names: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      await page.keyboard.press('Tab');
+      names.push(await page.evaluate(() => (document.activeElement as HTMLElement).innerText));
+    }
+    assert.deepEqual(names, ['Allow once', 'Always allow', 'Reject']);
+    await page.keyboard.press('Enter');
+    assert.deepEqual(await posted(page), [{ type: 'permission', requestId: '7', optionId: 'reject_once' }]);
+
+    // Answered: one line, no dialog, the code folded away; the focus back in the prompt box.
+    await host.apply({ type: 'permissionAnswered', requestId: '7', optionId: 'reject_once' });
+    await card.locator('.permission-answer').waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await card.innerText(), 'Rejected: python_eval');
+    assert.equal(await card.getAttribute('role'), null);
+    assert.equal(await card.locator('button').count(), 0);
+    assert.equal(await card.locator('pre').isVisible(), false);
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'prompt');
+    assert.equal(await page.locator('#prompt').inputValue(), 'next question');
+
+    // When the page does not have the focus (the user is in the editor), the live region says it.
+    await page.evaluate(() => Object.defineProperty(document, 'hasFocus', { value: () => false, configurable: true }));
+    await host.apply(ask('8'));
+    await page.locator('.entry-permission[role="alertdialog"]').waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await page.locator('#announcer').getAttribute('aria-live'), 'assertive');
+    assert.equal(await page.locator('#announcer').textContent(), 'Parley asks to run python_eval: import shutil');
+    assert.equal(await page.locator('#transcript #announcer').count(), 0);
+    await host.apply({ type: 'permissionAnswered', requestId: '8', optionId: 'allow_once' });
+    await page.locator('.entry-permission .permission-answer').last().waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await page.locator('.entry-permission').last().innerText(), 'Allowed once: python_eval');
+    await page.evaluate(() => delete (document as { hasFocus?: unknown }).hasFocus);
     assert.deepEqual(problems, []);
   });
 

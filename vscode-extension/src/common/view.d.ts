@@ -69,8 +69,8 @@ export interface PermissionEntry {
   toolKind: string;
   input?: string;
   options: PermissionOptionView[];
-  /** Set once answered: what was chosen, as shown. */
-  answer?: { optionId?: string; label: string };
+  /** Set once answered: what was chosen (its option's kind, e.g. `allow_once`), as shown. */
+  answer?: { optionId?: string; kind?: string; label: string };
 }
 
 export interface NoticeEntry {

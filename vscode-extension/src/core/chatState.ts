@@ -92,7 +92,7 @@ export function reduce(state: ViewState, event: ChatEvent): ViewState {
         }
         const option = e.options.find((o) => o.optionId === event.optionId);
         const label = event.cancelled || !option ? 'Cancelled' : option.name;
-        return { ...e, answer: { optionId: option?.optionId, label } };
+        return { ...e, answer: { optionId: option?.optionId, kind: event.cancelled ? undefined : option?.kind, label } };
       });
     case 'turnEnded': {
       let next: ViewState = { ...state, entries: finishStreaming(state.entries) };
@@ -405,8 +405,10 @@ export function formatInput(value: unknown): string | undefined {
     const entries = Object.entries(value as Record<string, unknown>);
     const plain = entries.every(([, v]) => v === null || ['string', 'number', 'boolean'].includes(typeof v));
     if (plain && entries.length > 0) {
-      if (entries.length === 1 && typeof entries[0][1] === 'string' && entries[0][1].includes('\n')) {
-        return entries[0][1];
+      // Code alone is shown as code, even on one line.
+      const [firstKey, firstValue] = entries[0];
+      if (entries.length === 1 && typeof firstValue === 'string' && (firstValue.includes('\n') || firstKey === 'code')) {
+        return firstValue;
       }
       return entries
         .map(([k, v]) => {

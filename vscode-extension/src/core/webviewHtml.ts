@@ -46,6 +46,7 @@ export function chatPageHtml(r: ChatPageResources): string {
     <ul id="session-list"></ul>
   </section>
   <div id="banner" hidden></div>
+  <div id="announcer" class="visually-hidden" aria-live="assertive"></div>
   <main id="transcript" role="log" aria-live="polite">
     <div id="empty" class="empty">Ask Parley about your code. It can read your workspace, run Python in a live kernel, and look at your editor.</div>
   </main>

@@ -62,6 +62,7 @@ const banner = byId<HTMLElement>('banner');
 const chips = byId<HTMLElement>('context-chips');
 const sessionsPanel = byId<HTMLElement>('sessions');
 const sessionList = byId<HTMLElement>('session-list');
+const announcer = byId<HTMLElement>('announcer');
 
 let meta: ViewMeta | undefined;
 const rendered = new Map<string, { entry: Entry; el: HTMLElement }>();
@@ -245,27 +246,53 @@ function updateTool(el: HTMLElement, entry: ToolEntry): void {
   }
 }
 
+/** What an answered permission card says, on its one line. */
+const ANSWERED: Record<string, string> = {
+  allow_once: 'Allowed once',
+  allow_always: 'Always allowed',
+  reject_once: 'Rejected',
+  reject_always: 'Always rejected',
+};
+
+let permissionIds = 0;
+
+/**
+ * A permission card. Open, it is an alert dialog (named by its question, described by the
+ * tool's input) that takes focus when it appears — the card itself, not a button, so a key
+ * typed for the prompt box cannot approve anything. Answered, it folds to one line
+ * ("Allowed once: python_eval") with the input still one click away.
+ */
 function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
+  const wasOpen = el.getAttribute('role') === 'alertdialog';
+  const hadFocus = el.contains(document.activeElement) || document.activeElement === document.body;
   el.replaceChildren();
   el.classList.toggle('answered', entry.answer !== undefined);
-  el.append(
-    h(
-      'div',
-      { class: 'permission-title' },
-      'Allow ',
-      h('strong', {}, entry.title),
-      entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '',
-      '?',
-    ),
-  );
-  if (entry.input) {
-    el.append(h('pre', { class: 'permission-input' }, entry.input));
-  }
+  const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
+  const input = entry.input ? h('pre', { class: 'permission-input' }, entry.input) : undefined;
   if (entry.answer) {
-    el.append(h('div', { class: 'permission-answer' }, entry.answer.label));
+    for (const name of ['role', 'aria-labelledby', 'aria-describedby', 'aria-live', 'tabindex']) {
+      el.removeAttribute(name);
+    }
+    const said = (entry.answer.kind && ANSWERED[entry.answer.kind]) || entry.answer.label;
+    const line = h('summary', { class: 'permission-answer' }, `${said}: ${entry.title}`);
+    el.append(input ? h('details', { class: 'permission-record' }, line, input) : line);
+    if (wasOpen && hadFocus) {
+      promptBox.focus(); // the answered card holds nothing more to do
+    }
     return;
   }
-  const buttons = h('div', { class: 'permission-buttons' });
+  const id = `permission-${++permissionIds}`;
+  el.setAttribute('role', 'alertdialog');
+  el.setAttribute('aria-labelledby', `${id}-question`);
+  el.setAttribute('tabindex', '-1');
+  el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
+  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks to run ', h('strong', {}, entry.title), `${kind}:`));
+  if (input) {
+    input.id = `${id}-input`;
+    el.setAttribute('aria-describedby', input.id);
+    el.append(input);
+  }
+  const buttons = h('div', { class: 'permission-buttons', role: 'group', 'aria-label': 'Your answer' });
   for (const option of entry.options) {
     const primary = option.kind === 'allow_once';
     const b = h(
@@ -274,6 +301,7 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
       option.name,
     );
     b.addEventListener('click', () => {
+      el.focus(); // keep the focus in the card while its buttons are disabled
       for (const other of buttons.querySelectorAll('button')) {
         other.disabled = true;
       }
@@ -282,6 +310,16 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
     buttons.append(b);
   }
   el.append(buttons);
+}
+
+/** A new question takes the focus; when the page has none (the user is in the editor), a
+ *  live region says it instead, as focus would have. */
+function askForAttention(el: HTMLElement, entry: PermissionEntry): void {
+  el.focus();
+  if (!document.hasFocus()) {
+    const code = entry.input ? `: ${entry.input.split('\n')[0]}` : '';
+    announcer.textContent = `Parley asks to run ${entry.title}${code}`;
+  }
 }
 
 function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
@@ -314,6 +352,9 @@ function upsert(entries: Entry[], removed: string[]): void {
       const el = createEntry(entry);
       rendered.set(entry.id, { entry, el });
       transcript.append(el);
+      if (entry.kind === 'permission' && !entry.answer) {
+        askForAttention(el, entry);
+      }
     }
   }
   empty.hidden = rendered.size > 0;
