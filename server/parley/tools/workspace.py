@@ -165,10 +165,10 @@ def workspace_files(root: Path) -> list[str]:
     rules = _IgnoreRules(repository, root) if repository else None
     listed = []
     for directory, subdirectories, files, directory_fd in os.fwalk(root, follow_symlinks=False):
-        base = os.path.relpath(directory, root)
-        base = "" if base == "." else base + "/"
+        relative = os.path.relpath(directory, root)
         if rules is not None:
-            rules.add_directory(base or ".", directory_fd)
+            rules.add_directory(relative, directory_fd)
+        base = "" if relative == "." else relative + "/"
         subdirectories[:] = sorted(
             name
             for name in subdirectories
@@ -284,22 +284,22 @@ def _read_lines(file: BinaryIO, name: str, size: int, start: int, end: int | Non
     stopped_early = False  # a cap stopped the lines asked for
     counting = size <= READ_COUNT_MAX_BYTES
     total = 0
+    reached_end = True
     for number, (head, whole) in enumerate(_lines(file), start=1):
         total = number
         if number < start:
             continue
         if not stopped_early and (end is None or number <= end):
             numbered = _numbered(number, head, whole)
-            if len(shown_lines) < READ_MAX_LINES and characters + len(numbered) <= (READ_MAX_CHARS):
+            if len(shown_lines) >= READ_MAX_LINES or characters + len(numbered) > READ_MAX_CHARS:
+                stopped_early = True
+            else:
                 shown_lines.append(numbered)
                 characters += len(numbered)
-                continue
-            stopped_early = True
-        if not counting:
+        # Past the lines asked for, a big file is not read on only to count its lines.
+        if not counting and (stopped_early or number == end):
             reached_end = False
             break
-    else:
-        reached_end = True
     if not shown_lines:
         if total == 0:
             return ToolResult(f"{name} is empty.")
