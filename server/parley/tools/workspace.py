@@ -26,7 +26,6 @@ import regex
 from parley.tools.arguments import optional_int, optional_string, required_string
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
 from parley.tools.confined import (
-    OutsideWorkspace,
     Refused,
     open_confined,
     open_confined_directory,
@@ -58,15 +57,6 @@ SEARCH_MATCH_SECONDS = 1.0
 SEARCH_BUDGET_SECONDS = 20.0
 BINARY_SNIFF_BYTES = 8192
 IGNORE_FILE_MAX_BYTES = 1024 * 1024
-
-__all__ = [
-    "ListDirectoryTool",
-    "OutsideWorkspace",
-    "ReadFileTool",
-    "SearchFilesTool",
-    "workspace_files",
-    "workspace_tools",
-]
 
 
 def requested_name(root: Path, path: str) -> str:
@@ -443,83 +433,84 @@ class SearchFilesTool:
         return await asyncio.to_thread(self._search, compiled, glob)
 
     def _search(self, pattern: regex.Pattern[str], glob: str | None) -> ToolResult:
-        deadline = time.monotonic() + SEARCH_BUDGET_SECONDS
-        hits: list[str] = []
-        total = 0
-        files_searched = 0
-        skipped_large = 0
         files = [f for f in workspace_files(self.workspace) if not glob or _matches_glob(f, glob)]
+        return _Search(self.workspace, pattern, glob).run(files)
+
+
+class _Search:
+    """One search: the lines that match so far, and what was searched or skipped."""
+
+    def __init__(self, root: Path, pattern: regex.Pattern[str], glob: str | None) -> None:
+        self.root = root
+        self.pattern = pattern
+        self.glob = glob
+        self.hits: list[str] = []
+        self.total = 0
+        self.files_searched = 0
+        self.skipped_large = 0
+
+    def run(self, files: list[str]) -> ToolResult:
+        deadline = time.monotonic() + SEARCH_BUDGET_SECONDS
         for index, relative in enumerate(files):
             if time.monotonic() > deadline:
-                return _search_answer(
-                    pattern, glob, hits, total, files_searched, skipped_large,
-                    stopped=f"[the search stopped after {SEARCH_BUDGET_SECONDS:.0f} s; "
-                    f"{len(files) - index:,} files not searched; narrow it with a glob]",
-                )  # fmt: skip
+                return self.answer(
+                    f"[the search stopped after {SEARCH_BUDGET_SECONDS:.0f} s; "
+                    f"{len(files) - index:,} files not searched; narrow it with a glob]"
+                )
             text = self._text_of(relative)
             if text is None:
-                skipped_large += 1
                 continue
-            if not text:
-                continue
-            files_searched += 1
+            self.files_searched += 1
+            shown = printable_name(relative)
             for number, line in enumerate(text.splitlines(), start=1):
                 try:
-                    matched = pattern.search(line, timeout=SEARCH_MATCH_SECONDS)
+                    matched = self.pattern.search(line, timeout=SEARCH_MATCH_SECONDS)
                 except TimeoutError:
-                    return _too_slow(pattern, f"{printable_name(relative)}:{number}", hits)
+                    return self.too_slow(f"{shown}:{number}")
                 if matched:
-                    total += 1
-                    if len(hits) < SEARCH_MAX_HITS:
-                        hits.append(f"{printable_name(relative)}:{number}:{line.strip()[:300]}")
-        return _search_answer(pattern, glob, hits, total, files_searched, skipped_large)
+                    self.total += 1
+                    if len(self.hits) < SEARCH_MAX_HITS:
+                        self.hits.append(f"{shown}:{number}:{line.strip()[:300]}")
+        return self.answer()
 
     def _text_of(self, relative: str) -> str | None:
-        """A file's text; "" for a binary file or one that can't be read; None for one over
-        the size cap (not read at all)."""
+        """A file's text; None for one that is binary, over the size cap (counted, and not
+        read at all) or can't be opened."""
         try:
-            with open_confined(self.workspace, relative) as file:
+            with open_confined(self.root, relative) as file:
                 if os.fstat(file.fileno()).st_size > SEARCH_MAX_FILE_BYTES:
+                    self.skipped_large += 1
                     return None
                 if looks_binary(file):
-                    return ""
+                    return None
                 return file.read(SEARCH_MAX_FILE_BYTES).decode("utf-8", "replace")
         except (OSError, Refused):
-            return ""
+            return None
 
+    def too_slow(self, where: str) -> ToolResult:
+        text = (
+            f"The pattern {self.pattern.pattern!r} took too long (over "
+            f"{SEARCH_MATCH_SECONDS:g} s on one line, {where}), so the search stopped; "
+            "simplify it (nested repeats such as (a+)+ can take exponential time)."
+        )
+        if self.hits:
+            text += "\nMatches found before it stopped:\n" + "\n".join(self.hits)
+        return ToolResult(text, is_error=True)
 
-def _too_slow(pattern: regex.Pattern[str], where: str, hits: list[str]) -> ToolResult:
-    text = (
-        f"The pattern {pattern.pattern!r} took too long (over {SEARCH_MATCH_SECONDS:g} s on "
-        f"one line, {where}), so the search stopped; simplify it (nested repeats such as "
-        "(a+)+ can take exponential time)."
-    )
-    if hits:
-        text += "\nMatches found before it stopped:\n" + "\n".join(hits)
-    return ToolResult(text, is_error=True)
-
-
-def _search_answer(
-    pattern: regex.Pattern[str],
-    glob: str | None,
-    hits: list[str],
-    total: int,
-    files_searched: int,
-    skipped_large: int,
-    stopped: str | None = None,
-) -> ToolResult:
-    where = f"{files_searched} files" + (f" matching {glob!r}" if glob else "")
-    if not hits:
-        text = f"No match for {pattern.pattern!r} in {where}."
-    else:
-        text = "\n".join(hits)
-        if total > len(hits):
-            text += f"\n[… {total - len(hits):,} more matches not shown; narrow the search]"
-    if skipped_large:
-        text += f"\n({skipped_large} files over {SEARCH_MAX_FILE_BYTES:,} bytes skipped)"
-    if stopped:
-        text += "\n" + stopped
-    return ToolResult(text)
+    def answer(self, stopped: str | None = None) -> ToolResult:
+        where = f"{self.files_searched} files" + (f" matching {self.glob!r}" if self.glob else "")
+        if not self.hits:
+            text = f"No match for {self.pattern.pattern!r} in {where}."
+        else:
+            text = "\n".join(self.hits)
+            if self.total > len(self.hits):
+                more = self.total - len(self.hits)
+                text += f"\n[… {more:,} more matches not shown; narrow the search]"
+        if self.skipped_large:
+            text += f"\n({self.skipped_large} files over {SEARCH_MAX_FILE_BYTES:,} bytes skipped)"
+        if stopped:
+            text += "\n" + stopped
+        return ToolResult(text)
 
 
 def workspace_tools(workspace: Path) -> list[Any]:
