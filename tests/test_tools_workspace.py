@@ -236,3 +236,49 @@ def test_workspace_files_in_a_subdirectory_of_a_repository(workspace: Path) -> N
     assert workspace_files(workspace / "geometry") == ["__init__.py", "report.py"]
     os.remove(workspace / "geometry" / "report.py")
     assert workspace_files(workspace / "geometry") == ["__init__.py"]
+
+
+def test_workspace_files_follow_nested_gitignores_and_info_exclude(workspace: Path) -> None:
+    (workspace / ".gitignore").write_text("build/\n*.log\n!keep.log\n")
+    (workspace / "debug.log").write_text("x\n")
+    (workspace / "keep.log").write_text("x\n")
+    (workspace / "geometry" / ".gitignore").write_text("report.py\n")
+    (workspace / "geometry" / "deep").mkdir()
+    (workspace / "geometry" / "deep" / "report.py").write_text("x\n")
+    (workspace / "geometry" / "deep" / ".gitignore").write_text("!report.py\n")
+    (workspace / "scratch.py").write_text("x\n")
+    (workspace / ".git" / "info").mkdir(exist_ok=True)
+    (workspace / ".git" / "info" / "exclude").write_text("scratch.py\n")
+    assert workspace_files(workspace) == [
+        ".gitignore",
+        "geometry/.gitignore",
+        "geometry/__init__.py",
+        "geometry/deep/.gitignore",
+        "geometry/deep/report.py",  # re-included by the deeper .gitignore
+        "keep.log",
+        "logo.png",
+    ]
+
+
+def test_a_subdirectory_workspace_follows_the_gitignore_above_it(workspace: Path) -> None:
+    (workspace / ".gitignore").write_text("build/\ngeometry/report.py\n")
+    assert workspace_files(workspace / "geometry") == ["__init__.py"]
+
+
+def test_workspace_files_runs_no_git_and_lists_no_symlinks(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "alias.py").symlink_to("geometry/report.py")
+    monkeypatch.setenv("PATH", "")  # no git to be found, were it looked for
+    assert "alias.py" not in workspace_files(workspace)
+    assert "geometry/report.py" in workspace_files(workspace)
+
+
+async def test_a_very_long_line_is_cut_and_the_next_line_still_read(workspace: Path) -> None:
+    (workspace / "wide.txt").write_text("x" * 50_000 + "\nafter\n" + "y" * 2_100 + "\n")
+    result = await call(ReadFileTool(workspace), path="wide.txt")
+    lines = result.content.splitlines()
+    assert lines[0] == "wide.txt (lines 1-3 of 3):"
+    assert lines[1] == "     1\t" + "x" * 2000 + " [… over 6,000 cut]"
+    assert lines[2] == "     2\tafter"
+    assert lines[3] == "     3\t" + "y" * 2000 + " [… 100 cut]"

@@ -1,8 +1,11 @@
 """The workspace's files, for the model: read one, list a directory, search contents.
 
-Every path is confined to the workspace root: `..`, absolute paths elsewhere, and symlinks
-that lead out are refused. Searches follow `.gitignore` when the workspace is a git repository
-and skip virtualenvs, `node_modules` and hidden directories in any case.
+Every file is opened through `confined` (no symlink followed at any step, regular files with
+one name only, checked after opening), so `..`, absolute paths elsewhere, symlinks that lead
+out, FIFOs, devices and hard links are refused. Listing the workspace runs nothing: a walk
+that follows `.gitignore` (inside a git repository) through `pathspec` and skips
+virtualenvs, `node_modules` and hidden directories. Searches run in a thread, each line's
+match under a time limit, so no pattern can hold the server.
 """
 
 from __future__ import annotations
@@ -10,13 +13,26 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import os
-import re
-import subprocess
+import posixpath
+import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
+
+import pathspec
+import regex
 
 from parley.tools.arguments import optional_int, optional_string, required_string
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
+from parley.tools.confined import (
+    Refused,
+    open_confined,
+    open_confined_directory,
+    open_regular_at,
+    printable_name,
+    resolve_confined,
+)
 
 # Directories never searched: environments and caches, not the project's own code.
 SKIPPED_DIRECTORIES = frozenset(
@@ -25,92 +41,140 @@ SKIPPED_DIRECTORIES = frozenset(
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000
 LINE_MAX_CHARS = 2000
+# A line is read this far (UTF-8 takes at most 4 bytes a character); the rest is skipped in
+# pieces, so a multi-gigabyte line costs no memory.
+LINE_HEAD_BYTES = LINE_MAX_CHARS * 4
+LINE_SKIP_BYTES = 1 << 20
+# Up to this size a file's lines are all counted for the header; beyond it reading stops
+# after the lines asked for.
+READ_COUNT_MAX_BYTES = 16 * 1024 * 1024
 LIST_MAX_ENTRIES = 1000
 SEARCH_MAX_HITS = 200
 SEARCH_MAX_FILE_BYTES = 5 * 1024 * 1024
+# One line's match may take this long (a catastrophic pattern stops here), a whole search
+# this long (then it answers what it found).
+SEARCH_MATCH_SECONDS = 1.0
+SEARCH_BUDGET_SECONDS = 20.0
 BINARY_SNIFF_BYTES = 8192
+IGNORE_FILE_MAX_BYTES = 1024 * 1024
 
 
-class OutsideWorkspace(ValueError):
-    """A path that resolves outside the workspace root."""
+def requested_name(root: Path, path: str) -> str:
+    """A path as the model asked for it, shown relative to the root (for messages about a
+    file that could not be opened)."""
+    expanded = os.path.expanduser(path) if path else "."
+    if os.path.isabs(expanded):
+        expanded = os.path.relpath(posixpath.normpath(expanded), root)
+    return printable_name(posixpath.normpath(expanded))
 
 
-def resolve_in_workspace(root: Path, path: str) -> Path:
-    """`path` (relative to the root, or absolute) resolved, symlinks included; refused when
-    it lands outside the root."""
-    root = root.resolve()
-    candidate = Path(path).expanduser() if path else root
-    resolved = (root / candidate).resolve()  # an absolute candidate replaces root
-    if not resolved.is_relative_to(root):
-        raise OutsideWorkspace(
-            f"{path!r} is outside the workspace ({root}); only paths inside it can be used."
-        )
-    return resolved
+def looks_binary(file: BinaryIO) -> bool:
+    """A NUL byte in the first bytes; the file is left at its start."""
+    binary = b"\0" in file.read(BINARY_SNIFF_BYTES)
+    file.seek(0)
+    return binary
 
 
-def shown(root: Path, path: Path) -> str:
-    """A path as the model sees it: relative to the workspace root, with `/`."""
-    relative = path.relative_to(root.resolve())
-    return relative.as_posix() if relative.parts else "."
+def _skipped_directory(name: str) -> bool:
+    return name in SKIPPED_DIRECTORIES or name.startswith(".")
 
 
-def is_binary(path: Path) -> bool:
-    with path.open("rb") as file:
-        return b"\0" in file.read(BINARY_SNIFF_BYTES)
+# --- the workspace's files, as git would list them, without running git -----------------
 
 
-def _skipped(relative: str) -> bool:
-    parts = PurePosixPath(relative).parts[:-1]
-    return any(part in SKIPPED_DIRECTORIES or part.startswith(".") for part in parts)
+class _IgnoreRules:
+    """The `.gitignore` rules that apply in a repository: `.git/info/exclude`, then each
+    directory's `.gitignore` from the repository's top down; the last rule that matches a
+    path decides, as in git."""
+
+    def __init__(self, repository: Path, workspace: Path) -> None:
+        # Paths are matched relative to the repository, which may hold the workspace.
+        self.prefix = workspace.relative_to(repository).as_posix()
+        self.rules: list[tuple[str, pathspec.GitIgnoreSpec]] = []
+        self._add("", _ignore_lines(None, str(repository / ".git" / "info" / "exclude")))
+        for directory in reversed([workspace, *workspace.parents]):
+            if directory == workspace or not directory.is_relative_to(repository):
+                continue
+            base = directory.relative_to(repository).as_posix()
+            self._add(base, _ignore_lines(None, str(directory / ".gitignore")))
+
+    def _add(self, base: str, lines: list[str]) -> None:
+        if lines:
+            self.rules.append(
+                ("" if base == "." else base, pathspec.GitIgnoreSpec.from_lines(lines))
+            )
+
+    def add_directory(self, relative: str, directory_fd: int) -> None:
+        """The `.gitignore` of a workspace directory (relative to the workspace)."""
+        self._add(self._in_repository(relative), _ignore_lines(directory_fd, ".gitignore"))
+
+    def _in_repository(self, relative: str) -> str:
+        parts = [part for part in (self.prefix, relative) if part and part != "."]
+        return "/".join(parts)
+
+    def ignored(self, relative: str, directory: bool = False) -> bool:
+        path = self._in_repository(relative) + ("/" if directory else "")
+        decided = None
+        for base, spec in self.rules:
+            if base and not path.startswith(base + "/"):
+                continue
+            included = spec.check_file(path[len(base) + 1 :] if base else path).include
+            if included is not None:
+                decided = included
+        return bool(decided)
+
+
+def _ignore_lines(directory_fd: int | None, name: str) -> list[str]:
+    try:
+        with open_regular_at(directory_fd, name) as file:
+            data = file.read(IGNORE_FILE_MAX_BYTES)
+    except (OSError, Refused):
+        return []
+    return data.decode("utf-8", "surrogateescape").splitlines()
+
+
+def _repository_of(root: Path) -> Path | None:
+    """The git repository holding `root` (the nearest directory with a `.git`), if any."""
+    for directory in [root, *root.parents]:
+        if os.path.lexists(directory / ".git"):
+            return directory
+    return None
 
 
 def workspace_files(root: Path) -> list[str]:
-    """The workspace's files, relative and `/`-separated, sorted.
+    """The workspace's regular files, relative and `/`-separated, sorted.
 
-    In a git repository: tracked files plus untracked ones not ignored (what `.gitignore`
-    keeps out stays out). Elsewhere: a walk of the tree. Either way, virtualenvs,
-    `node_modules` and hidden directories are skipped, and symlinks leading out are dropped.
+    A walk that never follows a symlink (symlinks are not listed; the files they lead to are,
+    under their own names, when inside). Inside a git repository, what `.gitignore` files
+    (those above the workspace in the repository too) and `.git/info/exclude` exclude stays
+    out, tracked or not. Virtualenvs, `node_modules` and hidden directories are skipped.
+    Names that are not UTF-8 are surrogate-escaped (show them with `printable_name`).
     """
     root = root.resolve()
-    listed = _git_files(root)
-    if listed is None:
-        listed = []
-        for directory, subdirectories, files in os.walk(root):
-            subdirectories[:] = sorted(
-                name
-                for name in subdirectories
-                if name not in SKIPPED_DIRECTORIES and not name.startswith(".")
-            )
-            base = Path(directory).relative_to(root)
-            listed.extend((base / name).as_posix() for name in files)
-    kept = []
-    for relative in sorted(set(listed)):
-        if _skipped(relative):
-            continue
-        path = root / relative
-        if not path.is_file():  # deleted since it was committed, or a dangling link
-            continue
-        if path.is_symlink() and not path.resolve().is_relative_to(root):
-            continue
-        kept.append(relative)
-    return kept
-
-
-def _git_files(root: Path) -> list[str] | None:
-    try:
-        completed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root,
-            capture_output=True,
-            timeout=30,
-            check=False,
+    repository = _repository_of(root)
+    rules = _IgnoreRules(repository, root) if repository else None
+    listed = []
+    for directory, subdirectories, files, directory_fd in os.fwalk(root, follow_symlinks=False):
+        relative = os.path.relpath(directory, root)
+        if rules is not None:
+            rules.add_directory(relative, directory_fd)
+        base = "" if relative == "." else relative + "/"
+        subdirectories[:] = sorted(
+            name
+            for name in subdirectories
+            if not _skipped_directory(name)
+            and not (rules and rules.ignored(base + name, directory=True))
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if completed.returncode != 0:
-        return None  # not a repository (or no git): walk instead
-    names = completed.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return [name for name in names if name]
+        for name in files:
+            if rules is not None and rules.ignored(base + name):
+                continue
+            try:
+                mode = os.stat(name, dir_fd=directory_fd, follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISREG(mode):
+                listed.append(base + name)
+    return sorted(listed)
 
 
 def _matches_glob(relative: str, glob: str) -> bool:
@@ -120,6 +184,30 @@ def _matches_glob(relative: str, glob: str) -> bool:
     if fnmatch.fnmatch(relative, glob):
         return True
     return glob.startswith("**/") and fnmatch.fnmatch(relative, glob[3:])
+
+
+def _lines(file: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """Each line's head (at most LINE_HEAD_BYTES) and whether that is the whole line. The
+    rest of a longer line is skipped, in bounded pieces, only when the next line is asked
+    for."""
+    while True:
+        head = file.readline(LINE_HEAD_BYTES)
+        if not head:
+            return
+        whole = head.endswith(b"\n") or len(head) < LINE_HEAD_BYTES
+        yield head, whole
+        while not whole:
+            rest = file.readline(LINE_SKIP_BYTES)
+            whole = not rest or rest.endswith(b"\n")
+
+
+def _numbered(number: int, head: bytes, whole: bool) -> str:
+    text = head.decode("utf-8", "replace").rstrip("\r\n")
+    if not whole:
+        text = text[:LINE_MAX_CHARS] + f" [… over {len(text) - LINE_MAX_CHARS:,} cut]"
+    elif len(text) > LINE_MAX_CHARS:
+        text = text[:LINE_MAX_CHARS] + f" [… {len(text) - LINE_MAX_CHARS:,} cut]"
+    return f"{number:>6}\t{text}\n"
 
 
 class ReadFileTool:
@@ -147,75 +235,79 @@ class ReadFileTool:
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            path_argument = required_string(arguments, "path")
+            path = required_string(arguments, "path")
             start = optional_int(arguments, "startLine") or 1
             end = optional_int(arguments, "endLine")
-            path = resolve_in_workspace(self.workspace, path_argument)
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
         if start < 1 or (end is not None and end < start):
             return ToolResult("startLine must be ≥ 1 and endLine ≥ startLine.", is_error=True)
         return await asyncio.to_thread(self._read, path, start, end)
 
-    def _read(self, path: Path, start: int, end: int | None) -> ToolResult:
-        name = shown(self.workspace, path)
-        if path.is_dir():
-            return ToolResult(f"{name} is a directory; use list_directory.", is_error=True)
-        if not path.is_file():
-            return ToolResult(f"No such file in the workspace: {name}", is_error=True)
+    def _read(self, path: str, start: int, end: int | None) -> ToolResult:
+        asked = requested_name(self.workspace, path)
         try:
-            if is_binary(path):
-                size = path.stat().st_size
-                return ToolResult(
-                    f"{name} is a binary file ({size:,} bytes); only text files can be read.",
-                    is_error=True,
-                )
-            shown_lines, total_lines, stopped_early = self._numbered_lines(path, start, end)
+            with open_confined(self.workspace, path) as file:
+                name = printable_name(file.name)
+                size = os.fstat(file.fileno()).st_size
+                if looks_binary(file):
+                    return ToolResult(
+                        f"{name} is a binary file ({size:,} bytes); only text files can be read.",
+                        is_error=True,
+                    )
+                return _read_lines(file, name, size, start, end)
+        except (Refused, ValueError) as exc:  # ValueError: a name no file system can hold
+            return ToolResult(str(exc), is_error=True)
+        except IsADirectoryError:
+            return ToolResult(f"{asked} is a directory; use list_directory.", is_error=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return ToolResult(f"No such file in the workspace: {asked}", is_error=True)
         except OSError as exc:
-            return ToolResult(f"Could not read {name}: {exc.strerror or exc}", is_error=True)
-        if not shown_lines:
-            if total_lines == 0:
-                return ToolResult(f"{name} is empty.")
-            return ToolResult(
-                f"{name} has {total_lines} lines; there is nothing at line {start}.",
-                is_error=True,
-            )
-        last_shown = start + len(shown_lines) - 1
-        header = f"{name} (lines {start}-{last_shown} of {total_lines}):"
-        text = header + "\n" + "".join(shown_lines)
-        wanted_end = min(end or total_lines, total_lines)
-        if stopped_early and last_shown < wanted_end:
-            text += (
-                f"[… lines {last_shown + 1}-{wanted_end} not shown (output limit); "
-                f"call read_file with startLine={last_shown + 1} for more]\n"
-            )
-        return ToolResult(text)
+            return ToolResult(f"Could not read {asked}: {exc.strerror or exc}", is_error=True)
 
-    @staticmethod
-    def _numbered_lines(path: Path, start: int, end: int | None) -> tuple[list[str], int, bool]:
-        """The numbered lines start..end, within the caps; the file's line count; whether a
-        cap stopped them."""
-        shown_lines: list[str] = []
-        characters = 0
-        stopped_early = False
-        total = 0
-        with path.open("r", encoding="utf-8", errors="replace", newline="") as file:
-            for number, line in enumerate(file, start=1):
-                total = number
-                if number < start or (end is not None and number > end) or stopped_early:
-                    continue
-                text = line.rstrip("\r\n")
-                if len(text) > LINE_MAX_CHARS:
-                    text = text[:LINE_MAX_CHARS] + f" [… {len(text) - LINE_MAX_CHARS:,} cut]"
-                numbered = f"{number:>6}\t{text}\n"
-                if len(shown_lines) >= READ_MAX_LINES or characters + len(numbered) > (
-                    READ_MAX_CHARS
-                ):
-                    stopped_early = True
-                    continue
+
+def _read_lines(file: BinaryIO, name: str, size: int, start: int, end: int | None) -> ToolResult:
+    """The numbered lines start..end within the caps, read line by line; a file up to
+    READ_COUNT_MAX_BYTES is read to its end to count its lines."""
+    shown_lines: list[str] = []
+    characters = 0
+    stopped_early = False  # a cap stopped the lines asked for
+    counting = size <= READ_COUNT_MAX_BYTES
+    total = 0
+    reached_end = True
+    for number, (head, whole) in enumerate(_lines(file), start=1):
+        total = number
+        if number < start:
+            continue
+        if not stopped_early and (end is None or number <= end):
+            numbered = _numbered(number, head, whole)
+            if len(shown_lines) >= READ_MAX_LINES or characters + len(numbered) > READ_MAX_CHARS:
+                stopped_early = True
+            else:
                 shown_lines.append(numbered)
                 characters += len(numbered)
-        return shown_lines, total, stopped_early
+        # Past the lines asked for, a big file is not read on only to count its lines.
+        if not counting and (stopped_early or number == end):
+            reached_end = False
+            break
+    if not shown_lines:
+        if total == 0:
+            return ToolResult(f"{name} is empty.")
+        return ToolResult(
+            f"{name} has {total} lines; there is nothing at line {start}.", is_error=True
+        )
+    last_shown = start + len(shown_lines) - 1
+    of = f"of {total}" if reached_end else f"of a {size:,}-byte file"
+    text = f"{name} (lines {start}-{last_shown} {of}):\n" + "".join(shown_lines)
+    if stopped_early:
+        wanted_end = min(end or total, total) if reached_end else end
+        if wanted_end is None or last_shown < wanted_end:
+            rest = f"lines {last_shown + 1}-{wanted_end}" if wanted_end else "more lines"
+            text += (
+                f"[… {rest} not shown (output limit); "
+                f"call read_file with startLine={last_shown + 1} for more]\n"
+            )
+    return ToolResult(text)
 
 
 class ListDirectoryTool:
@@ -240,38 +332,67 @@ class ListDirectoryTool:
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         try:
-            path_argument = optional_string(arguments, "path") or "."
-            path = resolve_in_workspace(self.workspace, path_argument)
+            path = optional_string(arguments, "path") or "."
         except ValueError as exc:
             return ToolResult(str(exc), is_error=True)
-        name = shown(self.workspace, path)
-        if not path.is_dir():
-            what = "a file; use read_file" if path.is_file() else "not found"
-            return ToolResult(f"{name} is {what}.", is_error=True)
+        return await asyncio.to_thread(self._list, path)
+
+    def _list(self, path: str) -> ToolResult:
+        asked = requested_name(self.workspace, path)
         try:
-            entries = sorted(os.scandir(path), key=lambda e: (not e.is_dir(), e.name.lower()))
+            directory_fd, relative = open_confined_directory(self.workspace, path)
+        except (Refused, ValueError) as exc:
+            return ToolResult(str(exc), is_error=True)
+        except NotADirectoryError:
+            return ToolResult(f"{asked} is a file; use read_file.", is_error=True)
+        except FileNotFoundError:
+            return ToolResult(f"{asked} is not found.", is_error=True)
+        except OSError as exc:
+            return ToolResult(f"Could not list {asked}: {exc.strerror or exc}", is_error=True)
+        name = printable_name(relative)
+        try:
+            with os.scandir(directory_fd) as scanned:
+                entries = sorted(
+                    scanned,
+                    key=lambda e: (not e.is_dir(follow_symlinks=False), e.name.lower()),
+                )
+            lines = [
+                self._describe(relative, entry, directory_fd)
+                for entry in entries[:LIST_MAX_ENTRIES]
+            ]
         except OSError as exc:
             return ToolResult(f"Could not list {name}: {exc.strerror or exc}", is_error=True)
-        lines = [self._describe(entry) for entry in entries[:LIST_MAX_ENTRIES]]
+        finally:
+            os.close(directory_fd)
         if len(entries) > LIST_MAX_ENTRIES:
             lines.append(f"[… {len(entries) - LIST_MAX_ENTRIES:,} more entries not shown]")
         if not lines:
             return ToolResult(f"{name}/ is empty.")
         return ToolResult(f"{name}/ ({len(entries)} entries):\n" + "\n".join(lines))
 
-    def _describe(self, entry: os.DirEntry[str]) -> str:
+    def _describe(self, directory: str, entry: os.DirEntry[str], directory_fd: int) -> str:
+        name = printable_name(entry.name)
         if entry.is_symlink():
-            target = Path(entry.path).resolve()
-            if not target.is_relative_to(self.workspace):
-                return f"{entry.name} -> (outside the workspace)"
-            suffix = "/" if target.is_dir() else ""
-            return f"{entry.name}{suffix} -> {shown(self.workspace, target)}"
-        if entry.is_dir():
-            return entry.name + "/"
+            try:
+                target = resolve_confined(self.workspace, posixpath.join(directory, entry.name))
+            except Refused:
+                return f"{name} -> (outside the workspace)"
+            target_fd = None
+            try:  # only to add '/' to a directory's name
+                target_fd, _ = open_confined_directory(self.workspace, target)
+                suffix = "/"
+            except (OSError, Refused):
+                suffix = ""
+            finally:
+                if target_fd is not None:
+                    os.close(target_fd)
+            return f"{name}{suffix} -> {printable_name(target)}"
+        if entry.is_dir(follow_symlinks=False):
+            return name + "/"
         try:
-            return f"{entry.name}  ({entry.stat().st_size:,} bytes)"
+            return f"{name}  ({entry.stat(follow_symlinks=False).st_size:,} bytes)"
         except OSError:
-            return entry.name
+            return name
 
 
 class SearchFilesTool:
@@ -301,47 +422,94 @@ class SearchFilesTool:
         try:
             pattern = required_string(arguments, "pattern")
             glob = optional_string(arguments, "glob")
-            regex = re.compile(pattern)
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
-        except re.error as exc:
+            compiled = regex.compile(pattern)
+        except regex.error as exc:
             message = f"{pattern!r} is not a valid regular expression: {exc}"
             return ToolResult(message, is_error=True)
-        return await asyncio.to_thread(self._search, regex, glob)
+        except ValueError as exc:
+            return ToolResult(str(exc), is_error=True)
+        # In a thread: the `regex` module lets go of the GIL while it matches, so the server
+        # keeps answering other sessions.
+        return await asyncio.to_thread(self._search, compiled, glob)
 
-    def _search(self, regex: re.Pattern[str], glob: str | None) -> ToolResult:
-        hits: list[str] = []
-        total = 0
-        files_searched = 0
-        skipped_large = 0
-        for relative in workspace_files(self.workspace):
-            if glob and not _matches_glob(relative, glob):
+    def _search(self, pattern: regex.Pattern[str], glob: str | None) -> ToolResult:
+        files = [f for f in workspace_files(self.workspace) if not glob or _matches_glob(f, glob)]
+        return _Search(self.workspace, pattern, glob).run(files)
+
+
+class _Search:
+    """One search: the lines that match so far, and what was searched or skipped."""
+
+    def __init__(self, root: Path, pattern: regex.Pattern[str], glob: str | None) -> None:
+        self.root = root
+        self.pattern = pattern
+        self.glob = glob
+        self.hits: list[str] = []
+        self.total = 0
+        self.files_searched = 0
+        self.skipped_large = 0
+
+    def run(self, files: list[str]) -> ToolResult:
+        deadline = time.monotonic() + SEARCH_BUDGET_SECONDS
+        for index, relative in enumerate(files):
+            if time.monotonic() > deadline:
+                return self.answer(
+                    f"[the search stopped after {SEARCH_BUDGET_SECONDS:.0f} s; "
+                    f"{len(files) - index:,} files not searched; narrow it with a glob]"
+                )
+            text = self._text_of(relative)
+            if text is None:
                 continue
-            path = self.workspace / relative
-            try:
-                if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
-                    skipped_large += 1
-                    continue
-                if is_binary(path):
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            files_searched += 1
+            self.files_searched += 1
+            shown = printable_name(relative)
             for number, line in enumerate(text.splitlines(), start=1):
-                if regex.search(line):
-                    total += 1
-                    if len(hits) < SEARCH_MAX_HITS:
-                        hits.append(f"{relative}:{number}:{line.strip()[:300]}")
-        where = f"{files_searched} files" + (f" matching {glob!r}" if glob else "")
-        if not hits:
-            text = f"No match for {regex.pattern!r} in {where}."
+                try:
+                    matched = self.pattern.search(line, timeout=SEARCH_MATCH_SECONDS)
+                except TimeoutError:
+                    return self.too_slow(f"{shown}:{number}")
+                if matched:
+                    self.total += 1
+                    if len(self.hits) < SEARCH_MAX_HITS:
+                        self.hits.append(f"{shown}:{number}:{line.strip()[:300]}")
+        return self.answer()
+
+    def _text_of(self, relative: str) -> str | None:
+        """A file's text; None for one that is binary, over the size cap (counted, and not
+        read at all) or can't be opened."""
+        try:
+            with open_confined(self.root, relative) as file:
+                if os.fstat(file.fileno()).st_size > SEARCH_MAX_FILE_BYTES:
+                    self.skipped_large += 1
+                    return None
+                if looks_binary(file):
+                    return None
+                return file.read(SEARCH_MAX_FILE_BYTES).decode("utf-8", "replace")
+        except (OSError, Refused):
+            return None
+
+    def too_slow(self, where: str) -> ToolResult:
+        text = (
+            f"The pattern {self.pattern.pattern!r} took too long (over "
+            f"{SEARCH_MATCH_SECONDS:g} s on one line, {where}), so the search stopped; "
+            "simplify it (nested repeats such as (a+)+ can take exponential time)."
+        )
+        if self.hits:
+            text += "\nMatches found before it stopped:\n" + "\n".join(self.hits)
+        return ToolResult(text, is_error=True)
+
+    def answer(self, stopped: str | None = None) -> ToolResult:
+        where = f"{self.files_searched} files" + (f" matching {self.glob!r}" if self.glob else "")
+        if not self.hits:
+            text = f"No match for {self.pattern.pattern!r} in {where}."
         else:
-            text = "\n".join(hits)
-            if total > len(hits):
-                text += f"\n[… {total - len(hits):,} more matches not shown; narrow the search]"
-        if skipped_large:
-            text += f"\n({skipped_large} files over {SEARCH_MAX_FILE_BYTES:,} bytes skipped)"
+            text = "\n".join(self.hits)
+            if self.total > len(self.hits):
+                more = self.total - len(self.hits)
+                text += f"\n[… {more:,} more matches not shown; narrow the search]"
+        if self.skipped_large:
+            text += f"\n({self.skipped_large} files over {SEARCH_MAX_FILE_BYTES:,} bytes skipped)"
+        if stopped:
+            text += "\n" + stopped
         return ToolResult(text)
 
 
