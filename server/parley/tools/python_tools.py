@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,9 @@ import attrs
 
 from parley.tools.arguments import required_string
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
+from parley.tools.confined import open_confined, printable_name
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
-from parley.tools.workspace import workspace_files
+from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, workspace_files
 
 if TYPE_CHECKING:
     from parley.tools.static_python import StaticIntrospector
@@ -424,20 +426,25 @@ class _CallFinder(ast.NodeVisitor):
 
 def find_call_sites(workspace: Path, name: str) -> tuple[list[CallSite], list[str]]:
     """Every call of `name` in the workspace's Python files, and the files that did not
-    parse."""
+    parse (or were too large to read). Files are opened as the file tools open them: no
+    symlink followed, regular files only."""
     sites: list[CallSite] = []
     unparsable: list[str] = []
     root = workspace.resolve()
     for relative in workspace_files(root):
         if not relative.endswith(".py"):
             continue
+        shown = printable_name(relative)
         try:
-            source = (root / relative).read_text(encoding="utf-8", errors="replace")
-            tree = ast.parse(source, relative)
-        except (OSError, SyntaxError, ValueError):
-            unparsable.append(relative)
+            with open_confined(root, relative) as file:
+                if os.fstat(file.fileno()).st_size > SEARCH_MAX_FILE_BYTES:
+                    raise ValueError("too large to parse")
+                source = file.read().decode("utf-8", "replace")
+            tree = ast.parse(source, shown)
+        except (OSError, SyntaxError, ValueError):  # Refused is a ValueError
+            unparsable.append(shown)
             continue
-        finder = _CallFinder(name, relative, source.splitlines())
+        finder = _CallFinder(name, shown, source.splitlines())
         finder.visit(tree)
         sites.extend(finder.sites)
     return sites, unparsable

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import griffe
+from griffe._internal import loader as _griffe_loader
 
 MAX_MEMBERS = 300
 MAX_APROPOS_HITS = 200
@@ -46,6 +47,20 @@ NOT_PROJECT_DIRS = {"venv", "node_modules", "__pycache__", "site-packages", "bui
 logging.getLogger("griffe").setLevel(logging.CRITICAL)
 
 Obj = griffe.Object | griffe.Alias
+
+
+class _NoGitInfo:
+    """Stands in for griffe's `GitInfo`: griffe asks `git` about every package it loads (for
+    source links Parley never shows), and in a hostile repository `git` runs what
+    `.git/config` says (`core.fsmonitor`). griffelib is pinned; tests/test_hostile_workspace.py
+    fails if an upgrade runs git again."""
+
+    @staticmethod
+    def from_package(package: object) -> None:
+        return None
+
+
+_griffe_loader.GitInfo = _NoGitInfo  # type: ignore[assignment,misc]
 
 
 class StaticLookupError(Exception):
