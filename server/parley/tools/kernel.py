@@ -15,8 +15,8 @@ What can go wrong, and what the caller is told (`KernelReply.kernel_note`):
 - a call runs past its timeout: SIGINT (KeyboardInterrupt in the user's code); if the code has
   not stopped within a grace period, the process is killed and the namespace is lost;
 - a call uses more CPU time than its cap: the kernel raises CPUTimeLimitExceeded in the code
-  (SIGXCPU from RLIMIT_CPU); code that cannot be interrupted there (a C loop) is killed when it
-  passes the cap by the grace period;
+  (SIGXCPU from RLIMIT_CPU); code that cannot be interrupted there (a C loop) is killed once
+  past the cap by 1 s plus the grace period;
 - the process dies (os._exit, a segfault, the memory limit): reported, restarted on next use;
 - the awaiting task is cancelled: the code is interrupted as for a timeout, then the
   cancellation goes on.
@@ -32,7 +32,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -68,8 +68,8 @@ class KernelSettings:
     cpu_seconds: float | None = attrs.field(
         default=60.0, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
-    # Variables kept from the kernel besides those child_env recognises as secrets: the
-    # configured providers' key variables.
+    # Variables the kernel must not see besides those child_env recognises as secrets: the
+    # configured providers' key variables, whatever their names.
     secret_env_names: tuple[str, ...] = ()
 
 
@@ -110,9 +110,9 @@ class KernelStartError(Exception):
 class _Overrun(Exception):
     """A call passed a limit: the wall-clock timeout or the CPU-time cap."""
 
-    def __init__(self, limit: str) -> None:
+    def __init__(self, limit: Literal["time", "cpu"]) -> None:
         super().__init__(limit)
-        self.limit = limit  # "time" or "cpu"
+        self.limit = limit
 
 
 def _cpu_seconds(pid: int) -> float | None:

@@ -214,7 +214,8 @@ class Kernel:
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)
         if hard != resource.RLIM_INFINITY:
             soft = min(soft, hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        with contextlib.suppress(ValueError, OSError):  # then the previous cap holds
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
     def guarded(self, work: Callable[[], Any]) -> Any:
         self.cap_cpu_time()
@@ -670,7 +671,8 @@ def fork_group_watcher() -> None:
 
 def end_with_parent(parent_pid: int) -> None:
     """End the kernel, and with it its process group, when the server is gone."""
-    leads_group = os.getpgrp() == os.getpid()  # never kill a group the server is in
+    # Never kill a group the server is in (nor try where there are no process groups).
+    leads_group = hasattr(os, "getpgrp") and os.getpgrp() == os.getpid()
     if set_parent_death_signal(signal.SIGKILL):
         if leads_group:
             fork_group_watcher()
