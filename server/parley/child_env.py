@@ -6,9 +6,9 @@ left out:
 
 - the providers' variables: every `OPENAI_*` and `ANTHROPIC_*`, and the variables the
   configuration names for a provider's key (`api_key_env`), whatever they are called;
-- any name that ends in, or has as one of its `_`-separated words, KEY, TOKEN, SECRET,
-  PASSWORD, PASSWD, CREDENTIAL(S) or APIKEY, in any case (`AWS_SECRET_ACCESS_KEY`,
-  `GITHUB_TOKEN`, `HF_TOKEN`, `PGPASSWORD`, `MYAPIKEY`, `GOOGLE_APPLICATION_CREDENTIALS`);
+- any name with KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL(S) at its end or right
+  before a `_`, in any case (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `HF_TOKEN`,
+  `PGPASSWORD`, `MYAPIKEY`, `GOOGLE_APPLICATION_CREDENTIALS`);
 - any value that is a URL with a password in it (`postgres://user:pw@host/db`).
 
 Everything else (PATH, HOME, LANG, VIRTUAL_ENV, ...) is kept, so programs run as they would

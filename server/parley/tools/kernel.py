@@ -244,6 +244,8 @@ class PythonKernel:
                 limit=REPLY_LINE_LIMIT,
                 # A process group of its own: the kernel's whole tree is ended with it.
                 start_new_session=True,
+                # (The kernel's PR_SET_PDEATHSIG fires when the thread that spawned it ends:
+                # this is the event loop's thread, which lives as long as the server.)
             )
         except OSError as exc:
             os.close(output_read)

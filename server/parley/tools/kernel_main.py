@@ -52,6 +52,7 @@ except ImportError:  # not on Windows
 
 THIS_FILE = os.path.abspath(__file__)
 END_MARKER = b"\x00parley-kernel-done-%d\x00"
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 MAX_MEMBERS = 300
 MAX_APROPOS_HITS = 200
@@ -640,9 +641,6 @@ def set_parent_death_signal(signum: int) -> bool:
         return False
 
 
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
 def fork_group_watcher() -> None:
     """Fork a process that ends the kernel's group when the kernel dies.
 
@@ -677,16 +675,18 @@ def end_with_parent(parent_pid: int) -> None:
         if leads_group:
             fork_group_watcher()
     else:  # no PR_SET_PDEATHSIG: poll (this thread cannot run while C code holds the GIL)
-        threading.Thread(target=exit_when_orphaned, args=(leads_group,), daemon=True).start()
+        watchdog = threading.Thread(
+            target=exit_when_orphaned, args=(parent_pid, leads_group), daemon=True
+        )
+        watchdog.start()
     if os.getppid() != parent_pid:  # the server died before we could ask to be told
         if leads_group:
             end_process_group()
         os._exit(0)
 
 
-def exit_when_orphaned(leads_group: bool) -> None:
+def exit_when_orphaned(parent_pid: int, leads_group: bool) -> None:
     """A busy kernel never reads its stdin's EOF; this notices a vanished server instead."""
-    parent_pid = os.getppid()
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
