@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,7 +11,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from parley.child_env import child_environment
+from parley.config import ConfigError, load_settings
 from parley.tools.base import Tool, ToolContext, ToolResult
 from parley.tools.kernel import KernelSettings, PythonKernel, choose_interpreter
 from parley.tools.kernel_bench import bench_kernel
@@ -264,6 +268,120 @@ async def test_a_closed_kernel_is_gone(workspace: Path) -> None:
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     closed = await kernel.call("eval", code="1")
     assert closed.kernel_note == "The Python kernel has been shut down."
+
+
+# --- the CPU-time cap ---------------------------------------------------------------------
+
+# The wall-clock timeout is far away, so only the CPU cap can stop these calls.
+CPU_CAPPED = KernelSettings(timeout_seconds=120.0, interrupt_grace_seconds=0.5, cpu_seconds=1.0)
+
+
+@pytest.fixture
+async def cpu_capped_tools(workspace: Path) -> AsyncIterator[dict[str, Any]]:
+    by_name = {tool.spec.name: tool for tool in server_tools(workspace, CPU_CAPPED)}
+    yield by_name
+    await by_name["python_eval"].aclose()
+
+
+async def test_a_python_loop_is_stopped_at_the_cpu_limit(
+    cpu_capped_tools: dict[str, Any],
+) -> None:
+    await evaluate(cpu_capped_tools, "before = 'kept'")
+    result = await evaluate(cpu_capped_tools, "while True:\n    pass")
+    assert result.is_error
+    assert result.content.startswith(
+        "Stopped at the 1 s CPU-time limit per call (CPUTimeLimitExceeded in the code); "
+        "the kernel and its namespace are intact."
+    )
+    assert "CPUTimeLimitExceeded: the call used more than its 1 s of CPU time" in result.content
+    assert (await evaluate(cpu_capped_tools, "before")).content == "value: 'kept'"
+
+
+async def test_c_code_past_the_cpu_limit_kills_the_kernel(cpu_capped_tools: dict[str, Any]) -> None:
+    await evaluate(cpu_capped_tools, "before = 'lost'")
+    # sum() over a range loops in C without ever checking for signals.
+    result = await evaluate(cpu_capped_tools, "sum(range(10**12))")
+    assert result.is_error
+    assert result.content.startswith(
+        "The code used more than the 1 s of CPU time allowed per call and could not be "
+        "interrupted, so the Python kernel was killed; its namespace was lost. A fresh kernel "
+        "starts on the next call."
+    )
+    assert "NameError" in (await evaluate(cpu_capped_tools, "before")).content
+    assert (await evaluate(cpu_capped_tools, "1 + 1")).content == "value: 2"
+
+
+async def test_the_cpu_limit_is_per_call(cpu_capped_tools: dict[str, Any]) -> None:
+    burn = """
+        import time
+        started = time.process_time()
+        while time.process_time() - started < 0.7:
+            pass
+        'done'
+    """
+    for _ in range(3):  # 2.1 s in all: more than one call's cap, less than each call's
+        assert (await evaluate(cpu_capped_tools, burn)).content == "value: 'done'"
+
+
+def test_the_cpu_cap_is_configurable(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    environ = {"PARLEY_CONFIG": str(config)}
+    assert load_settings(environ).kernel.cpu_seconds == 60.0
+    config.write_text("[kernel]\ncpu_seconds = 5\n")
+    assert load_settings(environ).kernel.cpu_seconds == 5.0
+    config.write_text("[kernel]\ncpu_seconds = 0\n")
+    assert load_settings(environ).kernel.cpu_seconds is None
+    config.write_text("[kernel]\ncpu_seconds = -1\n")
+    with pytest.raises(ConfigError, match="cpu_seconds"):
+        load_settings(environ)
+
+
+# --- the kernel's environment -------------------------------------------------------------
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-secret",
+    "OPENAI_ORG_ID": "org-secret",
+    "ANTHROPIC_API_KEY": "sk-ant-secret",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret",
+    "GITHUB_TOKEN": "ghp-secret",
+    "HF_TOKEN": "hf-secret",
+    "DB_PASSWORD": "db-secret",
+    "PGPASSWORD": "pg-secret",
+    "MYAPIKEY": "apikey-secret",
+    "stripe_secret_key": "stripe-secret",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/home/me/gcp-secret.json",
+    "DATABASE_URL": "postgres://me:url-secret@db.example/app",
+    "CUSTOM_LLM_CREDS": "custom-secret",  # a provider's key variable, named in the config
+}
+ORDINARY = {
+    "PARLEY_PLAIN_SETTING": "plain",
+    "TOKENIZERS_PARALLELISM": "false",  # a word that only starts like a secret one
+    "PUBLIC_URL": "https://example.com/app",
+}
+
+
+def test_secrets_are_left_out_of_a_child_environment() -> None:
+    environ = {**SECRETS, **ORDINARY, "PATH": "/usr/bin", "HOME": "/home/me"}
+    child = child_environment(["CUSTOM_LLM_CREDS"], environ)
+    assert child == {**ORDINARY, "PATH": "/usr/bin", "HOME": "/home/me"}
+
+
+async def test_the_kernel_sees_no_secret_of_the_server(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {**SECRETS, **ORDINARY}.items():
+        monkeypatch.setenv(name, value)
+    kernel = PythonKernel(workspace, attrs.evolve(SETTINGS, secret_env_names=("CUSTOM_LLM_CREDS",)))
+    try:
+        reply = await kernel.call("eval", code="import os\ndict(os.environ)")
+    finally:
+        await kernel.aclose()
+    environ = eval(reply.result["value"])
+    assert not set(SECRETS) & set(environ)
+    assert not [value for value in SECRETS.values() if value in reply.result["value"]]
+    assert {name: environ.get(name) for name in ORDINARY} == ORDINARY
+    assert environ["PATH"] == os.environ["PATH"]
+    assert environ["HOME"] == os.environ["HOME"]
 
 
 # --- interpreter choice -------------------------------------------------------------------

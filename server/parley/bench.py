@@ -33,6 +33,7 @@ from parley.agent.conversation import (
     UserMessage,
 )
 from parley.agent.session import now_iso
+from parley.child_env import child_environment
 from parley.client import ParleyClient
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.store import Store, StoredSession
@@ -338,7 +339,7 @@ async def cold_start_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
     imports = []
     for _ in range(sizes.cold_starts):
         started = time.monotonic()
-        subprocess.run([sys.executable, "-c", "import openai"], check=True)
+        subprocess.run([sys.executable, "-c", "import openai"], check=True, env=child_environment())
         imports.append(time.monotonic() - started)
     return Row(
         measure="3. Cold start: spawning `parley serve` → the `initialize` response, median of "

@@ -9,6 +9,7 @@ never written anywhere by Parley.
 
     [kernel]                          # the per-session Python kernel
     timeout_seconds = 30
+    cpu_seconds = 60                  # CPU time per call; 0: no cap
 
     [providers.lmstudio]              # any OpenAI-compatible server
     kind = "openai"
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +235,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         prices=prices,
         max_turn_requests=int(table.get("max_turn_requests", 25)),
         tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
-        kernel=_kernel_settings(table.get("kernel", {}), path),
+        kernel=_kernel_settings(table.get("kernel", {}), path, providers.values()),
         environ=environ,
     )
 
@@ -248,14 +249,19 @@ def _seconds(
     return float(value)
 
 
-def _kernel_settings(entry: dict[str, Any], path: Path) -> KernelSettings:
-    """[kernel] python = "/usr/bin/python3", timeout_seconds = 30, output_limit = 20000"""
+def _kernel_settings(
+    entry: dict[str, Any], path: Path, providers: Iterable[ProviderConfig]
+) -> KernelSettings:
+    """[kernel] python = "/usr/bin/python3", timeout_seconds = 30, output_limit = 20000,
+    cpu_seconds = 60. The kernel never sees the providers' key variables."""
     try:
         return KernelSettings(
             python=entry.get("python"),
             timeout_seconds=float(entry.get("timeout_seconds", 30.0)),
             output_limit=int(entry.get("output_limit", 20_000)),
             memory_limit_bytes=entry.get("memory_limit_bytes", 4 * 1024**3),
+            cpu_seconds=float(entry.get("cpu_seconds", 60.0)) or None,
+            secret_env_names=tuple(p.api_key_env for p in providers if p.api_key_env),
         )
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{path}: [kernel] {error}") from error

@@ -6,9 +6,17 @@ and reads one JSON reply per line from its stdout; the child's stderr pipe carri
 written below `sys.stdout` (subprocesses, C code, a segfault's traceback). See `kernel_main.py`
 for the child's side.
 
+The kernel leads a process group (and session) of its own, so everything the user's code forks
+or spawns can be ended with it: the server kills the whole group when it discards the kernel,
+and `kernel_main.py` makes the kernel's death, or the server's, take the group along. Its
+environment is the server's without secrets (`parley.child_env`).
+
 What can go wrong, and what the caller is told (`KernelReply.kernel_note`):
 - a call runs past its timeout: SIGINT (KeyboardInterrupt in the user's code); if the code has
   not stopped within a grace period, the process is killed and the namespace is lost;
+- a call uses more CPU time than its cap: the kernel raises CPUTimeLimitExceeded in the code
+  (SIGXCPU from RLIMIT_CPU); code that cannot be interrupted there (a C loop) is killed once
+  past the cap by 1 s plus the grace period;
 - the process dies (os._exit, a segfault, the memory limit): reported, restarted on next use;
 - the awaiting task is cancelled: the code is interrupted as for a timeout, then the
   cancellation goes on.
@@ -19,13 +27,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
+
+from parley.child_env import child_environment
 
 KERNEL_MAIN = Path(__file__).with_name("kernel_main.py")
 END_MARKER = re.compile(rb"\x00parley-kernel-done-(\d+)\x00")
@@ -35,6 +46,13 @@ DEATH_OUTPUT_TAIL = 4000  # bytes of the dead kernel's last fd-level output show
 MARKER_WAIT_SECONDS = 1.0
 CLOSE_WAIT_SECONDS = 0.5
 NOT_RUNNING_NOTE = "The Python kernel is not running."
+# The fd-level output pipe is read in chunks this big, and at most about this much is buffered
+# in the server: beyond it the pipe fills and the writers wait.
+OUTPUT_CHUNK = 64 * 1024
+# Output nobody keeps (no call in flight, or its capture full) is drained at most one chunk per
+# pause, so a program flooding fd 1/2 cannot keep the server busy.
+FLOOD_PAUSE_SECONDS = 0.005
+CPU_POLL_SECONDS = 0.5  # how often the server reads a running call's CPU time
 
 
 @attrs.frozen
@@ -47,6 +65,13 @@ class KernelSettings:
     memory_limit_bytes: int | None = 4 * 1024**3  # RLIMIT_AS in the child; None: no limit
     interrupt_grace_seconds: float = 2.0
     start_timeout_seconds: float = 30.0
+    # CPU time per call (RLIMIT_CPU in the child); None: no cap.
+    cpu_seconds: float | None = attrs.field(
+        default=60.0, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    # Variables the kernel must not see besides those child_env recognises as secrets: the
+    # configured providers' key variables, whatever their names.
+    secret_env_names: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -83,6 +108,33 @@ class KernelStartError(Exception):
     pass
 
 
+class _Overrun(Exception):
+    """A call passed a limit: the wall-clock timeout or the CPU-time cap."""
+
+    def __init__(self, limit: Literal["time", "cpu"]) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system, all threads) the process has used, or None where /proc
+    cannot tell (not Linux, or the process is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        # Fields after the command name, which is in parentheses and may hold anything.
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the process group the kernel `pid` leads: the kernel and all it started."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 class _CapturedBytes:
     """The head of a byte stream, up to a limit; the rest is only counted."""
 
@@ -96,6 +148,10 @@ class _CapturedBytes:
         if room > 0:
             self.kept += data[:room]
         self.cut += max(0, len(data) - max(room, 0))
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.kept) >= self.limit
 
     def text(self) -> str:
         text = self.kept.decode("utf-8", "replace")
@@ -111,6 +167,7 @@ class PythonKernel:
         self._lock = asyncio.Lock()
         self._process: asyncio.subprocess.Process | None = None
         self._output_task: asyncio.Task[None] | None = None
+        self._output_transport: asyncio.ReadTransport | None = None
         self._next_id = 1
         self._capture: _CapturedBytes | None = None  # fd-level output of the call in flight
         self._output_tail = bytearray()
@@ -176,25 +233,43 @@ class PythonKernel:
             str(self.settings.output_limit),
             "--memory-limit",
             str(memory_limit),
+            "--cpu-limit",
+            str(self.settings.cpu_seconds or 0),
+            "--parent-pid",
+            str(os.getpid()),
         ]
+        # fd-level output gets a pipe of its own, read through a small buffer (see OUTPUT_CHUNK);
+        # the replies on stdout need a large one.
+        output_read, output_write = os.pipe()
         try:
             process = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stderr=output_write,
                 cwd=self.workspace,
+                env=child_environment(self.settings.secret_env_names),
                 limit=REPLY_LINE_LIMIT,
-                # Same session as the server: a Ctrl-C or a group kill reaches the kernel too.
-                start_new_session=False,
+                # A process group of its own: the kernel's whole tree is ended with it.
+                start_new_session=True,
+                # (The kernel's PR_SET_PDEATHSIG fires when the thread that spawned it ends:
+                # this is the event loop's thread, which lives as long as the server.)
             )
         except OSError as exc:
+            os.close(output_read)
             message = f"Could not start the Python kernel with {python}: {exc}"
             raise KernelStartError(message) from None
+        finally:
+            os.close(output_write)
         self._process = process
         self._output_tail.clear()
-        assert process.stderr is not None and process.stdout is not None
-        self._output_task = asyncio.create_task(self._read_process_output(process.stderr))
+        output = asyncio.StreamReader(limit=OUTPUT_CHUNK)
+        self._output_transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(output),
+            open(output_read, "rb", buffering=0),  # noqa: SIM115 - the transport closes it
+        )
+        self._output_task = asyncio.create_task(self._read_process_output(output))
+        assert process.stdout is not None
         try:
             line = await asyncio.wait_for(
                 process.stdout.readline(), self.settings.start_timeout_seconds
@@ -212,19 +287,21 @@ class PythonKernel:
     async def _discard_process(self, graceful: bool = False) -> None:
         process, self._process = self._process, None
         output_task, self._output_task = self._output_task, None
-        if process is not None and process.returncode is None:
-            if graceful and process.stdin is not None:
+        output_transport, self._output_transport = self._output_transport, None
+        if process is not None:
+            if graceful and process.returncode is None and process.stdin is not None:
                 process.stdin.close()  # the child exits at EOF when it is idle
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), CLOSE_WAIT_SECONDS)
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+            # Whether or not the kernel is still there, what it started may be.
+            _kill_group(process.pid)
+            await process.wait()
         if output_task is not None:
             output_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await output_task
+        if output_transport is not None:
+            output_transport.close()
         self._markers.clear()
         self._capture = None
 
@@ -244,21 +321,62 @@ class PythonKernel:
         except (BrokenPipeError, ConnectionResetError):
             return await self._report_death()
         try:
-            message = await asyncio.wait_for(
-                self._read_reply(request_id), self.settings.timeout_seconds
-            )
-        except TimeoutError:
+            message = await self._await_reply(request_id)
+        except _Overrun as overrun:
+            if overrun.limit == "cpu":
+                return await self._stop_cpu_hog(capture)
             return await self._stop_overrunning_call(request_id, capture)
         except asyncio.CancelledError:
             await self._stop_after_cancel(request_id)
             raise
         if message is None:
             return await self._report_death()
-        # The end marker follows all of this call's fd-level output on the stderr pipe.
+        # The end marker follows all of this call's fd-level output on the output pipe.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(marker_seen.wait(), MARKER_WAIT_SECONDS)
         self._capture = None
-        return _reply_from(message, capture.text())
+        reply = _reply_from(message, capture.text())
+        if (reply.error or {}).get("type") == "CPUTimeLimitExceeded":
+            note = (
+                f"Stopped at the {self.settings.cpu_seconds:g} s CPU-time limit per call "
+                "(CPUTimeLimitExceeded in the code); the kernel and its namespace are intact."
+            )
+            reply = attrs.evolve(reply, kernel_note=note)
+        return reply
+
+    async def _await_reply(self, request_id: int) -> dict[str, Any] | None:
+        """The reply to `request_id` (None when the kernel died), watching the call's limits.
+
+        Raises _Overrun at the timeout, or when the call's CPU time passes the cap by more than
+        the grace period: the kernel's own SIGXCPU could not stop it (C code holding the
+        interpreter).
+        """
+        assert self._process is not None
+        pid = self._process.pid
+        cap = self.settings.cpu_seconds
+        # RLIMIT_CPU counts whole seconds, so the kernel's own stop may come a second late.
+        cpu_budget = cap + 1 + self.settings.interrupt_grace_seconds if cap else None
+        cpu_at_start = _cpu_seconds(pid) if cpu_budget else None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.timeout_seconds
+        reading = asyncio.ensure_future(self._read_reply(request_id))
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise _Overrun("time")
+                done, _ = await asyncio.wait({reading}, timeout=min(remaining, CPU_POLL_SECONDS))
+                if done:
+                    return reading.result()
+                if cpu_budget is not None and cpu_at_start is not None:
+                    used = _cpu_seconds(pid)
+                    if used is not None and used - cpu_at_start > cpu_budget:
+                        raise _Overrun("cpu")
+        finally:
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
 
     async def _read_reply(self, request_id: int) -> dict[str, Any] | None:
         """The reply to `request_id`, or None when the kernel's stdout closed (it died)."""
@@ -318,6 +436,18 @@ class PythonKernel:
             ),
         )
 
+    async def _stop_cpu_hog(self, capture: _CapturedBytes) -> KernelReply:
+        await self._discard_process()
+        return KernelReply(
+            ok=False,
+            process_output=capture.text(),
+            kernel_note=(
+                f"The code used more than the {self.settings.cpu_seconds:g} s of CPU time "
+                "allowed per call and could not be interrupted, so the Python kernel was "
+                "killed; its namespace was lost. A fresh kernel starts on the next call."
+            ),
+        )
+
     async def _stop_after_cancel(self, request_id: int) -> None:
         try:
             outcome = await self._interrupt(request_id)
@@ -360,11 +490,11 @@ class PythonKernel:
             note += f"\nIts last output:\n{last_output}"
         return KernelReply(ok=False, kernel_note=note)
 
-    # --- the stderr pipe: fd-level output and end markers --------------------------------
+    # --- the output pipe: fd-level output and end markers --------------------------------
 
     async def _read_process_output(self, stream: asyncio.StreamReader) -> None:
         pending = b""
-        while chunk := await stream.read(65536):
+        while chunk := await stream.read(OUTPUT_CHUNK):
             data = pending + chunk
             while match := END_MARKER.search(data):
                 self._record_output(data[: match.start()])
@@ -379,6 +509,10 @@ class PythonKernel:
             else:
                 pending = b""
             self._record_output(data)
+            if self._capture is None or self._capture.is_full:
+                # Nobody keeps this output: drain it slowly (the writers wait on the full
+                # pipe) so that a flood cannot keep the event loop busy.
+                await asyncio.sleep(FLOOD_PAUSE_SECONDS)
         self._record_output(pending)
 
     def _record_output(self, data: bytes) -> None:

@@ -12,6 +12,12 @@ Before the first request the kernel sends {"ready": true, ...}. After startup, f
 parent's stderr pipe), where output written below `sys.stdout` (subprocesses, C code) lands.
 After each request the kernel writes an end marker to fd 2 so the parent knows it has seen all
 of that request's fd-level output. The kernel exits when its stdin closes or its parent dies.
+
+The parent starts the kernel as the leader of a process group of its own. On Linux the kernel
+asks to be SIGKILLed when its parent dies (PR_SET_PDEATHSIG), and forks a small watcher that
+SIGKILLs the whole group when the kernel dies, however it dies, so nothing the user's code
+started outlives it. Each request runs under a CPU-time cap (RLIMIT_CPU relative to the time
+used so far); at the cap SIGXCPU raises CPUTimeLimitExceeded in the user's code.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import inspect
 import io
 import json
 import linecache
+import math
 import os
 import re
 import signal
@@ -36,14 +43,25 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
+
 THIS_FILE = os.path.abspath(__file__)
 END_MARKER = b"\x00parley-kernel-done-%d\x00"
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 MAX_MEMBERS = 300
 MAX_APROPOS_HITS = 200
 MAX_APROPOS_MODULES = 2000
 DOC_LIMIT = 4000
 REPR_LIMIT_SHORT = 300
+
+
+class CPUTimeLimitExceeded(BaseException):
+    """Raised in the user's code at the CPU-time cap; like KeyboardInterrupt, `except
+    Exception` does not catch it."""
 
 
 class IntrospectionFailure(Exception):
@@ -160,9 +178,10 @@ def short_repr(obj: Any, limit: int = REPR_LIMIT_SHORT) -> str:
 
 
 class Kernel:
-    def __init__(self, root: str, output_limit: int) -> None:
+    def __init__(self, root: str, output_limit: int, cpu_seconds: float = 0) -> None:
         self.root = root
         self.output_limit = output_limit
+        self.cpu_seconds = cpu_seconds  # per request; 0: no cap
         self.last_error: dict[str, Any] | None = None
         self.eval_count = 0
         self.interruptible = False
@@ -182,7 +201,29 @@ class Kernel:
         if self.interruptible:
             raise KeyboardInterrupt
 
+    def on_cpu_limit(self, signum: int, frame: Any) -> None:
+        # The OS repeats SIGXCPU every CPU second past the cap until the next request
+        # raises it; only user code hears about it.
+        if self.interruptible:
+            raise CPUTimeLimitExceeded(
+                f"the call used more than its {self.cpu_seconds:g} s of CPU time"
+            )
+
+    def cap_cpu_time(self) -> None:
+        """Let the coming request use `cpu_seconds` of CPU time from now (RLIMIT_CPU counts
+        the process's total, so the soft limit moves with each request)."""
+        if not self.cpu_seconds or resource is None:
+            return
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = math.ceil(usage.ru_utime + usage.ru_stime + self.cpu_seconds)
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        with contextlib.suppress(ValueError, OSError):  # then the previous cap holds
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
     def guarded(self, work: Callable[[], Any]) -> Any:
+        self.cap_cpu_time()
         self.interruptible = True
         try:
             return work()
@@ -545,21 +586,83 @@ def take_protocol_fds() -> tuple[io.BufferedReader, io.BufferedWriter]:
 
 
 def set_memory_limit(limit_bytes: int) -> None:
-    if limit_bytes <= 0:
+    if limit_bytes <= 0 or resource is None:
         return
     try:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-    except (ImportError, ValueError, OSError) as exc:  # not on this platform, or hard limit lower
+    except (ValueError, OSError) as exc:  # the hard limit is lower
         print(f"parley kernel: could not set the memory limit: {exc}", file=sys.stderr)
 
 
-def exit_when_orphaned(parent_pid: int) -> None:
+def end_process_group() -> None:
+    """SIGKILL the kernel's process group: the kernel and everything it started."""
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def set_parent_death_signal(signum: int) -> bool:
+    """Have Linux send `signum` to this process when its parent dies; False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def fork_group_watcher() -> None:
+    """Fork a process that ends the kernel's group when the kernel dies.
+
+    The watcher waits, idle, for the death signal Linux sends it when the kernel exits (any
+    way: closed, crashed, SIGKILLed), then SIGKILLs the group, itself included. Being a process
+    of its own, it acts even when the kernel is stuck in C code or already gone.
+    """
+    kernel_pid = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # until sigwait takes it
+    if os.fork():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        return
+    try:  # the watcher
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # hold none of the pipes to the server open
+            os.dup2(devnull, fd)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not set_parent_death_signal(signal.SIGTERM):
+            return
+        if os.getppid() == kernel_pid:  # else the kernel is already gone
+            signal.sigwait({signal.SIGTERM})
+        end_process_group()
+    finally:
+        os._exit(0)
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """End the kernel, and with it its process group, when the server is gone."""
+    # Never kill a group the server is in (nor try where there are no process groups).
+    leads_group = hasattr(os, "getpgrp") and os.getpgrp() == os.getpid()
+    if set_parent_death_signal(signal.SIGKILL):
+        if leads_group:
+            fork_group_watcher()
+    else:  # no PR_SET_PDEATHSIG: poll (this thread cannot run while C code holds the GIL)
+        watchdog = threading.Thread(
+            target=exit_when_orphaned, args=(parent_pid, leads_group), daemon=True
+        )
+        watchdog.start()
+    if os.getppid() != parent_pid:  # the server died before we could ask to be told
+        if leads_group:
+            end_process_group()
+        os._exit(0)
+
+
+def exit_when_orphaned(parent_pid: int, leads_group: bool) -> None:
     """A busy kernel never reads its stdin's EOF; this notices a vanished server instead."""
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
+            if leads_group:
+                end_process_group()
             os._exit(0)
 
 
@@ -568,8 +671,11 @@ def main() -> None:
     parser.add_argument("--root", required=True)
     parser.add_argument("--output-limit", type=int, default=20_000)
     parser.add_argument("--memory-limit", type=int, default=0, help="bytes; 0 for none")
+    parser.add_argument("--cpu-limit", type=float, default=0, help="seconds per call; 0: none")
+    parser.add_argument("--parent-pid", type=int, default=os.getppid())
     options = parser.parse_args()
 
+    end_with_parent(options.parent_pid)  # first: before the server could miss our start
     root = os.path.abspath(options.root)
     set_memory_limit(options.memory_limit)
     protocol_in, protocol_out = take_protocol_fds()
@@ -580,9 +686,10 @@ def main() -> None:
     faulthandler.enable(
         all_threads=False
     )  # a segfault's Python traceback goes to fd 2, where the parent reads it
-    kernel = Kernel(root, options.output_limit)
+    kernel = Kernel(root, options.output_limit, options.cpu_limit)
     signal.signal(signal.SIGINT, kernel.on_sigint)
-    threading.Thread(target=exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    if hasattr(signal, "SIGXCPU"):
+        signal.signal(signal.SIGXCPU, kernel.on_cpu_limit)
 
     def send(message: dict[str, Any]) -> None:
         protocol_out.write(json.dumps(clean(message)).encode("utf-8") + b"\n")

@@ -1,0 +1,54 @@
+"""The environment a child process of Parley gets: the server's own, without its secrets.
+
+The server holds the user's API keys in its environment; the processes it starts (the Python
+kernel, which runs the workspace's interpreter and the model's code) must not see them. What is
+left out:
+
+- the providers' variables: every `OPENAI_*` and `ANTHROPIC_*`, and the variables the
+  configuration names for a provider's key (`api_key_env`), whatever they are called;
+- any name with KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL(S) at its end or right
+  before a `_`, in any case (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `HF_TOKEN`,
+  `PGPASSWORD`, `MYAPIKEY`, `GOOGLE_APPLICATION_CREDENTIALS`);
+- any value that is a URL with a password in it (`postgres://user:pw@host/db`).
+
+Everything else (PATH, HOME, LANG, VIRTUAL_ENV, ...) is kept, so programs run as they would
+in the user's shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+PROVIDER_PREFIXES = ("OPENAI_", "ANTHROPIC_")
+# A secret word at the end of the name or followed by "_" ("AWS_SECRET_ACCESS_KEY",
+# "MYAPIKEY"), but not a longer word that merely starts with one ("TOKENIZERS_PARALLELISM").
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
+URL_WITH_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
+
+
+def is_secret(name: str, value: str) -> bool:
+    """Whether a variable looks like it holds a credential."""
+    return (
+        name.upper().startswith(PROVIDER_PREFIXES)
+        or SECRET_NAME.search(name) is not None
+        or URL_WITH_PASSWORD.search(value) is not None
+    )
+
+
+def child_environment(
+    secret_names: Iterable[str] = (), environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A copy of `environ` (the server's environment by default) without its secrets.
+
+    `secret_names` are further variables to leave out whatever they are called: the configured
+    providers' key variables.
+    """
+    source = os.environ if environ is None else environ
+    named = {name.upper() for name in secret_names if name}
+    return {
+        name: value
+        for name, value in source.items()
+        if name.upper() not in named and not is_secret(name, value)
+    }
