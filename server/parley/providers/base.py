@@ -15,6 +15,7 @@ import attrs
 
 from parley.agent.conversation import Message, ThinkingBlock
 from parley.agent.usage import Usage
+from parley.redact import redact
 from parley.tools.base import ToolSpec
 
 FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
@@ -146,7 +147,12 @@ def mark_cut_off(
 
 
 class ProviderError(Exception):
-    """A provider failure that survived the SDK's retries, with a message a person can act on."""
+    """A provider failure that survived the SDK's retries, with a message a person can act on.
+
+    The message is redacted here, where every provider error is made: it quotes what the
+    provider or a gateway said, which may echo the request's API key, and it goes on to the
+    client, the store and the log.
+    """
 
     def __init__(
         self,
@@ -157,6 +163,7 @@ class ProviderError(Exception):
         status: int | None = None,
         retryable: bool = False,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.provider = provider
