@@ -80,8 +80,9 @@ def _set_up_logging(level: str) -> None:
     logging.basicConfig(level=level, handlers=[handler])
     # pygls logs every message at INFO (noise, on the per-token path), and a traceback for
     # each request the client got wrong (which the client is told in the error response).
+    # (On the handler: a logger's filter would not see its children's records.)
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
-    logging.getLogger("pygls").addFilter(_drop_client_errors)
+    handler.addFilter(_drop_client_errors)
 
 
 def main(argv: list[str] | None = None) -> int:

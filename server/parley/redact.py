@@ -31,8 +31,8 @@ _MIN_EXACT_SECRET = 8
 _CREDENTIAL_FIELD = re.compile(
     r"""\b((?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key)
     (["']?\s*[:=]\s*["']?)
-    (?:(bearer|basic|token)\s+)?
-    [^\s"',;&}\]]+""",
+    (?>(?:(bearer|basic|token)\s+)?)  # atomic: a scheme is never taken for the value
+    (?!\[redacted\])[^\s"',;&}\]]+""",
     re.IGNORECASE | re.VERBOSE,
 )
 _BEARER_TOKEN = re.compile(r"\b(bearer)\s+(?=\S*\d)[A-Za-z0-9\-._~+/]{12,}=*", re.IGNORECASE)
@@ -52,6 +52,11 @@ _KEY_SHAPED = re.compile(
       | glpat-[A-Za-z0-9_\-]{20,}
     )""",
     re.VERBOSE,
+)
+# A field of structured data (JSON) whose whole value is a credential.
+_CREDENTIAL_NAME = re.compile(
+    r"(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|[\w-]*(?:token|secret|password)",
+    re.IGNORECASE,
 )
 # `key=…`, `"token": "…"`, `client_secret=…`: redacted when the value looks random (long,
 # letters and digits), so `"max_tokens": 1000` and `token=none` stay readable.
@@ -124,11 +129,17 @@ def redact(text: str) -> str:
 
 
 def redact_json(value: Any) -> Any:
-    """`value` with every string in it redacted (dict keys stay: they are field names)."""
+    """`value` with every string in it redacted, and the whole value of a field named like a
+    credential (`authorization`, `api_key`, `*token`, …); dict keys stay: they are names."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
         return [redact_json(item) for item in value]
     if isinstance(value, dict):
-        return {key: redact_json(item) for key, item in value.items()}
+        return {
+            key: REDACTED
+            if isinstance(item, str) and isinstance(key, str) and _CREDENTIAL_NAME.fullmatch(key)
+            else redact_json(item)
+            for key, item in value.items()
+        }
     return value

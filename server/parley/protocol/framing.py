@@ -148,9 +148,9 @@ class _Input:
             return None
 
     async def peek(self, size: int) -> bytes:
-        """Up to `size` bytes ahead, left unread."""
-        while len(self._buffer) < size and await self._fill():
-            pass
+        """Up to `size` bytes ahead, of what has arrived (waiting for some), left unread."""
+        if not self._buffer:
+            await self._fill()
         return bytes(self._buffer[:size])
 
 
