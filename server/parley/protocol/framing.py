@@ -220,6 +220,10 @@ async def _header_block(source: _Input) -> int | None:
                 raise _FramingError("a header block without Content-Length")
             return length
         lines += 1
+        if lines > MAX_HEADER_LINES:
+            if _CONTENT_LENGTH.match(line):  # the next message's header, after garbage ones
+                source.unread(line)
+            raise _FramingError(f"more than {MAX_HEADER_LINES} header lines")
         embedded = _CONTENT_LENGTH.search(line, 1)
         if embedded is not None:  # "garbageContent-Length: 5": a header after garbage
             source.unread(line[embedded.start() :])
@@ -227,8 +231,6 @@ async def _header_block(source: _Input) -> int | None:
         header = _HEADER_LINE.fullmatch(line)
         if header is None:
             raise _FramingError(f"not a header line: {line[:80]!r}")
-        if lines > MAX_HEADER_LINES:
-            raise _FramingError(f"more than {MAX_HEADER_LINES} header lines")
         name, value = header.groups()
         if name.lower() == b"content-length":
             if _LENGTH_VALUE.fullmatch(value) is None:
