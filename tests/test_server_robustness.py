@@ -296,8 +296,16 @@ def test_a_response_colliding_with_a_running_request_is_dropped(
     assert "no request of ours is waiting for it" in raw_server.stderr()
 
 
+@pytest.mark.parametrize(
+    "bad_answer",
+    [
+        b'{"jsonrpc": "2.0", "id": "ID", "error": {"code": "x"}}',
+        b'{"jsonrpc": "2.0", "id": "ID", "result": {"outcome": {"outcome": "selec',  # cut
+    ],
+    ids=["error code not an integer", "truncated"],
+)
 def test_a_malformed_answer_to_the_servers_own_request_is_a_rejection(
-    raw_server: RawServer, fake, workspace: Path
+    raw_server: RawServer, fake, workspace: Path, bad_answer: bytes
 ) -> None:
     fake.set_script(
         [Reply(tool_calls=(ScriptedToolCall("python_eval", {"code": "1 + 1"}),)), Reply(text="ok")]
@@ -310,8 +318,8 @@ def test_a_malformed_answer_to_the_servers_own_request_is_a_rejection(
     raw_server.send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
     while (request := raw_server.receive()).get("method") != "session/request_permission":
         pass
-    raw_server.send({"jsonrpc": "2.0", "id": request["id"], "error": {"code": "x"}})
-    answer = raw_server.answer()
+    raw_server.send_bytes(bad_answer.replace(b"ID", request["id"].encode()))
+    answer = raw_server.answer()  # the prompt's: the bad answer itself is never answered
     assert answer["id"] == 2 and answer["result"]["stopReason"] == "end_turn"
     sent = json.dumps(fake.requests[-1].body)
     assert "could not ask the user for permission" in sent  # the call was not run

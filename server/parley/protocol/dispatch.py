@@ -129,28 +129,29 @@ class ParleyProtocol(JsonRPCProtocol):
         self._receive_object(data)
 
     def _receive_oversized(self, frame: OversizedFrame) -> None:
-        head = _decode(frame.head)
-        if '"method"' not in head:
-            return  # not a request (or not one we can tell): nothing to answer
         limit = MAX_FRAME_BYTES // (1024 * 1024)
         self._refuse(
-            head,
+            _decode(frame.head),
             INVALID_REQUEST,
             f"Invalid request: the message is {frame.size} bytes, over the limit of {limit} MB",
         )
 
     def _refuse(self, text: str, code: int, message: str) -> None:
-        """Answer a message that cannot be read, if its id can be found; else log it."""
+        """Answer a message that cannot be read, if its id can be found; else log it. An
+        unreadable answer to a request of ours fails that request instead."""
         match = _ID_PATTERN.search(text)
-        if match is None:
-            logger.error("Skipped a message (%s): %.*r", message, _QUOTE_CHARS, text)
-            return
         try:
-            msg_id = parse_json(match.group(1))
+            msg_id = parse_json(match.group(1)) if match is not None else None
         except ValueError:  # an id string with a bad escape
+            msg_id = None
+        if msg_id is None:
             logger.error("Skipped a message (%s): %.*r", message, _QUOTE_CHARS, text)
             return
-        self.send_error(msg_id, code, message)
+        pending = self._awaiting.get(msg_id)
+        if pending is None:
+            self.send_error(msg_id, code, message)
+        elif not pending.done():
+            pending.set_exception(JsonRpcException(f"The client's answer: {message}", code))
 
     def _receive_object(self, data: Any) -> None:
         if not isinstance(data, dict):
@@ -187,10 +188,12 @@ class ParleyProtocol(JsonRPCProtocol):
         request_id = None
         if isinstance(params, dict):
             request_id = params.get("requestId", params.get("id"))
-        if _is_id(request_id):
-            self._handle_cancel_notification(request_id)
-        else:
+        if not _is_id(request_id):
             logger.warning("Ignored a cancel notification without a request id")
+        elif request_id in self._awaiting:  # the id of a request of ours, not of the client's
+            logger.warning("Ignored a cancel notification for %.*r", _QUOTE_CHARS, request_id)
+        else:
+            self._handle_cancel_notification(request_id)
 
     def _invalid(self, data: dict[str, Any], why: str) -> None:
         msg_id = data.get("id")
