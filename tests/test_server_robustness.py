@@ -9,17 +9,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
+import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import cattrs
 import pytest
 from conftest import MODELS, WEATHER_TOOL, server_env
 from parley.client import ParleyClient
 from parley.fakellm import Fault, Pacing, Reply, ScriptedToolCall
+from parley.protocol.dispatch import ParleyProtocol
+from parley.protocol.framing import MAX_FRAME_BYTES
 from pygls.exceptions import JsonRpcException
+from pygls.server import JsonRPCServer
 
 WEATHER = ScriptedToolCall("get_weather", {"city": "Paris"})
 
@@ -27,44 +35,81 @@ WEATHER = ScriptedToolCall("get_weather", {"city": "Paris"})
 
 
 class RawServer:
-    """`parley serve` spoken to byte by byte, to send what no well-behaved client would."""
+    """`parley serve` spoken to byte by byte, to send what no well-behaved client would.
+
+    A thread reads its output, so `receive` can time out instead of hanging a test; its
+    stderr goes to a file (a pipe nobody reads would block the server once full).
+    """
 
     def __init__(self, env: dict[str, str], framing: str = "lsp") -> None:
         self.framing = framing
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
             [sys.executable, "-m", "parley", "serve", "--framing", framing],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._stderr,
             env={**os.environ, **env},
         )
+        self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read_output, daemon=True).start()
+
+    def _read_output(self) -> None:
+        assert self.process.stdout is not None
+        stdout = self.process.stdout
+        while True:
+            if self.framing == "ndjson":
+                line = stdout.readline()
+                if not line:
+                    break
+                self._messages.put(json.loads(line))
+                continue
+            length = None
+            while line := stdout.readline():
+                if not line.strip():
+                    break
+                name, _, value = line.partition(b":")
+                if name.lower() == b"content-length":
+                    length = int(value)
+            if length is None:
+                break
+            self._messages.put(json.loads(stdout.read(length)))
+        self._messages.put(None)
+
+    def send_raw(self, data: bytes) -> None:
+        """Bytes as they are, unframed."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
 
     def send_bytes(self, body: bytes) -> None:
-        assert self.process.stdin is not None
         if self.framing == "lsp":
-            body = b"Content-Length: %d\r\n\r\n" % len(body) + body
+            self.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         else:
-            body += b"\n"
-        self.process.stdin.write(body)
-        self.process.stdin.flush()
+            self.send_raw(body + b"\n")
 
     def send(self, message: Any) -> None:
         self.send_bytes(json.dumps(message).encode())
 
-    def receive(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        if self.framing == "ndjson":
-            return json.loads(self.process.stdout.readline())
-        length = None
-        while True:
-            line = self.process.stdout.readline().strip()
-            if not line:
-                break
-            name, _, value = line.partition(b":")
-            if name.lower() == b"content-length":
-                length = int(value)
-        assert length is not None
-        return json.loads(self.process.stdout.read(length))
+    def receive(self, timeout: float = 30) -> dict[str, Any]:
+        """The next message from the server."""
+        message = self._messages.get(timeout=timeout)
+        assert message is not None, f"the server closed its output; stderr:\n{self.stderr()}"
+        return message
+
+    def answer(self, timeout: float = 30) -> dict[str, Any]:
+        """The next response, past notifications and the server's own requests."""
+        while "method" in (message := self.receive(timeout)):
+            pass
+        return message
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def rss_kib(self) -> int:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(next(ln for ln in status.splitlines() if ln.startswith("VmRSS:")).split()[1])
 
     def close(self) -> int:
         assert self.process.stdin is not None
@@ -167,6 +212,261 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
         }
     )
     assert "empty" in raw_server.receive()["error"]["message"]
+
+
+# --- the wire: no message kills or deafens the server -------------------------------------
+
+WORKS = {"jsonrpc": "2.0", "method": "_parley/models", "params": {}}
+
+
+def still_serves(server: RawServer, msg_id: str) -> None:
+    """A normal request sent now is the next one answered."""
+    server.send({**WORKS, "id": msg_id})
+    answer = server.answer()
+    assert answer["id"] == msg_id and "models" in answer["result"], answer
+
+
+def test_responses_of_any_shape_are_never_answered_and_never_stop_the_server(
+    raw_server: RawServer,
+) -> None:
+    for response in [
+        {"jsonrpc": "2.0", "id": 5, "error": {"code": "x"}},
+        {"jsonrpc": "2.0", "id": 5, "error": {"code": True, "message": 7}},
+        {"jsonrpc": "2.0", "id": 5, "error": "not an object"},
+        {"jsonrpc": "2.0", "id": 5, "error": None},
+        {"jsonrpc": "2.0", "id": 5, "result": 1, "error": {"code": 1, "message": "both"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}},
+        {"jsonrpc": "2.0", "id": [1], "result": {}},
+        {"jsonrpc": "2.0", "id": {"a": 1}, "error": {"code": 1, "message": "x"}},
+        {"jsonrpc": "2.0", "id": "parley-0000", "result": None},  # no such request of ours
+        {"id": 5, "result": "no jsonrpc field"},
+    ]:
+        raw_server.send(response)
+    raw_server.send_bytes(
+        b'{"jsonrpc": "2.0", "id": 5, "error": {"code": 1, "message": "x", "data": '
+        + b"[" * 900
+        + b"]" * 900
+        + b"}}"
+    )
+    still_serves(raw_server, "after")  # and nothing was answered before it
+    assert raw_server.close() == 0
+
+
+def test_json_nested_any_depth_is_answered(raw_server: RawServer, workspace: Path) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    raw_server.send_bytes(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": ' + deep + b"}"
+    )
+    answer = raw_server.answer()
+    assert answer["id"] == 1 and answer["error"]["code"] == -32600
+    assert "nested too deeply" in answer["error"]["message"]
+    raw_server.send_bytes(deep)  # no id to answer: logged and skipped
+    raw_server.send_bytes(
+        b'{"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": ' + b"{" * 50_000
+    )
+    assert raw_server.answer()["id"] == 2
+    # Just under Python's own limit: parsed, then refused by the handler like any bad params.
+    nested = {"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": str(workspace)}}
+    raw_server.send_bytes(
+        json.dumps(nested).encode()[:-2] + b', "_meta": ' + b"[" * 900 + b"]" * 900 + b"}}"
+    )
+    answer = raw_server.answer()
+    assert answer["id"] == 3
+    still_serves(raw_server, "after")
+
+
+def test_a_response_colliding_with_a_running_request_is_dropped(
+    raw_server: RawServer, fake, workspace: Path
+) -> None:
+    fake.set_script([Reply(text="slow " * 40, pacing=Pacing(chunks_per_second=40))])
+    raw_server.send(
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(workspace)}}
+    )
+    session = raw_server.answer()["result"]["sessionId"]
+    prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "Talk."}]}
+    raw_server.send({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": prompt})
+    assert raw_server.receive()["method"] == "session/update"  # it is running
+    # The client answers its own request's id, as if it were ours: logged and dropped.
+    raw_server.send({"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "forged"}})
+    raw_server.send({"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "forged"}})
+    still_serves(raw_server, "meanwhile")
+    answer = raw_server.answer()
+    assert answer["id"] == 7 and answer["result"]["stopReason"] == "end_turn"
+    still_serves(raw_server, "after")  # exactly one answer to 7: the next is this one's
+    assert "no request of ours is waiting for it" in raw_server.stderr()
+
+
+@pytest.mark.parametrize(
+    "bad_answer",
+    [
+        b'{"jsonrpc": "2.0", "id": "ID", "error": {"code": "x"}}',
+        b'{"jsonrpc": "2.0", "id": "ID", "result": {"outcome": {"outcome": "selec',  # cut
+    ],
+    ids=["error code not an integer", "truncated"],
+)
+def test_a_malformed_answer_to_the_servers_own_request_is_a_rejection(
+    raw_server: RawServer, fake, workspace: Path, bad_answer: bytes
+) -> None:
+    fake.set_script(
+        [Reply(tool_calls=(ScriptedToolCall("python_eval", {"code": "1 + 1"}),)), Reply(text="ok")]
+    )
+    raw_server.send(
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(workspace)}}
+    )
+    session = raw_server.answer()["result"]["sessionId"]
+    prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "Eval."}]}
+    raw_server.send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
+    while (request := raw_server.receive()).get("method") != "session/request_permission":
+        pass
+    raw_server.send_bytes(bad_answer.replace(b"ID", request["id"].encode()))
+    answer = raw_server.answer()  # the prompt's: the bad answer itself is never answered
+    assert answer["id"] == 2 and answer["result"]["stopReason"] == "end_turn"
+    sent = json.dumps(fake.requests[-1].body)
+    assert "could not ask the user for permission" in sent  # the call was not run
+    still_serves(raw_server, "after")
+
+
+def test_an_oversized_frame_is_refused_without_being_held(raw_server: RawServer) -> None:
+    still_serves(raw_server, "warm-up")
+    rss_before = raw_server.rss_kib()
+    padding = b"a" * (MAX_FRAME_BYTES + 1024 * 1024)
+    raw_server.send_bytes(
+        b'{"jsonrpc": "2.0", "id": "big", "method": "initialize", "params": {"x": "'
+        + padding
+        + b'"}}'
+    )
+    del padding
+    answer = raw_server.answer(timeout=120)
+    assert answer["id"] == "big" and answer["error"]["code"] == -32600
+    assert "over the limit of 64 MB" in answer["error"]["message"]
+    still_serves(raw_server, "after")
+    grown_mib = (raw_server.rss_kib() - rss_before) / 1024
+    # LSP frames are skipped in pieces; an NDJSON line is held up to the limit, then let go.
+    assert grown_mib < (16 if raw_server.framing == "lsp" else 100), grown_mib
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param(b"Content-Length: abc\r\n\r\n{}", id="bad Content-Length"),
+        pytest.param(b"Content-Length: -5\r\n\r\n{}", id="negative Content-Length"),
+        pytest.param(b"hello, this is not a header\r\n\r\n", id="garbage line"),
+        pytest.param(b"\x00\xff\xfe garbage without a newline", id="garbage before a header"),
+        pytest.param(b'Content-Length: 5\r\n{"id": 1}', id="missing blank line"),
+        pytest.param(b"Content-Type: x\r\n\r\n{}", id="no Content-Length"),
+        pytest.param(b"X-Junk: " + b"j" * 100_000 + b"\r\n\r\n", id="huge header line"),
+        pytest.param(b"X-A: b\r\n" * 100 + b"\r\n", id="too many headers"),
+        pytest.param(
+            b'Content-Length: 99999999999\r\n\r\n{"jsonrpc": "2.0", "id": "liar", "method": "x"}',
+            id="a length far over the cap",
+        ),
+    ],
+)
+def test_the_lsp_reader_resynchronises_after_a_framing_error(
+    fake, tmp_path: Path, broken: bytes
+) -> None:
+    server = RawServer(server_env(fake, tmp_path), framing="lsp")
+    try:
+        still_serves(server, "before")
+        server.send_raw(broken)
+        if b'"liar"' in broken:
+            answer = server.answer()
+            assert answer["id"] == "liar" and "over the limit" in answer["error"]["message"]
+        still_serves(server, "after")
+        still_serves(server, "and after")
+        assert server.close() == 0
+        assert "Traceback" not in server.stderr()
+    finally:
+        server.process.kill()
+
+
+def test_lone_surrogates_are_repaired_where_they_enter(
+    raw_server: RawServer, fake, workspace: Path, tmp_path: Path
+) -> None:
+    fake.set_script([Reply(text="Fine.")])
+    raw_server.send(
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(workspace)}}
+    )
+    session = raw_server.answer()["result"]["sessionId"]
+    # An editor that cut an emoji in half: the escape of a lone high surrogate.
+    raw_server.send_bytes(
+        b'{"jsonrpc": "2.0", "id": "\\udc00", "method": "session/prompt", "params": '
+        b'{"sessionId": "%s", "prompt": [{"type": "text", "text": "half \\ud83d emoji"}]}}'
+        % session.encode()
+    )
+    answer = raw_server.answer()
+    assert answer["id"] == "\ufffd" and answer["result"]["stopReason"] == "end_turn"
+    assert "half \ufffd emoji" in json.dumps(fake.requests[-1].body, ensure_ascii=False)
+    raw_server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/load",
+            "params": {"sessionId": session, "cwd": str(workspace), "mcpServers": []},
+        }
+    )
+    assert "result" in raw_server.answer()
+    assert raw_server.close() == 0
+    export = subprocess.run(
+        [sys.executable, "-m", "parley", "export", session],
+        env={**os.environ, **server_env(fake, tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert export.returncode == 0 and "half \ufffd emoji" in export.stdout
+
+
+def test_bytes_that_are_not_utf8_are_repaired_not_refused(raw_server: RawServer) -> None:
+    raw_server.send_bytes(b'{"jsonrpc": "2.0", "id": "caf\xe9", "method": "_parley/models"}')
+    answer = raw_server.answer()
+    assert answer["id"] == "caf\ufffd" and "models" in answer["result"]
+
+
+def test_errors_are_one_line_and_answers_carry_no_traceback(
+    raw_server: RawServer, fake, workspace: Path
+) -> None:
+    fake.set_script([Reply(text="x", fault=Fault("http", status=400))])
+    raw_server.send({"jsonrpc": "2.0", "id": 1, "method": "no/such/method"})
+    raw_server.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": 7}})
+    raw_server.send(
+        {"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": str(workspace)}}
+    )
+    answers = [raw_server.answer() for _ in range(3)]
+    assert [a["error"]["code"] for a in answers[:2]] == [-32601, -32602]
+    session = answers[2]["result"]["sessionId"]
+    prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "Hello?"}]}
+    raw_server.send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": prompt})
+    assert raw_server.answer()["error"]["code"] == -32001
+    assert raw_server.close() == 0
+    stderr = raw_server.stderr()
+    assert "Traceback" not in stderr
+    for msg_id in (1, 2, 4):  # one line each: pygls' own second line is filtered out
+        assert len(re.findall(rf"\b[Rr]equest {msg_id}\b", stderr)) == 1, stderr
+    assert "Method Not Found" not in stderr
+
+
+def test_an_unexpected_error_answers_32603_with_its_type_and_message_only() -> None:
+    """In process: a handler that raises, through the protocol the server uses."""
+    server = JsonRPCServer(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
+    written: list[bytes] = []
+
+    class Writer:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+    @server.feature("boom")
+    def boom(params: Any) -> None:
+        raise KeyError("Authorization: Bearer sk-proj-abcdefghijklmnopqrstuvwx")
+
+    server.protocol.set_writer(Writer(), include_headers=False)
+    server.protocol.receive(b'{"jsonrpc": "2.0", "id": 1, "method": "boom", "params": {}}')
+    (answer,) = [json.loads(data) for data in written]
+    assert answer["id"] == 1
+    assert answer["error"]["code"] == -32603
+    assert "data" not in answer["error"]  # pygls would send {"traceback": [...]}
+    assert answer["error"]["message"].startswith("Internal error: KeyError")
+    assert "sk-proj" not in answer["error"]["message"]
 
 
 # --- provider faults ---------------------------------------------------------------------

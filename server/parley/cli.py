@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from parley.config import ConfigError, Settings, load_settings
+from parley.redact import redact, remember_secrets
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -14,7 +18,11 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="parley", description="An AI coding agent behind your editor."
     )
     parser.add_argument(
-        "--log-level", default="WARNING", help="log level on stderr (default: WARNING)"
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=os.environ.get("PARLEY_LOG_LEVEL", "WARNING").upper(),
+        help="log level on stderr (default: $PARLEY_LOG_LEVEL, else WARNING)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -58,22 +66,42 @@ def _drop_client_errors(record: logging.LogRecord) -> bool:
     return not (record.name == "pygls.server" and "Method Not Found" in record.getMessage())
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+class RedactingFormatter(logging.Formatter):
+    """Log lines without secrets: whatever a library logs (an SDK at DEBUG, a traceback
+    quoting a provider's error) passes through `redact` on its way to stderr."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def _set_up_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     # pygls logs every message at INFO (noise, on the per-token path), and a traceback for
     # each request the client got wrong (which the client is told in the error response).
+    # (On the handler: a logger's filter would not see its children's records.)
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
-    logging.getLogger("pygls").addFilter(_drop_client_errors)
+    handler.addFilter(_drop_client_errors)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.log_level not in LOG_LEVELS:  # a bad $PARLEY_LOG_LEVEL (argparse checks only flags)
+        parser.error(f"PARLEY_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    _set_up_logging(args.log_level)
     try:
         settings = load_settings()
     except ConfigError as error:
         print(f"parley: {error}", file=sys.stderr)
         return 2
+    # A key in a variable config.toml names (not called *_KEY) is a secret all the same.
+    remember_secrets(
+        settings.api_key(provider)
+        for provider in settings.providers.values()
+        if provider.api_key_env
+    )
 
     from parley.store import StoreUnavailable
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -222,4 +223,5 @@ class ParleyClient(JsonRPCClient):
 
 
 async def _maybe_await(value: Any) -> Any:
-    return await value if asyncio.iscoroutine(value) else value
+    # A handler may return a coroutine or a future (a test holding the answer back).
+    return await value if inspect.isawaitable(value) else value

@@ -43,7 +43,9 @@ class Fault:
       - "drop": stream `after_chunks` chunks, then close the connection without ending it;
       - "error_event": stream `after_chunks` chunks, then an error inside the 200 stream
         (OpenAI: a `data: {"error": ...}` chunk; Anthropic: `event: error`);
-      - "stall": stream `after_chunks` chunks, then send nothing for `stall_seconds`.
+      - "stall": stream `after_chunks` chunks, then send nothing for `stall_seconds`;
+      - "echo_headers": answer `status` with an error body that quotes the request's headers,
+        API key included, as a misconfigured gateway does.
     `streaming_only`: the fault applies only to streaming requests (a synchronous call of
     the same round then succeeds).
     """

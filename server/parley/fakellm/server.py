@@ -37,7 +37,7 @@ _WIRES: dict[str, WireFormat] = {
     openai_wire.WIRE.path: openai_wire.WIRE,
     anthropic_wire.WIRE.path: anthropic_wire.WIRE,
 }
-FAULT_KINDS = frozenset({"http", "drop", "error_event", "stall"})
+FAULT_KINDS = frozenset({"http", "drop", "error_event", "stall", "echo_headers"})
 _REASON_PHRASES = {529: "Overloaded"}  # http.server knows no phrase for Anthropic's 529
 NO_RESPONSE = 0  # RecordedRequest.status when the connection closed before any status line
 
@@ -303,6 +303,10 @@ class _Handler(BaseHTTPRequestHandler):
         fault = choice.fault
         if fault is not None and fault.kind == "http":
             self._send_error(exchange, wire, fault.status, fault.retry_after)
+        elif fault is not None and fault.kind == "echo_headers":
+            headers = "; ".join(f"{name}: {value}" for name, value in self.headers.items())
+            message = f"The gateway could not route this request. Request headers: {headers}"
+            self._send_error(exchange, wire, fault.status, message=message)
         elif exchange.stream:
             self._stream_reply(exchange, wire, choice.reply, fault)
         else:

@@ -4,107 +4,308 @@ pygls 2 parses with an object hook that drops, without a reply, a message that i
 lacks `params`, or whose params fail to structure. Here Parley parses the JSON itself, answers
 what is malformed with the proper JSON-RPC error, and passes pygls plain messages whose params
 are the JSON as sent (handlers structure and validate them: see `params.py`).
+
+No message stops the server: JSON nested deeper than Python reads, an oversized frame, a
+response of any shape or with an id the server never sent are answered or logged and dropped.
+Text enters with every lone surrogate replaced (U+FFFD), so nothing downstream holds a string
+that cannot be encoded. Answers leave without tracebacks and with secrets redacted.
+
+Every use of pygls internals is here: `_send_handler_result` and `_send_response` (how a
+handler's outcome is answered), `_handle_cancel_notification` and `_request_futures` (pending
+requests), `_include_headers`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import reprlib
+import uuid
+from concurrent.futures import Future
 from typing import Any
 
-from lsprotocol.types import ResponseError, ResponseErrorMessage
+from lsprotocol.types import ResponseError
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.protocol import JsonRPCProtocol
-from pygls.protocol.json_rpc import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-)
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, MsgId
+
+from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame
+from parley.redact import redact, redact_json
 
 logger = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
 
 CANCEL_METHODS = ("$/cancelRequest", "$/cancel_request")
 
-# Recovers the id of a message that is not valid JSON, to answer it with a parse error.
-_ID_PATTERN = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+# Recovers the id of a message that cannot be read, to answer it with the error.
+_ID_PATTERN = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?![\d.eE]))')
+# A `\uD800`-`\uDFFF` escape: the only way JSON text decoded from valid UTF-8 can hold a lone
+# surrogate (a pair decodes to one character; the escape may still be a lone half).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A message's text in a log line or an error message is cut to this.
+_QUOTE_CHARS = 200
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> None:
+    raise _NotJson(f"{name} is not JSON")
+
+
+def _decode(body: bytes) -> str:
+    """The body as text; bytes that are not UTF-8 become U+FFFD rather than fail the message."""
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        return body.decode(errors="replace")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            _without_lone_surrogates(key): _without_lone_surrogates(item)
+            for key, item in value.items()
+        }
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """JSON text as Python values, lone surrogates repaired; raises ValueError or
+    RecursionError (nested deeper than Python reads)."""
+    value = json.loads(text, parse_constant=_reject_constant)
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        value = _without_lone_surrogates(value)
+    return value
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 class ParleyProtocol(JsonRPCProtocol):
     """pygls' JSON-RPC protocol, fed by `receive` instead of pygls' own reader."""
 
-    def receive(self, body: bytes) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The requests this side sent and awaits an answer to, by id. pygls keeps its own
+        # handlers' futures under the same ids (`_request_futures`): a response must only
+        # ever settle one of these.
+        self._awaiting: dict[MsgId, Future[Any]] = {}
+
+    # --- in --------------------------------------------------------------------------------
+
+    def receive(self, frame: Frame) -> None:
+        """Handle one frame; never raises (the reader goes on to the next)."""
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as error:
-            match = _ID_PATTERN.search(body)
-            if match is None:
-                logger.error("Skipped a message that is not JSON (%s): %.200r", error, body)
-                return
-            msg_id = json.loads(match.group(1))
-            self.send_error(msg_id, PARSE_ERROR, f"Parse error: the message is not JSON ({error})")
+            if isinstance(frame, OversizedFrame):
+                self._receive_oversized(frame)
+            else:
+                self._receive_body(frame)
+        except Exception:
+            logger.exception("Failed to handle a message")
+
+    def _receive_body(self, body: bytes) -> None:
+        text = _decode(body)
+        try:
+            data = parse_json(text)
+        except RecursionError:
+            self._refuse(text, INVALID_REQUEST, "Invalid request: the JSON is nested too deeply")
+            return
+        except ValueError as error:
+            self._refuse(text, PARSE_ERROR, f"Parse error: the message is not JSON ({error})")
             return
         self._receive_object(data)
+
+    def _receive_oversized(self, frame: OversizedFrame) -> None:
+        limit = MAX_FRAME_BYTES // (1024 * 1024)
+        self._refuse(
+            _decode(frame.head),
+            INVALID_REQUEST,
+            f"Invalid request: the message is {frame.size} bytes, over the limit of {limit} MB",
+        )
+
+    def _refuse(self, text: str, code: int, message: str) -> None:
+        """Answer a message that cannot be read, if its id can be found; else log it. An
+        unreadable answer to a request of ours fails that request instead."""
+        match = _ID_PATTERN.search(text)
+        try:
+            msg_id = parse_json(match.group(1)) if match is not None else None
+        except ValueError:  # an id string with a bad escape
+            msg_id = None
+        if msg_id is None:
+            logger.error("Skipped a message (%s): %.*r", message, _QUOTE_CHARS, text)
+            return
+        pending = self._awaiting.get(msg_id)
+        if pending is None:
+            self.send_error(msg_id, code, message)
+        elif not pending.done():
+            pending.set_exception(JsonRpcException(f"The client's answer: {message}", code))
 
     def _receive_object(self, data: Any) -> None:
         if not isinstance(data, dict):
             what = "batches are not supported" if isinstance(data, list) else "not an object"
             self.send_error(None, INVALID_REQUEST, f"Invalid request: {what}")
             return
+        if "method" not in data:
+            self._receive_response(data)
+            return
         msg_id = data.get("id")
-        has_id = "id" in data and (isinstance(msg_id, str | int) and not isinstance(msg_id, bool))
-        method = data.get("method")
-
+        method = data["method"]
         if data.get("jsonrpc") != "2.0":
             self._invalid(data, 'the message must have "jsonrpc": "2.0"')
-            return
-        if method is None:
-            if has_id and "error" in data:
-                self._receive_error_response(msg_id, data["error"])
-            elif has_id and "result" in data:
-                self.handle_message(JsonRPCResponseMessage(msg_id, "2.0", data["result"]))
-            else:
-                self._invalid(data, 'a request needs a "method"')
             return
         if not isinstance(method, str):
             self._invalid(data, '"method" must be a string')
             return
-        if "id" in data and not has_id:
+        if "id" in data and not _is_id(msg_id):
             self.send_error(
                 None, INVALID_REQUEST, 'Invalid request: "id" must be a string or number'
             )
             return
 
         params = data.get("params")
-        if has_id:
+        if "id" in data:
             self.handle_message(JsonRPCRequestMessage(msg_id, method, "2.0", params))
         elif method in CANCEL_METHODS:
-            request_id = params.get("id") if isinstance(params, dict) else None
-            if request_id is not None:
-                self._handle_cancel_notification(request_id)
+            self._receive_cancel(params)
         else:
             self.handle_message(JsonRPCNotification(method, "2.0", params))
 
+    def _receive_cancel(self, params: Any) -> None:
+        # LSP names the request `id`, ACP `requestId`.
+        request_id = None
+        if isinstance(params, dict):
+            request_id = params.get("requestId", params.get("id"))
+        if not _is_id(request_id):
+            logger.warning("Ignored a cancel notification without a request id")
+        elif request_id in self._awaiting:  # the id of a request of ours, not of the client's
+            logger.warning("Ignored a cancel notification for %.*r", _QUOTE_CHARS, request_id)
+        else:
+            self._handle_cancel_notification(request_id)
+
     def _invalid(self, data: dict[str, Any], why: str) -> None:
         msg_id = data.get("id")
-        if isinstance(msg_id, str | int) and not isinstance(msg_id, bool):
+        if _is_id(msg_id):
             self.send_error(msg_id, INVALID_REQUEST, f"Invalid request: {why}")
         elif "id" in data:
             self.send_error(None, INVALID_REQUEST, f"Invalid request: {why}")
         else:
             logger.error("Skipped an invalid notification: %s", why)
 
-    def _receive_error_response(self, msg_id: str | int, error: Any) -> None:
-        if not isinstance(error, dict):
-            error = {"code": -32603, "message": str(error)}
-        response_error = ResponseError(
-            code=int(error.get("code", -32603)),
-            message=str(error.get("message", "")),
-            data=error.get("data"),
-        )
-        self.handle_message(ResponseErrorMessage(id=msg_id, error=response_error))
+    def _receive_response(self, data: dict[str, Any]) -> None:
+        """A message without a method answers one of ours; it is never answered itself."""
+        msg_id = data.get("id")
+        future = self._awaiting.get(msg_id) if _is_id(msg_id) else None
+        if future is None:
+            if not ("result" in data or "error" in data) and _is_id(msg_id):
+                self.send_error(
+                    msg_id, INVALID_REQUEST, 'Invalid request: a request needs a "method"'
+                )
+            else:
+                logger.warning(
+                    "Dropped a response to id %.*r: no request of ours is waiting for it",
+                    _QUOTE_CHARS,
+                    msg_id,
+                )
+            return
+        if future.done():
+            return
+        if "error" in data:
+            future.set_exception(_response_error(data))
+        elif "result" in data and data.get("jsonrpc") == "2.0":
+            future.set_result(data["result"])
+        else:
+            future.set_exception(_malformed_response(data))
+
+    # --- out -------------------------------------------------------------------------------
+
+    def send_request(  # type: ignore[override]  # no callback: callers await the future
+        self, method: str, params: Any | None = None, msg_id: MsgId | None = None
+    ) -> Future[Any]:
+        """Send a request; the future is settled by its response only."""
+        if msg_id is None:
+            msg_id = str(uuid.uuid4())
+        future: Future[Any] = Future()
+        self._awaiting[msg_id] = future
+        # pygls fails what it finds there when the peer's process ends (the client side).
+        self._request_futures[msg_id] = future
+
+        def forget(done: Future[Any]) -> None:  # answered, or abandoned (cancelled)
+            if self._awaiting.get(msg_id) is done:
+                del self._awaiting[msg_id]
+            if self._request_futures.get(msg_id) is done:
+                del self._request_futures[msg_id]
+
+        future.add_done_callback(forget)
+        self._write({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return future
+
+    def _send_handler_result(
+        self, future: Future[Any] | asyncio.Future[Any], *, msg_id: MsgId
+    ) -> None:
+        """Answer a request from its handler's outcome (pygls' version logs a traceback for
+        every error and sends one to the client for an unexpected one).
+
+        An expected error (a `JsonRpcException`: bad params, a provider failure, a busy
+        session) is one log line; an unexpected one logs its traceback to stderr and answers
+        `-32603` with only the exception's type and message.
+        """
+        if self._request_futures.get(msg_id) is future:
+            del self._request_futures[msg_id]
+        if future.cancelled():
+            logger.info("Request %.*r was cancelled", _QUOTE_CHARS, msg_id)
+            self._send_response(
+                msg_id,
+                error=JsonRpcRequestCancelled("The request was cancelled.").to_response_error(),
+            )
+            return
+        error = future.exception()
+        if error is None:
+            self._send_response(msg_id, result=future.result())
+        elif isinstance(error, JsonRpcException):
+            logger.warning("Request %.*r: %s (%d)", _QUOTE_CHARS, msg_id, error.message, error.code)
+            self._send_response(msg_id, error=error.to_response_error())
+        else:
+            logger.error("Request %.*r failed", _QUOTE_CHARS, msg_id, exc_info=error)
+            message = f"Internal error: {type(error).__name__}: {error}"[:500]
+            self._send_response(msg_id, error=ResponseError(INTERNAL_ERROR, message))
+
+    def _send_response(
+        self, msg_id: MsgId | None, result: Any | None = None, error: ResponseError | None = None
+    ) -> None:
+        """Every answer leaves here: an error without traceback, its text redacted."""
+        if error is not None:
+            self.send_error(msg_id, error.code, error.message, error.data)
+            return
+        try:
+            self._write({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        except (TypeError, ValueError, RecursionError) as encoding_error:
+            logger.error(
+                "Could not encode the answer to %.*r: %s", _QUOTE_CHARS, msg_id, encoding_error
+            )
+            self.send_error(
+                msg_id, INTERNAL_ERROR, "Internal error: the answer could not be encoded"
+            )
+
+    def send_error(self, msg_id: MsgId | None, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": code, "message": redact(message)}
+        if isinstance(data, dict):
+            data = {key: value for key, value in data.items() if key != "traceback"}
+        if data is not None:
+            error["data"] = redact_json(data)
+        self._write({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
     def notify_json(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification whose params are plain JSON already.
@@ -112,16 +313,30 @@ class ParleyProtocol(JsonRPCProtocol):
         pygls' `notify` builds an attrs message and unstructures it through cattrs, which
         costs more than the encoding itself; this is the per-token path, so encode directly.
         """
+        self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def _write(self, message: dict[str, Any]) -> None:
         if self.writer is None:
             return
-        body = json.dumps(
-            {"jsonrpc": "2.0", "method": method, "params": params}, ensure_ascii=False
-        ).encode()
+        try:
+            body = json.dumps(message, ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate from elsewhere: escaped, it is valid JSON
+            body = json.dumps(message).encode()
         if self._include_headers:
             body = b"Content-Length: %d\r\n\r\n" % len(body) + body
         self.writer.write(body)
 
-    def send_error(self, msg_id: str | int | None, code: int, message: str) -> None:
-        self._send_data(
-            {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
-        )
+
+def _response_error(data: dict[str, Any]) -> JsonRpcException:
+    error = data["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str)):
+        return _malformed_response(data)
+    return JsonRpcException.from_error(ResponseError(code, message, error.get("data")))
+
+
+def _malformed_response(data: dict[str, Any]) -> JsonRpcException:
+    # reprlib: bounded in depth and length, whatever the peer sent.
+    shown = reprlib.repr(data)
+    return JsonRpcException(f"The client sent a malformed response: {shown}", INTERNAL_ERROR)

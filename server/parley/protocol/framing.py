@@ -6,6 +6,11 @@
 
 pygls reads only the first and drops what it cannot parse without answering, so Parley reads
 frames itself and hands pygls only well-formed messages (see `dispatch.py`).
+
+No input stops the reader. A frame over `MAX_FRAME_BYTES` is skipped without being held
+whole; its first bytes are passed on (`OversizedFrame`) so that its request can be answered.
+After an LSP framing error (a bad or missing Content-Length, garbage, a missing blank line)
+the reader resynchronises on the next `Content-Length:` header.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import stat
 import sys
 import threading
 from collections.abc import AsyncIterator
 from typing import BinaryIO, Literal
+
+import attrs
 
 Framing = Literal["lsp", "ndjson"]
 
@@ -25,58 +33,220 @@ logger = logging.getLogger(__name__)
 
 # A frame larger than this is refused: it is surely not a message meant for us.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# What is kept of a refused frame: enough to find its id.
+OVERSIZED_HEAD_BYTES = 4096
+# LSP headers are a few short lines; longer ones, or more of them, are garbage.
+MAX_HEADER_LINE_BYTES = 8 * 1024
+MAX_HEADER_LINES = 32
+# What is kept of the end of a garbage line skipped unread: a header may follow it there.
+_GARBAGE_TAIL_BYTES = 1024
+_READ_BYTES = 64 * 1024
+
+_CONTENT_LENGTH = re.compile(rb"content-length:", re.IGNORECASE)
+_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*(.*?)[ \t]*\r?\n?")
+_LENGTH_VALUE = re.compile(rb"[0-9]{1,15}")
 
 
-async def read_frames(reader: asyncio.StreamReader, framing: Framing) -> AsyncIterator[bytes]:
-    """Yield each message body until the stream ends."""
+@attrs.frozen
+class OversizedFrame:
+    """A message over `MAX_FRAME_BYTES`, skipped: its first bytes and its (declared) size."""
+
+    head: bytes
+    size: int
+
+
+Frame = bytes | OversizedFrame
+
+
+async def read_frames(reader: asyncio.StreamReader, framing: Framing) -> AsyncIterator[Frame]:
+    """Yield each message body (or oversized frame) until the stream ends."""
+    source = _Input(reader)
     if framing == "ndjson":
-        async for body in _read_ndjson(reader):
-            yield body
+        async for frame in _read_ndjson(source):
+            yield frame
     else:
-        async for body in _read_lsp(reader):
-            yield body
+        async for frame in _read_lsp(source):
+            yield frame
 
 
-async def _read_ndjson(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
-    while True:
+@attrs.frozen
+class _LongLine:
+    """A line longer than the reader's limit, consumed in pieces: its start, end and size."""
+
+    head: bytes
+    tail: bytes
+    size: int
+
+
+class _Input:
+    """Buffered bytes from a stream reader: bounded lines, exact reads, look-ahead, unread."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._buffer = bytearray()
+        self._at_end = False
+
+    async def _fill(self) -> bool:
+        """Read what is available into the buffer; False at the end of the input."""
+        if self._at_end:
+            return False
+        chunk = await self._reader.read(_READ_BYTES)
+        if not chunk:
+            self._at_end = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def unread(self, data: bytes) -> None:
+        self._buffer[:0] = data
+
+    async def line(self, limit: int) -> bytes | _LongLine | None:
+        """The next line with its newline (the input's last may lack one); None at the end.
+        A line longer than `limit` is consumed without being held whole."""
+        scanned = 0
+        while True:
+            newline = self._buffer.find(b"\n", scanned)
+            if 0 <= newline < limit:
+                line = bytes(self._buffer[: newline + 1])
+                del self._buffer[: newline + 1]
+                return line
+            if newline >= limit or len(self._buffer) > limit:
+                return await self._skip_long_line()
+            scanned = len(self._buffer)
+            if not await self._fill():
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line or None
+
+    async def _skip_long_line(self) -> _LongLine:
+        head = bytes(self._buffer[:OVERSIZED_HEAD_BYTES])
+        tail = b""
+        size = 0
+        while True:
+            newline = self._buffer.find(b"\n")
+            end = newline + 1 if newline >= 0 else len(self._buffer)
+            size += end
+            tail = (tail + bytes(self._buffer[max(0, end - _GARBAGE_TAIL_BYTES) : end]))[
+                -_GARBAGE_TAIL_BYTES:
+            ]
+            del self._buffer[:end]
+            if newline >= 0 or not await self._fill():
+                return _LongLine(head, tail, size)
+
+    async def exactly(self, size: int) -> bytes | None:
+        """The next `size` bytes; None if the input ends first."""
+        if len(self._buffer) >= size:
+            data = bytes(self._buffer[:size])
+            del self._buffer[:size]
+            return data
+        start = bytes(self._buffer)
+        self._buffer.clear()
         try:
-            line = await reader.readline()
-        except ValueError:  # a line over the reader's limit
-            logger.error("Skipped an NDJSON line longer than %d bytes", MAX_FRAME_BYTES)
-            continue
-        if not line:
-            return
-        if line.strip():
+            return start + await self._reader.readexactly(size - len(start))
+        except asyncio.IncompleteReadError:
+            self._at_end = True
+            return None
+
+    async def peek(self, size: int) -> bytes:
+        """Up to `size` bytes ahead, of what has arrived (waiting for some), left unread."""
+        if not self._buffer:
+            await self._fill()
+        return bytes(self._buffer[:size])
+
+
+async def _read_ndjson(source: _Input) -> AsyncIterator[Frame]:
+    while (line := await source.line(MAX_FRAME_BYTES)) is not None:
+        if isinstance(line, _LongLine):
+            logger.error(
+                "Skipped an NDJSON line of %d bytes (the limit is %d)", line.size, MAX_FRAME_BYTES
+            )
+            yield OversizedFrame(line.head, line.size)
+        elif line.strip():
             yield line
 
 
-async def _read_lsp(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+class _FramingError(Exception):
+    pass
+
+
+async def _read_lsp(source: _Input) -> AsyncIterator[Frame]:
     while True:
-        content_length: int | None = None
-        saw_header = False
-        while True:  # the header block, up to its blank line
-            line = await reader.readline()
-            if not line:
-                return
-            line = line.strip()
-            if not line:
-                if saw_header:
-                    break
-                continue  # stray blank lines between messages
-            saw_header = True
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                try:
-                    content_length = int(value.strip())
-                except ValueError:
-                    content_length = None
-        if content_length is None or not 0 <= content_length <= MAX_FRAME_BYTES:
-            logger.error("Skipped a message with a missing or bad Content-Length header")
-            continue
         try:
-            yield await reader.readexactly(content_length)
-        except asyncio.IncompleteReadError:
+            length = await _header_block(source)
+        except _FramingError as error:
+            logger.error(
+                "LSP framing error (%s); skipping to the next Content-Length header", error
+            )
+            if not await _resynchronise(source):
+                return
+            continue
+        if length is None:
             return
+        if length > MAX_FRAME_BYTES:
+            logger.error("Skipped a message of %d bytes (the limit is %d)", length, MAX_FRAME_BYTES)
+            head = await source.peek(OVERSIZED_HEAD_BYTES)
+            # A client that lied about the length: what follows is the next message, not ours.
+            yield OversizedFrame(_CONTENT_LENGTH.split(head, maxsplit=1)[0], length)
+            # Skipped by scanning for the next header, not by counting: memory stays bounded,
+            # and a wrong length cannot swallow the messages after it.
+            if not await _resynchronise(source):
+                return
+            continue
+        body = await source.exactly(length)
+        if body is None:
+            return
+        yield body
+
+
+async def _header_block(source: _Input) -> int | None:
+    """The Content-Length of the next header block (None at the end of the input).
+
+    Raises `_FramingError` for a block that is not one; a `Content-Length:` found inside a
+    broken line is left unread, so the next block starts there.
+    """
+    length: int | None = None
+    lines = 0
+    while True:
+        line = await source.line(MAX_HEADER_LINE_BYTES)
+        if line is None:
+            return None
+        if isinstance(line, _LongLine):
+            source.unread(line.tail)
+            raise _FramingError(f"a header line of {line.size} bytes")
+        if not line.strip():
+            if lines == 0:
+                continue  # blank lines between messages
+            if length is None:
+                raise _FramingError("a header block without Content-Length")
+            return length
+        lines += 1
+        if lines > MAX_HEADER_LINES:
+            if _CONTENT_LENGTH.match(line):  # the next message's header, after garbage ones
+                source.unread(line)
+            raise _FramingError(f"more than {MAX_HEADER_LINES} header lines")
+        embedded = _CONTENT_LENGTH.search(line, 1)
+        if embedded is not None:  # "garbageContent-Length: 5": a header after garbage
+            source.unread(line[embedded.start() :])
+            raise _FramingError(f"garbage before a header: {line[: embedded.start()][:80]!r}")
+        header = _HEADER_LINE.fullmatch(line)
+        if header is None:
+            raise _FramingError(f"not a header line: {line[:80]!r}")
+        name, value = header.groups()
+        if name.lower() == b"content-length":
+            if _LENGTH_VALUE.fullmatch(value) is None:
+                raise _FramingError(f"a bad Content-Length: {value[:40]!r}")
+            length = int(value)
+
+
+async def _resynchronise(source: _Input) -> bool:
+    """Skip to the next `Content-Length:` header and leave it unread; False at the end."""
+    while (line := await source.line(MAX_HEADER_LINE_BYTES)) is not None:
+        text = line.tail if isinstance(line, _LongLine) else line
+        found = _CONTENT_LENGTH.search(text)
+        if found is not None:
+            source.unread(text[found.start() :])
+            return True
+    return False
 
 
 class FrameWriter:
@@ -122,7 +292,8 @@ class FrameWriter:
 async def stdin_reader() -> asyncio.StreamReader:
     """An asyncio reader over this process's stdin (a pipe, or a file or terminal)."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_FRAME_BYTES)
+    # A small limit: the reader pauses the pipe while that much waits unread (backpressure).
+    reader = asyncio.StreamReader(limit=_READ_BYTES)
     mode = os.fstat(sys.stdin.fileno()).st_mode
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)

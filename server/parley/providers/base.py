@@ -28,6 +28,7 @@ import httpx2
 
 from parley.agent.conversation import Message, ThinkingBlock
 from parley.agent.usage import Usage
+from parley.redact import redact
 from parley.tools.base import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -161,7 +162,12 @@ def mark_cut_off(
 
 
 class ProviderError(Exception):
-    """A provider failure that survived the SDK's retries, with a message a person can act on."""
+    """A provider failure that survived the SDK's retries, with a message a person can act on.
+
+    The message is redacted here, where every provider error is made: it quotes what the
+    provider or a gateway said, which may echo the request's API key, and it goes on to the
+    client, the store and the log.
+    """
 
     def __init__(
         self,
@@ -172,6 +178,7 @@ class ProviderError(Exception):
         status: int | None = None,
         retryable: bool = False,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.provider = provider
