@@ -212,6 +212,18 @@ async def test_a_server_killed_with_sigkill_leaves_no_process_behind(
     assert await still_alive_after_a_while(pids) == []
 
 
+async def test_a_server_stopped_with_sigterm_ends_its_kernels_tree_and_exits_0(
+    client: ParleyClient, fake: FakeLLM, project: Path
+) -> None:
+    session = await client.new_session(str(project), toolPolicy="sync")
+    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE))
+    assert client.process is not None
+    assert all(is_alive(pid) for pid in pids)
+    client.process.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(client.process.wait(), 15) == 0
+    assert await still_alive_after_a_while(pids) == []
+
+
 async def test_a_flooding_session_leaves_the_server_free_for_others(
     client: ParleyClient, fake: FakeLLM, project: Path
 ) -> None:
