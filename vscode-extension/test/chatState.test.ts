@@ -3,15 +3,20 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import type { SessionUpdate } from '../src/client/protocol';
-import type { Entry, ViewState } from '../src/common/view';
-import { type ChatEvent, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
+import { type RequestPermissionParams, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import type { Entry } from '../src/common/view';
+import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
 import { viewMessages } from '../src/core/webviewHtml';
 
-function run(...events: (ChatEvent | SessionUpdate)[]): ViewState {
+/** Reduces the events; updates pass the client's check of their kind first, as from the wire. */
+function run(...events: (ChatEvent | SessionUpdate | { sessionUpdate: string })[]): ChatState {
   let s = initialState();
   for (const e of events) {
-    s = reduce(s, 'sessionUpdate' in e ? { type: 'update', update: e } : e);
+    if (!('sessionUpdate' in e)) {
+      s = reduce(s, e);
+    } else if (isSessionUpdate(e)) {
+      s = reduce(s, { type: 'update', update: e });
+    }
   }
   return s;
 }
@@ -91,7 +96,7 @@ describe('chat state reducer', () => {
   });
 
   it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {
-    const params = {
+    const params: RequestPermissionParams = {
       sessionId: 's',
       toolCall: { toolCallId: 'c1', title: 'python_eval', kind: 'execute', rawInput: { code: '1' } },
       options: [
