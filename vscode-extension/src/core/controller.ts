@@ -445,11 +445,6 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     });
   }
 
-  /** Open permission prompts, oldest first (for tests and commands). */
-  openPermissions(): string[] {
-    return [...this.permissions.keys()];
-  }
-
   // ---- models and usage ----
 
   async refreshModels(): Promise<ModelInfo[]> {
@@ -492,7 +487,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 }
 
-export function toModelOptions(models: ModelInfo[]): ModelOption[] {
+function toModelOptions(models: ModelInfo[]): ModelOption[] {
   return models.map((m) => ({ id: m.id, available: m.available, ...(m.reason ? { reason: m.reason } : {}) }));
 }
 
