@@ -180,6 +180,19 @@ describe('chat state reducer', () => {
     assert.deepEqual(viewMessages(b, c).map((m) => m.type), ['meta']);
   });
 
+  it('is pure: the same events give the same state, entry ids included, and ids are never reused', () => {
+    const events = [
+      { type: 'userPrompt', text: 'hi', context: [] },
+      msg('m1', 'Hello'),
+      { type: 'notice', level: 'info', text: 'A notice.' },
+    ] satisfies (ChatEvent | SessionUpdate)[];
+    const first = run(...events);
+    assert.deepEqual(run(...events), first);
+    assert.equal(new Set(first.entries.map((e) => e.id)).size, 3);
+    const cleared = reduce(reduce(first, { type: 'clear' }), { type: 'userPrompt', text: 'again', context: [] });
+    assert.ok(!first.entries.some((e) => e.id === cleared.entries[0].id), 'a cleared id is not given again');
+  });
+
   it('formats tool input for people', () => {
     assert.equal(formatInput({ code: 'a\nb' }), 'a\nb');
     assert.equal(formatInput({ path: 'x.py', startLine: 3 }), 'path: x.py\nstartLine: 3');
