@@ -3,15 +3,20 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import type { SessionUpdate } from '../src/client/protocol';
-import type { Entry, ViewState } from '../src/common/view';
-import { type ChatEvent, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
+import { type RequestPermissionParams, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import type { Entry } from '../src/common/view';
+import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
 import { viewMessages } from '../src/core/webviewHtml';
 
-function run(...events: (ChatEvent | SessionUpdate)[]): ViewState {
+/** Reduces the events; updates pass the client's check of their kind first, as from the wire. */
+function run(...events: (ChatEvent | SessionUpdate | { sessionUpdate: string })[]): ChatState {
   let s = initialState();
   for (const e of events) {
-    s = reduce(s, 'sessionUpdate' in e ? { type: 'update', update: e } : e);
+    if (!('sessionUpdate' in e)) {
+      s = reduce(s, e);
+    } else if (isSessionUpdate(e)) {
+      s = reduce(s, { type: 'update', update: e });
+    }
   }
   return s;
 }
@@ -91,7 +96,7 @@ describe('chat state reducer', () => {
   });
 
   it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {
-    const params = {
+    const params: RequestPermissionParams = {
       sessionId: 's',
       toolCall: { toolCallId: 'c1', title: 'python_eval', kind: 'execute', rawInput: { code: '1' } },
       options: [
@@ -173,6 +178,19 @@ describe('chat state reducer', () => {
     assert.deepEqual(viewMessages(a, b).map((m) => m.type), ['entries']);
     const c = reduce(b, { type: 'meta', patch: { busy: true } });
     assert.deepEqual(viewMessages(b, c).map((m) => m.type), ['meta']);
+  });
+
+  it('is pure: the same events give the same state, entry ids included, and ids are never reused', () => {
+    const events = [
+      { type: 'userPrompt', text: 'hi', context: [] },
+      msg('m1', 'Hello'),
+      { type: 'notice', level: 'info', text: 'A notice.' },
+    ] satisfies (ChatEvent | SessionUpdate)[];
+    const first = run(...events);
+    assert.deepEqual(run(...events), first);
+    assert.equal(new Set(first.entries.map((e) => e.id)).size, 3);
+    const cleared = reduce(reduce(first, { type: 'clear' }), { type: 'userPrompt', text: 'again', context: [] });
+    assert.ok(!first.entries.some((e) => e.id === cleared.entries[0].id), 'a cleared id is not given again');
   });
 
   it('formats tool input for people', () => {

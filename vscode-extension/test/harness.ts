@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 
 import { ParleyClient, type ClientHandlers } from '../src/client/client';
-import type { SessionNotification, ToolSpec } from '../src/client/protocol';
+import type { SessionNotification, SessionUpdate, ToolSpec } from '../src/client/protocol';
 
 export const REPO = path.resolve(__dirname, '..', '..', '..');
 export const VENV = process.env.PARLEY_VENV ?? path.join(REPO, '.venv');
@@ -151,10 +151,11 @@ export class Updates {
     });
   }
 
-  of(kind: string, sessionId?: string): Record<string, unknown>[] {
+  of<K extends SessionUpdate['sessionUpdate']>(kind: K, sessionId?: string): Extract<SessionUpdate, { sessionUpdate: K }>[] {
     return this.all
-      .filter((n) => n.update.sessionUpdate === kind && (!sessionId || n.sessionId === sessionId))
-      .map((n) => n.update as Record<string, unknown>);
+      .filter((n) => !sessionId || n.sessionId === sessionId)
+      .map((n) => n.update)
+      .filter((u): u is Extract<SessionUpdate, { sessionUpdate: K }> => u.sessionUpdate === kind);
   }
 
   text(kind: 'agent_message_chunk' | 'agent_thought_chunk' | 'user_message_chunk', sessionId?: string): string {

@@ -156,7 +156,7 @@ describe('protocol client against parley serve', () => {
 
     const calls = updates.of('tool_call', sessionId);
     assert.equal(calls.length, 1, 'one early tool_call');
-    const toolCallId = calls[0].toolCallId as string;
+    const toolCallId = calls[0].toolCallId;
     assert.equal(asked.toolCall.toolCallId, toolCallId, 'the permission names the announced call');
     const toolUpdates = updates.of('tool_call_update', sessionId).filter((u) => u.toolCallId === toolCallId);
     const final = toolUpdates[toolUpdates.length - 1];
@@ -191,7 +191,7 @@ describe('protocol client against parley serve', () => {
     assert.equal(permissionRequests.length, 0, 'the superseded call was not run');
     const revisions = updates
       .of('agent_message_chunk', sessionId)
-      .filter((u) => (u._meta as { parley?: { replaces?: string } } | undefined)?.parley?.replaces);
+      .filter((u) => u._meta?.parley?.replaces);
     assert.equal(revisions.length, 1, 'one revision chunk');
     const streamedId = updates.of('agent_message_chunk', sessionId)[0].messageId;
     assert.equal((revisions[0]._meta as { parley: { replaces: string } }).parley.replaces, streamedId);

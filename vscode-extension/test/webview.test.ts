@@ -12,9 +12,9 @@ import { after, before, describe, it } from 'node:test';
 import { type Browser, type Page, chromium } from 'playwright-core';
 
 import type { ChatEvent } from '../src/core/chatState';
-import { initialState, reduce } from '../src/core/chatState';
+import { type ChatState, initialState, reduce } from '../src/core/chatState';
 import { chatPageHtml, viewMessages } from '../src/core/webviewHtml';
-import type { HostToView, ViewState } from '../src/common/view';
+import type { HostToView } from '../src/common/view';
 import type { SessionUpdate } from '../src/client/protocol';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -79,7 +79,7 @@ async function serve(page: Page, html: string): Promise<void> {
 
 /** The host side of the test: the real reducer, and the messages the extension would post. */
 class Host {
-  state: ViewState = initialState();
+  state: ChatState = initialState();
   constructor(private readonly page: Page) {}
 
   async send(message: HostToView): Promise<void> {

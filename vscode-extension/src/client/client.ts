@@ -1,6 +1,8 @@
 /**
  * The Parley protocol client: spawns `parley serve`, speaks JSON-RPC over its stdio with
- * LSP framing (vscode-jsonrpc), and exposes the protocol's methods as typed calls.
+ * LSP framing (vscode-jsonrpc), and exposes the protocol's methods as typed calls. Each
+ * method's params and result come from the maps in `protocol.ts`; a `session/update` of a kind
+ * the protocol does not list is dropped here, with a log line, so the rest sees a closed union.
  *
  * Does not import `vscode`: it runs (and is tested) in plain Node.
  */
@@ -20,24 +22,31 @@ import {
 } from 'vscode-jsonrpc/node';
 
 import {
+  type AgentMethod,
+  type AgentNotifications,
+  type ClientNotifications,
+  type ClientRequests,
   type ConfigureParams,
   type ContentBlock,
   type EditorCallToolParams,
   type EditorCallToolResult,
-  type InitializeParams,
   type InitializeResult,
+  type ListSessionsParams,
   type ListSessionsResult,
   type LoadSessionResult,
   METHOD_NOT_FOUND,
   type ModelsResult,
   type NewSessionOptions,
   PROTOCOL_VERSION,
+  type ParamsOf,
   type PromptResult,
   type RequestPermissionParams,
   type RequestPermissionResult,
+  type ResultOf,
   type SessionNotification,
   type ToolSpec,
   type UsageResult,
+  isSessionUpdate,
 } from './protocol';
 
 export interface ServerOptions {
@@ -83,10 +92,7 @@ export interface ExitInfo {
 
 /** A request failed because the server process is gone (or was never started). */
 export class ServerExitedError extends Error {
-  constructor(
-    message: string,
-    readonly exit?: ExitInfo,
-  ) {
+  constructor(message: string) {
     super(message);
     this.name = 'ServerExitedError';
   }
@@ -108,8 +114,6 @@ interface ClientEvents {
   update: [SessionNotification];
   exit: [ExitInfo];
   log: [string];
-  /** A permission request was cancelled before the user answered (turn cancelled). */
-  permissionCancelled: [RequestPermissionParams];
 }
 
 interface Pending {
@@ -208,30 +212,22 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     // A write to a dead process must not crash the host.
     proc.stdin.on('error', (err) => this.emit('log', `[parley] stdin: ${err.message}`));
     conn.onError(([err]) => this.emit('log', `[parley] connection error: ${err.message}`));
-    conn.onNotification('session/update', (params: SessionNotification) => {
-      this.emit('update', params);
-    });
-    conn.onRequest(
-      'session/request_permission',
-      (params: RequestPermissionParams, token: CancellationToken) =>
-        this.handlePermission(params, token),
+    conn.onNotification('session/update', (params: ClientNotifications['session/update']) =>
+      this.receiveUpdate(params),
     );
-    conn.onRequest(
-      '_parley/editor/callTool',
-      (params: EditorCallToolParams, token: CancellationToken) => this.handleEditorTool(params, token),
-    );
+    onClientRequest(conn, 'session/request_permission', (params, token) => this.handlePermission(params, token));
+    onClientRequest(conn, '_parley/editor/callTool', (params, token) => this.handleEditorTool(params, token));
     conn.listen();
     this.conn = conn;
 
-    const params: InitializeParams = {
-      protocolVersion: PROTOCOL_VERSION,
-      clientCapabilities: {
-        _meta: { parley: { tools: this.options.tools ?? [] } },
-      },
-      clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: '0.1.0' },
-    };
     try {
-      this.initializeResult = await this.request<InitializeResult>('initialize', params);
+      this.initializeResult = await this.request('initialize', {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: {
+          _meta: { parley: { tools: this.options.tools ?? [] } },
+        },
+        clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: '0.1.0' },
+      });
     } catch (err) {
       await this.stop();
       throw new ServerStartError(`The Parley server did not initialize: ${describeError(err)}`);
@@ -266,16 +262,11 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return this.start();
   }
 
-  /** Resolves when the current server process has exited. */
-  waitForExit(): Promise<ExitInfo> | undefined {
-    return this.exitPromise;
-  }
-
   // ---- protocol methods ----
 
   async newSession(cwd: string, options: NewSessionOptions = {}): Promise<string> {
     const parley = pruneUndefined(options);
-    const result = await this.request<{ sessionId: string }>('session/new', {
+    const result = await this.request('session/new', {
       cwd,
       mcpServers: [],
       ...(Object.keys(parley).length ? { _meta: { parley } } : {}),
@@ -285,23 +276,21 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   prompt(sessionId: string, prompt: ContentBlock[] | string): Promise<PromptResult> {
     const blocks: ContentBlock[] = typeof prompt === 'string' ? [{ type: 'text', text: prompt }] : prompt;
-    return this.request<PromptResult>('session/prompt', { sessionId, prompt: blocks });
+    return this.request('session/prompt', { sessionId, prompt: blocks });
   }
 
   /** `session/cancel`; also answers our own open permission prompts of that session `cancelled`. */
   async cancel(sessionId: string): Promise<void> {
     this.abortInFlight(sessionId);
-    if (this.conn && !this.stopping) {
-      await this.conn.sendNotification('session/cancel', { sessionId });
-    }
+    await this.notify('session/cancel', { sessionId });
   }
 
   loadSession(sessionId: string, cwd: string): Promise<LoadSessionResult> {
-    return this.request<LoadSessionResult>('session/load', { sessionId, cwd, mcpServers: [] });
+    return this.request('session/load', { sessionId, cwd, mcpServers: [] });
   }
 
-  listSessions(params: { cwd?: string; cursor?: string } = {}): Promise<ListSessionsResult> {
-    return this.request<ListSessionsResult>('session/list', pruneUndefined(params));
+  listSessions(params: ListSessionsParams = {}): Promise<ListSessionsResult> {
+    return this.request('session/list', pruneUndefined(params));
   }
 
   async deleteSession(sessionId: string): Promise<void> {
@@ -313,23 +302,27 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
   }
 
   usage(sessionId?: string): Promise<UsageResult> {
-    return this.request<UsageResult>('_parley/usage', sessionId ? { sessionId } : {});
+    return this.request('_parley/usage', sessionId ? { sessionId } : {});
   }
 
   models(): Promise<ModelsResult> {
-    return this.request<ModelsResult>('_parley/models', {});
+    return this.request('_parley/models', {});
   }
 
-  /** Any request, for methods this class does not wrap. */
-  request<R>(method: string, params: object): Promise<R> {
+  /**
+   * A request to the server; its params and result are the method's in `AgentRequests`.
+   * Rejects with `ServerExitedError` when the server is not running or exits first.
+   */
+  request<M extends AgentMethod>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
     const conn = this.conn;
     if (!conn || this.stopping) {
       return Promise.reject(new ServerExitedError('The Parley server is not running.'));
     }
-    return new Promise<R>((resolve, reject) => {
+    return new Promise<ResultOf<M>>((resolve, reject) => {
       const entry: Pending = { reject };
       this.pending.add(entry);
-      conn.sendRequest<R>(method, params).then(
+      // The one place the wire's untyped answer takes the method's result type.
+      conn.sendRequest<ResultOf<M>>(method, params).then(
         (value) => {
           this.pending.delete(entry);
           resolve(value);
@@ -344,12 +337,30 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   // ---- internals ----
 
+  /** A notification to the server; none is sent while it is not running or stopping. */
+  private async notify<M extends keyof AgentNotifications>(method: M, params: AgentNotifications[M]): Promise<void> {
+    if (this.conn && !this.stopping) {
+      await this.conn.sendNotification(method, params);
+    }
+  }
+
+  /** Passes on updates of the kinds the protocol lists; logs and drops any other. */
+  private receiveUpdate({ sessionId, update }: ClientNotifications['session/update']): void {
+    if (isSessionUpdate(update)) {
+      const notification: SessionNotification = { sessionId, update };
+      this.emit('update', notification);
+      return;
+    }
+    const shown = String(JSON.stringify(update)).slice(0, 200);
+    this.emit('log', `[parley] ignored a session/update of a kind this client does not know: ${shown}`);
+  }
+
   private onProcessExit(info: ExitInfo): void {
     const conn = this.conn;
     this.conn = undefined;
     this.proc = undefined;
     const what = info.signal ? `signal ${info.signal}` : `code ${info.code}`;
-    const err = new ServerExitedError(`The Parley server exited (${what}).`, info);
+    const err = new ServerExitedError(`The Parley server exited (${what}).`);
     for (const p of this.pending) {
       p.reject(err);
     }
@@ -402,10 +413,7 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     }
     const ac = this.track(params.sessionId, token);
     const cancelled = new Promise<RequestPermissionResult>((resolve) => {
-      const done = () => {
-        this.emit('permissionCancelled', params);
-        resolve({ outcome: { outcome: 'cancelled' } });
-      };
+      const done = () => resolve({ outcome: { outcome: 'cancelled' } });
       if (ac.signal.aborted) {
         done();
       } else {
@@ -439,6 +447,15 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
       this.untrack(params.sessionId, ac);
     }
   }
+}
+
+/** Registers the handler of a request the server sends, typed by `ClientRequests`. */
+function onClientRequest<M extends keyof ClientRequests>(
+  conn: MessageConnection,
+  method: M,
+  handler: (params: ClientRequests[M]['params'], token: CancellationToken) => Promise<ClientRequests[M]['result']>,
+): void {
+  conn.onRequest(method, handler);
 }
 
 /**
@@ -479,14 +496,9 @@ export function describeError(err: unknown): string {
   return String(err);
 }
 
-function pruneUndefined<T extends object>(obj: T): Partial<T> {
-  const out: Partial<T> = {};
-  for (const [k, v] of Object.entries(obj)) {
-    if (v !== undefined) {
-      (out as Record<string, unknown>)[k] = v;
-    }
-  }
-  return out;
+/** `obj` without its undefined fields (optional ones, so the type stays). */
+function pruneUndefined<T extends object>(obj: T): T {
+  return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== undefined)) as T;
 }
 
 function delay(ms: number): Promise<void> {

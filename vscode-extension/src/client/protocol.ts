@@ -1,7 +1,8 @@
 /**
  * Wire types of the Parley protocol v1 (ACP v1 shapes plus Parley's `_parley/` methods and
- * `_meta.parley` objects). Only what this client sends or reads is typed; unknown fields pass
- * through untouched.
+ * `_meta.parley` objects), after `../shared/protocol.md`. Typed: what the server sends today,
+ * and the optional fields the contract names. Every method is listed once, in the maps at the
+ * end, with its params and result; the client's `request` takes its types from there.
  */
 
 export const PROTOCOL_VERSION = 1;
@@ -66,19 +67,69 @@ export interface ModelInfo {
   reason?: string;
 }
 
+/** A tool the server offers, as `initialize` lists it. */
 export interface ToolInfo {
   name: string;
   description?: string;
   kind?: ToolKind;
   needsPermission?: boolean;
-  [key: string]: unknown;
 }
+
+/** ACP's select option (`configOptions`), e.g. the model. */
+export interface SessionConfigOption {
+  id: string;
+  name: string;
+  description?: string;
+  category?: string;
+  type: 'select';
+  currentValue: string;
+  options: { value: string; name: string; description?: string }[];
+}
+
+/** An MCP server for `session/new` and `session/load` (ACP's stdio form; this client sends none). */
+export interface McpServer {
+  name: string;
+  command: string;
+  args: string[];
+  env: { name: string; value: string }[];
+}
+
+// ---- content ----
+
+export interface TextBlock {
+  type: 'text';
+  text: string;
+}
+
+export interface ImageBlock {
+  type: 'image';
+  data: string;
+  mimeType: string;
+  uri?: string;
+}
+
+export interface ResourceLinkBlock {
+  type: 'resource_link';
+  uri: string;
+  name: string;
+  mimeType?: string;
+}
+
+export interface ResourceBlock {
+  type: 'resource';
+  resource: { uri: string; text: string; mimeType?: string } | { uri: string; blob: string; mimeType?: string };
+}
+
+export type ContentBlock = TextBlock | ImageBlock | ResourceLinkBlock | ResourceBlock;
+
+// ---- client -> server ----
 
 export interface InitializeParams {
   protocolVersion: number;
   clientCapabilities: {
-    fs?: Record<string, unknown>;
-    _meta?: { parley?: { tools?: ToolSpec[] } };
+    fs?: { readTextFile?: boolean; writeTextFile?: boolean };
+    terminal?: boolean;
+    _meta?: { parley?: { tools?: ToolSpec[]; revisions?: boolean } };
   };
   clientInfo?: { name: string; version: string };
 }
@@ -87,8 +138,9 @@ export interface InitializeResult {
   protocolVersion: number;
   agentCapabilities?: {
     loadSession?: boolean;
-    promptCapabilities?: Record<string, boolean>;
-    sessionCapabilities?: Record<string, unknown>;
+    promptCapabilities?: { image?: boolean; audio?: boolean; embeddedContext?: boolean };
+    mcpCapabilities?: { http?: boolean };
+    sessionCapabilities?: { list?: object; delete?: object; resume?: object; close?: object };
   };
   agentInfo?: { name: string; version: string };
   authMethods?: unknown[];
@@ -97,6 +149,7 @@ export interface InitializeResult {
 
 export type ToolPolicy = 'hybrid' | 'stream' | 'sync';
 
+/** Parley's settings for a new session, sent as `session/new`'s `_meta.parley`. */
 export interface NewSessionOptions {
   model?: string;
   toolPolicy?: ToolPolicy;
@@ -104,29 +157,49 @@ export interface NewSessionOptions {
   autoApprove?: string[];
 }
 
-export interface TextBlock {
-  type: 'text';
-  text: string;
+export interface NewSessionParams {
+  cwd: string;
+  mcpServers: McpServer[];
+  _meta?: { parley?: NewSessionOptions };
 }
 
-export interface ResourceBlock {
-  type: 'resource';
-  resource: { uri: string; text: string; mimeType?: string };
+export interface NewSessionResult {
+  sessionId: string;
+  configOptions?: SessionConfigOption[];
 }
 
-export type ContentBlock = TextBlock | ResourceBlock | { type: string; [key: string]: unknown };
+export interface PromptParams {
+  sessionId: string;
+  prompt: ContentBlock[];
+}
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled';
 
 export interface PromptResult {
-  /** A `StopReason`; other values are shown as they are. */
-  stopReason: string;
+  stopReason: StopReason;
+  /** The turn's usage; the server sends it at the root today, the contract under `_meta.parley`. */
   usage?: Usage;
-  _meta?: { parley?: TurnStats };
+  _meta?: { parley?: TurnStats & { usage?: Usage; turn?: TurnStats; session?: UsageTotals } };
+}
+
+export interface SessionIdParams {
+  sessionId: string;
+}
+
+export interface LoadSessionParams {
+  sessionId: string;
+  cwd: string;
+  mcpServers: McpServer[];
 }
 
 export interface LoadSessionResult {
-  _meta?: { parley?: { usage?: Usage; model?: string } };
+  configOptions?: SessionConfigOption[];
+  _meta?: { parley?: { usage?: UsageTotals; model?: string } };
+}
+
+export interface ListSessionsParams {
+  cwd?: string;
+  cursor?: string;
 }
 
 export interface SessionSummary {
@@ -141,6 +214,17 @@ export interface ListSessionsResult {
   nextCursor?: string | null;
 }
 
+export interface ConfigureParams {
+  sessionId: string;
+  model?: string;
+  toolPolicy?: ToolPolicy;
+  autoApprove?: string[];
+}
+
+export interface UsageParams {
+  sessionId?: string;
+}
+
 export interface UsageResult {
   session?: UsageTotals;
   total: UsageTotals;
@@ -151,57 +235,76 @@ export interface ModelsResult {
   defaultModel?: string;
 }
 
-export interface ConfigureParams {
-  sessionId: string;
-  model?: string;
-  toolPolicy?: ToolPolicy;
-  autoApprove?: string[];
-}
+/** The result of methods that answer `{}`. */
+export type EmptyResult = Record<string, never>;
 
 // ---- server -> client ----
 
-export interface TextContent {
-  type: 'text';
-  text: string;
+export type ToolCallStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
+
+/** What a tool call shows: text content, an edit's diff, or a terminal (shown by name). */
+export type ToolCallContent =
+  | { type: 'content'; content: ContentBlock }
+  | { type: 'diff'; path: string; oldText?: string | null; newText: string }
+  | { type: 'terminal'; terminalId: string };
+
+export interface ToolCallLocation {
+  path: string;
+  line?: number | null;
 }
 
-export interface ToolCallContent {
-  /** `content` (text), or another ACP kind (`diff`, `terminal`) shown by name. */
-  type: string;
-  content?: { type: string; text?: string };
-  [key: string]: unknown;
-}
-
-export interface ParleyMeta {
-  replaces?: string;
-  [key: string]: unknown;
-}
-
-export interface MessageChunkUpdate {
-  sessionUpdate: 'agent_message_chunk' | 'agent_thought_chunk' | 'user_message_chunk';
-  content: TextContent | ContentBlock;
-  messageId?: string;
-  _meta?: { parley?: ParleyMeta };
-}
-
-export interface ToolCallUpdate {
-  sessionUpdate: 'tool_call' | 'tool_call_update';
+/** The fields of `tool_call` and `tool_call_update`; an update carries only what changed. */
+interface ToolCallFields {
   toolCallId: string;
   title?: string | null;
-  /** A `ToolKind`. */
-  kind?: string | null;
+  kind?: ToolKind | null;
   status?: ToolCallStatus | null;
   rawInput?: unknown;
   rawOutput?: unknown;
   content?: ToolCallContent[] | null;
+  locations?: ToolCallLocation[] | null;
+  _meta?: { parley?: { superseded?: boolean } };
+}
+
+export interface AgentMessageChunk {
+  sessionUpdate: 'agent_message_chunk';
+  content: ContentBlock;
+  messageId?: string;
+  /** `replaces`: a revision of the streamed message with that id (clients that opt in). */
+  _meta?: { parley?: { replaces?: string } };
+}
+
+export interface AgentThoughtChunk {
+  sessionUpdate: 'agent_thought_chunk';
+  content: ContentBlock;
+  messageId?: string;
+}
+
+/** Sent only while `session/load` replays the stored conversation. */
+export interface UserMessageChunk {
+  sessionUpdate: 'user_message_chunk';
+  content: ContentBlock;
+  messageId?: string;
+}
+
+export interface ToolCall extends ToolCallFields {
+  sessionUpdate: 'tool_call';
+}
+
+export interface ToolCallUpdate extends ToolCallFields {
+  sessionUpdate: 'tool_call_update';
 }
 
 export interface UsageUpdate {
   sessionUpdate: 'usage_update';
+  /** Tokens in the context now. */
   used?: number;
+  /** The model's context window. */
   size?: number;
+  /** The session's total cost. */
   cost?: Cost | null;
-  _meta?: { parley?: Partial<Usage> };
+  /** The call's usage (the server sends it flat today; the contract names `call` and `session`). */
+  _meta?: { parley?: Partial<Usage> & { call?: Usage; session?: UsageTotals } };
 }
 
 export interface SessionInfoUpdate {
@@ -210,15 +313,52 @@ export interface SessionInfoUpdate {
   updatedAt?: string | null;
 }
 
-/** `update.sessionUpdate` tells which; unknown kinds are ignored by this client. */
+export interface ConfigOptionUpdate {
+  sessionUpdate: 'config_option_update';
+  configOptions: SessionConfigOption[];
+}
+
+export interface AvailableCommandsUpdate {
+  sessionUpdate: 'available_commands_update';
+  availableCommands: { name: string; description: string; input?: unknown }[];
+}
+
+/**
+ * One member per kind the contract lists, and no other: the client drops a kind it does not
+ * know (see `isSessionUpdate`), so code that switches on `sessionUpdate` narrows exactly.
+ */
 export type SessionUpdate =
-  | MessageChunkUpdate
+  | AgentMessageChunk
+  | AgentThoughtChunk
+  | UserMessageChunk
+  | ToolCall
   | ToolCallUpdate
   | UsageUpdate
   | SessionInfoUpdate
-  | { sessionUpdate: string; [key: string]: unknown };
+  | ConfigOptionUpdate
+  | AvailableCommandsUpdate;
 
-export type ToolCallStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
+/** Every kind of `SessionUpdate`; the `Record` type makes the compiler keep it complete. */
+const SESSION_UPDATE_KINDS: Record<SessionUpdate['sessionUpdate'], true> = {
+  agent_message_chunk: true,
+  agent_thought_chunk: true,
+  user_message_chunk: true,
+  tool_call: true,
+  tool_call_update: true,
+  usage_update: true,
+  session_info_update: true,
+  config_option_update: true,
+  available_commands_update: true,
+};
+
+/** Whether an update is of a kind this client knows (its fields are taken as the server sent them). */
+export function isSessionUpdate(update: unknown): update is SessionUpdate {
+  if (typeof update !== 'object' || update === null || !('sessionUpdate' in update)) {
+    return false;
+  }
+  const kind = update.sessionUpdate;
+  return typeof kind === 'string' && Object.hasOwn(SESSION_UPDATE_KINDS, kind);
+}
 
 export interface SessionNotification {
   sessionId: string;
@@ -230,13 +370,19 @@ export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once'
 export interface PermissionOption {
   optionId: string;
   name: string;
-  /** A `PermissionOptionKind`. */
-  kind: string;
+  kind: PermissionOptionKind;
 }
 
 export interface RequestPermissionParams {
   sessionId: string;
-  toolCall: { toolCallId: string; title?: string; kind?: string; rawInput?: unknown };
+  toolCall: {
+    toolCallId: string;
+    title?: string;
+    kind?: ToolKind;
+    rawInput?: unknown;
+    content?: ToolCallContent[];
+    locations?: ToolCallLocation[];
+  };
   options: PermissionOption[];
 }
 
@@ -259,6 +405,41 @@ export interface EditorCallToolResult {
   content: string;
   isError?: boolean;
 }
+
+// ---- the methods ----
+
+/** Requests the client sends the server: method → params and result. */
+export interface AgentRequests {
+  initialize: { params: InitializeParams; result: InitializeResult };
+  'session/new': { params: NewSessionParams; result: NewSessionResult };
+  'session/prompt': { params: PromptParams; result: PromptResult };
+  'session/load': { params: LoadSessionParams; result: LoadSessionResult };
+  'session/list': { params: ListSessionsParams; result: ListSessionsResult };
+  'session/delete': { params: SessionIdParams; result: EmptyResult };
+  '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
+  '_parley/usage': { params: UsageParams; result: UsageResult };
+  '_parley/models': { params: Record<string, never>; result: ModelsResult };
+}
+
+/** Notifications the client sends the server: method → params. */
+export interface AgentNotifications {
+  'session/cancel': SessionIdParams;
+}
+
+/** Requests the server sends the client: method → params and result. */
+export interface ClientRequests {
+  'session/request_permission': { params: RequestPermissionParams; result: RequestPermissionResult };
+  '_parley/editor/callTool': { params: EditorCallToolParams; result: EditorCallToolResult };
+}
+
+/** Notifications the server sends the client, as they arrive (the update's kind unchecked). */
+export interface ClientNotifications {
+  'session/update': { sessionId: string; update: unknown };
+}
+
+export type AgentMethod = keyof AgentRequests;
+export type ParamsOf<M extends AgentMethod> = AgentRequests[M]['params'];
+export type ResultOf<M extends AgentMethod> = AgentRequests[M]['result'];
 
 /** The JSON-RPC error a provider failure ends a prompt with. */
 export const PROVIDER_ERROR = -32001;

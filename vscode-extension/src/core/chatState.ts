@@ -2,8 +2,9 @@
  * The chat view's state and the reducer that turns `session/update` notifications (and the
  * host's own events: a prompt sent, a permission asked, a turn ended) into it.
  *
- * Pure: no I/O, no `vscode`. Immutable: an entry that did not change keeps its identity, so
- * `diffEntries` can tell the webview just what changed.
+ * Pure: no I/O, no `vscode`, no state outside its arguments (entry ids are numbered from the
+ * state). Immutable: an entry that did not change keeps its identity, so `diffEntries` can
+ * tell the webview just what changed.
  */
 
 import type {
@@ -19,31 +20,35 @@ import type {
   ViewToHost,
 } from '../common/view';
 import type {
+  ContentBlock,
   RequestPermissionParams,
-  MessageChunkUpdate,
-  SessionInfoUpdate,
   SessionUpdate,
+  ToolCall,
   ToolCallContent,
   ToolCallUpdate,
-  TurnStats,
-  Usage,
   UsageTotals,
   UsageUpdate,
 } from '../client/protocol';
+
+/** The reducer's state: what the view shows, and the number the next entry's id takes. */
+export interface ChatState extends ViewState {
+  nextEntryId: number;
+}
 
 export type ChatEvent =
   | { type: 'update'; update: SessionUpdate }
   | { type: 'userPrompt'; text: string; context: ContextItem[] }
   | { type: 'permissionAsked'; requestId: string; params: RequestPermissionParams }
   | { type: 'permissionAnswered'; requestId: string; optionId?: string; cancelled?: boolean }
-  | { type: 'turnEnded'; stopReason: string; usage?: Usage; stats?: TurnStats }
+  /** `stopReason`: a `StopReason`, or another value, shown as it is. */
+  | { type: 'turnEnded'; stopReason: string }
   | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
   | { type: 'clear' }
   | { type: 'setEntries'; entries: Entry[] }
   | { type: 'meta'; patch: Partial<ViewMeta> }
   | { type: 'usageTotals'; totals: UsageTotals };
 
-export function initialState(): ViewState {
+export function initialState(): ChatState {
   return {
     meta: {
       serverState: 'stopped',
@@ -54,22 +59,27 @@ export function initialState(): ViewState {
       context: [],
     },
     entries: [],
+    nextEntryId: 1,
   };
 }
 
-let counter = 0;
-function newId(prefix: string): string {
-  counter += 1;
-  return `${prefix}-${counter}`;
+/** The id a new entry of `kind` takes; `withNumberedEntry` uses the number up. */
+function entryId(state: ChatState, kind: Entry['kind']): string {
+  return `${kind}-${state.nextEntryId}`;
 }
 
-export function reduce(state: ViewState, event: ChatEvent): ViewState {
+/** `state` with `entries` and then `entry` (whose id is `entryId(state, …)`) after them. */
+function withNumberedEntry(state: ChatState, entries: Entry[], entry: Entry): ChatState {
+  return { ...state, entries: [...entries, entry], nextEntryId: state.nextEntryId + 1 };
+}
+
+export function reduce(state: ChatState, event: ChatEvent): ChatState {
   switch (event.type) {
     case 'update':
       return applyUpdate(state, event.update);
     case 'userPrompt': {
-      const entry: UserEntry = { kind: 'user', id: newId('user'), text: event.text, context: event.context };
-      return { ...state, entries: [...finishStreaming(state.entries), entry] };
+      const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
+      return withNumberedEntry(state, finishStreaming(state.entries), entry);
     }
     case 'permissionAsked': {
       const { params } = event;
@@ -95,7 +105,7 @@ export function reduce(state: ViewState, event: ChatEvent): ViewState {
         return { ...e, answer: { optionId: option?.optionId, kind: event.cancelled ? undefined : option?.kind, label } };
       });
     case 'turnEnded': {
-      let next: ViewState = { ...state, entries: finishStreaming(state.entries) };
+      let next: ChatState = { ...state, entries: finishStreaming(state.entries) };
       // A permission prompt left open when the turn ends can no longer be answered.
       next = {
         ...next,
@@ -154,13 +164,13 @@ function stopReasonNotice(stopReason: string): { level: NoticeEntry['level']; te
 }
 
 function appendNotice(
-  state: ViewState,
+  state: ChatState,
   level: NoticeEntry['level'],
   text: string,
   action?: { label: string; message: ViewToHost },
-): ViewState {
-  const entry: NoticeEntry = { kind: 'notice', id: newId('notice'), level, text, ...(action ? { action } : {}) };
-  return { ...state, entries: [...state.entries, entry] };
+): ChatState {
+  const entry: NoticeEntry = { kind: 'notice', id: entryId(state, 'notice'), level, text, ...(action ? { action } : {}) };
+  return withNumberedEntry(state, state.entries, entry);
 }
 
 /** Mark streamed text and thoughts as complete (entries that change get new identities). */
@@ -176,7 +186,7 @@ function finishStreaming(entries: Entry[]): Entry[] {
   return changed ? out : entries;
 }
 
-function mapEntry(state: ViewState, id: string, fn: (e: Entry) => Entry): ViewState {
+function mapEntry(state: ChatState, id: string, fn: (e: Entry) => Entry): ChatState {
   const i = state.entries.findIndex((e) => e.id === id);
   if (i < 0) {
     return state;
@@ -191,50 +201,38 @@ function mapEntry(state: ViewState, id: string, fn: (e: Entry) => Entry): ViewSt
   return { ...state, entries };
 }
 
-function replaceLast(state: ViewState, entry: Entry): ViewState {
+function replaceLast(state: ChatState, entry: Entry): ChatState {
   const entries = state.entries.slice();
   entries[entries.length - 1] = entry;
   return { ...state, entries };
 }
 
-function textOf(content: unknown): string {
-  if (content && typeof content === 'object') {
-    const c = content as { type?: string; text?: unknown; resource?: { uri?: string; text?: string } };
-    if (typeof c.text === 'string') {
-      return c.text;
-    }
-  }
-  return '';
+/** The text of a message chunk's content (other content adds none). */
+function textOf(content: ContentBlock): string {
+  return content.type === 'text' ? content.text : '';
 }
 
-function applyUpdate(state: ViewState, update: SessionUpdate): ViewState {
+function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
   switch (update.sessionUpdate) {
-    case 'agent_message_chunk':
-    case 'agent_thought_chunk': {
-      const u = update as MessageChunkUpdate;
-      const text = textOf(u.content);
-      const messageId = typeof u.messageId === 'string' ? u.messageId : undefined;
-      const replaces = u._meta?.parley?.replaces;
-      if (update.sessionUpdate === 'agent_message_chunk') {
-        if (typeof replaces === 'string') {
-          return reviseMessage(state, replaces, text, messageId);
-        }
-        return appendChunk(state, 'agent', text, messageId);
+    case 'agent_message_chunk': {
+      const replaces = update._meta?.parley?.replaces;
+      if (typeof replaces === 'string') {
+        return reviseMessage(state, replaces, textOf(update.content), update.messageId);
       }
-      return appendChunk(state, 'thought', text, messageId);
+      return appendChunk(state, 'agent', textOf(update.content), update.messageId);
     }
+    case 'agent_thought_chunk':
+      return appendChunk(state, 'thought', textOf(update.content), update.messageId);
     case 'user_message_chunk': {
-      const u = update as { content?: unknown; messageId?: string };
-      const content = u.content as { type?: string; text?: string; resource?: { uri?: string } } | undefined;
+      const { content, messageId } = update;
       const last = state.entries[state.entries.length - 1];
       let item: ContextItem | undefined;
       let text = '';
-      if (content?.type === 'resource' && content.resource?.uri) {
+      if (content.type === 'resource' && content.resource.uri) {
         item = { label: labelForUri(content.resource.uri), uri: content.resource.uri };
       } else {
         text = textOf(content);
       }
-      const messageId = typeof u.messageId === 'string' ? u.messageId : undefined;
       if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
         return replaceLast(state, {
           ...last,
@@ -244,49 +242,50 @@ function applyUpdate(state: ViewState, update: SessionUpdate): ViewState {
       }
       const entry: UserEntry = {
         kind: 'user',
-        id: newId('user'),
+        id: entryId(state, 'user'),
         text,
         context: item ? [item] : [],
         ...(messageId ? { messageId } : {}),
       };
-      return { ...state, entries: [...finishStreaming(state.entries), entry] };
+      return withNumberedEntry(state, finishStreaming(state.entries), entry);
     }
     case 'tool_call':
     case 'tool_call_update':
-      return applyToolUpdate(state, update as ToolCallUpdate);
-    case 'usage_update': {
-      const u = update as UsageUpdate;
-      const usage = { ...state.meta.usage };
-      if (typeof u.used === 'number') {
-        usage.contextUsed = u.used;
-      }
-      if (typeof u.size === 'number') {
-        usage.contextSize = u.size;
-      }
-      if (u.cost !== undefined) {
-        usage.cost = u.cost;
-      }
-      const call = u._meta?.parley;
-      if (call) {
-        usage.inputTokens += call.inputTokens ?? 0;
-        usage.outputTokens += call.outputTokens ?? 0;
-        usage.sessionTokens += call.totalTokens ?? (call.inputTokens ?? 0) + (call.outputTokens ?? 0);
-      }
-      return { ...state, meta: { ...state.meta, usage } };
-    }
-    case 'session_info_update': {
-      const u = update as SessionInfoUpdate;
-      if (typeof u.title === 'string') {
-        return { ...state, meta: { ...state.meta, title: u.title } };
+      return applyToolUpdate(state, update);
+    case 'usage_update':
+      return applyUsage(state, update);
+    case 'session_info_update':
+      if (typeof update.title === 'string') {
+        return { ...state, meta: { ...state.meta, title: update.title } };
       }
       return state;
-    }
-    default:
-      return state;
+    case 'config_option_update':
+    case 'available_commands_update':
+      return state; // not shown by this client yet
   }
 }
 
-function appendChunk(state: ViewState, kind: 'agent' | 'thought', text: string, messageId?: string): ViewState {
+function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
+  const usage = { ...state.meta.usage };
+  if (typeof update.used === 'number') {
+    usage.contextUsed = update.used;
+  }
+  if (typeof update.size === 'number') {
+    usage.contextSize = update.size;
+  }
+  if (update.cost !== undefined) {
+    usage.cost = update.cost;
+  }
+  const call = update._meta?.parley;
+  if (call) {
+    usage.inputTokens += call.inputTokens ?? 0;
+    usage.outputTokens += call.outputTokens ?? 0;
+    usage.sessionTokens += call.totalTokens ?? (call.inputTokens ?? 0) + (call.outputTokens ?? 0);
+  }
+  return { ...state, meta: { ...state.meta, usage } };
+}
+
+function appendChunk(state: ChatState, kind: 'agent' | 'thought', text: string, messageId?: string): ChatState {
   const last = state.entries[state.entries.length - 1];
   if (
     last &&
@@ -299,16 +298,16 @@ function appendChunk(state: ViewState, kind: 'agent' | 'thought', text: string, 
   if (text === '') {
     return state;
   }
-  const entries = finishStreaming(state.entries);
+  const id = entryId(state, kind);
   const entry: AgentEntry | ThoughtEntry =
     kind === 'agent'
-      ? { kind, id: newId(kind), text, messageId, aliases: messageId ? [messageId] : [], revised: false, streaming: true }
-      : { kind, id: newId(kind), text, messageId, streaming: true };
-  return { ...state, entries: [...entries, entry] };
+      ? { kind, id, text, messageId, aliases: messageId ? [messageId] : [], revised: false, streaming: true }
+      : { kind, id, text, messageId, streaming: true };
+  return withNumberedEntry(state, finishStreaming(state.entries), entry);
 }
 
 /** A revision: the synchronous call's text replaces what was streamed under `replaces`. */
-function reviseMessage(state: ViewState, replaces: string, text: string, messageId?: string): ViewState {
+function reviseMessage(state: ChatState, replaces: string, text: string, messageId?: string): ChatState {
   const matches = (e: Entry): e is AgentEntry =>
     e.kind === 'agent' && (e.messageId === replaces || e.aliases.includes(replaces));
   const first = state.entries.findIndex(matches);
@@ -327,7 +326,7 @@ function reviseMessage(state: ViewState, replaces: string, text: string, message
   return { ...state, entries };
 }
 
-function applyToolUpdate(state: ViewState, u: ToolCallUpdate): ViewState {
+function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatState {
   const id = `tool-${u.toolCallId}`;
   const existing = state.entries.find((e): e is ToolEntry => e.id === id && e.kind === 'tool');
   const base: ToolEntry = existing ?? {
@@ -358,8 +357,7 @@ function applyToolUpdate(state: ViewState, u: ToolCallUpdate): ViewState {
   } else if (u.rawOutput !== undefined && u.rawOutput !== null) {
     next.output = formatOutput(u.rawOutput);
   }
-  const raw = u.rawOutput as { superseded?: unknown } | null | undefined;
-  if (raw && typeof raw === 'object' && raw.superseded === true) {
+  if (isSuperseded(u)) {
     next.superseded = true;
     if (!contentText) {
       next.output = 'Superseded: the model did not make this call after all.';
@@ -368,29 +366,37 @@ function applyToolUpdate(state: ViewState, u: ToolCallUpdate): ViewState {
   if (existing) {
     return mapEntry(state, id, () => next);
   }
-  return { ...state, entries: [...finishStreaming(state.entries), next] };
+  return { ...state, entries: [...finishStreaming(state.entries), next] }; // its id is its call's, not numbered
+}
+
+/** A call the stream announced but the model did not make (`rawOutput` today; `_meta` in the contract). */
+function isSuperseded(u: ToolCall | ToolCallUpdate): boolean {
+  const raw = u.rawOutput;
+  const inRaw = typeof raw === 'object' && raw !== null && 'superseded' in raw && raw.superseded === true;
+  return inRaw || u._meta?.parley?.superseded === true;
 }
 
 function contentToText(content: ToolCallContent[]): string {
   return content
     .map((c) => {
-      if (c.type === 'content' && c.content && typeof c.content.text === 'string') {
-        return c.content.text;
+      switch (c.type) {
+        case 'content':
+          return textOf(c.content);
+        case 'diff':
+          return `(diff of ${c.path})`;
+        default:
+          return '';
       }
-      if (c.type === 'diff' && typeof c.path === 'string') {
-        return `(diff of ${c.path})`;
-      }
-      return '';
     })
     .filter((s) => s !== '')
     .join('\n');
 }
 
 function formatOutput(raw: unknown): string {
-  if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
-    const o = raw as { content?: unknown; isError?: unknown };
-    if (typeof o.content === 'string' && Object.keys(o).every((k) => k === 'content' || k === 'isError')) {
-      return o.content;
+  // A tool result `{content, isError?}` shows as its text.
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && 'content' in raw) {
+    if (typeof raw.content === 'string' && Object.keys(raw).every((k) => k === 'content' || k === 'isError')) {
+      return raw.content;
     }
   }
   return formatValue(raw) ?? '';
@@ -423,7 +429,7 @@ export function formatInput(value: unknown): string | undefined {
   return formatValue(value);
 }
 
-export function formatValue(value: unknown): string | undefined {
+function formatValue(value: unknown): string | undefined {
   if (value === undefined || value === null) {
     return undefined;
   }

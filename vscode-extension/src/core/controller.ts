@@ -21,7 +21,7 @@ import type {
   ToolPolicy,
   ToolSpec,
 } from '../client/protocol';
-import { type ChatEvent, initialState, labelForUri, reduce } from './chatState';
+import { type ChatEvent, type ChatState, initialState, labelForUri, reduce } from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
 
 export interface ControllerSettings {
@@ -50,7 +50,7 @@ export interface ControllerHost {
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
-  state: [ViewState, ViewState];
+  state: [ChatState, ChatState];
   /** A turn ended (for the status bar, tests). */
   turnEnded: [string];
 }
@@ -60,7 +60,7 @@ interface PendingPermission {
 }
 
 export class ChatController extends EventEmitter<ControllerEvents> {
-  state: ViewState = initialState();
+  state: ChatState = initialState();
   client: ParleyClient | undefined;
   private startPromise: Promise<void> | undefined;
   private sessionPromise: Promise<string> | undefined;
@@ -381,7 +381,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.meta({ busy: true, context: [] });
     try {
       const result = await client.prompt(sessionId, blocks);
-      this.dispatch({ type: 'turnEnded', stopReason: result.stopReason, usage: result.usage, stats: result._meta?.parley });
+      this.dispatch({ type: 'turnEnded', stopReason: result.stopReason });
       this.emit('turnEnded', result.stopReason);
       void this.refreshUsage();
       return result.stopReason;
@@ -445,11 +445,6 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     });
   }
 
-  /** Open permission prompts, oldest first (for tests and commands). */
-  openPermissions(): string[] {
-    return [...this.permissions.keys()];
-  }
-
   // ---- models and usage ----
 
   async refreshModels(): Promise<ModelInfo[]> {
@@ -492,7 +487,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 }
 
-export function toModelOptions(models: ModelInfo[]): ModelOption[] {
+function toModelOptions(models: ModelInfo[]): ModelOption[] {
   return models.map((m) => ({ id: m.id, available: m.available, ...(m.reason ? { reason: m.reason } : {}) }));
 }
 

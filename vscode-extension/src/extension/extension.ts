@@ -323,10 +323,10 @@ async function showSessions(ctl: ChatController, view: ChatViewProvider): Promis
     return;
   }
   const pick = await vscode.window.showQuickPick(
-    sessions.map((s) => ({
-      label: s.title || '(untitled)',
+    ctl.sessionRows(sessions).map((s) => ({
+      label: s.title,
       description: s.updatedAt ? new Date(s.updatedAt).toLocaleString() : undefined,
-      detail: s.sessionId === ctl.sessionId ? 'current session' : undefined,
+      detail: s.current ? 'current session' : undefined,
       sessionId: s.sessionId,
     })),
     { title: 'Parley sessions', placeHolder: 'Choose a session to open' },

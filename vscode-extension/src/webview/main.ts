@@ -65,7 +65,8 @@ const sessionList = byId<HTMLElement>('session-list');
 const announcer = byId<HTMLElement>('announcer');
 
 let meta: ViewMeta | undefined;
-const rendered = new Map<string, { entry: Entry; el: HTMLElement }>();
+/** Each shown entry's element, by entry id. */
+const rendered = new Map<string, HTMLElement>();
 
 // ---- helpers ----
 
@@ -337,20 +338,16 @@ function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
 function upsert(entries: Entry[], removed: string[]): void {
   const stick = isNearBottom();
   for (const id of removed) {
-    const r = rendered.get(id);
-    if (r) {
-      r.el.remove();
-      rendered.delete(id);
-    }
+    rendered.get(id)?.remove();
+    rendered.delete(id);
   }
   for (const entry of entries) {
-    const r = rendered.get(entry.id);
-    if (r) {
-      r.entry = entry;
-      updateEntry(r.el, entry);
+    const shown = rendered.get(entry.id);
+    if (shown) {
+      updateEntry(shown, entry);
     } else {
       const el = createEntry(entry);
-      rendered.set(entry.id, { entry, el });
+      rendered.set(entry.id, el);
       transcript.append(el);
       if (entry.kind === 'permission' && !entry.answer) {
         askForAttention(el, entry);
@@ -364,7 +361,7 @@ function upsert(entries: Entry[], removed: string[]): void {
 }
 
 function reset(entries: Entry[]): void {
-  for (const { el } of rendered.values()) {
+  for (const el of rendered.values()) {
     el.remove();
   }
   rendered.clear();

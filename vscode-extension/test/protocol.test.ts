@@ -1,0 +1,99 @@
+/**
+ * The typed protocol: updates of a kind the contract does not list are dropped where they
+ * arrive (with a log line), and requests take their params and result types from the method.
+ */
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { ParleyClient } from '../src/client/client';
+import { type PromptResult, type SessionNotification, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+
+/**
+ * A stand-in server (Node, vscode-jsonrpc): answers `initialize`, and on `session/new` first
+ * sends an update of a kind no contract lists, then a known one. The real server never sends
+ * an unknown kind, so only a scripted peer can show what the client does with one.
+ */
+const PEER = `
+const rpc = require(${JSON.stringify(require.resolve('vscode-jsonrpc/node'))});
+const conn = rpc.createMessageConnection(
+  new rpc.StreamMessageReader(process.stdin),
+  new rpc.StreamMessageWriter(process.stdout),
+);
+conn.onRequest('initialize', () => ({ protocolVersion: 1 }));
+conn.onRequest('session/new', async () => {
+  await conn.sendNotification('session/update', { sessionId: 's1', update: { sessionUpdate: 'hologram_chunk', text: 'hi' } });
+  await conn.sendNotification('session/update', { sessionId: 's1', update: 'not an object' });
+  await conn.sendNotification('session/update', { sessionId: 's1', update: { sessionUpdate: 'session_info_update', title: 'Known' } });
+  return { sessionId: 's1' };
+});
+process.stdin.on('end', () => process.exit(0));
+conn.listen();
+`;
+
+describe('session updates', () => {
+  it('knows every kind the contract lists, and no other', () => {
+    const kinds = [
+      'agent_message_chunk',
+      'agent_thought_chunk',
+      'user_message_chunk',
+      'tool_call',
+      'tool_call_update',
+      'usage_update',
+      'session_info_update',
+      'config_option_update',
+      'available_commands_update',
+    ];
+    for (const kind of kinds) {
+      assert.equal(isSessionUpdate({ sessionUpdate: kind }), true, kind);
+    }
+    for (const other of [{ sessionUpdate: 'hologram_chunk' }, { sessionUpdate: 'toString' }, { sessionUpdate: 7 }, {}, null, 'tool_call']) {
+      assert.equal(isSessionUpdate(other), false, JSON.stringify(other));
+    }
+  });
+
+  it('drops an update of an unknown kind where it arrives, with a log line', async () => {
+    const client = new ParleyClient({ server: { command: process.execPath, args: ['-e', PEER] } });
+    const updates: SessionNotification[] = [];
+    const log: string[] = [];
+    client.on('update', (n) => updates.push(n));
+    client.on('log', (line) => log.push(line));
+    await client.start();
+    try {
+      assert.equal(await client.newSession('/tmp'), 's1');
+      for (let i = 0; i < 200 && updates.length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.deepEqual(updates, [{ sessionId: 's1', update: { sessionUpdate: 'session_info_update', title: 'Known' } }]);
+      const ignored = log.filter((line) => line.includes('ignored a session/update'));
+      assert.equal(ignored.length, 2, log.join('\n'));
+      assert.match(ignored[0], /hologram_chunk/);
+    } finally {
+      await client.stop();
+    }
+  });
+});
+
+/** Compiled, never run: `tsc` fails if a wrong use below stops being an error. */
+export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
+  // The result type comes from the method.
+  const prompted: Promise<PromptResult> = client.request('session/prompt', { sessionId: 's', prompt: [] });
+  // @ts-expect-error a caller cannot choose another result type
+  const wrong: Promise<{ sessionId: number }> = client.request('session/new', { cwd: '/', mcpServers: [] });
+  // @ts-expect-error nor pass a result type at all
+  void client.request<{ anything: true }>('_parley/models', {});
+  // @ts-expect-error nor send a method the protocol does not have
+  void client.request('session/hologram', {});
+  // @ts-expect-error nor leave out params the method needs
+  void client.request('session/prompt', { sessionId: 's' });
+  // @ts-expect-error the union is closed: no catch-all member
+  const unknown: SessionUpdate = { sessionUpdate: 'hologram_chunk' };
+  // Narrowing on the kind needs no cast.
+  if (update.sessionUpdate === 'tool_call_update') {
+    const status: string | null | undefined = update.status;
+    void status;
+  }
+  void prompted;
+  void wrong;
+  void unknown;
+}
