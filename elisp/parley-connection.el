@@ -19,7 +19,6 @@
 
 ;;; Code:
 
-
 (require 'cl-lib)
 (require 'eieio)
 (require 'jsonrpc)
@@ -30,7 +29,8 @@
 (declare-function parley--on-shutdown "parley-session" (conn))
 
 (defconst parley-version "0.1.0"
-  "The version of the Parley Emacs package.")
+  "The version of the Parley Emacs package (parley.el's Version header).
+It is sent as the client's version in `initialize'.")
 
 ;;;; Customization
 
@@ -205,5 +205,6 @@ Nothing is sent when the server is gone."
           (accept-process-output proc 0.05)))
       (jsonrpc-shutdown conn)))
   (setq parley--connection nil))
+
 (provide 'parley-connection)
 ;;; parley-connection.el ends here

@@ -22,7 +22,6 @@
 
 ;;; Code:
 
-
 (require 'cl-lib)
 (require 'subr-x)
 (require 'parley-transcript)
@@ -364,5 +363,6 @@ The buffer is displayed, not selected, when no window shows it."
                       (user-error "Parley is not waiting for an answer")))))
     (pop-to-buffer buffer)
     (goto-char (overlay-start (parley--question-overlay (car parley--questions))))))
+
 (provide 'parley-question)
 ;;; parley-question.el ends here

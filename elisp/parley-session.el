@@ -18,7 +18,6 @@
 
 ;;; Code:
 
-
 (require 'cl-lib)
 (require 'jsonrpc)
 (require 'subr-x)
@@ -321,5 +320,6 @@ session, without the history above." why))
                         (parley--turn-failed
                          (list :message (format "no answer within %s seconds"
                                                 parley-turn-timeout))))))))))
+
 (provide 'parley-session)
 ;;; parley-session.el ends here

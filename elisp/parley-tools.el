@@ -26,11 +26,12 @@
 ;; so the server asks the user (`session/request_permission') before it
 ;; calls the tool.  When the user approved that very call in that
 ;; question, Emacs does not ask again.  Emacs asks itself (inline in
-;; the chat buffer, like the server's question; see parley.el) only
-;; when no such approval was seen (the server was configured to
-;; auto-approve the tool, or the approval was stored with a resumed
-;; session), unless `parley-allow-elisp-eval' is non-nil.  Unapproved,
-;; `parley-tools-call' does not evaluate.
+;; the chat buffer, like the server's question; see
+;; `parley--call-editor-tool' in parley-session.el) only when no such
+;; approval was seen (the server was configured to auto-approve the
+;; tool, or the approval was stored with a resumed session), unless
+;; `parley-allow-elisp-eval' is non-nil.  Unapproved, or rejected,
+;; `parley-tools-call' does not run the tool.
 
 ;;; Code:
 
@@ -49,13 +50,15 @@ its tool policy, not by this option."
   :group 'parley)
 
 (defcustom parley-tool-output-limit 20000
-  "Maximum number of characters a Emacs tool returns to the agent.
+  "Maximum number of characters an Emacs tool returns to the agent.
 Longer results are truncated, with a note saying so."
   :type 'integer
   :group 'parley)
 
+;;;; Defining tools
+
 (cl-defstruct (parley-tools--tool (:constructor parley-tools--tool-create)
-                               (:copier nil))
+                                  (:copier nil))
   "An Emacs tool, as `parley-tools-define' declares it.
 NAME and DESCRIPTION are the tool's on the wire; ARGUMENTS its
 argument declarations; KIND its ACP tool kind; NEEDS-PERMISSION non-nil
@@ -180,6 +183,8 @@ required, of another type, or not one of its allowed values."
          (not (let ((allowed-by (parley-tools--tool-allowed-by tool)))
                 (and allowed-by (symbol-value allowed-by)))))))
 
+;;;; What the tools do
+
 (defun parley-tools--truncate (text)
   "Return TEXT cut to `parley-tool-output-limit' characters, with a note."
   (if (<= (length text) parley-tool-output-limit)
@@ -278,6 +283,8 @@ KIND is \"function\", \"variable\", \"any\" or nil (any)."
                                 (point))
                        (point-max))))
             (buffer-substring-no-properties beg (max beg end))))))))
+
+;;;; Calling a tool
 
 (defun parley-tools-call (name args &optional approved)
   "Run the Emacs tool NAME with ARGS, a plist; return a callTool result.

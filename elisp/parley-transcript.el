@@ -21,7 +21,6 @@
 
 ;;; Code:
 
-
 (require 'cl-lib)
 (require 'subr-x)
 
@@ -129,9 +128,7 @@ INPUT, OUTPUT, RAW-OUTPUT and EXPANDED."
 ;;;; JSON as text
 
 (defvar json-false)
-
 (defvar json-null)
-
 (declare-function json-encode "json" (object))
 
 (defun parley--json-encode (value)
@@ -662,5 +659,6 @@ FROM and TO are 0-based offsets in TEXT."
     (clrhash parley--blocks))
   (setq parley--tail nil
         parley--open-thoughts nil))
+
 (provide 'parley-transcript)
 ;;; parley-transcript.el ends here

@@ -41,6 +41,17 @@
 ;; Streaming is O(1) per chunk: text goes in at a marker, nothing of
 ;; the transcript is rendered again, and the window follows the end
 ;; only while point is in the prompt.  See README.md for more.
+;;
+;; The package's files, each requiring only those below it:
+;;
+;;   parley.el             the chat mode, its commands and options
+;;   parley-session.el     a buffer's session: the server's messages
+;;                         routed to it, its turns, resuming it
+;;   parley-question.el    permission questions, asked inline
+;;   parley-transcript.el  the transcript: chunks, thoughts, tool
+;;                         calls, notices, usage
+;;   parley-connection.el  the `parley serve' process and JSON-RPC
+;;   parley-tools.el       the Emacs tools offered to the agent
 
 ;;; Code:
 
@@ -571,5 +582,6 @@ takes prompts as before.  Return the buffer."
         :error-fn (lambda (err)
                     (message "Parley cannot switch to %s: %s" model
                              (plist-get err :message))))))))
+
 (provide 'parley)
 ;;; parley.el ends here
