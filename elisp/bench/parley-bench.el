@@ -15,7 +15,7 @@
 ;;           when the server is installed in $PARLEY_VENV or .venv).
 ;;
 ;; "wall" is the time between chunk arrivals; "insert" the time spent
-;; in parley.el's handler for the chunk (parsing is jsonrpc.el's).
+;; in the chat buffer's handler for the chunk (parsing is jsonrpc.el's).
 
 ;;; Code:
 
@@ -325,7 +325,7 @@ otherwise it holds arrival times and the spacing is averaged."
     (dolist (row (nreverse rows))
       (princ (concat (parley-bench--row (car row) (cdr row)) "\n")))
     (princ "\nwall: time between chunk arrivals (jsonrpc.el parsing included); insert: time in
-parley.el's handler for a chunk; a garbage collection that lands in the handler shows
+the chat buffer's handler for a chunk; a garbage collection that lands in the handler shows
 in the mean, not the median.  replay: the framed updates piped in by `cat' (Emacs alone);
 server: `parley serve' streaming from the fake LLM.\n")))
 

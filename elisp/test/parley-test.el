@@ -526,6 +526,95 @@
       (kill-buffer buffer)))
   (should (eq t (plist-get (parley-tools-call "no_such_tool" nil) :isError))))
 
+;; A tool defined by the tests, and removed again by each.
+(defvar parley-test--tool-calls nil)
+
+(defun parley-test--forget-tool (name)
+  "Remove the Emacs tool NAME that a test defined."
+  (setq parley-tools--tools
+        (cl-remove name parley-tools--tools
+                   :key #'parley-tools--tool-name :test #'equal)))
+
+(ert-deftest parley-tools-define-registers-spec-and-function ()
+  (unwind-protect
+      (progn
+        (parley-tools-define parley_test_echo
+            ((text string "What to echo." :required t)
+             (times integer nil :name "repeatTimes")
+             (tone string nil :enum ("calm" "loud")))
+          "Echo TEXT."
+          :kind "read"
+          (push (list text times tone) parley-test--tool-calls)
+          (concat (apply #'concat (make-list (or times 1) text)) (or tone "")))
+        ;; The spec the server sees, with the schema from the arguments.
+        (let ((spec (cl-find "parley_test_echo" (parley-tools-specs)
+                             :key (lambda (s) (plist-get s :name)) :test #'equal)))
+          (should (equal (json-serialize spec :null-object nil :false-object :json-false)
+                         (concat "{\"name\":\"parley_test_echo\",\"description\":\"Echo TEXT.\","
+                                 "\"inputSchema\":{\"type\":\"object\",\"properties\":"
+                                 "{\"text\":{\"type\":\"string\",\"description\":\"What to echo.\"},"
+                                 "\"repeatTimes\":{\"type\":\"integer\"},"
+                                 "\"tone\":{\"type\":\"string\",\"enum\":[\"calm\",\"loud\"]}},"
+                                 "\"required\":[\"text\"]},"
+                                 "\"kind\":\"read\",\"needsPermission\":false}"))))
+        ;; Its function, with the arguments checked as declared.
+        (should (equal (parley-tools-call "parley_test_echo" '(:text "ab" :repeatTimes 2))
+                       '(:content "abab" :isError :json-false)))
+        (dolist (case '(((:repeatTimes 2) . "Argument `text' must be a string")
+                        ((:text "a" :repeatTimes "2") . "Argument `repeatTimes' must be an integer")
+                        ((:text "a" :tone "shrill") . "Argument `tone' must be one of calm, loud")))
+          (let ((result (parley-tools-call "parley_test_echo" (car case))))
+            (should (eq (plist-get result :isError) t))
+            (should (equal (format-message (cdr case)) (plist-get result :content)))))
+        (should (= (length parley-test--tool-calls) 1))
+        ;; Defined again, it replaces the first definition, in its place.
+        (let ((names (mapcar (lambda (s) (plist-get s :name)) (parley-tools-specs))))
+          (parley-tools-define parley_test_echo () "Echo nothing." "")
+          (should (equal (mapcar (lambda (s) (plist-get s :name)) (parley-tools-specs)) names))
+          (should (equal (plist-get (parley-tools-call "parley_test_echo" nil) :content) ""))))
+    (parley-test--forget-tool "parley_test_echo")))
+
+(ert-deftest parley-tools-rejected-call-never-runs ()
+  ;; The user's "no" holds even when `parley-allow-elisp-eval' allows
+  ;; unasked calls.
+  (let ((parley-allow-elisp-eval t)
+        (parley-test--ran nil))
+    (defvar parley-test--ran)
+    (let ((result (parley-tools-call "elisp_eval" '(:code "(setq parley-test--ran t)")
+                                     'rejected)))
+      (should (eq (plist-get result :isError) t))
+      (should (string-match-p "did not allow" (plist-get result :content)))
+      (should-not parley-test--ran))))
+
+(ert-deftest parley-usage-sums-rounds-turns-and-stored-totals ()
+  (parley-test--with-chat
+    (should (string-match-p "tokens 0 in / 0 out" (parley--header-line)))
+    ;; Two rounds of a turn add up; the cost is the session's.
+    (dolist (n '(10 20))
+      (parley-test--update
+       (format "{\"sessionUpdate\":\"usage_update\",\"used\":%d,\"size\":1000,\"cost\":{\"amount\":0.5,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":%d,\"outputTokens\":1}}}"
+               n n)))
+    (should (string-match-p "tokens 30 in / 2 out  \\$0.500  context 20/1000"
+                            (parley--header-line)))
+    ;; The turn ends: its usage joins the session's, counted once.
+    (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 30 :outputTokens 2)))
+    (should (string-match-p "tokens 30 in / 2 out" (parley--header-line)))
+    ;; The next turn counts on from there.
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":25,\"size\":1000,\"_meta\":{\"parley\":{\"inputTokens\":5,\"outputTokens\":1}}}")
+    (should (string-match-p "tokens 35 in / 3 out  \\$0.500" (parley--header-line)))
+    ;; The stored totals replace the session's; the turn's still show.
+    (parley--record-usage 'session '(:inputTokens 100 :outputTokens 10 :cost (:amount 2)))
+    (should (string-match-p "tokens 105 in / 11 out  \\$2.00" (parley--header-line)))))
+
+(ert-deftest parley-with-live-buffer-skips-killed-buffers ()
+  (let ((buffer (generate-new-buffer " parley-test-live")))
+    (should (eq (parley--with-live-buffer buffer (current-buffer)) buffer))
+    (kill-buffer buffer)
+    (let ((ran nil))
+      (should-not (parley--with-live-buffer buffer (setq ran t)))
+      (should-not ran))))
+
 ;;;; Server requests answered later, over a loopback
 
 (defmacro parley-test--with-loopback (&rest body)

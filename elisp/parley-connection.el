@@ -1,0 +1,210 @@
+;;; parley-connection.el --- The connection to the Parley server  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; The `parley serve' process and the JSON-RPC connection to it, shared
+;; by all chat buffers: starting it and `initialize', stopping it, its
+;; stderr, and replies to server requests that are sent later (once the
+;; user answered a question, or an Emacs tool ran).
+;;
+;; What the server sends is handled in parley-session.el, whose
+;; dispatchers this file names when it starts the server.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'eieio)
+(require 'jsonrpc)
+(require 'parley-tools)
+
+(declare-function parley--handle-notification "parley-session" (conn method params))
+(declare-function parley--handle-request "parley-session" (conn method params))
+(declare-function parley--on-shutdown "parley-session" (conn))
+
+(defconst parley-version "0.1.0"
+  "The version of the Parley Emacs package (parley.el's Version header).
+It is sent as the client's version in `initialize'.")
+
+;;;; Customization
+
+(defcustom parley-server-command '("parley" "serve")
+  "The command that starts the Parley server, a program and its arguments."
+  :type '(repeat string)
+  :group 'parley)
+
+(defcustom parley-server-environment nil
+  "Extra environment for the server, a list of \"NAME=VALUE\" strings.
+They come before `process-environment', so they override it."
+  :type '(repeat string)
+  :group 'parley)
+
+(defcustom parley-request-timeout 30
+  "Seconds to wait for the server to answer a short request."
+  :type 'number
+  :group 'parley)
+
+(defcustom parley-events-buffer-size 0
+  "Size of the JSON-RPC events log buffer; 0 disables it, nil is unlimited.
+Logging every streamed chunk is slow; enable it only to debug."
+  :type '(choice (const :tag "Unlimited" nil) integer)
+  :group 'parley)
+
+;;;; Buffers that may be gone
+
+(defmacro parley--with-live-buffer (buffer &rest body)
+  "Run BODY with BUFFER current if it is still live; return BODY's value.
+Return nil without running BODY when BUFFER was killed, as a chat
+buffer may be before a reply or a timer for it arrives."
+  (declare (indent 1) (debug (form body)))
+  (let ((live (make-symbol "buffer")))
+    `(let ((,live ,buffer))
+       (when (buffer-live-p ,live)
+         (with-current-buffer ,live ,@body)))))
+
+;;;; Replies sent later
+
+(cl-defstruct (parley--later (:constructor parley--later (fn)) (:copier nil))
+  "A reply to a server request that is sent later, not by the dispatcher.
+FN is called with the connection and the request id, and sends the
+reply itself (with `parley--reply'), now or once the user answered."
+  fn)
+
+(defclass parley--rpc-connection (jsonrpc-process-connection)
+  ((expected-exit :initform nil :accessor parley--expected-exit
+                  :documentation "Non-nil when Emacs itself stopped the server."))
+  :documentation "The connection to a `parley serve' process.")
+
+(cl-defmethod jsonrpc-connection-send ((conn parley--rpc-connection)
+                                       &rest args &key id result
+                                       &allow-other-keys)
+  "Send the message ARGS on CONN, or hand request ID to a `parley--later'.
+A request dispatcher returns a `parley--later' RESULT for requests
+that wait for the user (a permission question) or may run long (an
+Emacs tool): jsonrpc.el replies with the dispatcher's value, and this
+is where the request's id is known.  jsonrpc.el 1.0.14 (Emacs 28) does
+not survive its process filter being re-entered, so nothing that
+FN starts here may wait for input or for the server."
+  (if (parley--later-p result)
+      (condition-case-unless-debug err
+          (funcall (parley--later-fn result) conn id)
+        (error (parley--reply conn id nil (error-message-string err))))
+    (cl-call-next-method)))
+
+(defun parley--reply (conn id result &optional error-message)
+  "Send RESULT on CONN as the reply to the server's request ID.
+With ERROR-MESSAGE, send an internal error with that message instead.
+Nothing is sent when the server is gone."
+  (when (jsonrpc-running-p conn)
+    (if error-message
+        (jsonrpc-connection-send conn :id id :error (list :code -32603
+                                                          :message error-message))
+      (jsonrpc-connection-send conn :id id :result result))))
+
+;;;; The server
+
+(defvar parley--connection nil
+  "The connection to the Parley server shared by all chat buffers.")
+
+(defvar parley--server-info nil
+  "The server's answer to `initialize'.")
+
+(defun parley--events-initargs ()
+  "Return the initargs that size the events buffer for this jsonrpc.el."
+  (if (slot-exists-p 'jsonrpc-connection '-events-buffer-config)
+      (list :events-buffer-config (list :size parley-events-buffer-size))
+    (list :events-buffer-scrollback-size parley-events-buffer-size)))
+
+(defun parley--initialize-params ()
+  "Return the params of the `initialize' request."
+  (list :protocolVersion 1
+        :clientCapabilities
+        (list :_meta (list :parley (list :tools (parley-tools-specs))))
+        :clientInfo (list :name "parley.el" :version parley-version)))
+
+(defun parley--start-server ()
+  "Start the Parley server, initialize it, and return the connection."
+  (unless (and parley-server-command
+               (executable-find (car parley-server-command)))
+    (user-error "Cannot find the Parley server `%s'; see `parley-server-command'"
+                (car parley-server-command)))
+  (let* ((name "parley")
+         (default-directory (expand-file-name "~/"))
+         (process-environment (append parley-server-environment
+                                      process-environment))
+         (conn (apply
+                #'make-instance 'parley--rpc-connection
+                :name name
+                :process (lambda ()
+                           (make-process
+                            :name name
+                            :command parley-server-command
+                            :connection-type 'pipe
+                            :coding 'utf-8-emacs-unix
+                            :noquery t
+                            :stderr (get-buffer-create
+                                     (format "*%s stderr*" name))))
+                :notification-dispatcher #'parley--handle-notification
+                :request-dispatcher #'parley--handle-request
+                :on-shutdown #'parley--on-shutdown
+                (parley--events-initargs))))
+    (setq parley--connection conn)
+    (condition-case err
+        (setq parley--server-info
+              (jsonrpc-request conn 'initialize (parley--initialize-params)
+                               :timeout parley-request-timeout))
+      (jsonrpc-error
+       (error "The Parley server did not start: %s%s"
+              (or (alist-get 'jsonrpc-error-message (cdr err)) err)
+              (parley--stderr-tail conn))))
+    conn))
+
+(defun parley--live-connection ()
+  "Return the server connection, starting the server if needed."
+  (if (and parley--connection (jsonrpc-running-p parley--connection))
+      parley--connection
+    (parley--start-server)))
+
+(defun parley--stderr-tail (conn &optional lines)
+  "Return the last LINES (default 8) lines CONN's server wrote to stderr."
+  (or (parley--with-live-buffer (ignore-errors (jsonrpc-stderr-buffer conn))
+        (save-excursion
+          (goto-char (point-max))
+          (skip-chars-backward " \t\n")
+          ;; Leave out the line Emacs adds when the process ends.
+          (when (save-excursion (beginning-of-line)
+                                (looking-at-p "Process .* \\(finished\\|exited\\|killed\\)"))
+            (forward-line -1)
+            (end-of-line)
+            (skip-chars-backward " \t\n"))
+          (let ((end (point)))
+            (forward-line (- 1 (or lines 8)))
+            (if (= (point) end)
+                ""
+              (concat "\n" (buffer-substring-no-properties
+                            (line-beginning-position) end))))))
+      ""))
+
+(defun parley-shutdown ()
+  "Stop the Parley server."
+  (interactive)
+  (when (and parley--connection (jsonrpc-running-p parley--connection))
+    (let ((conn parley--connection)
+          (proc (jsonrpc--process parley--connection)))
+      (setf (parley--expected-exit conn) t)
+      ;; The server exits when its stdin closes; give it a moment.
+      (ignore-errors (process-send-eof proc))
+      (with-timeout (2 nil)
+        (while (process-live-p proc)
+          (accept-process-output proc 0.05)))
+      (jsonrpc-shutdown conn)))
+  (setq parley--connection nil))
+
+(provide 'parley-connection)
+;;; parley-connection.el ends here

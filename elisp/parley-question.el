@@ -1,0 +1,368 @@
+;;; parley-question.el --- Permission questions in a Parley chat buffer  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; A permission question is asked inline, at the end of the transcript,
+;; never in the minibuffer: a question read there from a timer or a
+;; process filter takes the keys the user types for another buffer, and
+;; RET would approve the default.  Here the keys that answer it (`y',
+;; `a', `n') are bound only in an overlay over the question, so they
+;; work only with point in it, and RET answers nothing.
+;;
+;; `parley--ask' shows a question and calls back with the answer;
+;; parley-session.el asks the server's `session/request_permission'
+;; and Emacs's own question before `elisp_eval' through it.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'parley-transcript)
+
+;;;; Faces
+
+(defface parley-question-header '((t :inherit warning :weight bold))
+  "Face for the first line of a permission question."
+  :group 'parley)
+
+(defface parley-question-key '((t :inherit help-key-binding))
+  "Face for the keys that answer a permission question."
+  :group 'parley)
+
+(defface parley-allowed '((t :inherit success))
+  "Face for the line an allowed permission question collapses to."
+  :group 'parley)
+
+(defface parley-rejected '((t :inherit error))
+  "Face for the line a rejected permission question collapses to."
+  :group 'parley)
+
+;;;; Questions
+
+(defvar-local parley--questions nil
+  "The permission questions waiting for the user's answer, oldest first.")
+
+(defconst parley--choice-keys
+  '(("allow_once" "y" "Allowed once" parley-allowed)
+    ("allow_always" "a" "Allowed always" parley-allowed)
+    ("reject_once" "n" "Rejected" parley-rejected))
+  "Option kinds a question offers: (KIND KEY COLLAPSED-LABEL FACE).")
+
+(cl-defstruct (parley--question (:constructor parley--question-create)
+                                (:copier nil))
+  "A question waiting for the user's answer in a chat buffer.
+TITLE names the tool; OPTIONS are the choices (plists with :optionId,
+:name and :kind); ON-ANSWER is called once with the chosen option, or
+with nil when the question is cancelled; OVERLAY covers the question
+in the transcript and carries its keymap."
+  title options on-answer overlay)
+
+(defvar parley-question-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map "y" #'parley-question-allow-once)
+    (define-key map "a" #'parley-question-allow-always)
+    (define-key map "n" #'parley-question-reject)
+    (define-key map (kbd "RET") #'parley-question-help)
+    (define-key map "?" #'parley-question-help)
+    (define-key map [mouse-1] #'parley-question-click)
+    (define-key map [mouse-2] #'parley-question-click)
+    map)
+  "Keymap active with point in a permission question.")
+
+(defvar parley--waiting-text nil
+  "What the global mode line says while Parley waits for the user, or nil.")
+
+(put 'parley--waiting-text 'risky-local-variable t)
+
+;;;; The text of a question
+
+(defun parley--code-mode (title)
+  "Return the major mode that fontifies the code of the tool TITLE, or nil."
+  (let ((case-fold-search t))
+    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
+          ((string-match-p "python" title) #'python-mode))))
+
+(defconst parley--fontify-limit 50000
+  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
+
+(defun parley--code-block (code mode)
+  "Return CODE indented as a block, fontified by MODE when non-nil."
+  (let ((code (copy-sequence (string-trim-right code "\n+"))))
+    (when (and mode (<= (length code) parley--fontify-limit))
+      (condition-case nil
+          (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
+            (put-text-property from to 'face face code))
+        (error nil)))                   ; plain text is still the code
+    (concat (parley--indent code) "\n")))
+
+(defun parley--question-input (input mode)
+  "Return the tool INPUT for a question: every field in full.
+A string field with several lines, or named code, is a block fontified
+by MODE."
+  (cond
+   ((null input) "")
+   ((and (consp input) (keywordp (car input)))
+    (cl-loop for (key value) on input by #'cddr
+             concat
+             (let ((name (substring (symbol-name key) 1)))
+               (if (and (stringp value)
+                        (or (eq key :code) (string-search "\n" value)))
+                   (concat (parley--props (format "  %s:\n" name) 'face 'parley-tool-body)
+                           (parley--props (parley--code-block value mode)))
+                 (parley--props (format "  %s: %s\n" name
+                                        (if (stringp value) value (parley--json-brief value)))
+                                'face 'parley-tool-body)))))
+   (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
+
+(defun parley--common-lines (a b)
+  "Return how many lines the lists A and B share at their start."
+  (let ((n 0))
+    (while (and a b (equal (car a) (car b)))
+      (setq a (cdr a) b (cdr b) n (1+ n)))
+    n))
+
+(defun parley--diff-string (path old new)
+  "Return the change of PATH from the text OLD (nil: a new file) to NEW.
+The lines that differ are shown as one hunk in `diff-mode' faces,
+with up to three lines of context on each side."
+  (require 'diff-mode)
+  (let* ((lines (lambda (text) (split-string (string-remove-suffix "\n" text) "\n")))
+         (old-lines (and (stringp old) (funcall lines old)))
+         (new-lines (funcall lines (or new "")))
+         (head (parley--common-lines old-lines new-lines))
+         (tail (parley--common-lines (reverse (nthcdr head old-lines))
+                                     (reverse (nthcdr head new-lines))))
+         (before (min 3 head))
+         (removed (butlast (nthcdr head old-lines) tail))
+         (added (butlast (nthcdr head new-lines) tail))
+         (after (min 3 tail))
+         (start (- head before))
+         (line (lambda (prefix text face)
+                 (parley--props (concat "    " prefix text "\n") 'face face))))
+    (concat
+     (funcall line "--- " (if old path "/dev/null") 'diff-file-header)
+     (funcall line "+++ " path 'diff-file-header)
+     (let ((old-count (+ before (length removed) after))
+           (new-count (+ before (length added) after)))
+       ;; An empty side starts at line 0, as in diff -u.
+       (funcall line "" (format "@@ -%d,%d +%d,%d @@"
+                                (if (zerop old-count) start (1+ start)) old-count
+                                (if (zerop new-count) start (1+ start)) new-count)
+                'diff-hunk-header))
+     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
+                (cl-subseq new-lines start head) "")
+     (mapconcat (lambda (l) (funcall line "-" l 'diff-removed)) removed "")
+     (mapconcat (lambda (l) (funcall line "+" l 'diff-added)) added "")
+     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
+                (cl-subseq new-lines (+ head (length added))
+                           (+ head (length added) after))
+                ""))))
+
+(defun parley--in-input-p (text input)
+  "Return non-nil when TEXT is the value of a field of the tool INPUT."
+  (and (consp input) (keywordp (car input))
+       (cl-loop for (_key value) on input by #'cddr
+                thereis (and (stringp value)
+                             (equal (string-trim value) (string-trim text))))))
+
+(defun parley--question-content (item input)
+  "Return the ACP tool call content ITEM for a question.
+Text already shown as a field of the tool INPUT is not repeated."
+  (pcase (plist-get item :type)
+    ("content"
+     (let ((text (plist-get (plist-get item :content) :text)))
+       (if (or (not (stringp text)) (parley--in-input-p text input))
+           ""
+         (parley--props (parley--code-block text nil) 'face 'parley-tool-body))))
+    ("diff"
+     (parley--diff-string (or (plist-get item :path) "file")
+                          (plist-get item :oldText) (plist-get item :newText)))
+    (_ "")))
+
+(defun parley--question-choices (options)
+  "Return the line of clickable choices for OPTIONS, with their keys."
+  (concat
+   (parley--props "  ")
+   (mapconcat
+    (lambda (option)
+      (let* ((kind (plist-get option :kind))
+             (key (nth 1 (assoc kind parley--choice-keys))))
+        (parley--props (concat (propertize (format "[%s]" key) 'face 'parley-question-key)
+                               " " (or (plist-get option :name) kind))
+                       'parley-choice kind 'mouse-face 'highlight
+                       'help-echo (format "mouse-1 or %s: %s" key
+                                          (or (plist-get option :name) kind)))))
+    (cl-remove-if-not (lambda (o) (assoc (plist-get o :kind) parley--choice-keys))
+                      options)
+    (parley--props "   "))
+   (parley--props "\n    (press the key with point here; RET does not answer)\n"
+                  'face 'parley-notice)))
+
+(defun parley--question-string (header tool options)
+  "Return the transcript text of a question: HEADER, TOOL and OPTIONS.
+TOOL is the ACP tool call: its title, kind, rawInput and content."
+  (let* ((title (or (plist-get tool :title) "a tool"))
+         (input (plist-get tool :rawInput)))
+    (concat
+     (parley--props (concat header "\n") 'face 'parley-question-header)
+     (parley--question-input input (parley--code-mode title))
+     (mapconcat (lambda (item) (parley--question-content item input))
+                (plist-get tool :content) "")
+     (parley--question-choices options))))
+
+;;;; Asking and answering
+
+(defun parley--ask (header tool options on-answer)
+  "Ask the user, in the current chat buffer, about TOOL.
+HEADER is the question's first line, TOOL the ACP tool call, OPTIONS
+the choices (plists with :optionId, :name and :kind).  ON-ANSWER is
+called with the chosen option, or nil if the question is cancelled.
+The buffer is displayed, not selected, when no window shows it."
+  (parley--ensure-role 'agent)
+  (parley--fold-thoughts)
+  (parley--close-tail)
+  (let* ((beg (marker-position parley--output))
+         (end (progn (parley--emit (parley--question-string header tool options))
+                     (marker-position parley--output)))
+         (overlay (make-overlay beg end nil nil nil))
+         (question (parley--question-create
+                    :title (or (plist-get tool :title) "a tool")
+                    :options options :on-answer on-answer :overlay overlay)))
+    ;; Point at the end of the transcript stays where the question now
+    ;; starts; it goes past it, so that a key typed there is no answer.
+    (when (= (point) beg) (goto-char end))
+    (dolist (window (get-buffer-window-list nil nil t))
+      (when (= (window-point window) beg) (set-window-point window end)))
+    (overlay-put overlay 'keymap parley-question-map)
+    (overlay-put overlay 'parley-question question)
+    (setq parley--questions (append parley--questions (list question)))
+    (parley--questions-changed)
+    (let ((buffer (current-buffer)))
+      (unless (get-buffer-window buffer 'visible)
+        (ignore-errors (display-buffer buffer '(nil (inhibit-same-window . t)))))
+      (message "%s" (substitute-command-keys
+                     (format "Parley is waiting for you in %s: \
+\\<parley-chat-mode-map>\\[parley-goto-question] goes to its question"
+                             (buffer-name buffer)))))
+    question))
+
+(defun parley--settle (question option)
+  "Answer QUESTION with OPTION (nil: cancelled) and collapse it to one line."
+  (let* ((overlay (parley--question-overlay question))
+         (beg (overlay-start overlay))
+         (end (overlay-end overlay))
+         (choice (assoc (plist-get option :kind) parley--choice-keys)))
+    (delete-overlay overlay)
+    (setq parley--questions (delq question parley--questions))
+    (when (and beg end)
+      (parley--writing
+        (goto-char end)
+        (insert-before-markers
+         (parley--props (format "%s: %s\n" (if choice (nth 2 choice) "Cancelled")
+                                (parley--question-title question))
+                        'face (if choice (nth 3 choice) 'parley-notice)))
+        (delete-region beg end)))
+    (parley--questions-changed)
+    (funcall (parley--question-on-answer question) option)))
+
+(defun parley--cancel-questions ()
+  "Answer the questions pending in this buffer `cancelled'."
+  (dolist (question parley--questions)
+    (parley--settle question nil)))
+
+(defun parley--waiting-buffers ()
+  "Return the chat buffers that wait for the user's answer."
+  (cl-remove-if-not (lambda (b) (buffer-local-value 'parley--questions b))
+                    (parley--chat-buffers)))
+
+(defun parley--questions-changed ()
+  "Show in the mode lines whether Parley waits for the user."
+  (setq mode-line-process
+        (and parley--questions (propertize ": waiting for you" 'face 'warning)))
+  (let ((waiting (parley--waiting-buffers)))
+    (setq parley--waiting-text
+          (and waiting
+               (propertize " Parley: waiting for you"
+                           'face 'warning
+                           'help-echo (concat "mouse-1: go to the question in "
+                                              (mapconcat #'buffer-name waiting ", "))
+                           'local-map (make-mode-line-mouse-map
+                                       'mouse-1 #'parley-goto-question))))
+    (if waiting
+        (unless (memq 'parley--waiting-text global-mode-string)
+          ;; A list that starts with a symbol would be a conditional.
+          (setq global-mode-string (append (or global-mode-string '(""))
+                                           '(parley--waiting-text))))
+      (setq global-mode-string (delq 'parley--waiting-text global-mode-string))))
+  (force-mode-line-update t))
+
+(defun parley--question-at (pos)
+  "Return the question whose text covers POS in this buffer, or nil."
+  (cl-some (lambda (overlay) (overlay-get overlay 'parley-question))
+           (overlays-at pos)))
+
+(defun parley--answer-at-point (kind)
+  "Answer the question at point with its option of KIND."
+  (let* ((question (or (and (derived-mode-p 'parley-chat-mode)
+                            (parley--question-at (point)))
+                       (user-error "No Parley question at point")))
+         (option (or (cl-find kind (parley--question-options question)
+                              :key (lambda (o) (plist-get o :kind)) :test #'equal)
+                     (user-error "This question does not offer that choice"))))
+    (parley--settle question option)
+    ;; Back to the prompt, where the window follows the answer.
+    (goto-char (point-max))))
+
+(defun parley-question-allow-once ()
+  "Allow the tool call of the question at point, this once."
+  (interactive)
+  (parley--answer-at-point "allow_once"))
+
+(defun parley-question-allow-always ()
+  "Allow the tool of the question at point for the rest of the session."
+  (interactive)
+  (parley--answer-at-point "allow_always"))
+
+(defun parley-question-reject ()
+  "Reject the tool call of the question at point."
+  (interactive)
+  (parley--answer-at-point "reject_once"))
+
+(defun parley-question-help ()
+  "Say which keys answer the question at point; answer nothing."
+  (interactive)
+  (message "Answer with y (allow once), a (allow always) or n (reject)"))
+
+(defun parley-question-click (event)
+  "Answer the question with the choice clicked on in EVENT."
+  (interactive "e")
+  (let* ((position (event-end event))
+         (pos (posn-point position)))
+    (with-current-buffer (window-buffer (posn-window position))
+      (let ((kind (and pos (get-text-property pos 'parley-choice)))
+            (question (and pos (parley--question-at pos))))
+        (when (and kind question)
+          (parley--settle question
+                          (cl-find kind (parley--question-options question)
+                                   :key (lambda (o) (plist-get o :kind))
+                                   :test #'equal)))))))
+
+(defun parley-goto-question ()
+  "Show the oldest question Parley waits on, with point in it."
+  (interactive)
+  (let ((buffer (if (and (derived-mode-p 'parley-chat-mode) parley--questions)
+                    (current-buffer)
+                  (or (car (parley--waiting-buffers))
+                      (user-error "Parley is not waiting for an answer")))))
+    (pop-to-buffer buffer)
+    (goto-char (overlay-start (parley--question-overlay (car parley--questions))))))
+
+(provide 'parley-question)
+;;; parley-question.el ends here

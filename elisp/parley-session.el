@@ -1,0 +1,325 @@
+;;; parley-session.el --- A Parley chat buffer's session on the server  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; Each chat buffer holds one session of the server.  This file routes
+;; the server's messages to the session's buffer (updates, permission
+;; questions, Emacs tool calls, the server's exit), and runs the
+;; session's turns: a prompt, its end (done, failed, cancelled), the
+;; usage totals after it, and reloading the session, or starting a new
+;; one, after the server was restarted.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'jsonrpc)
+(require 'subr-x)
+(require 'parley-connection)
+(require 'parley-question)
+(require 'parley-tools)
+(require 'parley-transcript)
+
+;;;; Customization
+
+(defcustom parley-turn-timeout nil
+  "Seconds a turn may take before Emacs stops waiting; nil means no limit.
+A turn can run for a long time (tools, permission prompts), so it is
+not bound by `jsonrpc-default-request-timeout'."
+  :type '(choice (const :tag "No limit" nil) number)
+  :group 'parley)
+
+;;;; Session state
+
+(defvar parley--sessions (make-hash-table :test #'equal)
+  "Map a session id to its chat buffer.")
+
+(defvar-local parley--session-id nil
+  "The id of this buffer's session.")
+
+(defvar-local parley--cwd nil
+  "The workspace root of this buffer's session.")
+
+(defvar-local parley--conn nil
+  "The connection on which this buffer's session is active.")
+
+(defvar-local parley--busy nil
+  "Non-nil while a turn or a session load is in progress.")
+
+(defvar-local parley--silent nil
+  "Non-nil while updates are not shown (a session re-activated after a restart).")
+
+(defvar-local parley--model nil
+  "The model of this buffer's session, if known.")
+
+(defvar-local parley--approvals nil
+  "Hash table: toolCallId to `once' or `always', as the user answered.")
+
+(defvar-local parley--always-approved nil
+  "Names of tools the user allowed always in this session.")
+
+;;;; Dispatch
+
+(defun parley--handle-notification (_conn method params)
+  "Handle the notification METHOD with PARAMS from the server."
+  (when (eq method 'session/update)
+    (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
+      (parley--with-live-buffer buffer
+        (condition-case-unless-debug err
+            (unless parley--silent
+              (parley--update (plist-get params :update)))
+          (error (message "Parley: cannot show an update: %s"
+                          (error-message-string err))))))))
+
+(defun parley--handle-request (_conn method params)
+  "Answer the request METHOD with PARAMS from the server."
+  (pcase method
+    ('session/request_permission
+     (parley--later (lambda (conn id) (parley--ask-permission conn id params))))
+    ('_parley/editor/callTool
+     (parley--later (lambda (conn id)
+                      (run-at-time 0 nil #'parley--call-editor-tool conn id params))))
+    (_ (jsonrpc-error :code -32601 :message (format "Unknown method %s" method)))))
+
+(defun parley--on-shutdown (conn)
+  "Report in the chat buffers that CONN's server exited."
+  (let* ((proc (jsonrpc--process conn))
+         (expected (parley--expected-exit conn))
+         (text (format "The Parley server exited (%s %s).%s\n\
+Run M-x parley-restart to start it again."
+                       (process-status proc) (process-exit-status proc)
+                       (parley--stderr-tail conn))))
+    (dolist (buffer (parley--chat-buffers))
+      (with-current-buffer buffer
+        (when (or (eq parley--conn conn) parley--busy)
+          (setq parley--busy nil)
+          (unless expected
+            (parley--insert-error text))
+          (parley--end-turn-state))))
+    (unless expected
+      (message "The Parley server exited; M-x parley-restart starts it again"))))
+
+;;;; Server requests
+
+(defun parley--ask-permission (conn id params)
+  "Ask the user the server's permission request ID, with PARAMS, on CONN.
+The reply goes to the server when the user answers with the
+question's keys, or `cancelled' when the turn ends or the buffer is
+killed first."
+  (let* ((tool (plist-get params :toolCall))
+         (options (append (plist-get params :options) nil))
+         (buffer (gethash (plist-get params :sessionId) parley--sessions)))
+    ;; `parley--ask' returns the question; nil means the buffer is gone.
+    (or (parley--with-live-buffer buffer
+          (parley--ask
+           (format "Parley asks permission: %s%s" (or (plist-get tool :title) "a tool")
+                   (if (plist-get tool :kind) (format " (%s)" (plist-get tool :kind)) ""))
+           tool options
+           (lambda (option)
+             (let ((kind (plist-get option :kind)))
+               (when (member kind '("allow_once" "allow_always"))
+                 (puthash (plist-get tool :toolCallId)
+                          (if (equal kind "allow_always") 'always 'once)
+                          parley--approvals)))
+             (parley--reply conn id
+                            (if option
+                                (list :outcome (list :outcome "selected"
+                                                     :optionId (plist-get option :optionId)))
+                              '(:outcome (:outcome "cancelled")))))))
+        (parley--reply conn id '(:outcome (:outcome "cancelled"))))))
+
+(defconst parley--eval-options
+  '((:optionId "allow_once" :name "Evaluate" :kind "allow_once")
+    (:optionId "reject_once" :name "Do not evaluate" :kind "reject_once"))
+  "The choices of Emacs's own question before it evaluates Lisp.")
+
+(defun parley--call-editor-tool (conn id params)
+  "Run the Emacs tool PARAMS asks for; reply to request ID on CONN.
+A tool that needs the user's approval, which the server did not ask
+for (it was configured to approve it), is asked about inline first.
+An error is the reply, so the request is answered whatever happens."
+  (condition-case err
+      (let* ((name (plist-get params :name))
+             (args (plist-get params :arguments))
+             (buffer (gethash (plist-get params :sessionId) parley--sessions))
+             (approved
+              (parley--with-live-buffer buffer
+                (let ((approval (gethash (plist-get params :toolCallId)
+                                         parley--approvals)))
+                  (when (eq approval 'always)
+                    (push name parley--always-approved))
+                  (and (or approval (member name parley--always-approved)) t)))))
+        (if (or approved (not (parley-tools-needs-approval-p name)))
+            (parley--reply conn id (parley-tools-call name args approved))
+          ;; `parley--ask' returns the question; nil means the buffer is
+          ;; gone, and the unapproved call does not run.
+          (or (parley--with-live-buffer buffer
+                (parley--ask (format "Emacs asks before it evaluates %s (the server did not ask)"
+                                     name)
+                             (list :title name :kind "execute" :rawInput args)
+                             parley--eval-options
+                             (lambda (option)
+                               ;; Cancelled or rejected, it must not run,
+                               ;; whatever `parley-allow-elisp-eval' says by then.
+                               (parley--reply conn id
+                                              (parley-tools-call
+                                               name args
+                                               (if (equal (plist-get option :kind) "allow_once")
+                                                   t
+                                                 'rejected))))))
+              (parley--reply conn id (parley-tools-call name args nil)))))
+    (error (parley--reply conn id nil (error-message-string err)))))
+
+;;;; Turns
+
+(defun parley--end-turn-state ()
+  "Forget the blocks of the turn that ended; fontify its answers.
+A question still pending is answered `cancelled': its turn is over."
+  (parley--cancel-questions)
+  (parley--finish-blocks)
+  (force-mode-line-update))
+
+(defun parley--refresh-usage ()
+  "Ask the server for this session's usage totals and show them."
+  (let ((buffer (current-buffer))
+        (conn parley--conn))
+    (when (and conn (jsonrpc-running-p conn) parley--session-id)
+      (jsonrpc-async-request
+       conn '_parley/usage (list :sessionId parley--session-id)
+       :timeout parley-request-timeout
+       :success-fn
+       (lambda (result)
+         (let ((session (plist-get result :session)))
+           (when session
+             (parley--with-live-buffer buffer
+               (parley--record-usage 'session session)))))
+       :error-fn #'ignore
+       :timeout-fn #'ignore))))
+
+(defun parley--turn-done (result)
+  "Finish the turn whose `session/prompt' RESULT arrived."
+  (let ((stop (plist-get result :stopReason))
+        (stats (plist-get (plist-get result :_meta) :parley)))
+    (setq parley--busy nil)
+    (when (plist-get stats :model)
+      (setq parley--model (plist-get stats :model)))
+    (parley--record-usage 'turn (plist-get result :usage))
+    (parley--close-tail)
+    (pcase stop
+      ("end_turn" nil)
+      ("cancelled" (parley--insert-notice "[cancelled]"))
+      ("max_tokens" (parley--insert-notice "[stopped: the answer reached the token limit]"))
+      ("max_turn_requests" (parley--insert-notice "[stopped: the turn reached its round limit]"))
+      ("refusal" (parley--insert-notice "[the model refused to answer]" 'parley-error))
+      (_ (parley--insert-notice (format "[stopped: %s]" stop))))
+    (parley--end-turn-state)
+    (parley--refresh-usage)))
+
+(defun parley--turn-failed (err)
+  "Show the error ERR that ended the turn."
+  (setq parley--busy nil)
+  (let ((code (plist-get err :code))
+        (data (plist-get err :data)))
+    ;; A dead server is reported by `parley--on-shutdown', with its stderr.
+    (unless (eql code -1)
+      (let ((message (or (plist-get err :message) "the turn failed"))
+            (provider (plist-get data :provider)))
+        (parley--insert-error
+         (if (and (stringp provider) (not (string-search provider message)))
+             (format "%s (provider %s%s)" message provider
+                     (if (plist-get data :status)
+                         (format ", status %s" (plist-get data :status))
+                       ""))
+           message)))))
+  (parley--end-turn-state))
+
+(defun parley--with-session (fn)
+  "Call FN once this buffer's session is active on the live connection.
+After a restart the session is loaded again, silently, first."
+  (let ((conn (parley--live-connection))
+        (buffer (current-buffer)))
+    (if (eq parley--conn conn)
+        (funcall fn conn)
+      (setq parley--silent t)
+      (jsonrpc-async-request
+       conn 'session/load
+       (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+       :timeout parley-turn-timeout
+       :success-fn
+       (lambda (_result)
+         (parley--with-live-buffer buffer
+           (setq parley--silent nil
+                 parley--conn conn)
+           (funcall fn conn)))
+       :error-fn
+       (lambda (err)
+         (parley--with-live-buffer buffer
+           (setq parley--silent nil)
+           (parley--resume-in-new-session conn (plist-get err :message) fn)))))))
+
+(defun parley--resume-in-new-session (conn why fn)
+  "Continue in a new session on CONN, because the old one could not load.
+WHY is the server's message; FN is then called with CONN.  This runs
+from a response handler, inside jsonrpc.el's process filter, so it
+must not wait for an answer: the request is asynchronous."
+  (let ((buffer (current-buffer))
+        (failed (lambda (message)
+                  (parley--turn-failed
+                   (list :message (format "cannot resume the session (%s): %s"
+                                          why message))))))
+    (jsonrpc-async-request
+     conn 'session/new
+     (append (list :cwd parley--cwd :mcpServers [])
+             (and parley--model
+                  (list :_meta (list :parley (list :model parley--model)))))
+     :timeout parley-request-timeout
+     :success-fn
+     (lambda (result)
+       (parley--with-live-buffer buffer
+         (let ((id (plist-get result :sessionId)))
+           (remhash parley--session-id parley--sessions)
+           (puthash id buffer parley--sessions)
+           (setq parley--session-id id
+                 parley--conn conn)
+           (parley--insert-notice
+            (format "The session could not be resumed (%s); this continues in a new \
+session, without the history above." why))
+           (funcall fn conn))))
+     :error-fn
+     (lambda (err)
+       (parley--with-live-buffer buffer
+         (funcall failed (plist-get err :message))))
+     :timeout-fn
+     (lambda ()
+       (parley--with-live-buffer buffer
+         (funcall failed "no answer"))))))
+
+(defun parley--prompt (blocks)
+  "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
+  (let ((buffer (current-buffer)))
+    (setq parley--busy t)
+    (force-mode-line-update)
+    (parley--with-session
+     (lambda (conn)
+       (jsonrpc-async-request
+        conn 'session/prompt
+        (list :sessionId parley--session-id :prompt (vconcat blocks))
+        :timeout parley-turn-timeout
+        :success-fn (lambda (result)
+                      (parley--with-live-buffer buffer (parley--turn-done result)))
+        :error-fn (lambda (err)
+                    (parley--with-live-buffer buffer (parley--turn-failed err)))
+        :timeout-fn (lambda ()
+                      (parley--with-live-buffer buffer
+                        (parley--turn-failed
+                         (list :message (format "no answer within %s seconds"
+                                                parley-turn-timeout))))))))))
+
+(provide 'parley-session)
+;;; parley-session.el ends here

@@ -1,0 +1,664 @@
+;;; parley-transcript.el --- The transcript of a Parley chat buffer  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; What the server streams into a chat buffer, and how it is shown:
+;; answers, thoughts and replayed prompts inserted at a marker (the
+;; streaming path, O(1) per chunk), tool calls and thoughts as
+;; foldable sections, notices and errors, and the usage the header
+;; line shows.  `parley--update' is where a `session/update' lands.
+;;
+;; This file knows nothing of the server: parley-session.el routes
+;; the updates here; parley-question.el asks permission questions in
+;; the same transcript.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+
+(declare-function markdown-mode "ext:markdown-mode" ())
+
+;;;; Customization
+
+(defgroup parley nil
+  "Chat with the Parley coding agent."
+  :group 'tools
+  :prefix "parley-")
+
+(defcustom parley-fold-thoughts t
+  "Non-nil means a thought section folds when the answer starts."
+  :type 'boolean)
+
+(defcustom parley-tool-display-limit 4000
+  "Maximum characters of a tool's input or output shown in the buffer."
+  :type 'integer)
+
+(defcustom parley-fontify-markdown t
+  "Non-nil means answers are fontified as Markdown when a turn ends.
+This needs the `markdown-mode' package; without it nothing happens."
+  :type 'boolean)
+
+;;;; Faces
+
+(defface parley-user-header '((t :inherit font-lock-keyword-face :weight bold))
+  "Face for the label before the user's prompt.")
+
+(defface parley-user-text '((t :inherit font-lock-doc-face))
+  "Face for the user's prompt in the transcript.")
+
+(defface parley-agent-header '((t :inherit font-lock-function-name-face :weight bold))
+  "Face for the label before the agent's answer.")
+
+(defface parley-section-header '((t :inherit font-lock-comment-face :weight bold))
+  "Face for the header of a thought section.")
+
+(defface parley-thought '((t :inherit font-lock-comment-face))
+  "Face for the agent's thoughts.")
+
+(defface parley-tool-header '((t :inherit font-lock-constant-face))
+  "Face for the header line of a tool call.")
+
+(defface parley-tool-body '((t :inherit shadow))
+  "Face for a tool call's input and output.")
+
+(defface parley-status-pending '((t :inherit shadow))
+  "Face for the status of a tool call not yet started.")
+
+(defface parley-status-running '((t :inherit warning))
+  "Face for the status of a running tool call.")
+
+(defface parley-status-done '((t :inherit success))
+  "Face for the status of a finished tool call.")
+
+(defface parley-status-failed '((t :inherit error))
+  "Face for the status of a failed tool call.")
+
+(defface parley-error '((t :inherit error))
+  "Face for errors shown in the transcript.")
+
+(defface parley-notice '((t :inherit shadow :slant italic))
+  "Face for notices in the transcript (cancelled, turn statistics).")
+
+;;;; Chat buffers
+
+(defun parley--chat-buffers ()
+  "Return the live Parley chat buffers."
+  (cl-remove-if-not (lambda (b) (with-current-buffer b
+                                  (derived-mode-p 'parley-chat-mode)))
+                    (buffer-list)))
+
+;;;; Transcript state
+
+(defvar-local parley--output nil
+  "Marker where the transcript grows: its end, just before the prompt.")
+
+(defvar-local parley--start nil
+  "Where the transcript starts, after the banner line.")
+
+(defvar-local parley--title nil
+  "The session's title, if the server set one.")
+
+(defvar-local parley--blocks nil
+  "Hash table of the blocks that can still change, keyed (KIND . ID).")
+
+(defvar-local parley--tail nil
+  "The block at the end of the transcript that streamed text extends.")
+
+(defvar-local parley--open-thoughts nil
+  "Thought blocks not folded yet.")
+
+(defvar-local parley--role nil
+  "Who the last thing in the transcript is from: `user', `agent' or nil.")
+
+(cl-defstruct (parley--block (:constructor parley--block-create) (:copier nil))
+  "A part of the transcript that can still change.
+KIND is `message', `thought', `user' or `tool'; ID its id on the wire;
+BEG and END markers around it.  A tool block also has TITLE, STATUS,
+INPUT, OUTPUT, RAW-OUTPUT and EXPANDED."
+  kind id beg end title status input output raw-output expanded)
+
+;;;; JSON as text
+
+(defvar json-false)
+(defvar json-null)
+(declare-function json-encode "json" (object))
+
+(defun parley--json-encode (value)
+  "Encode VALUE (a plist or vector from jsonrpc.el) as a JSON string.
+Emacs 28 has `json-serialize' only when built with libjansson;
+otherwise json.el does it, as it does for jsonrpc.el."
+  (if (fboundp 'json-serialize)
+      (json-serialize value :null-object nil :false-object :json-false)
+    (require 'json)
+    (let ((json-false :json-false)
+          (json-null nil))
+      (json-encode value))))
+
+(defun parley--json-brief (value &optional limit)
+  "Return VALUE (as jsonrpc.el parsed it) as compact text, at most LIMIT chars."
+  (let ((text (if (stringp value)
+                  value
+                (condition-case nil
+                    (parley--json-encode value)
+                  (error (prin1-to-string value))))))
+    (if (and limit (> (length text) limit))
+        (concat (substring text 0 limit) "…")
+      text)))
+
+;;;; Writing the transcript
+
+(defmacro parley--writing (&rest body)
+  "Run BODY with the transcript writable and no undo recording.
+Point is restored afterwards.  Undo entries of the input would point
+to wrong places once text is added above it, so they are dropped."
+  (declare (indent 0) (debug t))
+  `(prog1 (let ((inhibit-read-only t)
+                (buffer-undo-list t))
+            (save-excursion ,@body))
+     (when (consp buffer-undo-list)
+       (setq buffer-undo-list nil))))
+
+(defun parley--props (string &rest props)
+  "Add PROPS to all of STRING, read-only included, and return it."
+  (add-text-properties 0 (length string) (cons 'read-only (cons t props)) string)
+  string)
+
+(defun parley--emit (string)
+  "Insert STRING at the end of the transcript; return its start position.
+STRING carries its own properties.  This is the streaming path: it
+costs the same however long the buffer is."
+  (parley--writing
+    (goto-char parley--output)
+    (prog1 (point)
+      (insert string))))
+
+(defun parley--close-tail ()
+  "End the block at the end of the transcript; start a new line."
+  (when parley--tail
+    (let ((b parley--tail))
+      (setq parley--tail nil)
+      (when (eq (parley--block-kind b) 'thought)
+        (parley--finish-thought b))))
+  (let ((end (marker-position parley--output)))
+    (when (and (> end (point-min))
+               (/= (char-before end) ?\n))
+      (parley--emit (parley--props (string ?\n))))))
+
+(defun parley--new-block (kind id &rest slots)
+  "Start a block of KIND with ID at the end of the transcript and return it.
+SLOTS are more slot values for `parley--block-create'."
+  (parley--close-tail)
+  (let* ((pos (marker-position parley--output))
+         (block (apply #'parley--block-create
+                       :kind kind :id id
+                       :beg (copy-marker pos) :end (copy-marker pos)
+                       slots)))
+    (puthash (cons kind id) block parley--blocks)
+    block))
+
+(defun parley--append (block string)
+  "Append STRING to BLOCK, which is at the end of the transcript."
+  (parley--emit string)
+  (set-marker (parley--block-end block) parley--output)
+  (setq parley--tail block))
+
+(defun parley--extend (block text)
+  "Append TEXT to BLOCK, the tail, with the properties of BLOCK's last char.
+The text joins the last text-property interval instead of adding
+one per chunk, so a long answer costs the garbage collector nothing
+more than a short one."
+  (parley--writing
+    (goto-char parley--output)
+    (insert-and-inherit (substring-no-properties text)))
+  (set-marker (parley--block-end block) parley--output))
+
+(defun parley--replace (block string)
+  "Replace the text of BLOCK with STRING, keeping markers around it right."
+  (let ((beg (marker-position (parley--block-beg block)))
+        (end (marker-position (parley--block-end block))))
+    (parley--writing
+      (if (= beg end)
+          (progn (goto-char beg) (insert string)
+                 (set-marker (parley--block-end block) (point)))
+        ;; Insert after the old text, pushing every marker at its end
+        ;; (the next block, the output marker) past the new text, then
+        ;; delete the old text; markers at its start stay put.
+        (goto-char end)
+        (insert-before-markers string)
+        (delete-region beg end)))))
+
+(defun parley--ensure-role (role)
+  "Insert the label of ROLE (`user' or `agent') unless it is the last one."
+  (unless (eq parley--role role)
+    (parley--close-tail)
+    (setq parley--role role)
+    (parley--emit
+     (parley--props (concat (if (> parley--output parley--start) "\n" "")
+                            (if (eq role 'user) "You" "Parley")
+                            "\n")
+                    'face (if (eq role 'user) 'parley-user-header 'parley-agent-header)))))
+
+(defun parley--insert-notice (text &optional face)
+  "Insert TEXT on its own line in FACE (default `parley-notice')."
+  (parley--close-tail)
+  (parley--emit (parley--props (concat text "\n") 'face (or face 'parley-notice))))
+
+(defun parley--insert-error (text)
+  "Insert the error TEXT in the transcript."
+  (parley--insert-notice (concat "Error: " text) 'parley-error))
+
+(defun parley--render-prompt (text context)
+  "Show the prompt TEXT and the CONTEXT resources in the transcript."
+  (setq parley--role nil)               ; every prompt gets its label
+  (parley--ensure-role 'user)
+  (dolist (block context)
+    (parley--emit (parley--props (parley--content-text block) 'face 'parley-notice)))
+  (unless (string-empty-p text)
+    (parley--emit (parley--props (concat text "\n") 'face 'parley-user-text))))
+
+;;;; Sections: thoughts and tool calls
+
+(defconst parley--arrow-open ?▾
+  "The character before an unfolded section's header.")
+
+(defconst parley--arrow-closed ?▸
+  "The character before a folded section's header.")
+
+(defun parley--set-folded (id folded &optional hbeg)
+  "Fold (when FOLDED) or unfold the section ID; return non-nil if found.
+HBEG is where its header starts, when known.  Sections are marked by
+text properties: the header carries `parley-header' and the body
+`parley-body', both ID."
+  (let ((hbeg (or hbeg
+                  (and (parley--block-p id)
+                       (marker-position (parley--block-beg id)))
+                  (text-property-any (point-min) parley--output 'parley-header id))))
+    (when hbeg
+      (let* ((bbeg (next-single-property-change hbeg 'parley-header nil parley--output))
+             (bend (if (eq (get-text-property bbeg 'parley-body) id)
+                       (next-single-property-change bbeg 'parley-body nil parley--output)
+                     bbeg)))
+        (parley--writing
+          (when (< bbeg bend)
+            (put-text-property bbeg bend 'invisible (and folded 'parley-hidden)))
+          (let ((from (if folded parley--arrow-open parley--arrow-closed))
+                (to (if folded parley--arrow-closed parley--arrow-open)))
+            (when (eq (char-after hbeg) from)
+              (subst-char-in-region hbeg (1+ hbeg) from to t))))
+        (when (parley--block-p id)
+          (setf (parley--block-expanded id) (not folded)))
+        t))))
+
+(defun parley--section-at (pos)
+  "Return the id of the section whose header line POS is on, or nil.
+POS may also be just after the section's body (the end of a folded
+header line)."
+  (or (get-text-property pos 'parley-header)
+      (and (> pos (point-min))
+           (or (get-text-property (1- pos) 'parley-header)
+               (get-text-property (1- pos) 'parley-body)))))
+
+(defun parley--section-start (id pos)
+  "Return the start of the header of the section ID around POS, or nil.
+POS is in the section's header or body, or just after it."
+  (let ((pos (if (and (> pos (point-min))
+                      (not (eq (get-text-property pos 'parley-header) id))
+                      (not (eq (get-text-property pos 'parley-body) id)))
+                 (1- pos)
+               pos)))
+    (when (eq (get-text-property pos 'parley-body) id)
+      (setq pos (1- (previous-single-property-change (1+ pos) 'parley-body nil
+                                                     (1+ (point-min))))))
+    (when (eq (get-text-property pos 'parley-header) id)
+      (previous-single-property-change (1+ pos) 'parley-header nil (point-min)))))
+
+(defun parley-toggle-section (&optional pos)
+  "Fold or unfold the thoughts or tool call whose header is at POS (point)."
+  (interactive)
+  (let* ((pos (or pos (point)))
+         (id (parley--section-at pos))
+         (hbeg (and id (parley--section-start id pos))))
+    (unless hbeg (user-error "No section here"))
+    (parley--set-folded id (not (eq (char-after hbeg) parley--arrow-closed)) hbeg)))
+
+(defun parley-next-section ()
+  "Move to the next thought or tool call header."
+  (interactive)
+  (let ((pos (next-single-property-change (point) 'parley-header nil parley--output)))
+    (when (and pos (< pos parley--output) (not (get-text-property pos 'parley-header)))
+      (setq pos (next-single-property-change pos 'parley-header nil parley--output)))
+    (if (and pos (< pos parley--output))
+        (goto-char pos)
+      (user-error "No more sections"))))
+
+(defun parley--start-thought (id)
+  "Start a thought section with ID and return its block."
+  (let ((block (parley--new-block 'thought id)))
+    (parley--append block (parley--props (string parley--arrow-open ?\s)
+                                         'parley-header block
+                                         'face 'parley-section-header))
+    (parley--append block (parley--props "Thinking" 'parley-header block
+                                         'face 'parley-section-header))
+    (parley--append block (parley--props (string ?\n) 'parley-body block
+                                         'face 'parley-thought))
+    (push block parley--open-thoughts)
+    block))
+
+(defun parley--finish-thought (block)
+  "End the thought BLOCK with a visible newline after its body."
+  (let ((end (marker-position (parley--block-end block))))
+    (parley--writing
+      (if (and (eq (char-before end) ?\n)
+               (> end (1+ (next-single-property-change
+                           (parley--block-beg block) 'parley-header nil end))))
+          ;; The body ends in a newline: make that one the visible end.
+          (remove-list-of-text-properties (1- end) end '(parley-body invisible))
+        (goto-char end)
+        (insert (parley--props (string ?\n)))
+        (when (= end parley--output)
+          (set-marker parley--output (point)))
+        (set-marker (parley--block-end block) (point))))))
+
+(defun parley--fold-thoughts ()
+  "Fold the thoughts of this turn that are still open."
+  (when parley--open-thoughts
+    (let ((thoughts parley--open-thoughts))
+      (setq parley--open-thoughts nil)
+      (when (and parley--tail (memq parley--tail thoughts))
+        (parley--close-tail))
+      (when parley-fold-thoughts
+        (dolist (block thoughts)
+          (parley--set-folded block t))))))
+
+(defun parley--status-label (status)
+  "Return the label and face of the tool STATUS as a cons."
+  (pcase status
+    ("in_progress" '("running" . parley-status-running))
+    ("completed" '("done" . parley-status-done))
+    ("failed" '("failed" . parley-status-failed))
+    ("superseded" '("superseded" . parley-status-failed))
+    (_ '("pending" . parley-status-pending))))
+
+(defun parley--indent (text)
+  "Return TEXT with each line indented by four spaces."
+  (replace-regexp-in-string "^" "    " text))
+
+(defun parley--limit (text)
+  "Return TEXT cut to `parley-tool-display-limit' characters."
+  (if (<= (length text) parley-tool-display-limit)
+      text
+    (format "%s\n… [%d more characters]"
+            (substring text 0 parley-tool-display-limit)
+            (- (length text) parley-tool-display-limit))))
+
+(defun parley--input-text (input)
+  "Return the tool INPUT (a plist or other JSON value) as readable lines."
+  (if (and (consp input) (keywordp (car input)))
+      (mapconcat (lambda (pair)
+                   (let ((value (cadr pair)))
+                     (format "%s: %s" (substring (symbol-name (car pair)) 1)
+                             (if (stringp value)
+                                 (if (string-search "\n" value)
+                                     (concat "\n" (parley--indent value))
+                                   value)
+                               (parley--json-brief value)))))
+                 (cl-loop for (key value) on input by #'cddr
+                          collect (list key value))
+                 "\n")
+    (parley--json-brief input)))
+
+(defun parley--tool-output-text (block)
+  "Return the output of the tool BLOCK as text, or nil."
+  (let ((content (parley--block-output block))
+        (raw (parley--block-raw-output block)))
+    (cond (content
+           (mapconcat (lambda (item)
+                        (let ((inner (plist-get item :content)))
+                          (or (plist-get inner :text)
+                              (plist-get item :text)
+                              (parley--json-brief item))))
+                      content "\n"))
+          (raw (parley--json-brief raw)))))
+
+(defun parley--tool-string (block)
+  "Return the transcript text of the tool BLOCK: a header and a body."
+  (let* ((expanded (parley--block-expanded block))
+         (status (parley--status-label (parley--block-status block)))
+         (title (car (split-string (or (parley--block-title block) "tool") "\n")))
+         (title (truncate-string-to-width title 100 nil nil "…"))
+         (input (parley--block-input block))
+         (output (parley--tool-output-text block))
+         (body (concat
+                (if input
+                    (concat "\n  input:\n" (parley--indent (parley--limit (parley--input-text input))))
+                  "")
+                (if output
+                    (concat "\n  output:\n"
+                            (parley--indent (parley--limit (string-trim-right output))))
+                  ""))))
+    (concat
+     (parley--props (concat (string (if expanded parley--arrow-open parley--arrow-closed))
+                            " " title " ")
+                    'parley-header block 'face 'parley-tool-header)
+     (parley--props (concat "[" (car status) "]")
+                    'parley-header block 'face (cdr status))
+     (if (string-empty-p body)
+         ""
+       (parley--props body 'parley-body block 'face 'parley-tool-body
+                      'invisible (unless expanded 'parley-hidden)))
+     (parley--props (string ?\n)))))
+
+(defun parley--tool-update (update)
+  "Show the `tool_call' or `tool_call_update' UPDATE."
+  (let* ((id (plist-get update :toolCallId))
+         (block (gethash (cons 'tool id) parley--blocks))
+         (new (null block)))
+    (when new
+      (parley--ensure-role 'agent)
+      (parley--fold-thoughts)
+      (setq block (parley--new-block 'tool id :status "pending")))
+    (when (plist-member update :title)
+      (setf (parley--block-title block) (plist-get update :title)))
+    (when (plist-get update :status)
+      (setf (parley--block-status block) (plist-get update :status)))
+    (when (plist-member update :rawInput)
+      (setf (parley--block-input block) (plist-get update :rawInput)))
+    (when (plist-member update :content)
+      (setf (parley--block-output block) (append (plist-get update :content) nil)))
+    (when (plist-member update :rawOutput)
+      (let ((raw (plist-get update :rawOutput)))
+        (setf (parley--block-raw-output block) raw)
+        (when (and (consp raw) (eq (plist-get raw :superseded) t))
+          (setf (parley--block-status block) "superseded"))))
+    (if new
+        (parley--append block (parley--tool-string block))
+      (parley--replace block (parley--tool-string block)))
+    (when (eq parley--tail block)
+      (setq parley--tail nil))))
+
+;;;; Usage
+
+(cl-defstruct (parley--usage (:constructor parley--usage-create) (:copier nil))
+  "The tokens and cost of a session, as the header line shows them.
+IN and OUT are the session's tokens before this turn, TURN-IN and
+TURN-OUT this turn's so far; COST is the session's cost in USD (nil
+while unknown); USED and SIZE are the context's tokens and window."
+  (in 0) (out 0) (turn-in 0) (turn-out 0) cost used size)
+
+(defvar-local parley--usage nil
+  "This buffer's `parley--usage'; only `parley--record-usage' changes it.")
+
+(defun parley--record-usage (source data)
+  "Record in this buffer's usage what SOURCE reports in DATA.
+SOURCE is one of:
+  `round'    DATA is a `usage_update': the context's fill, the
+             round's tokens (added to the turn's) and the session's cost;
+  `turn'     DATA is the usage of a turn that ended: its tokens join
+             the session's, and the next turn counts from zero;
+  `session'  DATA is the session's totals as the server stored them.
+Token counts missing from DATA count as zero; a cost that is not a
+number leaves the known one."
+  (let ((usage (or parley--usage (setq parley--usage (parley--usage-create))))
+        (tokens (lambda (key) (or (plist-get data key) 0)))
+        (cost nil))
+    (pcase-exhaustive source
+      ('round
+       (let ((round (plist-get (plist-get data :_meta) :parley)))
+         (setf (parley--usage-used usage) (plist-get data :used)
+               (parley--usage-size usage) (plist-get data :size))
+         (when round
+           (cl-incf (parley--usage-turn-in usage) (or (plist-get round :inputTokens) 0))
+           (cl-incf (parley--usage-turn-out usage) (or (plist-get round :outputTokens) 0))))
+       (setq cost (plist-get data :cost)))
+      ('turn
+       (cl-incf (parley--usage-in usage) (funcall tokens :inputTokens))
+       (cl-incf (parley--usage-out usage) (funcall tokens :outputTokens))
+       (setf (parley--usage-turn-in usage) 0
+             (parley--usage-turn-out usage) 0))
+      ('session
+       (setf (parley--usage-in usage) (funcall tokens :inputTokens)
+             (parley--usage-out usage) (funcall tokens :outputTokens))
+       (setq cost (plist-get data :cost))))
+    (when (numberp (plist-get cost :amount))
+      (setf (parley--usage-cost usage) (plist-get cost :amount)))
+    (force-mode-line-update)))
+
+;;;; Updates
+
+(defun parley--meta (update key)
+  "Return KEY of UPDATE's `_meta.parley' object."
+  (plist-get (plist-get (plist-get update :_meta) :parley) key))
+
+(defun parley--content-text (content)
+  "Return the text of a ContentBlock CONTENT."
+  (pcase (plist-get content :type)
+    ("text" (or (plist-get content :text) ""))
+    ("resource" (let ((resource (plist-get content :resource)))
+                  (format "[context: %s]\n" (or (plist-get resource :uri) "resource"))))
+    ("resource_link" (format "[context: %s]\n" (plist-get content :uri)))
+    (_ "")))
+
+(defun parley--on-message (update)
+  "Show the `agent_message_chunk' UPDATE."
+  (let* ((text (parley--content-text (plist-get update :content)))
+         (id (plist-get update :messageId))
+         (replaces (parley--meta update :replaces))
+         (old (and replaces (gethash (cons 'message replaces) parley--blocks))))
+    (parley--fold-thoughts)
+    (cond
+     (old
+      ;; A revision: the synchronous call's text replaces what streamed.
+      (parley--replace old (parley--props text))
+      (when id (puthash (cons 'message id) old parley--blocks)))
+     ((string-empty-p text))
+     ((and parley--tail
+           (eq (parley--block-kind parley--tail) 'message)
+           (or (null id) (equal id (parley--block-id parley--tail))))
+      (parley--extend parley--tail text))
+     (t
+      (parley--ensure-role 'agent)
+      (parley--append (parley--new-block 'message id) (parley--props text))))))
+
+(defun parley--on-thought (update)
+  "Show the `agent_thought_chunk' UPDATE."
+  (let ((text (parley--content-text (plist-get update :content)))
+        (id (plist-get update :messageId)))
+    (unless (string-empty-p text)
+      ;; A new section ends its header with the body's first character,
+      ;; a newline carrying the body's properties, which text inherits.
+      (parley--extend (if (and parley--tail
+                               (eq (parley--block-kind parley--tail) 'thought)
+                               (or (null id) (equal id (parley--block-id parley--tail))))
+                          parley--tail
+                        (parley--ensure-role 'agent)
+                        (parley--start-thought id))
+                      text))))
+
+(defun parley--on-user-chunk (update)
+  "Show the `user_message_chunk' UPDATE (a replayed prompt)."
+  (let ((text (parley--content-text (plist-get update :content)))
+        (id (plist-get update :messageId)))
+    (unless (string-empty-p text)
+      (if (and parley--tail
+               (eq (parley--block-kind parley--tail) 'user)
+               (or (null id) (equal id (parley--block-id parley--tail))))
+          (parley--extend parley--tail text)
+        ;; Another prompt (two in a row when a turn failed early): its
+        ;; own label.
+        (when (eq parley--role 'user)
+          (setq parley--role nil))
+        (parley--ensure-role 'user)
+        (parley--append (parley--new-block 'user id)
+                        (parley--props text 'face 'parley-user-text))))))
+
+(defun parley--update (update)
+  "Show the `session/update' UPDATE in the current chat buffer."
+  (pcase (plist-get update :sessionUpdate)
+    ("agent_message_chunk" (parley--on-message update))
+    ("agent_thought_chunk" (parley--on-thought update))
+    ("user_message_chunk" (parley--on-user-chunk update))
+    ((or "tool_call" "tool_call_update") (parley--tool-update update))
+    ("usage_update" (parley--record-usage 'round update))
+    ("session_info_update"
+     (when (plist-get update :title)
+       (setq parley--title (plist-get update :title))
+       (force-mode-line-update)))))
+
+;;;; The end of a turn
+
+(defun parley--face-runs (text mode)
+  "Return the faces MODE's font lock gives TEXT, as a list of (FROM TO FACE).
+FROM and TO are 0-based offsets in TEXT."
+  (let (runs)
+    (with-temp-buffer
+      (insert text)
+      ;; Quietly: python-mode, for one, says how it guessed the indentation.
+      (let ((inhibit-message t) (message-log-max nil))
+        (delay-mode-hooks (funcall mode)))
+      (font-lock-ensure)
+      (let ((pos (point-min)))
+        (while (< pos (point-max))
+          (let ((next (next-single-property-change pos 'face nil (point-max)))
+                (face (get-text-property pos 'face)))
+            (when face (push (list (1- pos) (1- next) face) runs))
+            (setq pos next)))))
+    runs))
+
+(defun parley--fontify-region (beg end)
+  "Fontify the Markdown between BEG and END, when `markdown-mode' is there."
+  (when (and parley-fontify-markdown (< beg end)
+             (require 'markdown-mode nil t))
+    (let ((runs (parley--face-runs (buffer-substring-no-properties beg end)
+                                   #'markdown-mode)))
+      (parley--writing
+        (pcase-dolist (`(,from ,to ,face) runs)
+          (put-text-property (+ beg from) (+ beg to) 'face face))))))
+
+(defun parley--finish-blocks ()
+  "Forget the blocks of the turn that ended; fontify its answers."
+  (parley--close-tail)
+  (when parley--blocks
+    (maphash (lambda (_key block)
+               (when (and (eq (parley--block-kind block) 'message)
+                          (marker-position (parley--block-beg block)))
+                 (parley--fontify-region (parley--block-beg block)
+                                         (parley--block-end block))))
+             parley--blocks)
+    (maphash (lambda (_key block)
+               (set-marker (parley--block-beg block) nil)
+               (set-marker (parley--block-end block) nil))
+             parley--blocks)
+    (clrhash parley--blocks))
+  (setq parley--tail nil
+        parley--open-thoughts nil))
+
+(provide 'parley-transcript)
+;;; parley-transcript.el ends here
