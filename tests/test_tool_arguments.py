@@ -7,7 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
+import pytest
+from parley.tools.arguments import (
+    InvalidArguments,
+    NoArguments,
+    argument,
+    json_schema,
+    read_arguments,
+)
+from parley.tools.base import ToolContext
 from parley.tools.server_tools import server_tools
+from parley.tools.workspace import ReadFileArguments
 
 # What every server tool told the model before its arguments were declared as classes: the
 # declarations must keep this exactly (names, order, descriptions, what is required).
@@ -114,3 +125,107 @@ def test_every_server_tool_tells_the_model_what_it_did_before(tmp_path: Path) ->
     for name, schema in schemas.items():
         # As text too: the text tool format shows the model the schema's JSON, key order and all.
         assert json.dumps(schema) == json.dumps(SCHEMAS_BEFORE[name]), name
+
+
+@attrs.frozen
+class SliceArguments:
+    """A declaration with every kind of argument."""
+
+    text: str = argument("What to cut.")
+    code: str = argument(blank=True)
+    first_line: int | None = argument("From here.", wire_name="firstLine", minimum=1, default=None)
+    label: str | None = argument(default=None)
+
+
+def test_the_schema_comes_from_the_declaration() -> None:
+    assert json_schema(SliceArguments) == {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "What to cut."},
+            "code": {"type": "string"},
+            "firstLine": {"type": "integer", "description": "From here.", "minimum": 1},
+            "label": {"type": "string"},
+        },
+        "required": ["text", "code"],
+        "additionalProperties": False,
+    }
+    assert json_schema(NoArguments) == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+
+
+def test_arguments_are_read_by_their_wire_names_with_defaults() -> None:
+    read = read_arguments(SliceArguments, {"text": "abc", "code": "", "firstLine": 3.0})
+    assert read == SliceArguments(text="abc", code="", first_line=3, label=None)
+    assert isinstance(read.first_line, int)
+    # None is "not given"; arguments nobody declared are ignored, as before.
+    read = read_arguments(SliceArguments, {"text": "a", "code": "b", "label": None, "x": 1})
+    assert read == SliceArguments(text="a", code="b")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"code": ""}, "'text' must be a non-empty string"),
+        ({"text": "   ", "code": ""}, "'text' must be a non-empty string"),
+        ({"text": 7, "code": ""}, "'text' must be a non-empty string"),
+        ({"text": "a"}, "'code' must be a string"),
+        ({"text": "a", "code": ["print(1)"]}, "'code' must be a string"),
+        ({"text": "a", "code": "", "firstLine": "3"}, "'firstLine' must be a whole number"),
+        ({"text": "a", "code": "", "firstLine": 2.5}, "'firstLine' must be a whole number"),
+        ({"text": "a", "code": "", "firstLine": True}, "'firstLine' must be a whole number"),
+        (
+            {"text": "a", "code": "", "firstLine": float("inf")},
+            "'firstLine' must be a whole number",
+        ),
+        ({"text": "a", "code": "", "label": 3}, "'label' must be a string"),
+        # The first wrong argument, in declaration order, is named.
+        ({"text": "", "code": 1, "label": 3}, "'text' must be a non-empty string"),
+    ],
+)
+def test_a_wrong_argument_is_named_in_a_sentence(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArguments) as raised:
+        read_arguments(SliceArguments, arguments)
+    assert str(raised.value) == message
+
+
+def test_only_str_and_int_arguments_can_be_declared() -> None:
+    @attrs.frozen
+    class Listed:
+        names: list[str] = attrs.field()
+
+    with pytest.raises(TypeError, match=r"Listed\.names: arguments are str or int"):
+        json_schema(Listed)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("read_file", {"path": " "}, "'path' must be a non-empty string"),
+        ("read_file", {"path": "a.py", "startLine": "2"}, "'startLine' must be a whole number"),
+        ("read_file", {"path": "a.py", "endLine": 2.5}, "'endLine' must be a whole number"),
+        ("list_directory", {"path": 3}, "'path' must be a string"),
+        ("search_files", {"pattern": ""}, "'pattern' must be a non-empty string"),
+        ("search_files", {"pattern": "x", "glob": ["*.py"]}, "'glob' must be a string"),
+        ("python_eval", {"code": 42}, "'code' must be a string"),
+        ("python_describe", {}, "'target' must be a non-empty string"),
+        ("python_source", {"target": ""}, "'target' must be a non-empty string"),
+        ("python_members", {"target": None}, "'target' must be a non-empty string"),
+        ("python_apropos", {"pattern": "x", "package": 1}, "'package' must be a string"),
+        ("python_who_calls", {"name": "\t"}, "'name' must be a non-empty string"),
+    ],
+)
+async def test_a_tool_answers_a_wrong_argument_with_an_error_result(
+    tmp_path: Path, tool: str, arguments: dict[str, Any], message: str
+) -> None:
+    tools = {tool.spec.name: tool for tool in server_tools(tmp_path)}
+    context = ToolContext(session_id="s1", tool_call_id="t1", cwd=tmp_path)
+    result = await tools[tool].run(arguments, context)
+    assert result.is_error and result.content == message
+
+
+def test_read_file_reads_its_camel_case_lines() -> None:
+    read = read_arguments(ReadFileArguments, {"path": "a.py", "startLine": 4, "endLine": 5})
+    assert (read.path, read.start_line, read.end_line) == ("a.py", 4, 5)
