@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
+from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.tools.arguments import (
     InvalidArguments,
     NoArguments,
@@ -20,6 +21,20 @@ from parley.tools.base import ToolContext
 from parley.tools.server_tools import server_tools
 from parley.tools.workspace import ReadFileArguments
 
+DOTTED_TARGET_BEFORE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "target": {
+            "type": "string",
+            "description": (
+                "A dotted path, e.g. 'geometry.Shape.area', or a name defined by python_eval."
+            ),
+        }
+    },
+    "required": ["target"],
+    "additionalProperties": False,
+}
+
 # What every server tool told the model before its arguments were declared as classes: the
 # declarations must keep this exactly (names, order, descriptions, what is required).
 SCHEMAS_BEFORE: dict[str, dict[str, Any]] = {
@@ -29,32 +44,8 @@ SCHEMAS_BEFORE: dict[str, dict[str, Any]] = {
         "required": ["code"],
         "additionalProperties": False,
     },
-    "python_describe": {
-        "type": "object",
-        "properties": {
-            "target": {
-                "type": "string",
-                "description": (
-                    "A dotted path, e.g. 'geometry.Shape.area', or a name defined by python_eval."
-                ),
-            }
-        },
-        "required": ["target"],
-        "additionalProperties": False,
-    },
-    "python_source": {
-        "type": "object",
-        "properties": {
-            "target": {
-                "type": "string",
-                "description": (
-                    "A dotted path, e.g. 'geometry.Shape.area', or a name defined by python_eval."
-                ),
-            }
-        },
-        "required": ["target"],
-        "additionalProperties": False,
-    },
+    "python_describe": DOTTED_TARGET_BEFORE,
+    "python_source": DOTTED_TARGET_BEFORE,
     "python_members": {
         "type": "object",
         "properties": {
@@ -125,6 +116,24 @@ def test_every_server_tool_tells_the_model_what_it_did_before(tmp_path: Path) ->
     for name, schema in schemas.items():
         # As text too: the text tool format shows the model the schema's JSON, key order and all.
         assert json.dumps(schema) == json.dumps(SCHEMAS_BEFORE[name]), name
+
+
+async def test_the_model_is_sent_the_schemas_and_told_which_argument_is_wrong(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    client = await start_server()
+    await client.initialize()
+    wrong = ScriptedToolCall("read_file", {"path": "geometry.py", "startLine": "two"})
+    fake.set_script([Reply(tool_calls=(wrong,)), Reply(text="Done.")])
+    session = await client.new_session(str(workspace), toolPolicy="sync")
+    result = await client.prompt(session, "Read it.", timeout=60)
+    assert result["stopReason"] == "end_turn"
+    first, second = fake.requests
+    sent = {
+        tool["function"]["name"]: tool["function"]["parameters"] for tool in first.body["tools"]
+    }
+    assert {name: sent[name] for name in SCHEMAS_BEFORE} == SCHEMAS_BEFORE
+    assert second.body["messages"][-1]["content"] == "'startLine' must be a whole number"
 
 
 @attrs.frozen

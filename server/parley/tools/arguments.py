@@ -9,7 +9,8 @@ the reading of a call's arguments both come from it.
 A field without a default is required. `str` and `int` are the types a field may have
 (optionally `| None`). A required string must not be blank unless `blank=True`. Arguments the
 model adds that are not declared are ignored. A wrong argument raises `InvalidArguments` with a
-sentence the model can act on; tools turn it into an error result.
+sentence the model can act on; tools turn it into an error result. `minimum` is only told to
+the model: a range is the tool's to check (read_file reads `startLine: 0` from line 1).
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ def argument(
     """A declared argument: what the model is told about it (`description`, `minimum`), its
     name on the wire when that is not the field's, and whether a required string may be
     blank."""
-    metadata = {"description": description, "wire_name": wire_name, "minimum": minimum}
-    return attrs.field(default=default, metadata={**metadata, "blank": blank})
+    metadata = {
+        "description": description,
+        "wire_name": wire_name,
+        "minimum": minimum,
+        "blank": blank,
+    }
+    return attrs.field(default=default, metadata=metadata)
 
 
 @attrs.frozen
@@ -117,7 +123,7 @@ def json_schema(cls: type) -> dict[str, Any]:
 def read_arguments(cls: type[ArgumentsT], arguments: Mapping[str, Any]) -> ArgumentsT:
     """The call's `arguments` as a `cls`, checked in declaration order; `InvalidArguments`
     names the first one that is wrong."""
-    values = {}
+    values: dict[str, Any] = {}
     for field in _declared(cls):
         value = arguments.get(field.wire_name)
         if value is None and not field.required:
