@@ -378,9 +378,7 @@ async def chat(
                 settings["toolPolicy"] = tool_policy
             session_id = await client.new_session(str(cwd), **settings)
         else:
-            await client.request(
-                "session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
-            )
+            await client.load_session(session_id, str(cwd))
         client.on_update = view.show  # after the replay of a loaded session: only the answer
         stopper.session_id = session_id
         result = await client.prompt(session_id, prompt)

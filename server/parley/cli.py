@@ -1,4 +1,4 @@
-"""The `parley` command: serve | chat | demo | bench."""
+"""The `parley` command: serve | chat | demo | sessions | export | bench."""
 
 from __future__ import annotations
 

@@ -173,6 +173,11 @@ class ParleyClient(JsonRPCClient):
         result = await self.request("session/new", params)
         return result["sessionId"]
 
+    async def load_session(self, session_id: str, cwd: str) -> dict[str, Any]:
+        """Reopen a stored session in `cwd`; its conversation is replayed as updates."""
+        params = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        return await self.request("session/load", params)
+
     async def prompt(
         self,
         session_id: str,

@@ -49,10 +49,9 @@ def export_json(store: Store, session: StoredSession) -> str:
 def export_markdown(store: Store, session: StoredSession) -> str:
     out = [f"# {session.title or 'Untitled'}", ""]
     out.append(f"*{session.model} · {session.cwd} · {session.created_at[:19]}*")
-    results = {
-        m.tool_call_id: m for m in store.messages(session.id) if isinstance(m, ToolResultMessage)
-    }
-    for message in store.messages(session.id):
+    messages = store.messages(session.id)
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
+    for message in messages:
         if isinstance(message, UserMessage):
             out += ["", "## You", ""]
             for block in message.content:

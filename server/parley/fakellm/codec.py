@@ -50,9 +50,5 @@ def replies_from_json(data: Any, base_dir: Path | None = None) -> list[Reply]:
     return replies
 
 
-def replies_to_json(replies: list[Reply]) -> list[dict[str, Any]]:
-    return _converter.unstructure(replies)
-
-
 def recorded_requests_to_json(requests: list[RecordedRequest]) -> list[dict[str, Any]]:
     return [attrs.asdict(request) for request in requests]

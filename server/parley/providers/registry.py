@@ -16,7 +16,6 @@ class ResolvedModel:
     id: str  # "provider:model"
     provider: Provider
     model: str  # what is sent to the provider
-    config_name: str
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:
@@ -74,7 +73,7 @@ class ProviderRegistry:
             provider = TextToolProvider(provider, think_tags=model_config.think_tags)
         elif model_config.think_tags:
             provider = ThinkTagProvider(provider)
-        return ResolvedModel(model_id, provider, model, provider_name)
+        return ResolvedModel(model_id, provider, model)
 
     def _build(self, config: ProviderConfig) -> Provider:
         api_key = self._settings.api_key(config) or "none"

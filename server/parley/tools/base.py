@@ -12,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from parley.tools.arguments import InvalidArguments, read_arguments
+
 # ACP ToolKind values: how an editor may show a call (icon, grouping).
 TOOL_KINDS = frozenset(
     {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
@@ -68,3 +70,23 @@ class Tool(Protocol):
     spec: ToolSpec
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult: ...
+
+
+class DeclaredTool:
+    """A server tool whose arguments are declared once, as the attrs class `Arguments` (see
+    `arguments.py`): its `spec` shows the model `json_schema(Arguments)`, and `run` reads a
+    call's arguments into an `Arguments` (a wrong one is an error result that says which)
+    for `execute`, where the tool's work is."""
+
+    spec: ToolSpec
+    Arguments: type
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        try:
+            declared = read_arguments(self.Arguments, arguments)
+        except InvalidArguments as exc:
+            return ToolResult(str(exc), is_error=True)
+        return await self.execute(declared, context)
+
+    async def execute(self, arguments: Any, context: ToolContext) -> ToolResult:
+        raise NotImplementedError

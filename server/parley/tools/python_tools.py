@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from parley.tools.arguments import required_string
-from parley.tools.base import ToolContext, ToolResult, ToolSpec
+from parley.tools.arguments import NoArguments, argument, json_schema
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, ToolSpec
 from parley.tools.confined import open_confined, printable_name
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, workspace_files
@@ -31,17 +31,37 @@ WHO_CALLS_MAX_SITES = 200
 APROPOS_MAX_HITS = 200  # as in the kernel and static_python
 
 
-def _target_schema(description: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"target": {"type": "string", "description": description}},
-        "required": ["target"],
-        "additionalProperties": False,
-    }
-
-
-DOTTED_TARGET = "A dotted path, e.g. 'geometry.Shape.area', or a name defined by python_eval."
 STATIC_NOTE = "(read from the source: nothing was imported or run)"
+
+
+@attrs.frozen
+class EvalArguments:
+    code: str = argument("Python statements.", blank=True)
+
+
+@attrs.frozen
+class TargetArguments:
+    target: str = argument(
+        "A dotted path, e.g. 'geometry.Shape.area', or a name defined by python_eval."
+    )
+
+
+@attrs.frozen
+class MembersArguments(TargetArguments):
+    target: str = argument("A module or class, e.g. 'geometry' or 'geometry.Shape'.")
+
+
+@attrs.frozen
+class AproposArguments:
+    pattern: str = argument("A Python regular expression.")
+    package: str | None = argument(
+        "Search this package's modules (from their source).", default=None
+    )
+
+
+@attrs.frozen
+class WhoCallsArguments:
+    name: str = argument("The function's name; 'area' also matches 'x.area(...)'.")
 
 
 def _section(title: str, text: str) -> str:
@@ -68,10 +88,8 @@ def format_reply(reply: KernelReply, body: str | None) -> ToolResult:
     return ToolResult("\n".join(parts) or "(no output)", is_error=not reply.ok, raw_output=raw)
 
 
-class KernelTool:
+class KernelTool(DeclaredTool):
     """A tool that runs in the shared kernel. Closing any of them closes the kernel."""
-
-    spec: ToolSpec
 
     def __init__(self, kernel: PythonKernel) -> None:
         self.kernel = kernel
@@ -81,6 +99,7 @@ class KernelTool:
 
 
 class PythonEvalTool(KernelTool):
+    Arguments = EvalArguments
     spec = ToolSpec(
         name="python_eval",
         description=(
@@ -88,21 +107,13 @@ class PythonEvalTool(KernelTool):
             "project's modules import by name). Returns stdout, stderr, the last "
             "expression's value, or the traceback."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "Python statements."}},
-            "required": ["code"],
-            "additionalProperties": False,
-        },
+        input_schema=json_schema(Arguments),
         kind="execute",
         needs_permission=True,
     )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        code = arguments.get("code")
-        if not isinstance(code, str):
-            return ToolResult("'code' must be a string of Python code.", is_error=True)
-        reply = await self.kernel.call("eval", code=code)
+    async def execute(self, arguments: EvalArguments, context: ToolContext) -> ToolResult:
+        reply = await self.kernel.call("eval", code=arguments.code)
         value = reply.result.get("value")
         if value is None:
             quiet = not (reply.stdout or reply.stderr or reply.process_output)
@@ -169,16 +180,14 @@ class TargetTool(ReadOnlyTool):
     """A read-only tool about one `target` (a dotted path or a name eval defined): the
     operation `operation` finds it, live or in the source; `render` says what was found."""
 
+    Arguments = TargetArguments
     operation: str
 
     def render(self, target: str, found: dict[str, Any]) -> str:
         raise NotImplementedError
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            target = required_string(arguments, "target")
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
+    async def execute(self, arguments: TargetArguments, context: ToolContext) -> ToolResult:
+        target = arguments.target
         reply, kernel_note = await self.ask_live(self.operation, target=target)
         if reply is not None:
             return format_reply(reply, self.render(target, reply.result))
@@ -198,7 +207,7 @@ class PythonDescribeTool(TargetTool):
             "signature, docstring, defining file and line. Read from the source, or from the "
             "live kernel for what python_eval has loaded; never imports."
         ),
-        input_schema=_target_schema(DOTTED_TARGET),
+        input_schema=json_schema(TargetArguments),
         kind="read",
     )
 
@@ -228,7 +237,7 @@ class PythonSourceTool(TargetTool):
             "Show the source of a function, class, method or module, with file and line "
             "(read from the files; never imports)."
         ),
-        input_schema=_target_schema(DOTTED_TARGET),
+        input_schema=json_schema(TargetArguments),
         kind="read",
     )
 
@@ -242,6 +251,7 @@ class PythonSourceTool(TargetTool):
 
 
 class PythonMembersTool(TargetTool):
+    Arguments = MembersArguments
     spec = ToolSpec(
         name="python_members",
         description=(
@@ -249,7 +259,7 @@ class PythonMembersTool(TargetTool):
             "method, property, module, data) and signatures. Read from the source, or from "
             "the live kernel for what python_eval has loaded; never imports."
         ),
-        input_schema=_target_schema("A module or class, e.g. 'geometry' or 'geometry.Shape'."),
+        input_schema=json_schema(Arguments),
         kind="read",
     )
 
@@ -275,6 +285,7 @@ class PythonMembersTool(TargetTool):
 
 
 class PythonAproposTool(ReadOnlyTool):
+    Arguments = AproposArguments
     spec = ToolSpec(
         name="python_apropos",
         description=(
@@ -282,29 +293,13 @@ class PythonAproposTool(ReadOnlyTool):
             "its submodules, or else in the workspace's own modules and the modules the "
             "kernel has loaded. Read from the source; never imports."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "A Python regular expression."},
-                "package": {
-                    "type": "string",
-                    "description": "Search this package's modules (from their source).",
-                },
-            },
-            "required": ["pattern"],
-            "additionalProperties": False,
-        },
+        input_schema=json_schema(Arguments),
         kind="search",
     )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            pattern = required_string(arguments, "pattern")
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
-        package = arguments.get("package") or None
-        if package is not None and not isinstance(package, str):
-            return ToolResult("'package' must be a string.", is_error=True)
+    async def execute(self, arguments: AproposArguments, context: ToolContext) -> ToolResult:
+        pattern = arguments.pattern
+        package = arguments.package or None
         try:
             # First from the source: it also checks the pattern before the kernel is asked.
             found = await self.static.ask("apropos", pattern, package)
@@ -358,15 +353,16 @@ def render_apropos(pattern: str, where: str, found: dict[str, Any]) -> str:
 
 
 class PythonLastErrorTool(KernelTool):
+    Arguments = NoArguments
     spec = ToolSpec(
         name="python_last_error",
         description="Show the last exception raised in the kernel (by python_eval or any "
         "Python tool), with its traceback.",
-        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        input_schema=json_schema(Arguments),
         kind="read",
     )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    async def execute(self, arguments: NoArguments, context: ToolContext) -> ToolResult:
         failure = self.kernel.last_failure
         before = f"\nWhat last happened to the kernel itself: {failure}" if failure else ""
         # Do not start a kernel only to learn that it has no error.
@@ -450,36 +446,24 @@ def find_call_sites(workspace: Path, name: str) -> tuple[list[CallSite], list[st
     return sites, unparsable
 
 
-class PythonWhoCallsTool:
+class PythonWhoCallsTool(DeclaredTool):
+    Arguments = WhoCallsArguments
     spec = ToolSpec(
         name="python_who_calls",
         description=(
             "Find the call sites of a function or method in the workspace's Python files "
             "(static, by syntax): file, line, calling function, and the line."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "name": {
-                    "type": "string",
-                    "description": "The function's name; 'area' also matches 'x.area(...)'.",
-                }
-            },
-            "required": ["name"],
-            "additionalProperties": False,
-        },
+        input_schema=json_schema(Arguments),
         kind="search",
     )
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace)
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            # A dotted name matches on its last part: calls are found by syntax, not binding.
-            name = required_string(arguments, "name").strip().rsplit(".", 1)[-1]
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
+    async def execute(self, arguments: WhoCallsArguments, context: ToolContext) -> ToolResult:
+        # A dotted name matches on its last part: calls are found by syntax, not binding.
+        name = arguments.name.strip().rsplit(".", 1)[-1]
         if not name.isidentifier():
             return ToolResult(f"{name!r} is not a Python name.", is_error=True)
         sites, unparsable = await asyncio.to_thread(find_call_sites, self.workspace, name)

@@ -20,11 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+import attrs
 import pathspec
 import regex
 
-from parley.tools.arguments import optional_int, optional_string, required_string
-from parley.tools.base import ToolContext, ToolResult, ToolSpec
+from parley.tools.arguments import argument, json_schema
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, ToolSpec
 from parley.tools.confined import (
     Refused,
     open_confined,
@@ -210,36 +211,30 @@ def _numbered(number: int, head: bytes, whole: bool) -> str:
     return f"{number:>6}\t{text}\n"
 
 
-class ReadFileTool:
+@attrs.frozen
+class ReadFileArguments:
+    path: str = argument("Path relative to the workspace.")
+    start_line: int | None = argument(wire_name="startLine", minimum=1, default=None)
+    end_line: int | None = argument(wire_name="endLine", minimum=1, default=None)
+
+
+class ReadFileTool(DeclaredTool):
+    Arguments = ReadFileArguments
     spec = ToolSpec(
         name="read_file",
         description=(
             "Read a text file in the workspace, with line numbers; optionally only lines "
             "startLine to endLine (1-based, inclusive)."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path relative to the workspace."},
-                "startLine": {"type": "integer", "minimum": 1},
-                "endLine": {"type": "integer", "minimum": 1},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+        input_schema=json_schema(Arguments),
         kind="read",
     )
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace).resolve()
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            path = required_string(arguments, "path")
-            start = optional_int(arguments, "startLine") or 1
-            end = optional_int(arguments, "endLine")
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
+    async def execute(self, arguments: ReadFileArguments, context: ToolContext) -> ToolResult:
+        path, start, end = arguments.path, arguments.start_line or 1, arguments.end_line
         if start < 1 or (end is not None and end < start):
             return ToolResult("startLine must be ≥ 1 and endLine ≥ startLine.", is_error=True)
         return await asyncio.to_thread(self._read, path, start, end)
@@ -310,32 +305,28 @@ def _read_lines(file: BinaryIO, name: str, size: int, start: int, end: int | Non
     return ToolResult(text)
 
 
-class ListDirectoryTool:
+@attrs.frozen
+class ListDirectoryArguments:
+    path: str | None = argument("Relative to the workspace; '.'.", default=None)
+
+
+class ListDirectoryTool(DeclaredTool):
+    Arguments = ListDirectoryArguments
     spec = ToolSpec(
         name="list_directory",
         description=(
             "List a directory in the workspace (default: its root): subdirectories end in '/', "
             "files show their size."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Relative to the workspace; '.'."},
-            },
-            "additionalProperties": False,
-        },
+        input_schema=json_schema(Arguments),
         kind="read",
     )
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace).resolve()
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            path = optional_string(arguments, "path") or "."
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
-        return await asyncio.to_thread(self._list, path)
+    async def execute(self, arguments: ListDirectoryArguments, context: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._list, arguments.path or ".")
 
     def _list(self, path: str) -> ToolResult:
         asked = requested_name(self.workspace, path)
@@ -395,7 +386,14 @@ class ListDirectoryTool:
             return name
 
 
-class SearchFilesTool:
+@attrs.frozen
+class SearchFilesArguments:
+    pattern: str = argument("A Python regular expression.")
+    glob: str | None = argument("Only files matching, e.g. '*.py'.", default=None)
+
+
+class SearchFilesTool(DeclaredTool):
+    Arguments = SearchFilesArguments
     spec = ToolSpec(
         name="search_files",
         description=(
@@ -403,31 +401,20 @@ class SearchFilesTool:
             "case-sensitive unless it starts with (?i)); optional glob such as '*.py'. "
             "Answers file:line:text; follows .gitignore."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "A Python regular expression."},
-                "glob": {"type": "string", "description": "Only files matching, e.g. '*.py'."},
-            },
-            "required": ["pattern"],
-            "additionalProperties": False,
-        },
+        input_schema=json_schema(Arguments),
         kind="search",
     )
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace).resolve()
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    async def execute(self, arguments: SearchFilesArguments, context: ToolContext) -> ToolResult:
         try:
-            pattern = required_string(arguments, "pattern")
-            glob = optional_string(arguments, "glob")
-            compiled = regex.compile(pattern)
+            compiled = regex.compile(arguments.pattern)
         except regex.error as exc:
-            message = f"{pattern!r} is not a valid regular expression: {exc}"
+            message = f"{arguments.pattern!r} is not a valid regular expression: {exc}"
             return ToolResult(message, is_error=True)
-        except ValueError as exc:
-            return ToolResult(str(exc), is_error=True)
+        glob = arguments.glob
         # In a thread: the `regex` module lets go of the GIL while it matches, so the server
         # keeps answering other sessions.
         return await asyncio.to_thread(self._search, compiled, glob)
