@@ -19,8 +19,9 @@ import pytest
 from conftest import WIRE_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from parley.agent.conversation import TextBlock, UserMessage
-from parley.agent.usage import Usage
+from parley.core.conversation import TextBlock, UserMessage
+from parley.core.errors import ProviderError
+from parley.core.usage import Usage
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.providers.anthropic_provider import AnthropicProvider
 from parley.providers.base import (
@@ -28,7 +29,6 @@ from parley.providers.base import (
     FinishReason,
     ModelRequest,
     Provider,
-    ProviderError,
     StreamEvent,
     StreamFinished,
     TextDelta,

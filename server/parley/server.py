@@ -23,11 +23,12 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
-from parley.agent.conversation import UserMessage
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn
 from parley.config import Settings
+from parley.core.conversation import UserMessage
+from parley.core.errors import ProviderError
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -45,7 +46,6 @@ from parley.protocol.params import (
     parse_params,
     prompt_content,
 )
-from parley.providers.base import ProviderError
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool, ToolSpec

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import attrs
 
-from parley.agent.conversation import Message
-from parley.agent.usage import Usage, UsageTotals
+from parley.core.conversation import Message
+from parley.core.usage import Usage, UsageTotals
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
 

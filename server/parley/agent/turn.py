@@ -18,16 +18,16 @@ from typing import Any, Protocol
 
 import attrs
 
-from parley.agent.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
-from parley.agent.usage import Usage, cost_to_wire, find_price
 from parley.config import Settings
+from parley.core.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from parley.core.errors import ProviderError
+from parley.core.usage import Usage, cost_to_wire, find_price
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
     ModelRequest,
-    ProviderError,
     StreamFinished,
     TextDelta,
     ThoughtDelta,

@@ -31,8 +31,8 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, MsgId
 
+from parley.core.redact import redact, redact_json
 from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame
-from parley.redact import redact, redact_json
 
 logger = logging.getLogger(__name__)
 

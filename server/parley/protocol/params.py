@@ -15,7 +15,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 from pygls.exceptions import JsonRpcInvalidParams
 
-from parley.agent.conversation import ContentBlock, ResourceBlock, TextBlock
+from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock
 
 T = TypeVar("T")
 

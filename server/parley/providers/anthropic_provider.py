@@ -8,39 +8,36 @@ its output usage last (`message_delta`), so a stream closed early has no output 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     Message,
     ThinkingBlock,
     ToolResultMessage,
     UserMessage,
 )
-from parley.agent.usage import Usage
-from parley.config import DEFAULT_STALL_TIMEOUT
+from parley.core.usage import Usage
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
     FinishReason,
     ModelRequest,
     ModelStream,
-    Provider,
+    SDKProvider,
     SDKStream,
     StreamEvent,
-    StreamFinished,
+    StreamReply,
     TextDelta,
     ThoughtDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
     parse_tool_arguments,
-    read_timed_out,
-    stalled,
 )
-from parley.providers.errors import provider_error
+from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
 DEFAULT_MAX_TOKENS = 8192
@@ -123,22 +120,24 @@ def _usage(usage: Any, output_tokens: int | None = None) -> Usage:
     )
 
 
-class AnthropicProvider(Provider):
-    def __init__(
+class AnthropicProvider(SDKProvider):
+    errors = SDKErrors(
+        base=anthropic.AnthropicError,
+        status=anthropic.APIStatusError,
+        timeout=anthropic.APITimeoutError,
+        connection=anthropic.APIConnectionError,
+    )
+
+    def _make_client(
         self,
         *,
-        name: str,
         api_key: str,
         base_url: str | None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
-        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
-    ) -> None:
-        self.name = name
-        self.max_retries = max_retries
-        self.stall_timeout = stall_timeout
-        # The read timeout bounds every wait for a byte, so a stalled stream or call ends.
-        self._client = anthropic.AsyncAnthropic(
+        max_retries: int,
+        timeout: float,
+        stall_timeout: float,
+    ) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
             max_retries=max_retries,
@@ -166,9 +165,7 @@ class AnthropicProvider(Provider):
         try:
             message = await self._client.messages.create(**self._arguments(request))
         except anthropic.AnthropicError as error:
-            if read_timed_out(error):
-                raise stalled(self.name, self.stall_timeout) from error
-            raise provider_error(self.name, error) from error
+            raise self._call_failed(error) from error
         text: list[str] = []
         thinking: list[ThinkingBlock] = []
         tool_calls: list[CompletedToolCall] = []
@@ -190,89 +187,82 @@ class AnthropicProvider(Provider):
             usage=_usage(message.usage),
         )
 
-    async def aclose(self) -> None:
-        await self._client.close()
-
 
 class _AnthropicStream(SDKStream):
-    sdk_error = anthropic.AnthropicError
-    connection_error = anthropic.APIConnectionError
+    _provider: AnthropicProvider
 
-    def __init__(self, provider: AnthropicProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(
-            provider.name,
-            arguments,
-            max_retries=provider.max_retries,
-            stall_timeout=provider.stall_timeout,
-        )
-        self._provider = provider
+    async def _open(self) -> Any:
+        return await self._provider._client.messages.create(**self._arguments, stream=True)
 
-    async def _request_events(self) -> AsyncIterator[StreamEvent]:
-        text: list[str] = []
-        thinking: list[ThinkingBlock] = []
-        current_thought: list[str] = []
-        current_signature = ""
-        calls: dict[int, dict[str, Any]] = {}  # by content block index
-        start_usage: Any = None
-        output_tokens: int | None = None
-        finish: FinishReason = "end_turn"
-        try:
-            self._sdk_stream = await self._provider._client.messages.create(
-                **self._arguments, stream=True
-            )
-            async for event in self._sdk_stream:
-                kind = event.type
-                if kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        text.append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif delta.type == "thinking_delta":
-                        if delta.thinking:
-                            current_thought.append(delta.thinking)
-                            yield ThoughtDelta(delta.thinking)
-                    elif delta.type == "signature_delta":
-                        current_signature += delta.signature
-                    elif delta.type == "input_json_delta" and event.index in calls:
-                        calls[event.index]["json"].append(delta.partial_json)
-                        if delta.partial_json:
-                            yield ToolCallArgumentsDelta(event.index, delta.partial_json)
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        calls[event.index] = {"id": block.id, "name": block.name, "json": []}
-                        yield ToolCallStarted(event.index, block.name)
-                    elif block.type == "redacted_thinking":
-                        thinking.append(ThinkingBlock("", redacted=block.data))
-                elif kind == "content_block_stop":
-                    if current_thought or current_signature:
-                        thinking.append(
-                            ThinkingBlock("".join(current_thought), current_signature or None)
-                        )
-                        current_thought, current_signature = [], ""
-                elif kind == "message_start":
-                    start_usage = event.message.usage
-                elif kind == "message_delta":
-                    if event.delta.stop_reason:
-                        finish = _STOP_REASONS.get(event.delta.stop_reason, "other")
-                    if event.usage is not None:
-                        output_tokens = event.usage.output_tokens
-        except Exception as error:
-            failure = self._failure(error)
-            if failure is None:
-                return
-            raise failure from error
+    def _new_reply(self) -> StreamReply:
+        return _AnthropicReply()
+
+
+class _AnthropicReply(StreamReply):
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[ThinkingBlock] = []
+        self.current_thought: list[str] = []
+        self.current_signature = ""
+        self.calls: dict[int, dict[str, Any]] = {}  # by content block index
+        self.start_usage: Any = None
+        self.output_tokens: int | None = None
+        self.finish: FinishReason = "end_turn"
+
+    def read(self, chunk: Any) -> Iterator[StreamEvent]:
+        kind = chunk.type
+        if kind == "content_block_delta":
+            yield from self._read_delta(chunk.index, chunk.delta)
+        elif kind == "content_block_start":
+            block = chunk.content_block
+            if block.type == "tool_use":
+                self.calls[chunk.index] = {"id": block.id, "name": block.name, "json": []}
+                yield ToolCallStarted(chunk.index, block.name)
+            elif block.type == "redacted_thinking":
+                self.thinking.append(ThinkingBlock("", redacted=block.data))
+        elif kind == "content_block_stop":
+            if self.current_thought or self.current_signature:
+                thought = ThinkingBlock(
+                    "".join(self.current_thought), self.current_signature or None
+                )
+                self.thinking.append(thought)
+                self.current_thought, self.current_signature = [], ""
+        elif kind == "message_start":
+            self.start_usage = chunk.message.usage
+        elif kind == "message_delta":
+            if chunk.delta.stop_reason:
+                self.finish = _STOP_REASONS.get(chunk.delta.stop_reason, "other")
+            if chunk.usage is not None:
+                self.output_tokens = chunk.usage.output_tokens
+
+    def _read_delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
+        if delta.type == "text_delta":
+            self.text.append(delta.text)
+            yield TextDelta(delta.text)
+        elif delta.type == "thinking_delta":
+            if delta.thinking:
+                self.current_thought.append(delta.thinking)
+                yield ThoughtDelta(delta.thinking)
+        elif delta.type == "signature_delta":
+            self.current_signature += delta.signature
+        elif delta.type == "input_json_delta" and index in self.calls:
+            self.calls[index]["json"].append(delta.partial_json)
+            if delta.partial_json:
+                yield ToolCallArgumentsDelta(index, delta.partial_json)
+
+    def completion(self) -> Completion:
         tool_calls = []
-        for index in sorted(calls):
-            entry = calls[index]
+        for index in sorted(self.calls):
+            entry = self.calls[index]
             arguments, error_text = parse_tool_arguments("".join(entry["json"]))
             tool_calls.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
-        usage = _usage(start_usage, output_tokens) if start_usage is not None else None
-        self.completion = Completion.assemble(
-            text="".join(text),
-            thinking=tuple(thinking),
+        usage = None
+        if self.start_usage is not None:
+            usage = _usage(self.start_usage, self.output_tokens)
+        return Completion.assemble(
+            text="".join(self.text),
+            thinking=tuple(self.thinking),
             tool_calls=tuple(tool_calls),
-            finish_reason=finish,
+            finish_reason=self.finish,
             usage=usage,
         )
-        yield StreamFinished(self.completion.finish_reason, usage)

@@ -26,7 +26,7 @@ from typing import Protocol
 
 import attrs
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     Message,
     TextBlock,
