@@ -26,9 +26,11 @@ from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.providers.anthropic_provider import AnthropicProvider
 from parley.providers.base import (
     Completion,
-    FinishReason,
     ModelRequest,
     Provider,
+)
+from parley.providers.events import (
+    FinishReason,
     StreamEvent,
     StreamFinished,
     TextDelta,

@@ -31,6 +31,8 @@ from parley.providers.base import (
     ModelRequest,
     ModelStream,
     Provider,
+)
+from parley.providers.events import (
     StreamEvent,
     StreamFinished,
     TextDelta,

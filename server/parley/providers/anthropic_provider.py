@@ -21,28 +21,13 @@ from parley.core.conversation import (
     UserMessage,
 )
 from parley.core.usage import Usage
-from parley.providers.base import (
-    CompletedToolCall,
-    Completion,
-    FinishReason,
-    ModelRequest,
-    ModelStream,
-    SDKProvider,
-    SDKStream,
-    StreamEvent,
-    StreamReply,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-    parse_tool_arguments,
-)
+from parley.providers import base, events
 from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
 DEFAULT_MAX_TOKENS = 8192
 
-_STOP_REASONS: dict[str, FinishReason] = {
+_STOP_REASONS: dict[str, events.FinishReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
     "tool_use": "tool_use",
@@ -120,31 +105,13 @@ def _usage(usage: Any, output_tokens: int | None = None) -> Usage:
     )
 
 
-class AnthropicProvider(SDKProvider):
-    errors = SDKErrors(
-        base=anthropic.AnthropicError,
-        status=anthropic.APIStatusError,
-        timeout=anthropic.APITimeoutError,
-        connection=anthropic.APIConnectionError,
-    )
+class AnthropicProvider(base.SDKProvider):
+    errors = SDKErrors.of(anthropic, anthropic.AnthropicError)
 
-    def _make_client(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None,
-        max_retries: int,
-        timeout: float,
-        stall_timeout: float,
-    ) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=anthropic.Timeout(timeout, read=stall_timeout),
-        )
+    sdk_client = anthropic.AsyncAnthropic
+    sdk_timeout = anthropic.Timeout
 
-    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+    def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
@@ -158,17 +125,17 @@ class AnthropicProvider(SDKProvider):
             arguments["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
         return arguments
 
-    def stream(self, request: ModelRequest) -> ModelStream:
+    def stream(self, request: base.ModelRequest) -> base.ModelStream:
         return _AnthropicStream(self, self._arguments(request))
 
-    async def complete(self, request: ModelRequest) -> Completion:
+    async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:
             message = await self._client.messages.create(**self._arguments(request))
         except anthropic.AnthropicError as error:
             raise self._call_failed(error) from error
         text: list[str] = []
         thinking: list[ThinkingBlock] = []
-        tool_calls: list[CompletedToolCall] = []
+        tool_calls: list[base.CompletedToolCall] = []
         for block in message.content:
             if block.type == "text":
                 text.append(block.text)
@@ -177,9 +144,9 @@ class AnthropicProvider(SDKProvider):
             elif block.type == "redacted_thinking":
                 thinking.append(ThinkingBlock("", redacted=block.data))
             elif block.type == "tool_use":
-                arguments, error = parse_tool_arguments(block.input)
-                tool_calls.append(CompletedToolCall(block.id, block.name, arguments, error))
-        return Completion.assemble(
+                arguments, error = base.parse_tool_arguments(block.input)
+                tool_calls.append(base.CompletedToolCall(block.id, block.name, arguments, error))
+        return base.Completion.assemble(
             text="".join(text),
             thinking=tuple(thinking),
             tool_calls=tuple(tool_calls),
@@ -188,17 +155,17 @@ class AnthropicProvider(SDKProvider):
         )
 
 
-class _AnthropicStream(SDKStream):
+class _AnthropicStream(base.SDKStream):
     _provider: AnthropicProvider
 
     async def _open(self) -> Any:
         return await self._provider._client.messages.create(**self._arguments, stream=True)
 
-    def _new_reply(self) -> StreamReply:
+    def _new_reply(self) -> base.StreamReply:
         return _AnthropicReply()
 
 
-class _AnthropicReply(StreamReply):
+class _AnthropicReply(base.StreamReply):
     def __init__(self) -> None:
         self.text: list[str] = []
         self.thinking: list[ThinkingBlock] = []
@@ -207,9 +174,9 @@ class _AnthropicReply(StreamReply):
         self.calls: dict[int, dict[str, Any]] = {}  # by content block index
         self.start_usage: Any = None
         self.output_tokens: int | None = None
-        self.finish: FinishReason = "end_turn"
+        self.finish: events.FinishReason = "end_turn"
 
-    def read(self, chunk: Any) -> Iterator[StreamEvent]:
+    def read(self, chunk: Any) -> Iterator[events.StreamEvent]:
         kind = chunk.type
         if kind == "content_block_delta":
             yield from self._read_delta(chunk.index, chunk.delta)
@@ -217,7 +184,7 @@ class _AnthropicReply(StreamReply):
             block = chunk.content_block
             if block.type == "tool_use":
                 self.calls[chunk.index] = {"id": block.id, "name": block.name, "json": []}
-                yield ToolCallStarted(chunk.index, block.name)
+                yield events.ToolCallStarted(chunk.index, block.name)
             elif block.type == "redacted_thinking":
                 self.thinking.append(ThinkingBlock("", redacted=block.data))
         elif kind == "content_block_stop":
@@ -235,31 +202,33 @@ class _AnthropicReply(StreamReply):
             if chunk.usage is not None:
                 self.output_tokens = chunk.usage.output_tokens
 
-    def _read_delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
+    def _read_delta(self, index: int, delta: Any) -> Iterator[events.StreamEvent]:
         if delta.type == "text_delta":
             self.text.append(delta.text)
-            yield TextDelta(delta.text)
+            yield events.TextDelta(delta.text)
         elif delta.type == "thinking_delta":
             if delta.thinking:
                 self.current_thought.append(delta.thinking)
-                yield ThoughtDelta(delta.thinking)
+                yield events.ThoughtDelta(delta.thinking)
         elif delta.type == "signature_delta":
             self.current_signature += delta.signature
         elif delta.type == "input_json_delta" and index in self.calls:
             self.calls[index]["json"].append(delta.partial_json)
             if delta.partial_json:
-                yield ToolCallArgumentsDelta(index, delta.partial_json)
+                yield events.ToolCallArgumentsDelta(index, delta.partial_json)
 
-    def completion(self) -> Completion:
+    def completion(self) -> base.Completion:
         tool_calls = []
         for index in sorted(self.calls):
             entry = self.calls[index]
-            arguments, error_text = parse_tool_arguments("".join(entry["json"]))
-            tool_calls.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
+            arguments, error_text = base.parse_tool_arguments("".join(entry["json"]))
+            tool_calls.append(
+                base.CompletedToolCall(entry["id"], entry["name"], arguments, error_text)
+            )
         usage = None
         if self.start_usage is not None:
             usage = _usage(self.start_usage, self.output_tokens)
-        return Completion.assemble(
+        return base.Completion.assemble(
             text="".join(self.text),
             thinking=tuple(self.thinking),
             tool_calls=tuple(tool_calls),

@@ -20,8 +20,8 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import attrs
 
@@ -36,48 +36,10 @@ from parley.providers.errors import (
     stalled,
     stream_interrupted,
 )
+from parley.providers.events import FinishReason, StreamEvent, StreamFinished
 from parley.tools.base import ToolSpec
 
 logger = logging.getLogger(__name__)
-
-FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
-
-
-# --- what a stream yields ---------------------------------------------------------------
-
-
-@attrs.frozen
-class TextDelta:
-    text: str
-
-
-@attrs.frozen
-class ThoughtDelta:
-    text: str
-
-
-@attrs.frozen
-class ToolCallStarted:
-    """The stream shows a tool call: its name is known, its arguments are not complete."""
-
-    index: int
-    name: str
-
-
-@attrs.frozen
-class ToolCallArgumentsDelta:
-    index: int
-    text: str
-
-
-@attrs.frozen
-class StreamFinished:
-    reason: FinishReason
-    usage: Usage | None
-
-
-StreamEvent = TextDelta | ThoughtDelta | ToolCallStarted | ToolCallArgumentsDelta | StreamFinished
-
 
 # --- requests and complete answers ------------------------------------------------------
 
@@ -363,6 +325,8 @@ class SDKProvider(Provider):
     bounds every wait for a byte, so a stalled stream or call ends."""
 
     errors: SDKErrors  # the SDK's exception classes
+    sdk_client: Callable[..., Any]  # the SDK's async client class
+    sdk_timeout: Callable[..., Any]  # the SDK's `Timeout` (httpx's)
 
     def __init__(
         self,
@@ -377,25 +341,12 @@ class SDKProvider(Provider):
         self.name = name
         self.max_retries = max_retries
         self.stall_timeout = stall_timeout
-        self._client = self._make_client(
+        self._client = self.sdk_client(
             api_key=api_key,
             base_url=base_url,
             max_retries=max_retries,
-            timeout=timeout,
-            stall_timeout=stall_timeout,
+            timeout=self.sdk_timeout(timeout, read=stall_timeout),
         )
-
-    @abstractmethod
-    def _make_client(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None,
-        max_retries: int,
-        timeout: float,
-        stall_timeout: float,
-    ) -> Any:
-        """The SDK's async client."""
 
     def _call_failed(self, error: Exception) -> ProviderError:
         """What a failed synchronous call means for the user."""

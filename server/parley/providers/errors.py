@@ -8,6 +8,8 @@ themselves are not imported here: each is imported only with its provider.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import attrs
 import httpx2
 
@@ -22,6 +24,17 @@ class SDKErrors:
     status: type[Exception]  # the provider answered an HTTP error: `status_code`, `body`
     timeout: type[Exception]  # no answer in time (the SDKs make it a connection error too)
     connection: type[Exception]  # the provider could not be reached, or the connection broke
+
+    @classmethod
+    def of(cls, sdk: ModuleType, base: type[Exception]) -> SDKErrors:
+        """The classes of an SDK made like openai's (anthropic's is): its base error, and
+        `APIStatusError`, `APITimeoutError`, `APIConnectionError`."""
+        return cls(
+            base=base,
+            status=sdk.APIStatusError,
+            timeout=sdk.APITimeoutError,
+            connection=sdk.APIConnectionError,
+        )
 
 
 _STATUS_KINDS: dict[int, tuple[str, str]] = {

@@ -23,26 +23,11 @@ from parley.core.conversation import (
 )
 from parley.core.errors import ProviderError
 from parley.core.usage import Usage
-from parley.providers.base import (
-    CompletedToolCall,
-    Completion,
-    FinishReason,
-    ModelRequest,
-    ModelStream,
-    SDKProvider,
-    SDKStream,
-    StreamEvent,
-    StreamReply,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-    parse_tool_arguments,
-)
+from parley.providers import base, events
 from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
-_FINISH_REASONS: dict[str, FinishReason] = {
+_FINISH_REASONS: dict[str, events.FinishReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
@@ -117,31 +102,13 @@ def _reasoning_of(delta_or_message: Any) -> str | None:
     return None
 
 
-class OpenAIProvider(SDKProvider):
-    errors = SDKErrors(
-        base=openai.OpenAIError,
-        status=openai.APIStatusError,
-        timeout=openai.APITimeoutError,
-        connection=openai.APIConnectionError,
-    )
+class OpenAIProvider(base.SDKProvider):
+    errors = SDKErrors.of(openai, openai.OpenAIError)
 
-    def _make_client(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None,
-        max_retries: int,
-        timeout: float,
-        stall_timeout: float,
-    ) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=openai.Timeout(timeout, read=stall_timeout),
-        )
+    sdk_client = openai.AsyncOpenAI
+    sdk_timeout = openai.Timeout
 
-    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+    def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": request.model,
             "messages": to_openai_messages(request.system, request.messages),
@@ -152,10 +119,10 @@ class OpenAIProvider(SDKProvider):
             arguments["max_completion_tokens"] = request.max_tokens
         return arguments
 
-    def stream(self, request: ModelRequest) -> ModelStream:
+    def stream(self, request: base.ModelRequest) -> base.ModelStream:
         return _OpenAIStream(self, self._arguments(request))
 
-    async def complete(self, request: ModelRequest) -> Completion:
+    async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:
             response = await self._client.chat.completions.create(**self._arguments(request))
         except openai.OpenAIError as error:
@@ -174,11 +141,11 @@ class OpenAIProvider(SDKProvider):
             function = getattr(call, "function", None)
             if function is None:
                 continue
-            arguments, error = parse_tool_arguments(function.arguments)
-            tool_calls.append(CompletedToolCall(call.id, function.name, arguments, error))
+            arguments, error = base.parse_tool_arguments(function.arguments)
+            tool_calls.append(base.CompletedToolCall(call.id, function.name, arguments, error))
         reasoning = _reasoning_of(message)
         finish = _FINISH_REASONS.get(choice.finish_reason or "stop", "other")
-        return Completion.assemble(
+        return base.Completion.assemble(
             text=message.content or "",
             thinking=(ThinkingBlock(reasoning),) if reasoning else (),
             tool_calls=tuple(tool_calls),
@@ -187,7 +154,7 @@ class OpenAIProvider(SDKProvider):
         )
 
 
-class _OpenAIStream(SDKStream):
+class _OpenAIStream(base.SDKStream):
     _provider: OpenAIProvider
 
     async def _open(self) -> Any:
@@ -195,19 +162,19 @@ class _OpenAIStream(SDKStream):
             **self._arguments, stream=True, stream_options={"include_usage": True}
         )
 
-    def _new_reply(self) -> StreamReply:
+    def _new_reply(self) -> base.StreamReply:
         return _OpenAIReply()
 
 
-class _OpenAIReply(StreamReply):
+class _OpenAIReply(base.StreamReply):
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}  # by the stream's tool call index
-        self.finish: FinishReason = "end_turn"
+        self.finish: events.FinishReason = "end_turn"
         self.usage: Usage | None = None
 
-    def read(self, chunk: Any) -> Iterator[StreamEvent]:
+    def read(self, chunk: Any) -> Iterator[events.StreamEvent]:
         if chunk.usage is not None:
             self.usage = usage_from_openai(chunk.usage)
         if not chunk.choices:
@@ -217,16 +184,16 @@ class _OpenAIReply(StreamReply):
         if delta is not None:
             if thought := _reasoning_of(delta):
                 self.reasoning.append(thought)
-                yield ThoughtDelta(thought)
+                yield events.ThoughtDelta(thought)
             if delta.content:
                 self.text.append(delta.content)
-                yield TextDelta(delta.content)
+                yield events.TextDelta(delta.content)
             for position, call in enumerate(delta.tool_calls or []):
                 yield from self._read_call(position, call)
         if choice.finish_reason:
             self.finish = _FINISH_REASONS.get(choice.finish_reason, "other")
 
-    def _read_call(self, position: int, call: Any) -> Iterator[StreamEvent]:
+    def _read_call(self, position: int, call: Any) -> Iterator[events.StreamEvent]:
         """A piece of a tool call: some servers send one whole, or leave out its index."""
         index = call.index if call.index is not None else position
         entry = self.calls.setdefault(index, {"id": call.id or "", "name": "", "args": []})
@@ -237,18 +204,20 @@ class _OpenAIReply(StreamReply):
             return
         if function.name and not entry["name"]:
             entry["name"] = function.name
-            yield ToolCallStarted(index, function.name)
+            yield events.ToolCallStarted(index, function.name)
         if function.arguments:
             entry["args"].append(function.arguments)
-            yield ToolCallArgumentsDelta(index, function.arguments)
+            yield events.ToolCallArgumentsDelta(index, function.arguments)
 
-    def completion(self) -> Completion:
+    def completion(self) -> base.Completion:
         completed = []
         for index in sorted(self.calls):
             entry = self.calls[index]
-            arguments, error_text = parse_tool_arguments("".join(entry["args"]))
-            completed.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
-        return Completion.assemble(
+            arguments, error_text = base.parse_tool_arguments("".join(entry["args"]))
+            completed.append(
+                base.CompletedToolCall(entry["id"], entry["name"], arguments, error_text)
+            )
+        return base.Completion.assemble(
             text="".join(self.text),
             thinking=(ThinkingBlock("".join(self.reasoning)),) if self.reasoning else (),
             tool_calls=tuple(completed),
