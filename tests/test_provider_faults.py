@@ -19,8 +19,9 @@ import pytest
 from conftest import MODELS, WEATHER_TOOL
 from parley.client import ParleyClient
 from parley.config import ConfigError, load_settings
+from parley.core.errors import ProviderError
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
-from parley.providers.base import ProviderError, retry_delay
+from parley.providers.base import retry_delay
 from pygls.exceptions import JsonRpcException
 
 STALL_TIMEOUT = 1  # seconds, from config.toml; the default is 60

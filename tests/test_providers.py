@@ -19,16 +19,18 @@ import pytest
 from conftest import WIRE_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from parley.agent.conversation import TextBlock, UserMessage
-from parley.agent.usage import Usage
+from parley.core.conversation import TextBlock, UserMessage
+from parley.core.errors import ProviderError
+from parley.core.usage import Usage
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.providers.anthropic_provider import AnthropicProvider
 from parley.providers.base import (
     Completion,
-    FinishReason,
     ModelRequest,
     Provider,
-    ProviderError,
+)
+from parley.providers.events import (
+    FinishReason,
     StreamEvent,
     StreamFinished,
     TextDelta,

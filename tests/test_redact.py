@@ -1,6 +1,6 @@
 """Secrets never leave: provider error texts, answers and log lines are redacted.
 
-Unit tests of `parley.redact`, then the whole path: a gateway that echoes the request's
+Unit tests of `parley.core.redact`, then the whole path: a gateway that echoes the request's
 headers (the fake LLM's `echo_headers` fault) must not bring the API key to the client,
 stderr (at DEBUG too) or any byte under PARLEY_HOME.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import MODELS
 from parley.cli import RedactingFormatter
+from parley.core.redact import REDACTED, Redactor, redact_json, secrets_in
 from parley.fakellm import Fault, Reply
-from parley.redact import REDACTED, Redactor, redact_json, secrets_in
 from pygls.exceptions import JsonRpcException
 
 OPENAI_KEY = "sk-test-parley-0123456789"

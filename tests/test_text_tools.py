@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parley.agent.conversation import (
+from parley.client import ParleyClient
+from parley.config import load_settings
+from parley.core.conversation import (
     AssistantMessage,
     TextBlock,
     ThinkingBlock,
@@ -21,9 +23,7 @@ from parley.agent.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from parley.agent.usage import Usage
-from parley.client import ParleyClient
-from parley.config import load_settings
+from parley.core.usage import Usage
 from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 from parley.providers.base import (
     CompletedToolCall,
@@ -31,6 +31,8 @@ from parley.providers.base import (
     ModelRequest,
     ModelStream,
     Provider,
+)
+from parley.providers.events import (
     StreamEvent,
     StreamFinished,
     TextDelta,

@@ -25,16 +25,16 @@ from typing import Any
 
 import attrs
 
-from parley.agent.conversation import (
+from parley.agent.session import now_iso
+from parley.child_env import child_environment
+from parley.client import ParleyClient
+from parley.core.conversation import (
     AssistantMessage,
     TextBlock,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
-from parley.agent.session import now_iso
-from parley.child_env import child_environment
-from parley.client import ParleyClient
 from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.store import Store, StoredSession
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 from parley.config import ConfigError, Settings, load_settings
-from parley.redact import redact, remember_secrets
+from parley.core.redact import redact, remember_secrets
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from parley.agent.usage import DEFAULT_PRICES, Price
+from parley.core.usage import DEFAULT_PRICES, Price
 from parley.tools.kernel import KernelSettings
 
 FALLBACK_MODEL = "openai:gpt-4.1-mini"

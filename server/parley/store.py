@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     ContentBlock,
     Message,
@@ -31,7 +31,7 @@ from parley.agent.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from parley.agent.usage import Usage, UsageTotals
+from parley.core.usage import Usage, UsageTotals
 
 DATABASE_NAME = "parley.db"
 BUSY_TIMEOUT_MS = 10_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     ResourceBlock,
     ToolResultMessage,

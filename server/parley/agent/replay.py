@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     Message,
     ResourceBlock,

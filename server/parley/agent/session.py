@@ -9,8 +9,9 @@ from pathlib import Path
 
 import attrs
 
-from parley.agent.conversation import Message
-from parley.agent.usage import Usage, UsageTotals
+from parley.core.choices import ToolFormat, ToolPolicy
+from parley.core.conversation import Message
+from parley.core.usage import Usage, UsageTotals
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
 
@@ -47,11 +48,11 @@ class Session:
     id: str
     cwd: Path
     model: str
-    tool_policy: str
+    tool_policy: ToolPolicy
     tools: ToolRegistry
     store: Store
     system_prompt: str | None = None
-    tool_format: str | None = None  # None: the model's configured format
+    tool_format: ToolFormat | None = None  # None: the model's configured format
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
     history: list[Message] = attrs.field(factory=list)
     title: str | None = None

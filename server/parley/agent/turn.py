@@ -18,16 +18,19 @@ from typing import Any, Protocol
 
 import attrs
 
-from parley.agent.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
-from parley.agent.usage import Usage, cost_to_wire, find_price
 from parley.config import Settings
+from parley.core.choices import PermissionDecision
+from parley.core.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from parley.core.errors import ProviderError
+from parley.core.usage import Usage, cost_to_wire, find_price
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
     ModelRequest,
-    ProviderError,
+)
+from parley.providers.events import (
     StreamFinished,
     TextDelta,
     ThoughtDelta,
@@ -43,12 +46,6 @@ CIRCUIT_BREAKER_ERRORS = 5
 # What a tool result may send the model at most; the rest is cut with a note.
 TOOL_RESULT_LIMIT = 100_000
 
-PERMISSION_OPTIONS = [
-    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
-    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-]
-
 _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
 
 
@@ -57,7 +54,10 @@ class TurnPorts(Protocol):
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
-    async def request_permission(self, params: dict[str, Any]) -> Any: ...
+    async def request_permission(
+        self, session_id: str, call: ToolCall, kind: str
+    ) -> PermissionDecision:
+        """Ask the user whether `call` may run; raises when the editor cannot ask."""
 
 
 @attrs.define
@@ -328,33 +328,19 @@ class Turn:
 
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
         """None when the user allows the call; otherwise what the model is told."""
-        params = {
-            "sessionId": self.session.id,
-            "toolCall": {
-                "toolCallId": call.wire_id,
-                "title": call.name,
-                "kind": kind,
-                "rawInput": call.arguments,
-            },
-            "options": PERMISSION_OPTIONS,
-        }
         try:
-            answer = await self.ports.request_permission(params)
+            decision = await self.ports.request_permission(self.session.id, call, kind)
         except asyncio.CancelledError:
             raise
         except Exception as error:
             logger.warning("Permission request failed: %s", error)
             return "The editor could not ask the user for permission, so this call was not run."
-        outcome = answer.get("outcome") if isinstance(answer, dict) else None
-        option = outcome.get("optionId") if isinstance(outcome, dict) else None
-        if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
-            if option == "allow_always":
-                self.session.auto_approve.add(call.name)
-                self.session.save()  # it holds for the rest of the session, reloads included
-                return None
-            if option == "allow_once":
-                return None
-        return "The user rejected this call, so it was not run."
+        if decision == "allow_always":
+            self.session.auto_approve.add(call.name)
+            self.session.save()  # it holds for the rest of the session, reloads included
+        if decision == "reject":
+            return "The user rejected this call, so it was not run."
+        return None
 
     def _finish_call(self, call: ToolCall, result: ToolResult) -> ToolResult:
         if len(result.content) > TOOL_RESULT_LIMIT:

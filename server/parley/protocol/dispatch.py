@@ -10,9 +10,13 @@ response of any shape or with an id the server never sent are answered or logged
 Text enters with every lone surrogate replaced (U+FFFD), so nothing downstream holds a string
 that cannot be encoded. Answers leave without tracebacks and with secrets redacted.
 
-Every use of pygls internals is here: `_send_handler_result` and `_send_response` (how a
-handler's outcome is answered), `_handle_cancel_notification` and `_request_futures` (pending
-requests), `_include_headers`.
+This is Parley's adapter to pygls: every use of pygls internals in the server is here, and
+pygls is pinned to the version they were written against (`pygls==2.1.1`):
+`_send_handler_result` and `_send_response` (how a handler's outcome is answered, both
+overridden), `_handle_cancel_notification` and `_request_futures` (pending requests),
+`_include_headers` (set by `set_writer`). tests/test_pygls_adapter.py fails when an upgrade
+changes any of them. (`client.py` subclasses pygls' `JsonRPCClient` and uses its `_server`,
+`_stop_event`, `_async_tasks` and `_server_exit`; the same test checks those.)
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, MsgId
 
+from parley.core.redact import redact, redact_json
 from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame
-from parley.redact import redact, redact_json
 
 logger = logging.getLogger(__name__)
 
@@ -251,6 +255,17 @@ class ParleyProtocol(JsonRPCProtocol):
         future.add_done_callback(forget)
         self._write({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         return future
+
+    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
+        """A request to the peer, awaited at most `timeout` seconds. A request abandoned
+        (cancelled, timed out) is forgotten, so the peer's late answer is dropped instead of
+        failing inside pygls."""
+        msg_id = f"parley-{uuid.uuid4().hex}"
+        answer = self.send_request_async(method, params, msg_id=msg_id)
+        try:
+            return await asyncio.wait_for(answer, timeout)
+        finally:
+            self._request_futures.pop(msg_id, None)
 
     def _send_handler_result(
         self, future: Future[Any] | asyncio.Future[Any], *, msg_id: MsgId

@@ -8,19 +8,18 @@ clients may send more than Parley reads.
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 from pygls.exceptions import JsonRpcInvalidParams
 
-from parley.agent.conversation import ContentBlock, ResourceBlock, TextBlock
+from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
+from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock
+from parley.tools.base import ToolSpec
 
 T = TypeVar("T")
-
-TOOL_POLICIES = ("hybrid", "stream", "sync")
-TOOL_FORMATS = ("native", "text")
 
 
 def _camel(name: str) -> str:
@@ -31,14 +30,12 @@ def _camel(name: str) -> str:
 
 
 @attrs.frozen
-class ClientToolSpec:
-    """A tool the editor runs itself (ToolSpec in the protocol)."""
+class ClientToolSpec(ToolSpec):
+    """A tool the editor runs itself (ToolSpec in the protocol, which may leave out the
+    description and the schema)."""
 
-    name: str
     description: str = ""
     input_schema: dict[str, Any] = attrs.field(factory=lambda: {"type": "object"})
-    kind: str = "other"
-    needs_permission: bool = False
 
 
 @attrs.frozen
@@ -48,13 +45,13 @@ class ParleyClientCapabilities:
 
 @attrs.frozen
 class ClientMeta:
-    parley: ParleyClientCapabilities | None = None
+    parley: ParleyClientCapabilities = ParleyClientCapabilities()
 
 
 @attrs.frozen
 class ClientCapabilities:
     fs: dict[str, Any] | None = None
-    meta: ClientMeta | None = None
+    meta: ClientMeta = ClientMeta()
 
 
 @attrs.frozen
@@ -71,25 +68,15 @@ class InitializeParams:
 
 
 @attrs.frozen
-class SessionSettingsMeta:
-    model: str | None = None
-    tool_policy: str | None = None
-    system_prompt: str | None = None
-    auto_approve: list[str] | None = None
-    eval_timeout_seconds: float | None = None  # the Python kernel's limit per call
-    tool_format: str | None = None  # "text" for models without native tool calling
-
-
-@attrs.frozen
 class SessionMeta:
-    parley: SessionSettingsMeta | None = None
+    parley: SessionOptions = attrs.field(factory=SessionOptions)
 
 
 @attrs.frozen
 class NewSessionParams:
     cwd: str
     mcp_servers: list[Any] = attrs.field(factory=list)
-    meta: SessionMeta | None = None
+    meta: SessionMeta = SessionMeta()
 
 
 @attrs.frozen
@@ -136,9 +123,9 @@ class ListSessionsParams:
 class ConfigureParams:
     session_id: str
     model: str | None = None
-    tool_policy: str | None = None
+    tool_policy: ToolPolicy | None = None
     auto_approve: list[str] | None = None
-    tool_format: str | None = None
+    tool_format: ToolFormat | None = None
 
 
 @attrs.frozen
@@ -156,10 +143,26 @@ def _strict(kind: type) -> Any:
     return structure
 
 
+class _NotOneOf(ValueError):
+    """A value outside a `Literal`: its message says what is allowed."""
+
+
+def _one_of(literal: Any) -> Any:
+    allowed = get_args(literal)
+
+    def structure(value: Any, _: type) -> Any:
+        if not any(value == choice and type(value) is type(choice) for choice in allowed):
+            raise _NotOneOf(f"must be one of {', '.join(map(str, allowed))}, not {value!r}")
+        return value
+
+    return structure
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter()
     for kind in (str, int, bool):
         converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook_factory(lambda t: get_origin(t) is Literal, _one_of)
     converter.register_structure_hook_factory(
         attrs.has,
         lambda cls: make_dict_structure_fn(
@@ -183,8 +186,15 @@ def parse_params(cls: type[T], params: Any) -> T:
     try:
         return _converter.structure(params, cls)
     except cattrs.BaseValidationError as error:
-        problems = "; ".join(_describe(message) for message in cattrs.transform_error(error))
+        messages = cattrs.transform_error(error, format_exception=_format_exception)
+        problems = "; ".join(_describe(message) for message in messages)
         raise JsonRpcInvalidParams(f"invalid params: {problems}") from error
+
+
+def _format_exception(error: BaseException, kind: type | None) -> str:
+    if isinstance(error, _NotOneOf):
+        return str(error)
+    return cattrs.v.format_exception(error, kind)
 
 
 def _describe(message: str) -> str:
@@ -194,6 +204,7 @@ def _describe(message: str) -> str:
         return message
     # cattrs names the attributes; the client knows the camelCase keys.
     path = re.sub(r"[a-z]+(?:_[a-z]+)+", lambda match: _camel(match.group()), path)
+    path = re.sub(r"(?<=\.)meta\b", "_meta", path)
     return f"{path.removeprefix('$.') or 'params'}: {text}"
 
 
@@ -232,17 +243,3 @@ def prompt_content(blocks: list[PromptBlock]) -> tuple[ContentBlock, ...]:
     ):
         raise JsonRpcInvalidParams("prompt: the prompt is empty")
     return tuple(content)
-
-
-def check_tool_format(tool_format: str | None) -> None:
-    if tool_format is not None and tool_format not in TOOL_FORMATS:
-        raise JsonRpcInvalidParams(
-            f"toolFormat must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}"
-        )
-
-
-def check_tool_policy(policy: str | None) -> None:
-    if policy is not None and policy not in TOOL_POLICIES:
-        raise JsonRpcInvalidParams(
-            f"toolPolicy must be one of {', '.join(TOOL_POLICIES)}, not {policy!r}"
-        )

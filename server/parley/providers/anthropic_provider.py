@@ -8,44 +8,26 @@ its output usage last (`message_delta`), so a stream closed early has no output 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     Message,
     ThinkingBlock,
     ToolResultMessage,
     UserMessage,
 )
-from parley.agent.usage import Usage
-from parley.config import DEFAULT_STALL_TIMEOUT
-from parley.providers.base import (
-    CompletedToolCall,
-    Completion,
-    FinishReason,
-    ModelRequest,
-    ModelStream,
-    Provider,
-    SDKStream,
-    StreamEvent,
-    StreamFinished,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-    parse_tool_arguments,
-    read_timed_out,
-    stalled,
-)
-from parley.providers.errors import provider_error
+from parley.core.usage import Usage
+from parley.providers import base, events
+from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
 DEFAULT_MAX_TOKENS = 8192
 
-_STOP_REASONS: dict[str, FinishReason] = {
+_STOP_REASONS: dict[str, events.FinishReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
     "tool_use": "tool_use",
@@ -123,29 +105,13 @@ def _usage(usage: Any, output_tokens: int | None = None) -> Usage:
     )
 
 
-class AnthropicProvider(Provider):
-    def __init__(
-        self,
-        *,
-        name: str,
-        api_key: str,
-        base_url: str | None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
-        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
-    ) -> None:
-        self.name = name
-        self.max_retries = max_retries
-        self.stall_timeout = stall_timeout
-        # The read timeout bounds every wait for a byte, so a stalled stream or call ends.
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=anthropic.Timeout(timeout, read=stall_timeout),
-        )
+class AnthropicProvider(base.SDKProvider):
+    errors = SDKErrors.of(anthropic, anthropic.AnthropicError)
 
-    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+    sdk_client = anthropic.AsyncAnthropic
+    sdk_timeout = anthropic.Timeout
+
+    def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
@@ -159,19 +125,17 @@ class AnthropicProvider(Provider):
             arguments["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
         return arguments
 
-    def stream(self, request: ModelRequest) -> ModelStream:
+    def stream(self, request: base.ModelRequest) -> base.ModelStream:
         return _AnthropicStream(self, self._arguments(request))
 
-    async def complete(self, request: ModelRequest) -> Completion:
+    async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:
             message = await self._client.messages.create(**self._arguments(request))
         except anthropic.AnthropicError as error:
-            if read_timed_out(error):
-                raise stalled(self.name, self.stall_timeout) from error
-            raise provider_error(self.name, error) from error
+            raise self._call_failed(error) from error
         text: list[str] = []
         thinking: list[ThinkingBlock] = []
-        tool_calls: list[CompletedToolCall] = []
+        tool_calls: list[base.CompletedToolCall] = []
         for block in message.content:
             if block.type == "text":
                 text.append(block.text)
@@ -180,9 +144,9 @@ class AnthropicProvider(Provider):
             elif block.type == "redacted_thinking":
                 thinking.append(ThinkingBlock("", redacted=block.data))
             elif block.type == "tool_use":
-                arguments, error = parse_tool_arguments(block.input)
-                tool_calls.append(CompletedToolCall(block.id, block.name, arguments, error))
-        return Completion.assemble(
+                arguments, error = base.parse_tool_arguments(block.input)
+                tool_calls.append(base.CompletedToolCall(block.id, block.name, arguments, error))
+        return base.Completion.assemble(
             text="".join(text),
             thinking=tuple(thinking),
             tool_calls=tuple(tool_calls),
@@ -190,89 +154,84 @@ class AnthropicProvider(Provider):
             usage=_usage(message.usage),
         )
 
-    async def aclose(self) -> None:
-        await self._client.close()
+
+class _AnthropicStream(base.SDKStream):
+    _provider: AnthropicProvider
+
+    async def _open(self) -> Any:
+        return await self._provider._client.messages.create(**self._arguments, stream=True)
+
+    def _new_reply(self) -> base.StreamReply:
+        return _AnthropicReply()
 
 
-class _AnthropicStream(SDKStream):
-    sdk_error = anthropic.AnthropicError
-    connection_error = anthropic.APIConnectionError
+class _AnthropicReply(base.StreamReply):
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[ThinkingBlock] = []
+        self.current_thought: list[str] = []
+        self.current_signature = ""
+        self.calls: dict[int, dict[str, Any]] = {}  # by content block index
+        self.start_usage: Any = None
+        self.output_tokens: int | None = None
+        self.finish: events.FinishReason = "end_turn"
 
-    def __init__(self, provider: AnthropicProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(
-            provider.name,
-            arguments,
-            max_retries=provider.max_retries,
-            stall_timeout=provider.stall_timeout,
-        )
-        self._provider = provider
+    def read(self, chunk: Any) -> Iterator[events.StreamEvent]:
+        kind = chunk.type
+        if kind == "content_block_delta":
+            yield from self._read_delta(chunk.index, chunk.delta)
+        elif kind == "content_block_start":
+            block = chunk.content_block
+            if block.type == "tool_use":
+                self.calls[chunk.index] = {"id": block.id, "name": block.name, "json": []}
+                yield events.ToolCallStarted(chunk.index, block.name)
+            elif block.type == "redacted_thinking":
+                self.thinking.append(ThinkingBlock("", redacted=block.data))
+        elif kind == "content_block_stop":
+            if self.current_thought or self.current_signature:
+                thought = ThinkingBlock(
+                    "".join(self.current_thought), self.current_signature or None
+                )
+                self.thinking.append(thought)
+                self.current_thought, self.current_signature = [], ""
+        elif kind == "message_start":
+            self.start_usage = chunk.message.usage
+        elif kind == "message_delta":
+            if chunk.delta.stop_reason:
+                self.finish = _STOP_REASONS.get(chunk.delta.stop_reason, "other")
+            if chunk.usage is not None:
+                self.output_tokens = chunk.usage.output_tokens
 
-    async def _request_events(self) -> AsyncIterator[StreamEvent]:
-        text: list[str] = []
-        thinking: list[ThinkingBlock] = []
-        current_thought: list[str] = []
-        current_signature = ""
-        calls: dict[int, dict[str, Any]] = {}  # by content block index
-        start_usage: Any = None
-        output_tokens: int | None = None
-        finish: FinishReason = "end_turn"
-        try:
-            self._sdk_stream = await self._provider._client.messages.create(
-                **self._arguments, stream=True
-            )
-            async for event in self._sdk_stream:
-                kind = event.type
-                if kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        text.append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif delta.type == "thinking_delta":
-                        if delta.thinking:
-                            current_thought.append(delta.thinking)
-                            yield ThoughtDelta(delta.thinking)
-                    elif delta.type == "signature_delta":
-                        current_signature += delta.signature
-                    elif delta.type == "input_json_delta" and event.index in calls:
-                        calls[event.index]["json"].append(delta.partial_json)
-                        if delta.partial_json:
-                            yield ToolCallArgumentsDelta(event.index, delta.partial_json)
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        calls[event.index] = {"id": block.id, "name": block.name, "json": []}
-                        yield ToolCallStarted(event.index, block.name)
-                    elif block.type == "redacted_thinking":
-                        thinking.append(ThinkingBlock("", redacted=block.data))
-                elif kind == "content_block_stop":
-                    if current_thought or current_signature:
-                        thinking.append(
-                            ThinkingBlock("".join(current_thought), current_signature or None)
-                        )
-                        current_thought, current_signature = [], ""
-                elif kind == "message_start":
-                    start_usage = event.message.usage
-                elif kind == "message_delta":
-                    if event.delta.stop_reason:
-                        finish = _STOP_REASONS.get(event.delta.stop_reason, "other")
-                    if event.usage is not None:
-                        output_tokens = event.usage.output_tokens
-        except Exception as error:
-            failure = self._failure(error)
-            if failure is None:
-                return
-            raise failure from error
+    def _read_delta(self, index: int, delta: Any) -> Iterator[events.StreamEvent]:
+        if delta.type == "text_delta":
+            self.text.append(delta.text)
+            yield events.TextDelta(delta.text)
+        elif delta.type == "thinking_delta":
+            if delta.thinking:
+                self.current_thought.append(delta.thinking)
+                yield events.ThoughtDelta(delta.thinking)
+        elif delta.type == "signature_delta":
+            self.current_signature += delta.signature
+        elif delta.type == "input_json_delta" and index in self.calls:
+            self.calls[index]["json"].append(delta.partial_json)
+            if delta.partial_json:
+                yield events.ToolCallArgumentsDelta(index, delta.partial_json)
+
+    def completion(self) -> base.Completion:
         tool_calls = []
-        for index in sorted(calls):
-            entry = calls[index]
-            arguments, error_text = parse_tool_arguments("".join(entry["json"]))
-            tool_calls.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
-        usage = _usage(start_usage, output_tokens) if start_usage is not None else None
-        self.completion = Completion.assemble(
-            text="".join(text),
-            thinking=tuple(thinking),
+        for index in sorted(self.calls):
+            entry = self.calls[index]
+            arguments, error_text = base.parse_tool_arguments("".join(entry["json"]))
+            tool_calls.append(
+                base.CompletedToolCall(entry["id"], entry["name"], arguments, error_text)
+            )
+        usage = None
+        if self.start_usage is not None:
+            usage = _usage(self.start_usage, self.output_tokens)
+        return base.Completion.assemble(
+            text="".join(self.text),
+            thinking=tuple(self.thinking),
             tool_calls=tuple(tool_calls),
-            finish_reason=finish,
+            finish_reason=self.finish,
             usage=usage,
         )
-        yield StreamFinished(self.completion.finish_reason, usage)

@@ -20,57 +20,26 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import attrs
-import httpx2
 
-from parley.agent.conversation import Message, ThinkingBlock
-from parley.agent.usage import Usage
-from parley.redact import redact
+from parley.config import DEFAULT_STALL_TIMEOUT
+from parley.core.conversation import Message, ThinkingBlock
+from parley.core.errors import ProviderError
+from parley.core.usage import Usage
+from parley.providers.errors import (
+    SDKErrors,
+    provider_error,
+    read_timed_out,
+    stalled,
+    stream_interrupted,
+)
+from parley.providers.events import FinishReason, StreamEvent, StreamFinished
 from parley.tools.base import ToolSpec
 
 logger = logging.getLogger(__name__)
-
-FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
-
-
-# --- what a stream yields ---------------------------------------------------------------
-
-
-@attrs.frozen
-class TextDelta:
-    text: str
-
-
-@attrs.frozen
-class ThoughtDelta:
-    text: str
-
-
-@attrs.frozen
-class ToolCallStarted:
-    """The stream shows a tool call: its name is known, its arguments are not complete."""
-
-    index: int
-    name: str
-
-
-@attrs.frozen
-class ToolCallArgumentsDelta:
-    index: int
-    text: str
-
-
-@attrs.frozen
-class StreamFinished:
-    reason: FinishReason
-    usage: Usage | None
-
-
-StreamEvent = TextDelta | ThoughtDelta | ToolCallStarted | ToolCallArgumentsDelta | StreamFinished
-
 
 # --- requests and complete answers ------------------------------------------------------
 
@@ -158,65 +127,6 @@ def mark_cut_off(
     )
 
 
-# --- errors -----------------------------------------------------------------------------
-
-
-class ProviderError(Exception):
-    """A provider failure that survived the SDK's retries, with a message a person can act on.
-
-    The message is redacted here, where every provider error is made: it quotes what the
-    provider or a gateway said, which may echo the request's API key, and it goes on to the
-    client, the store and the log.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str,
-        type: str,
-        status: int | None = None,
-        retryable: bool = False,
-    ) -> None:
-        message = redact(message)
-        super().__init__(message)
-        self.message = message
-        self.provider = provider
-        self.type = type
-        self.status = status
-        self.retryable = retryable
-
-    def to_wire_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"provider": self.provider, "type": self.type}
-        data["retryable"] = self.retryable
-        if self.status is not None:
-            data["status"] = self.status
-        return data
-
-
-def stalled(provider: str, seconds: float) -> ProviderError:
-    return ProviderError(
-        f"{provider} sent nothing for {seconds:g} s, so the request was abandoned. Try again; "
-        "if this model is slow to start its answers, raise stall_timeout in config.toml.",
-        provider=provider,
-        type="stalled",
-        retryable=True,
-    )
-
-
-def read_timed_out(error: BaseException) -> bool:
-    """Whether `error` comes from httpx2's read timeout (the stall timeout), raised as it is
-    or wrapped by an SDK (and then by `ProviderError`)."""
-    seen: BaseException | None = error
-    for _ in range(8):  # a cause chain is short; a cycle must not loop forever
-        if seen is None:
-            return False
-        if isinstance(seen, httpx2.ReadTimeout):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 # --- retrying a stream that broke off before its first event ------------------------------
 
 RETRY_FIRST_DELAY = 0.5  # the SDKs' backoff: 0.5 s, doubled at each retry, at most 8 s
@@ -289,34 +199,52 @@ class ModelStream(ABC):
         await self.aclose()
 
 
+class StreamReply(ABC):
+    """What one streamed request has said so far: it reads the SDK's chunks one at a time,
+    yields the events they hold, and at the end assembles the whole reply."""
+
+    @abstractmethod
+    def read(self, chunk: Any) -> Iterator[StreamEvent]:
+        """The events in one chunk (an SDK stream item) of the reply."""
+
+    @abstractmethod
+    def completion(self) -> Completion:
+        """The whole reply, once the stream has ended."""
+
+
 class SDKStream(ModelStream):
-    """A stream read through a provider SDK's async stream object, which `_request_events`
-    opens and stores in `_sdk_stream`; closing it closes the HTTP response.
+    """A stream read through a provider SDK's async stream object, which `_open` returns
+    and `_sdk_stream` holds; closing it closes the HTTP response."""
 
-    Subclasses name their SDK's base error and connection error, for `_failure`.
-    """
-
-    sdk_error: type[Exception]
-    connection_error: type[Exception]
-
-    def __init__(
-        self,
-        provider_name: str,
-        arguments: dict[str, Any],
-        *,
-        max_retries: int,
-        stall_timeout: float,
-    ) -> None:
-        self._provider_name = provider_name
+    def __init__(self, provider: SDKProvider, arguments: dict[str, Any]) -> None:
+        self._provider = provider
         self._arguments = arguments
-        self._max_retries = max_retries
-        self._stall_timeout = stall_timeout
         self._sdk_stream: Any = None
         self._closed = False  # closed by us: a transport error after it is no failure
 
     @abstractmethod
-    def _request_events(self) -> AsyncIterator[StreamEvent]:
-        """One request's events, as an async generator that raises what `_failure` says."""
+    async def _open(self) -> Any:
+        """Send the request; the SDK's async stream of the reply."""
+
+    @abstractmethod
+    def _new_reply(self) -> StreamReply:
+        """An empty reply, read from the chunks of one request."""
+
+    async def _request_events(self) -> AsyncIterator[StreamEvent]:
+        """One request's events; raises what `_failure` says."""
+        reply = self._new_reply()
+        try:
+            self._sdk_stream = await self._open()
+            async for chunk in self._sdk_stream:
+                for event in reply.read(chunk):
+                    yield event
+        except Exception as error:
+            failure = self._failure(error)
+            if failure is None:
+                return
+            raise failure from error
+        self.completion = reply.completion()
+        yield StreamFinished(self.completion.finish_reason, self.completion.usage)
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
         """The events of the first request that does not break off before its first event.
@@ -326,7 +254,8 @@ class SDKStream(ModelStream):
         nobody has seen anything, so it is asked again the same way. After an event, the
         failure is the caller's to report: what was shown cannot be taken back.
         """
-        for retry in range(self._max_retries + 1):
+        provider = self._provider
+        for retry in range(provider.max_retries + 1):
             started = False
             try:
                 async with contextlib.aclosing(self._request_events()) as events:
@@ -337,17 +266,17 @@ class SDKStream(ModelStream):
             except ProviderError as failure:
                 error = failure
                 if read_timed_out(failure):
-                    error = stalled(self._provider_name, self._stall_timeout)
+                    error = stalled(provider.name, provider.stall_timeout)
                 broke_off = self._sdk_stream is not None  # it was open: no SDK retry
-                if started or not broke_off or not error.retryable or retry == self._max_retries:
+                if started or not broke_off or not error.retryable or retry == provider.max_retries:
                     raise error from failure.__cause__
                 delay = retry_delay(retry, failure)
             logger.warning(
                 "%s: the stream broke off before its first event (%s); retry %d of %d in %.1f s",
-                self._provider_name,
+                provider.name,
                 error.type,
                 retry + 1,
-                self._max_retries,
+                provider.max_retries,
                 delay,
             )
             await self._close_sdk_stream()
@@ -359,13 +288,12 @@ class SDKStream(ModelStream):
         A connection error once the stream is open means it broke off mid-reply; a dropped
         connection may also surface as a raw transport error the SDK does not wrap.
         """
-        from parley.providers.errors import provider_error, stream_interrupted  # builds on us
-
-        name = self._provider_name
-        if isinstance(error, self.sdk_error):
-            if self._sdk_stream is not None and isinstance(error, self.connection_error):
+        name = self._provider.name
+        sdk = self._provider.errors
+        if isinstance(error, sdk.base):
+            if self._sdk_stream is not None and isinstance(error, sdk.connection):
                 return stream_interrupted(name, error)
-            return provider_error(name, error)
+            return provider_error(name, error, sdk)
         return None if self._closed else stream_interrupted(name, error)
 
     async def _close_transport(self) -> None:
@@ -389,3 +317,42 @@ class Provider(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional for providers without resources
         pass
+
+
+class SDKProvider(Provider):
+    """A provider reached through its SDK (openai's, anthropic's: they share one design).
+    The SDK retries a failed request `max_retries` times; its read timeout, `stall_timeout`,
+    bounds every wait for a byte, so a stalled stream or call ends."""
+
+    errors: SDKErrors  # the SDK's exception classes
+    sdk_client: Callable[..., Any]  # the SDK's async client class
+    sdk_timeout: Callable[..., Any]  # the SDK's `Timeout` (httpx's)
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        api_key: str,
+        base_url: str | None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    ) -> None:
+        self.name = name
+        self.max_retries = max_retries
+        self.stall_timeout = stall_timeout
+        self._client = self.sdk_client(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=self.sdk_timeout(timeout, read=stall_timeout),
+        )
+
+    def _call_failed(self, error: Exception) -> ProviderError:
+        """What a failed synchronous call means for the user."""
+        if read_timed_out(error):
+            return stalled(self.name, self.stall_timeout)
+        return provider_error(self.name, error, self.errors)
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -2,12 +2,40 @@
 
 The openai and anthropic SDKs share one exception design (status errors carry
 `status_code` and the parsed error `body`; timeouts and connection failures have their own
-classes), so one translation serves both.
+classes), so one translation serves both, given the SDK's classes (`SDKErrors`). The SDKs
+themselves are not imported here: each is imported only with its provider.
 """
 
 from __future__ import annotations
 
-from parley.providers.base import ProviderError
+from types import ModuleType
+
+import attrs
+import httpx2
+
+from parley.core.errors import ProviderError
+
+
+@attrs.frozen
+class SDKErrors:
+    """An SDK's exception classes, by what they mean."""
+
+    base: type[Exception]  # every error the SDK raises
+    status: type[Exception]  # the provider answered an HTTP error: `status_code`, `body`
+    timeout: type[Exception]  # no answer in time (the SDKs make it a connection error too)
+    connection: type[Exception]  # the provider could not be reached, or the connection broke
+
+    @classmethod
+    def of(cls, sdk: ModuleType, base: type[Exception]) -> SDKErrors:
+        """The classes of an SDK made like openai's (anthropic's is): its base error, and
+        `APIStatusError`, `APITimeoutError`, `APIConnectionError`."""
+        return cls(
+            base=base,
+            status=sdk.APIStatusError,
+            timeout=sdk.APITimeoutError,
+            connection=sdk.APIConnectionError,
+        )
+
 
 _STATUS_KINDS: dict[int, tuple[str, str]] = {
     400: ("invalid_request", "The request was refused; the message above says why."),
@@ -20,8 +48,8 @@ _STATUS_KINDS: dict[int, tuple[str, str]] = {
 }
 
 
-def provider_error(name: str, error: Exception) -> ProviderError:
-    status = getattr(error, "status_code", None)
+def provider_error(name: str, error: Exception, sdk: SDKErrors) -> ProviderError:
+    status = getattr(error, "status_code", None) if isinstance(error, sdk.status) else None
     if isinstance(status, int) and status >= 400:
         detail = _error_message(getattr(error, "body", None)) or str(error)
         kind, hint = _STATUS_KINDS.get(
@@ -37,15 +65,14 @@ def provider_error(name: str, error: Exception) -> ProviderError:
             status=status,
             retryable=retryable,
         )
-    class_name = type(error).__name__
-    if "Timeout" in class_name:
+    if isinstance(error, sdk.timeout):
         return ProviderError(
             f"{name} did not answer in time. Try again, or raise the timeout in config.toml.",
             provider=name,
             type="timeout",
             retryable=True,
         )
-    if "Connection" in class_name:
+    if isinstance(error, sdk.connection):
         return ProviderError(
             f"Could not reach {name} ({error}). Check its base URL and that it is running.",
             provider=name,
@@ -60,6 +87,29 @@ def provider_error(name: str, error: Exception) -> ProviderError:
         type="stream_error",
         retryable=True,
     )
+
+
+def stalled(provider: str, seconds: float) -> ProviderError:
+    return ProviderError(
+        f"{provider} sent nothing for {seconds:g} s, so the request was abandoned. Try again; "
+        "if this model is slow to start its answers, raise stall_timeout in config.toml.",
+        provider=provider,
+        type="stalled",
+        retryable=True,
+    )
+
+
+def read_timed_out(error: BaseException) -> bool:
+    """Whether `error` comes from httpx2's read timeout (the stall timeout), raised as it is
+    or wrapped by an SDK (and then by `ProviderError`)."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a cause chain is short; a cycle must not loop forever
+        if seen is None:
+            return False
+        if isinstance(seen, httpx2.ReadTimeout):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def stream_interrupted(name: str, error: BaseException) -> ProviderError:

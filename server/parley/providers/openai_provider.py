@@ -9,43 +9,25 @@ usage arrives only when asked for, in a last chunk with no choices.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 import openai
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     Message,
     ThinkingBlock,
     ToolResultMessage,
     UserMessage,
 )
-from parley.agent.usage import Usage
-from parley.config import DEFAULT_STALL_TIMEOUT
-from parley.providers.base import (
-    CompletedToolCall,
-    Completion,
-    FinishReason,
-    ModelRequest,
-    ModelStream,
-    Provider,
-    ProviderError,
-    SDKStream,
-    StreamEvent,
-    StreamFinished,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-    parse_tool_arguments,
-    read_timed_out,
-    stalled,
-)
-from parley.providers.errors import provider_error
+from parley.core.errors import ProviderError
+from parley.core.usage import Usage
+from parley.providers import base, events
+from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
-_FINISH_REASONS: dict[str, FinishReason] = {
+_FINISH_REASONS: dict[str, events.FinishReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
@@ -120,29 +102,13 @@ def _reasoning_of(delta_or_message: Any) -> str | None:
     return None
 
 
-class OpenAIProvider(Provider):
-    def __init__(
-        self,
-        *,
-        name: str,
-        api_key: str,
-        base_url: str | None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
-        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
-    ) -> None:
-        self.name = name
-        self.max_retries = max_retries
-        self.stall_timeout = stall_timeout
-        # The read timeout bounds every wait for a byte, so a stalled stream or call ends.
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=openai.Timeout(timeout, read=stall_timeout),
-        )
+class OpenAIProvider(base.SDKProvider):
+    errors = SDKErrors.of(openai, openai.OpenAIError)
 
-    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+    sdk_client = openai.AsyncOpenAI
+    sdk_timeout = openai.Timeout
+
+    def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": request.model,
             "messages": to_openai_messages(request.system, request.messages),
@@ -153,16 +119,14 @@ class OpenAIProvider(Provider):
             arguments["max_completion_tokens"] = request.max_tokens
         return arguments
 
-    def stream(self, request: ModelRequest) -> ModelStream:
+    def stream(self, request: base.ModelRequest) -> base.ModelStream:
         return _OpenAIStream(self, self._arguments(request))
 
-    async def complete(self, request: ModelRequest) -> Completion:
+    async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:
             response = await self._client.chat.completions.create(**self._arguments(request))
         except openai.OpenAIError as error:
-            if read_timed_out(error):
-                raise stalled(self.name, self.stall_timeout) from error
-            raise provider_error(self.name, error) from error
+            raise self._call_failed(error) from error
         if not response.choices:
             raise ProviderError(
                 f"{self.name} returned a response with no choices.",
@@ -177,11 +141,11 @@ class OpenAIProvider(Provider):
             function = getattr(call, "function", None)
             if function is None:
                 continue
-            arguments, error = parse_tool_arguments(function.arguments)
-            tool_calls.append(CompletedToolCall(call.id, function.name, arguments, error))
+            arguments, error = base.parse_tool_arguments(function.arguments)
+            tool_calls.append(base.CompletedToolCall(call.id, function.name, arguments, error))
         reasoning = _reasoning_of(message)
         finish = _FINISH_REASONS.get(choice.finish_reason or "stop", "other")
-        return Completion.assemble(
+        return base.Completion.assemble(
             text=message.content or "",
             thinking=(ThinkingBlock(reasoning),) if reasoning else (),
             tool_calls=tuple(tool_calls),
@@ -189,78 +153,74 @@ class OpenAIProvider(Provider):
             usage=usage_from_openai(response.usage),
         )
 
-    async def aclose(self) -> None:
-        await self._client.close()
 
+class _OpenAIStream(base.SDKStream):
+    _provider: OpenAIProvider
 
-class _OpenAIStream(SDKStream):
-    sdk_error = openai.OpenAIError
-    connection_error = openai.APIConnectionError
-
-    def __init__(self, provider: OpenAIProvider, arguments: dict[str, Any]) -> None:
-        super().__init__(
-            provider.name,
-            arguments,
-            max_retries=provider.max_retries,
-            stall_timeout=provider.stall_timeout,
+    async def _open(self) -> Any:
+        return await self._provider._client.chat.completions.create(
+            **self._arguments, stream=True, stream_options={"include_usage": True}
         )
-        self._provider = provider
 
-    async def _request_events(self) -> AsyncIterator[StreamEvent]:
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}  # by the stream's tool call index
-        finish: FinishReason = "end_turn"
-        usage: Usage | None = None
-        try:
-            self._sdk_stream = await self._provider._client.chat.completions.create(
-                **self._arguments, stream=True, stream_options={"include_usage": True}
-            )
-            async for chunk in self._sdk_stream:
-                if chunk.usage is not None:
-                    usage = usage_from_openai(chunk.usage)
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if delta is not None:
-                    if thought := _reasoning_of(delta):
-                        reasoning.append(thought)
-                        yield ThoughtDelta(thought)
-                    if delta.content:
-                        text.append(delta.content)
-                        yield TextDelta(delta.content)
-                    for position, call in enumerate(delta.tool_calls or []):
-                        index = call.index if call.index is not None else position
-                        function = call.function
-                        entry = calls.get(index)
-                        if entry is None:
-                            entry = calls[index] = {"id": call.id or "", "name": "", "args": []}
-                        if call.id and not entry["id"]:
-                            entry["id"] = call.id
-                        if function is not None and function.name and not entry["name"]:
-                            entry["name"] = function.name
-                            yield ToolCallStarted(index, function.name)
-                        if function is not None and function.arguments:
-                            entry["args"].append(function.arguments)
-                            yield ToolCallArgumentsDelta(index, function.arguments)
-                if choice.finish_reason:
-                    finish = _FINISH_REASONS.get(choice.finish_reason, "other")
-        except Exception as error:
-            failure = self._failure(error)
-            if failure is None:
-                return
-            raise failure from error
+    def _new_reply(self) -> base.StreamReply:
+        return _OpenAIReply()
+
+
+class _OpenAIReply(base.StreamReply):
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}  # by the stream's tool call index
+        self.finish: events.FinishReason = "end_turn"
+        self.usage: Usage | None = None
+
+    def read(self, chunk: Any) -> Iterator[events.StreamEvent]:
+        if chunk.usage is not None:
+            self.usage = usage_from_openai(chunk.usage)
+        if not chunk.choices:
+            return
+        choice = chunk.choices[0]
+        delta = choice.delta
+        if delta is not None:
+            if thought := _reasoning_of(delta):
+                self.reasoning.append(thought)
+                yield events.ThoughtDelta(thought)
+            if delta.content:
+                self.text.append(delta.content)
+                yield events.TextDelta(delta.content)
+            for position, call in enumerate(delta.tool_calls or []):
+                yield from self._read_call(position, call)
+        if choice.finish_reason:
+            self.finish = _FINISH_REASONS.get(choice.finish_reason, "other")
+
+    def _read_call(self, position: int, call: Any) -> Iterator[events.StreamEvent]:
+        """A piece of a tool call: some servers send one whole, or leave out its index."""
+        index = call.index if call.index is not None else position
+        entry = self.calls.setdefault(index, {"id": call.id or "", "name": "", "args": []})
+        if call.id and not entry["id"]:
+            entry["id"] = call.id
+        function = call.function
+        if function is None:
+            return
+        if function.name and not entry["name"]:
+            entry["name"] = function.name
+            yield events.ToolCallStarted(index, function.name)
+        if function.arguments:
+            entry["args"].append(function.arguments)
+            yield events.ToolCallArgumentsDelta(index, function.arguments)
+
+    def completion(self) -> base.Completion:
         completed = []
-        for index in sorted(calls):
-            entry = calls[index]
-            arguments, error_text = parse_tool_arguments("".join(entry["args"]))
-            completed.append(CompletedToolCall(entry["id"], entry["name"], arguments, error_text))
-        self.completion = Completion.assemble(
-            text="".join(text),
-            thinking=(ThinkingBlock("".join(reasoning)),) if reasoning else (),
+        for index in sorted(self.calls):
+            entry = self.calls[index]
+            arguments, error_text = base.parse_tool_arguments("".join(entry["args"]))
+            completed.append(
+                base.CompletedToolCall(entry["id"], entry["name"], arguments, error_text)
+            )
+        return base.Completion.assemble(
+            text="".join(self.text),
+            thinking=(ThinkingBlock("".join(self.reasoning)),) if self.reasoning else (),
             tool_calls=tuple(completed),
-            finish_reason=finish,
-            usage=usage,
+            finish_reason=self.finish,
+            usage=self.usage,
         )
-        yield StreamFinished(self.completion.finish_reason, usage)

@@ -7,7 +7,8 @@ from typing import Any
 import attrs
 
 from parley.config import ProviderConfig, Settings
-from parley.providers.base import Provider, ProviderError
+from parley.core.errors import ProviderError
+from parley.providers.base import Provider
 from parley.providers.text_tools import TextToolProvider, ThinkTagProvider
 
 

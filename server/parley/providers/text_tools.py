@@ -26,7 +26,7 @@ from typing import Protocol
 
 import attrs
 
-from parley.agent.conversation import (
+from parley.core.conversation import (
     AssistantMessage,
     Message,
     TextBlock,
@@ -41,6 +41,8 @@ from parley.providers.base import (
     ModelRequest,
     ModelStream,
     Provider,
+)
+from parley.providers.events import (
     StreamEvent,
     StreamFinished,
     TextDelta,

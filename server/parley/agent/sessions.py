@@ -1,0 +1,297 @@
+"""The sessions a server has open: the one place a session is created, opened from the
+store, prompted, configured, closed and deleted.
+
+Two servers (two editor windows) may share a session. A turn holds the session's lease in
+the store; under it, the server first takes in (and shows) the turns another window added,
+and mends the calls a dead server left without a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.agent.replay import replay_updates, unanswered_calls
+from parley.agent.session import Session, new_id
+from parley.agent.turn import Turn, TurnPorts, TurnResult
+from parley.config import Settings
+from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
+from parley.core.conversation import ContentBlock, UserMessage
+from parley.providers.registry import ProviderRegistry, split_model_id
+from parley.store import SessionBusy, SessionGone, Store, StoredSession
+from parley.tools.base import Tool
+from parley.tools.registry import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+# How long a turn holds its session against other servers without renewing (it renews every
+# third of it); a holder that died is taken over at once.
+LEASE_SECONDS = 30.0
+BUSY_HERE = "A turn is already running in this session; cancel it or wait for it to end."
+BUSY_ELSEWHERE = (
+    "This session is busy in another window; wait for its turn to end (or cancel it there), "
+    "then try again."
+)
+
+# The tools of a session in a workspace, given the kernel's limit per call (None: default).
+ToolsFor = Callable[[Path, float | None], list[Tool]]
+
+
+class SessionError(Exception):
+    """A request about a session that cannot be served; `message` is for the user."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownSession(SessionError):
+    """No such session: never created, or deleted (maybe in another window)."""
+
+
+class SessionInUse(SessionError):
+    """A turn runs in the session, in this server or in another."""
+
+
+class InvalidOptions(SessionError):
+    """Options a session cannot have (a workspace that is no directory, a bad model id)."""
+
+
+@attrs.define
+class Sessions:
+    store: Store
+    providers: ProviderRegistry
+    settings: Settings
+    ports: TurnPorts
+    tools_for: ToolsFor
+    instance_id: str = attrs.field(factory=lambda: new_id("srv"))  # names us in the leases
+    _open: dict[str, Session] = attrs.field(factory=dict)
+    _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def new(self, cwd: Path, options: SessionOptions) -> Session:
+        if not cwd.is_absolute():
+            raise InvalidOptions(f"cwd must be an absolute path, not {str(cwd)!r}")
+        if not cwd.is_dir():
+            raise InvalidOptions(f"cwd {str(cwd)!r} is not a directory")
+        model = options.model or self.settings.default_model
+        _check_model_id(model)
+        session = Session(
+            id=new_id("sess"),
+            cwd=cwd,
+            model=model,
+            tool_policy=options.tool_policy,
+            tools=ToolRegistry(self.tools_for(cwd, options.eval_timeout_seconds)),
+            store=self.store,
+            system_prompt=options.system_prompt,
+            tool_format=options.tool_format,
+            auto_approve=set(options.auto_approve),
+        )
+        session.save()
+        self._open[session.id] = session
+        return session
+
+    async def load(self, session_id: str, cwd: Path) -> Session:
+        """Open a stored session (or catch up the open one), then replay its conversation
+        to the client."""
+        stored = self.store.session(session_id)
+        if stored is None:
+            await self.forget(session_id)  # deleted in another window
+            raise _unknown(session_id)
+        # The client's cwd is where the user is now; fall back to where the session began.
+        cwd = cwd if cwd.is_dir() else Path(stored.cwd)
+        session = self._open.get(stored.id)
+        if session is not None and session.running_turn is not None:
+            raise SessionInUse(BUSY_HERE)
+        if session is not None and session.cwd != cwd:
+            await self.forget(session.id)  # its tools and approvals belong to its workspace
+            session = None
+        if session is None:
+            session = self._open_stored(stored, cwd)
+        else:
+            session.catch_up()
+        try:
+            self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
+        except (SessionBusy, SessionGone):
+            pass  # a turn runs in another window: its calls are not stranded, they run
+        else:
+            try:
+                _mend_unanswered(session)
+            finally:
+                self.store.release_lease(session.id, self.instance_id)
+        for update in replay_updates(session.history, session.tools.kind_of):
+            self.ports.send_update(session.id, update)
+        return session
+
+    def _open_stored(self, stored: StoredSession, cwd: Path) -> Session:
+        session = Session(
+            id=stored.id,
+            cwd=cwd,
+            model=stored.model,
+            tool_policy=stored.tool_policy,  # type: ignore[arg-type]  # the store holds valid ones
+            tools=ToolRegistry(self.tools_for(cwd, None)),
+            store=self.store,
+            system_prompt=stored.system_prompt,
+            tool_format=stored.tool_format,  # type: ignore[arg-type]
+            auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
+            history=self.store.messages(stored.id),
+            title=stored.title,
+            created_at=stored.created_at,
+            updated_at=stored.updated_at,
+            totals=self.store.usage_totals(stored.id),
+        )
+        self._open[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> Session:
+        session = self._open.get(session_id)
+        if session is None:
+            hint = " (load it first with session/load)" if self.store.session(session_id) else ""
+            raise _unknown(session_id, hint)
+        return session
+
+    # --- a turn ----------------------------------------------------------------------------
+
+    async def prompt(self, session_id: str, content: tuple[ContentBlock, ...]) -> TurnResult:
+        """Run a turn under the session's lease; the other windows' turns are shown first."""
+        session = self.get(session_id)
+        if session.running_turn is not None:
+            raise SessionInUse(BUSY_HERE)
+        try:
+            self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
+        except SessionBusy as busy:
+            logger.info("Session %s is busy in another server: %s", session.id, busy)
+            raise SessionInUse(BUSY_ELSEWHERE) from busy
+        except SessionGone as gone:
+            await self.forget(session.id)
+            raise _unknown(session.id) from gone
+        this_request = asyncio.current_task()
+        assert this_request is not None
+        self._prompts.add(this_request)
+        try:
+            self._show_missed_turns(session)
+            return await self._run_turn(session, UserMessage(content), this_request)
+        finally:
+            self._prompts.discard(this_request)
+            self.store.release_lease(session.id, self.instance_id)
+
+    def _show_missed_turns(self, session: Session) -> None:
+        """Another window may have added turns since this one read the session: take them
+        in and show them, so the user and the model see the same conversation."""
+        start = session.catch_up()
+        _mend_unanswered(session)  # the other window may have died mid-turn
+        for update in replay_updates(session.history, session.tools.kind_of, start):
+            self.ports.send_update(session.id, update)
+
+    async def _run_turn(
+        self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
+    ) -> TurnResult:
+        turn = Turn(session, prompt, self.ports, self.providers, self.settings)
+        session.running_turn = asyncio.ensure_future(turn.run())
+        renewing = asyncio.ensure_future(self._renew_lease(session.id))
+        try:
+            result = await session.running_turn
+            # `$/cancelRequest` cancelled this request: the turn absorbed the cancellation
+            # (and settled its history); the request itself is answered -32800.
+            if this_request.cancelling():
+                raise asyncio.CancelledError
+            return result
+        finally:
+            renewing.cancel()
+            session.running_turn = None
+
+    async def _renew_lease(self, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            self.store.renew_lease(session_id, self.instance_id, LEASE_SECONDS)
+
+    def cancel(self, session_id: str) -> None:
+        session = self._open.get(session_id)
+        if session is not None and session.running_turn is not None:
+            session.running_turn.cancel()
+
+    # --- changing and closing ---------------------------------------------------------------
+
+    async def configure(
+        self,
+        session_id: str,
+        *,
+        model: str | None,
+        tool_policy: ToolPolicy | None,
+        tool_format: ToolFormat | None,
+        auto_approve: list[str] | None,
+    ) -> None:
+        """Change what is given (None: unchanged); the turn applies it from its next round."""
+        session = self.get(session_id)
+        if self.store.session(session.id) is None:
+            await self.forget(session.id)  # deleted in another window: don't bring it back
+            raise _unknown(session.id)
+        if model is not None:
+            _check_model_id(model)
+            session.model = model
+        if tool_format is not None:
+            session.tool_format = tool_format
+        if tool_policy is not None:
+            session.tool_policy = tool_policy
+        if auto_approve is not None:
+            session.auto_approve = set(auto_approve)
+        session.save()
+
+    async def delete(self, session_id: str) -> None:
+        session = self._open.get(session_id)
+        if session is not None and session.running_turn is not None:
+            session.running_turn.cancel()  # this window's turn ends with its session
+            await asyncio.gather(session.running_turn, return_exceptions=True)
+        try:
+            deleted = self.store.delete_session(session_id, self.instance_id)
+        except SessionBusy as busy:
+            raise SessionInUse(BUSY_ELSEWHERE) from busy
+        await self.forget(session_id)
+        if not deleted:
+            raise _unknown(session_id)
+
+    async def forget(self, session_id: str) -> None:
+        """Close this server's copy of a session (the store keeps it, unless deleted)."""
+        session = self._open.pop(session_id, None)
+        if session is None:
+            return
+        if session.running_turn is not None:
+            session.running_turn.cancel()
+            await asyncio.gather(session.running_turn, return_exceptions=True)
+        await session.tools.aclose()
+
+    async def close(self) -> None:
+        """End every turn (their histories settle), answer the pending prompts, close the
+        sessions' tools (their kernels end)."""
+        turns = [s.running_turn for s in self._open.values() if s.running_turn is not None]
+        for turn in turns:
+            turn.cancel()
+        await asyncio.gather(*turns, return_exceptions=True)
+        # The prompts' answers go out as their requests end (they release the leases too).
+        await asyncio.gather(*self._prompts, return_exceptions=True)
+        for session in self._open.values():
+            await session.tools.aclose()
+
+
+def _mend_unanswered(session: Session) -> None:
+    """A killed server leaves calls without results: answer them, so the provider takes the
+    history. Only under the session's lease: another window's running calls are not dead."""
+    for result in unanswered_calls(session.history):
+        session.add_message(result)
+
+
+def _unknown(session_id: str, hint: str = "") -> UnknownSession:
+    return UnknownSession(f"Unknown session {session_id!r}{hint}")
+
+
+def _check_model_id(model: str) -> None:
+    try:
+        split_model_id(model)
+    except ValueError as error:
+        raise InvalidOptions(str(error)) from error

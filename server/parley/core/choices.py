@@ -1,0 +1,25 @@
+"""What the user chooses: a session's options, and the answer to a permission question."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+ToolPolicy = Literal["hybrid", "stream", "sync"]
+ToolFormat = Literal["native", "text"]  # "text": for models without native tool calling
+
+# The user's answer to "may this tool call run?"
+PermissionDecision = Literal["allow_once", "allow_always", "reject"]
+
+
+@attrs.frozen
+class SessionOptions:
+    """What a client may choose for a new session; None: the server's default."""
+
+    model: str | None = None
+    tool_policy: ToolPolicy = "hybrid"
+    system_prompt: str | None = None
+    auto_approve: list[str] = attrs.field(factory=list)
+    eval_timeout_seconds: float | None = None  # the Python kernel's limit per call
+    tool_format: ToolFormat | None = None  # None: the model's configured format
