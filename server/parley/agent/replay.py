@@ -71,10 +71,8 @@ def replay_updates(
                     raw_input=call.arguments,
                 )
                 if result is not None:
-                    update["rawOutput"] = (
-                        result.raw_output
-                        if result.raw_output is not None
-                        else {"content": result.content, "isError": result.is_error}
+                    update["rawOutput"] = updates.raw_output(
+                        result.raw_output, result.content, result.is_error
                     )
                     update["content"] = [
                         {"type": "content", "content": {"type": "text", "text": result.content}}

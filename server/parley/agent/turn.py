@@ -284,7 +284,9 @@ class Turn:
                     result.content,
                     result.is_error,
                     wire_id=call.wire_id,
-                    raw_output=_raw_output(result),
+                    raw_output=updates.raw_output(
+                        result.raw_output, result.content, result.is_error
+                    ),
                     started_at=started_at,
                     ended_at=now_iso(),
                 )
@@ -353,7 +355,7 @@ class Turn:
             updates.tool_call_update(
                 call.wire_id,
                 status="failed" if result.is_error else "completed",
-                raw_output=_raw_output(result),
+                raw_output=updates.raw_output(result.raw_output, result.content, result.is_error),
                 text=result.content,
             )
         )
@@ -420,9 +422,3 @@ class Turn:
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
-
-
-def _raw_output(result: ToolResult) -> Any:
-    if result.raw_output is not None:
-        return result.raw_output
-    return {"content": result.content, "isError": result.is_error}

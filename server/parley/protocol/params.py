@@ -17,16 +17,14 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock
+from parley.protocol.updates import camel
 from parley.tools.base import ToolSpec
 
 T = TypeVar("T")
 
 
 def _camel(name: str) -> str:
-    if name == "meta":
-        return "_meta"
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+    return "_meta" if name == "meta" else camel(name)
 
 
 @attrs.frozen

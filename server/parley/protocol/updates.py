@@ -57,7 +57,7 @@ def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
     text = changes.pop("text", None)
     for name, value in changes.items():
         if value is not None:
-            update[_camel(name)] = value
+            update[camel(name)] = value
     if text is not None:
         update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
     return update
@@ -86,6 +86,12 @@ def session_info(title: str | None = None, updated_at: str | None = None) -> dic
     return update
 
 
-def _camel(name: str) -> str:
+def camel(name: str) -> str:
+    """A Python field name as the wire spells it: `raw_input` → `rawInput`."""
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+def raw_output(raw: Any, content: str, is_error: bool) -> Any:
+    """A tool call's `rawOutput`: what the tool returned, else its text and error flag."""
+    return raw if raw is not None else {"content": content, "isError": is_error}
