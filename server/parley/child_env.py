@@ -21,10 +21,9 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from parley.core.redact import SECRET_NAME
+
 PROVIDER_PREFIXES = ("OPENAI_", "ANTHROPIC_")
-# A secret word at the end of the name or followed by "_" ("AWS_SECRET_ACCESS_KEY",
-# "MYAPIKEY"), but not a longer word that merely starts with one ("TOKENIZERS_PARALLELISM").
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
 URL_WITH_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
 
 

@@ -19,8 +19,11 @@ from typing import Any
 
 REDACTED = "[redacted]"
 
-# An environment variable whose value is a secret (the providers' keys are named so too).
-SECRET_NAME = re.compile(r".*_(?:KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+# An environment variable named like a secret: a secret word at the end of the name or
+# followed by "_" ("AWS_SECRET_ACCESS_KEY", "MYAPIKEY"), not a longer word that merely starts
+# with one ("TOKENIZERS_PARALLELISM", "KEYBOARD"). The one rule for redaction and for what
+# child processes are not given (`child_env.py`).
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
 
 # A value shorter than this is not replaced wherever it occurs: it would mangle plain words,
 # and no real key is that short.
@@ -111,7 +114,7 @@ class Redactor:
 
 def secrets_in(environ: Mapping[str, str]) -> list[str]:
     """The values of the variables named like secrets (`*_KEY`, `*_TOKEN`, …)."""
-    return [value for name, value in environ.items() if SECRET_NAME.fullmatch(name)]
+    return [value for name, value in environ.items() if SECRET_NAME.search(name)]
 
 
 # The process's redactor: its environment's secrets now, the configured keys once read.
