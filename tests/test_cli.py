@@ -249,6 +249,20 @@ def _take_terminal(slave_fd: int) -> None:
     fcntl.ioctl(slave_fd, termios.TIOCSCTTY, 0)
 
 
+def start_chat_on_terminal(
+    slave: int, fake: FakeLLM, tmp_path: Path, workspace: Path
+) -> subprocess.Popen[bytes]:
+    """`parley chat "Compute."` with the pty `slave` as its controlling terminal."""
+    return start_chat(
+        "Compute.",
+        "--cwd",
+        str(workspace),
+        env=server_env(fake, tmp_path),
+        preexec_fn=lambda: _take_terminal(slave),
+        pass_fds=(slave,),
+    )
+
+
 def test_the_question_is_asked_on_the_terminal_and_y_allows(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
@@ -256,14 +270,7 @@ def test_the_question_is_asked_on_the_terminal_and_y_allows(
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="It is 42.")])
     master, slave = os.openpty()
     try:
-        chat = start_chat(
-            "Compute.",
-            "--cwd",
-            str(workspace),
-            env=server_env(fake, tmp_path),
-            preexec_fn=lambda: _take_terminal(slave),
-            pass_fds=(slave,),
-        )
+        chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
         os.write(master, b"n\n")  # typed before the question: it must not answer it
         asked = read_until(master, b"[n] no: ").decode()
         assert "Parley asks to run python_eval:" in asked
@@ -288,14 +295,7 @@ def test_ctrl_c_at_the_question_cancels_without_running_the_tool(
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Never.")])
     master, slave = os.openpty()
     try:
-        chat = start_chat(
-            "Compute.",
-            "--cwd",
-            str(workspace),
-            env=server_env(fake, tmp_path),
-            preexec_fn=lambda: _take_terminal(slave),
-            pass_fds=(slave,),
-        )
+        chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
         assert "[n] no: " in read_until(master, b"[n] no: ").decode()
         os.write(master, b"\x03")  # Ctrl-C typed at the terminal: its driver sends SIGINT
         stdout, stderr = chat.communicate(timeout=60)
