@@ -18,11 +18,15 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
-import pathspec
-import regex
+
+# pathspec and regex are imported where first used: `parley serve` imports this module at
+# start, and the two cost about 18 ms there for sessions that may never search.
+if TYPE_CHECKING:
+    import pathspec
+    import regex
 
 from parley.tools.arguments import argument, json_schema
 from parley.tools.base import DeclaredTool, ToolContext, ToolResult, ToolSpec
@@ -100,6 +104,8 @@ class _IgnoreRules:
             self._add(base, _ignore_lines(None, str(directory / ".gitignore")))
 
     def _add(self, base: str, lines: list[str]) -> None:
+        import pathspec
+
         if lines:
             self.rules.append(
                 ("" if base == "." else base, pathspec.GitIgnoreSpec.from_lines(lines))
@@ -409,6 +415,8 @@ class SearchFilesTool(DeclaredTool):
         self.workspace = Path(workspace).resolve()
 
     async def execute(self, arguments: SearchFilesArguments, context: ToolContext) -> ToolResult:
+        import regex
+
         try:
             compiled = regex.compile(arguments.pattern)
         except regex.error as exc:
