@@ -60,6 +60,9 @@ class _NoGitInfo:
         return None
 
 
+# Fail loudly, not open, if an upgrade moved the hook: a silent miss would run git again.
+if not hasattr(_griffe_loader, "GitInfo"):
+    raise ImportError("griffe changed where it looks up git: re-check static_python.py")
 _griffe_loader.GitInfo = _NoGitInfo  # type: ignore[assignment,misc]
 
 
