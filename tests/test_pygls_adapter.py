@@ -1,6 +1,7 @@
-"""What `protocol/dispatch.py` (and `client.py`) rely on in pygls, checked against the
-installed pygls: an upgrade that renames, re-signs or stops calling one of these fails here,
-not in a user's editor.
+"""What `protocol/dispatch.py`, the one adapter to pygls (the server's protocol and the
+client's `ParleyJsonRPCClient`), relies on in pygls, checked against the installed pygls: an
+upgrade that renames, re-signs or stops calling one of these fails here, not in a user's
+editor.
 
 The behavioural checks drive a real pygls `JsonRPCServer` with Parley's protocol in-process:
 pygls must still route a handler's outcome through `_send_handler_result` (overridden), and
@@ -85,7 +86,7 @@ def test_the_protocol_attributes_the_adapter_uses_exist() -> None:
     assert protocol._include_headers is True
 
 
-def test_the_client_internals_client_py_uses_exist() -> None:
+def test_the_client_internals_the_adapter_uses_exist() -> None:
     client = JsonRPCClient(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
 
     assert client._server is None

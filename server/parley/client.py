@@ -14,18 +14,13 @@ Notifications are collected per session (and passed to `on_update`); the server'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import cattrs
-from pygls.client import JsonRPCClient
-
-from parley.protocol.dispatch import ParleyProtocol
-from parley.protocol.framing import MAX_FRAME_BYTES, read_frames
+from parley.protocol.dispatch import ParleyJsonRPCClient
 
 Update = dict[str, Any]
 PermissionHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
@@ -40,20 +35,15 @@ def allow_all(params: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 
-class ParleyClient(JsonRPCClient):
-    protocol: ParleyProtocol
-
+class ParleyClient(ParleyJsonRPCClient):
     def __init__(self) -> None:
-        # The server's own reader and dispatch: params and results stay the JSON they are
-        # (pygls' reader makes namedtuples of them, with a hook on every nested object).
-        super().__init__(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
+        super().__init__()
         self.updates: dict[str, list[Update]] = {}
         self.permission_requests: list[dict[str, Any]] = []
         self.editor_calls: list[dict[str, Any]] = []
         self.on_update: Callable[[str, Update], None] | None = None
         self.permission_handler: PermissionHandler = reject_all
         self.editor_tool_handler: EditorToolHandler | None = None
-        self.stderr_lines: list[str] = []
         self._update_event = asyncio.Event()
 
         @self.feature("session/update")
@@ -89,61 +79,8 @@ class ParleyClient(JsonRPCClient):
     ) -> ParleyClient:
         client = cls()
         command = list(command or [sys.executable, "-m", "parley", "serve"])
-        await client.start_io(*command, env={**os.environ, **(env or {})}, cwd=cwd)
+        await client.spawn_server(command, env={**os.environ, **(env or {})}, cwd=cwd)
         return client
-
-    async def start_io(self, cmd: str, *args: Any, **kwargs: Any) -> None:
-        server = await asyncio.create_subprocess_exec(
-            cmd,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=MAX_FRAME_BYTES,
-            **kwargs,
-        )
-        assert server.stdin is not None and server.stdout is not None
-        self._server = server
-        self.protocol.set_writer(server.stdin)
-        self._async_tasks += [
-            asyncio.create_task(self._read_messages(server.stdout)),
-            asyncio.create_task(self._server_exit()),  # fails pending requests if it dies
-            asyncio.create_task(self._collect_stderr()),
-        ]
-
-    async def _read_messages(self, stdout: asyncio.StreamReader) -> None:
-        async for body in read_frames(stdout, "lsp"):
-            self.protocol.receive(body)
-
-    async def _collect_stderr(self) -> None:
-        assert self._server is not None and self._server.stderr is not None
-        while line := await self._server.stderr.readline():
-            text = line.decode(errors="replace").rstrip()
-            self.stderr_lines.append(text)
-            if os.environ.get("PARLEY_CLIENT_ECHO_STDERR"):
-                print(f"[server] {text}", file=sys.stderr)
-
-    @property
-    def process(self) -> asyncio.subprocess.Process | None:
-        return self._server
-
-    async def stop(self, timeout: float = 5.0) -> int | None:
-        """Close the server's stdin (it exits on EOF); kill it if it does not."""
-        server = self._server
-        if server is not None and server.returncode is None:
-            if server.stdin is not None:
-                with contextlib.suppress(Exception):
-                    server.stdin.close()
-            try:
-                await asyncio.wait_for(server.wait(), timeout)
-            except TimeoutError:
-                server.kill()
-                await server.wait()
-        self._stop_event.set()
-        for task in self._async_tasks:
-            task.cancel()
-        await asyncio.gather(*self._async_tasks, return_exceptions=True)
-        return server.returncode if server is not None else None
 
     # --- requests -----------------------------------------------------------------------
 

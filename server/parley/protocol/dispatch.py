@@ -14,29 +14,35 @@ This is Parley's adapter to pygls: every use of pygls internals in the server is
 pygls is pinned to the version they were written against (`pygls==2.1.1`):
 `_send_handler_result` and `_send_response` (how a handler's outcome is answered, both
 overridden), `_handle_cancel_notification` and `_request_futures` (pending requests),
-`_include_headers` (set by `set_writer`). tests/test_pygls_adapter.py fails when an upgrade
-changes any of them. (`client.py` subclasses pygls' `JsonRPCClient` and uses its `_server`,
-`_stop_event`, `_async_tasks` and `_server_exit`; the same test checks those.)
+`_include_headers` (set by `set_writer`); and for the client side, `ParleyJsonRPCClient`
+(what `client.py` builds on) uses `JsonRPCClient`'s `_server`, `_stop_event`, `_async_tasks`
+and `_server_exit`. tests/test_pygls_adapter.py fails when an upgrade changes any of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import re
 import reprlib
+import sys
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import cattrs
 from lsprotocol.types import ResponseError
+from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, MsgId
 
 from parley.core.redact import redact, redact_json
-from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame
+from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame, read_frames
 
 logger = logging.getLogger(__name__)
 
@@ -355,3 +361,73 @@ def _malformed_response(data: dict[str, Any]) -> JsonRpcException:
     # reprlib: bounded in depth and length, whatever the peer sent.
     shown = reprlib.repr(data)
     return JsonRpcException(f"The client sent a malformed response: {shown}", INTERNAL_ERROR)
+
+
+class ParleyJsonRPCClient(JsonRPCClient):
+    """pygls' JSON-RPC client around a `parley serve` child process, reading frames with the
+    server's own reader and `ParleyProtocol` (params and results stay the JSON they are;
+    pygls' reader would make namedtuples of them). `client.py` builds on this, without
+    touching pygls' internals."""
+
+    protocol: ParleyProtocol
+
+    def __init__(self) -> None:
+        super().__init__(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
+        self.stderr_lines: list[str] = []
+
+    async def start_io(self, cmd: str, *args: Any, **kwargs: Any) -> None:
+        """Start the server process and read its stdout (LSP framing) and stderr."""
+        server = await asyncio.create_subprocess_exec(
+            cmd,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=MAX_FRAME_BYTES,
+            **kwargs,
+        )
+        assert server.stdin is not None and server.stdout is not None
+        self._server = server
+        self.protocol.set_writer(server.stdin)
+        self._async_tasks += [
+            asyncio.create_task(self._read_messages(server.stdout)),
+            asyncio.create_task(self._server_exit()),  # fails pending requests if it dies
+            asyncio.create_task(self._collect_stderr(server)),
+        ]
+
+    async def spawn_server(self, command: Sequence[str], **kwargs: Any) -> None:
+        await self.start_io(*command, **kwargs)
+
+    async def _read_messages(self, stdout: asyncio.StreamReader) -> None:
+        async for body in read_frames(stdout, "lsp"):
+            self.protocol.receive(body)
+
+    async def _collect_stderr(self, server: asyncio.subprocess.Process) -> None:
+        assert server.stderr is not None
+        while line := await server.stderr.readline():
+            text = line.decode(errors="replace").rstrip()
+            self.stderr_lines.append(text)
+            if os.environ.get("PARLEY_CLIENT_ECHO_STDERR"):
+                print(f"[server] {text}", file=sys.stderr)
+
+    @property
+    def process(self) -> asyncio.subprocess.Process | None:
+        return self._server
+
+    async def stop(self, timeout: float = 5.0) -> int | None:
+        """Close the server's stdin (it exits on EOF); kill it if it does not."""
+        server = self._server
+        if server is not None and server.returncode is None:
+            if server.stdin is not None:
+                with contextlib.suppress(Exception):
+                    server.stdin.close()
+            try:
+                await asyncio.wait_for(server.wait(), timeout)
+            except TimeoutError:
+                server.kill()
+                await server.wait()
+        self._stop_event.set()
+        for task in self._async_tasks:
+            task.cancel()
+        await asyncio.gather(*self._async_tasks, return_exceptions=True)
+        return server.returncode if server is not None else None
