@@ -217,10 +217,14 @@ class AcpRun:
             client_info=Implementation(name="acp-conformance", version="1"),
         )
 
+    # The SDK's client has no method for `session/delete` nor `$/cancel_request`: these go
+    # through its connection's own JSON-RPC layer (`ext_method` would prefix an underscore).
+
     async def raw_request(self, method: str, params: dict[str, Any]) -> Any:
-        """A request the SDK's client has no method for (it has none for `session/delete`),
-        sent through the SDK connection's own JSON-RPC layer."""
         return await self.conn._conn.send_request(method, params)
+
+    async def raw_notification(self, method: str, params: dict[str, Any]) -> None:
+        await self.conn._conn.send_notification(method, params)
 
 
 async def _tee(

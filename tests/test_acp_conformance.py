@@ -36,6 +36,7 @@ ANSWER = "The area is width times height."
 EVAL = ScriptedToolCall("python_eval", {"code": "6 * 7"})
 READ = ScriptedToolCall("read_file", {"path": "geometry.py"})
 RESOURCE_NOT_FOUND = -32002
+REQUEST_CANCELLED = -32800
 
 
 # --- scenarios -------------------------------------------------------------------------
@@ -123,25 +124,46 @@ async def a_tool_turn(where: Stage) -> Scenario:
 
 
 async def a_cancelled_turn(where: Stage) -> Scenario:
+    """`session/cancel` mid-stream, a prompt after it, then ACP's `$/cancel_request`."""
     slow = Reply(text="word " * 400, chunk_size=5, pacing=Pacing(chunks_per_second=50))
-    where.fake.set_script([slow, Reply(text="Fresh answer.")])
     async with acp_server(where.env) as run:
         await run.initialize()
         session_id = (await run.conn.new_session(cwd=str(where.workspace))).session_id
-        talk = [text_block("Talk for a long time.")]
-        pending = asyncio.ensure_future(run.conn.prompt(session_id=session_id, prompt=talk))
-        await run.editor.wait_for_update(session_id, "agent_message_chunk")
+
+        async def talking() -> asyncio.Future[Any]:
+            """A prompt, once its answer has started to stream."""
+            where.fake.set_script([slow])
+            started = len(run.editor.updates_of(session_id, "agent_message_chunk"))
+            talk = [text_block("Talk for a long time.")]
+            pending = asyncio.ensure_future(run.conn.prompt(session_id=session_id, prompt=talk))
+            while len(run.editor.updates_of(session_id, "agent_message_chunk")) == started:
+                await asyncio.sleep(0.01)
+            return pending
+
+        pending = await talking()
         cancelled_at = time.monotonic()
         await run.conn.cancel(session_id=session_id)
         cancelled = await asyncio.wait_for(pending, 5)
         answered_in = time.monotonic() - cancelled_at
         streamed = run.editor.text_of(session_id)
+        where.fake.set_script([Reply(text="Fresh answer.")])
         again = await run.conn.prompt(session_id=session_id, prompt=[text_block("Briefly.")])
+        sent_again = json.dumps(where.fake.requests[-1].body)
+
+        pending = await talking()
+        (*_, prompt_id) = [
+            m["id"] for m in run.recording.from_client if m.get("method") == "session/prompt"
+        ]
+        await run.raw_notification("$/cancel_request", {"requestId": prompt_id})
+        with pytest.raises(RequestError) as request_cancelled:
+            await asyncio.wait_for(pending, 5)
     seen = {
         "cancelled": cancelled,
         "answered_in": answered_in,
         "streamed": streamed,
         "again": again,
+        "sent_again": sent_again,
+        "request_cancelled": request_cancelled.value,
     }
     return Scenario([run.recording], run.editor, session_id, where.workspace, [], seen)
 
@@ -251,8 +273,9 @@ def test_a_cancelled_turn_answers_cancelled_promptly_and_the_session_goes_on(
     assert seen["answered_in"] < 1.0
     assert seen["streamed"].startswith("word")
     assert seen["again"].stop_reason == "end_turn"
-    sent = json.dumps(cancelled_turn.requests[-1].body)
+    sent = seen["sent_again"]  # the history the model got with the prompt after the cancel
     assert "Talk for a long time." in sent and seen["streamed"].strip() in sent
+    assert seen["request_cancelled"].code == REQUEST_CANCELLED
 
 
 def test_load_replays_the_session_then_it_goes_on_and_delete_removes_it(
