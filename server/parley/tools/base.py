@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from parley.tools.arguments import InvalidArguments, read_arguments
+from parley.tools.arguments import InvalidArguments, json_schema, read_arguments
 
 # ACP ToolKind values: how an editor may show a call (icon, grouping).
 TOOL_KINDS = frozenset(
@@ -90,3 +90,15 @@ class DeclaredTool:
 
     async def execute(self, arguments: Any, context: ToolContext) -> ToolResult:
         raise NotImplementedError
+
+
+def declared_spec(
+    name: str,
+    description: str,
+    arguments: type,
+    *,
+    kind: str = "other",
+    needs_permission: bool = False,
+) -> ToolSpec:
+    """The spec of a `DeclaredTool`: its input schema is its `Arguments` class's."""
+    return ToolSpec(name, description, json_schema(arguments), kind, needs_permission)

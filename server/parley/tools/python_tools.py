@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from parley.tools.arguments import NoArguments, argument, json_schema
-from parley.tools.base import DeclaredTool, ToolContext, ToolResult, ToolSpec
+from parley.tools.arguments import NoArguments, argument
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec
 from parley.tools.confined import open_confined, printable_name
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, workspace_files
@@ -100,14 +100,14 @@ class KernelTool(DeclaredTool):
 
 class PythonEvalTool(KernelTool):
     Arguments = EvalArguments
-    spec = ToolSpec(
-        name="python_eval",
-        description=(
+    spec = declared_spec(
+        "python_eval",
+        (
             "Run Python code in the workspace's live kernel (a persistent namespace; the "
             "project's modules import by name). Returns stdout, stderr, the last "
             "expression's value, or the traceback."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="execute",
         needs_permission=True,
     )
@@ -200,14 +200,14 @@ class TargetTool(ReadOnlyTool):
 
 
 class PythonDescribeTool(TargetTool):
-    spec = ToolSpec(
-        name="python_describe",
-        description=(
+    spec = declared_spec(
+        "python_describe",
+        (
             "Describe a Python object (function, class, method, module, ...): kind, "
             "signature, docstring, defining file and line. Read from the source, or from the "
             "live kernel for what python_eval has loaded; never imports."
         ),
-        input_schema=json_schema(TargetArguments),
+        TargetArguments,
         kind="read",
     )
 
@@ -231,13 +231,13 @@ class PythonDescribeTool(TargetTool):
 
 
 class PythonSourceTool(TargetTool):
-    spec = ToolSpec(
-        name="python_source",
-        description=(
+    spec = declared_spec(
+        "python_source",
+        (
             "Show the source of a function, class, method or module, with file and line "
             "(read from the files; never imports)."
         ),
-        input_schema=json_schema(TargetArguments),
+        TargetArguments,
         kind="read",
     )
 
@@ -252,14 +252,14 @@ class PythonSourceTool(TargetTool):
 
 class PythonMembersTool(TargetTool):
     Arguments = MembersArguments
-    spec = ToolSpec(
-        name="python_members",
-        description=(
+    spec = declared_spec(
+        "python_members",
+        (
             "List the members of a module or class, with their kinds (function, class, "
             "method, property, module, data) and signatures. Read from the source, or from "
             "the live kernel for what python_eval has loaded; never imports."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="read",
     )
 
@@ -286,14 +286,14 @@ class PythonMembersTool(TargetTool):
 
 class PythonAproposTool(ReadOnlyTool):
     Arguments = AproposArguments
-    spec = ToolSpec(
-        name="python_apropos",
-        description=(
+    spec = declared_spec(
+        "python_apropos",
+        (
             "Find names matching a regular expression (case-insensitive) in a package and all "
             "its submodules, or else in the workspace's own modules and the modules the "
             "kernel has loaded. Read from the source; never imports."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="search",
     )
 
@@ -354,11 +354,11 @@ def render_apropos(pattern: str, where: str, found: dict[str, Any]) -> str:
 
 class PythonLastErrorTool(KernelTool):
     Arguments = NoArguments
-    spec = ToolSpec(
-        name="python_last_error",
-        description="Show the last exception raised in the kernel (by python_eval or any "
+    spec = declared_spec(
+        "python_last_error",
+        "Show the last exception raised in the kernel (by python_eval or any "
         "Python tool), with its traceback.",
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="read",
     )
 
@@ -448,13 +448,13 @@ def find_call_sites(workspace: Path, name: str) -> tuple[list[CallSite], list[st
 
 class PythonWhoCallsTool(DeclaredTool):
     Arguments = WhoCallsArguments
-    spec = ToolSpec(
-        name="python_who_calls",
-        description=(
+    spec = declared_spec(
+        "python_who_calls",
+        (
             "Find the call sites of a function or method in the workspace's Python files "
             "(static, by syntax): file, line, calling function, and the line."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="search",
     )
 

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     import pathspec
     import regex
 
-from parley.tools.arguments import argument, json_schema
-from parley.tools.base import DeclaredTool, ToolContext, ToolResult, ToolSpec
+from parley.tools.arguments import argument
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec
 from parley.tools.confined import (
     Refused,
     open_confined,
@@ -217,6 +217,13 @@ def _numbered(number: int, head: bytes, whole: bool) -> str:
     return f"{number:>6}\t{text}\n"
 
 
+class WorkspaceTool(DeclaredTool):
+    """A tool on the workspace's files, all of them opened through `confined`."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace).resolve()
+
+
 @attrs.frozen
 class ReadFileArguments:
     path: str = argument("Path relative to the workspace.")
@@ -224,20 +231,17 @@ class ReadFileArguments:
     end_line: int | None = argument(wire_name="endLine", minimum=1, default=None)
 
 
-class ReadFileTool(DeclaredTool):
+class ReadFileTool(WorkspaceTool):
     Arguments = ReadFileArguments
-    spec = ToolSpec(
-        name="read_file",
-        description=(
+    spec = declared_spec(
+        "read_file",
+        (
             "Read a text file in the workspace, with line numbers; optionally only lines "
             "startLine to endLine (1-based, inclusive)."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="read",
     )
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = Path(workspace).resolve()
 
     async def execute(self, arguments: ReadFileArguments, context: ToolContext) -> ToolResult:
         path, start, end = arguments.path, arguments.start_line or 1, arguments.end_line
@@ -316,20 +320,17 @@ class ListDirectoryArguments:
     path: str | None = argument("Relative to the workspace; '.'.", default=None)
 
 
-class ListDirectoryTool(DeclaredTool):
+class ListDirectoryTool(WorkspaceTool):
     Arguments = ListDirectoryArguments
-    spec = ToolSpec(
-        name="list_directory",
-        description=(
+    spec = declared_spec(
+        "list_directory",
+        (
             "List a directory in the workspace (default: its root): subdirectories end in '/', "
             "files show their size."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="read",
     )
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = Path(workspace).resolve()
 
     async def execute(self, arguments: ListDirectoryArguments, context: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._list, arguments.path or ".")
@@ -398,21 +399,18 @@ class SearchFilesArguments:
     glob: str | None = argument("Only files matching, e.g. '*.py'.", default=None)
 
 
-class SearchFilesTool(DeclaredTool):
+class SearchFilesTool(WorkspaceTool):
     Arguments = SearchFilesArguments
-    spec = ToolSpec(
-        name="search_files",
-        description=(
+    spec = declared_spec(
+        "search_files",
+        (
             "Search the workspace's text files for a regular expression (Python syntax; "
             "case-sensitive unless it starts with (?i)); optional glob such as '*.py'. "
             "Answers file:line:text; follows .gitignore."
         ),
-        input_schema=json_schema(Arguments),
+        Arguments,
         kind="search",
     )
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = Path(workspace).resolve()
 
     async def execute(self, arguments: SearchFilesArguments, context: ToolContext) -> ToolResult:
         import regex
