@@ -12,6 +12,7 @@ import inspect
 import logging
 import signal
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,7 +28,7 @@ from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
-from parley.protocol import permission
+from parley.protocol import permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -35,10 +36,12 @@ from parley.protocol.params import (
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
+    McpServerParams,
     NewSessionParams,
     PromptParams,
     SessionIdParams,
     UsageParams,
+    check_mcp_servers,
     parse_params,
     prompt_content,
 )
@@ -46,6 +49,7 @@ from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.base import Tool, ToolSpec
 from parley.tools.editor import EditorTool
+from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
 
 logger = logging.getLogger(__name__)
@@ -152,6 +156,7 @@ class ParleyServer(JsonRPCServer):
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": True},
                 "sessionCapabilities": {"list": {}},
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
@@ -165,15 +170,19 @@ class ParleyServer(JsonRPCServer):
             },
         }
 
-    def new_session(self, raw: Any) -> dict[str, Any]:
+    async def new_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(NewSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = self.sessions.new(Path(params.cwd), params.meta.parley)
+        await self.start_mcp_servers(session.id, params.mcp_servers)
         return {"sessionId": session.id}
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = await self.sessions.load(params.session_id, Path(params.cwd))
+        await self.start_mcp_servers(session.id, params.mcp_servers)
         totals = self.store.usage_totals(session.id)
         return {"_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}}}
 
@@ -245,6 +254,28 @@ class ParleyServer(JsonRPCServer):
 
     # --- helpers ------------------------------------------------------------------------
 
+    async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
+        """Start the MCP servers a client listed for an open session (session/new, load,
+        resume: call it last, before the handler answers). A server that did not start is
+        told to the user as a message of its own, right after the answer: an ACP client
+        drops updates of a session it does not know yet."""
+        session = self.sessions.get(session_id)
+        failures = await self.sessions.start_mcp_servers(
+            session, [_mcp_server_config(server) for server in servers]
+        )
+        if failures:
+            text = "\n\n".join(failures)
+            message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
+            self._after_answer(lambda: self.send_update(session_id, message))
+
+    @staticmethod
+    def _after_answer(send: Callable[[], None]) -> None:
+        """Run `send` once the answer to the request being handled is written. pygls writes
+        it from a done-callback of the handler's task, scheduled when the handler returns,
+        so a callback scheduled from a callback scheduled now runs after it."""
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, send)
+
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
         files), then the editor's (which win a name clash: the user chose that editor)."""
@@ -276,6 +307,18 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise JsonRpcServerError(
             error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
         ) from error
+
+
+def _mcp_server_config(server: McpServerParams) -> McpServerConfig:
+    return McpServerConfig(
+        name=server.name,
+        transport=server.type,
+        command=server.command or "",
+        args=tuple(server.args or ()),
+        env=tuple((variable.name, variable.value) for variable in server.env or ()),
+        url=server.url or "",
+        headers=tuple((header.name, header.value) for header in server.headers or ()),
+    )
 
 
 def _tool_info(spec: ToolSpec) -> dict[str, Any]:
