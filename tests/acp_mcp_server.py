@@ -2,6 +2,7 @@
 
 Tools: `shout` (the text in capitals), `environment` (the names of the variables the server
 sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (never answers).
+With MCP_PID_FILE set, the server appends its pid to that file.
 
     python acp_mcp_server.py                  # stdio
     python acp_mcp_server.py --http PORT      # streamable HTTP on 127.0.0.1:PORT at /mcp
@@ -43,6 +44,9 @@ def hang() -> str:
 
 
 if __name__ == "__main__":
+    if pid_file := os.environ.get("MCP_PID_FILE"):  # the tests check no server outlives Parley
+        with open(pid_file, "a") as pids:
+            pids.write(f"{os.getpid()}\n")
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", port=int(sys.argv[2]))
     else:

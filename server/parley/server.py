@@ -118,10 +118,13 @@ class ParleyServer(JsonRPCServer):
         try:
             with contextlib.suppress(asyncio.CancelledError):
                 await reading
+            # Still under the handlers: a client that sends SIGTERM while we close (their
+            # usual escalation after a grace period) must not cut short the closing of the
+            # MCP servers, which live in process groups of their own.
+            await self.close()
         finally:
             for signum in stop_signals:
                 loop.remove_signal_handler(signum)
-        await self.close()
         writer.flush()
 
     async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:

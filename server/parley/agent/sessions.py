@@ -301,9 +301,11 @@ class Sessions:
         await asyncio.gather(*turns, return_exceptions=True)
         # The prompts' answers go out as their requests end (they release the leases too).
         await asyncio.gather(*self._prompts, return_exceptions=True)
+        # MCP servers may take seconds each to stop: all at once, while the kernels stop.
+        stopping = asyncio.gather(*(self._close_mcp_servers(s) for s in self._open.values()))
         for session in self._open.values():
             await session.tools.aclose()
-        await asyncio.gather(*(self._close_mcp_servers(s) for s in list(self._open.values())))
+        await stopping
 
 
 def _mend_unanswered(session: Session) -> None:
