@@ -27,6 +27,7 @@ from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 
 MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
 TOOL_TIMEOUT = 2  # seconds (config.toml): how long a hanging tool is waited for
+START_TIMEOUT = 3  # seconds: how long a server may take to list its tools, where it matters
 INVALID_PARAMS = -32602
 
 
@@ -202,6 +203,55 @@ async def test_a_server_that_does_not_start_is_reported_and_the_session_works(
     updates = [i for i, m in enumerate(wire) if m.get("method") == "session/update"]
     assert updates[0] > answered
     run.recording.assert_conformant(but="session/prompt")
+
+
+async def test_a_server_that_hangs_at_its_start_is_reported_at_the_timeout(
+    env: dict[str, str], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "silent-pid"
+    silent = McpServerStdio(
+        name="silent",
+        command=sys.executable,
+        args=[
+            "-c",
+            f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+            "time.sleep(600)",
+        ],
+        env=[],
+    )
+    with Path(env["PARLEY_CONFIG"]).open("a") as config:  # a server that works starts slower
+        config.write(f"mcp_start_timeout_seconds = {START_TIMEOUT}\n")
+    fake.set_script([Reply(text="Hello.")])
+    async with acp_server(env) as run:
+        started = time.monotonic()
+        sid = await new_session(run, workspace, silent)
+        took = time.monotonic() - started
+        told = await run.editor.wait_for_update(sid, "agent_message_chunk")
+        result = await run.conn.prompt(session_id=sid, prompt=[text_block("Hi.")])
+    assert result.stop_reason == "end_turn"
+    assert START_TIMEOUT <= took < START_TIMEOUT + 8
+    assert f"`silent` could not start: it did not answer within {START_TIMEOUT} s" in (
+        told.content.text
+    )
+    assert wait_until_ended(pids(pid_file)) == []
+
+
+async def test_session_load_starts_the_servers_it_lists(
+    env: dict[str, str], fake: FakeLLM, workspace: Path, pid_file: Path
+) -> None:
+    fake.set_script([Reply(text="Hello.")])
+    async with acp_server(env) as run:
+        sid = await new_session(run, workspace)
+        await run.conn.prompt(session_id=sid, prompt=[text_block("Hi.")])
+    fake.set_script([Reply(), Reply(tool_calls=(call("shout", text="loaded"),)), Reply(text="ok")])
+    async with acp_server(env) as run:
+        await run.initialize()
+        await run.conn.load_session(
+            cwd=str(workspace), session_id=sid, mcp_servers=[stdio_server(pid_file)]
+        )
+        await run.conn.prompt(session_id=sid, prompt=[text_block("Shout.")])
+        assert last_tool_result(fake) == "LOADED"
+    assert wait_until_ended(pids(pid_file)) == []
 
 
 async def test_a_server_listed_without_its_command_is_invalid_params(

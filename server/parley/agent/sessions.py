@@ -160,7 +160,11 @@ class Sessions:
         await self._close_mcp_servers(session)
         if not servers:
             return []
-        connections = McpConnections(session.cwd, self.settings.tool_timeout_seconds)
+        connections = McpConnections(
+            session.cwd,
+            tool_timeout=self.settings.tool_timeout_seconds,
+            start_timeout=self.settings.mcp_start_timeout_seconds,
+        )
         self._mcp[session.id] = connections
         failures = await connections.start(servers)
         for tool in connections.tools:

@@ -36,7 +36,7 @@ from parley.tools.base import ToolContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
-START_TIMEOUT_SECONDS = 10.0
+START_TIMEOUT_SECONDS = 10.0  # the default of config.toml's mcp_start_timeout_seconds
 # How long closing a server may take: the SDK closes a stdio server's stdin, waits 2 s, then
 # sends SIGTERM and SIGKILL to its process group, 2 s apart.
 CLOSE_TIMEOUT_SECONDS = 10.0
