@@ -154,6 +154,7 @@ class ParleyServer(JsonRPCServer):
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
+        self.providers.preload()  # the first prompt need not wait for the SDK's import
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -206,7 +207,7 @@ class ParleyServer(JsonRPCServer):
     def list_sessions(self, raw: Any) -> dict[str, Any]:
         """Every stored session (also other servers'), newest first, a page at a time."""
         params = parse_params(ListSessionsParams, raw if raw is not None else {})
-        start = int(params.cursor) if params.cursor and params.cursor.isdigit() else 0
+        start = _page_start(params.cursor)
         page = self.store.list_sessions(params.cwd, start, SESSIONS_PAGE_SIZE + 1)
         result: dict[str, Any] = {
             "sessions": [
@@ -310,6 +311,18 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise JsonRpcServerError(
             error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
         ) from error
+
+
+def _page_start(cursor: str | None) -> int:
+    """Where a `session/list` page starts: 0, or a cursor this server issued (the offset of
+    a later page, in decimal); any other cursor is invalid params."""
+    if cursor is None:
+        return 0
+    if cursor.isascii() and cursor.isdigit() and cursor == str(int(cursor)):
+        start = int(cursor)
+        if start > 0 and start % SESSIONS_PAGE_SIZE == 0:
+            return start
+    raise JsonRpcInvalidParams(f"cursor: {cursor[:40]!r} is not a cursor this server issued")
 
 
 def _mcp_server_config(server: McpServerParams) -> McpServerConfig:
