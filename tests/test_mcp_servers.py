@@ -254,7 +254,7 @@ async def test_session_load_starts_the_servers_it_lists(
     assert wait_until_ended(pids(pid_file)) == []
 
 
-async def test_a_server_listed_without_its_command_is_invalid_params(
+async def test_a_server_listed_without_its_command_is_invalid_params_another_type_is_not(
     env: dict[str, str], workspace: Path
 ) -> None:
     async with acp_server(env) as run:
@@ -264,8 +264,15 @@ async def test_a_server_listed_without_its_command_is_invalid_params(
                 "session/new",
                 {"cwd": str(workspace), "mcpServers": [{"name": "x", "args": [], "env": []}]},
             )
+        # A transport Parley does not know is not invalid: the session goes on without it.
+        other = {"type": "websocket", "name": "w", "url": "ws://127.0.0.1:9"}
+        answer = await run.raw_request(
+            "session/new", {"cwd": str(workspace), "mcpServers": [other]}
+        )
+        told = await run.editor.wait_for_update(answer["sessionId"], "agent_message_chunk")
     assert raised.value.code == INVALID_PARAMS
     assert "mcpServers[0]: a stdio server needs 'command'" in str(raised.value.data or raised.value)
+    assert "`w` could not start: its transport, websocket, is not supported" in told.content.text
 
 
 async def test_a_server_that_crashes_mid_call_is_a_tool_error_and_the_session_goes_on(

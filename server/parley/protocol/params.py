@@ -81,10 +81,12 @@ class NameValue:
 @attrs.frozen
 class McpServerParams:
     """ACP's McpServer: stdio (no `type`, or "stdio") with `command`, `args`, `env`; or
-    "http" / "sse" with `url`, `headers`. `check_mcp_servers` checks the fields a type needs."""
+    "http" / "sse" with `url`, `headers`. `check_mcp_servers` checks the fields a type needs.
+    Another type is not refused here: the server that cannot be started is told to the user,
+    and the session goes on."""
 
     name: str
-    type: Literal["stdio", "http", "sse"] = "stdio"
+    type: str = "stdio"
     command: str | None = None
     args: list[str] | None = None
     env: list[NameValue] | None = None
@@ -237,8 +239,8 @@ def _json_type(value: Any) -> str:
 def check_mcp_servers(servers: list[McpServerParams]) -> None:
     """Raise invalid params for a server without what its type needs (a command, a URL)."""
     for position, server in enumerate(servers):
-        needed = "command" if server.type == "stdio" else "url"
-        if not getattr(server, needed):
+        needed = {"stdio": "command", "http": "url", "sse": "url"}.get(server.type)
+        if needed is not None and not getattr(server, needed):
             raise JsonRpcInvalidParams(
                 f"mcpServers[{position}]: a {server.type} server needs '{needed}'"
             )

@@ -27,7 +27,7 @@ import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -47,8 +47,6 @@ NAME_LIMIT = 64
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 STDERR_TAIL_CHARS = 400
 
-Transport = Literal["stdio", "http", "sse"]
-
 
 @attrs.frozen
 class McpServerConfig:
@@ -56,7 +54,7 @@ class McpServerConfig:
     `headers`)."""
 
     name: str
-    transport: Transport = "stdio"
+    transport: str = "stdio"  # "stdio", "http"; another is reported as not supported
     command: str = ""
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
