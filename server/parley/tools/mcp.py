@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from parley.child_env import mcp_server_environment
+from parley.core.redact import redact
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -370,7 +371,7 @@ class McpConnections:
             if isinstance(outcome, BaseException):
                 if not isinstance(outcome, McpStartFailed):
                     logger.error("MCP server %s failed to start", name, exc_info=outcome)
-                reason = _reason(outcome)
+                reason = redact(_reason(outcome))  # it may quote the server's stderr
                 logger.warning("MCP server %s did not start: %s", name, reason.splitlines()[0])
                 failures.append(
                     f"The MCP server `{name}` could not start: {reason}\n"
