@@ -23,7 +23,9 @@ from acp.helpers import text_block
 from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 from acp_client import AcpRun, acp_server
 from conftest import server_env
+from mcp.types import CallToolResult, ImageContent, TextContent
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.tools.mcp import namespaced_name, tool_result
 
 MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
 TOOL_TIMEOUT = 2  # seconds (config.toml): how long a hanging tool is waited for
@@ -323,3 +325,58 @@ async def test_no_mcp_server_outlives_its_session_or_the_server(
         assert wait_until_ended(pids(deleted_pids)) == []
         assert all(alive(pid) for pid in pids(kept_pids))
     assert wait_until_ended(pids(kept_pids)) == []
+
+
+async def test_a_cancel_during_a_call_ends_the_turn_at_once(
+    env: dict[str, str], fake: FakeLLM, workspace: Path, pid_file: Path
+) -> None:
+    fake.set_script([Reply(tool_calls=(call("hang"),)), Reply(text="Never.")])
+    async with acp_server(env) as run:
+        sid = await new_session(run, workspace, stdio_server(pid_file))
+        prompt = asyncio.ensure_future(
+            run.conn.prompt(session_id=sid, prompt=[text_block("Hang.")])
+        )
+        async with asyncio.timeout(20):
+            while not any(
+                u.status == "in_progress" for u in run.editor.updates_of(sid, "tool_call_update")
+            ):
+                await asyncio.sleep(0.02)
+        cancelled_at = time.monotonic()
+        await run.conn.cancel(session_id=sid)
+        result = await asyncio.wait_for(prompt, 10)
+        took = time.monotonic() - cancelled_at
+    assert result.stop_reason == "cancelled" and took < 1.5
+    assert [u.status for u in finished_calls(run, sid)] == ["failed"]
+
+
+# --- names and results, in process --------------------------------------------------------
+
+
+def test_names_follow_the_providers_rules_and_stay_distinct() -> None:
+    assert namespaced_name("notes", "shout") == "mcp__notes__shout"
+    assert namespaced_name("my notes.v2", "say hi/ö") == "mcp__my_notes_v2__say_hi__"
+    long = namespaced_name("server" * 10, "tool" * 10)
+    assert len(long) == 64 and long != namespaced_name("server" * 10, "tool" * 11)
+    taken = {"mcp__a__b"}
+    assert namespaced_name("a", "b", taken) == "mcp__a__b_2"
+    assert namespaced_name("a", "b", taken | {"mcp__a__b_2"}) == "mcp__a__b_3"
+    first = namespaced_name("s" * 30, "t" * 40)
+    second = namespaced_name("s" * 30, "t" * 40, {first})
+    assert len(first) == len(second) == 64 and first != second
+
+
+def test_results_keep_their_text_and_note_what_is_not_text() -> None:
+    result = CallToolResult(
+        content=[
+            TextContent(text="first"),
+            ImageContent(data="aGVsbG8h", mime_type="image/png"),
+            TextContent(text="second"),
+        ],
+        is_error=True,
+    )
+    converted = tool_result(result)
+    assert converted.content == "first\n[image: image/png, 6 bytes]\nsecond"
+    assert converted.is_error
+    structured = tool_result(CallToolResult(content=[], structured_content={"n": 1}))
+    assert structured.content == '{"n": 1}' and not structured.is_error
+    assert tool_result(CallToolResult(content=[])).content == "(no output)"
