@@ -368,11 +368,6 @@ CAPABILITIES = (
     "acp-content), mcpCapabilities.http (acp-mcp), sessionCapabilities delete/resume/close "
     "(acp-lifecycle)"
 )
-CONFIG_OPTIONS = "needs configOptions and session/set_config_option from branch acp-lifecycle"
-COMMANDS = "needs slash commands (available_commands_update) from branch acp-lifecycle"
-CONFIG_UPDATE = "needs config_option_update after a /model command from branch acp-lifecycle"
-RESUME = "needs session/resume from branch acp-lifecycle"
-CLOSE = "needs session/close from branch acp-lifecycle"
 USAGE_UPDATE = (
     "needs usage_update's second-edition _meta.parley {call, session} from branch acp-turn"
 )
@@ -431,7 +426,6 @@ async def test_initialize_advertises_the_second_editions_capabilities(
     run.recording.assert_conformant()
 
 
-@pytest.mark.xfail(strict=True, reason=CONFIG_OPTIONS)
 async def test_set_config_option_switches_the_model_from_the_next_prompt(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -455,21 +449,21 @@ async def test_set_config_option_switches_the_model_from_the_next_prompt(
         )
         await run.conn.prompt(session_id=session_id, prompt=[text_block("Hi.")])
     assert fake.requests[-1].body["model"] == "gpt-4.1"
-    run.recording.assert_conformant()
+    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
 
 
-@pytest.mark.xfail(strict=True, reason=COMMANDS)
 async def test_the_slash_commands_are_advertised(acp_env: dict[str, str], workspace: Path) -> None:
     async with acp_server(acp_env) as run:
         session_id = await started_session(run, workspace)
         await run.editor.wait_for_update(session_id, "available_commands_update", timeout=5)
     (update, *_) = run.recording.raw_updates(session_id, "available_commands_update")
     names = {command["name"].lstrip("/") for command in update["availableCommands"]}
-    assert names >= {"model", "cost", "compact", "undo"}
+    # Only commands that work are advertised: /compact and /undo join when issues 14
+    # (compaction) and 13 (checkpoints) land.
+    assert names >= {"model", "cost"}
     run.recording.assert_conformant()
 
 
-@pytest.mark.xfail(strict=True, reason=CONFIG_UPDATE)
 async def test_a_model_command_is_announced_as_a_config_option_update(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -481,10 +475,9 @@ async def test_a_model_command_is_announced_as_a_config_option_update(
         await run.editor.wait_for_update(session_id, "config_option_update", timeout=5)
     (update, *_) = run.recording.raw_updates(session_id, "config_option_update")
     assert current_values(update["configOptions"])["model"] == "openai:gpt-4.1"
-    run.recording.assert_conformant()
+    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
 
 
-@pytest.mark.xfail(strict=True, reason=RESUME)
 async def test_resume_continues_a_stored_session_without_replaying_it(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -507,10 +500,9 @@ async def test_resume_continues_a_stored_session_without_replaying_it(
     assert result.stop_reason == "end_turn"
     assert "Remember 7." in json.dumps(fake.requests[-1].body)
     first.recording.assert_conformant(but="session/prompt")
-    run.recording.assert_conformant()
+    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
 
 
-@pytest.mark.xfail(strict=True, reason=CLOSE)
 async def test_close_frees_the_session_and_keeps_it_stored(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -525,7 +517,7 @@ async def test_close_frees_the_session_and_keeps_it_stored(
     assert closed == {}
     assert [s.session_id for s in listed.sessions] == [session_id]
     assert run.editor.updates_of(session_id, "user_message_chunk")  # replayed from the store
-    run.recording.assert_conformant()
+    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
 
 
 @pytest.mark.xfail(strict=True, reason=PROMPT_META)

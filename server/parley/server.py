@@ -22,6 +22,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
+from parley.agent.session import Session
 from parley.agent.sessions import InvalidOptions, SessionInUse, Sessions, UnknownSession
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
@@ -38,6 +39,7 @@ from parley.protocol.params import (
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    SetConfigOptionParams,
     UsageParams,
     parse_params,
     prompt_content,
@@ -75,6 +77,9 @@ class ParleyServer(JsonRPCServer):
             "session/prompt": self.prompt,
             "session/cancel": self.cancel,
             "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/close": self.close_session,
+            "session/set_config_option": self.set_config_option,
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
@@ -152,7 +157,7 @@ class ParleyServer(JsonRPCServer):
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "sessionCapabilities": {"list": {}},
+                "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
             "authMethods": [],
@@ -168,14 +173,35 @@ class ParleyServer(JsonRPCServer):
     def new_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(NewSessionParams, raw)
         session = self.sessions.new(Path(params.cwd), params.meta.parley)
-        return {"sessionId": session.id}
+        return {"sessionId": session.id, **self._started(session)}
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
         session = await self.sessions.load(params.session_id, Path(params.cwd))
         totals = self.store.usage_totals(session.id)
-        return {"_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}}}
+        return {
+            **self._started(session),
+            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}},
+        }
+
+    async def resume_session(self, raw: Any) -> dict[str, Any]:
+        """Reattach a stored session without replaying it."""
+        params = parse_params(LoadSessionParams, raw)
+        session = await self.sessions.load(params.session_id, Path(params.cwd), replay=False)
+        return self._started(session)
+
+    async def close_session(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(SessionIdParams, raw)
+        await self.sessions.close_session(params.session_id)
+        return {}
+
+    async def set_config_option(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(SetConfigOptionParams, raw)
+        options = await self.sessions.set_config_option(
+            params.session_id, params.config_id, params.value
+        )
+        return {"configOptions": options}
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
@@ -245,6 +271,12 @@ class ParleyServer(JsonRPCServer):
 
     # --- helpers ------------------------------------------------------------------------
 
+    def _started(self, session: Session) -> dict[str, Any]:
+        """What the answer to a session's start holds (its config options); its slash
+        commands are announced right after the answer, when the client knows the session."""
+        _after_the_answer(lambda: self.sessions.announce_commands(session.id))
+        return {"configOptions": self.sessions.config_options(session)}
+
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
         files), then the editor's (which win a name clash: the user chose that editor)."""
@@ -276,6 +308,14 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise JsonRpcServerError(
             error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
         ) from error
+
+
+def _after_the_answer(callback: Callable[[], None]) -> None:
+    """Run `callback` once the request being handled is answered. pygls answers a plain
+    handler as it returns, a coroutine's from its task's done callback, which is queued as
+    the task ends, after what the task queued: one hop more puts `callback` after both."""
+    loop = asyncio.get_running_loop()
+    loop.call_soon(loop.call_soon, callback)
 
 
 def _tool_info(spec: ToolSpec) -> dict[str, Any]:

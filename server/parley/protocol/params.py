@@ -127,6 +127,13 @@ class ConfigureParams:
 
 
 @attrs.frozen
+class SetConfigOptionParams:
+    session_id: str
+    config_id: str
+    value: Any  # a select's value id (a string); which values fit, the session's options say
+
+
+@attrs.frozen
 class UsageParams:
     session_id: str | None = None
 
