@@ -36,6 +36,7 @@ ANSWER = "The area is width times height."
 EVAL = ScriptedToolCall("python_eval", {"code": "6 * 7"})
 READ = ScriptedToolCall("read_file", {"path": "geometry.py"})
 RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
 REQUEST_CANCELLED = -32800
 
 
@@ -517,6 +518,62 @@ async def test_close_frees_the_session_and_keeps_it_stored(
     assert closed == {}
     assert [s.session_id for s in listed.sessions] == [session_id]
     assert run.editor.updates_of(session_id, "user_message_chunk")  # replayed from the store
+    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
+
+
+async def test_set_config_option_refuses_what_the_options_do_not_offer(
+    acp_env: dict[str, str], workspace: Path
+) -> None:
+    async with acp_server(acp_env) as run:
+        session_id = await started_session(run, workspace)
+        refused = {}
+        for config_id, value in (
+            ("model", "openai:no-such-model"),
+            ("tool_policy", "sometimes"),
+            ("temperature", "hot"),
+        ):
+            with pytest.raises(RequestError) as error:
+                await run.conn.set_config_option(
+                    config_id=config_id, session_id=session_id, value=value
+                )
+            refused[config_id] = error.value
+        with pytest.raises(RequestError) as unknown:
+            await run.conn.set_config_option(
+                config_id="model", session_id="sess_nobody", value="openai:gpt-4.1"
+            )
+        options = await run.conn.set_config_option(
+            config_id="tool_policy", session_id=session_id, value="sync"
+        )
+    assert {name: error.code for name, error in refused.items()} == {
+        "model": INVALID_PARAMS,
+        "tool_policy": INVALID_PARAMS,
+        "temperature": INVALID_PARAMS,
+    }
+    assert "openai:gpt-4.1-mini" in str(refused["model"])  # what would fit
+    assert unknown.value.code == RESOURCE_NOT_FOUND
+    assert options is not None
+    answered = run.recording.result_of("session/set_config_option")["configOptions"]
+    assert current_values(answered)["tool_policy"] == "sync"
+    # set_config_option answers with the options: no config_option_update besides.
+    assert run.recording.raw_updates(session_id, "config_option_update") == []
+    run.recording.assert_conformant()
+
+
+async def test_the_cost_command_answers_without_calling_the_model(
+    acp_env: dict[str, str], fake: FakeLLM, workspace: Path
+) -> None:
+    fake.set_script([Reply(text="ok", usage=(1000, 200))])
+    async with acp_server(acp_env) as run:
+        session_id = await started_session(run, workspace)
+        await run.conn.prompt(session_id=session_id, prompt=[text_block("Hi.")])
+        before = len(fake.requests)
+        shown = len(run.editor.text_of(session_id))
+        result = await run.conn.prompt(session_id=session_id, prompt=[text_block("/cost")])
+        answer = run.editor.text_of(session_id)[shown:]
+    assert result.stop_reason == "end_turn"
+    assert len(fake.requests) == before  # no model call
+    assert "1 turn" in answer and "1,000 tokens in" in answer and "200 out" in answer
+    assert "$0.0007" in answer  # gpt-4.1-mini: 1000 x $0.4 + 200 x $1.6 per million
     run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
 
 
