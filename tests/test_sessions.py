@@ -425,6 +425,8 @@ async def test_a_session_is_stored_and_listed_from_its_first_prompt(
     await client.request("_parley/session/configure", {"sessionId": unused, "toolPolicy": "sync"})
     assert (await client.prompt(unused, "/cost"))["stopReason"] == "end_turn"  # a command
     assert (await client.request("session/list", {}))["sessions"] == []
+    usage = await client.request("_parley/usage", {"sessionId": unused})
+    assert usage["session"]["turns"] == 0
 
     fake.set_script([Reply(text="ok")])
     await client.prompt(unused, "First question")

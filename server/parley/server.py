@@ -258,7 +258,9 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(UsageParams, raw if raw is not None else {})
         result: dict[str, Any] = {"total": self.store.usage_totals().to_wire()}
         if params.session_id is not None:
-            if self.store.session(params.session_id) is None:
+            if self.store.session(params.session_id) is None and not self.sessions.is_unprompted(
+                params.session_id
+            ):
                 raise _not_found(f"Unknown session {params.session_id!r}")
             result["session"] = self.store.usage_totals(params.session_id).to_wire()
         return result

@@ -163,6 +163,11 @@ class Sessions:
             raise _unknown(session_id, hint)
         return session
 
+    def is_unprompted(self, session_id: str) -> bool:
+        """A new session of this server that had no prompt yet (so it is not stored)."""
+        session = self._open.get(session_id)
+        return session is not None and not session.stored
+
     def config_options(self, session: Session) -> list[dict[str, Any]]:
         """The session's `configOptions` as ACP clients show them."""
         return session_config_options(
