@@ -21,7 +21,7 @@ from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, UserMessage
+from parley.core.conversation import ContentBlock, ImageBlock, UserMessage
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool
@@ -60,6 +60,10 @@ class SessionInUse(SessionError):
 
 class InvalidOptions(SessionError):
     """Options a session cannot have (a workspace that is no directory, a bad model id)."""
+
+
+class UnsupportedContent(SessionError):
+    """A prompt the session's model cannot take (an image for a model without vision)."""
 
 
 @attrs.define
@@ -163,6 +167,7 @@ class Sessions:
         session = self.get(session_id)
         if session.running_turn is not None:
             raise SessionInUse(BUSY_HERE)
+        self._check_content(session, content)
         try:
             self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
         except SessionBusy as busy:
@@ -180,6 +185,17 @@ class Sessions:
         finally:
             self._prompts.discard(this_request)
             self.store.release_lease(session.id, self.instance_id)
+
+    def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
+        """Refuse, before any model call, what the session's model cannot take."""
+        if any(isinstance(block, ImageBlock) for block in content) and not (
+            self.settings.takes_images(session.model)
+        ):
+            raise UnsupportedContent(
+                f"The model {session.model} does not take images. Send the prompt without "
+                "the image, or switch to a model that does (set `vision = true` in its "
+                "[models] entry of config.toml if it does)."
+            )
 
     def _show_missed_turns(self, session: Session) -> None:
         """Another window may have added turns since this one read the session: take them
