@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import MODELS
 from parley.client import ParleyClient
+from parley.config import ConfigError, load_settings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.store import Store
 from parley.transcript import export_markdown
@@ -68,10 +69,16 @@ async def started(start_server, model: str = MODELS["openai"], **kwargs: Any) ->
 # --- images ------------------------------------------------------------------------------
 
 
-async def test_initialize_says_prompts_may_hold_images(start_server) -> None:
+async def test_initialize_says_prompts_may_hold_images_and_which_models_see_them(
+    start_server,
+) -> None:
     client = await start_server()
     result = await client.initialize()
     assert result["agentCapabilities"]["promptCapabilities"]["image"] is True
+    vision = {m["id"]: m["vision"] for m in result["_meta"]["parley"]["models"]}
+    assert vision["openai:gpt-4.1-mini"] and vision["anthropic:claude-sonnet-4-5"]
+    models = await client.request("_parley/models", {})
+    assert all(isinstance(m["vision"], bool) for m in models["models"])
 
 
 async def test_an_image_reaches_the_model_in_its_providers_format(
@@ -326,3 +333,43 @@ async def test_read_file_never_asks_the_editor_about_a_path_outside_the_workspac
     assert client.file_reads == []
     sent = json.dumps(fake.requests[-1].body)
     assert "outside the workspace" in sent and "TOP SECRET" not in sent
+
+
+# --- which models take images ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "vision"),
+    [
+        ("openai:gpt-4o", True),
+        ("openai:gpt-4o-mini", True),
+        ("openai:gpt-4.1-nano", True),
+        ("openai:gpt-5-mini", True),
+        ("openai:o1", True),
+        ("openai:o3", True),
+        ("openai:o4-mini", True),
+        ("openai:o1-mini", False),
+        ("openai:o3-mini", False),
+        ("openai:gpt-3.5-turbo", False),
+        ("anthropic:claude-3-5-haiku-latest", True),
+        ("anthropic:claude-sonnet-4-5", True),
+        ("anthropic:claude-opus-4-1", True),
+        ("anthropic:claude-2.1", False),
+        ("openrouter:openai/gpt-4o", True),
+        ("ollama:qwen3", False),
+    ],
+)
+def test_the_built_in_rule_knows_the_well_known_vision_models(model: str, vision: bool) -> None:
+    assert load_settings({"PARLEY_CONFIG": "/nonexistent.toml"}).takes_images(model) is vision
+
+
+def test_a_models_vision_setting_overrides_the_rule(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[models."ollama:llava"]\nvision = true\n[models."openai:gpt-4o"]\nvision = false\n'
+    )
+    settings = load_settings({"PARLEY_CONFIG": str(config)})
+    assert settings.takes_images("ollama:llava") and not settings.takes_images("openai:gpt-4o")
+    config.write_text('[models."ollama:llava"]\nvision = "yes"\n')
+    with pytest.raises(ConfigError, match="vision must be true or false"):
+        load_settings({"PARLEY_CONFIG": str(config)})
