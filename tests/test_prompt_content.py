@@ -4,6 +4,7 @@ providers' wire formats through the fake LLM over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -15,6 +16,8 @@ from parley.client import ParleyClient
 from parley.config import ConfigError, load_settings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.store import Store
+from parley.tools import workspace as workspace_tools
+from parley.tools.base import ToolContext
 from parley.transcript import export_markdown
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 
@@ -333,6 +336,24 @@ async def test_read_file_never_asks_the_editor_about_a_path_outside_the_workspac
     assert client.file_reads == []
     sent = json.dumps(fake.requests[-1].body)
     assert "outside the workspace" in sent and "TOP SECRET" not in sent
+
+
+async def test_read_file_falls_back_to_the_disk_when_the_editor_is_silent(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workspace_tools, "EDITOR_READ_SECONDS", 0.2)
+    asked: list[str] = []
+
+    class SilentEditor:
+        async def read_text_file(self, session_id: str, path: str) -> str:
+            asked.append(path)
+            await asyncio.sleep(3600)
+            return ""
+
+    context = ToolContext("sess_1", "call_1", workspace, SilentEditor())
+    result = await workspace_tools.ReadFileTool(workspace).run({"path": "geometry.py"}, context)
+    assert asked == [str(workspace.resolve() / "geometry.py")]
+    assert not result.is_error and "return width * height" in result.content
 
 
 # --- which models take images ------------------------------------------------------------
