@@ -192,9 +192,9 @@ class Sessions:
             self.settings.takes_images(session.model)
         ):
             raise UnsupportedContent(
-                f"The model {session.model} does not take images. Send the prompt without "
-                "the image, or switch to a model that does (set `vision = true` in its "
-                "[models] entry of config.toml if it does)."
+                f"The model {session.model} does not take images: send the prompt without "
+                "the image, or switch to a model that does. (If it does take images, say so "
+                f'in config.toml: vision = true under [models."{session.model}"].)'
             )
 
     def _show_missed_turns(self, session: Session) -> None:
