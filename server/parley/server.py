@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import signal
@@ -23,7 +24,13 @@ from pygls.server import JsonRPCServer
 
 import parley
 from parley.agent.session import Session
-from parley.agent.sessions import InvalidOptions, SessionInUse, Sessions, UnknownSession
+from parley.agent.sessions import (
+    InvalidOptions,
+    SessionInUse,
+    Sessions,
+    UnknownSession,
+    UnsupportedContent,
+)
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
@@ -46,7 +53,8 @@ from parley.protocol.params import (
 )
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
-from parley.tools.base import Tool, ToolSpec
+from parley.tools.attachments import attach_link
+from parley.tools.base import ClientFiles, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.server_tools import server_tools
 
@@ -71,6 +79,7 @@ class ParleyServer(JsonRPCServer):
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
+        self.client_reads_files = False  # the client offers fs/read_text_file
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -147,16 +156,30 @@ class ParleyServer(JsonRPCServer):
             await self.protocol.request(permission.METHOD, params)
         )
 
+    @property
+    def client_files(self) -> ClientFiles | None:
+        return self if self.client_reads_files else None
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        """The editor's text of a file (its buffer, saved or not): `fs/read_text_file`."""
+        answer = await self.protocol.request(
+            "fs/read_text_file", {"sessionId": session_id, "path": path}
+        )
+        if not isinstance(answer, dict) or not isinstance(answer.get("content"), str):
+            raise ValueError("the editor's answer to fs/read_text_file had no content")
+        return answer["content"]
+
     # --- handlers -----------------------------------------------------------------------
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
+        self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
@@ -205,7 +228,9 @@ class ParleyServer(JsonRPCServer):
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
-        content = prompt_content(params.prompt)
+        # Linked files are read and images decoded: off the event loop.
+        link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
+        content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
         result = await self.sessions.prompt(params.session_id, content)
         return result.to_wire()
 
@@ -304,7 +329,7 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise _not_found(error.message) from error
     except SessionInUse as error:
         raise JsonRpcServerError(error.message, SESSION_BUSY_CODE) from error
-    except InvalidOptions as error:
+    except (InvalidOptions, UnsupportedContent) as error:
         raise JsonRpcInvalidParams(error.message) from error
     except ProviderError as error:
         raise JsonRpcServerError(

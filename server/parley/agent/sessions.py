@@ -23,7 +23,7 @@ from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, UserMessage
+from parley.core.conversation import ContentBlock, ImageBlock, UserMessage
 from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
@@ -63,6 +63,10 @@ class SessionInUse(SessionError):
 
 class InvalidOptions(SessionError):
     """Options a session cannot have (a workspace that is no directory, a bad model id)."""
+
+
+class UnsupportedContent(SessionError):
+    """A prompt the session's model cannot take (an image for a model without vision)."""
 
 
 @attrs.define
@@ -190,6 +194,7 @@ class Sessions:
             return await self._run_command(session, command)
         if session.running_turn is not None:
             raise SessionInUse(BUSY_HERE)
+        self._check_content(session, content)
         session.start_storing()  # the first prompt stores a new session
         try:
             self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
@@ -214,6 +219,17 @@ class Sessions:
         reply = await run_command(command, session, self)
         self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply))
         return TurnResult("end_turn", TurnStats(model=session.model))
+
+    def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
+        """Refuse, before any model call, what the session's model cannot take."""
+        if any(isinstance(block, ImageBlock) for block in content) and not (
+            self.settings.takes_images(session.model)
+        ):
+            raise UnsupportedContent(
+                f"The model {session.model} does not take images: send the prompt without "
+                "the image, or switch to a model that does. (If it does take images, say so "
+                f'in config.toml: vision = true under [models."{session.model}"].)'
+            )
 
     def _show_missed_turns(self, session: Session) -> None:
         """Another window may have added turns since this one read the session: take them
