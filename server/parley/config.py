@@ -113,6 +113,7 @@ class Settings:
     prices: Mapping[str, Price]
     max_turn_requests: int = 25
     tool_timeout_seconds: float = 120.0  # editor tools; the Python kernel has its own
+    mcp_start_timeout_seconds: float = 10.0  # an MCP server's start, up to its tools listed
     kernel: KernelSettings = attrs.field(factory=KernelSettings)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
@@ -265,6 +266,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         prices=prices,
         max_turn_requests=int(table.get("max_turn_requests", 25)),
         tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
+        mcp_start_timeout_seconds=_seconds(table, "mcp_start_timeout_seconds", 10.0, path),
         kernel=_kernel_settings(table.get("kernel", {}), path, providers.values()),
         environ=environ,
     )

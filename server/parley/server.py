@@ -13,6 +13,7 @@ import inspect
 import logging
 import signal
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -35,7 +36,7 @@ from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
-from parley.protocol import permission
+from parley.protocol import permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -43,11 +44,13 @@ from parley.protocol.params import (
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
+    McpServerParams,
     NewSessionParams,
     PromptParams,
     SessionIdParams,
     SetConfigOptionParams,
     UsageParams,
+    check_mcp_servers,
     parse_params,
     prompt_content,
 )
@@ -56,6 +59,7 @@ from parley.store import Store
 from parley.tools.attachments import attach_link
 from parley.tools.base import ClientFiles, Tool, ToolSpec
 from parley.tools.editor import EditorTool
+from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
 
 logger = logging.getLogger(__name__)
@@ -128,10 +132,13 @@ class ParleyServer(JsonRPCServer):
         try:
             with contextlib.suppress(asyncio.CancelledError):
                 await reading
+            # Still under the handlers: a client that sends SIGTERM while we close (their
+            # usual escalation after a grace period) must not cut short the closing of the
+            # MCP servers, which live in process groups of their own.
+            await self.close()
         finally:
             for signum in stop_signals:
                 loop.remove_signal_handler(signum)
-        await self.close()
         writer.flush()
 
     async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:
@@ -180,6 +187,7 @@ class ParleyServer(JsonRPCServer):
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": True},
                 "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
@@ -193,15 +201,19 @@ class ParleyServer(JsonRPCServer):
             },
         }
 
-    def new_session(self, raw: Any) -> dict[str, Any]:
+    async def new_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(NewSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = self.sessions.new(Path(params.cwd), params.meta.parley)
+        await self.start_mcp_servers(session.id, params.mcp_servers)
         return {"sessionId": session.id, **self._started(session)}
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = await self.sessions.load(params.session_id, Path(params.cwd))
+        await self.start_mcp_servers(session.id, params.mcp_servers)
         totals = self.store.usage_totals(session.id)
         return {
             **self._started(session),
@@ -211,7 +223,9 @@ class ParleyServer(JsonRPCServer):
     async def resume_session(self, raw: Any) -> dict[str, Any]:
         """Reattach a stored session without replaying it."""
         params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = await self.sessions.load(params.session_id, Path(params.cwd), replay=False)
+        await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
 
     async def close_session(self, raw: Any) -> dict[str, Any]:
@@ -304,6 +318,20 @@ class ParleyServer(JsonRPCServer):
         _after_the_answer(lambda: self.sessions.announce_commands(session.id))
         return {"configOptions": self.sessions.config_options(session)}
 
+    async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
+        """Start the MCP servers a client listed for an open session (session/new, load,
+        resume: call it last, before the handler answers). A server that did not start is
+        told to the user as a message of its own, right after the answer: an ACP client
+        drops updates of a session it does not know yet."""
+        session = self.sessions.get(session_id)
+        failures = await self.sessions.start_mcp_servers(
+            session, [_mcp_server_config(server) for server in servers]
+        )
+        if failures:
+            text = "\n\n".join(failures)
+            message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
+            _after_the_answer(lambda: self.send_update(session_id, message))
+
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
         files), then the editor's (which win a name clash: the user chose that editor)."""
@@ -343,6 +371,18 @@ def _after_the_answer(callback: Callable[[], None]) -> None:
     the task ends, after what the task queued: one hop more puts `callback` after both."""
     loop = asyncio.get_running_loop()
     loop.call_soon(loop.call_soon, callback)
+
+
+def _mcp_server_config(server: McpServerParams) -> McpServerConfig:
+    return McpServerConfig(
+        name=server.name,
+        transport=server.type,
+        command=server.command or "",
+        args=tuple(server.args or ()),
+        env=tuple((variable.name, variable.value) for variable in server.env or ()),
+        url=server.url or "",
+        headers=tuple((header.name, header.value) for header in server.headers or ()),
+    )
 
 
 def _tool_info(spec: ToolSpec) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool
+from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class Sessions:
     instance_id: str = attrs.field(factory=lambda: new_id("srv"))  # names us in the leases
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
+    _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -159,6 +161,33 @@ class Sessions:
         )
         self._open[session.id] = session
         return session
+
+    async def start_mcp_servers(
+        self, session: Session, servers: Sequence[McpServerConfig]
+    ) -> list[str]:
+        """Start the MCP servers the client listed for an open session (`session/new`,
+        `load`, `resume`), in place of those it had, and offer their tools. Returns a
+        sentence for the user per server that did not start; the session works without it."""
+        await self._close_mcp_servers(session)
+        if not servers:
+            return []
+        connections = McpConnections(
+            session.cwd,
+            tool_timeout=self.settings.tool_timeout_seconds,
+            start_timeout=self.settings.mcp_start_timeout_seconds,
+        )
+        self._mcp[session.id] = connections
+        failures = await connections.start(servers)
+        for tool in connections.tools:
+            session.tools.add(tool)
+        return failures
+
+    async def _close_mcp_servers(self, session: Session) -> None:
+        connections = self._mcp.pop(session.id, None)
+        if connections is not None:
+            for tool in connections.tools:
+                session.tools.remove(tool.spec.name)
+            await connections.aclose()
 
     def get(self, session_id: str) -> Session:
         session = self._open.get(session_id)
@@ -342,18 +371,22 @@ class Sessions:
             session.running_turn.cancel()
             await asyncio.gather(session.running_turn, return_exceptions=True)
         await session.close()
+        await self._close_mcp_servers(session)
 
     async def close(self) -> None:
         """End every turn (their histories settle), answer the pending prompts, close the
-        sessions' tools (their kernels end)."""
+        sessions' tools (their kernels and MCP servers end)."""
         turns = [s.running_turn for s in self._open.values() if s.running_turn is not None]
         for turn in turns:
             turn.cancel()
         await asyncio.gather(*turns, return_exceptions=True)
         # The prompts' answers go out as their requests end (they release the leases too).
         await asyncio.gather(*self._prompts, return_exceptions=True)
+        # MCP servers may take seconds each to stop: all at once, while the kernels stop.
+        stopping = asyncio.gather(*(self._close_mcp_servers(s) for s in self._open.values()))
         for session in self._open.values():
             await session.close()
+        await stopping
 
 
 def _mend_unanswered(session: Session) -> None:

@@ -79,9 +79,31 @@ class SessionMeta:
 
 
 @attrs.frozen
+class NameValue:
+    """ACP's EnvVariable and HttpHeader."""
+
+    name: str
+    value: str
+
+
+@attrs.frozen
+class McpServerParams:
+    """ACP's McpServer: stdio (no `type`, or "stdio") with `command`, `args`, `env`; or
+    "http" / "sse" with `url`, `headers`. `check_mcp_servers` checks the fields a type needs."""
+
+    name: str
+    type: Literal["stdio", "http", "sse"] = "stdio"
+    command: str | None = None
+    args: list[str] | None = None
+    env: list[NameValue] | None = None
+    url: str | None = None
+    headers: list[NameValue] | None = None
+
+
+@attrs.frozen
 class NewSessionParams:
     cwd: str
-    mcp_servers: list[Any] = attrs.field(factory=list)
+    mcp_servers: list[McpServerParams] = attrs.field(factory=list)
     meta: SessionMeta = SessionMeta()
 
 
@@ -119,7 +141,7 @@ class SessionIdParams:
 class LoadSessionParams:
     session_id: str
     cwd: str
-    mcp_servers: list[Any] = attrs.field(factory=list)
+    mcp_servers: list[McpServerParams] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -228,6 +250,16 @@ def _json_type(value: Any) -> str:
     if value is None:
         return "nothing"
     return {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+
+
+def check_mcp_servers(servers: list[McpServerParams]) -> None:
+    """Raise invalid params for a server without what its type needs (a command, a URL)."""
+    for position, server in enumerate(servers):
+        needed = "command" if server.type == "stdio" else "url"
+        if not getattr(server, needed):
+            raise JsonRpcInvalidParams(
+                f"mcpServers[{position}]: a {server.type} server needs '{needed}'"
+            )
 
 
 # A `resource_link`'s file read as content: (uri, name, mimeType) → a resource or a note.
