@@ -194,15 +194,19 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
         {"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": str(workspace)}}
     )
     session = raw_server.receive()["result"]["sessionId"]
+    # (the slash commands are announced after the answer: `answer` skips that notification)
     raw_server.send(
         {
             "jsonrpc": "2.0",
             "id": 4,
             "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "image", "data": "..."}]},
+            "params": {
+                "sessionId": session,
+                "prompt": [{"type": "audio", "data": "...", "mimeType": "audio/wav"}],
+            },
         }
     )
-    assert "not supported" in raw_server.receive()["error"]["message"]
+    assert "not supported" in raw_server.answer()["error"]["message"]
     raw_server.send(
         {
             "jsonrpc": "2.0",
@@ -211,7 +215,7 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
             "params": {"sessionId": session, "prompt": [{"type": "text", "text": "  "}]},
         }
     )
-    assert "empty" in raw_server.receive()["error"]["message"]
+    assert "empty" in raw_server.answer()["error"]["message"]
 
 
 # --- the wire: no message kills or deafens the server -------------------------------------

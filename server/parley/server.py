@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import signal
@@ -23,7 +24,14 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
-from parley.agent.sessions import InvalidOptions, SessionInUse, Sessions, UnknownSession
+from parley.agent.session import Session
+from parley.agent.sessions import (
+    InvalidOptions,
+    SessionInUse,
+    Sessions,
+    UnknownSession,
+    UnsupportedContent,
+)
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
@@ -40,6 +48,7 @@ from parley.protocol.params import (
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    SetConfigOptionParams,
     UsageParams,
     check_mcp_servers,
     parse_params,
@@ -47,7 +56,8 @@ from parley.protocol.params import (
 )
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
-from parley.tools.base import Tool, ToolSpec
+from parley.tools.attachments import attach_link
+from parley.tools.base import ClientFiles, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
@@ -73,12 +83,16 @@ class ParleyServer(JsonRPCServer):
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
+        self.client_reads_files = False  # the client offers fs/read_text_file
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/cancel": self.cancel,
             "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/close": self.close_session,
+            "session/set_config_option": self.set_config_option,
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
@@ -149,19 +163,33 @@ class ParleyServer(JsonRPCServer):
             await self.protocol.request(permission.METHOD, params)
         )
 
+    @property
+    def client_files(self) -> ClientFiles | None:
+        return self if self.client_reads_files else None
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        """The editor's text of a file (its buffer, saved or not): `fs/read_text_file`."""
+        answer = await self.protocol.request(
+            "fs/read_text_file", {"sessionId": session_id, "path": path}
+        )
+        if not isinstance(answer, dict) or not isinstance(answer.get("content"), str):
+            raise ValueError("the editor's answer to fs/read_text_file had no content")
+        return answer["content"]
+
     # --- handlers -----------------------------------------------------------------------
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
+        self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
         self.providers.preload()  # the first prompt need not wait for the SDK's import
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": True},
-                "sessionCapabilities": {"list": {}},
+                "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
             "authMethods": [],
@@ -179,7 +207,7 @@ class ParleyServer(JsonRPCServer):
         check_mcp_servers(params.mcp_servers)
         session = self.sessions.new(Path(params.cwd), params.meta.parley)
         await self.start_mcp_servers(session.id, params.mcp_servers)
-        return {"sessionId": session.id}
+        return {"sessionId": session.id, **self._started(session)}
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
@@ -188,11 +216,36 @@ class ParleyServer(JsonRPCServer):
         session = await self.sessions.load(params.session_id, Path(params.cwd))
         await self.start_mcp_servers(session.id, params.mcp_servers)
         totals = self.store.usage_totals(session.id)
-        return {"_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}}}
+        return {
+            **self._started(session),
+            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}},
+        }
+
+    async def resume_session(self, raw: Any) -> dict[str, Any]:
+        """Reattach a stored session without replaying it."""
+        params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
+        session = await self.sessions.load(params.session_id, Path(params.cwd), replay=False)
+        await self.start_mcp_servers(session.id, params.mcp_servers)
+        return self._started(session)
+
+    async def close_session(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(SessionIdParams, raw)
+        await self.sessions.close_session(params.session_id)
+        return {}
+
+    async def set_config_option(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(SetConfigOptionParams, raw)
+        options = await self.sessions.set_config_option(
+            params.session_id, params.config_id, params.value
+        )
+        return {"configOptions": options}
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
-        content = prompt_content(params.prompt)
+        # Linked files are read and images decoded: off the event loop.
+        link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
+        content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
         result = await self.sessions.prompt(params.session_id, content)
         return result.to_wire()
 
@@ -245,7 +298,9 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(UsageParams, raw if raw is not None else {})
         result: dict[str, Any] = {"total": self.store.usage_totals().to_wire()}
         if params.session_id is not None:
-            if self.store.session(params.session_id) is None:
+            if self.store.session(params.session_id) is None and not self.sessions.is_unprompted(
+                params.session_id
+            ):
                 raise _not_found(f"Unknown session {params.session_id!r}")
             result["session"] = self.store.usage_totals(params.session_id).to_wire()
         return result
@@ -257,6 +312,12 @@ class ParleyServer(JsonRPCServer):
         }
 
     # --- helpers ------------------------------------------------------------------------
+
+    def _started(self, session: Session) -> dict[str, Any]:
+        """What the answer to a session's start holds (its config options); its slash
+        commands are announced right after the answer, when the client knows the session."""
+        self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
+        return {"configOptions": self.sessions.config_options(session)}
 
     async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
         """Start the MCP servers a client listed for an open session (session/new, load,
@@ -272,15 +333,7 @@ class ParleyServer(JsonRPCServer):
         if failures:
             text = "\n\n".join(failures)
             message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
-            self._after_answer(lambda: self.send_update(session_id, message))
-
-    @staticmethod
-    def _after_answer(send: Callable[[], None]) -> None:
-        """Run `send` once the answer to the request being handled is written. pygls writes
-        it from a done-callback of the handler's task, scheduled when the handler returns,
-        so a callback scheduled from a callback scheduled now runs after it."""
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, send)
+            self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
@@ -307,7 +360,7 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise _not_found(error.message) from error
     except SessionInUse as error:
         raise JsonRpcServerError(error.message, SESSION_BUSY_CODE) from error
-    except InvalidOptions as error:
+    except (InvalidOptions, UnsupportedContent) as error:
         raise JsonRpcInvalidParams(error.message) from error
     except ProviderError as error:
         raise JsonRpcServerError(
