@@ -315,16 +315,36 @@ async def test_a_tool_that_hangs_times_out_and_the_turn_ends(
 async def test_no_mcp_server_outlives_its_session_or_the_server(
     env: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:
-    deleted_pids, kept_pids = tmp_path / "deleted", tmp_path / "kept"
+    deleted_pids, closed_pids, kept_pids = (tmp_path / name for name in ("del", "closed", "kept"))
     async with acp_server(env) as run:
         deleted = await new_session(run, workspace, stdio_server(deleted_pids))
+        closed = await run.conn.new_session(
+            cwd=str(workspace), mcp_servers=[stdio_server(closed_pids)]
+        )
         await run.conn.new_session(cwd=str(workspace), mcp_servers=[stdio_server(kept_pids)])
-        assert len(pids(deleted_pids)) == len(pids(kept_pids)) == 1
-        assert all(alive(pid) for pid in pids(deleted_pids) + pids(kept_pids))
+        every = pids(deleted_pids) + pids(closed_pids) + pids(kept_pids)
+        assert len(every) == 3 and all(alive(pid) for pid in every)
         await run.raw_request("session/delete", {"sessionId": deleted})
-        assert wait_until_ended(pids(deleted_pids)) == []
+        await run.conn.close_session(session_id=closed.session_id)
+        assert wait_until_ended(pids(deleted_pids) + pids(closed_pids)) == []
         assert all(alive(pid) for pid in pids(kept_pids))
     assert wait_until_ended(pids(kept_pids)) == []
+
+
+async def test_session_resume_starts_the_servers_it_lists_in_place_of_the_old(
+    env: dict[str, str], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    first_pids, second_pids = tmp_path / "first", tmp_path / "second"
+    fake.set_script([Reply(tool_calls=(call("shout", text="resumed"),)), Reply(text="ok")])
+    async with acp_server(env) as run:
+        sid = await new_session(run, workspace, stdio_server(first_pids))
+        await run.conn.resume_session(
+            cwd=str(workspace), session_id=sid, mcp_servers=[stdio_server(second_pids)]
+        )
+        assert wait_until_ended(pids(first_pids)) == []
+        await run.conn.prompt(session_id=sid, prompt=[text_block("Shout.")])
+        assert last_tool_result(fake) == "RESUMED"
+    assert len(pids(second_pids)) == 1 and wait_until_ended(pids(second_pids)) == []
 
 
 async def test_a_cancel_during_a_call_ends_the_turn_at_once(
