@@ -47,6 +47,9 @@ CALL_GRACE_SECONDS = 5.0
 NAME_LIMIT = 64
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 STDERR_TAIL_CHARS = 400
+# MCP's error codes (mcp.types), for the SDK's MCPError, whose import is deferred.
+CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001
 
 
 @attrs.frozen
@@ -88,6 +91,7 @@ class McpConnection:
         self._scope: Any = None  # the anyio CancelScope around the task's work
         self._stop = asyncio.Event()
         self._stderr: Any = None  # a stdio server's stderr (a temporary file)
+        self._exited = False  # the connection closed under a call: the server is gone
 
     async def start(self, timeout: float) -> list[RemoteTool]:
         """Start the server and list its tools; raises McpStartFailed."""
@@ -155,8 +159,12 @@ class McpConnection:
         """Call tool `name`; every failure (a hang, a crash, an error) is an error result."""
         server = self.config.name
         session = self._session
-        if session is None:
-            return ToolResult(f"The MCP server {server!r} is not running.", is_error=True)
+        if session is None or self._exited:
+            return ToolResult(
+                f"The MCP server {server!r} is not running (it stopped earlier in this "
+                "session), so its tools cannot be used.",
+                is_error=True,
+            )
         try:
             result = await asyncio.wait_for(
                 session.call_tool(name, arguments, read_timeout_seconds=timeout),
@@ -165,6 +173,8 @@ class McpConnection:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the SDK's MCPError, a transport error
+            if getattr(error, "code", None) == CONNECTION_CLOSED:
+                self._exited = True
             return ToolResult(_call_failure(server, name, error, timeout), is_error=True)
         return tool_result(result)
 
@@ -278,9 +288,9 @@ def _block_text(block: Any) -> str:
 
 def _call_failure(server: str, name: str, error: Exception, timeout: float) -> str:
     code = getattr(error, "code", None)
-    if isinstance(error, TimeoutError) or code == -32001:  # MCP's REQUEST_TIMEOUT
+    if isinstance(error, TimeoutError) or code == REQUEST_TIMEOUT:
         return f"The MCP server {server!r} did not answer {name} within {timeout:g} s."
-    if code == -32000:  # MCP's CONNECTION_CLOSED: the server's process ended
+    if code == CONNECTION_CLOSED:  # the server's process ended
         return f"The MCP server {server!r} stopped while running {name}; it is not running now."
     return f"The MCP server {server!r} failed to run {name}: {_reason(error)}"
 
