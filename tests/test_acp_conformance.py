@@ -302,10 +302,6 @@ def test_load_replays_the_session_then_it_goes_on_and_delete_removes_it(
 # --- every message against ACP's schema ------------------------------------------------
 
 SCENARIOS = ["text_turn", "tool_turn", "cancelled_turn", "reloaded"]
-USAGE_AT_ROOT = (
-    "session/prompt's result carries `usage` at its root; the second edition moves it to "
-    "_meta.parley.usage (needs the prompt result of branch acp-turn)"
-)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -317,7 +313,6 @@ def test_every_message_but_the_prompt_results_conforms(
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-@pytest.mark.xfail(strict=True, reason=USAGE_AT_ROOT)
 def test_prompt_results_conform(name: str, request: pytest.FixtureRequest) -> None:
     scenario: Scenario = request.getfixturevalue(name)
     scenario.assert_conformant(only="session/prompt")
@@ -381,8 +376,6 @@ UNKNOWN_WINDOW = (
     "but ACP's schema requires size, so no usage_update (or a known window) is the way out "
     "(branch acp-turn)"
 )
-PROMPT_META = "needs the prompt result's _meta.parley {usage, turn, session} from branch acp-turn"
-REVISIONS = "needs revisions only for clients that opt in (_meta.parley.revisions) from acp-turn"
 TOOL_CONTENT = (
     "needs readable tool-call titles and the code in the permission request's content "
     "(second edition; branch acp-content)"
@@ -528,7 +521,6 @@ async def test_close_frees_the_session_and_keeps_it_stored(
     run.recording.assert_conformant()
 
 
-@pytest.mark.xfail(strict=True, reason=PROMPT_META)
 def test_the_prompt_result_has_its_usage_under_meta(text_turn: Scenario) -> None:
     (recording,) = text_turn.recordings
     result = recording.result_of("session/prompt")
@@ -570,7 +562,6 @@ async def test_a_window_that_is_not_known_is_never_reported_as_0(
     run.recording.assert_conformant(only="session/update")
 
 
-@pytest.mark.xfail(strict=True, reason=REVISIONS)
 def test_a_client_that_did_not_opt_in_gets_no_revision(tool_turn: Scenario) -> None:
     (recording,) = tool_turn.recordings
     chunks = recording.raw_updates(tool_turn.session_id, "agent_message_chunk")

@@ -407,7 +407,7 @@ async def chat(
 
 
 def _summary(result: dict[str, Any], session_id: str) -> str:
-    usage, stats = result["usage"], result["_meta"]["parley"]
+    usage, stats = result["_meta"]["parley"]["usage"], result["_meta"]["parley"]["turn"]
     cost = stats["cost"]
     price = f"${cost['amount']:.4f}" if cost else "cost unknown"
     return (

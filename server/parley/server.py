@@ -69,6 +69,7 @@ class ParleyServer(JsonRPCServer):
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
+        self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -147,6 +148,7 @@ class ParleyServer(JsonRPCServer):
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
+        self.wants_revisions = params.client_capabilities.meta.parley.revisions
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {

@@ -23,7 +23,7 @@ from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from parley.core.errors import ProviderError
-from parley.core.usage import Usage, cost_to_wire, find_price
+from parley.core.usage import Usage, UsageTotals, cost_to_wire, find_price
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
@@ -51,6 +51,9 @@ _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
 
 class TurnPorts(Protocol):
     """What a turn needs from the connection to the editor."""
+
+    # The client asked for hybrid revisions (`_meta.parley.revisions` in `initialize`).
+    wants_revisions: bool
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
@@ -81,7 +84,6 @@ class TurnStats:
             "toolCalls": self.tool_calls,
             "cost": cost_to_wire(self.cost),
             "model": self.model,
-            "usageComplete": self.usage_complete,
         }
 
 
@@ -89,12 +91,20 @@ class TurnStats:
 class TurnResult:
     stop_reason: str
     stats: TurnStats
+    session_totals: UsageTotals  # the session's, this turn included
 
     def to_wire(self) -> dict[str, Any]:
+        """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
         return {
             "stopReason": self.stop_reason,
-            "usage": self.stats.usage.to_wire(),
-            "_meta": {"parley": self.stats.to_wire()},
+            "_meta": {
+                "parley": {
+                    "usage": self.stats.usage.to_wire(),
+                    "turn": self.stats.to_wire(),
+                    "session": self.session_totals.to_wire(),
+                    "usageComplete": self.stats.usage_complete,
+                }
+            },
         }
 
 
@@ -130,7 +140,7 @@ class Turn:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
             self._settle_interrupted("The user cancelled this call before it finished.")
-            return TurnResult("cancelled", self.stats)
+            return self._result("cancelled")
         except Exception as error:
             # Whatever ended the turn (a provider failure, or a bug anywhere below), the next
             # prompt must send the provider a conversation it accepts.
@@ -140,7 +150,10 @@ class Turn:
                 else "An internal error in Parley interrupted this call."
             )
             raise
-        return TurnResult(stop_reason, self.stats)
+        return self._result(stop_reason)
+
+    def _result(self, stop_reason: str) -> TurnResult:
+        return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals))
 
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
@@ -228,10 +241,19 @@ class Turn:
         self.stats.sync_fallbacks += 1
         completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
-        if completion.text != streamed_text:
-            replaces = self._message_id if streamed_text else None
-            self._send(updates.message_chunk(self._message_id, completion.text, replaces))
+        self._show_sync_text(streamed_text, completion.text)
         return completion, self._announce_calls(completion.tool_calls)
+
+    def _show_sync_text(self, streamed: str, text: str) -> None:
+        """Show the synchronous call's text where it differs from what was streamed: what
+        continues the streamed text is appended; other text replaces it, for the clients
+        that asked for revisions. The others keep what they were shown (ACP clients append
+        every chunk: a revision would show both texts); the history holds `text`."""
+        if text.startswith(streamed):
+            if text != streamed:
+                self._send(updates.message_chunk(self._message_id, text[len(streamed) :]))
+        elif self.ports.wants_revisions:
+            self._send(updates.message_chunk(self._message_id, text, replaces=self._message_id))
 
     def _show_complete_reply(self, completion: Completion) -> None:
         for thought in completion.thinking:
@@ -257,7 +279,12 @@ class Turn:
             call_ids.append(call_id)
         for call_id, _ in self._announced[len(calls) :]:
             self._send(
-                updates.tool_call_update(call_id, status="failed", raw_output={"superseded": True})
+                updates.tool_call_update(
+                    call_id,
+                    status="failed",
+                    text="The model did not make this call after all.",
+                    meta={"parley": {"superseded": True}},
+                )
             )
         self._announced = []
         return call_ids

@@ -51,15 +51,18 @@ def tool_call(
 
 
 def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
-    """Only what changed: status, title, kind, rawInput, rawOutput, and `text` (the
-    output shown to a person), which becomes the update's `content`."""
+    """Only what changed: status, title, kind, rawInput, rawOutput, `text` (the output
+    shown to a person), which becomes the update's `content`, and `meta` (its `_meta`)."""
     update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id}
     text = changes.pop("text", None)
+    meta = changes.pop("meta", None)
     for name, value in changes.items():
         if value is not None:
             update[camel(name)] = value
     if text is not None:
         update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+    if meta is not None:
+        update["_meta"] = meta
     return update
 
 
