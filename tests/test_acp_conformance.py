@@ -368,14 +368,6 @@ COMMANDS = "needs slash commands (available_commands_update) from branch acp-lif
 CONFIG_UPDATE = "needs config_option_update after a /model command from branch acp-lifecycle"
 RESUME = "needs session/resume from branch acp-lifecycle"
 CLOSE = "needs session/close from branch acp-lifecycle"
-USAGE_UPDATE = (
-    "needs usage_update's second-edition _meta.parley {call, session} from branch acp-turn"
-)
-UNKNOWN_WINDOW = (
-    "usage_update says size: 0 when the model's window is unknown; protocol.md says omit it, "
-    "but ACP's schema requires size, so no usage_update (or a known window) is the way out "
-    "(branch acp-turn)"
-)
 TOOL_CONTENT = (
     "needs readable tool-call titles and the code in the permission request's content "
     "(second edition; branch acp-content)"
@@ -531,7 +523,6 @@ def test_the_prompt_result_has_its_usage_under_meta(text_turn: Scenario) -> None
     assert parley["session"]["turns"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=USAGE_UPDATE)
 async def test_usage_update_reports_the_context_the_window_and_the_cost(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -549,7 +540,6 @@ async def test_usage_update_reports_the_context_the_window_and_the_cost(
     run.recording.assert_conformant()
 
 
-@pytest.mark.xfail(strict=True, reason=UNKNOWN_WINDOW)
 async def test_a_window_that_is_not_known_is_never_reported_as_0(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:

@@ -91,7 +91,7 @@ async def test_tool_round_one_early_closed_stream_one_sync_call(
     assert stats["syncFallbacks"] == 1 and stats["discardedStreams"] == 1
     assert stats["toolCalls"] == 1 and result["_meta"]["parley"]["usageComplete"] is True
     usage_updates = client.updates_of(session, "usage_update")
-    assert [u["_meta"]["parley"]["inputTokens"] for u in usage_updates] == [120, 150]
+    assert [u["_meta"]["parley"]["call"]["inputTokens"] for u in usage_updates] == [120, 150]
 
     # The editor saw the tool announced early, then completed, with one stable id.
     updates = client.updates_of(session)

@@ -415,11 +415,17 @@ class Turn:
             self.stats.cost += cost
         self.session.count_usage(call, model_id, usage, cost)
         totals = self.session.totals
-        window = self.settings.model_config(model_id).context_window or 0
+        window = self.settings.context_window(model_id)
+        if window is None:
+            return  # ACP's usage_update requires `size`: an unknown window is never sent as 0
         session_cost = totals.cost if totals.cost_complete else None
         self._send(
             updates.usage_update(
-                usage.total_tokens, window, cost_to_wire(session_cost), usage.to_wire()
+                used=usage.total_tokens,
+                size=window,
+                cost=cost_to_wire(session_cost),
+                call=usage.to_wire(),
+                session=totals.to_wire(),
             )
         )
 

@@ -67,13 +67,20 @@ def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
 
 
 def usage_update(
-    used: int, size: int, cost: dict[str, Any] | None, usage: dict[str, Any]
+    *,
+    used: int,
+    size: int,
+    cost: dict[str, Any] | None,
+    call: dict[str, Any],
+    session: dict[str, Any],
 ) -> dict[str, Any]:
+    """The context's fill (`used` of the window `size`), the session's cost so far, and
+    (Parley's) the counted call's `Usage` and the session's `UsageTotals`."""
     update: dict[str, Any] = {
         "sessionUpdate": "usage_update",
         "used": used,
         "size": size,
-        "_meta": {"parley": usage},
+        "_meta": {"parley": {"call": call, "session": session}},
     }
     if cost is not None:
         update["cost"] = cost

@@ -111,7 +111,7 @@ class ProviderRegistry:
                 "provider": provider_name,
                 "available": available,
             }
-            window = self._settings.model_config(model_id).context_window
+            window = self._settings.context_window(model_id)
             if window:
                 info["contextWindow"] = window
             if reason:
