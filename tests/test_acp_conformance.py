@@ -368,10 +368,6 @@ COMMANDS = "needs slash commands (available_commands_update) from branch acp-lif
 CONFIG_UPDATE = "needs config_option_update after a /model command from branch acp-lifecycle"
 RESUME = "needs session/resume from branch acp-lifecycle"
 CLOSE = "needs session/close from branch acp-lifecycle"
-TOOL_CONTENT = (
-    "needs readable tool-call titles and the code in the permission request's content "
-    "(second edition; branch acp-content)"
-)
 IMAGES = "needs image prompts from branch acp-content"
 FS_READ = "needs reads through fs/read_text_file from branch acp-content"
 MCP = "needs MCP servers in session/new from branch acp-mcp"
@@ -560,7 +556,6 @@ def test_a_client_that_did_not_opt_in_gets_no_revision(tool_turn: Scenario) -> N
     assert tool_turn.editor.text_of(tool_turn.session_id) == "Let me compute that.It is 42."
 
 
-@pytest.mark.xfail(strict=True, reason=TOOL_CONTENT)
 def test_the_permission_request_shows_what_it_asks_about(tool_turn: Scenario) -> None:
     (asked,) = tool_turn.editor.permission_requests
     assert asked.title != "python_eval"  # a title a person reads ("Run Python")

@@ -44,7 +44,7 @@ from parley.protocol.params import (
 )
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
-from parley.tools.base import Tool, ToolSpec
+from parley.tools.base import CallView, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.server_tools import server_tools
 
@@ -136,9 +136,9 @@ class ParleyServer(JsonRPCServer):
         self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
 
     async def request_permission(
-        self, session_id: str, call: ToolCall, kind: str
+        self, session_id: str, call: ToolCall, kind: str, view: CallView
     ) -> PermissionDecision:
-        params = permission.permission_request(session_id, call, kind)
+        params = permission.permission_request(session_id, call, kind, view)
         return permission.permission_decision(
             await self.protocol.request(permission.METHOD, params)
         )

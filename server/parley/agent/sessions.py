@@ -125,7 +125,7 @@ class Sessions:
                 _mend_unanswered(session)
             finally:
                 self.store.release_lease(session.id, self.instance_id)
-        for update in replay_updates(session.history, session.tools.kind_of):
+        for update in replay_updates(session.history, session.tools):
             self.ports.send_update(session.id, update)
         return session
 
@@ -186,7 +186,7 @@ class Sessions:
         in and show them, so the user and the model see the same conversation."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        for update in replay_updates(session.history, session.tools.kind_of, start):
+        for update in replay_updates(session.history, session.tools, start):
             self.ports.send_update(session.id, update)
 
     async def _run_turn(

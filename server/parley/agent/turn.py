@@ -37,7 +37,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import ToolContext, ToolResult
+from parley.tools.base import CallView, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,10 @@ class TurnPorts(Protocol):
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
     async def request_permission(
-        self, session_id: str, call: ToolCall, kind: str
+        self, session_id: str, call: ToolCall, kind: str, view: CallView
     ) -> PermissionDecision:
-        """Ask the user whether `call` may run; raises when the editor cannot ask."""
+        """Ask the user whether `call` (shown as `view`) may run; raises when the editor
+        cannot ask."""
 
 
 @attrs.define
@@ -264,18 +265,28 @@ class Turn:
 
     def _announce_calls(self, calls: tuple[CompletedToolCall, ...]) -> list[str]:
         """The toolCallIds of the complete calls: those the stream announced keep their id
-        (corrected if the name changed); announced calls that did not happen are superseded."""
+        (corrected if the name changed); announced calls that did not happen are superseded.
+        Each call's arguments come with how to show it (title, locations, content)."""
         call_ids = []
         for position, call in enumerate(calls):
             kind = self.session.tools.kind_of(call.name)
+            changed_kind = None
             if position < len(self._announced):
                 call_id, announced_name = self._announced[position]
                 if call.name != announced_name:
-                    self._send(updates.tool_call_update(call_id, title=call.name, kind=kind))
+                    changed_kind = kind
             else:
                 call_id = new_id("call")
                 self._send(updates.tool_call(call_id, call.name, kind))
-            self._send(updates.tool_call_update(call_id, raw_input=call.arguments))
+            view = self.session.tools.view_of(call.name, call.arguments)
+            self._send(
+                updates.tool_call_update(
+                    call_id,
+                    kind=changed_kind,
+                    raw_input=call.arguments,
+                    **updates.call_view(view),
+                )
+            )
             call_ids.append(call_id)
         for call_id, _ in self._announced[len(calls) :]:
             self._send(
@@ -358,7 +369,8 @@ class Turn:
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
         """None when the user allows the call; otherwise what the model is told."""
         try:
-            decision = await self.ports.request_permission(self.session.id, call, kind)
+            view = self.session.tools.view_of(call.name, call.arguments)
+            decision = await self.ports.request_permission(self.session.id, call, kind, view)
         except asyncio.CancelledError:
             raise
         except Exception as error:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from parley.tools.base import CallView
+
 
 def message_chunk(message_id: str, text: str, replaces: str | None = None) -> dict[str, Any]:
     update: dict[str, Any] = {
@@ -60,10 +62,29 @@ def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
         if value is not None:
             update[camel(name)] = value
     if text is not None:
-        update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+        update["content"] = [text_content(text)]
     if meta is not None:
         update["_meta"] = meta
     return update
+
+
+def call_view(view: CallView) -> dict[str, Any]:
+    """A call's `title`, `locations` and `content` as `tool_call_update` and the permission
+    request's `toolCall` carry them (only what the view has)."""
+    fields: dict[str, Any] = {"title": view.title}
+    if view.locations:
+        fields["locations"] = [
+            {"path": where.path} if where.line is None else {"path": where.path, "line": where.line}
+            for where in view.locations
+        ]
+    if view.content:
+        fields["content"] = [text_content(text) for text in view.content]
+    return fields
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """Text as one item of a tool call's `content`."""
+    return {"type": "content", "content": {"type": "text", "text": text}}
 
 
 def usage_update(
