@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 
 import { ParleyClient } from '../src/client/client';
 import { type PromptResult, type SessionNotification, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import { Peer } from './peer';
 
 /**
  * A stand-in server (Node, vscode-jsonrpc): answers `initialize`, and on `session/new` first
@@ -68,6 +69,22 @@ describe('session updates', () => {
       const ignored = log.filter((line) => line.includes('ignored a session/update'));
       assert.equal(ignored.length, 2, log.join('\n'));
       assert.match(ignored[0], /hologram_chunk/);
+    } finally {
+      await client.stop();
+    }
+  });
+});
+
+describe('initialize', () => {
+  it('asks for hybrid revisions and declares the editor tools', async () => {
+    const peer = new Peer({ initialize: { result: { protocolVersion: 1 } } });
+    const tool = { name: 'editor_selection', description: 'd', inputSchema: { type: 'object' }, kind: 'read' as const, needsPermission: false };
+    const client = peer.client({ tools: [tool] });
+    await client.start();
+    try {
+      const [init] = peer.received('initialize');
+      assert.deepEqual(init.params.clientCapabilities, { _meta: { parley: { tools: [tool], revisions: true } } });
+      assert.equal(init.params.protocolVersion, 1);
     } finally {
       await client.stop();
     }

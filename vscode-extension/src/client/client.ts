@@ -224,7 +224,8 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
       this.initializeResult = await this.request('initialize', {
         protocolVersion: PROTOCOL_VERSION,
         clientCapabilities: {
-          _meta: { parley: { tools: this.options.tools ?? [] } },
+          // `revisions`: this client applies `_meta.parley.replaces` chunks (hybrid revisions).
+          _meta: { parley: { tools: this.options.tools ?? [], revisions: true } },
         },
         clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: '0.1.0' },
       });
