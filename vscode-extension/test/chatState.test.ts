@@ -169,6 +169,27 @@ describe('chat state reducer', () => {
     assert.equal(s.meta.title, 'Areas');
   });
 
+  it('takes the session totals from usage_update when the server sends them (second edition)', () => {
+    const session = { inputTokens: 900, outputTokens: 100, totalTokens: 1000, cost: { amount: 0.5, currency: 'USD' }, turns: 2, rounds: 3 };
+    const s = run(
+      { type: 'usageTotals', totals: { ...session, inputTokens: 1, outputTokens: 1, totalTokens: 2 } },
+      {
+        sessionUpdate: 'usage_update',
+        used: 700,
+        cost: { amount: 0.5, currency: 'USD' },
+        _meta: { parley: { call: { inputTokens: 300, outputTokens: 20, totalTokens: 320 }, session } },
+      },
+    );
+    // The totals are the session's (not added to what was shown), and no window is shown: size is absent.
+    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' } });
+    // A call without session totals adds up; a first-edition size of 0 means no window either.
+    const t = run(
+      { sessionUpdate: 'usage_update', used: 10, size: 1000, _meta: { parley: { call: { inputTokens: 8, outputTokens: 2, totalTokens: 10 } } } },
+      { sessionUpdate: 'usage_update', used: 30, size: 0, _meta: { parley: { call: { inputTokens: 15, outputTokens: 5, totalTokens: 20 } } } },
+    );
+    assert.deepEqual(t.meta.usage, { sessionTokens: 30, inputTokens: 23, outputTokens: 7, contextUsed: 30 });
+  });
+
   it('tells the webview only what changed', () => {
     const a = run(msg('m1', 'one'), { sessionUpdate: 'tool_call', toolCallId: 'c', title: 't', status: 'pending' });
     const b = reduce(a, { type: 'update', update: { sessionUpdate: 'tool_call_update', toolCallId: 'c', status: 'completed' } });

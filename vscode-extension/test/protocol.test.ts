@@ -7,7 +7,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { ParleyClient } from '../src/client/client';
-import { type PromptResult, type SessionNotification, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import {
+  type PromptResult,
+  type SessionNotification,
+  type SessionUpdate,
+  isSessionUpdate,
+  promptUsage,
+  usageUpdateParts,
+} from '../src/client/protocol';
 import { Peer } from './peer';
 
 /**
@@ -72,6 +79,27 @@ describe('session updates', () => {
     } finally {
       await client.stop();
     }
+  });
+});
+
+describe('usage in either edition of the contract', () => {
+  const usage = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
+  const turn = { rounds: 1, streamedRounds: 1, syncFallbacks: 0, discardedStreams: 0, toolCalls: 0, cost: null, model: 'openai:m' };
+  const session = { ...usage, cost: null, turns: 1, rounds: 1 };
+
+  it('reads a prompt result: under _meta.parley, or at the root (first edition)', () => {
+    assert.deepEqual(promptUsage({ stopReason: 'end_turn', _meta: { parley: { usage, turn, session } } }), { usage, turn, session });
+    assert.deepEqual(promptUsage({ stopReason: 'end_turn', usage, _meta: { parley: turn } }), { usage, turn });
+    assert.deepEqual(promptUsage({ stopReason: 'cancelled' }), {});
+  });
+
+  it('reads a usage_update: {call, session}, or the call flat (first edition)', () => {
+    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1, _meta: { parley: { call: usage, session } } }), {
+      call: usage,
+      session,
+    });
+    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1, size: 0, _meta: { parley: usage } }), { call: usage });
+    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1 }), {});
   });
 });
 

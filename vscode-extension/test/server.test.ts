@@ -11,7 +11,13 @@ import { ResponseError } from 'vscode-jsonrpc/node';
 
 import { type ParleyClient, ServerExitedError, describeError, isMethodNotFound } from '../src/client/client';
 import { EDITOR_TOOL_SPECS } from '../src/client/editorToolSpecs';
-import { type EditorCallToolParams, PROVIDER_ERROR, type RequestPermissionParams, type RequestPermissionResult } from '../src/client/protocol';
+import {
+  type EditorCallToolParams,
+  PROVIDER_ERROR,
+  type RequestPermissionParams,
+  type RequestPermissionResult,
+  promptUsage,
+} from '../src/client/protocol';
 import { ChatController } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
 import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
@@ -107,10 +113,11 @@ describe('protocol client against parley serve', () => {
     assert.ok(chunks.length >= 5, `streamed in pieces (${chunks.length} chunks)`);
     assert.equal(updates.text('agent_message_chunk', sessionId), text);
     assert.equal(updates.text('agent_thought_chunk', sessionId), 'Width times height.');
-    assert.equal(result.usage?.inputTokens, 120);
-    assert.equal(result.usage?.outputTokens, 30);
-    assert.equal(result.usage?.totalTokens, 150);
-    assert.equal(result._meta?.parley?.rounds, 1);
+    const { usage: turnUsage, turn } = promptUsage(result);
+    assert.equal(turnUsage?.inputTokens, 120);
+    assert.equal(turnUsage?.outputTokens, 30);
+    assert.equal(turnUsage?.totalTokens, 150);
+    assert.equal(turn?.rounds, 1);
 
     // The view state the reducer builds from these updates.
     let state = initialState();
@@ -168,8 +175,8 @@ describe('protocol client against parley serve', () => {
     const requests = await fake!.requests();
     const kinds = requests.map((r) => `${r.reply_index}:${r.stream ? 'stream' : 'sync'}`);
     assert.deepEqual(kinds, ['0:stream', '0:sync', '1:stream']);
-    assert.equal(result._meta?.parley?.discardedStreams, 1);
-    assert.equal(result._meta?.parley?.toolCalls, 1);
+    assert.equal(promptUsage(result).turn?.discardedStreams, 1);
+    assert.equal(promptUsage(result).turn?.toolCalls, 1);
   });
 
   it('applies a revision and a superseded tool call when the synchronous call answers in text', async (t) => {

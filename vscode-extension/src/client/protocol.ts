@@ -177,9 +177,24 @@ export type StopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refu
 
 export interface PromptResult {
   stopReason: StopReason;
-  /** The turn's usage; the server sends it at the root today, the contract under `_meta.parley`. */
+  /** The turn's usage at the root: the first edition's place (see `promptUsage`). */
   usage?: Usage;
-  _meta?: { parley?: TurnStats & { usage?: Usage; turn?: TurnStats; session?: UsageTotals } };
+  /**
+   * The contract's `{usage, turn, session}`; the first edition put the turn's stats here
+   * flat (`rounds`, `toolCalls`, …), which `promptUsage` still reads.
+   */
+  _meta?: { parley?: Partial<TurnStats> & { usage?: Usage; turn?: TurnStats; session?: UsageTotals } };
+}
+
+/** A prompt result's usage: the turn's, its stats and the session's totals, from either edition's shape. */
+export function promptUsage(result: PromptResult): { usage?: Usage; turn?: Partial<TurnStats>; session?: UsageTotals } {
+  const { usage, turn, session, ...flatStats } = result._meta?.parley ?? {};
+  const stats = turn ?? (Object.keys(flatStats).length > 0 ? flatStats : undefined);
+  return {
+    ...((usage ?? result.usage) ? { usage: usage ?? result.usage } : {}),
+    ...(stats ? { turn: stats } : {}),
+    ...(session ? { session } : {}),
+  };
 }
 
 export interface SessionIdParams {
@@ -299,12 +314,23 @@ export interface UsageUpdate {
   sessionUpdate: 'usage_update';
   /** Tokens in the context now. */
   used?: number;
-  /** The model's context window. */
+  /** The model's context window: absent (or, from a first-edition server, 0) when unknown. */
   size?: number;
   /** The session's total cost. */
   cost?: Cost | null;
-  /** The call's usage (the server sends it flat today; the contract names `call` and `session`). */
+  /** The contract's `{call, session}`; a first-edition server sends the call's usage flat. */
   _meta?: { parley?: Partial<Usage> & { call?: Usage; session?: UsageTotals } };
+}
+
+/** What a `usage_update` says of the call and the session, from either edition's shape. */
+export function usageUpdateParts(update: UsageUpdate): { call?: Partial<Usage>; session?: UsageTotals } {
+  const parley = update._meta?.parley;
+  if (!parley) {
+    return {};
+  }
+  const { call, session, ...flat } = parley;
+  const flatCall = Object.keys(flat).length > 0 ? flat : undefined;
+  return { call: call ?? flatCall, ...(session ? { session } : {}) };
 }
 
 export interface SessionInfoUpdate {

@@ -14,20 +14,22 @@ import type {
   NoticeEntry,
   ThoughtEntry,
   ToolEntry,
+  UsageView,
   UserEntry,
   ViewMeta,
   ViewState,
   ViewToHost,
 } from '../common/view';
-import type {
-  ContentBlock,
-  RequestPermissionParams,
-  SessionUpdate,
-  ToolCall,
-  ToolCallContent,
-  ToolCallUpdate,
-  UsageTotals,
-  UsageUpdate,
+import {
+  type ContentBlock,
+  type RequestPermissionParams,
+  type SessionUpdate,
+  type ToolCall,
+  type ToolCallContent,
+  type ToolCallUpdate,
+  type UsageTotals,
+  type UsageUpdate,
+  usageUpdateParts,
 } from '../client/protocol';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
@@ -127,22 +129,8 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return { ...state, entries: event.entries };
     case 'meta':
       return { ...state, meta: { ...state.meta, ...event.patch } };
-    case 'usageTotals': {
-      const t = event.totals;
-      return {
-        ...state,
-        meta: {
-          ...state.meta,
-          usage: {
-            ...state.meta.usage,
-            sessionTokens: t.totalTokens,
-            inputTokens: t.inputTokens,
-            outputTokens: t.outputTokens,
-            cost: t.cost,
-          },
-        },
-      };
-    }
+    case 'usageTotals':
+      return { ...state, meta: { ...state.meta, usage: { ...state.meta.usage, ...sessionUsage(event.totals) } } };
   }
 }
 
@@ -270,19 +258,29 @@ function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
   if (typeof update.used === 'number') {
     usage.contextUsed = update.used;
   }
-  if (typeof update.size === 'number') {
+  // No window when the server does not know it (absent; a first-edition server sent 0).
+  if (typeof update.size === 'number' && update.size > 0) {
     usage.contextSize = update.size;
+  } else {
+    delete usage.contextSize;
   }
   if (update.cost !== undefined) {
     usage.cost = update.cost;
   }
-  const call = update._meta?.parley;
-  if (call) {
+  const { call, session } = usageUpdateParts(update);
+  if (session) {
+    Object.assign(usage, sessionUsage(session));
+  } else if (call) {
     usage.inputTokens += call.inputTokens ?? 0;
     usage.outputTokens += call.outputTokens ?? 0;
     usage.sessionTokens += call.totalTokens ?? (call.inputTokens ?? 0) + (call.outputTokens ?? 0);
   }
   return { ...state, meta: { ...state.meta, usage } };
+}
+
+/** The view's session counts from the server's totals. */
+function sessionUsage(t: UsageTotals): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cost'> {
+  return { sessionTokens: t.totalTokens, inputTokens: t.inputTokens, outputTokens: t.outputTokens, cost: t.cost };
 }
 
 function appendChunk(state: ChatState, kind: 'agent' | 'thought', text: string, messageId?: string): ChatState {

@@ -9,17 +9,18 @@
 import { EventEmitter } from 'node:events';
 
 import { type ExitInfo, ParleyClient, ServerExitedError, type ServerOptions, describeError } from '../client/client';
-import type {
-  ContentBlock,
-  EditorCallToolParams,
-  EditorCallToolResult,
-  ModelInfo,
-  RequestPermissionParams,
-  RequestPermissionResult,
-  ResourceBlock,
-  SessionSummary,
-  ToolPolicy,
-  ToolSpec,
+import {
+  type ContentBlock,
+  type EditorCallToolParams,
+  type EditorCallToolResult,
+  type ModelInfo,
+  type RequestPermissionParams,
+  type RequestPermissionResult,
+  type ResourceBlock,
+  type SessionSummary,
+  type ToolPolicy,
+  type ToolSpec,
+  promptUsage,
 } from '../client/protocol';
 import { type ChatEvent, type ChatState, initialState, labelForUri, reduce } from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
@@ -335,7 +336,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         this.chosenModel = parley.model;
       }
       this.openSession = sessionId;
-      await this.refreshUsage();
+      if (parley?.usage) {
+        this.dispatch({ type: 'usageTotals', totals: parley.usage });
+      } else {
+        await this.refreshUsage();
+      }
     } catch (err) {
       // Back to the session we had.
       this.dispatch({ type: 'setEntries', entries: before.entries });
@@ -382,8 +387,13 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     try {
       const result = await client.prompt(sessionId, blocks);
       this.dispatch({ type: 'turnEnded', stopReason: result.stopReason });
+      const { session } = promptUsage(result);
+      if (session) {
+        this.dispatch({ type: 'usageTotals', totals: session });
+      } else {
+        void this.refreshUsage(); // a first-edition server sends no session totals
+      }
       this.emit('turnEnded', result.stopReason);
-      void this.refreshUsage();
       return result.stopReason;
     } catch (err) {
       if (!(err instanceof ServerExitedError)) {
