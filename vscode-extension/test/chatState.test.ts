@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { type RequestPermissionParams, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
 import type { Entry } from '../src/common/view';
 import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
+import { diffLines } from '../src/core/toolView';
 import { viewMessages } from '../src/core/webviewHtml';
 
 /** Reduces the events; updates pass the client's check of their kind first, as from the wire. */
@@ -93,6 +94,108 @@ describe('chat state reducer', () => {
     assert.ok(card.kind === 'tool');
     assert.equal(card.input, 'x = 1\nx + 1');
     assert.equal(card.output, '2');
+  });
+
+  it('shows a tool call as the server describes it: title, locations, code, diff, result (second edition)', () => {
+    const code = { type: 'content' as const, content: { type: 'text' as const, text: 'from geometry import area\narea(3, 4)' } };
+    const s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      { sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'python_eval', kind: 'execute', status: 'pending' },
+      {
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'c1',
+        title: 'Run Python',
+        rawInput: { code: 'from geometry import area\narea(3, 4)' },
+        content: [code],
+        locations: [{ path: '/ws/geometry.py', line: 10 }, { path: '/elsewhere/x.py' }],
+      },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c1', status: 'in_progress' },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c1', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: '12' } }] },
+      {
+        sessionUpdate: 'tool_call',
+        toolCallId: 'c2',
+        title: 'Edit geometry.py',
+        kind: 'edit',
+        status: 'pending',
+        content: [{ type: 'diff', path: '/ws/geometry.py', oldText: 'a\nb\nc\n', newText: 'a\nB\nc\n' }],
+      },
+    );
+    const [run1, edit] = s.entries;
+    assert.ok(run1.kind === 'tool' && edit.kind === 'tool');
+    assert.equal(run1.title, 'Run Python');
+    assert.deepEqual(run1.content, [{ kind: 'text', text: 'from geometry import area\narea(3, 4)' }], 'the code stays when the result comes');
+    assert.equal(run1.output, '12');
+    assert.deepEqual(run1.locations, [
+      { path: '/ws/geometry.py', line: 10, label: 'geometry.py:10' },
+      { path: '/elsewhere/x.py', label: '/elsewhere/x.py' },
+    ]);
+    assert.deepEqual(edit.content, [
+      {
+        kind: 'diff',
+        path: 'geometry.py',
+        lines: [
+          { op: ' ', text: 'a' },
+          { op: '-', text: 'b' },
+          { op: '+', text: 'B' },
+          { op: ' ', text: 'c' },
+        ],
+      },
+    ]);
+    assert.equal(edit.output, undefined);
+  });
+
+  it('marks a call ended with _meta.parley.superseded as superseded, with the server\'s words', () => {
+    const s = run(
+      { sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'Read a.py', kind: 'read', status: 'pending' },
+      {
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'c1',
+        status: 'failed',
+        content: [{ type: 'content', content: { type: 'text', text: 'The model did not make this call after all.' } }],
+        _meta: { parley: { superseded: true } },
+      },
+    );
+    assert.deepEqual(summary(s.entries), ['tool:Read a.py:failed:superseded']);
+    assert.ok(s.entries[0].kind === 'tool');
+    assert.equal(s.entries[0].output, 'The model did not make this call after all.');
+  });
+
+  it('shows a permission prompt with what it asks about: the content and locations', () => {
+    const s = run({ type: 'meta', patch: { cwd: '/ws' } }, {
+      type: 'permissionAsked',
+      requestId: '1',
+      params: {
+        sessionId: 's',
+        toolCall: {
+          toolCallId: 'c1',
+          title: 'Run Python',
+          kind: 'execute',
+          rawInput: { code: 'print(1)' },
+          content: [{ type: 'content', content: { type: 'text', text: 'print(1)' } }],
+          locations: [{ path: '/ws/a.py', line: 3 }],
+        },
+        options: [{ optionId: 'a', name: 'Allow once', kind: 'allow_once' }],
+      },
+    });
+    const card = s.entries[0];
+    assert.ok(card.kind === 'permission');
+    assert.deepEqual(card.content, [{ kind: 'text', text: 'print(1)' }]);
+    assert.deepEqual(card.locations, [{ path: '/ws/a.py', line: 3, label: 'a.py:3' }]);
+  });
+
+  it('diffs lines: context around the change, new files all added', () => {
+    const old = ['1', '2', '3', '4', '5', '6', '7', '8', '9'].join('\n');
+    const lines = diffLines(old, old.replace('5', 'five').replace('6', 'six'));
+    assert.deepEqual(
+      lines.map((l) => `${l.op}${l.text}`),
+      [' 2', ' 3', ' 4', '-5', '-6', '+five', '+six', ' 7', ' 8', ' 9'],
+    );
+    assert.deepEqual(diffLines('', 'x\ny\n', true), [{ op: '+', text: 'x' }, { op: '+', text: 'y' }]);
+    assert.deepEqual(diffLines('same\n', 'same\n'), []);
+    assert.deepEqual(
+      diffLines('a\nb\n', 'a\nb\nc\n').map((l) => `${l.op}${l.text}`),
+      [' a', ' b', '+c'],
+    );
   });
 
   it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {

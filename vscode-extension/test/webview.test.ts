@@ -416,6 +416,119 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.deepEqual(problems, []);
   });
 
+  it('shows tool calls as the server describes them: title, location links, code, diff, superseded', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-3', cwd: '/ws', busy: true } });
+    const code = 'from geometry import area\nprint(area(3, 4))  # <i>not italic</i>';
+    const codeContent = [{ type: 'content' as const, content: { type: 'text' as const, text: code } }];
+    // A read: its title and a link to the file at the line.
+    await host.update({
+      sessionUpdate: 'tool_call',
+      toolCallId: 'read_1',
+      title: 'Read geometry.py:10-40',
+      kind: 'read',
+      status: 'completed',
+      locations: [{ path: '/ws/geometry.py', line: 10 }],
+    });
+    // An evaluation that asks first: the permission card shows the code (not the raw input).
+    await host.update({ sessionUpdate: 'tool_call', toolCallId: 'eval_1', title: 'Run Python', kind: 'execute', status: 'pending' });
+    await host.update({ sessionUpdate: 'tool_call_update', toolCallId: 'eval_1', rawInput: { code, timeout: 30 }, content: codeContent });
+    await host.apply({
+      type: 'permissionAsked',
+      requestId: '9',
+      params: {
+        sessionId: 'sess-3',
+        toolCall: { toolCallId: 'eval_1', title: 'Run Python', kind: 'execute', rawInput: { code, timeout: 30 }, content: codeContent },
+        options: [
+          { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
+          { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+        ],
+      },
+    });
+    const permission = page.locator('.entry-permission');
+    await permission.waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await permission.locator('.permission-title').innerText(), 'Parley asks to run Run Python (execute):');
+    assert.equal(await permission.locator('pre').innerText(), code, 'the code, as the server sent it');
+    assert.equal(await permission.locator('pre i').count(), 0, 'HTML in the code is shown as text');
+    assert.doesNotMatch(await permission.innerText(), /timeout/, 'not the raw input');
+    const described = await permission.evaluate((el) => document.getElementById(el.getAttribute('aria-describedby') ?? '')?.textContent);
+    assert.equal(described, code);
+    await host.apply({ type: 'permissionAnswered', requestId: '9', optionId: 'allow_once' });
+    await host.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId: 'eval_1',
+      status: 'completed',
+      content: [{ type: 'content', content: { type: 'text', text: '12' } }],
+    });
+    // An edit: its diff.
+    await host.update({
+      sessionUpdate: 'tool_call',
+      toolCallId: 'edit_1',
+      title: 'Edit geometry.py',
+      kind: 'edit',
+      status: 'in_progress',
+      locations: [{ path: '/ws/geometry.py', line: 3 }],
+      content: [{ type: 'diff', path: '/ws/geometry.py', oldText: 'def area(w, h):\n    return w * w\n', newText: 'def area(w, h):\n    return w * h\n' }],
+    });
+    // A call the stream announced and the model did not make.
+    await host.update({ sessionUpdate: 'tool_call', toolCallId: 'read_2', title: 'Read setup.py', kind: 'read', status: 'pending' });
+    await host.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId: 'read_2',
+      status: 'failed',
+      content: [{ type: 'content', content: { type: 'text', text: 'The model did not make this call after all.' } }],
+      _meta: { parley: { superseded: true } },
+    });
+    await host.apply({ type: 'turnEnded', stopReason: 'end_turn' });
+
+    const cards = page.locator('.entry-tool');
+    assert.deepEqual(await cards.locator('.tool-title').allInnerTexts(), ['Read geometry.py:10-40', 'Run Python', 'Edit geometry.py', 'Read setup.py']);
+    // The location link is visible without unfolding the card, and opens the file at the line.
+    const link = cards.nth(0).locator('a.location');
+    assert.equal(await link.innerText(), 'geometry.py:10');
+    assert.equal(await link.isVisible(), true);
+    await link.click();
+    assert.deepEqual(await posted(page), [{ type: 'openLocation', path: '/ws/geometry.py', line: 10 }]);
+    // The evaluation's card: the code, then the output; the raw input is not repeated.
+    const evalCard = cards.nth(1);
+    await evalCard.locator('summary').click();
+    assert.equal(await evalCard.locator('.tool-content pre').innerText(), code);
+    assert.equal(await evalCard.locator('.tool-input').isVisible(), false);
+    assert.equal(await evalCard.locator('.tool-output pre').innerText(), '12');
+    // The edit's diff block: the removed and the added line.
+    const editCard = cards.nth(2);
+    await editCard.locator('summary').click();
+    assert.equal(await editCard.locator('.diff-path').innerText(), 'geometry.py');
+    assert.deepEqual(await editCard.locator('.diff-del').allInnerTexts(), ['-     return w * w']);
+    assert.deepEqual(await editCard.locator('.diff-add').allInnerTexts(), ['+     return w * h']);
+    // Superseded: muted, its own badge and icon, not an error.
+    const superseded = cards.nth(3);
+    const cls = (await superseded.getAttribute('class')) ?? '';
+    assert.match(cls, /superseded/);
+    assert.doesNotMatch(cls, /status-failed/);
+    assert.equal(await superseded.locator('.tool-badge').innerText(), 'superseded');
+    assert.notEqual(await superseded.locator('.tool-status-icon').innerText(), '✗');
+    const [opacity, iconColor, failedColor] = await page.evaluate(() => {
+      const card = document.querySelectorAll('.entry-tool')[3] as HTMLElement;
+      const probe = document.createElement('div');
+      probe.className = 'entry entry-tool status-failed';
+      probe.innerHTML = '<span class="tool-status-icon">x</span>';
+      document.body.append(probe);
+      const failed = getComputedStyle(probe.querySelector('.tool-status-icon')!).color;
+      probe.remove();
+      return [getComputedStyle(card).opacity, getComputedStyle(card.querySelector('.tool-status-icon')!).color, failed];
+    });
+    assert.ok(Number(opacity) < 1, `muted (opacity ${opacity})`);
+    assert.notEqual(iconColor, failedColor, 'not coloured as a failure');
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-tools.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
   it('posts prompts, stop, model changes and session choices', async () => {
     await page.evaluate(() => {
       (window as unknown as { __posted: unknown[] }).__posted = [];

@@ -40,6 +40,25 @@ export interface ThoughtEntry {
 
 export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
 
+/** A file a tool call touches, shown as a link that opens it (at the line, 1-based). */
+export interface LocationView {
+  path: string;
+  line?: number;
+  /** E.g. `server/app.py:10` (relative to the workspace root when inside it). */
+  label: string;
+}
+
+/** One line of a diff block: unchanged (` `), removed (`-`) or added (`+`). */
+export interface DiffLine {
+  op: ' ' | '-' | '+';
+  text: string;
+}
+
+/** What a tool call shows before it runs: text (the code to be evaluated) or an edit's diff. */
+export type ToolContentView =
+  | { kind: 'text'; text: string }
+  | { kind: 'diff'; path: string; lines: DiffLine[] };
+
 export interface ToolEntry {
   kind: 'tool';
   id: string;
@@ -49,8 +68,12 @@ export interface ToolEntry {
   status: ToolStatus;
   /** The input, as shown (pretty JSON). */
   input?: string;
+  /** What the call does, as the server shows it (the code, the diff); shown instead of `input`. */
+  content: ToolContentView[];
+  locations: LocationView[];
   /** The output, as shown. */
   output?: string;
+  /** The model did not make this call after all: shown muted, not as an error. */
   superseded: boolean;
 }
 
@@ -68,6 +91,9 @@ export interface PermissionEntry {
   title: string;
   toolKind: string;
   input?: string;
+  /** What is asked about (the code, the diff); shown instead of `input`. */
+  content: ToolContentView[];
+  locations: LocationView[];
   options: PermissionOptionView[];
   /** Set once answered: what was chosen (its option's kind, e.g. `allow_once`), as shown. */
   answer?: { optionId?: string; kind?: string; label: string };
@@ -114,6 +140,8 @@ export interface SessionRow {
 export interface ViewMeta {
   serverState: ServerState;
   sessionId?: string;
+  /** The session's workspace root (tool locations are shown relative to it). */
+  cwd?: string;
   title?: string;
   model?: string;
   models: ModelOption[];
@@ -146,4 +174,6 @@ export type ViewToHost =
   | { type: 'listSessions' }
   | { type: 'loadSession'; sessionId: string }
   | { type: 'removeContext'; index: number }
+  /** Open a file a tool call touched, at its line (1-based). */
+  | { type: 'openLocation'; path: string; line?: number }
   | { type: 'restart' };

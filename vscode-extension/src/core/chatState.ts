@@ -21,16 +21,15 @@ import type {
   ViewToHost,
 } from '../common/view';
 import {
-  type ContentBlock,
   type RequestPermissionParams,
   type SessionUpdate,
   type ToolCall,
-  type ToolCallContent,
   type ToolCallUpdate,
   type UsageTotals,
   type UsageUpdate,
   usageUpdateParts,
 } from '../client/protocol';
+import { blockText, contentViews, locationViews } from './toolView';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
@@ -93,6 +92,8 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
         title: params.toolCall.title ?? params.toolCall.toolCallId,
         toolKind: params.toolCall.kind ?? 'other',
         input: formatInput(params.toolCall.rawInput),
+        content: contentViews(params.toolCall.content ?? [], state.meta.cwd),
+        locations: locationViews(params.toolCall.locations ?? [], state.meta.cwd),
         options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
       };
       return { ...state, entries: [...finishStreaming(state.entries), entry] };
@@ -195,22 +196,17 @@ function replaceLast(state: ChatState, entry: Entry): ChatState {
   return { ...state, entries };
 }
 
-/** The text of a message chunk's content (other content adds none). */
-function textOf(content: ContentBlock): string {
-  return content.type === 'text' ? content.text : '';
-}
-
 function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
   switch (update.sessionUpdate) {
     case 'agent_message_chunk': {
       const replaces = update._meta?.parley?.replaces;
       if (typeof replaces === 'string') {
-        return reviseMessage(state, replaces, textOf(update.content), update.messageId);
+        return reviseMessage(state, replaces, blockText(update.content), update.messageId);
       }
-      return appendChunk(state, 'agent', textOf(update.content), update.messageId);
+      return appendChunk(state, 'agent', blockText(update.content), update.messageId);
     }
     case 'agent_thought_chunk':
-      return appendChunk(state, 'thought', textOf(update.content), update.messageId);
+      return appendChunk(state, 'thought', blockText(update.content), update.messageId);
     case 'user_message_chunk': {
       const { content, messageId } = update;
       const last = state.entries[state.entries.length - 1];
@@ -219,7 +215,7 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
       if (content.type === 'resource' && content.resource.uri) {
         item = { label: labelForUri(content.resource.uri), uri: content.resource.uri };
       } else {
-        text = textOf(content);
+        text = blockText(content);
       }
       if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
         return replaceLast(state, {
@@ -334,6 +330,8 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
     title: u.toolCallId,
     toolKind: 'other',
     status: 'pending',
+    content: [],
+    locations: [],
     superseded: false,
   };
   const next: ToolEntry = { ...base };
@@ -349,15 +347,31 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   if (u.rawInput !== undefined && u.rawInput !== null) {
     next.input = formatInput(u.rawInput);
   }
-  const contentText = Array.isArray(u.content) ? contentToText(u.content) : undefined;
-  if (contentText !== undefined && contentText !== '') {
-    next.output = contentText;
-  } else if (u.rawOutput !== undefined && u.rawOutput !== null) {
+  if (Array.isArray(u.locations)) {
+    next.locations = locationViews(u.locations, state.meta.cwd);
+  }
+  // Content sent before the call ends says what it does (the code, the diff); content that
+  // ends it is its result, shown as the output (a diff in it still shows as a diff).
+  const views = Array.isArray(u.content) ? contentViews(u.content, state.meta.cwd) : undefined;
+  const ends = u.status === 'completed' || u.status === 'failed';
+  let outputText: string | undefined;
+  if (views && !ends) {
+    next.content = views;
+  } else if (views) {
+    const diffs = views.filter((v) => v.kind === 'diff');
+    if (diffs.length) {
+      next.content = [...next.content.filter((v) => v.kind !== 'diff'), ...diffs];
+    }
+    outputText = views.flatMap((v) => (v.kind === 'text' ? [v.text] : [])).join('\n');
+  }
+  if (outputText) {
+    next.output = outputText;
+  } else if (u.rawOutput !== undefined && u.rawOutput !== null && !isSupersededOutput(u.rawOutput)) {
     next.output = formatOutput(u.rawOutput);
   }
   if (isSuperseded(u)) {
     next.superseded = true;
-    if (!contentText) {
+    if (!outputText) {
       next.output = 'Superseded: the model did not make this call after all.';
     }
   }
@@ -367,27 +381,13 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   return { ...state, entries: [...finishStreaming(state.entries), next] }; // its id is its call's, not numbered
 }
 
-/** A call the stream announced but the model did not make (`rawOutput` today; `_meta` in the contract). */
+/** A call the stream announced but the model did not make (`_meta.parley`; the first edition said it in `rawOutput`). */
 function isSuperseded(u: ToolCall | ToolCallUpdate): boolean {
-  const raw = u.rawOutput;
-  const inRaw = typeof raw === 'object' && raw !== null && 'superseded' in raw && raw.superseded === true;
-  return inRaw || u._meta?.parley?.superseded === true;
+  return u._meta?.parley?.superseded === true || isSupersededOutput(u.rawOutput);
 }
 
-function contentToText(content: ToolCallContent[]): string {
-  return content
-    .map((c) => {
-      switch (c.type) {
-        case 'content':
-          return textOf(c.content);
-        case 'diff':
-          return `(diff of ${c.path})`;
-        default:
-          return '';
-      }
-    })
-    .filter((s) => s !== '')
-    .join('\n');
+function isSupersededOutput(raw: unknown): boolean {
+  return typeof raw === 'object' && raw !== null && 'superseded' in raw && raw.superseded === true;
 }
 
 function formatOutput(raw: unknown): string {

@@ -275,6 +275,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
+      cwd: this.host.workspaceRoot(),
       title: undefined,
       busy: false,
       loading: false,
@@ -322,6 +323,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
+      cwd: this.host.workspaceRoot(),
       title,
       loading: true,
       busy: false,

@@ -10,6 +10,7 @@ import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
 import { formatInput } from '../core/chatState';
+import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
@@ -214,6 +215,9 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
       case 'removeContext':
         ctl.removeContext(m.index);
         break;
+      case 'openLocation':
+        await openLocation(m.path, m.line);
+        break;
       case 'restart':
         await ctl.restart();
         break;
@@ -221,6 +225,13 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
   } catch (err) {
     void vscode.window.showErrorMessage(`Parley: ${describeError(err)}`);
   }
+}
+
+/** Opens a file a tool call touched, with the cursor at `line` (1-based) in view. */
+export async function openLocation(file: string, line?: number): Promise<void> {
+  const uri = vscode.Uri.file(path.isAbsolute(file) ? file : path.join(workspaceRoot(), file));
+  const at = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
+  await vscode.window.showTextDocument(uri, { selection: new vscode.Range(at, at), preview: true });
 }
 
 async function askPermission(
@@ -235,7 +246,7 @@ async function askPermission(
   if (mode === 'modal') {
     pick = await vscode.window.showWarningMessage(
       `Parley wants to run ${title}.`,
-      { modal: true, detail: formatInput(params.toolCall.rawInput) },
+      { modal: true, detail: contentText(contentViews(params.toolCall.content ?? [])) || formatInput(params.toolCall.rawInput) },
       ...names,
     );
   } else if (!viewVisible) {

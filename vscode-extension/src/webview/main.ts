@@ -9,10 +9,12 @@ import type {
   ContextItem,
   Entry,
   HostToView,
+  LocationView,
   NoticeEntry,
   PermissionEntry,
   SessionRow,
   ThoughtEntry,
+  ToolContentView,
   ToolEntry,
   UserEntry,
   ViewMeta,
@@ -137,10 +139,11 @@ function createEntry(entry: Entry): HTMLElement {
           h('span', { class: 'tool-kind' }),
           h('span', { class: 'tool-badge' }),
         ),
+        h('div', { class: 'tool-section tool-content' }),
         h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
         h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
       );
-      el.append(details);
+      el.append(details, h('div', { class: 'tool-locations' }));
       break;
     }
     default:
@@ -214,6 +217,7 @@ const STATUS_LABEL: Record<string, string> = {
   in_progress: 'running',
   completed: 'done',
   failed: 'failed',
+  superseded: 'superseded',
 };
 
 const STATUS_ICON: Record<string, string> = {
@@ -221,24 +225,69 @@ const STATUS_ICON: Record<string, string> = {
   in_progress: '◔',
   completed: '✓',
   failed: '✗',
+  superseded: '–',
 };
 
+/** A tool call's content: text (the code) as code, an edit as a diff block. */
+function contentElements(content: ToolContentView[], textClass: string): HTMLElement[] {
+  return content.map((c) => {
+    if (c.kind === 'text') {
+      return h('pre', { class: textClass }, c.text);
+    }
+    const lines = c.lines.map((l) => {
+      const cls = l.op === '+' ? 'diff-add' : l.op === '-' ? 'diff-del' : 'diff-ctx';
+      return h('span', { class: `diff-line ${cls}` }, `${l.op} ${l.text}`);
+    });
+    return h(
+      'div',
+      { class: 'diff' },
+      h('div', { class: 'diff-path' }, c.path),
+      h('pre', { class: 'diff-lines' }, ...(lines.length ? lines : [h('span', { class: 'diff-ctx' }, '(no change)')])),
+    );
+  });
+}
+
+/** Links that open the files a tool call touches, at the line. */
+function locationLinks(locations: LocationView[]): HTMLElement[] {
+  return locations.map((l) => {
+    const a = h('a', { class: 'location', href: '#', title: l.line ? `${l.path}:${l.line}` : l.path }, l.label);
+    a.addEventListener('click', (e) => {
+      e.preventDefault();
+      post({ type: 'openLocation', path: l.path, ...(l.line ? { line: l.line } : {}) });
+    });
+    return a;
+  });
+}
+
 function updateTool(el: HTMLElement, entry: ToolEntry): void {
-  el.className = `entry entry-tool status-${entry.status}${entry.superseded ? ' superseded' : ''}`;
+  // A superseded call is not an error: muted, with its own icon and badge.
+  const status = entry.superseded ? 'superseded' : entry.status;
+  el.className = `entry entry-tool status-${status}${entry.superseded ? ' superseded' : ''}`;
   const set = (sel: string, text: string) => {
     const t = el.querySelector<HTMLElement>(sel);
     if (t) {
       t.textContent = text;
     }
   };
-  set('.tool-status-icon', STATUS_ICON[entry.status] ?? '•');
+  set('.tool-status-icon', STATUS_ICON[status] ?? '•');
   set('.tool-title', entry.title);
   set('.tool-kind', entry.toolKind);
-  set('.tool-badge', entry.superseded ? 'superseded' : (STATUS_LABEL[entry.status] ?? entry.status));
+  set('.tool-badge', STATUS_LABEL[status] ?? status);
+  const content = el.querySelector<HTMLElement>('.tool-content');
+  if (content) {
+    content.hidden = entry.content.length === 0;
+    content.replaceChildren(...contentElements(entry.content, 'tool-code'));
+  }
+  const locations = el.querySelector<HTMLElement>('.tool-locations');
+  if (locations) {
+    locations.hidden = entry.locations.length === 0;
+    locations.replaceChildren(...locationLinks(entry.locations));
+  }
   const input = el.querySelector<HTMLElement>('.tool-input');
   const output = el.querySelector<HTMLElement>('.tool-output');
   if (input) {
-    input.hidden = entry.input === undefined;
+    // The content shows what the call does; the raw input only when there is none.
+    input.hidden = entry.input === undefined || entry.content.length > 0;
     set('.tool-input pre', entry.input ?? '');
   }
   if (output) {
@@ -269,7 +318,13 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   el.replaceChildren();
   el.classList.toggle('answered', entry.answer !== undefined);
   const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
-  const input = entry.input ? h('pre', { class: 'permission-input' }, entry.input) : undefined;
+  // What is asked about: the server's content (the code, the diff), else the raw input.
+  const input = entry.content.length
+    ? h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input'))
+    : entry.input
+      ? h('pre', { class: 'permission-input' }, entry.input)
+      : undefined;
+  const locations = entry.locations.length ? h('div', { class: 'permission-locations' }, ...locationLinks(entry.locations)) : undefined;
   if (entry.answer) {
     for (const name of ['role', 'aria-labelledby', 'aria-describedby', 'aria-live', 'tabindex']) {
       el.removeAttribute(name);
@@ -288,6 +343,9 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   el.setAttribute('tabindex', '-1');
   el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
   el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks to run ', h('strong', {}, entry.title), `${kind}:`));
+  if (locations) {
+    el.append(locations);
+  }
   if (input) {
     input.id = `${id}-input`;
     el.setAttribute('aria-describedby', input.id);
@@ -318,7 +376,8 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
 function askForAttention(el: HTMLElement, entry: PermissionEntry): void {
   el.focus();
   if (!document.hasFocus()) {
-    const code = entry.input ? `: ${entry.input.split('\n')[0]}` : '';
+    const first = entry.content.find((c) => c.kind === 'text')?.text ?? entry.input;
+    const code = first ? `: ${first.split('\n')[0]}` : '';
     announcer.textContent = `Parley asks to run ${entry.title}${code}`;
   }
 }
