@@ -29,7 +29,7 @@ export function contentViews(content: ToolCallContent[], cwd?: string): ToolCont
         out.push({ kind: 'text', text });
       }
     } else if (c.type === 'diff') {
-      out.push({ kind: 'diff', path: relativeTo(c.path, cwd), lines: diffLines(c.oldText ?? '', c.newText, c.oldText == null) });
+      out.push({ kind: 'diff', path: relativeTo(c.path, cwd), lines: diffLines(c.oldText ?? '', c.newText, c.oldText === null || c.oldText === undefined) });
     }
   }
   return out;
