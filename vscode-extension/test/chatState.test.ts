@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type RequestPermissionParams, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import { type RequestPermissionParams, type SessionConfigOption, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
 import type { Entry } from '../src/common/view';
 import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
 import { diffLines } from '../src/core/toolView';
@@ -291,6 +291,46 @@ describe('chat state reducer', () => {
       { sessionUpdate: 'usage_update', used: 30, size: 0, _meta: { parley: { call: { inputTokens: 15, outputTokens: 5, totalTokens: 20 } } } },
     );
     assert.deepEqual(t.meta.usage, { sessionTokens: 30, inputTokens: 23, outputTokens: 7, contextUsed: 30 });
+  });
+
+  it('keeps the configuration options; the model and the tool policy follow theirs', () => {
+    const options: SessionConfigOption[] = [
+      {
+        id: 'model',
+        name: 'Model',
+        category: 'model',
+        type: 'select',
+        currentValue: 'openai:a',
+        options: [
+          { group: 'openai', name: 'OpenAI', options: [{ value: 'openai:a', name: 'a' }, { value: 'openai:b', name: 'b' }] },
+          { group: 'ollama', name: 'Ollama', options: [{ value: 'ollama:q', name: 'q' }] },
+        ],
+      },
+      { id: 'tool_policy', name: 'Tool policy', type: 'select', currentValue: 'hybrid', options: [{ value: 'hybrid', name: 'Hybrid' }, { value: 'sync', name: 'Sync' }] },
+      { id: 'fast', name: 'Fast', type: 'boolean', currentValue: true },
+    ];
+    let s = run({ type: 'configOptions', options });
+    assert.equal(s.meta.model, 'openai:a');
+    assert.equal(s.meta.toolPolicy, 'hybrid');
+    assert.deepEqual(s.meta.configOptions.map((o) => o.id), ['model', 'tool_policy'], 'booleans are not shown');
+    assert.deepEqual(s.meta.configOptions[0].options, [
+      { value: 'openai:a', name: 'a', group: 'OpenAI' },
+      { value: 'openai:b', name: 'b', group: 'OpenAI' },
+      { value: 'ollama:q', name: 'q', group: 'Ollama' },
+    ]);
+    // Changed otherwise (a slash command, another window): config_option_update.
+    s = reduce(s, {
+      type: 'update',
+      update: {
+        sessionUpdate: 'config_option_update',
+        configOptions: [
+          { ...options[0], currentValue: 'ollama:q' } as SessionConfigOption,
+          { ...options[1], currentValue: 'sync' } as SessionConfigOption,
+        ],
+      },
+    });
+    assert.equal(s.meta.model, 'ollama:q');
+    assert.equal(s.meta.toolPolicy, 'sync');
   });
 
   it('tells the webview only what changed', () => {

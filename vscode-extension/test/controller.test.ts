@@ -88,3 +88,90 @@ describe('chat controller: usage', () => {
     );
   });
 });
+
+const MODEL_OPTION = (current: string) => ({
+  id: 'model',
+  name: 'Model',
+  category: 'model',
+  type: 'select',
+  currentValue: current,
+  options: [
+    { value: 'openai:a', name: 'openai:a' },
+    { value: 'openai:b', name: 'openai:b' },
+  ],
+});
+const POLICY_OPTION = (current: string) => ({
+  id: 'tool_policy',
+  name: 'Tool policy',
+  type: 'select',
+  currentValue: current,
+  options: ['hybrid', 'stream', 'sync'].map((v) => ({ value: v, name: v })),
+});
+
+describe('chat controller: configuration options', () => {
+  it('keeps the options of session/new and config_option_update, and sets them with session/set_config_option', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': {
+          result: { sessionId: '$session', configOptions: [MODEL_OPTION('openai:a'), POLICY_OPTION('hybrid')] },
+          // Sent before the answer: the controller does not know the session's id yet.
+          before: [{ sessionId: '$session', update: { sessionUpdate: 'config_option_update', configOptions: [MODEL_OPTION('openai:a'), POLICY_OPTION('stream')] } }],
+        },
+        'session/set_config_option': { result: { configOptions: [MODEL_OPTION('openai:b'), POLICY_OPTION('sync')] } },
+      },
+      async (ctl, peer) => {
+        const sessionId = await ctl.newSession();
+        assert.equal(ctl.state.meta.model, 'openai:a');
+        assert.equal(ctl.state.meta.toolPolicy, 'stream', 'the update that came before the answer is applied');
+        assert.deepEqual(ctl.state.meta.configOptions.map((o) => o.id), ['model', 'tool_policy']);
+
+        await ctl.selectModel('openai:b');
+        await ctl.setConfigOption('tool_policy', 'sync');
+        assert.deepEqual(
+          peer.received('session/set_config_option').map((r) => r.params),
+          [
+            { sessionId, configId: 'model', value: 'openai:b' },
+            { sessionId, configId: 'tool_policy', value: 'sync' },
+          ],
+        );
+        assert.deepEqual(peer.received('_parley/session/configure'), []);
+        assert.equal(ctl.state.meta.model, 'openai:b');
+        assert.equal(ctl.state.meta.toolPolicy, 'sync');
+        await assert.rejects(ctl.setConfigOption('thought_level', 'high'), /offers no option thought_level/);
+
+        // The choices hold for the next session.
+        await ctl.newSession();
+        const [, second] = peer.received('session/new');
+        assert.deepEqual(second.params._meta, { parley: { model: 'openai:b', toolPolicy: 'sync' } });
+      },
+    );
+  });
+
+  it('falls back to _parley/session/configure when the server offers no options (first edition)', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session' } },
+        '_parley/session/configure': { result: {} },
+      },
+      async (ctl, peer) => {
+        const sessionId = await ctl.newSession();
+        assert.deepEqual(ctl.state.meta.configOptions, []);
+        assert.equal(ctl.state.meta.toolPolicy, 'hybrid');
+        await ctl.selectModel('openai:b');
+        await ctl.setConfigOption('tool_policy', 'stream');
+        assert.deepEqual(
+          peer.received('_parley/session/configure').map((r) => r.params),
+          [
+            { sessionId, model: 'openai:b' },
+            { sessionId, toolPolicy: 'stream' },
+          ],
+        );
+        assert.equal(ctl.state.meta.model, 'openai:b');
+        assert.equal(ctl.state.meta.toolPolicy, 'stream');
+        await assert.rejects(ctl.setConfigOption('tool_policy', 'fastest'), /Unknown tool policy/);
+      },
+    );
+  });
+});

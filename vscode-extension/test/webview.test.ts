@@ -529,6 +529,95 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.deepEqual(problems, []);
   });
 
+  it('offers the session\'s configuration options as pickers, and posts the choices', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    // Without config options (a first-edition server): the model list and the three policies.
+    await host.apply({
+      type: 'meta',
+      patch: { serverState: 'ready', sessionId: 'sess-4', model: 'openai:a', toolPolicy: 'hybrid', models: [{ id: 'openai:a', available: true }] },
+    });
+    assert.deepEqual(await page.locator('#tool-policy option').allInnerTexts(), ['hybrid', 'stream', 'sync']);
+    assert.equal(await page.locator('#tool-policy').inputValue(), 'hybrid');
+    assert.equal(await page.locator('#config-options select').count(), 0);
+    await page.locator('#tool-policy').selectOption('sync');
+
+    await host.apply(
+      {
+        type: 'meta',
+        patch: {
+          models: [
+            { id: 'openai:a', available: true },
+            { id: 'anthropic:c', available: false, reason: 'ANTHROPIC_API_KEY is not set' },
+          ],
+        },
+      },
+      {
+        type: 'configOptions',
+        options: [
+          {
+            id: 'model',
+            name: 'Model',
+            category: 'model',
+            type: 'select',
+            currentValue: 'openai:a',
+            options: [
+              { group: 'openai', name: 'OpenAI', options: [{ value: 'openai:a', name: 'GPT A' }, { value: 'openai:b', name: 'GPT B' }] },
+              { group: 'anthropic', name: 'Anthropic', options: [{ value: 'anthropic:c', name: 'Claude C' }] },
+            ],
+          },
+          {
+            id: 'tool_policy',
+            name: 'Tool policy',
+            type: 'select',
+            currentValue: 'stream',
+            options: [
+              { value: 'hybrid', name: 'Hybrid' },
+              { value: 'stream', name: 'Stream' },
+              { value: 'sync', name: 'Sync' },
+            ],
+          },
+          {
+            id: 'thought_level',
+            name: 'Thinking',
+            category: 'thought_level',
+            type: 'select',
+            currentValue: 'low',
+            options: [
+              { value: 'low', name: 'Low' },
+              { value: 'high', name: 'High' },
+            ],
+          },
+        ],
+      },
+    );
+    assert.deepEqual(await page.locator('#model optgroup').evaluateAll((els) => els.map((e) => e.getAttribute('label'))), ['OpenAI', 'Anthropic']);
+    assert.deepEqual(await page.locator('#model option').allInnerTexts(), ['GPT A', 'GPT B', 'Claude C']);
+    assert.equal(await page.locator('#model option[value="anthropic:c"]').isDisabled(), true, 'an unavailable model cannot be chosen');
+    assert.equal(await page.locator('#model').inputValue(), 'openai:a');
+    assert.deepEqual(await page.locator('#tool-policy option').allInnerTexts(), ['Hybrid', 'Stream', 'Sync']);
+    assert.equal(await page.locator('#tool-policy').inputValue(), 'stream');
+    const thinking = page.locator('#config-options select[data-config-id="thought_level"]');
+    assert.equal(await thinking.getAttribute('aria-label'), 'Thinking');
+    assert.equal(await thinking.inputValue(), 'low');
+
+    await page.locator('#model').selectOption('openai:b');
+    await page.locator('#tool-policy').selectOption('hybrid');
+    await thinking.selectOption('high');
+    assert.deepEqual(await posted(page), [
+      { type: 'setConfigOption', configId: 'tool_policy', value: 'sync' },
+      { type: 'selectModel', model: 'openai:b' },
+      { type: 'setConfigOption', configId: 'tool_policy', value: 'hybrid' },
+      { type: 'setConfigOption', configId: 'thought_level', value: 'high' },
+    ]);
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-options.png'), clip: { x: 0, y: 0, width: 440, height: 120 } });
+    assert.deepEqual(problems, []);
+  });
+
   it('posts prompts, stop, model changes and session choices', async () => {
     await page.evaluate(() => {
       (window as unknown as { __posted: unknown[] }).__posted = [];

@@ -75,16 +75,39 @@ export interface ToolInfo {
   needsPermission?: boolean;
 }
 
-/** ACP's select option (`configOptions`), e.g. the model. */
-export interface SessionConfigOption {
+/** A value of a select option. */
+export interface SessionConfigSelectOption {
+  value: string;
+  name: string;
+  description?: string | null;
+}
+
+/** Values of a select option under a header. */
+export interface SessionConfigSelectGroup {
+  group: string;
+  name: string;
+  options: SessionConfigSelectOption[];
+}
+
+interface SessionConfigOptionBase {
   id: string;
   name: string;
-  description?: string;
-  category?: string;
-  type: 'select';
-  currentValue: string;
-  options: { value: string; name: string; description?: string }[];
+  description?: string | null;
+  /** `model`, `thought_level`, `mode`, … (for display only). */
+  category?: string | null;
 }
+
+/**
+ * ACP's session configuration option (`configOptions`): a select (Parley's `model`,
+ * `tool_policy`, `thought_level`), with its values flat or grouped, or a boolean.
+ */
+export type SessionConfigOption =
+  | (SessionConfigOptionBase & {
+      type: 'select';
+      currentValue: string;
+      options: SessionConfigSelectOption[] | SessionConfigSelectGroup[];
+    })
+  | (SessionConfigOptionBase & { type: 'boolean'; currentValue: boolean });
 
 /** An MCP server for `session/new` and `session/load` (ACP's stdio form; this client sends none). */
 export interface McpServer {
@@ -210,6 +233,25 @@ export interface LoadSessionParams {
 export interface LoadSessionResult {
   configOptions?: SessionConfigOption[];
   _meta?: { parley?: { usage?: UsageTotals; model?: string } };
+}
+
+/** `session/resume`: reattach to a stored session without a replay. */
+export type ResumeSessionParams = LoadSessionParams;
+
+export interface ResumeSessionResult {
+  configOptions?: SessionConfigOption[];
+  _meta?: { parley?: { usage?: UsageTotals; model?: string } };
+}
+
+export interface SetConfigOptionParams {
+  sessionId: string;
+  configId: string;
+  value: string;
+}
+
+export interface SetConfigOptionResult {
+  /** The full, current set. */
+  configOptions: SessionConfigOption[];
 }
 
 export interface ListSessionsParams {
@@ -441,7 +483,10 @@ export interface AgentRequests {
   'session/prompt': { params: PromptParams; result: PromptResult };
   'session/load': { params: LoadSessionParams; result: LoadSessionResult };
   'session/list': { params: ListSessionsParams; result: ListSessionsResult };
+  'session/resume': { params: ResumeSessionParams; result: ResumeSessionResult };
+  'session/close': { params: SessionIdParams; result: EmptyResult };
   'session/delete': { params: SessionIdParams; result: EmptyResult };
+  'session/set_config_option': { params: SetConfigOptionParams; result: SetConfigOptionResult };
   '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
   '_parley/usage': { params: UsageParams; result: UsageResult };
   '_parley/models': { params: Record<string, never>; result: ModelsResult };

@@ -128,6 +128,17 @@ export interface UsageView {
   cost?: { amount: number; currency: string } | null;
 }
 
+/** A select the server offers for the session (ACP `configOptions`): model, tool policy, … */
+export interface ConfigOptionView {
+  id: string;
+  name: string;
+  category?: string;
+  description?: string;
+  currentValue: string;
+  /** Its values; `group` names the header a value is listed under. */
+  options: { value: string; name: string; group?: string }[];
+}
+
 export type ServerState = 'stopped' | 'starting' | 'ready' | 'exited';
 
 export interface SessionRow {
@@ -145,6 +156,10 @@ export interface ViewMeta {
   title?: string;
   model?: string;
   models: ModelOption[];
+  /** The session's configuration options, from the server (empty: it offers none). */
+  configOptions: ConfigOptionView[];
+  /** The session's tool policy (`hybrid`, `stream`, `sync`). */
+  toolPolicy?: string;
   busy: boolean;
   loading: boolean;
   usage: UsageView;
@@ -170,6 +185,8 @@ export type ViewToHost =
   | { type: 'cancel' }
   | { type: 'permission'; requestId: string; optionId: string | null }
   | { type: 'selectModel'; model: string }
+  /** Set a configuration option (`tool_policy`, `thought_level`, …) of the session. */
+  | { type: 'setConfigOption'; configId: string; value: string }
   | { type: 'newSession' }
   | { type: 'listSessions' }
   | { type: 'loadSession'; sessionId: string }

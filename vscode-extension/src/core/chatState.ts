@@ -9,6 +9,7 @@
 
 import type {
   AgentEntry,
+  ConfigOptionView,
   ContextItem,
   Entry,
   NoticeEntry,
@@ -22,6 +23,7 @@ import type {
 } from '../common/view';
 import {
   type RequestPermissionParams,
+  type SessionConfigOption,
   type SessionUpdate,
   type ToolCall,
   type ToolCallUpdate,
@@ -47,13 +49,16 @@ export type ChatEvent =
   | { type: 'clear' }
   | { type: 'setEntries'; entries: Entry[] }
   | { type: 'meta'; patch: Partial<ViewMeta> }
-  | { type: 'usageTotals'; totals: UsageTotals };
+  | { type: 'usageTotals'; totals: UsageTotals }
+  /** The session's configuration options (from `session/new`, `load`, `resume`, `set_config_option`). */
+  | { type: 'configOptions'; options: SessionConfigOption[] };
 
 export function initialState(): ChatState {
   return {
     meta: {
       serverState: 'stopped',
       models: [],
+      configOptions: [],
       busy: false,
       loading: false,
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
@@ -130,6 +135,8 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return { ...state, entries: event.entries };
     case 'meta':
       return { ...state, meta: { ...state.meta, ...event.patch } };
+    case 'configOptions':
+      return applyConfigOptions(state, event.options);
     case 'usageTotals':
       return { ...state, meta: { ...state.meta, usage: { ...state.meta.usage, ...sessionUsage(event.totals) } } };
   }
@@ -244,9 +251,58 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
       }
       return state;
     case 'config_option_update':
+      return applyConfigOptions(state, update.configOptions);
     case 'available_commands_update':
       return state; // not shown by this client yet
   }
+}
+
+/** The model option: the select whose category is `model`. */
+export const MODEL_CATEGORY = 'model';
+/** Parley's tool policy option. */
+export const TOOL_POLICY_OPTION = 'tool_policy';
+
+/** The options as the view shows them; the model and the tool policy taken from theirs. */
+function applyConfigOptions(state: ChatState, options: SessionConfigOption[]): ChatState {
+  const views = configOptionViews(options);
+  const model = views.find((o) => o.category === MODEL_CATEGORY);
+  const toolPolicy = views.find((o) => o.id === TOOL_POLICY_OPTION);
+  return {
+    ...state,
+    meta: {
+      ...state.meta,
+      configOptions: views,
+      ...(model ? { model: model.currentValue } : {}),
+      ...(toolPolicy ? { toolPolicy: toolPolicy.currentValue } : {}),
+    },
+  };
+}
+
+/** Select options, their grouped values listed flat under their group's name (booleans are not shown). */
+export function configOptionViews(options: SessionConfigOption[]): ConfigOptionView[] {
+  const views: ConfigOptionView[] = [];
+  for (const o of options) {
+    if (o.type !== 'select' || !Array.isArray(o.options)) {
+      continue;
+    }
+    const values: ConfigOptionView['options'] = [];
+    for (const v of o.options) {
+      if ('group' in v) {
+        values.push(...v.options.map((x) => ({ value: x.value, name: x.name, group: v.name })));
+      } else {
+        values.push({ value: v.value, name: v.name });
+      }
+    }
+    views.push({
+      id: o.id,
+      name: o.name,
+      ...(o.category ? { category: o.category } : {}),
+      ...(o.description ? { description: o.description } : {}),
+      currentValue: o.currentValue,
+      options: values,
+    });
+  }
+  return views;
 }
 
 function applyUsage(state: ChatState, update: UsageUpdate): ChatState {

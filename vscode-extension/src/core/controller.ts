@@ -10,19 +10,30 @@ import { EventEmitter } from 'node:events';
 
 import { type ExitInfo, ParleyClient, ServerExitedError, type ServerOptions, describeError } from '../client/client';
 import {
+  type ConfigureParams,
   type ContentBlock,
   type EditorCallToolParams,
   type EditorCallToolResult,
   type ModelInfo,
+  type NewSessionResult,
   type RequestPermissionParams,
   type RequestPermissionResult,
   type ResourceBlock,
+  type SessionNotification,
   type SessionSummary,
   type ToolPolicy,
   type ToolSpec,
   promptUsage,
 } from '../client/protocol';
-import { type ChatEvent, type ChatState, initialState, labelForUri, reduce } from './chatState';
+import {
+  type ChatEvent,
+  type ChatState,
+  MODEL_CATEGORY,
+  TOOL_POLICY_OPTION,
+  initialState,
+  labelForUri,
+  reduce,
+} from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
 
 export interface ControllerSettings {
@@ -72,6 +83,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private chosenModel: string | undefined;
   /** The session open on the current server process (cleared when the server goes away). */
   private openSession: string | undefined;
+  /** The tool policy chosen in the view (for this and new sessions), over the setting. */
+  private chosenToolPolicy: ToolPolicy | undefined;
+  /** `session/new` requests in flight, and the updates that came meanwhile for other sessions. */
+  private opening = 0;
+  private early: SessionNotification[] = [];
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -131,6 +147,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     client.on('update', (n) => {
       if (n.sessionId === this.state.meta.sessionId) {
         this.dispatch({ type: 'update', update: n.update });
+      } else if (this.opening > 0) {
+        this.early.push(n); // perhaps the session being opened: its id is not known yet
       }
     });
     client.on('log', (line) => this.log(line));
@@ -266,12 +284,20 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     const client = this.requireClient();
     const settings = this.host.settings();
     const model = this.chosenModel ?? (settings.defaultModel || undefined);
-    const sessionId = await client.newSession(this.host.workspaceRoot(), {
-      model,
-      toolPolicy: settings.toolPolicy,
-      autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
-      systemPrompt: settings.systemPrompt || undefined,
-    });
+    const toolPolicy = this.chosenToolPolicy ?? settings.toolPolicy;
+    this.opening += 1;
+    let result: NewSessionResult;
+    try {
+      result = await client.startSession(this.host.workspaceRoot(), {
+        model,
+        toolPolicy,
+        autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
+        systemPrompt: settings.systemPrompt || undefined,
+      });
+    } finally {
+      this.opening -= 1;
+    }
+    const { sessionId } = result;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
@@ -280,11 +306,26 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       busy: false,
       loading: false,
       model: model ?? this.defaultModel,
+      toolPolicy: toolPolicy ?? 'hybrid',
+      configOptions: [],
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
     });
+    this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
     this.openSession = sessionId;
     this.sessionPromise = undefined;
+    this.replayEarly(sessionId);
     return sessionId;
+  }
+
+  /** Passes on the updates for `sessionId` that came before its id was known. */
+  private replayEarly(sessionId: string): void {
+    const early = this.early.filter((n) => n.sessionId === sessionId);
+    if (this.opening === 0) {
+      this.early = [];
+    }
+    for (const n of early) {
+      this.dispatch({ type: 'update', update: n.update });
+    }
   }
 
   async listSessions(): Promise<SessionSummary[]> {
@@ -333,7 +374,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const result = await client.loadSession(sessionId, this.host.workspaceRoot());
       const parley = result._meta?.parley;
       this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
-      this.meta({ loading: false, model: parley?.model ?? this.state.meta.model });
+      this.meta({ loading: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
+      this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
       if (parley?.model) {
         this.chosenModel = parley.model;
       }
@@ -467,13 +509,60 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return result.models;
   }
 
+  /**
+   * The model for this session (from its next round) and new ones: through the model config
+   * option (`session/set_config_option`) when the server offers one, else `_parley/session/configure`.
+   */
   async selectModel(model: string): Promise<void> {
     this.chosenModel = model;
-    const sessionId = this.state.meta.sessionId;
-    if (sessionId && this.client?.running) {
-      await this.client.configure({ sessionId, model });
-    }
+    const option = this.state.meta.configOptions.find((o) => o.category === MODEL_CATEGORY);
+    await this.configureSession(option?.id, model, { model });
     this.meta({ model });
+  }
+
+  /**
+   * Set a configuration option of the session. The tool policy (`tool_policy`) also holds
+   * for new sessions, and goes through `_parley/session/configure` when the server offers no
+   * such option; another option must be one the server offers.
+   */
+  async setConfigOption(configId: string, value: string): Promise<void> {
+    const option = this.state.meta.configOptions.find((o) => o.id === configId);
+    if (configId === TOOL_POLICY_OPTION) {
+      const known = isToolPolicy(value);
+      if (!known && !option) {
+        throw new Error(`Unknown tool policy: ${value}`);
+      }
+      if (known) {
+        this.chosenToolPolicy = value;
+      }
+      await this.configureSession(option?.id, value, known ? { toolPolicy: value } : undefined);
+      this.meta({ toolPolicy: value });
+      return;
+    }
+    if (!option) {
+      throw new Error(`The server offers no option ${configId} for this session.`);
+    }
+    await this.configureSession(option.id, value, undefined);
+  }
+
+  /** Applies a setting to the open session: by its config option if any, else by `configure`. */
+  private async configureSession(
+    configId: string | undefined,
+    value: string,
+    fallback: Omit<ConfigureParams, 'sessionId'> | undefined,
+  ): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId || !this.client?.running) {
+      return; // applied when the next session starts
+    }
+    if (configId) {
+      const result = await this.client.setConfigOption(sessionId, configId, value);
+      if (this.state.meta.sessionId === sessionId) {
+        this.dispatch({ type: 'configOptions', options: result.configOptions });
+      }
+    } else if (fallback) {
+      await this.client.configure({ sessionId, ...fallback });
+    }
   }
 
   async refreshUsage(): Promise<void> {
@@ -497,6 +586,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+const TOOL_POLICIES: readonly ToolPolicy[] = ['hybrid', 'stream', 'sync'];
+
+function isToolPolicy(value: string): value is ToolPolicy {
+  return (TOOL_POLICIES as readonly string[]).includes(value);
 }
 
 function toModelOptions(models: ModelInfo[]): ModelOption[] {

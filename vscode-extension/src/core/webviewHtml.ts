@@ -37,6 +37,8 @@ export function chatPageHtml(r: ChatPageResources): string {
 <div id="app">
   <header id="toolbar">
     <select id="model" title="Model for this session" aria-label="Model"></select>
+    <select id="tool-policy" title="How the server gets tool calls from the model" aria-label="Tool policy"></select>
+    <span id="config-options"></span>
     <span class="spacer"></span>
     <button id="sessions-button" class="secondary" title="Show past sessions">History</button>
     <button id="new-button" class="secondary" title="Start a new session">New</button>

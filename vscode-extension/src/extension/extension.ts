@@ -9,7 +9,7 @@ import { describeError } from '../client/client';
 import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
-import { formatInput } from '../core/chatState';
+import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
 import { viewMessages } from '../core/webviewHtml';
@@ -159,14 +159,18 @@ export function activate(context: vscode.ExtensionContext): void {
           .then((pick) => (pick ? run(() => ctl.restart())() : undefined));
       }
       const sessionId = ctl.sessionId;
-      if (
-        sessionId &&
-        ctl.client?.running &&
-        (e.affectsConfiguration('parley.autoApprove') || e.affectsConfiguration('parley.toolPolicy'))
-      ) {
-        const s = readSettings();
+      if (e.affectsConfiguration('parley.toolPolicy')) {
+        const policy = readSettings().toolPolicy;
+        if (policy) {
+          void ctl
+            .setConfigOption(TOOL_POLICY_OPTION, policy)
+            .catch((err: unknown) => output.warn(`setting the tool policy failed: ${describeError(err)}`));
+        }
+      }
+      if (sessionId && ctl.client?.running && e.affectsConfiguration('parley.autoApprove')) {
+        // autoApprove has no config option: `_parley/session/configure` stays its way.
         void ctl.client
-          .configure({ sessionId, toolPolicy: s.toolPolicy, autoApprove: s.autoApprove })
+          .configure({ sessionId, autoApprove: readSettings().autoApprove })
           .catch((err: unknown) => output.warn(`configure failed: ${describeError(err)}`));
       }
     }),
@@ -199,6 +203,9 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
         break;
       case 'selectModel':
         await ctl.selectModel(m.model);
+        break;
+      case 'setConfigOption':
+        await ctl.setConfigOption(m.configId, m.value);
         break;
       case 'newSession':
         if (ctl.state.meta.busy) {

@@ -6,6 +6,7 @@
 
 import type {
   AgentEntry,
+  ConfigOptionView,
   ContextItem,
   Entry,
   HostToView,
@@ -59,6 +60,8 @@ const promptBox = byId<HTMLTextAreaElement>('prompt');
 const sendButton = byId<HTMLButtonElement>('send-button');
 const stopButton = byId<HTMLButtonElement>('stop-button');
 const modelSelect = byId<HTMLSelectElement>('model');
+const toolPolicySelect = byId<HTMLSelectElement>('tool-policy');
+const configOptionsEl = byId<HTMLElement>('config-options');
 const usageEl = byId<HTMLElement>('usage');
 const banner = byId<HTMLElement>('banner');
 const chips = byId<HTMLElement>('context-chips');
@@ -437,28 +440,7 @@ function renderMeta(m: ViewMeta): void {
   sendButton.disabled = m.loading;
   document.body.classList.toggle('busy', m.busy);
 
-  // Model picker.
-  const ids = m.models.map((x) => x.id);
-  const options = [...m.models];
-  if (m.model && !ids.includes(m.model)) {
-    options.unshift({ id: m.model, available: true });
-  }
-  modelSelect.replaceChildren(
-    ...options.map((o) => {
-      const opt = h('option', { value: o.id }, o.available ? o.id : `${o.id} (unavailable)`);
-      if (!o.available) {
-        opt.disabled = true;
-        if (o.reason) {
-          opt.title = o.reason;
-        }
-      }
-      return opt;
-    }),
-  );
-  if (m.model) {
-    modelSelect.value = m.model;
-  }
-  modelSelect.disabled = options.length === 0;
+  renderPickers(m);
 
   // Banner: server state, loading.
   let text = '';
@@ -490,6 +472,85 @@ function renderMeta(m: ViewMeta): void {
   // Context chips waiting for the next prompt.
   chips.replaceChildren(...m.context.map((c, i) => chip(c, () => post({ type: 'removeContext', index: i }))));
   chips.hidden = m.context.length === 0;
+}
+
+const TOOL_POLICIES: ConfigOptionView['options'] = [
+  { value: 'hybrid', name: 'hybrid' },
+  { value: 'stream', name: 'stream' },
+  { value: 'sync', name: 'sync' },
+];
+
+/** `<option>`s for a select's values, under `<optgroup>`s where they are grouped. */
+function optionElements(values: { value: string; name: string; group?: string; disabled?: boolean; title?: string }[]): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  let group: HTMLElement | undefined;
+  let groupName: string | undefined;
+  for (const v of values) {
+    const opt = h('option', { value: v.value }, v.name);
+    if (v.disabled) {
+      opt.setAttribute('disabled', '');
+    }
+    if (v.title) {
+      opt.title = v.title;
+    }
+    if (v.group === undefined) {
+      group = undefined;
+      groupName = undefined;
+      out.push(opt);
+    } else {
+      if (!group || groupName !== v.group) {
+        group = h('optgroup', { label: v.group });
+        groupName = v.group;
+        out.push(group);
+      }
+      group.append(opt);
+    }
+  }
+  return out;
+}
+
+function setSelect(select: HTMLSelectElement, values: Parameters<typeof optionElements>[0], current?: string): void {
+  if (current !== undefined && !values.some((v) => v.value === current)) {
+    values = [{ value: current, name: current }, ...values];
+  }
+  select.replaceChildren(...optionElements(values));
+  if (current !== undefined) {
+    select.value = current;
+  }
+  select.disabled = values.length === 0;
+}
+
+/**
+ * The model picker, the tool-policy picker and any other select the server offers: from the
+ * session's config options when there are some, else from the model list and the three policies.
+ */
+function renderPickers(m: ViewMeta): void {
+  const modelOption = m.configOptions.find((o) => o.category === 'model');
+  const known = new Map(m.models.map((x) => [x.id, x]));
+  const unavailable = (id: string) => {
+    const info = known.get(id);
+    return info && !info.available ? { disabled: true, title: info.reason } : {};
+  };
+  const modelValues = modelOption
+    ? modelOption.options.map((o) => ({ ...o, ...unavailable(o.value) }))
+    : m.models.map((x) => ({ value: x.id, name: x.available ? x.id : `${x.id} (unavailable)`, ...unavailable(x.id) }));
+  setSelect(modelSelect, modelValues, modelOption?.currentValue ?? m.model);
+
+  const policyOption = m.configOptions.find((o) => o.id === 'tool_policy');
+  setSelect(toolPolicySelect, policyOption?.options ?? TOOL_POLICIES, policyOption?.currentValue ?? m.toolPolicy ?? 'hybrid');
+  toolPolicySelect.title = policyOption?.description ?? 'How the server gets tool calls from the model';
+
+  const others = m.configOptions.filter((o) => o !== modelOption && o !== policyOption);
+  const shown = new Map([...configOptionsEl.querySelectorAll<HTMLSelectElement>('select')].map((el) => [el.dataset.configId, el]));
+  configOptionsEl.replaceChildren(
+    ...others.map((o) => {
+      const select = shown.get(o.id) ?? h('select', { 'data-config-id': o.id, 'aria-label': o.name });
+      select.title = o.description ?? o.name;
+      setSelect(select, o.options, o.currentValue);
+      select.onchange = () => post({ type: 'setConfigOption', configId: o.id, value: select.value });
+      return select;
+    }),
+  );
 }
 
 function renderSessions(sessions: SessionRow[]): void {
@@ -548,6 +609,9 @@ promptBox.addEventListener('input', () => vscode.setState({ draft: promptBox.val
 sendButton.addEventListener('click', send);
 stopButton.addEventListener('click', () => post({ type: 'cancel' }));
 modelSelect.addEventListener('change', () => post({ type: 'selectModel', model: modelSelect.value }));
+toolPolicySelect.addEventListener('change', () =>
+  post({ type: 'setConfigOption', configId: 'tool_policy', value: toolPolicySelect.value }),
+);
 byId('new-button').addEventListener('click', () => post({ type: 'newSession' }));
 byId('sessions-button').addEventListener('click', () => {
   if (sessionsPanel.hidden) {
