@@ -175,3 +175,83 @@ describe('chat controller: configuration options', () => {
     );
   });
 });
+
+const text = (t: string) => ({ type: 'text', text: t });
+
+describe('chat controller: session lifecycle', () => {
+  const lifecycle = (sessionCapabilities: object | undefined): PeerScript => ({
+    initialize: { result: { ...INITIALIZE.result, agentCapabilities: { loadSession: true, ...(sessionCapabilities ? { sessionCapabilities } : {}) } } },
+    'session/new': { result: { sessionId: '$session', configOptions: [MODEL_OPTION('openai:a')] } },
+    'session/prompt': {
+      before: [{ sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('Hello.') } }],
+      result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: SESSION } } },
+    },
+    'session/resume': { result: { configOptions: [MODEL_OPTION('openai:b')] } },
+    'session/load': {
+      before: [
+        { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('hi') } },
+        { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('Hello.') } },
+      ],
+      result: { _meta: { parley: { usage: SESSION, model: 'openai:a' } } },
+    },
+    'session/close': { result: {} },
+  });
+  const shown = (ctl: ChatController) => ctl.state.entries.map((e) => `${e.kind}:${'text' in e ? e.text : ''}`);
+
+  it('resumes the session after a restart, and closes the old session on a new chat and on dispose', async () => {
+    const peer = new Peer(lifecycle({ list: {}, resume: {}, close: {} }));
+    const ctl = controllerOn(peer);
+    let disposed = false;
+    try {
+      await ctl.send('hi');
+      const first = ctl.sessionId!;
+      await ctl.restart();
+      assert.equal(ctl.sessionId, first);
+      assert.deepEqual(peer.received('session/resume').map((r) => r.params), [{ sessionId: first, cwd: os.tmpdir(), mcpServers: [] }]);
+      assert.deepEqual(peer.received('session/load'), [], 'no replay');
+      assert.deepEqual(shown(ctl), ['user:hi', 'agent:Hello.', 'notice:Server restarted; session resumed.'], 'the view kept as it was');
+      assert.equal(ctl.state.meta.model, 'openai:b', 'the options of the resume result');
+      assert.equal(ctl.state.meta.loading, false);
+
+      const second = await ctl.newSession();
+      assert.deepEqual(peer.received('session/close').map((r) => r.params), [{ sessionId: first }]);
+      await ctl.dispose();
+      disposed = true;
+      assert.deepEqual(peer.received('session/close').map((r) => r.params), [{ sessionId: first }, { sessionId: second }]);
+    } finally {
+      if (!disposed) {
+        await ctl.dispose();
+      }
+    }
+  });
+
+  it('closes the session when the view goes away, and resumes it for the next prompt', async () => {
+    await withController(lifecycle({ resume: {}, close: {} }), async (ctl, peer) => {
+      await ctl.send('hi');
+      const sessionId = ctl.sessionId!;
+      await ctl.closeSession();
+      assert.deepEqual(peer.received('session/close').map((r) => r.params), [{ sessionId }]);
+      assert.equal(ctl.sessionId, sessionId, 'still shown');
+      await ctl.send('again');
+      assert.deepEqual(peer.received('session/resume').map((r) => r.params.sessionId), [sessionId]);
+      assert.deepEqual(peer.received('session/prompt').map((r) => r.params.sessionId), [sessionId, sessionId]);
+      assert.deepEqual(peer.received('session/new').length, 1);
+    });
+  });
+
+  it('loads (with the replay) instead, and closes nothing, when the server advertises neither', async () => {
+    await withController(lifecycle(undefined), async (ctl, peer) => {
+      await ctl.send('hi');
+      const first = ctl.sessionId!;
+      await ctl.restart();
+      assert.deepEqual(peer.received('session/resume'), []);
+      assert.deepEqual(peer.received('session/load').map((r) => r.params.sessionId), [first]);
+      assert.deepEqual(shown(ctl), ['user:hi', 'agent:Hello.', 'notice:Server restarted; session reloaded.']);
+      assert.equal(ctl.state.meta.usage.sessionTokens, 150, 'the totals of the load result');
+      await ctl.newSession();
+      await ctl.closeSession();
+      assert.deepEqual(peer.received('session/close'), []);
+      assert.deepEqual(peer.received('_parley/usage'), [], 'no usage call: the results carried the totals');
+    });
+  });
+});

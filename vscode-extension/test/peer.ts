@@ -11,7 +11,7 @@ import { ParleyClient, type ClientOptions } from '../src/client/client';
 
 /** How the peer answers one method. */
 export interface PeerAnswer {
-  /** The result; in it, the string `$session` stands for a new session id (`s1`, `s2`, …). */
+  /** The result; in it, the string `$session` stands for the session's id (a new one for `session/new`). */
   result?: unknown;
   /** A JSON-RPC error instead of a result. */
   error?: { code: number; message: string };
@@ -38,7 +38,8 @@ conn.onRequest((method, params) => {
   if (!answer) {
     return new rpc.ResponseError(-32601, 'Method not found: ' + method);
   }
-  const id = method === 'session/new' ? 's' + ++sessions : (params && params.sessionId) || 's0';
+  // Session ids stay unique across the peer's restarts.
+  const id = method === 'session/new' ? 's' + ++sessions + '-' + process.pid : (params && params.sessionId) || 's0';
   return (async () => {
     for (const u of answer.before || []) await conn.sendNotification('session/update', fill(u, id));
     if (answer.after) {

@@ -19,6 +19,7 @@ import {
   type RequestPermissionParams,
   type RequestPermissionResult,
   type ResourceBlock,
+  type ResumeSessionResult,
   type SessionNotification,
   type SessionSummary,
   type ToolPolicy,
@@ -201,8 +202,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   /**
-   * Restart the server. The current session, if any, is loaded again from the store (its
-   * history replays into the view); if it cannot be, a new session starts.
+   * Restart the server. The current session, if any, is opened again: resumed (the view
+   * kept as it is) when the server can, else loaded from the store (its history replays into
+   * the view); if it cannot be, a new session starts.
    */
   async restart(): Promise<void> {
     const previous = this.state.meta.sessionId;
@@ -217,8 +219,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     await this.ensureStarted();
     if (previous) {
       try {
-        await this.loadSession(previous, this.state.meta.title);
-        this.dispatch({ type: 'notice', level: 'info', text: 'Server restarted; session reloaded.' });
+        const how = await this.reopen(previous);
+        this.dispatch({ type: 'notice', level: 'info', text: `Server restarted; session ${how}.` });
         return;
       } catch (err) {
         this.log(`[parley] could not reload session ${previous}: ${describeError(err)}`);
@@ -234,7 +236,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     await this.newSession();
   }
 
+  /** Close the open session (when the server can) and stop the server. */
   async dispose(): Promise<void> {
+    await this.closeSession();
     const client = this.client;
     this.client = undefined;
     await client?.stop();
@@ -264,7 +268,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     const previous = this.state.meta.sessionId;
     if (previous) {
       try {
-        await this.loadSession(previous, this.state.meta.title);
+        await this.reopen(previous);
         return previous;
       } catch (err) {
         const sessionId = await this.newSession();
@@ -277,6 +281,51 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       }
     }
     return this.newSession();
+  }
+
+  /**
+   * Open the session shown again on the running server: `session/resume` when the server
+   * advertises it (no replay: the view keeps what it shows), else `session/load`.
+   */
+  private async reopen(sessionId: string): Promise<'resumed' | 'reloaded'> {
+    const client = this.requireClient();
+    if (!client.sessionCapabilities.resume) {
+      await this.loadSession(sessionId, this.state.meta.title);
+      return 'reloaded';
+    }
+    this.meta({ loading: true });
+    let result: ResumeSessionResult;
+    try {
+      result = await client.resumeSession(sessionId, this.host.workspaceRoot());
+    } finally {
+      this.meta({ loading: false });
+    }
+    const parley = result._meta?.parley;
+    this.meta({ sessionId, cwd: this.host.workspaceRoot(), busy: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
+    this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
+    this.openSession = sessionId;
+    if (parley?.usage) {
+      this.dispatch({ type: 'usageTotals', totals: parley.usage });
+    } else {
+      await this.refreshUsage();
+    }
+    return 'resumed';
+  }
+
+  /**
+   * `session/close` for the session open on the server, when the server advertises it (it
+   * ends the session's kernel and frees it; the session stays stored and shown, and is
+   * opened again when needed). A failure is logged: there is nothing the user could do.
+   */
+  async closeSession(): Promise<void> {
+    const sessionId = this.openSession;
+    const client = this.client;
+    this.openSession = undefined;
+    this.sessionPromise = undefined;
+    if (!sessionId || !client?.running || !client.sessionCapabilities.close) {
+      return;
+    }
+    await closeQuietly(client, sessionId, (line) => this.log(line));
   }
 
   async newSession(): Promise<string> {
@@ -298,6 +347,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       this.opening -= 1;
     }
     const { sessionId } = result;
+    const previous = this.openSession;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
@@ -314,6 +364,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.openSession = sessionId;
     this.sessionPromise = undefined;
     this.replayEarly(sessionId);
+    if (previous && previous !== sessionId && client.sessionCapabilities.close) {
+      await closeQuietly(client, previous, (line) => this.log(line));
+    }
     return sessionId;
   }
 
@@ -361,6 +414,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       await this.cancel();
     }
     const before = { sessionId: this.state.meta.sessionId, entries: this.state.entries, title: this.state.meta.title };
+    const previous = this.openSession;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
@@ -380,6 +434,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         this.chosenModel = parley.model;
       }
       this.openSession = sessionId;
+      if (previous && previous !== sessionId && client.sessionCapabilities.close) {
+        await closeQuietly(client, previous, (line) => this.log(line));
+      }
       if (parley?.usage) {
         this.dispatch({ type: 'usageTotals', totals: parley.usage });
       } else {
@@ -586,6 +643,18 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+/** How long `session/close` may take before the controller goes on without its answer. */
+const CLOSE_TIMEOUT_MS = 2000;
+
+/** `session/close`, its failure (or a server slow to answer) logged rather than thrown. */
+async function closeQuietly(client: ParleyClient, sessionId: string, log: (line: string) => void): Promise<void> {
+  const timeout = new Promise<void>((resolve) => setTimeout(resolve, CLOSE_TIMEOUT_MS).unref());
+  const closed = client.closeSession(sessionId).catch((err: unknown) => {
+    log(`[parley] session/close ${sessionId} failed: ${describeError(err)}`);
+  });
+  await Promise.race([closed, timeout]);
 }
 
 const TOOL_POLICIES: readonly ToolPolicy[] = ['hybrid', 'stream', 'sync'];

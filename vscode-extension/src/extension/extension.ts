@@ -86,9 +86,14 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   controller = ctl;
 
-  const chatView: ChatViewProvider = new ChatViewProvider(context.extensionUri, (m: ViewToHost) => {
-    void handleViewMessage(ctl, chatView, m);
-  });
+  const chatView: ChatViewProvider = new ChatViewProvider(
+    context.extensionUri,
+    (m: ViewToHost) => {
+      void handleViewMessage(ctl, chatView, m);
+    },
+    // The session is closed in the server (when it can) and opened again when the view returns.
+    () => void ctl.closeSession(),
+  );
 
   const status = vscode.window.createStatusBarItem('parley.status', vscode.StatusBarAlignment.Right, 100);
   status.name = 'Parley';
