@@ -333,6 +333,21 @@ describe('chat state reducer', () => {
     assert.equal(s.meta.toolPolicy, 'sync');
   });
 
+  it('keeps the slash commands the server offers', () => {
+    const s = run({
+      sessionUpdate: 'available_commands_update',
+      availableCommands: [
+        { name: 'model', description: 'Switch the model', input: { hint: 'PROVIDER:MODEL' } },
+        { name: '/cost', description: 'Show the session cost', input: null },
+        { name: '', description: 'nameless' },
+      ],
+    });
+    assert.deepEqual(s.meta.commands, [
+      { name: 'model', description: 'Switch the model', hint: 'PROVIDER:MODEL' },
+      { name: 'cost', description: 'Show the session cost' },
+    ]);
+  });
+
   it('tells the webview only what changed', () => {
     const a = run(msg('m1', 'one'), { sessionUpdate: 'tool_call', toolCallId: 'c', title: 't', status: 'pending' });
     const b = reduce(a, { type: 'update', update: { sessionUpdate: 'tool_call_update', toolCallId: 'c', status: 'completed' } });

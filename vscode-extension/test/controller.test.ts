@@ -255,3 +255,28 @@ describe('chat controller: session lifecycle', () => {
     });
   });
 });
+
+describe('chat controller: slash commands', () => {
+  it('keeps the commands the server announces after the session starts', async () => {
+    const commands = [
+      { name: 'model', description: 'Switch the model', input: { hint: 'PROVIDER:MODEL' } },
+      { name: 'cost', description: 'Show the session cost' },
+    ];
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': {
+          result: { sessionId: '$session' },
+          after: [{ sessionId: '$session', update: { sessionUpdate: 'available_commands_update', availableCommands: commands } }],
+        },
+      },
+      async (ctl) => {
+        await ctl.newSession();
+        for (let i = 0; i < 200 && ctl.state.meta.commands.length === 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        assert.deepEqual(ctl.state.meta.commands.map((c) => c.name), ['model', 'cost']);
+      },
+    );
+  });
+});

@@ -618,6 +618,64 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.deepEqual(problems, []);
   });
 
+  it('offers the slash commands when the user types /', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-5' } });
+    await host.update({
+      sessionUpdate: 'available_commands_update',
+      availableCommands: [
+        { name: 'model', description: 'Switch the model for the next rounds', input: { hint: 'PROVIDER:MODEL' } },
+        { name: 'cost', description: 'Show what the session cost' },
+        { name: 'compact', description: 'Compact the history' },
+      ],
+    });
+    const menu = page.locator('#command-menu');
+    const prompt = page.locator('#prompt');
+    await prompt.fill('');
+    await prompt.focus();
+    assert.equal(await menu.isVisible(), false);
+    await page.keyboard.type('/');
+    await menu.waitFor({ state: 'visible', timeout: 5000 });
+    assert.deepEqual(await menu.locator('.command-name').allInnerTexts(), ['/model', '/cost', '/compact']);
+    assert.equal(await menu.locator('li').first().locator('.command-hint').innerText(), 'PROVIDER:MODEL');
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-commands.png'), fullPage: true });
+
+    // Typing filters; Tab completes the selected one.
+    await page.keyboard.type('c');
+    assert.deepEqual(await menu.locator('.command-name').allInnerTexts(), ['/cost', '/compact']);
+    await page.keyboard.press('ArrowDown');
+    assert.equal(await menu.locator('li[aria-selected="true"] .command-name').innerText(), '/compact');
+    assert.equal(await prompt.getAttribute('aria-activedescendant'), 'command-1');
+    await page.keyboard.press('Tab');
+    assert.equal(await prompt.inputValue(), '/compact ');
+    assert.equal(await menu.isVisible(), false, 'closed once the name is complete');
+
+    // Enter completes a partial name; on a whole name it sends.
+    await prompt.fill('');
+    await page.keyboard.type('/co');
+    await page.keyboard.press('Enter');
+    assert.equal(await prompt.inputValue(), '/cost ');
+    await prompt.fill('');
+    await page.keyboard.type('/cost');
+    await page.keyboard.press('Enter');
+    // A click chooses too; Escape closes the menu without stopping anything.
+    await page.keyboard.type('/');
+    await menu.locator('li[data-command="model"]').click();
+    assert.equal(await prompt.inputValue(), '/model ');
+    await prompt.fill('');
+    await page.keyboard.type('/');
+    await page.keyboard.press('Escape');
+    assert.equal(await menu.isVisible(), false);
+    assert.deepEqual(await posted(page), [{ type: 'send', text: '/cost' }]);
+    await prompt.fill('');
+    assert.deepEqual(problems, []);
+  });
+
   it('posts prompts, stop, model changes and session choices', async () => {
     await page.evaluate(() => {
       (window as unknown as { __posted: unknown[] }).__posted = [];

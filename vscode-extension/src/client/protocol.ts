@@ -386,9 +386,16 @@ export interface ConfigOptionUpdate {
   configOptions: SessionConfigOption[];
 }
 
+/** A slash command the agent offers; `input.hint` says what to type after its name. */
+export interface AvailableCommand {
+  name: string;
+  description: string;
+  input?: { hint: string } | null;
+}
+
 export interface AvailableCommandsUpdate {
   sessionUpdate: 'available_commands_update';
-  availableCommands: { name: string; description: string; input?: unknown }[];
+  availableCommands: AvailableCommand[];
 }
 
 /**

@@ -139,6 +139,14 @@ export interface ConfigOptionView {
   options: { value: string; name: string; group?: string }[];
 }
 
+/** A slash command the server offers (`available_commands_update`), without its `/`. */
+export interface CommandView {
+  name: string;
+  description: string;
+  /** What to type after the name, e.g. `PROVIDER:MODEL`. */
+  hint?: string;
+}
+
 export type ServerState = 'stopped' | 'starting' | 'ready' | 'exited';
 
 export interface SessionRow {
@@ -160,6 +168,8 @@ export interface ViewMeta {
   configOptions: ConfigOptionView[];
   /** The session's tool policy (`hybrid`, `stream`, `sync`). */
   toolPolicy?: string;
+  /** The slash commands the prompt box offers when the user types `/`. */
+  commands: CommandView[];
   busy: boolean;
   loading: boolean;
   usage: UsageView;

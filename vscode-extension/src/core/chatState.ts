@@ -9,6 +9,7 @@
 
 import type {
   AgentEntry,
+  CommandView,
   ConfigOptionView,
   ContextItem,
   Entry,
@@ -22,6 +23,7 @@ import type {
   ViewToHost,
 } from '../common/view';
 import {
+  type AvailableCommandsUpdate,
   type RequestPermissionParams,
   type SessionConfigOption,
   type SessionUpdate,
@@ -59,6 +61,7 @@ export function initialState(): ChatState {
       serverState: 'stopped',
       models: [],
       configOptions: [],
+      commands: [],
       busy: false,
       loading: false,
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
@@ -253,8 +256,19 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
     case 'config_option_update':
       return applyConfigOptions(state, update.configOptions);
     case 'available_commands_update':
-      return state; // not shown by this client yet
+      return { ...state, meta: { ...state.meta, commands: commandViews(update.availableCommands) } };
   }
+}
+
+/** The commands as the prompt box offers them: names without a leading `/`, the input's hint. */
+function commandViews(commands: AvailableCommandsUpdate['availableCommands']): CommandView[] {
+  return commands
+    .filter((c) => typeof c.name === 'string' && c.name.replace(/^\//, '') !== '')
+    .map((c) => {
+      const input = c.input;
+      const hint = typeof input === 'object' && input !== null && 'hint' in input && typeof input.hint === 'string' ? input.hint : undefined;
+      return { name: c.name.replace(/^\//, ''), description: c.description ?? '', ...(hint ? { hint } : {}) };
+    });
 }
 
 /** The model option: the select whose category is `model`. */

@@ -358,6 +358,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       model: model ?? this.defaultModel,
       toolPolicy: toolPolicy ?? 'hybrid',
       configOptions: [],
+      commands: [],
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
     });
     this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
@@ -413,13 +414,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (this.state.meta.busy && this.state.meta.sessionId) {
       await this.cancel();
     }
-    const before = { sessionId: this.state.meta.sessionId, entries: this.state.entries, title: this.state.meta.title };
+    const before = { entries: this.state.entries, meta: this.state.meta };
     const previous = this.openSession;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
       cwd: this.host.workspaceRoot(),
       title,
+      commands: [],
       loading: true,
       busy: false,
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
@@ -445,7 +447,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     } catch (err) {
       // Back to the session we had.
       this.dispatch({ type: 'setEntries', entries: before.entries });
-      this.meta({ sessionId: before.sessionId, title: before.title, loading: false });
+      const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage } = before.meta;
+      this.meta({ sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage, loading: false });
       throw err;
     }
   }

@@ -54,7 +54,8 @@ export function chatPageHtml(r: ChatPageResources): string {
   </main>
   <footer id="composer">
     <div id="context-chips"></div>
-    <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line)" aria-label="Prompt"></textarea>
+    <ul id="command-menu" role="listbox" aria-label="Commands" hidden></ul>
+    <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line, / for commands)" aria-label="Prompt" aria-autocomplete="list" aria-controls="command-menu"></textarea>
     <div class="composer-row">
       <span id="usage" class="usage"></span>
       <span class="spacer"></span>

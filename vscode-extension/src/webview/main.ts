@@ -6,6 +6,7 @@
 
 import type {
   AgentEntry,
+  CommandView,
   ConfigOptionView,
   ContextItem,
   Entry,
@@ -469,6 +470,11 @@ function renderMeta(m: ViewMeta): void {
   usageEl.textContent = parts.join(' · ');
   usageEl.title = `Input ${m.usage.inputTokens} · output ${m.usage.outputTokens} tokens this session`;
 
+  // The commands may have changed under an open menu.
+  if (document.activeElement === promptBox) {
+    updateCommandMenu();
+  }
+
   // Context chips waiting for the next prompt.
   chips.replaceChildren(...m.context.map((c, i) => chip(c, () => post({ type: 'removeContext', index: i }))));
   chips.hidden = m.context.length === 0;
@@ -594,9 +600,101 @@ function send(): void {
   post({ type: 'send', text });
   promptBox.value = '';
   vscode.setState({ draft: '' });
+  updateCommandMenu();
+}
+
+// ---- slash commands: typing `/` offers the server's commands ----
+
+const commandMenu = byId<HTMLUListElement>('command-menu');
+/** The commands the menu shows now, and the one selected. */
+let menuCommands: CommandView[] = [];
+let menuIndex = 0;
+
+/** The commands matching what is typed, while the prompt is a `/` and a name being typed. */
+function matchingCommands(): CommandView[] {
+  const typed = /^\/(\S*)$/.exec(promptBox.value);
+  if (!typed || !meta) {
+    return [];
+  }
+  const prefix = typed[1].toLowerCase();
+  return meta.commands.filter((c) => c.name.toLowerCase().startsWith(prefix));
+}
+
+function updateCommandMenu(): void {
+  const matches = matchingCommands();
+  const same = matches.length === menuCommands.length && matches.every((c, i) => c === menuCommands[i]);
+  if (!same) {
+    menuIndex = 0;
+  }
+  menuCommands = matches;
+  commandMenu.replaceChildren(
+    ...matches.map((c, i) => {
+      const li = h(
+        'li',
+        { id: `command-${i}`, role: 'option', 'aria-selected': String(i === menuIndex), 'data-command': c.name },
+        h('span', { class: 'command-name' }, `/${c.name}`),
+        ...(c.hint ? [h('span', { class: 'command-hint' }, c.hint)] : []),
+        h('span', { class: 'command-description' }, c.description),
+      );
+      // mousedown, not click: the prompt box keeps the focus.
+      li.addEventListener('mousedown', (e) => {
+        e.preventDefault();
+        completeCommand(c);
+      });
+      return li;
+    }),
+  );
+  commandMenu.hidden = matches.length === 0;
+  if (matches.length) {
+    promptBox.setAttribute('aria-activedescendant', `command-${menuIndex}`);
+    commandMenu.children[menuIndex]?.scrollIntoView({ block: 'nearest' });
+  } else {
+    promptBox.removeAttribute('aria-activedescendant');
+  }
+}
+
+function completeCommand(c: CommandView): void {
+  promptBox.value = `/${c.name} `;
+  promptBox.setSelectionRange(promptBox.value.length, promptBox.value.length);
+  vscode.setState({ draft: promptBox.value });
+  updateCommandMenu();
+}
+
+/** Keys while the menu is open: arrows choose, Tab or Enter completes, Escape closes. True if handled. */
+function commandMenuKey(e: KeyboardEvent): boolean {
+  if (commandMenu.hidden || menuCommands.length === 0) {
+    return false;
+  }
+  const chosen = menuCommands[menuIndex];
+  switch (e.key) {
+    case 'ArrowDown':
+    case 'ArrowUp':
+      menuIndex = (menuIndex + (e.key === 'ArrowDown' ? 1 : menuCommands.length - 1)) % menuCommands.length;
+      updateCommandMenu();
+      return true;
+    case 'Tab':
+      completeCommand(chosen);
+      return true;
+    case 'Enter':
+      if (e.shiftKey || e.isComposing || promptBox.value === `/${chosen.name}`) {
+        return false; // a whole command name: Enter sends it
+      }
+      completeCommand(chosen);
+      return true;
+    case 'Escape':
+      commandMenu.hidden = true;
+      promptBox.removeAttribute('aria-activedescendant');
+      return true;
+    default:
+      return false;
+  }
 }
 
 promptBox.addEventListener('keydown', (e) => {
+  if (commandMenuKey(e)) {
+    e.preventDefault();
+    return;
+  }
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
     send();
@@ -605,7 +703,13 @@ promptBox.addEventListener('keydown', (e) => {
     post({ type: 'cancel' });
   }
 });
-promptBox.addEventListener('input', () => vscode.setState({ draft: promptBox.value }));
+promptBox.addEventListener('input', () => {
+  vscode.setState({ draft: promptBox.value });
+  updateCommandMenu();
+});
+promptBox.addEventListener('blur', () => {
+  commandMenu.hidden = true;
+});
 sendButton.addEventListener('click', send);
 stopButton.addEventListener('click', () => post({ type: 'cancel' }));
 modelSelect.addEventListener('change', () => post({ type: 'selectModel', model: modelSelect.value }));
