@@ -441,6 +441,34 @@ describe('server death and restart', () => {
     }
   });
 
+  it('the chat controller sets the tool policy and the model of the open session', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const ctl = new ChatController({
+      workspaceRoot: () => dirs.workspace,
+      settings: () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } }),
+    });
+    try {
+      await ctl.ensureSession();
+      // With config options (second edition) or `_parley/session/configure` (first).
+      await ctl.setConfigOption('tool_policy', 'sync');
+      await ctl.selectModel(MODEL);
+      assert.equal(ctl.state.meta.toolPolicy, 'sync');
+      assert.equal(ctl.state.meta.model, MODEL);
+      await fake!.script([{ text: 'Answered without streaming.' }]);
+      assert.equal(await ctl.send('Hello?'), 'end_turn');
+      const requests = await fake!.requests();
+      assert.ok(requests.length > 0);
+      assert.deepEqual(requests.map((r) => r.stream), requests.map(() => false), 'under sync no round is streamed');
+      const last = ctl.state.entries[ctl.state.entries.length - 1];
+      assert.equal(last.kind === 'agent' && last.text, 'Answered without streaming.');
+      assert.ok(ctl.state.meta.usage.sessionTokens > 0, 'the session totals');
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
   it('the chat controller recovers: restart reloads the session into the view', async (t) => {
     if (skipIfNoServer(t)) {
       return;
