@@ -306,12 +306,25 @@ describe('chat state reducer', () => {
           { group: 'ollama', name: 'Ollama', options: [{ value: 'ollama:q', name: 'q' }] },
         ],
       },
-      { id: 'tool_policy', name: 'Tool policy', type: 'select', currentValue: 'hybrid', options: [{ value: 'hybrid', name: 'Hybrid' }, { value: 'sync', name: 'Sync' }] },
+      {
+        id: 'tool_policy',
+        name: 'Tool calls',
+        type: 'select',
+        currentValue: 'hybrid',
+        options: [
+          { value: 'hybrid', name: 'Hybrid', description: 'Stream; one synchronous call fetches the tools' },
+          { value: 'sync', name: 'Sync', description: null },
+        ],
+      },
       { id: 'fast', name: 'Fast', type: 'boolean', currentValue: true },
     ];
     let s = run({ type: 'configOptions', options });
     assert.equal(s.meta.model, 'openai:a');
     assert.equal(s.meta.toolPolicy, 'hybrid');
+    assert.deepEqual(s.meta.configOptions[1].options, [
+      { value: 'hybrid', name: 'Hybrid', description: 'Stream; one synchronous call fetches the tools' },
+      { value: 'sync', name: 'Sync' },
+    ]);
     assert.deepEqual(s.meta.configOptions.map((o) => o.id), ['model', 'tool_policy'], 'booleans are not shown');
     assert.deepEqual(s.meta.configOptions[0].options, [
       { value: 'openai:a', name: 'a', group: 'OpenAI' },

@@ -575,7 +575,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
             type: 'select',
             currentValue: 'stream',
             options: [
-              { value: 'hybrid', name: 'Hybrid' },
+              { value: 'hybrid', name: 'Hybrid', description: 'Stream; one synchronous call fetches the tools' },
               { value: 'stream', name: 'Stream' },
               { value: 'sync', name: 'Sync' },
             ],
@@ -600,6 +600,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.equal(await page.locator('#model').inputValue(), 'openai:a');
     assert.deepEqual(await page.locator('#tool-policy option').allInnerTexts(), ['Hybrid', 'Stream', 'Sync']);
     assert.equal(await page.locator('#tool-policy').inputValue(), 'stream');
+    assert.equal(await page.locator('#tool-policy option[value="hybrid"]').getAttribute('title'), 'Stream; one synchronous call fetches the tools');
     const thinking = page.locator('#config-options select[data-config-id="thought_level"]');
     assert.equal(await thinking.getAttribute('aria-label'), 'Thinking');
     assert.equal(await thinking.inputValue(), 'low');

@@ -136,7 +136,7 @@ export interface ConfigOptionView {
   description?: string;
   currentValue: string;
   /** Its values; `group` names the header a value is listed under. */
-  options: { value: string; name: string; group?: string }[];
+  options: { value: string; name: string; description?: string; group?: string }[];
 }
 
 /** A slash command the server offers (`available_commands_update`), without its `/`. */

@@ -26,6 +26,7 @@ import {
   type AvailableCommandsUpdate,
   type RequestPermissionParams,
   type SessionConfigOption,
+  type SessionConfigSelectOption,
   type SessionUpdate,
   type ToolCall,
   type ToolCallUpdate,
@@ -300,11 +301,17 @@ export function configOptionViews(options: SessionConfigOption[]): ConfigOptionV
       continue;
     }
     const values: ConfigOptionView['options'] = [];
+    const value = (x: SessionConfigSelectOption, group?: string) => ({
+      value: x.value,
+      name: x.name,
+      ...(x.description ? { description: x.description } : {}),
+      ...(group !== undefined ? { group } : {}),
+    });
     for (const v of o.options) {
       if ('group' in v) {
-        values.push(...v.options.map((x) => ({ value: x.value, name: x.name, group: v.name })));
+        values.push(...v.options.map((x) => value(x, v.name)));
       } else {
-        values.push({ value: v.value, name: v.name });
+        values.push(value(v));
       }
     }
     views.push({

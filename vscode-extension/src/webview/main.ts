@@ -487,7 +487,9 @@ const TOOL_POLICIES: ConfigOptionView['options'] = [
 ];
 
 /** `<option>`s for a select's values, under `<optgroup>`s where they are grouped. */
-function optionElements(values: { value: string; name: string; group?: string; disabled?: boolean; title?: string }[]): HTMLElement[] {
+function optionElements(
+  values: { value: string; name: string; description?: string; group?: string; disabled?: boolean; title?: string }[],
+): HTMLElement[] {
   const out: HTMLElement[] = [];
   let group: HTMLElement | undefined;
   let groupName: string | undefined;
@@ -496,8 +498,8 @@ function optionElements(values: { value: string; name: string; group?: string; d
     if (v.disabled) {
       opt.setAttribute('disabled', '');
     }
-    if (v.title) {
-      opt.title = v.title;
+    if (v.title ?? v.description) {
+      opt.title = v.title ?? v.description ?? '';
     }
     if (v.group === undefined) {
       group = undefined;
