@@ -375,7 +375,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
         return target && el.contains(target) ? target.textContent : null;
       }),
     );
-    assert.deepEqual(named, ['Parley asks to run python_eval (execute):', code]);
+    assert.deepEqual(named, ['Parley asks permission: python_eval (execute)', code]);
     // The code in full, as code (HTML in it shown as text).
     assert.equal(await card.locator('pre').innerText(), code);
     assert.equal(await card.locator('pre b').count(), 0);
@@ -407,7 +407,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     await host.apply(ask('8'));
     await page.locator('.entry-permission[role="alertdialog"]').waitFor({ state: 'visible', timeout: 5000 });
     assert.equal(await page.locator('#announcer').getAttribute('aria-live'), 'assertive');
-    assert.equal(await page.locator('#announcer').textContent(), 'Parley asks to run python_eval: import shutil');
+    assert.equal(await page.locator('#announcer').textContent(), 'Parley asks permission: python_eval — import shutil');
     assert.equal(await page.locator('#transcript #announcer').count(), 0);
     await host.apply({ type: 'permissionAnswered', requestId: '8', optionId: 'allow_once' });
     await page.locator('.entry-permission .permission-answer').last().waitFor({ state: 'visible', timeout: 5000 });
@@ -451,7 +451,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     });
     const permission = page.locator('.entry-permission');
     await permission.waitFor({ state: 'visible', timeout: 5000 });
-    assert.equal(await permission.locator('.permission-title').innerText(), 'Parley asks to run Run Python (execute):');
+    assert.equal(await permission.locator('.permission-title').innerText(), 'Parley asks permission: Run Python (execute)');
     assert.equal(await permission.locator('pre').innerText(), code, 'the code, as the server sent it');
     assert.equal(await permission.locator('pre i').count(), 0, 'HTML in the code is shown as text');
     assert.doesNotMatch(await permission.innerText(), /timeout/, 'not the raw input');

@@ -613,7 +613,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   ): Promise<void> {
     const sessionId = this.state.meta.sessionId;
     if (!sessionId || !this.client?.running) {
-      return; // applied when the next session starts
+      return; // no session open: the model and the tool policy go with the next session/new
     }
     if (configId) {
       const result = await this.client.setConfigOption(sessionId, configId, value);

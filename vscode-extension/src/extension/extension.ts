@@ -257,13 +257,13 @@ async function askPermission(
   let pick: string | undefined;
   if (mode === 'modal') {
     pick = await vscode.window.showWarningMessage(
-      `Parley wants to run ${title}.`,
+      `Parley asks permission: ${title}.`,
       { modal: true, detail: contentText(contentViews(params.toolCall.content ?? [])) || formatInput(params.toolCall.rawInput) },
       ...names,
     );
   } else if (!viewVisible) {
     // The inline prompt is out of sight: offer the choice in a notification too.
-    pick = await vscode.window.showInformationMessage(`Parley wants to run ${title}.`, ...names);
+    pick = await vscode.window.showInformationMessage(`Parley asks permission: ${title}.`, ...names);
   }
   if (signal.aborted || pick === undefined) {
     return null;

@@ -346,7 +346,8 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   el.setAttribute('aria-labelledby', `${id}-question`);
   el.setAttribute('tabindex', '-1');
   el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
-  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks to run ', h('strong', {}, entry.title), `${kind}:`));
+  // The title is the server's words ("Run Python", "Read app.py:10-40") or a tool's name.
+  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks permission: ', h('strong', {}, entry.title), kind));
   if (locations) {
     el.append(locations);
   }
@@ -381,8 +382,8 @@ function askForAttention(el: HTMLElement, entry: PermissionEntry): void {
   el.focus();
   if (!document.hasFocus()) {
     const first = entry.content.find((c) => c.kind === 'text')?.text ?? entry.input;
-    const code = first ? `: ${first.split('\n')[0]}` : '';
-    announcer.textContent = `Parley asks to run ${entry.title}${code}`;
+    const code = first ? ` — ${first.split('\n')[0]}` : '';
+    announcer.textContent = `Parley asks permission: ${entry.title}${code}`;
   }
 }
 
