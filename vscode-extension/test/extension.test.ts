@@ -175,6 +175,10 @@ describe('the extension in a stand-in VS Code', () => {
     }
 
     await until(() => metas().find((m) => m.meta.serverState === 'ready' && m.meta.sessionId), 'a session');
+    // The page is told the session's options and slash commands.
+    const offered = await until(() => metas().find((m) => m.meta.commands.length > 0 && m.meta.configOptions.length > 0), 'the commands');
+    assert.ok(offered.meta.commands.some((c) => c.name === 'cost'));
+    assert.ok(offered.meta.configOptions.some((o) => o.category === 'model'));
     await fake!.script([{ text: 'Hello from **Parley**.' }]);
     view.receive({ type: 'send', text: 'Say hello' });
     await until(() => metas().find((m) => m.meta.busy), 'busy');

@@ -64,6 +64,9 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   const tip = new vscode.MarkdownString(undefined, true);
   tip.appendMarkdown(`**Parley** — ${m.serverState}\n\n`);
   tip.appendMarkdown(`Model: \`${m.model ?? 'default'}\`\n\n`);
+  if (m.toolPolicy) {
+    tip.appendMarkdown(`Tool calls: ${m.toolPolicy}\n\n`);
+  }
   tip.appendMarkdown(
     `Session tokens: ${m.usage.sessionTokens} (input ${m.usage.inputTokens}, output ${m.usage.outputTokens})\n\n`,
   );
