@@ -9,7 +9,10 @@ import { describe, it } from 'node:test';
 import { ParleyClient } from '../src/client/client';
 import {
   type PromptResult,
+  type ResumeSessionResult,
+  type SessionConfigOption,
   type SessionNotification,
+  type SetConfigOptionResult,
   type SessionUpdate,
   isSessionUpdate,
   promptUsage,
@@ -131,6 +134,12 @@ export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
   void client.request('session/hologram', {});
   // @ts-expect-error nor leave out params the method needs
   void client.request('session/prompt', { sessionId: 's' });
+  // The second edition's methods are in the map too.
+  const options: Promise<SetConfigOptionResult> = client.request('session/set_config_option', { sessionId: 's', configId: 'model', value: 'openai:a' });
+  // @ts-expect-error set_config_option needs the option's id
+  void client.request('session/set_config_option', { sessionId: 's', value: 'openai:a' });
+  const resumed: Promise<ResumeSessionResult> = client.request('session/resume', { sessionId: 's', cwd: '/', mcpServers: [] });
+  void client.request('session/close', { sessionId: 's' });
   // @ts-expect-error the union is closed: no catch-all member
   const unknown: SessionUpdate = { sessionUpdate: 'hologram_chunk' };
   // Narrowing on the kind needs no cast.
@@ -138,6 +147,19 @@ export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
     const status: string | null | undefined = update.status;
     void status;
   }
+  // A config option is a select or a boolean, and nothing else.
+  const select: SessionConfigOption = { id: 'm', name: 'M', type: 'select', currentValue: 'a', options: [{ value: 'a', name: 'A' }] };
+  // @ts-expect-error a select's value is a string
+  const badSelect: SessionConfigOption = { id: 'm', name: 'M', type: 'select', currentValue: true, options: [] };
+  // An update's commands carry their input hint typed.
+  if (update.sessionUpdate === 'available_commands_update') {
+    const hint: string | undefined = update.availableCommands[0]?.input?.hint;
+    void hint;
+  }
+  void options;
+  void resumed;
+  void select;
+  void badSelect;
   void prompted;
   void wrong;
   void unknown;
