@@ -58,6 +58,16 @@ class ClientFiles(Protocol):
         ...
 
 
+class EditJournal(Protocol):
+    """Keeps what a turn's edits overwrite, so that the turn can be undone (checkpoints).
+    The agent implements it; edit tools call it before they change a file."""
+
+    def before_write(self, path: Path) -> None:
+        """`path` (absolute, inside the workspace) is about to be written or created: the
+        first time in a turn, keep its current bytes (or that it did not exist)."""
+        ...
+
+
 @attrs.frozen
 class Location:
     """A file a call touches: an absolute path, and a 1-based line where one is known."""
@@ -110,6 +120,7 @@ class ToolContext:
     tool_call_id: str
     cwd: Path
     client_files: ClientFiles | None = None  # None: read the files on disk
+    edit_journal: EditJournal | None = None  # None: edits are not checkpointed
 
 
 @runtime_checkable
