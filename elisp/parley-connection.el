@@ -122,10 +122,14 @@ Nothing is sent when the server is gone."
     (list :events-buffer-scrollback-size parley-events-buffer-size)))
 
 (defun parley--initialize-params ()
-  "Return the params of the `initialize' request."
+  "Return the params of the `initialize' request.
+The client asks for hybrid revisions (`revisions'): it replaces the
+streamed text with the revised one (see `parley--on-message'), where
+a generic ACP client would show both."
   (list :protocolVersion 1
         :clientCapabilities
-        (list :_meta (list :parley (list :tools (parley-tools-specs))))
+        (list :_meta (list :parley (list :tools (parley-tools-specs)
+                                         :revisions t)))
         :clientInfo (list :name "parley.el" :version parley-version)))
 
 (defun parley--start-server ()

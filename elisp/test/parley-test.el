@@ -471,6 +471,8 @@
                               :null-object nil :false-object :json-false)))
     (should (string-match-p "\"name\":\"elisp_eval\"" json))
     (should (string-match-p "\"needsPermission\":true" json))
+    ;; Parley's own client asks for hybrid revisions.
+    (should (string-match-p "\"_meta\":{\"parley\":{.*\"revisions\":true" json))
     (should (string-match-p "\"buffer_list\".*\"properties\":{}" json))))
 
 (ert-deftest parley-tools-elisp-eval ()
