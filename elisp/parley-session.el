@@ -203,13 +203,21 @@ A question still pending is answered `cancelled': its turn is over."
        :timeout-fn #'ignore))))
 
 (defun parley--turn-done (result)
-  "Finish the turn whose `session/prompt' RESULT arrived."
-  (let ((stop (plist-get result :stopReason))
-        (stats (plist-get (plist-get result :_meta) :parley)))
+  "Finish the turn whose `session/prompt' RESULT arrived.
+Its usage is under `_meta.parley' (`usage', `turn', `session'); a
+server of the first edition sent `usage' at the root and the turn's
+statistics as `_meta.parley' itself, and no session totals, which are
+then asked for."
+  (let* ((stop (plist-get result :stopReason))
+         (meta (plist-get (plist-get result :_meta) :parley))
+         (stats (or (plist-get meta :turn) meta))
+         (totals (plist-get meta :session)))
     (setq parley--busy nil)
     (when (plist-get stats :model)
       (setq parley--model (plist-get stats :model)))
-    (parley--record-usage 'turn (plist-get result :usage))
+    (if totals
+        (parley--record-usage 'totals totals)
+      (parley--record-usage 'turn (or (plist-get meta :usage) (plist-get result :usage))))
     (parley--close-tail)
     (pcase stop
       ("end_turn" nil)
@@ -219,7 +227,8 @@ A question still pending is answered `cancelled': its turn is over."
       ("refusal" (parley--insert-notice "[the model refused to answer]" 'parley-error))
       (_ (parley--insert-notice (format "[stopped: %s]" stop))))
     (parley--end-turn-state)
-    (parley--refresh-usage)))
+    (unless totals
+      (parley--refresh-usage))))
 
 (defun parley--turn-failed (err)
   "Show the error ERR that ended the turn."

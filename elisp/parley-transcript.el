@@ -499,10 +499,14 @@ while unknown); USED and SIZE are the context's tokens and window."
 (defun parley--record-usage (source data)
   "Record in this buffer's usage what SOURCE reports in DATA.
 SOURCE is one of:
-  `round'    DATA is a `usage_update': the context's fill, the
-             round's tokens (added to the turn's) and the session's cost;
+  `round'    DATA is a `usage_update': the context's fill and window,
+             the session's cost, and in `_meta.parley' the call's usage
+             and the session's totals (`call', `session'); from a server
+             that sends only the call's usage there, the call's tokens
+             are added to the turn's;
   `turn'     DATA is the usage of a turn that ended: its tokens join
              the session's, and the next turn counts from zero;
+  `totals'   DATA is the session's totals, this turn's included;
   `session'  DATA is the session's totals as the server stored them.
 Token counts missing from DATA count as zero; a cost that is not a
 number leaves the known one."
@@ -511,18 +515,29 @@ number leaves the known one."
         (cost nil))
     (pcase-exhaustive source
       ('round
-       (let ((round (plist-get (plist-get data :_meta) :parley)))
+       (let* ((meta (plist-get (plist-get data :_meta) :parley))
+              (size (plist-get data :size)))
          (setf (parley--usage-used usage) (plist-get data :used)
-               (parley--usage-size usage) (plist-get data :size))
-         (when round
-           (cl-incf (parley--usage-turn-in usage) (or (plist-get round :inputTokens) 0))
-           (cl-incf (parley--usage-turn-out usage) (or (plist-get round :outputTokens) 0))))
+               ;; An unknown window is absent (an older server sent 0).
+               (parley--usage-size usage) (and (numberp size) (> size 0) size))
+         (cond
+          ((plist-get meta :session)
+           (parley--record-usage 'totals (plist-get meta :session)))
+          ((and meta (not (plist-member meta :call)))
+           (cl-incf (parley--usage-turn-in usage) (or (plist-get meta :inputTokens) 0))
+           (cl-incf (parley--usage-turn-out usage) (or (plist-get meta :outputTokens) 0)))))
        (setq cost (plist-get data :cost)))
       ('turn
        (cl-incf (parley--usage-in usage) (funcall tokens :inputTokens))
        (cl-incf (parley--usage-out usage) (funcall tokens :outputTokens))
        (setf (parley--usage-turn-in usage) 0
              (parley--usage-turn-out usage) 0))
+      ('totals
+       (setf (parley--usage-in usage) (funcall tokens :inputTokens)
+             (parley--usage-out usage) (funcall tokens :outputTokens)
+             (parley--usage-turn-in usage) 0
+             (parley--usage-turn-out usage) 0)
+       (setq cost (plist-get data :cost)))
       ('session
        (setf (parley--usage-in usage) (funcall tokens :inputTokens)
              (parley--usage-out usage) (funcall tokens :outputTokens))

@@ -234,10 +234,12 @@ On a section header in the transcript, fold or unfold the section."
      " " (or parley--model "default model")
      (format "  tokens %s in / %s out" (parley--tokens in) (parley--tokens out))
      (if (numberp cost) (concat "  " (parley--cost cost)) "")
-     (if (and (parley--usage-used u) (parley--usage-size u))
-         (format "  context %s/%s" (parley--tokens (parley--usage-used u))
-                 (parley--tokens (parley--usage-size u)))
-       "")
+     (cond ((not (parley--usage-used u)) "")
+           ((parley--usage-size u)
+            (format "  context %s/%s" (parley--tokens (parley--usage-used u))
+                    (parley--tokens (parley--usage-size u))))
+           ;; The model's window is unknown: the fill alone.
+           (t (format "  context %s" (parley--tokens (parley--usage-used u)))))
      (if parley--context (format "  +%d context" (length parley--context)) "")
      (if parley--title (concat "  " (propertize parley--title 'face 'italic)) "")
      (cond (parley--questions

@@ -609,6 +609,52 @@
     (parley--record-usage 'session '(:inputTokens 100 :outputTokens 10 :cost (:amount 2)))
     (should (string-match-p "tokens 105 in / 11 out  \\$2.00" (parley--header-line)))))
 
+(ert-deftest parley-usage-second-edition-shapes ()
+  ;; `usage_update' carries the call's usage and the session's totals
+  ;; under `_meta.parley'; the prompt result carries `usage', `turn' and
+  ;; `session' there, nothing at its root but `stopReason'.
+  (parley-test--with-chat
+    (setq parley--busy t)
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":1200,\"outputTokens\":64,\"totalTokens\":1264},\"session\":{\"inputTokens\":3000,\"outputTokens\":100,\"totalTokens\":3100,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"turns\":2,\"rounds\":3}}}}")
+    (let ((line (parley--header-line)))
+      (should (string-match-p "tokens 3000 in / 100 out  \\$0.010  context 1264  " line))
+      ;; No window is shown when the server does not know it.
+      (should-not (string-match-p "1264/" line)))
+    ;; A second call of the same turn: the totals replace, never add.
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1400,\"size\":128000,\"cost\":{\"amount\":0.012,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":1300,\"outputTokens\":100},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.012,\"currency\":\"USD\"}}}}}")
+    (should (string-match-p "tokens 4300 in / 200 out  \\$0.012  context 1400/128.0k"
+                            (parley--header-line)))
+    (let (refreshed)
+      (cl-letf (((symbol-function 'parley--refresh-usage) (lambda () (setq refreshed t))))
+        (parley--turn-done
+         (parley-test--json
+          "{\"stopReason\":\"end_turn\",\"_meta\":{\"parley\":{\"usage\":{\"inputTokens\":2500,\"outputTokens\":164},\"turn\":{\"rounds\":2,\"model\":\"anthropic:claude-sonnet-4-5\",\"cost\":{\"amount\":0.002,\"currency\":\"USD\"}},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.0126,\"currency\":\"USD\"},\"turns\":3,\"rounds\":5}}}}")))
+      ;; The result had the totals: nothing more to ask the server.
+      (should-not refreshed))
+    (let ((line (parley--header-line)))
+      (should (string-match-p "anthropic:claude-sonnet-4-5" line))
+      (should (string-match-p "tokens 4300 in / 200 out  \\$0.013" line))
+      (should-not (string-match-p "working" line)))))
+
+(ert-deftest parley-usage-unknown-window-from-older-server ()
+  ;; A first-edition server sent `size: 0' for an unknown window.
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"size\":0,\"_meta\":{\"parley\":{\"inputTokens\":1200,\"outputTokens\":64}}}")
+    (let ((line (parley--header-line)))
+      (should (string-match-p "tokens 1200 in / 64 out  context 1264" line))
+      (should-not (string-match-p "1264/0" line)))
+    ;; Its prompt result: `usage' at the root, the statistics as `_meta.parley'.
+    (let (refreshed)
+      (cl-letf (((symbol-function 'parley--refresh-usage) (lambda () (setq refreshed t))))
+        (parley--turn-done
+         (parley-test--json
+          "{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1200,\"outputTokens\":64},\"_meta\":{\"parley\":{\"rounds\":1,\"model\":\"openai:gpt-4.1\"}}}")))
+      (should refreshed))
+    (should (string-match-p "openai:gpt-4.1  tokens 1200 in / 64 out" (parley--header-line)))))
+
 (ert-deftest parley-with-live-buffer-skips-killed-buffers ()
   (let ((buffer (generate-new-buffer " parley-test-live")))
     (should (eq (parley--with-live-buffer buffer (current-buffer)) buffer))
