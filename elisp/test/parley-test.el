@@ -183,6 +183,98 @@
     (should (eq (get-text-property (parley-test--pos "failed") 'face)
                 'parley-status-failed))))
 
+(ert-deftest parley-tool-call-human-title-and-content ()
+  ;; The second edition's tool call: a title a person reads, and the
+  ;; code as `content' besides `rawInput'; the code is shown once.
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"p1\",\"title\":\"Run Python\",\"kind\":\"execute\",\"status\":\"pending\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"print(6 * 7)\"}}]}")
+    (should (string-match-p "▸ Run Python \\[pending\\]\n\\'" (parley-test--visible-transcript)))
+    ;; Before the call ends, its content is what it is about.
+    (goto-char (parley-test--pos "Run Python"))
+    (parley-tab)
+    (should (string-match-p "▾ Run Python \\[pending\\]\n  content:\n    print(6 \\* 7)\n\\'"
+                            (parley-test--visible-transcript)))
+    ;; The arguments arrive: the same code is not repeated.
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"p1\",\"status\":\"in_progress\",\"rawInput\":{\"code\":\"print(6 * 7)\"}}")
+    (should (string-match-p "▾ Run Python \\[running\\]\n  input:\n    code: print(6 \\* 7)\n\\'"
+                            (parley-test--visible-transcript)))
+    ;; Its result replaces the content.
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"p1\",\"status\":\"completed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"42\"}}]}")
+    (should (string-match-p "▾ Run Python \\[done\\]\n  input:\n    code: print(6 \\* 7)\n  output:\n    42\n\\'"
+                            (parley-test--visible-transcript)))))
+
+(ert-deftest parley-tool-call-locations-open-the-file ()
+  (let ((root (file-name-as-directory (make-temp-file "parley-locations-" t))))
+    (unwind-protect
+        (parley-test--with-chat
+          (setq default-directory root)
+          (make-directory (expand-file-name "src" root))
+          (with-temp-file (expand-file-name "src/app.py" root)
+            (dotimes (i 20) (insert (format "line %d\n" (1+ i)))))
+          (parley-test--update
+           (json-serialize
+            (list :sessionUpdate "tool_call" :toolCallId "r1" :title "Read src/app.py:10-12"
+                  :kind "read" :status "pending"
+                  :locations (vector (list :path (expand-file-name "src/app.py" root) :line 10)
+                                     (list :path "README.md")))))
+          ;; The locations: a line below the title, relative to the workspace.
+          (should (string-match-p "▸ Read src/app.py:10-12 \\[pending\\]\n    src/app.py:10  README.md\n\\'"
+                                  (parley-test--visible-transcript)))
+          (let ((pos (parley-test--pos "src/app.py:10  ")))
+            (should (eq (get-text-property pos 'face) 'parley-location))
+            (should (eq (lookup-key (get-text-property pos 'keymap) (kbd "RET"))
+                        #'parley-open-location))
+            ;; TAB on that line still folds the section.
+            (should (eq (parley--section-at pos) (gethash '(tool . "r1") parley--blocks)))
+            ;; RET on the button opens the file at the line.
+            (should-not (parley-test--type (current-buffer) "RET" pos))
+            (let ((file (get-file-buffer (expand-file-name "src/app.py" root))))
+              (should (eq (window-buffer (selected-window)) file))
+              (with-current-buffer file
+                (should (= (line-number-at-pos) 10))
+                (should (looking-at "line 10$")))
+              (kill-buffer file)))
+          ;; An update without locations keeps them.
+          (parley-test--update
+           "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"r1\",\"status\":\"completed\"}")
+          (should (string-match-p "\\[done\\]\n    src/app.py:10  README.md\n\\'"
+                                  (parley-test--visible-transcript))))
+      (delete-directory root t))))
+
+(ert-deftest parley-tool-call-diff-content ()
+  (parley-test--with-chat
+    (parley-test--update
+     (json-serialize
+      (list :sessionUpdate "tool_call" :toolCallId "e1" :title "Edit notes.txt" :kind "edit"
+            :status "pending"
+            :content (vector (list :type "diff" :path "notes.txt"
+                                   :oldText "one\ntwo\nthree\n" :newText "one\nTWO\nthree\n")))))
+    (goto-char (parley-test--pos "Edit notes.txt"))
+    (parley-tab)
+    (should (string-match-p
+             (concat "▾ Edit notes.txt \\[pending\\]\n  content:\n"
+                     "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,3 \\+1,3 @@\n"
+                     "     one\n    -two\n    \\+TWO\n     three\n\\'")
+             (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "-two") 'face) 'diff-removed))
+    (should (eq (get-text-property (parley-test--pos "+TWO") 'face) 'diff-added))
+    (should (eq (get-text-property (parley-test--pos "@@ -1,3") 'face) 'diff-hunk-header))))
+
+(ert-deftest parley-tool-call-superseded-is-dim-not-failed ()
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"s1\",\"title\":\"Read a.py\",\"kind\":\"read\",\"status\":\"pending\"}")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"s1\",\"status\":\"failed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"The model did not make this call after all.\"}}],\"_meta\":{\"parley\":{\"superseded\":true}}}")
+    (should (string-match-p "▸ Read a.py \\[superseded\\]\n\\'" (parley-test--visible-transcript)))
+    (should-not (string-match-p "failed" (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "superseded") 'face) 'parley-tool-superseded))
+    (should (eq (get-text-property (parley-test--pos "Read a.py") 'face) 'parley-tool-superseded))
+    (should (string-match-p "did not make this call" (parley-test--transcript)))))
+
 (ert-deftest parley-revision-replaces-streamed-text ()
   (parley-test--with-chat
     (parley-test--chunk "I will read the fil" "m1")
@@ -900,6 +992,37 @@ signalled, or nil."
         (should-not (parley-test--type (current-buffer) "n" (parley-test--question-pos)))
         (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
         (should (equal (car answer) '(:outcome (:outcome "selected" :optionId "no"))))))))
+
+(ert-deftest parley-permission-shows-code-content-once ()
+  ;; A generic tool call: the code comes as `content'.  Shown in the
+  ;; question, fontified; when it is also in `rawInput', only once.
+  (parley-test--with-chat
+    (parley-test--with-loopback
+      (pcase-dolist (`(,id ,input) '(("c1" nil) ("c2" (:code "print(6 * 7)"))))
+        (let ((answer (parley-test--request
+                       conn 'session/request_permission
+                       (list :sessionId "sess-unit"
+                             :toolCall
+                             (append (list :toolCallId id :title "Run Python" :kind "execute"
+                                           :content (vector '(:type "content"
+                                                                    :content (:type "text" :text "print(6 * 7)"))))
+                                     (and input (list :rawInput input)))
+                             :options (vector '(:optionId "ok" :name "Allow" :kind "allow_once")
+                                              '(:optionId "no" :name "Reject" :kind "reject_once"))))))
+          (parley-test--wait (lambda () parley--questions))
+          (let ((text (parley-test--transcript)))
+            (should (string-match-p
+                     (concat "Parley asks permission: Run Python (execute)\n"
+                             (if input "  code:\n" "")
+                             "    print(6 \\* 7)\n  \\[y\\] Allow   \\[n\\] Reject\n")
+                     text))
+            (should (= 1 (cl-count-if (lambda (l) (string-match-p "print" l))
+                                      (split-string text "\n")))))
+          ;; Fontified as Python.
+          (should (eq (get-text-property (parley-test--pos "print(") 'face)
+                      'font-lock-builtin-face))
+          (should-not (parley-test--type (current-buffer) "n" (parley-test--question-pos)))
+          (parley-test--wait (lambda () (not (eq (car answer) 'pending)))))))))
 
 (ert-deftest parley-permission-cancelled-when-turn-ends-or-buffer-dies ()
   (parley-test--with-loopback
