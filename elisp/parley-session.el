@@ -58,11 +58,46 @@ not bound by `jsonrpc-default-request-timeout'."
 (defvar-local parley--model nil
   "The model of this buffer's session, if known.")
 
+(defvar-local parley--config-options nil
+  "The session's ACP config options (model, tool policy...), as last sent.")
+
 (defvar-local parley--approvals nil
   "Hash table: toolCallId to `once' or `always', as the user answered.")
 
 (defvar-local parley--always-approved nil
   "Names of tools the user allowed always in this session.")
+
+;;;; Config options
+
+(defun parley--config-option (key value)
+  "Return the session's config option whose KEY (`:id', `:category') is VALUE."
+  (cl-find value parley--config-options
+           :key (lambda (option) (plist-get option key)) :test #'equal))
+
+(defun parley--config-choices (option)
+  "Return the values of the select OPTION, as an alist (VALUE . CHOICE).
+CHOICE is the plist with :value, :name and :description; grouped
+choices (ACP's `{group, name, options}') are flattened."
+  (cl-loop for choice across (or (plist-get option :options) [])
+           append (if (plist-member choice :options)
+                      (cl-loop for inner across (plist-get choice :options)
+                               collect (cons (plist-get inner :value) inner))
+                    (list (cons (plist-get choice :value) choice)))))
+
+(defun parley--set-config-options (options)
+  "Keep OPTIONS (a vector) as this session's config options.
+The model shown is the current value of the option of category `model'."
+  (setq parley--config-options (append options nil))
+  (let ((model (parley--config-option :category "model")))
+    (when (stringp (plist-get model :currentValue))
+      (setq parley--model (plist-get model :currentValue))))
+  (force-mode-line-update))
+
+(defun parley--session-result (result)
+  "Keep the config options of RESULT, from `session/new', `load' or `resume'.
+A server of the first edition sends none; nothing changes then."
+  (when (plist-get result :configOptions)
+    (parley--set-config-options (plist-get result :configOptions))))
 
 ;;;; Dispatch
 
@@ -72,10 +107,18 @@ not bound by `jsonrpc-default-request-timeout'."
     (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
       (parley--with-live-buffer buffer
         (condition-case-unless-debug err
-            (unless parley--silent
-              (parley--update (plist-get params :update)))
+            (parley--session-update (plist-get params :update))
           (error (message "Parley: cannot show an update: %s"
                           (error-message-string err))))))))
+
+(defun parley--session-update (update)
+  "Keep the session state in UPDATE, or show UPDATE in the transcript.
+While the session is re-activated silently, nothing is shown."
+  (pcase (plist-get update :sessionUpdate)
+    ("config_option_update"
+     (parley--set-config-options (plist-get update :configOptions)))
+    (_ (unless parley--silent
+         (parley--update update)))))
 
 (defun parley--handle-request (_conn method params)
   "Answer the request METHOD with PARAMS from the server."
@@ -261,10 +304,11 @@ After a restart the session is loaded again, silently, first."
        (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
        :timeout parley-turn-timeout
        :success-fn
-       (lambda (_result)
+       (lambda (result)
          (parley--with-live-buffer buffer
            (setq parley--silent nil
                  parley--conn conn)
+           (parley--session-result result)
            (funcall fn conn)))
        :error-fn
        (lambda (err)
@@ -296,6 +340,7 @@ must not wait for an answer: the request is asynchronous."
            (puthash id buffer parley--sessions)
            (setq parley--session-id id
                  parley--conn conn)
+           (parley--session-result result)
            (parley--insert-notice
             (format "The session could not be resumed (%s); this continues in a new \
 session, without the history above." why))

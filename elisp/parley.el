@@ -25,6 +25,7 @@
 ;;   C-c C-k                   cancel the turn
 ;;   TAB                       fold or unfold the thoughts or tool call at point
 ;;   C-c C-m                   switch the model
+;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
 ;;   C-c C-s                   list the stored sessions and open one
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
@@ -263,6 +264,7 @@ goes to the question")
     (define-key map (kbd "C-c C-k") #'parley-cancel)
     (define-key map (kbd "TAB") #'parley-tab)
     (define-key map (kbd "C-c C-m") #'parley-set-model)
+    (define-key map (kbd "C-c C-t") #'parley-set-tool-policy)
     (define-key map (kbd "C-c C-s") #'parley-sessions)
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)
@@ -352,7 +354,8 @@ question was cancelled, does not go on with the turn."
     (with-current-buffer buffer
       (setq parley--conn conn
             parley--model (or parley-default-model
-                              (parley--meta parley--server-info :defaultModel))))
+                              (parley--meta parley--server-info :defaultModel)))
+      (parley--session-result result))
     buffer))
 
 (defun parley--find-buffer (cwd)
@@ -534,6 +537,7 @@ takes prompts as before.  Return the buffer."
                  (setq parley--busy nil
                        parley--conn conn
                        parley--model (or (plist-get meta :model) parley--model))
+                 (parley--session-result result)
                  (parley--record-usage 'session (plist-get meta :usage))
                  (parley--end-turn-state)
                  (parley--refresh-usage))))
@@ -545,45 +549,101 @@ takes prompts as before.  Return the buffer."
                                        (plist-get err :message))))))))
         buffer))))
 
-;;;###autoload
-(defun parley-set-model (model)
-  "Switch this chat buffer's session to MODEL (PROVIDER:MODEL)."
-  (interactive
-   (progn
-     (parley--check-buffer)
-     (let* ((result (jsonrpc-request (parley--live-connection) '_parley/models
-                                     (make-hash-table) :timeout parley-request-timeout))
-            (models (append (plist-get result :models) nil))
-            (table (mapcar (lambda (m) (cons (plist-get m :id) m)) models)))
-       (list (completing-read
-              (format "Model (now %s): " (or parley--model "default"))
-              (lambda (string pred action)
-                (if (eq action 'metadata)
-                    `(metadata
-                      (annotation-function
-                       . ,(lambda (id)
-                            (let ((m (cdr (assoc id table))))
-                              (if (eq (plist-get m :available) :json-false)
-                                  (format "  unavailable: %s" (or (plist-get m :reason) "?"))
-                                "")))))
-                  (complete-with-action action table string pred)))
-              nil nil nil nil (plist-get result :defaultModel))))))
-  (parley--check-buffer)
+;;;; Settings: the model, the tool policy
+
+(defun parley--read-choice (prompt choices default)
+  "Read one of CHOICES with PROMPT, offering DEFAULT.
+CHOICES is an alist (VALUE . PLIST); a choice's :description (or, for
+a model, why it is unavailable) is shown beside it."
+  (completing-read
+   prompt
+   (lambda (string pred action)
+     (if (eq action 'metadata)
+         `(metadata
+           (annotation-function
+            . ,(lambda (value)
+                 (let ((choice (cdr (assoc value choices))))
+                   (cond ((eq (plist-get choice :available) :json-false)
+                          (format "  unavailable: %s" (or (plist-get choice :reason) "?")))
+                         ((stringp (plist-get choice :description))
+                          (concat "  " (plist-get choice :description)))
+                         (t ""))))))
+       (complete-with-action action choices string pred)))
+   nil nil nil nil default))
+
+(defun parley--apply-setting (option value legacy what)
+  "Set this session's config OPTION to VALUE, naming it WHAT in messages.
+With OPTION nil (a server without config options), LEGACY are the
+params of `_parley/session/configure' that set it instead.  The
+change takes effect from the next round."
   (let ((buffer (current-buffer)))
     (parley--with-session
      (lambda (conn)
        (jsonrpc-async-request
-        conn '_parley/session/configure
-        (list :sessionId parley--session-id :model model)
+        conn (if option 'session/set_config_option '_parley/session/configure)
+        (if option
+            (list :sessionId parley--session-id :configId (plist-get option :id)
+                  :value value)
+          (cons :sessionId (cons parley--session-id legacy)))
         :timeout parley-request-timeout
-        :success-fn (lambda (_)
+        :success-fn (lambda (result)
                       (parley--with-live-buffer buffer
-                        (setq parley--model model)
-                        (force-mode-line-update)
-                        (message "Parley now uses %s" model)))
+                        (cond ((plist-get result :configOptions)
+                               (parley--set-config-options (plist-get result :configOptions)))
+                              ((plist-get legacy :model)
+                               (setq parley--model value)
+                               (force-mode-line-update)))
+                        (message "Parley: the %s is now %s" what value)))
         :error-fn (lambda (err)
-                    (message "Parley cannot switch to %s: %s" model
+                    (message "Parley cannot set the %s to %s: %s" what value
                              (plist-get err :message))))))))
+
+;;;###autoload
+(defun parley-set-model (model)
+  "Switch this chat buffer's session to MODEL (PROVIDER:MODEL).
+The server's config option of category `model' offers the models;
+a server without config options is asked for its models instead."
+  (interactive
+   (progn
+     (parley--check-buffer)
+     (let ((option (parley--config-option :category "model")))
+       (list
+        (if option
+            (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
+                                 (parley--config-choices option)
+                                 (plist-get option :currentValue))
+          (let ((result (jsonrpc-request (parley--live-connection) '_parley/models
+                                         (make-hash-table) :timeout parley-request-timeout)))
+            (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
+                                 (mapcar (lambda (m) (cons (plist-get m :id) m))
+                                         (plist-get result :models))
+                                 (plist-get result :defaultModel))))))))
+  (parley--check-buffer)
+  (parley--apply-setting (parley--config-option :category "model") model
+                         (list :model model) "model"))
+
+(defconst parley--tool-policies '("hybrid" "stream" "sync")
+  "The tool policies of a server without config options.")
+
+(defun parley-set-tool-policy (policy)
+  "Set the tool policy of this chat buffer's session to POLICY.
+`hybrid' streams each round and makes a synchronous call when the
+model turns to tools; `stream' assembles the calls from the stream;
+`sync' streams nothing.  The server's config option `tool_policy'
+offers the policies, where it has one."
+  (interactive
+   (progn
+     (parley--check-buffer)
+     (let ((option (parley--config-option :id "tool_policy")))
+       (list (parley--read-choice
+              "Tool policy: "
+              (if option
+                  (parley--config-choices option)
+                (mapcar #'list parley--tool-policies))
+              (plist-get option :currentValue))))))
+  (parley--check-buffer)
+  (parley--apply-setting (parley--config-option :id "tool_policy") policy
+                         (list :toolPolicy policy) "tool policy"))
 
 (provide 'parley)
 ;;; parley.el ends here

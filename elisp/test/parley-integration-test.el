@@ -533,6 +533,21 @@ the fake LLM.  The test is skipped when the server is not installed."
       (should (equal (plist-get (plist-get (car (last (parley-it--requests))) :body) :model)
                      "gpt-4.1")))))
 
+(parley-it--deftest parley-it-set-tool-policy
+  "`parley-set-tool-policy' switches the session to synchronous calls."
+  (with-current-buffer (parley)
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (_prompt collection &rest _)
+                 (should (member "sync" (all-completions "" collection)))
+                 "sync")))
+      (call-interactively #'parley-set-tool-policy))
+    (parley-it--script (list :text "synchronous answer"))
+    (parley-it--send "hi")
+    (parley-it--wait-idle)
+    (should (string-match-p "synchronous answer\n\\'" (parley-it--transcript)))
+    ;; No round was streamed.
+    (should-not (plist-get (plist-get (car (last (parley-it--requests))) :body) :stream))))
+
 (parley-it--deftest parley-it-turn-outlives-default-timeout
   "A turn longer than jsonrpc's 10 s default does not time out."
   (parley-it--script (list :text "slow answer" :pacing (list :first_token_delay 11.0)))

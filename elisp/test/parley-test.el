@@ -16,6 +16,10 @@
 (defconst parley-test--session "sess-unit"
   "The session id of the test buffers.")
 
+(defconst parley-test--config-options
+  "[{\"id\":\"model\",\"name\":\"Model\",\"category\":\"model\",\"type\":\"select\",\"currentValue\":\"openai:gpt-4.1-mini\",\"options\":[{\"value\":\"openai:gpt-4.1-mini\",\"name\":\"gpt-4.1-mini\"},{\"group\":\"anthropic\",\"name\":\"Anthropic\",\"options\":[{\"value\":\"anthropic:claude-sonnet-4-5\",\"name\":\"Claude Sonnet 4.5\",\"description\":\"no API key\"}]}]},{\"id\":\"tool_policy\",\"name\":\"Tool policy\",\"type\":\"select\",\"currentValue\":\"hybrid\",\"options\":[{\"value\":\"hybrid\",\"name\":\"Hybrid\"},{\"value\":\"stream\",\"name\":\"Stream\"},{\"value\":\"sync\",\"name\":\"Sync\"}]}]"
+  "The config options of a session, as the server sends them.")
+
 (defmacro parley-test--with-chat (&rest body)
   "Run BODY in a fresh chat buffer registered for `parley-test--session'."
   (declare (indent 0) (debug t))
@@ -506,9 +510,10 @@
                       (list :sessionId (plist-get params :sessionId)
                             :update (parley-test--json update))))
                    (funcall (plist-get args :success-fn)
-                            '(:_meta (:parley (:usage (:inputTokens 50 :outputTokens 7
-                                                                    :cost (:amount 0.25 :currency "USD"))
-                                                      :model "openai:gpt-4.1"))))))))
+                            (list :configOptions (parley-test--json parley-test--config-options)
+                                  :_meta '(:parley (:usage (:inputTokens 50 :outputTokens 7
+                                                                     :cost (:amount 0.25 :currency "USD"))
+                                                       :model "openai:gpt-4.1"))))))))
       (let ((buffer (parley-open-session "sess-old" "/tmp/project" "Capitals")))
         (unwind-protect
             (with-current-buffer buffer
@@ -519,6 +524,7 @@
               (should (equal (parley-test--visible-transcript)
                              "You\nCapital of France?\n\nParley\n▸ Thinking\nLet me check.\n▸ read_file [done]\nParis.\n"))
               (should (string-match-p "France: Paris" (parley-test--transcript)))
+              (should (parley--config-option :id "tool_policy"))
               (let ((line (parley--header-line)))
                 (should (string-match-p "openai:gpt-4.1" line))
                 (should (string-match-p "tokens 50 in / 7 out  \\$0.250" line))
@@ -555,6 +561,130 @@
         (should-not (gethash parley-test--session parley--sessions))
         (should (string-match-p "could not be resumed (unknown session); this continues in a new session"
                                 (parley-test--transcript)))))))
+
+;;;; Config options
+
+(defmacro parley-test--with-fake-server (results &rest body)
+  "Run BODY with requests answered from RESULTS, an alist (METHOD . RESULT).
+`requests' is bound to the requests sent, newest first, as (METHOD . PARAMS).
+A RESULT that is a function is called with the params."
+  (declare (indent 1) (debug t))
+  `(let ((parley--connection 'fake-connection)
+         (requests nil))
+     (cl-letf* ((answer (lambda (method params)
+                          (push (cons method params) requests)
+                          (let ((result (cdr (assq method ,results))))
+                            (if (functionp result) (funcall result params) result))))
+                ((symbol-function 'parley--live-connection) (lambda () 'fake-connection))
+                ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
+                ((symbol-function 'jsonrpc-notify)
+                 (lambda (_conn method params) (push (cons method params) requests)))
+                ((symbol-function 'jsonrpc-request)
+                 (lambda (_conn method params &rest _) (funcall answer method params)))
+                ((symbol-function 'jsonrpc-async-request)
+                 (lambda (_conn method params &rest args)
+                   (let ((result (funcall answer method params)))
+                     (when (plist-get args :success-fn)
+                       (funcall (plist-get args :success-fn) result))))))
+       ,@body)))
+
+(ert-deftest parley-config-options-kept-from-new-session-and-updates ()
+  (parley-test--with-fake-server
+      `((session/new . (:sessionId "sess-config"
+                                   :configOptions ,(parley-test--json parley-test--config-options))))
+    (let ((buffer (parley--new-session-buffer temporary-file-directory)))
+      (unwind-protect
+          (with-current-buffer buffer
+            (should (equal (mapcar (lambda (o) (plist-get o :id)) parley--config-options)
+                           '("model" "tool_policy")))
+            (should (string-match-p "Parley openai:gpt-4.1-mini" (parley--header-line)))
+            ;; Changed elsewhere (a slash command, another window).
+            (parley--handle-notification
+             nil 'session/update
+             (list :sessionId "sess-config"
+                   :update (parley-test--json
+                            (concat "{\"sessionUpdate\":\"config_option_update\",\"configOptions\":"
+                                    (replace-regexp-in-string
+                                     "\"currentValue\":\"openai:gpt-4.1-mini\""
+                                     "\"currentValue\":\"anthropic:claude-sonnet-4-5\""
+                                     parley-test--config-options)
+                                    "}"))))
+            (should (string-match-p "Parley anthropic:claude-sonnet-4-5" (parley--header-line)))
+            ;; Nothing of it shows in the transcript.
+            (should (equal (parley-test--transcript) "")))
+        (kill-buffer buffer)))))
+
+(ert-deftest parley-set-model-and-tool-policy-with-config-options ()
+  (parley-test--with-chat
+    (parley--set-config-options (parley-test--json parley-test--config-options))
+    (setq parley--conn 'fake-connection)
+    (parley-test--with-fake-server
+        `((session/set_config_option
+           . ,(lambda (params)
+                (list :configOptions
+                      (parley-test--json
+                       (replace-regexp-in-string
+                        (if (equal (plist-get params :configId) "model")
+                            "openai:gpt-4.1-mini\",\"options"
+                          "hybrid\",\"options")
+                        (concat (plist-get params :value) "\",\"options")
+                        parley-test--config-options t t))))))
+      (let (offered annotations)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt collection &rest args)
+                     (setq offered (all-completions "" collection))
+                     (let ((annotate (cdr (assq 'annotation-function
+                                                (cdr (funcall collection "" nil 'metadata))))))
+                       (setq annotations (mapcar annotate offered)))
+                     (should (equal (nth 4 args) (if (member "sync" offered)
+                                                     "hybrid"
+                                                   "openai:gpt-4.1-mini")))
+                     (car (last offered)))))
+          ;; The models of the option, its groups flattened.
+          (call-interactively #'parley-set-model)
+          (should (equal offered '("openai:gpt-4.1-mini" "anthropic:claude-sonnet-4-5")))
+          (should (equal annotations '("" "  no API key")))
+          (should (equal (car requests)
+                         '(session/set_config_option
+                           :sessionId "sess-unit" :configId "model"
+                           :value "anthropic:claude-sonnet-4-5")))
+          (should (string-match-p "Parley anthropic:claude-sonnet-4-5" (parley--header-line)))
+          ;; The tool policy, the same way.
+          (call-interactively #'parley-set-tool-policy)
+          (should (equal offered '("hybrid" "stream" "sync")))
+          (should (equal (car requests)
+                         '(session/set_config_option
+                           :sessionId "sess-unit" :configId "tool_policy" :value "sync")))
+          (should (equal (plist-get (parley--config-option :id "tool_policy") :currentValue)
+                         "sync"))
+          (should (= (length requests) 2)))))))
+
+(ert-deftest parley-set-model-and-tool-policy-without-config-options ()
+  ;; A first-edition server: `_parley/models' and `_parley/session/configure'.
+  (parley-test--with-chat
+    (setq parley--conn 'fake-connection)
+    (parley-test--with-fake-server
+        '((_parley/models . (:models [(:id "openai:gpt-4.1" :available t)
+                                      (:id "anthropic:claude-sonnet-4-5" :available :json-false
+                                           :reason "no API key")]
+                                     :defaultModel "openai:gpt-4.1"))
+          (_parley/session/configure . nil))
+      (let (offered)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt collection &rest _)
+                     (setq offered (all-completions "" collection))
+                     (car offered))))
+          (call-interactively #'parley-set-model)
+          (should (equal offered '("openai:gpt-4.1" "anthropic:claude-sonnet-4-5")))
+          (should (equal (car requests)
+                         '(_parley/session/configure :sessionId "sess-unit"
+                                                     :model "openai:gpt-4.1")))
+          (should (string-match-p "Parley openai:gpt-4.1" (parley--header-line)))
+          (call-interactively #'parley-set-tool-policy)
+          (should (equal offered '("hybrid" "stream" "sync")))
+          (should (equal (car requests)
+                         '(_parley/session/configure :sessionId "sess-unit"
+                                                     :toolPolicy "hybrid"))))))))
 
 ;;;; Emacs tools
 
