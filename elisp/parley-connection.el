@@ -115,6 +115,15 @@ Nothing is sent when the server is gone."
 (defvar parley--server-info nil
   "The server's answer to `initialize'.")
 
+(defun parley--server-supports (capability)
+  "Return non-nil when the server advertises the session CAPABILITY.
+CAPABILITY is a key of `agentCapabilities.sessionCapabilities', such
+as `:resume' or `:close'; its value is an object, often empty (which
+jsonrpc.el reads as nil), so only its presence counts."
+  (plist-member (plist-get (plist-get parley--server-info :agentCapabilities)
+                           :sessionCapabilities)
+                capability))
+
 (defun parley--events-initargs ()
   "Return the initargs that size the events buffer for this jsonrpc.el."
   (if (slot-exists-p 'jsonrpc-connection '-events-buffer-config)

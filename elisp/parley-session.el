@@ -293,28 +293,33 @@ then asked for."
 
 (defun parley--with-session (fn)
   "Call FN once this buffer's session is active on the live connection.
-After a restart the session is loaded again, silently, first."
+After a restart the session is re-activated first: resumed where the
+server can (`session/resume', no replay: the transcript is here),
+otherwise loaded again, its replay not shown.  A session that cannot
+be re-activated continues as a new one."
   (let ((conn (parley--live-connection))
         (buffer (current-buffer)))
     (if (eq parley--conn conn)
         (funcall fn conn)
-      (setq parley--silent t)
-      (jsonrpc-async-request
-       conn 'session/load
-       (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
-       :timeout parley-turn-timeout
-       :success-fn
-       (lambda (result)
-         (parley--with-live-buffer buffer
-           (setq parley--silent nil
-                 parley--conn conn)
-           (parley--session-result result)
-           (funcall fn conn)))
-       :error-fn
-       (lambda (err)
-         (parley--with-live-buffer buffer
-           (setq parley--silent nil)
-           (parley--resume-in-new-session conn (plist-get err :message) fn)))))))
+      (let ((resume (parley--server-supports :resume)))
+        (unless resume
+          (setq parley--silent t))
+        (jsonrpc-async-request
+         conn (if resume 'session/resume 'session/load)
+         (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+         :timeout parley-turn-timeout
+         :success-fn
+         (lambda (result)
+           (parley--with-live-buffer buffer
+             (setq parley--silent nil
+                   parley--conn conn)
+             (parley--session-result result)
+             (funcall fn conn)))
+         :error-fn
+         (lambda (err)
+           (parley--with-live-buffer buffer
+             (setq parley--silent nil)
+             (parley--resume-in-new-session conn (plist-get err :message) fn))))))))
 
 (defun parley--resume-in-new-session (conn why fn)
   "Continue in a new session on CONN, because the old one could not load.

@@ -306,16 +306,27 @@ The transcript is read-only; type your prompt below it.
   (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t))
 
 (defun parley--forget-buffer ()
-  "Cancel the turn of the buffer being killed; unregister its session.
+  "Cancel the turn of the buffer being killed; close and unregister its session.
 The cancel goes first, so that the server, told next that a pending
-question was cancelled, does not go on with the turn."
+question was cancelled, does not go on with the turn.  The session is
+closed (`session/close') where the server can: it frees the session's
+kernel and memory, and the session stays stored."
   ;; Nothing here may keep the buffer from dying.
   (condition-case err
-      (progn
-        (when (and parley--busy parley--conn (jsonrpc-running-p parley--conn))
+      (let ((live (and parley--conn (jsonrpc-running-p parley--conn))))
+        (when (and parley--busy live)
           (jsonrpc-notify parley--conn 'session/cancel
                           (list :sessionId parley--session-id)))
-        (parley--cancel-questions))
+        (parley--cancel-questions)
+        (when (and live parley--session-id
+                   ;; The capabilities are those of the server running now.
+                   (eq parley--conn parley--connection)
+                   (parley--server-supports :close))
+          (jsonrpc-async-request parley--conn 'session/close
+                                 (list :sessionId parley--session-id)
+                                 :timeout parley-request-timeout
+                                 :success-fn #'ignore :error-fn #'ignore
+                                 :timeout-fn #'ignore)))
     (error (message "Parley: %s" (error-message-string err))))
   (when (and parley--session-id
              (eq (gethash parley--session-id parley--sessions) (current-buffer)))

@@ -686,6 +686,85 @@ A RESULT that is a function is called with the params."
                          '(_parley/session/configure :sessionId "sess-unit"
                                                      :toolPolicy "hybrid"))))))))
 
+;;;; Session lifecycle: resume, close
+
+(defconst parley-test--lifecycle-server
+  "{\"protocolVersion\":1,\"agentCapabilities\":{\"loadSession\":true,\"sessionCapabilities\":{\"list\":{},\"delete\":{},\"resume\":{},\"close\":{}}}}"
+  "The answer to `initialize' of a server that can resume and close sessions.")
+
+(ert-deftest parley-restart-resumes-without-replay ()
+  ;; After a restart, a server that can resume gets `session/resume':
+  ;; the transcript is already in the buffer, nothing is replayed.
+  (let ((parley--server-info (parley-test--json parley-test--lifecycle-server)))
+    (parley-test--with-fake-server
+        `((session/resume . (:configOptions ,(parley-test--json parley-test--config-options)))
+          (session/prompt . (:stopReason "end_turn"
+                                         :_meta (:parley (:session (:inputTokens 9))))))
+      (parley-test--with-chat
+        (parley-test--chunk "Earlier answer." "m1")
+        (parley--end-turn-state)
+        (setq parley--conn 'dead-conn)
+        (goto-char (point-max))
+        (insert "Still there?")
+        (parley-send)
+        (should (equal (mapcar #'car (reverse requests)) '(session/resume session/prompt)))
+        (should (equal (cdr (assq 'session/resume requests))
+                       `(:sessionId ,parley-test--session :cwd ,temporary-file-directory
+                                    :mcpServers [])))
+        (should (eq parley--conn 'fake-connection))
+        (should-not parley--silent)
+        (should (equal parley--session-id parley-test--session))
+        (should (parley--config-option :id "tool_policy"))
+        (should (equal (parley-test--transcript)
+                       "Parley\nEarlier answer.\n\nYou\nStill there?\n"))))))
+
+(ert-deftest parley-resume-failure-falls-back-to-new-session ()
+  (let ((parley--server-info (parley-test--json parley-test--lifecycle-server)))
+    (let ((parley--connection 'new-conn) requests)
+      (cl-letf (((symbol-function 'parley--live-connection) (lambda () 'new-conn))
+                ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
+                ((symbol-function 'jsonrpc-async-request)
+                 (lambda (_conn method params &rest args)
+                   (push (cons method params) requests)
+                   (pcase method
+                     ('session/resume
+                      (funcall (plist-get args :error-fn)
+                               '(:code -32002 :message "Session not found")))
+                     ('session/new
+                      (funcall (plist-get args :success-fn) '(:sessionId "sess-new")))))))
+        (parley-test--with-chat
+          (setq parley--conn 'dead-conn)
+          (goto-char (point-max))
+          (insert "Still there?")
+          (parley-send)
+          (should (equal (mapcar #'car (reverse requests))
+                         '(session/resume session/new session/prompt)))
+          (should (equal parley--session-id "sess-new"))
+          (should (string-match-p "could not be resumed (Session not found)"
+                                  (parley-test--transcript))))))))
+
+(ert-deftest parley-kill-buffer-closes-session-when-advertised ()
+  (dolist (server (list parley-test--lifecycle-server
+                        "{\"agentCapabilities\":{\"sessionCapabilities\":{\"list\":{}}}}"))
+    (let ((parley--server-info (parley-test--json server)))
+      (parley-test--with-fake-server '((session/close . nil))
+        ;; Idle: only the close, where the server can.
+        (parley-test--with-chat (setq parley--conn 'fake-connection))
+        (should (equal requests (if (eq server parley-test--lifecycle-server)
+                                    `((session/close :sessionId ,parley-test--session))
+                                  nil)))
+        ;; During a turn: the cancel first.
+        (setq requests nil)
+        (parley-test--with-chat (setq parley--conn 'fake-connection parley--busy t))
+        (should (equal (reverse (mapcar #'car requests))
+                       (if (eq server parley-test--lifecycle-server)
+                           '(session/cancel session/close)
+                         '(session/cancel))))
+        ;; A session not active on the running server is not closed there.
+        (setq requests nil)
+        (parley-test--with-chat (setq parley--conn 'dead-conn))
+        (should-not requests)))))
+
 ;;;; Emacs tools
 
 (ert-deftest parley-tool-specs-serialize ()
