@@ -61,6 +61,9 @@ not bound by `jsonrpc-default-request-timeout'."
 (defvar-local parley--config-options nil
   "The session's ACP config options (model, tool policy...), as last sent.")
 
+(defvar-local parley--commands nil
+  "The slash commands the server offers this session (plists: name, description).")
+
 (defvar-local parley--approvals nil
   "Hash table: toolCallId to `once' or `always', as the user answered.")
 
@@ -117,6 +120,8 @@ While the session is re-activated silently, nothing is shown."
   (pcase (plist-get update :sessionUpdate)
     ("config_option_update"
      (parley--set-config-options (plist-get update :configOptions)))
+    ("available_commands_update"
+     (setq parley--commands (append (plist-get update :availableCommands) nil)))
     (_ (unless parley--silent
          (parley--update update)))))
 

@@ -23,7 +23,8 @@
 ;;   C-c C-c, RET at the end   send the prompt
 ;;   M-p / M-n                 previous / next prompt from the history
 ;;   C-c C-k                   cancel the turn
-;;   TAB                       fold or unfold the thoughts or tool call at point
+;;   TAB                       fold or unfold the thoughts or tool call at point;
+;;                             in the prompt, complete a /command
 ;;   C-c C-m                   switch the model
 ;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
 ;;   C-c C-s                   list the stored sessions and open one
@@ -166,11 +167,47 @@ On a section header in the transcript, fold or unfold the section."
         (t (goto-char (point-max)))))
 
 (defun parley-tab ()
-  "Toggle the section at point, or indent in the prompt."
+  "Toggle the section at point, or complete or indent in the prompt.
+A slash command being typed at the start of the prompt is completed."
   (interactive)
   (cond ((parley--section-at (point)) (parley-toggle-section))
-        ((>= (point) parley--input) (indent-for-tab-command))
+        ((>= (point) parley--input)
+         (if (parley--command-completion)
+             (completion-at-point)
+           (indent-for-tab-command)))
         (t (parley-next-section))))
+
+;;;; Slash commands
+
+(defun parley--command-name (command)
+  "Return the name of the slash COMMAND (a plist), without its slash."
+  (string-remove-prefix "/" (or (plist-get command :name) "")))
+
+(defun parley--command-completion ()
+  "Complete the slash command at point, at the start of the prompt.
+A function of `completion-at-point-functions': the names of the
+commands the server offers (`available_commands_update'), each with
+its description and the hint for its input."
+  (when (and parley--commands parley--input (>= (point) parley--input)
+             (eq (char-after parley--input) ?/))
+    (let ((beg (1+ parley--input))
+          (end (save-excursion
+                 (goto-char (1+ parley--input))
+                 (skip-chars-forward "^ \t\n")
+                 (point)))
+          (commands parley--commands))
+      (when (<= beg (point) end)
+        (list beg end (mapcar #'parley--command-name commands)
+              :exclusive 'no
+              :annotation-function
+              (lambda (name)
+                (let* ((command (cl-find name commands :key #'parley--command-name
+                                         :test #'equal))
+                       (hint (plist-get (plist-get command :input) :hint)))
+                  (concat (if (stringp hint) (concat " " hint) "")
+                          (if (stringp (plist-get command :description))
+                              (concat "  " (plist-get command :description))
+                            "")))))))))
 
 (defun parley-cancel ()
   "Cancel the turn in progress."
@@ -282,6 +319,7 @@ The transcript is read-only; type your prompt below it.
   (setq-local parley--blocks (make-hash-table :test #'equal))
   (setq-local parley--approvals (make-hash-table :test #'equal))
   (add-to-invisibility-spec '(parley-hidden . t))
+  (add-hook 'completion-at-point-functions #'parley--command-completion nil t)
   (setq-local truncate-lines nil)
   (setq-local word-wrap t)
   (let ((inhibit-read-only t))

@@ -765,6 +765,39 @@ A RESULT that is a function is called with the params."
         (parley-test--with-chat (setq parley--conn 'dead-conn))
         (should-not requests)))))
 
+;;;; Slash commands
+
+(ert-deftest parley-slash-commands-complete-at-prompt ()
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"available_commands_update\",\"availableCommands\":[{\"name\":\"model\",\"description\":\"Switch the model\",\"input\":{\"hint\":\"PROVIDER:MODEL\"}},{\"name\":\"cost\",\"description\":\"Show the session's cost\"},{\"name\":\"compact\",\"description\":\"Compact the history\"}]}")
+    ;; Kept, not shown.
+    (should (equal (mapcar #'parley--command-name parley--commands) '("model" "cost" "compact")))
+    (should (equal (parley-test--transcript) ""))
+    (goto-char (point-max))
+    (insert "/co")
+    (pcase-let ((`(,beg ,end ,table . ,props)
+                 (run-hook-with-args-until-success 'completion-at-point-functions)))
+      (should (equal (buffer-substring-no-properties beg end) "co"))
+      (should (equal (all-completions "co" table) '("cost" "compact")))
+      (should (equal (funcall (plist-get props :annotation-function) "model")
+                     " PROVIDER:MODEL  Switch the model")))
+    ;; TAB completes a unique one.
+    (parley--set-input "/mo")
+    (parley-tab)
+    (should (equal (parley--current-input) "/model"))
+    ;; Only at the start of the prompt, and only the command's word.
+    (parley--set-input "/model openai:gp")
+    (should-not (parley--command-completion))
+    (parley--set-input "tell me /co")
+    (should-not (parley--command-completion))
+    ;; A prompt that is a command goes to the server as it is.
+    (let (sent)
+      (cl-letf (((symbol-function 'parley--prompt) (lambda (blocks) (setq sent blocks))))
+        (parley--set-input "/cost")
+        (parley-send)
+        (should (equal sent '((:type "text" :text "/cost"))))))))
+
 ;;;; Emacs tools
 
 (ert-deftest parley-tool-specs-serialize ()
