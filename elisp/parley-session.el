@@ -40,35 +40,20 @@ not bound by `jsonrpc-default-request-timeout'."
 (defvar parley--sessions (make-hash-table :test #'equal)
   "Map a session id to its chat buffer.")
 
-(defvar-local parley--session-id nil
-  "The id of this buffer's session.")
-
-(defvar-local parley--cwd nil
-  "The workspace root of this buffer's session.")
-
-(defvar-local parley--conn nil
-  "The connection on which this buffer's session is active.")
-
-(defvar-local parley--busy nil
-  "Non-nil while a turn or a session load is in progress.")
-
-(defvar-local parley--silent nil
-  "Non-nil while updates are not shown (a session re-activated after a restart).")
-
-(defvar-local parley--model nil
-  "The model of this buffer's session, if known.")
-
-(defvar-local parley--config-options nil
-  "The session's ACP config options (model, tool policy...), as last sent.")
-
-(defvar-local parley--commands nil
-  "The slash commands the server offers this session (plists: name, description).")
-
-(defvar-local parley--approvals nil
-  "Hash table: toolCallId to `once' or `always', as the user answered.")
-
-(defvar-local parley--always-approved nil
-  "Names of tools the user allowed always in this session.")
+(parley--define-buffer-state
+  (parley--session-id "The id of this buffer's session.")
+  (parley--cwd "The workspace root of this buffer's session.")
+  (parley--conn "The connection on which this buffer's session is active.")
+  (parley--busy "Non-nil while a turn or a session load is in progress.")
+  (parley--silent
+   "Non-nil while updates are not shown (a session re-activated after a restart).")
+  (parley--model "The model of this buffer's session, if known.")
+  (parley--config-options
+   "The session's ACP config options (model, tool policy...), as last sent.")
+  (parley--commands
+   "The slash commands the server offers this session (plists: name, description).")
+  (parley--approvals "Hash table: toolCallId to `once' or `always', as the user answered.")
+  (parley--always-approved "Names of tools the user allowed always in this session."))
 
 ;;;; Config options
 

@@ -101,28 +101,27 @@ This needs the `markdown-mode' package; without it nothing happens."
                                   (derived-mode-p 'parley-chat-mode)))
                     (buffer-list)))
 
+;;;; Buffer state
+
+(defmacro parley--define-buffer-state (&rest variables)
+  "Define each of VARIABLES, a list (NAME DOC), as a buffer-local variable.
+Each is nil in a new buffer.  A chat buffer's state is declared as a
+table of them, here and in the files that require this one."
+  (declare (indent 0))
+  `(progn ,@(mapcar (lambda (variable)
+                      `(defvar-local ,(car variable) nil ,(cadr variable)))
+                    variables)))
+
 ;;;; Transcript state
 
-(defvar-local parley--output nil
-  "Marker where the transcript grows: its end, just before the prompt.")
-
-(defvar-local parley--start nil
-  "Where the transcript starts, after the banner line.")
-
-(defvar-local parley--title nil
-  "The session's title, if the server set one.")
-
-(defvar-local parley--blocks nil
-  "Hash table of the blocks that can still change, keyed (KIND . ID).")
-
-(defvar-local parley--tail nil
-  "The block at the end of the transcript that streamed text extends.")
-
-(defvar-local parley--open-thoughts nil
-  "Thought blocks not folded yet.")
-
-(defvar-local parley--role nil
-  "Who the last thing in the transcript is from: `user', `agent' or nil.")
+(parley--define-buffer-state
+  (parley--output "Marker where the transcript grows: its end, just before the prompt.")
+  (parley--start "Where the transcript starts, after the banner line.")
+  (parley--title "The session's title, if the server set one.")
+  (parley--blocks "Hash table of the blocks that can still change, keyed (KIND . ID).")
+  (parley--tail "The block at the end of the transcript that streamed text extends.")
+  (parley--open-thoughts "Thought blocks not folded yet.")
+  (parley--role "Who the last thing in the transcript is from: `user', `agent' or nil."))
 
 (cl-defstruct (parley--block (:constructor parley--block-create) (:copier nil))
   "A part of the transcript that can still change.

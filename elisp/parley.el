@@ -102,20 +102,12 @@
 
 ;;;; Chat buffer state
 
-(defvar-local parley--input nil
-  "Marker at the start of the user's input.")
-
-(defvar-local parley--history nil
-  "The prompts sent from this buffer, newest first.")
-
-(defvar-local parley--history-pos nil
-  "Index in `parley--history' of the prompt shown, or nil.")
-
-(defvar-local parley--history-saved nil
-  "The input that was there before browsing the history.")
-
-(defvar-local parley--context nil
-  "Resource blocks to send with the next prompt, in order.")
+(parley--define-buffer-state
+  (parley--input "Marker at the start of the user's input.")
+  (parley--history "The prompts sent from this buffer, newest first.")
+  (parley--history-pos "Index in `parley--history' of the prompt shown, or nil.")
+  (parley--history-saved "The input that was there before browsing the history.")
+  (parley--context "Resource blocks to send with the next prompt, in order."))
 
 ;;;; Input
 

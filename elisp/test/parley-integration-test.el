@@ -15,25 +15,7 @@
 (require 'url)
 (require 'parley)
 (require 'parley-test)                  ; typing keys as the user would
-
-(defconst parley-it--repo
-  (file-name-directory
-   (directory-file-name
-    (file-name-directory
-     (directory-file-name
-      (file-name-directory (or load-file-name buffer-file-name))))))
-  "The repository the tests run in.")
-
-(defconst parley-it--venv
-  (file-name-as-directory
-   (or (getenv "PARLEY_VENV") (expand-file-name ".venv" parley-it--repo)))
-  "The virtualenv holding the server.")
-
-(defconst parley-it--parley (expand-file-name "bin/parley" parley-it--venv)
-  "The server executable.")
-
-(defconst parley-it--python (expand-file-name "bin/python" parley-it--venv)
-  "The virtualenv's Python, which runs the fake LLM.")
+(require 'parley-test-env)
 
 (defvar parley-it--missing 'unknown
   "Why the integration tests cannot run, or nil when they can.")
@@ -53,15 +35,7 @@
 (defun parley-it--check ()
   "Return why the server cannot be used, or nil when it can."
   (when (eq parley-it--missing 'unknown)
-    (setq parley-it--missing
-          (cond
-           ((not (file-executable-p parley-it--parley))
-            (format "parley serve is not installed yet (no %s)" parley-it--parley))
-           ((not (zerop (call-process parley-it--parley nil nil nil "serve" "--help")))
-            (format "%s serve --help fails: the server is not usable yet" parley-it--parley))
-           ((not (zerop (call-process parley-it--python nil nil nil
-                                      "-c" "import parley.fakellm.__main__")))
-            "the fake LLM (parley.fakellm) is not installed yet"))))
+    (setq parley-it--missing (parley-test-env-missing)))
   parley-it--missing)
 
 (defun parley-it--wait (predicate what &optional timeout)
@@ -77,22 +51,9 @@ Fail the test, naming WHAT, when it does not."
 (defun parley-it--start-fake ()
   "Start the fake LLM unless it runs, and set `parley-it--url'."
   (unless (process-live-p parley-it--fake)
-    (let ((buffer (get-buffer-create " *parley-fakellm*")))
-      (with-current-buffer buffer (erase-buffer))
-      (setq parley-it--fake
-            (make-process :name "parley-fakellm" :buffer buffer
-                          :command (list parley-it--python "-m" "parley.fakellm"
-                                         "--exit-on-stdin-eof")
-                          :connection-type 'pipe :noquery t
-                          :stderr (get-buffer-create " *parley-fakellm stderr*")))
-      (setq parley-it--url
-            (parley-it--wait
-             (lambda ()
-               (with-current-buffer buffer
-                 (goto-char (point-min))
-                 (and (re-search-forward "^\\(http://[^\n]+\\)\n" nil t)
-                      (match-string 1))))
-             "the fake LLM's URL" 30)))))
+    (let ((fake (parley-test-env-start-fake "parley-fakellm")))
+      (setq parley-it--fake (car fake)
+            parley-it--url (cdr fake)))))
 
 (defun parley-it--http (method path &optional body)
   "Send METHOD PATH with the JSON BODY to the fake LLM; return the parsed answer."
@@ -146,12 +107,9 @@ the fake LLM.  The test is skipped when the server is not installed."
              parley-it--workspace (file-name-as-directory
                                    (make-temp-file "parley-workspace-" t)))
        (add-hook 'kill-emacs-hook #'parley-it--clean-up))
-     (let* ((parley-server-command (list parley-it--parley "serve"))
+     (let* ((parley-server-command (list parley-test-env-parley "serve"))
             (parley-server-environment
-             (list (concat "OPENAI_BASE_URL=" parley-it--url "/v1")
-                   "OPENAI_API_KEY=test-key"
-                   "PARLEY_MODEL=openai:gpt-4.1-mini"
-                   (concat "PARLEY_HOME=" parley-it--home)))
+             (parley-test-env-server-environment parley-it--url parley-it--home))
             (default-directory parley-it--workspace)
             (parley-turn-timeout 60))
        (unwind-protect
@@ -176,16 +134,6 @@ the fake LLM.  The test is skipped when the server is not installed."
   (let ((buffer (current-buffer)))
     (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
                      "the end of the turn" timeout)))
-
-(defun parley-it--visible ()
-  "Return the transcript as shown, invisible text left out."
-  (let ((pos parley--start) (out ""))
-    (while (< pos parley--output)
-      (let ((next (next-single-property-change pos 'invisible nil parley--output)))
-        (unless (get-text-property pos 'invisible)
-          (setq out (concat out (buffer-substring-no-properties pos next))))
-        (setq pos next)))
-    out))
 
 ;;;; The tests
 
@@ -212,13 +160,13 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "Think")
     (parley-it--wait-idle)
     (should (string-match-p "First I consider the question\\." (parley-it--transcript)))
-    (let ((shown (parley-it--visible)))
+    (let ((shown (parley-test--visible-transcript)))
       (should (string-match-p "▸ Thinking\nThe answer is 42\\." shown))
       (should-not (string-match-p "consider" shown)))
     (goto-char (point-min))
     (search-forward "Thinking")
     (parley-tab)
-    (should (string-match-p "consider" (parley-it--visible)))))
+    (should (string-match-p "consider" (parley-test--visible-transcript)))))
 
 (parley-it--deftest parley-it-tool-round
   "A tool round shows the tool's header, its result, and the final answer."
@@ -231,7 +179,7 @@ the fake LLM.  The test is skipped when the server is not installed."
   (with-current-buffer (parley)
     (parley-it--send "What is in notes.txt?")
     (parley-it--wait-idle)
-    (let ((shown (parley-it--visible)))
+    (let ((shown (parley-test--visible-transcript)))
       (should (string-match-p "▸ .*read_file.* \\[done\\]\n" shown))
       (should (string-match-p "\\[done\\]\n\\(.\\|\n\\)*The file says pineapple\\.\n\\'" shown)))
     ;; The result is in the folded body.
@@ -240,7 +188,7 @@ the fake LLM.  The test is skipped when the server is not installed."
     (goto-char (point-min))
     (search-forward "read_file")
     (parley-tab)
-    (should (string-match-p "secret is pineapple" (parley-it--visible)))))
+    (should (string-match-p "secret is pineapple" (parley-test--visible-transcript)))))
 
 (defun parley-it--question (&optional buffer)
   "Wait for a permission question in BUFFER (default the current one)."
@@ -444,7 +392,7 @@ the fake LLM.  The test is skipped when the server is not installed."
       (parley-it--wait-idle)
       (should (string-match-p "You\nCapital of France\\?\n\\(.\\|\n\\)*Paris is the capital\\."
                               (parley-it--transcript)))
-      (should (string-match-p "▸ Thinking" (parley-it--visible)))
+      (should (string-match-p "▸ Thinking" (parley-test--visible-transcript)))
       ;; The reopened session takes prompts.
       (parley-it--script (list :text "Berlin."))
       (parley-it--send "And Germany?")

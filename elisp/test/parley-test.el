@@ -488,6 +488,35 @@
     (should (equal (parley--json-brief "plain") "plain"))
     (should (equal (parley--json-brief "abcdef" 3) "abc…"))))
 
+(defmacro parley-test--with-fake-server (results &rest body)
+  "Run BODY with requests answered from RESULTS, an alist (METHOD . RESULT).
+`requests' is bound to the requests sent, newest first, as (METHOD . PARAMS).
+A RESULT that is a function is called with the params; one that is
+\(error . ERR) is the error ERR."
+  (declare (indent 1) (debug t))
+  (let ((table (make-symbol "results")))
+    `(let ((parley--connection 'fake-connection)
+           (,table ,results)
+           (requests nil))
+       (cl-letf* ((answer (lambda (method params)
+                            (push (cons method params) requests)
+                            (let ((result (cdr (assq method ,table))))
+                              (if (functionp result) (funcall result params) result))))
+                  ((symbol-function 'parley--live-connection) (lambda () 'fake-connection))
+                  ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
+                  ((symbol-function 'jsonrpc-notify)
+                   (lambda (_conn method params) (push (cons method params) requests)))
+                  ((symbol-function 'jsonrpc-request)
+                   (lambda (_conn method params &rest _) (funcall answer method params)))
+                  ((symbol-function 'jsonrpc-async-request)
+                   (lambda (_conn method params &rest args)
+                     (let ((result (funcall answer method params)))
+                       (if (eq (car-safe result) 'error)
+                           (funcall (plist-get args :error-fn) (cdr result))
+			 (when (plist-get args :success-fn)
+                           (funcall (plist-get args :success-fn) result)))))))
+		 ,@body))))
+
 (ert-deftest parley-open-session-replays-history ()
   ;; The server replays the stored conversation as updates, then answers.
   (let ((parley--connection 'fake-connection)
@@ -534,59 +563,34 @@
           (kill-buffer buffer))))))
 
 (ert-deftest parley-resume-falls-back-to-new-session ()
-  ;; After a restart the buffer's session is loaded first; when that
-  ;; fails, the buffer says so and continues in a new session.
-  (let ((parley--connection 'new-conn) requests)
-    (cl-letf (((symbol-function 'parley--live-connection) (lambda () 'new-conn))
-              ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
-              ((symbol-function 'jsonrpc-async-request)
-               (lambda (_conn method params &rest args)
-                 (push (cons method params) requests)
-                 (pcase method
-                   ('session/load
-                    (funcall (plist-get args :error-fn)
-                             '(:code -32602 :message "unknown session")))
-                   ('session/new
-                    (funcall (plist-get args :success-fn) '(:sessionId "sess-new")))))))
-      (parley-test--with-chat
-        (setq parley--conn 'dead-conn)
-        (goto-char (point-max))
-        (insert "Still there?")
-        (parley-send)
-        (should (equal (mapcar #'car (reverse requests))
-                       '(session/load session/new session/prompt)))
-        (should (equal (plist-get (cdr (assq 'session/prompt requests)) :sessionId) "sess-new"))
-        (should (equal parley--session-id "sess-new"))
-        (should (eq (gethash "sess-new" parley--sessions) (current-buffer)))
-        (should-not (gethash parley-test--session parley--sessions))
-        (should (string-match-p "could not be resumed (unknown session); this continues in a new session"
-                                (parley-test--transcript)))))))
+  ;; After a restart the buffer's session is re-activated first (loaded,
+  ;; or resumed where the server can); when that fails, the buffer says
+  ;; so and continues in a new session.
+  (pcase-dolist (`(,server ,method)
+                 '(("{}" session/load)
+                   ("{\"agentCapabilities\":{\"sessionCapabilities\":{\"resume\":{}}}}"
+                    session/resume)))
+    (let ((parley--server-info (parley-test--json server)))
+      (parley-test--with-fake-server
+          `((,method . (error :code -32002 :message "Session not found"))
+            (session/new . (:sessionId "sess-new"))
+            (session/prompt . (:stopReason "end_turn"
+                                           :_meta (:parley (:session (:inputTokens 1))))))
+        (parley-test--with-chat
+          (setq parley--conn 'dead-conn)
+          (goto-char (point-max))
+          (insert "Still there?")
+          (parley-send)
+          (should (equal (mapcar #'car (reverse requests))
+                         `(,method session/new session/prompt)))
+          (should (equal (plist-get (cdr (assq 'session/prompt requests)) :sessionId) "sess-new"))
+          (should (equal parley--session-id "sess-new"))
+          (should (eq (gethash "sess-new" parley--sessions) (current-buffer)))
+          (should-not (gethash parley-test--session parley--sessions))
+          (should (string-match-p "could not be resumed (Session not found); this continues in a new session"
+                                  (parley-test--transcript))))))))
 
 ;;;; Config options
-
-(defmacro parley-test--with-fake-server (results &rest body)
-  "Run BODY with requests answered from RESULTS, an alist (METHOD . RESULT).
-`requests' is bound to the requests sent, newest first, as (METHOD . PARAMS).
-A RESULT that is a function is called with the params."
-  (declare (indent 1) (debug t))
-  `(let ((parley--connection 'fake-connection)
-         (requests nil))
-     (cl-letf* ((answer (lambda (method params)
-                          (push (cons method params) requests)
-                          (let ((result (cdr (assq method ,results))))
-                            (if (functionp result) (funcall result params) result))))
-                ((symbol-function 'parley--live-connection) (lambda () 'fake-connection))
-                ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
-                ((symbol-function 'jsonrpc-notify)
-                 (lambda (_conn method params) (push (cons method params) requests)))
-                ((symbol-function 'jsonrpc-request)
-                 (lambda (_conn method params &rest _) (funcall answer method params)))
-                ((symbol-function 'jsonrpc-async-request)
-                 (lambda (_conn method params &rest args)
-                   (let ((result (funcall answer method params)))
-                     (when (plist-get args :success-fn)
-                       (funcall (plist-get args :success-fn) result))))))
-       ,@body)))
 
 (ert-deftest parley-config-options-kept-from-new-session-and-updates ()
   (parley-test--with-fake-server
@@ -717,31 +721,6 @@ A RESULT that is a function is called with the params."
         (should (parley--config-option :id "tool_policy"))
         (should (equal (parley-test--transcript)
                        "Parley\nEarlier answer.\n\nYou\nStill there?\n"))))))
-
-(ert-deftest parley-resume-failure-falls-back-to-new-session ()
-  (let ((parley--server-info (parley-test--json parley-test--lifecycle-server)))
-    (let ((parley--connection 'new-conn) requests)
-      (cl-letf (((symbol-function 'parley--live-connection) (lambda () 'new-conn))
-                ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
-                ((symbol-function 'jsonrpc-async-request)
-                 (lambda (_conn method params &rest args)
-                   (push (cons method params) requests)
-                   (pcase method
-                     ('session/resume
-                      (funcall (plist-get args :error-fn)
-                               '(:code -32002 :message "Session not found")))
-                     ('session/new
-                      (funcall (plist-get args :success-fn) '(:sessionId "sess-new")))))))
-        (parley-test--with-chat
-          (setq parley--conn 'dead-conn)
-          (goto-char (point-max))
-          (insert "Still there?")
-          (parley-send)
-          (should (equal (mapcar #'car (reverse requests))
-                         '(session/resume session/new session/prompt)))
-          (should (equal parley--session-id "sess-new"))
-          (should (string-match-p "could not be resumed (Session not found)"
-                                  (parley-test--transcript))))))))
 
 (ert-deftest parley-kill-buffer-closes-session-when-advertised ()
   (dolist (server (list parley-test--lifecycle-server
