@@ -1,15 +1,53 @@
-"""A stdio MCP server for the conformance tests (the official MCP SDK): one tool, `shout`."""
+"""A small MCP server for the tests, written with the official MCP SDK.
+
+Tools: `shout` (the text in capitals), `environment` (the names of the variables the server
+sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (never answers).
+With MCP_PID_FILE set, the server appends its pid to that file.
+
+    python acp_mcp_server.py                  # stdio
+    python acp_mcp_server.py --http PORT      # streamable HTTP on 127.0.0.1:PORT at /mcp
+"""
+
+import os
+import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 server = MCPServer("notes")
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def shout(text: str) -> str:
     """The text in capital letters."""
     return text.upper()
 
 
+@server.tool()
+def environment() -> str:
+    """The names of the environment variables this server sees, one a line."""
+    return "\n".join(sorted(os.environ))
+
+
+@server.tool()
+def crash() -> str:
+    """Exits the server's process in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool()
+def hang() -> str:
+    """Never returns (blocks the server)."""
+    while True:
+        time.sleep(60)
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if pid_file := os.environ.get("MCP_PID_FILE"):  # the tests check no server outlives Parley
+        with open(pid_file, "a") as pids:
+            pids.write(f"{os.getpid()}\n")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -18,6 +18,7 @@ import pytest
 from parley.client import ParleyClient, allow_all
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.tools.kernel import KernelSettings, PythonKernel
+from pygls.exceptions import JsonRpcException
 
 SETTINGS = KernelSettings(timeout_seconds=30.0, interrupt_grace_seconds=0.5)
 
@@ -200,6 +201,22 @@ async def test_deleting_a_session_ends_its_kernels_tree(
     assert all(is_alive(pid) for pid in pids)
     assert await client.request("session/delete", {"sessionId": session}) == {}
     assert await still_alive_after_a_while(pids) == []
+
+
+async def test_closing_a_session_ends_its_kernels_tree_and_keeps_it_stored(
+    client: ParleyClient, fake: FakeLLM, project: Path
+) -> None:
+    session = await client.new_session(str(project), toolPolicy="sync")
+    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE))
+    assert all(is_alive(pid) for pid in pids)
+    assert await client.request("session/close", {"sessionId": session}) == {}
+    assert await still_alive_after_a_while(pids) == []
+    with pytest.raises(JsonRpcException) as closed:  # freed here: a prompt needs a load
+        await client.prompt(session, "Still there?")
+    assert closed.value.code == -32002
+    await client.load_session(session, str(project))
+    fake.set_script([Reply(text="Yes.")])
+    assert (await client.prompt(session, "Still there?"))["stopReason"] == "end_turn"
 
 
 async def test_a_server_killed_with_sigkill_leaves_no_process_behind(

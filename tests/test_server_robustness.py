@@ -199,7 +199,10 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
             "jsonrpc": "2.0",
             "id": 4,
             "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "image", "data": "..."}]},
+            "params": {
+                "sessionId": session,
+                "prompt": [{"type": "audio", "data": "...", "mimeType": "audio/wav"}],
+            },
         }
     )
     assert "not supported" in raw_server.receive()["error"]["message"]

@@ -409,3 +409,65 @@ async def test_a_session_stored_with_lone_surrogates_loads_exports_and_continues
         assert "half an emoji: \ufffd!" in done.stdout
         if export_format == "json":
             assert json.loads(done.stdout)["messages"][1]["text"].endswith("half \ufffd")
+
+
+async def test_a_session_is_stored_and_listed_from_its_first_prompt(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    client = await started(start_server, home)
+    unused = await client.new_session(str(workspace))
+    load_params = {"sessionId": unused, "cwd": str(workspace), "mcpServers": []}
+    # Until its first prompt the session lives in this server only: it can be used, loaded,
+    # resumed and configured, but it is not listed.
+    assert "configOptions" in await client.request("session/resume", load_params)
+    assert "configOptions" in await client.request("session/load", load_params)
+    await client.request("_parley/session/configure", {"sessionId": unused, "toolPolicy": "sync"})
+    assert (await client.prompt(unused, "/cost"))["stopReason"] == "end_turn"  # a command
+    assert (await client.request("session/list", {}))["sessions"] == []
+    usage = await client.request("_parley/usage", {"sessionId": unused})
+    assert usage["session"]["turns"] == 0
+
+    fake.set_script([Reply(text="ok")])
+    await client.prompt(unused, "First question")
+    (listed,) = (await client.request("session/list", {}))["sessions"]
+    assert listed["sessionId"] == unused and listed["title"] == "First question"
+    assert fake.requests[-1].stream is False  # the configured policy held: sync
+
+    # Closed or deleted before any prompt, a session is gone: nothing kept it.
+    closed, deleted = [await client.new_session(str(workspace)) for _ in range(2)]
+    assert await client.request("session/close", {"sessionId": closed}) == {}
+    assert await client.request("session/delete", {"sessionId": deleted}) == {}
+    for session in (closed, deleted):
+        with pytest.raises(JsonRpcException) as gone:
+            await client.request("session/load", {**load_params, "sessionId": session})
+        assert gone.value.code == -32002
+    assert [s["sessionId"] for s in (await client.request("session/list", {}))["sessions"]] == [
+        unused
+    ]
+
+
+async def test_a_change_made_outside_set_config_option_is_announced(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    client = await started(start_server, tmp_path / "home")
+    session = await client.new_session(str(workspace))
+    await client.request(
+        "_parley/session/configure", {"sessionId": session, "model": "openai:gpt-4.1"}
+    )
+    (announced,) = client.updates_of(session, "config_option_update")
+    current = {o["id"]: o["currentValue"] for o in announced["configOptions"]}
+    assert current == {"model": "openai:gpt-4.1", "tool_policy": "hybrid"}
+    # A change the options do not show (autoApprove) is not announced.
+    await client.request("_parley/session/configure", {"sessionId": session, "autoApprove": []})
+    assert len(client.updates_of(session, "config_option_update")) == 1
+    # /model switches too, and says so; a model that cannot be used is refused in words.
+    await client.prompt(session, "/model anthropic:claude-haiku-4-5")
+    await client.prompt(session, "/model nonsense")
+    assert len(client.updates_of(session, "config_option_update")) == 2
+    replies = client.text_of(session)
+    assert "Switched to `anthropic:claude-haiku-4-5`" in replies
+    assert "provider:model" in replies and fake.requests == []
+    fake.set_script([Reply(text="ok")])
+    await client.prompt(session, "Hi")
+    assert fake.requests[-1].api == "anthropic"

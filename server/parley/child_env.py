@@ -51,3 +51,37 @@ def child_environment(
         for name, value in source.items()
         if name.upper() not in named and not is_secret(name, value)
     }
+
+
+# What an MCP server started for a client inherits from the server: enough to find programs
+# and run in the user's locale, nothing that could hold a credential.
+MCP_BASE_VARIABLES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "SYSTEMROOT",  # Windows: programs fail without it
+)
+
+
+def mcp_server_environment(
+    listed: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of an MCP server the client listed in `session/new`: a minimal base
+    from the server's own (MCP_BASE_VARIABLES, none that looks like a secret) and exactly the
+    variables the client listed for it, which win (the user configured them for that
+    server, keys included)."""
+    source = os.environ if environ is None else environ
+    base = {
+        name: source[name]
+        for name in MCP_BASE_VARIABLES
+        if name in source and not is_secret(name, source[name])
+    }
+    return {**base, **listed}

@@ -21,6 +21,7 @@ never written anywhere by Parley.
     context_window = 32768
     tool_format = "text"              # the model has no native tool calling
     think_tags = true                 # <think>…</think> in its text is reasoning
+    vision = false                    # it takes images (default: known vision models do)
 
     [prices."openai:gpt-4.1"]         # USD per million tokens
     input = 2.0
@@ -31,6 +32,7 @@ never written anywhere by Parley.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -71,6 +73,23 @@ def _think_tags_by_default(model_id: str) -> bool:
     return model_id.partition(":")[0] in LOCAL_PRESETS
 
 
+# Models known to take images, by the model's name (after `provider:`, and after the last
+# `/` of a router's name such as `openai/gpt-4o`). A model's `vision` setting overrides this.
+_VISION_MODELS = re.compile(
+    r"""
+      (chatgpt-)?gpt-4o.* | gpt-4\.1.* | gpt-4\.5.* | gpt-5.* | gpt-4-turbo.* | gpt-4-vision.*
+    | o1(-pro)?(-\d{4}-\d{2}-\d{2})? | o3(-pro)?(-\d{4}-\d{2}-\d{2})? | o4-mini.*
+    | claude-3.* | claude-[a-z]+-[4-9].*
+    """,
+    re.VERBOSE,
+)
+
+
+def _vision_by_default(model_id: str) -> bool:
+    name = model_id.partition(":")[2].rsplit("/", 1)[-1].lower()
+    return _VISION_MODELS.fullmatch(name) is not None
+
+
 @attrs.frozen
 class ModelConfig:
     id: str  # "provider:model"
@@ -82,6 +101,7 @@ class ModelConfig:
     think_tags: bool = attrs.field(
         default=attrs.Factory(lambda model: _think_tags_by_default(model.id), takes_self=True)
     )
+    vision: bool | None = None  # it takes images; None: as `_VISION_MODELS` says
 
 
 @attrs.frozen
@@ -93,6 +113,7 @@ class Settings:
     prices: Mapping[str, Price]
     max_turn_requests: int = 25
     tool_timeout_seconds: float = 120.0  # editor tools; the Python kernel has its own
+    mcp_start_timeout_seconds: float = 10.0  # an MCP server's start, up to its tools listed
     kernel: KernelSettings = attrs.field(factory=KernelSettings)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
@@ -103,6 +124,12 @@ class Settings:
 
     def model_config(self, model_id: str) -> ModelConfig:
         return self.models.get(model_id) or ModelConfig(id=model_id)
+
+    def takes_images(self, model_id: str) -> bool:
+        """Whether the model can be sent images: its `vision` setting, else the built-in
+        rule for well-known vision models."""
+        vision = self.model_config(model_id).vision
+        return _vision_by_default(model_id) if vision is None else vision
 
 
 def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
@@ -203,6 +230,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         think_tags = entry.get("think_tags", _think_tags_by_default(model_id))
         if not isinstance(think_tags, bool):
             raise ConfigError(f"{path}: models.{model_id}.think_tags must be true or false")
+        vision = entry.get("vision")
+        if vision is not None and not isinstance(vision, bool):
+            raise ConfigError(f"{path}: models.{model_id}.vision must be true or false")
         models[model_id] = ModelConfig(
             id=model_id,
             context_window=entry.get("context_window"),
@@ -210,6 +240,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             max_tokens=entry.get("max_tokens"),
             thinking_budget=entry.get("thinking_budget"),
             think_tags=think_tags,
+            vision=vision,
         )
 
     prices = {**DEFAULT_PRICES, **_LOCAL_PRICES}
@@ -235,6 +266,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         prices=prices,
         max_turn_requests=int(table.get("max_turn_requests", 25)),
         tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
+        mcp_start_timeout_seconds=_seconds(table, "mcp_start_timeout_seconds", 10.0, path),
         kernel=_kernel_settings(table.get("kernel", {}), path, providers.values()),
         environ=environ,
     )

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import signal
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -22,12 +24,19 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
-from parley.agent.sessions import InvalidOptions, SessionInUse, Sessions, UnknownSession
+from parley.agent.session import Session
+from parley.agent.sessions import (
+    InvalidOptions,
+    SessionInUse,
+    Sessions,
+    UnknownSession,
+    UnsupportedContent,
+)
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
-from parley.protocol import permission
+from parley.protocol import permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -35,17 +44,22 @@ from parley.protocol.params import (
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
+    McpServerParams,
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    SetConfigOptionParams,
     UsageParams,
+    check_mcp_servers,
     parse_params,
     prompt_content,
 )
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
-from parley.tools.base import Tool, ToolSpec
+from parley.tools.attachments import attach_link
+from parley.tools.base import ClientFiles, Tool, ToolSpec
 from parley.tools.editor import EditorTool
+from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
 
 logger = logging.getLogger(__name__)
@@ -69,12 +83,16 @@ class ParleyServer(JsonRPCServer):
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
+        self.client_reads_files = False  # the client offers fs/read_text_file
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/cancel": self.cancel,
             "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/close": self.close_session,
+            "session/set_config_option": self.set_config_option,
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
@@ -114,10 +132,13 @@ class ParleyServer(JsonRPCServer):
         try:
             with contextlib.suppress(asyncio.CancelledError):
                 await reading
+            # Still under the handlers: a client that sends SIGTERM while we close (their
+            # usual escalation after a grace period) must not cut short the closing of the
+            # MCP servers, which live in process groups of their own.
+            await self.close()
         finally:
             for signum in stop_signals:
                 loop.remove_signal_handler(signum)
-        await self.close()
         writer.flush()
 
     async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:
@@ -142,17 +163,32 @@ class ParleyServer(JsonRPCServer):
             await self.protocol.request(permission.METHOD, params)
         )
 
+    @property
+    def client_files(self) -> ClientFiles | None:
+        return self if self.client_reads_files else None
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        """The editor's text of a file (its buffer, saved or not): `fs/read_text_file`."""
+        answer = await self.protocol.request(
+            "fs/read_text_file", {"sessionId": session_id, "path": path}
+        )
+        if not isinstance(answer, dict) or not isinstance(answer.get("content"), str):
+            raise ValueError("the editor's answer to fs/read_text_file had no content")
+        return answer["content"]
+
     # --- handlers -----------------------------------------------------------------------
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
+        self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "sessionCapabilities": {"list": {}},
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": True},
+                "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
             "authMethods": [],
@@ -165,21 +201,50 @@ class ParleyServer(JsonRPCServer):
             },
         }
 
-    def new_session(self, raw: Any) -> dict[str, Any]:
+    async def new_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(NewSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = self.sessions.new(Path(params.cwd), params.meta.parley)
-        return {"sessionId": session.id}
+        await self.start_mcp_servers(session.id, params.mcp_servers)
+        return {"sessionId": session.id, **self._started(session)}
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
         session = await self.sessions.load(params.session_id, Path(params.cwd))
+        await self.start_mcp_servers(session.id, params.mcp_servers)
         totals = self.store.usage_totals(session.id)
-        return {"_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}}}
+        return {
+            **self._started(session),
+            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}},
+        }
+
+    async def resume_session(self, raw: Any) -> dict[str, Any]:
+        """Reattach a stored session without replaying it."""
+        params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
+        session = await self.sessions.load(params.session_id, Path(params.cwd), replay=False)
+        await self.start_mcp_servers(session.id, params.mcp_servers)
+        return self._started(session)
+
+    async def close_session(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(SessionIdParams, raw)
+        await self.sessions.close_session(params.session_id)
+        return {}
+
+    async def set_config_option(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(SetConfigOptionParams, raw)
+        options = await self.sessions.set_config_option(
+            params.session_id, params.config_id, params.value
+        )
+        return {"configOptions": options}
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
-        content = prompt_content(params.prompt)
+        # Linked files are read and images decoded: off the event loop.
+        link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
+        content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
         result = await self.sessions.prompt(params.session_id, content)
         return result.to_wire()
 
@@ -232,7 +297,9 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(UsageParams, raw if raw is not None else {})
         result: dict[str, Any] = {"total": self.store.usage_totals().to_wire()}
         if params.session_id is not None:
-            if self.store.session(params.session_id) is None:
+            if self.store.session(params.session_id) is None and not self.sessions.is_unprompted(
+                params.session_id
+            ):
                 raise _not_found(f"Unknown session {params.session_id!r}")
             result["session"] = self.store.usage_totals(params.session_id).to_wire()
         return result
@@ -244,6 +311,26 @@ class ParleyServer(JsonRPCServer):
         }
 
     # --- helpers ------------------------------------------------------------------------
+
+    def _started(self, session: Session) -> dict[str, Any]:
+        """What the answer to a session's start holds (its config options); its slash
+        commands are announced right after the answer, when the client knows the session."""
+        _after_the_answer(lambda: self.sessions.announce_commands(session.id))
+        return {"configOptions": self.sessions.config_options(session)}
+
+    async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
+        """Start the MCP servers a client listed for an open session (session/new, load,
+        resume: call it last, before the handler answers). A server that did not start is
+        told to the user as a message of its own, right after the answer: an ACP client
+        drops updates of a session it does not know yet."""
+        session = self.sessions.get(session_id)
+        failures = await self.sessions.start_mcp_servers(
+            session, [_mcp_server_config(server) for server in servers]
+        )
+        if failures:
+            text = "\n\n".join(failures)
+            message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
+            _after_the_answer(lambda: self.send_update(session_id, message))
 
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
@@ -270,12 +357,32 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise _not_found(error.message) from error
     except SessionInUse as error:
         raise JsonRpcServerError(error.message, SESSION_BUSY_CODE) from error
-    except InvalidOptions as error:
+    except (InvalidOptions, UnsupportedContent) as error:
         raise JsonRpcInvalidParams(error.message) from error
     except ProviderError as error:
         raise JsonRpcServerError(
             error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
         ) from error
+
+
+def _after_the_answer(callback: Callable[[], None]) -> None:
+    """Run `callback` once the request being handled is answered. pygls answers a plain
+    handler as it returns, a coroutine's from its task's done callback, which is queued as
+    the task ends, after what the task queued: one hop more puts `callback` after both."""
+    loop = asyncio.get_running_loop()
+    loop.call_soon(loop.call_soon, callback)
+
+
+def _mcp_server_config(server: McpServerParams) -> McpServerConfig:
+    return McpServerConfig(
+        name=server.name,
+        transport=server.type,
+        command=server.command or "",
+        args=tuple(server.args or ()),
+        env=tuple((variable.name, variable.value) for variable in server.env or ()),
+        url=server.url or "",
+        headers=tuple((header.name, header.value) for header in server.headers or ()),
+    )
 
 
 def _tool_info(spec: ToolSpec) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import attrs
 from parley.core.conversation import (
     AssistantMessage,
     ContentBlock,
+    ImageBlock,
     Message,
     ResourceBlock,
     TextBlock,
@@ -496,10 +497,14 @@ def decode_message(role: str, body: dict[str, Any]) -> Message:
 def _encode_block(block: ContentBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        return {"type": "image", "mimeType": block.media_type, "data": block.data, "uri": block.uri}
     return {"type": "resource", "uri": block.uri, "text": block.text, "mimeType": block.mime_type}
 
 
 def _decode_block(block: dict[str, Any]) -> ContentBlock:
     if block["type"] == "text":
         return TextBlock(block["text"])
+    if block["type"] == "image":
+        return ImageBlock(block["mimeType"], block["data"], block.get("uri"))
     return ResourceBlock(block["uri"], block["text"], block.get("mimeType"))

@@ -7,9 +7,11 @@ from typing import Any
 
 from parley.core.conversation import (
     AssistantMessage,
+    ImageBlock,
     ResourceBlock,
     ToolResultMessage,
     UserMessage,
+    image_note,
 )
 from parley.store import Store, StoredSession, encode_message
 
@@ -55,7 +57,9 @@ def export_markdown(store: Store, session: StoredSession) -> str:
         if isinstance(message, UserMessage):
             out += ["", "## You", ""]
             for block in message.content:
-                if isinstance(block, ResourceBlock):
+                if isinstance(block, ImageBlock):
+                    out.append(f"*{image_note(block, 'was attached')}*")
+                elif isinstance(block, ResourceBlock):
                     out += [f"<details><summary>{block.uri}</summary>", "", "```", block.text]
                     out += ["```", "", "</details>"]
                 else:

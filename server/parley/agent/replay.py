@@ -11,8 +11,9 @@ from typing import Any
 
 from parley.core.conversation import (
     AssistantMessage,
+    ContentBlock,
+    ImageBlock,
     Message,
-    ResourceBlock,
     TextBlock,
     ToolResultMessage,
     UserMessage,
@@ -81,9 +82,12 @@ def replay_updates(
     return shown
 
 
-def _user_content(block: TextBlock | ResourceBlock) -> dict[str, Any]:
+def _user_content(block: ContentBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        image = {"type": "image", "mimeType": block.media_type, "data": block.data}
+        return {**image, "uri": block.uri} if block.uri else image
     resource: dict[str, Any] = {"uri": block.uri, "text": block.text}
     if block.mime_type:
         resource["mimeType"] = block.mime_type

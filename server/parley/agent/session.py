@@ -60,6 +60,8 @@ class Session:
     updated_at: str = attrs.field(factory=now_iso)
     totals: UsageTotals = attrs.field(factory=UsageTotals)
     running_turn: asyncio.Task[object] | None = None
+    # Written to the store? A new session is from its first prompt on (`start_storing`).
+    stored: bool = True
 
     def system_text(self) -> str:
         return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.cwd)
@@ -69,9 +71,18 @@ class Session:
         self.updated_at = now_iso()
         self.store.append_message(self.id, message, self.updated_at)
 
+    def start_storing(self) -> None:
+        """Store the session from now on (at its first prompt: an unused session is never
+        stored or listed)."""
+        if not self.stored:
+            self.stored = True
+            self.save()
+
     def save(self) -> None:
         """Write the settings and title (the conversation is written as it grows)."""
         self.updated_at = now_iso()
+        if not self.stored:
+            return  # kept in memory until its first prompt
         self.store.save_session(
             StoredSession(
                 id=self.id,
@@ -103,6 +114,11 @@ class Session:
             self.title = stored.title
             self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
         return start
+
+    async def close(self) -> None:
+        """Release what the session holds in this server: its tools (the Python kernel
+        ends; the session's MCP servers are to end here too). The store keeps the session."""
+        await self.tools.aclose()
 
     def count_turn(self) -> None:
         self.totals.turns += 1

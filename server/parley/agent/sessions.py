@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
+from parley.agent.config_options import InvalidChoice, requested_change, session_config_options
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, new_id
-from parley.agent.turn import Turn, TurnPorts, TurnResult
+from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, UserMessage
+from parley.core.conversation import ContentBlock, ImageBlock, UserMessage
+from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool
+from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,10 @@ class InvalidOptions(SessionError):
     """Options a session cannot have (a workspace that is no directory, a bad model id)."""
 
 
+class UnsupportedContent(SessionError):
+    """A prompt the session's model cannot take (an image for a model without vision)."""
+
+
 @attrs.define
 class Sessions:
     store: Store
@@ -72,6 +80,7 @@ class Sessions:
     instance_id: str = attrs.field(factory=lambda: new_id("srv"))  # names us in the leases
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
+    _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -92,14 +101,17 @@ class Sessions:
             system_prompt=options.system_prompt,
             tool_format=options.tool_format,
             auto_approve=set(options.auto_approve),
+            stored=False,  # from its first prompt on
         )
-        session.save()
         self._open[session.id] = session
         return session
 
-    async def load(self, session_id: str, cwd: Path) -> Session:
+    async def load(self, session_id: str, cwd: Path, *, replay: bool = True) -> Session:
         """Open a stored session (or catch up the open one), then replay its conversation
-        to the client."""
+        to the client (`session/load`; `session/resume` does not replay)."""
+        unstored = self._open.get(session_id)
+        if unstored is not None and not unstored.stored:
+            return unstored  # never prompted: nothing stored, nothing to show
         stored = self.store.session(session_id)
         if stored is None:
             await self.forget(session_id)  # deleted in another window
@@ -125,8 +137,9 @@ class Sessions:
                 _mend_unanswered(session)
             finally:
                 self.store.release_lease(session.id, self.instance_id)
-        for update in replay_updates(session.history, session.tools.kind_of):
-            self.ports.send_update(session.id, update)
+        if replay:
+            for update in replay_updates(session.history, session.tools.kind_of):
+                self.ports.send_update(session.id, update)
         return session
 
     def _open_stored(self, stored: StoredSession, cwd: Path) -> Session:
@@ -149,6 +162,33 @@ class Sessions:
         self._open[session.id] = session
         return session
 
+    async def start_mcp_servers(
+        self, session: Session, servers: Sequence[McpServerConfig]
+    ) -> list[str]:
+        """Start the MCP servers the client listed for an open session (`session/new`,
+        `load`, `resume`), in place of those it had, and offer their tools. Returns a
+        sentence for the user per server that did not start; the session works without it."""
+        await self._close_mcp_servers(session)
+        if not servers:
+            return []
+        connections = McpConnections(
+            session.cwd,
+            tool_timeout=self.settings.tool_timeout_seconds,
+            start_timeout=self.settings.mcp_start_timeout_seconds,
+        )
+        self._mcp[session.id] = connections
+        failures = await connections.start(servers)
+        for tool in connections.tools:
+            session.tools.add(tool)
+        return failures
+
+    async def _close_mcp_servers(self, session: Session) -> None:
+        connections = self._mcp.pop(session.id, None)
+        if connections is not None:
+            for tool in connections.tools:
+                session.tools.remove(tool.spec.name)
+            await connections.aclose()
+
     def get(self, session_id: str) -> Session:
         session = self._open.get(session_id)
         if session is None:
@@ -156,13 +196,35 @@ class Sessions:
             raise _unknown(session_id, hint)
         return session
 
+    def is_unprompted(self, session_id: str) -> bool:
+        """A new session of this server that had no prompt yet (so it is not stored)."""
+        session = self._open.get(session_id)
+        return session is not None and not session.stored
+
+    def config_options(self, session: Session) -> list[dict[str, Any]]:
+        """The session's `configOptions` as ACP clients show them."""
+        return session_config_options(
+            session.model, session.tool_policy, self.providers.model_infos()
+        )
+
+    def announce_commands(self, session_id: str) -> None:
+        """Tell the client which slash commands the session takes (once it has started)."""
+        if session_id in self._open:
+            self.ports.send_update(session_id, updates.available_commands(available_commands()))
+
     # --- a turn ----------------------------------------------------------------------------
 
     async def prompt(self, session_id: str, content: tuple[ContentBlock, ...]) -> TurnResult:
-        """Run a turn under the session's lease; the other windows' turns are shown first."""
+        """Run a turn under the session's lease; the other windows' turns are shown first.
+        A prompt that is a slash command runs the command instead."""
         session = self.get(session_id)
+        command = parse_command(content)
+        if command is not None:
+            return await self._run_command(session, command)
         if session.running_turn is not None:
             raise SessionInUse(BUSY_HERE)
+        self._check_content(session, content)
+        session.start_storing()  # the first prompt stores a new session
         try:
             self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
         except SessionBusy as busy:
@@ -180,6 +242,23 @@ class Sessions:
         finally:
             self._prompts.discard(this_request)
             self.store.release_lease(session.id, self.instance_id)
+
+    async def _run_command(self, session: Session, command: CommandCall) -> TurnResult:
+        """No model call: the command's answer is an agent message (not in the history)."""
+        reply = await run_command(command, session, self)
+        self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply))
+        return TurnResult("end_turn", TurnStats(model=session.model))
+
+    def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
+        """Refuse, before any model call, what the session's model cannot take."""
+        if any(isinstance(block, ImageBlock) for block in content) and not (
+            self.settings.takes_images(session.model)
+        ):
+            raise UnsupportedContent(
+                f"The model {session.model} does not take images: send the prompt without "
+                "the image, or switch to a model that does. (If it does take images, say so "
+                f'in config.toml: vision = true under [models."{session.model}"].)'
+            )
 
     def _show_missed_turns(self, session: Session) -> None:
         """Another window may have added turns since this one read the session: take them
@@ -222,16 +301,20 @@ class Sessions:
         self,
         session_id: str,
         *,
-        model: str | None,
-        tool_policy: ToolPolicy | None,
-        tool_format: ToolFormat | None,
-        auto_approve: list[str] | None,
+        model: str | None = None,
+        tool_policy: ToolPolicy | None = None,
+        tool_format: ToolFormat | None = None,
+        auto_approve: list[str] | None = None,
+        announce: bool = True,
     ) -> None:
-        """Change what is given (None: unchanged); the turn applies it from its next round."""
+        """Change what is given (None: unchanged); the turn applies it from its next round.
+        A change of the config options is announced (`config_option_update`) unless
+        `announce` is False (`session/set_config_option` answers with them instead)."""
         session = self.get(session_id)
-        if self.store.session(session.id) is None:
+        if session.stored and self.store.session(session.id) is None:
             await self.forget(session.id)  # deleted in another window: don't bring it back
             raise _unknown(session.id)
+        before = self.config_options(session)
         if model is not None:
             _check_model_id(model)
             session.model = model
@@ -242,9 +325,32 @@ class Sessions:
         if auto_approve is not None:
             session.auto_approve = set(auto_approve)
         session.save()
+        options = self.config_options(session)
+        if announce and options != before:
+            self.ports.send_update(session.id, updates.config_options(options))
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any
+    ) -> list[dict[str, Any]]:
+        """Set one of the session's config options; returns them all, as they are now."""
+        session = self.get(session_id)
+        try:
+            change = requested_change(config_id, value, self.config_options(session))
+        except InvalidChoice as error:
+            raise InvalidOptions(str(error)) from error
+        await self.configure(session_id, **change, announce=False)
+        return self.config_options(session)
+
+    async def close_session(self, session_id: str) -> None:
+        """`session/close`: end the session's turn and free it here (its kernel ends); a
+        stored session stays stored and can be loaded again."""
+        if session_id not in self._open and self.store.session(session_id) is None:
+            raise _unknown(session_id)
+        await self.forget(session_id)
 
     async def delete(self, session_id: str) -> None:
         session = self._open.get(session_id)
+        never_stored = session is not None and not session.stored
         if session is not None and session.running_turn is not None:
             session.running_turn.cancel()  # this window's turn ends with its session
             await asyncio.gather(session.running_turn, return_exceptions=True)
@@ -253,7 +359,7 @@ class Sessions:
         except SessionBusy as busy:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
         await self.forget(session_id)
-        if not deleted:
+        if not deleted and not never_stored:
             raise _unknown(session_id)
 
     async def forget(self, session_id: str) -> None:
@@ -264,19 +370,23 @@ class Sessions:
         if session.running_turn is not None:
             session.running_turn.cancel()
             await asyncio.gather(session.running_turn, return_exceptions=True)
-        await session.tools.aclose()
+        await session.close()
+        await self._close_mcp_servers(session)
 
     async def close(self) -> None:
         """End every turn (their histories settle), answer the pending prompts, close the
-        sessions' tools (their kernels end)."""
+        sessions' tools (their kernels and MCP servers end)."""
         turns = [s.running_turn for s in self._open.values() if s.running_turn is not None]
         for turn in turns:
             turn.cancel()
         await asyncio.gather(*turns, return_exceptions=True)
         # The prompts' answers go out as their requests end (they release the leases too).
         await asyncio.gather(*self._prompts, return_exceptions=True)
+        # MCP servers may take seconds each to stop: all at once, while the kernels stop.
+        stopping = asyncio.gather(*(self._close_mcp_servers(s) for s in self._open.values()))
         for session in self._open.values():
-            await session.tools.aclose()
+            await session.close()
+        await stopping
 
 
 def _mend_unanswered(session: Session) -> None:

@@ -21,7 +21,13 @@ import attrs
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
-from parley.core.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from parley.core.conversation import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    without_images,
+)
 from parley.core.errors import ProviderError
 from parley.core.usage import Usage, cost_to_wire, find_price
 from parley.protocol import updates
@@ -37,7 +43,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import ToolContext, ToolResult
+from parley.tools.base import ClientFiles, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,9 @@ _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
 
 class TurnPorts(Protocol):
     """What a turn needs from the connection to the editor."""
+
+    # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
+    client_files: ClientFiles | None
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
@@ -165,10 +174,13 @@ class Turn:
 
     def _request(self, resolved: ResolvedModel) -> ModelRequest:
         model_config = self.settings.model_config(resolved.id)
+        messages = tuple(self.session.history)
+        if not self.settings.takes_images(resolved.id):  # images of earlier prompts, as notes
+            messages = without_images(messages)
         return ModelRequest(
             model=resolved.model,
             system=self.session.system_text(),
-            messages=tuple(self.session.history),
+            messages=messages,
             tools=self.session.tools.specs(),
             max_tokens=model_config.max_tokens,
             thinking_budget=model_config.thinking_budget,
@@ -318,7 +330,9 @@ class Turn:
             if refusal is not None:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
-        context = ToolContext(self.session.id, call.wire_id, self.session.cwd)
+        context = ToolContext(
+            self.session.id, call.wire_id, self.session.cwd, self.ports.client_files
+        )
         try:
             result = await tool.run(call.arguments, context)
         except asyncio.CancelledError:

@@ -26,7 +26,23 @@ class ResourceBlock:
     mime_type: str | None = None
 
 
-ContentBlock = TextBlock | ResourceBlock
+@attrs.frozen
+class ImageBlock:
+    """An image the user attached: its media type (`image/png` ...) and its bytes in base64,
+    as the editor sent them (checked on the way in: `core/images.py`). `uri` names the file
+    it came from, when it came as a resource."""
+
+    media_type: str
+    data: str
+    uri: str | None = None
+
+    @property
+    def size(self) -> int:
+        """The image's size in bytes (from the base64 length, without decoding)."""
+        return len(self.data) * 3 // 4 - self.data[-2:].count("=")
+
+
+ContentBlock = TextBlock | ResourceBlock | ImageBlock
 
 
 @attrs.frozen
@@ -34,14 +50,32 @@ class UserMessage:
     content: tuple[ContentBlock, ...]
 
     def as_text(self) -> str:
-        """The prompt as one text, resources wrapped so the model sees where they came from."""
-        parts = []
+        """The prompt's text as one text (images left out), resources wrapped so the model
+        sees where they came from."""
+        return "\n\n".join(part for part in self.parts() if isinstance(part, str))
+
+    def parts(self) -> list[str | ImageBlock]:
+        """The prompt in order as texts and images; consecutive texts joined as `as_text`
+        joins them. What a provider that takes images sends."""
+        parts: list[str | ImageBlock] = []
+        texts: list[str] = []
         for block in self.content:
-            if isinstance(block, TextBlock):
-                parts.append(block.text)
+            if isinstance(block, ImageBlock):
+                if texts:
+                    parts.append("\n\n".join(texts))
+                    texts = []
+                parts.append(block)
+            elif isinstance(block, TextBlock):
+                texts.append(block.text)
             else:
-                parts.append(f'<resource uri="{block.uri}">\n{block.text}\n</resource>')
-        return "\n\n".join(parts)
+                texts.append(f'<resource uri="{block.uri}">\n{block.text}\n</resource>')
+        if texts:
+            parts.append("\n\n".join(texts))
+        return parts
+
+    @property
+    def images(self) -> tuple[ImageBlock, ...]:
+        return tuple(block for block in self.content if isinstance(block, ImageBlock))
 
 
 @attrs.frozen
@@ -89,3 +123,35 @@ class ToolResultMessage:
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+def image_note(image: ImageBlock, why: str) -> str:
+    """A short text in place of an image: what it was, and `why` it is not shown."""
+    name = f"{image.uri}, " if image.uri else ""
+    return f"[An image ({name}{image.media_type}, {image.size:,} bytes) {why}.]"
+
+
+def without_images(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The conversation for a model that takes no images: each image a short note (a session
+    whose earlier prompts had images may switch to such a model)."""
+    return tuple(
+        UserMessage(
+            tuple(
+                TextBlock(image_note(block, "was attached here; this model cannot see images"))
+                if isinstance(block, ImageBlock)
+                else block
+                for block in message.content
+            )
+        )
+        if isinstance(message, UserMessage) and message.images
+        else message
+        for message in messages
+    )
+
+
+def file_note(uri: str, media_type: str | None, size: int | None, why: str) -> TextBlock:
+    """A short text in place of a file the user attached that the model is not shown."""
+    details = ", ".join(
+        part for part in (media_type, f"{size:,} bytes" if size is not None else None) if part
+    )
+    return TextBlock(f"[Attached file {uri}" + (f" ({details})" if details else "") + f": {why}.]")

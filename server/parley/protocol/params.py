@@ -8,6 +8,7 @@ clients may send more than Parley reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
@@ -16,7 +17,14 @@ from cattrs.gen import make_dict_structure_fn, override
 from pygls.exceptions import JsonRpcInvalidParams
 
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock
+from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock, file_note
+from parley.core.images import (
+    InvalidImage,
+    checked_image,
+    decode_base64,
+    normal_media_type,
+    sniff_image_type,
+)
 from parley.protocol.updates import camel
 from parley.tools.base import ToolSpec
 
@@ -71,16 +79,39 @@ class SessionMeta:
 
 
 @attrs.frozen
+class NameValue:
+    """ACP's EnvVariable and HttpHeader."""
+
+    name: str
+    value: str
+
+
+@attrs.frozen
+class McpServerParams:
+    """ACP's McpServer: stdio (no `type`, or "stdio") with `command`, `args`, `env`; or
+    "http" / "sse" with `url`, `headers`. `check_mcp_servers` checks the fields a type needs."""
+
+    name: str
+    type: Literal["stdio", "http", "sse"] = "stdio"
+    command: str | None = None
+    args: list[str] | None = None
+    env: list[NameValue] | None = None
+    url: str | None = None
+    headers: list[NameValue] | None = None
+
+
+@attrs.frozen
 class NewSessionParams:
     cwd: str
-    mcp_servers: list[Any] = attrs.field(factory=list)
+    mcp_servers: list[McpServerParams] = attrs.field(factory=list)
     meta: SessionMeta = SessionMeta()
 
 
 @attrs.frozen
 class EmbeddedResource:
     uri: str
-    text: str
+    text: str | None = None  # a text resource has `text`,
+    blob: str | None = None  # a binary one `blob` (base64)
     mime_type: str | None = None
 
 
@@ -89,8 +120,10 @@ class PromptBlock:
     type: str
     text: str | None = None
     resource: EmbeddedResource | None = None
-    uri: str | None = None  # resource_link
+    uri: str | None = None  # resource_link; image (where it came from)
     name: str | None = None  # resource_link
+    data: str | None = None  # image (base64)
+    mime_type: str | None = None  # image, resource_link
 
 
 @attrs.frozen
@@ -108,7 +141,7 @@ class SessionIdParams:
 class LoadSessionParams:
     session_id: str
     cwd: str
-    mcp_servers: list[Any] = attrs.field(factory=list)
+    mcp_servers: list[McpServerParams] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -124,6 +157,13 @@ class ConfigureParams:
     tool_policy: ToolPolicy | None = None
     auto_approve: list[str] | None = None
     tool_format: ToolFormat | None = None
+
+
+@attrs.frozen
+class SetConfigOptionParams:
+    session_id: str
+    config_id: str
+    value: Any  # a select's value id (a string); which values fit, the session's options say
 
 
 @attrs.frozen
@@ -212,32 +252,76 @@ def _json_type(value: Any) -> str:
     return {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
 
 
-def prompt_content(blocks: list[PromptBlock]) -> tuple[ContentBlock, ...]:
-    """The prompt as conversation blocks; unsupported block types are refused by name."""
-    content: list[ContentBlock] = []
-    for position, block in enumerate(blocks):
-        where = f"prompt[{position}]"
+def check_mcp_servers(servers: list[McpServerParams]) -> None:
+    """Raise invalid params for a server without what its type needs (a command, a URL)."""
+    for position, server in enumerate(servers):
+        needed = "command" if server.type == "stdio" else "url"
+        if not getattr(server, needed):
+            raise JsonRpcInvalidParams(
+                f"mcpServers[{position}]: a {server.type} server needs '{needed}'"
+            )
+
+
+# A `resource_link`'s file read as content: (uri, name, mimeType) → a resource or a note.
+AttachLink = Callable[[str, str | None, str | None], ContentBlock]
+
+
+def prompt_content(blocks: list[PromptBlock], attach_link: AttachLink) -> tuple[ContentBlock, ...]:
+    """The prompt as conversation blocks; what cannot be taken is refused by name.
+
+    Images (`image` blocks, and `resource` blobs that are images) are checked: type, base64,
+    signature, size. Another blob becomes a note naming the file; a `resource_link` is read
+    by `attach_link`, which may block (call this off the event loop).
+    """
+    content = [
+        _content_block(block, f"prompt[{position}]", attach_link)
+        for position, block in enumerate(blocks)
+    ]
+    if not any(not isinstance(block, TextBlock) or block.text.strip() for block in content):
+        raise JsonRpcInvalidParams("prompt: the prompt is empty")
+    return tuple(content)
+
+
+def _content_block(block: PromptBlock, where: str, attach_link: AttachLink) -> ContentBlock:
+    try:
         if block.type == "text":
             if block.text is None:
                 raise JsonRpcInvalidParams(f"{where}: a text block needs 'text'")
-            content.append(TextBlock(block.text))
-        elif block.type == "resource":
+            return TextBlock(block.text)
+        if block.type == "image":
+            if block.data is None or block.mime_type is None:
+                raise JsonRpcInvalidParams(f"{where}: an image block needs 'data' and 'mimeType'")
+            return checked_image(block.mime_type, block.data, block.uri, f"{where} (image)")
+        if block.type == "resource":
             if block.resource is None:
                 raise JsonRpcInvalidParams(f"{where}: a resource block needs 'resource'")
-            resource = block.resource
-            content.append(ResourceBlock(resource.uri, resource.text, resource.mime_type))
-        elif block.type == "resource_link":
+            return _embedded(block.resource, where)
+        if block.type == "resource_link":
             if not block.uri:
                 raise JsonRpcInvalidParams(f"{where}: a resource_link block needs 'uri'")
-            content.append(TextBlock(f"[{block.name or block.uri}]({block.uri})"))
-        else:
-            raise JsonRpcInvalidParams(
-                f"{where}: '{block.type}' blocks are not supported "
-                "(text, resource and resource_link are)"
-            )
-    if not any(
-        (isinstance(block, TextBlock) and block.text.strip()) or isinstance(block, ResourceBlock)
-        for block in content
-    ):
-        raise JsonRpcInvalidParams("prompt: the prompt is empty")
-    return tuple(content)
+            return attach_link(block.uri, block.name, block.mime_type)
+    except InvalidImage as error:
+        raise JsonRpcInvalidParams(f"{where}: {error}") from error
+    raise JsonRpcInvalidParams(
+        f"{where}: '{block.type}' blocks are not supported "
+        "(text, image, resource and resource_link are)"
+    )
+
+
+def _embedded(resource: EmbeddedResource, where: str) -> ContentBlock:
+    """A text resource as it is; a blob that is an image (by its type, or by its bytes when
+    it has none) as an image; another blob as a note naming the file, its type and size."""
+    if resource.text is not None:
+        return ResourceBlock(resource.uri, resource.text, resource.mime_type)
+    if resource.blob is None:
+        raise JsonRpcInvalidParams(f"{where}: a resource needs 'text' or 'blob'")
+    what = f"{where} ({resource.uri})"
+    media_type = normal_media_type(resource.mime_type or "")
+    if media_type.startswith("image/") and media_type != "image/svg+xml":
+        return checked_image(media_type, resource.blob, resource.uri, what)
+    raw = decode_base64(resource.blob, what)
+    if not media_type and (sniffed := sniff_image_type(raw)):
+        return checked_image(sniffed, resource.blob, resource.uri, what)
+    return file_note(
+        resource.uri, resource.mime_type, len(raw), "binary content, not shown to the model"
+    )

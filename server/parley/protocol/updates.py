@@ -95,3 +95,12 @@ def camel(name: str) -> str:
 def raw_output(raw: Any, content: str, is_error: bool) -> Any:
     """A tool call's `rawOutput`: what the tool returned, else its text and error flag."""
     return raw if raw is not None else {"content": content, "isError": is_error}
+
+
+def config_options(options: list[dict[str, Any]]) -> dict[str, Any]:
+    """The session's options changed other than by `session/set_config_option`."""
+    return {"sessionUpdate": "config_option_update", "configOptions": options}
+
+
+def available_commands(commands: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"sessionUpdate": "available_commands_update", "availableCommands": commands}

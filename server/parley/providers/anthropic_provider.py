@@ -15,6 +15,7 @@ import anthropic
 
 from parley.core.conversation import (
     AssistantMessage,
+    ImageBlock,
     Message,
     ThinkingBlock,
     ToolResultMessage,
@@ -50,7 +51,7 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
 
     for message in messages:
         if isinstance(message, UserMessage):
-            add("user", [{"type": "text", "text": message.as_text()}])
+            add("user", _user_blocks(message))
         elif isinstance(message, AssistantMessage):
             blocks: list[dict[str, Any]] = []
             for thought in message.thinking:
@@ -85,6 +86,23 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
                 ],
             )
     return wire
+
+
+def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:
+    """A prompt as text blocks and base64 image blocks, in order (no empty text block: the
+    API refuses one)."""
+    if not message.images:
+        return [{"type": "text", "text": message.as_text()}]
+    return [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": part.media_type, "data": part.data},
+        }
+        if isinstance(part, ImageBlock)
+        else {"type": "text", "text": part}
+        for part in message.parts()
+        if isinstance(part, ImageBlock) or part.strip()
+    ]
 
 
 def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:

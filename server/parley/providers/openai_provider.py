@@ -16,6 +16,7 @@ import openai
 
 from parley.core.conversation import (
     AssistantMessage,
+    ImageBlock,
     Message,
     ThinkingBlock,
     ToolResultMessage,
@@ -42,7 +43,7 @@ def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[
         wire.append({"role": "system", "content": system})
     for message in messages:
         if isinstance(message, UserMessage):
-            wire.append({"role": "user", "content": message.as_text()})
+            wire.append({"role": "user", "content": _user_content(message)})
         elif isinstance(message, AssistantMessage):
             entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             if message.tool_calls:
@@ -62,6 +63,20 @@ def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[
                 {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
             )
     return wire
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    """A prompt's text as a string; a prompt with images as parts, in order, each image a
+    `data:` URL."""
+    if not message.images:
+        return message.as_text()
+    return [
+        {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
+        if isinstance(part, ImageBlock)
+        else {"type": "text", "text": part}
+        for part in message.parts()
+        if isinstance(part, ImageBlock) or part.strip()
+    ]
 
 
 def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:

@@ -110,6 +110,7 @@ class ProviderRegistry:
                 "id": model_id,
                 "provider": provider_name,
                 "available": available,
+                "vision": self._settings.takes_images(model_id),
             }
             window = self._settings.model_config(model_id).context_window
             if window:

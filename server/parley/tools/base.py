@@ -45,6 +45,16 @@ class ToolResult:
     raw_output: Any = None
 
 
+class ClientFiles(Protocol):
+    """The editor's view of the workspace's files (ACP `fs/read_text_file`): what its
+    buffers hold, saved or not. The server implements it when the editor offers it."""
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        """The whole text of the file at the absolute `path`; raises when the editor
+        cannot answer (an error, or no answer in time)."""
+        ...
+
+
 @attrs.frozen
 class ToolContext:
     """Where and for whom a call runs."""
@@ -52,6 +62,7 @@ class ToolContext:
     session_id: str
     tool_call_id: str
     cwd: Path
+    client_files: ClientFiles | None = None  # None: read the files on disk
 
 
 @runtime_checkable

@@ -20,6 +20,9 @@ class ToolRegistry:
         """Add a tool; a later tool of the same name (the editor's) replaces an earlier one."""
         self._tools[tool.spec.name] = tool
 
+    def remove(self, name: str) -> None:
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

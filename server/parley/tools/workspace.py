@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
+import logging
 import os
 import posixpath
 import stat
@@ -39,6 +41,8 @@ from parley.tools.confined import (
     resolve_confined,
 )
 
+logger = logging.getLogger(__name__)
+
 # Directories never searched: environments and caches, not the project's own code.
 SKIPPED_DIRECTORIES = frozenset(
     {".venv", "venv", "node_modules", "__pycache__", "site-packages", ".git"}
@@ -62,6 +66,8 @@ SEARCH_MATCH_SECONDS = 1.0
 SEARCH_BUDGET_SECONDS = 20.0
 BINARY_SNIFF_BYTES = 8192
 IGNORE_FILE_MAX_BYTES = 1024 * 1024
+# How long read_file waits for the editor's buffer (fs/read_text_file) before it reads the disk.
+EDITOR_READ_SECONDS = 10.0
 
 
 def requested_name(root: Path, path: str) -> str:
@@ -247,7 +253,35 @@ class ReadFileTool(WorkspaceTool):
         path, start, end = arguments.path, arguments.start_line or 1, arguments.end_line
         if start < 1 or (end is not None and end < start):
             return ToolResult("startLine must be ≥ 1 and endLine ≥ startLine.", is_error=True)
+        if context.client_files is not None:
+            target = await asyncio.to_thread(self._editor_target, path)
+            if target is not None:
+                text = await _editor_text(context, target[0])
+                if text is not None:
+                    encoded = text.encode("utf-8", "replace")
+                    return _read_lines(io.BytesIO(encoded), target[1], len(encoded), start, end)
         return await asyncio.to_thread(self._read, path, start, end)
+
+    def _editor_target(self, path: str) -> tuple[str, str] | None:
+        """The absolute path to ask the editor for (and the name to show), when its buffer
+        may answer: a text file inside the workspace, or one not on disk (yet). None: the
+        disk answers — a path refused (outside the workspace: the editor is never asked), a
+        directory, a binary file, one too large to count its lines."""
+        try:
+            with open_confined(self.workspace, path) as file:
+                if os.fstat(file.fileno()).st_size > READ_COUNT_MAX_BYTES or looks_binary(file):
+                    return None
+                relative = file.name
+        except (FileNotFoundError, NotADirectoryError):
+            try:
+                relative = resolve_confined(self.workspace, path)
+            except (OSError, Refused, ValueError):
+                return None
+        except (OSError, Refused, ValueError):
+            return None
+        if relative == "." or printable_name(relative) != relative:
+            return None  # a name that is not UTF-8 cannot travel in JSON
+        return str(self.workspace / relative), relative
 
     def _read(self, path: str, start: int, end: int | None) -> ToolResult:
         asked = requested_name(self.workspace, path)
@@ -269,6 +303,20 @@ class ReadFileTool(WorkspaceTool):
             return ToolResult(f"No such file in the workspace: {asked}", is_error=True)
         except OSError as exc:
             return ToolResult(f"Could not read {asked}: {exc.strerror or exc}", is_error=True)
+
+
+async def _editor_text(context: ToolContext, path: str) -> str | None:
+    """The editor's text of `path`; None (read the disk) when it errs or is silent."""
+    assert context.client_files is not None
+    try:
+        async with asyncio.timeout(EDITOR_READ_SECONDS):
+            return await context.client_files.read_text_file(context.session_id, path)
+    except TimeoutError:
+        logger.warning("The editor did not answer fs/read_text_file in time; read %s", path)
+    except Exception as error:  # the editor's JSON-RPC error, or an answer without text
+        message = getattr(error, "message", None) or str(error) or type(error).__name__
+        logger.info("The editor could not read %s (%s); read the disk", path, message)
+    return None
 
 
 def _read_lines(file: BinaryIO, name: str, size: int, start: int, end: int | None) -> ToolResult:

@@ -1,0 +1,133 @@
+"""Slash commands: a prompt whose text starts with an advertised command runs it instead of
+calling the model, and is answered with a short agent message.
+
+The commands are advertised (`available_commands_update`) when a session starts. Only those
+that work are listed; `/compact` and `/undo` join when compaction and checkpoints exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+
+from parley.agent.config_options import MODEL
+from parley.agent.session import Session
+from parley.core.conversation import ContentBlock, TextBlock
+from parley.core.usage import UsageTotals
+from parley.providers.registry import ProviderRegistry, split_model_id
+
+
+@attrs.frozen
+class Command:
+    name: str  # without the slash, as ACP's `AvailableCommand.name`
+    description: str
+    hint: str | None = None  # what the user types after the name, when it takes input
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.hint is not None:
+            wire["input"] = {"hint": self.hint}
+        return wire
+
+
+COMMANDS = (
+    Command(
+        "model",
+        "Switch this session's model from the next prompt on (without a name: list them)",
+        hint="provider:model",
+    ),
+    Command("cost", "What this session has used and spent so far"),
+)
+
+
+@attrs.frozen
+class CommandCall:
+    name: str
+    argument: str  # the text after the name, stripped
+
+
+class CommandHost(Protocol):
+    """What the commands need from the sessions."""
+
+    providers: ProviderRegistry
+
+    def config_options(self, session: Session) -> list[dict[str, Any]]: ...
+
+    async def configure(self, session_id: str, *, model: str | None = None) -> None: ...
+
+
+def available_commands() -> list[dict[str, Any]]:
+    return [command.to_wire() for command in COMMANDS]
+
+
+def parse_command(content: tuple[ContentBlock, ...]) -> CommandCall | None:
+    """The command a prompt runs: its first block is text that starts with `/NAME` of an
+    advertised command (then a space or the end). None for any other prompt."""
+    if not content or not isinstance(content[0], TextBlock):
+        return None
+    text = content[0].text.strip()
+    if not text.startswith("/"):
+        return None
+    name, _, argument = text[1:].partition(" ")
+    if name not in {command.name for command in COMMANDS}:
+        return None
+    return CommandCall(name, argument.strip())
+
+
+async def run_command(call: CommandCall, session: Session, host: CommandHost) -> str:
+    """Run the command; returns the reply for the user (in Markdown)."""
+    if call.name == "model":
+        return await _switch_model(call.argument, session, host)
+    return _cost(session)
+
+
+async def _switch_model(name: str, session: Session, host: CommandHost) -> str:
+    (model_option,) = [o for o in host.config_options(session) if o["id"] == MODEL]
+    offered = ", ".join(f"`{choice['value']}`" for choice in model_option["options"])
+    if not name:
+        return f"The model is `{session.model}`. Available: {offered}. Switch with `/model NAME`."
+    problem = _model_problem(name, host.providers)
+    if problem is not None:
+        return f"{problem} The model is still `{session.model}`. Available: {offered}."
+    if name == session.model:
+        return f"The model is `{name}` already."
+    await host.configure(session.id, model=name)
+    return f"Switched to `{name}` from the next prompt on."
+
+
+def _model_problem(name: str, providers: ProviderRegistry) -> str | None:
+    """Why `name` cannot answer (a malformed id, a provider without its key), or None."""
+    try:
+        provider, _ = split_model_id(name)
+    except ValueError as error:
+        return f"{error}."
+    available, reason = providers.availability(provider)
+    return None if available else reason or f"`{name}` is not available."
+
+
+def _cost(session: Session) -> str:
+    totals = session.store.usage_totals(session.id) if session.stored else session.totals
+    return f"This session so far: {describe_totals(totals)}"
+
+
+def describe_totals(totals: UsageTotals) -> str:
+    """`UsageTotals` in a sentence a person reads."""
+    if not totals.rounds:
+        return "no model calls yet."
+    usage = totals.usage
+    tokens = f"{usage.input_tokens:,} tokens in"
+    if usage.cached_read_tokens:
+        tokens += f" ({usage.cached_read_tokens:,} read from the cache)"
+    tokens += f", {usage.output_tokens:,} out"
+    if usage.thought_tokens:
+        tokens += f" ({usage.thought_tokens:,} of them thinking)"
+    if totals.cost is None:
+        cost = "cost unknown (no price is known for the models used)"
+    elif totals.cost_complete:
+        cost = f"cost ${totals.cost:.4f}"
+    else:
+        cost = f"cost at least ${totals.cost:.4f} (some calls' prices are unknown)"
+    turns = f"{totals.turns} turn{'s' * (totals.turns != 1)}"
+    rounds = f"{totals.rounds} model round{'s' * (totals.rounds != 1)}"
+    return f"{turns}, {rounds}; {tokens}; {cost}."
