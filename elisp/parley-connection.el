@@ -107,6 +107,20 @@ Nothing is sent when the server is gone."
                                                           :message error-message))
       (jsonrpc-connection-send conn :id id :result result))))
 
+;;;; Requests that wait for their answer
+
+(defun parley--request (conn method params)
+  "Send the request METHOD with PARAMS on CONN and return its result.
+The messages the server sent right after the answer are read too:
+jsonrpc.el 1.0.14's `jsonrpc-request' throws out of the process
+filter with the answer, which leaves what came in the same read (a
+new session's slash commands, say) unread until the server writes
+again.  A JSON-RPC error is signalled as `jsonrpc-error'."
+  (prog1 (jsonrpc-request conn method params :timeout parley-request-timeout)
+    (let ((proc (jsonrpc--process conn)))
+      (when (process-live-p proc)
+        (funcall (process-filter proc) proc "")))))
+
 ;;;; The server
 
 (defvar parley--connection nil
@@ -170,8 +184,7 @@ a generic ACP client would show both."
     (setq parley--connection conn)
     (condition-case err
         (setq parley--server-info
-              (jsonrpc-request conn 'initialize (parley--initialize-params)
-                               :timeout parley-request-timeout))
+              (parley--request conn 'initialize (parley--initialize-params)))
       (jsonrpc-error
        (error "The Parley server did not start: %s%s"
               (or (alist-get 'jsonrpc-error-message (cdr err)) err)

@@ -40,6 +40,15 @@ not bound by `jsonrpc-default-request-timeout'."
 (defvar parley--sessions (make-hash-table :test #'equal)
   "Map a session id to its chat buffer.")
 
+(defvar parley--early-updates (make-hash-table :test #'equal)
+  "Session state updates that came before their session's buffer, by session id.
+The server follows its answer to `session/new' with the session's
+commands at once, while Emacs is still making the buffer.  Only the
+last update of each kind is kept.")
+
+(defconst parley--state-updates '("available_commands_update" "config_option_update")
+  "The kinds of `session/update' that set the session's state, not its transcript.")
+
 (parley--define-buffer-state
   (parley--session-id "The id of this buffer's session.")
   (parley--cwd "The workspace root of this buffer's session.")
@@ -92,12 +101,30 @@ A server of the first edition sends none; nothing changes then."
 (defun parley--handle-notification (_conn method params)
   "Handle the notification METHOD with PARAMS from the server."
   (when (eq method 'session/update)
-    (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
-      (parley--with-live-buffer buffer
-        (condition-case-unless-debug err
-            (parley--session-update (plist-get params :update))
-          (error (message "Parley: cannot show an update: %s"
-                          (error-message-string err))))))))
+    (let* ((id (plist-get params :sessionId))
+           (update (plist-get params :update))
+           (buffer (gethash id parley--sessions)))
+      (if (buffer-live-p buffer)
+          (with-current-buffer buffer
+            (condition-case-unless-debug err
+                (parley--session-update update)
+              (error (message "Parley: cannot show an update: %s"
+                              (error-message-string err)))))
+        (let ((kind (plist-get update :sessionUpdate)))
+          (when (member kind parley--state-updates)
+            (puthash id (cons update (cl-remove kind (gethash id parley--early-updates)
+                                                :key (lambda (u) (plist-get u :sessionUpdate))
+                                                :test #'equal))
+                     parley--early-updates)))))))
+
+(defun parley--register-session (id buffer)
+  "Make BUFFER the chat buffer of the session ID.
+The state updates that came for it before are applied in BUFFER."
+  (puthash id buffer parley--sessions)
+  (let ((early (gethash id parley--early-updates)))
+    (remhash id parley--early-updates)
+    (with-current-buffer buffer
+      (mapc #'parley--session-update (reverse early)))))
 
 (defun parley--session-update (update)
   "Keep the session state in UPDATE, or show UPDATE in the transcript.
@@ -332,7 +359,7 @@ must not wait for an answer: the request is asynchronous."
        (parley--with-live-buffer buffer
          (let ((id (plist-get result :sessionId)))
            (remhash parley--session-id parley--sessions)
-           (puthash id buffer parley--sessions)
+           (parley--register-session id buffer)
            (setq parley--session-id id
                  parley--conn conn)
            (parley--session-result result)

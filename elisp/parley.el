@@ -369,16 +369,19 @@ kernel and memory, and the session stays stored."
     (directory-file-name
      (expand-file-name (if project (project-root project) directory)))))
 
-(defun parley--make-buffer (cwd session-id)
-  "Return a new chat buffer for SESSION-ID in CWD."
+(defun parley--make-buffer (cwd session-id &optional init)
+  "Return a new chat buffer for SESSION-ID in CWD.
+INIT, when non-nil, is called in the buffer before the updates that
+came for the session before it are applied."
   (let ((buffer (generate-new-buffer
                  (format "*parley: %s*" (file-name-nondirectory cwd)))))
     (with-current-buffer buffer
       (parley-chat-mode)
       (setq default-directory (file-name-as-directory cwd)
             parley--cwd cwd
-            parley--session-id session-id))
-    (puthash session-id buffer parley--sessions)
+            parley--session-id session-id)
+      (when init (funcall init)))
+    (parley--register-session session-id buffer)
     buffer))
 
 (defun parley--new-session-buffer (cwd)
@@ -386,18 +389,19 @@ kernel and memory, and the session stays stored."
   (let* ((conn (parley--live-connection))
          (meta (append (and parley-default-model (list :model parley-default-model))
                        (and parley-tool-policy (list :toolPolicy parley-tool-policy))))
-         (result (jsonrpc-request
+         ;; The session's slash commands follow the answer: they are
+         ;; kept until its buffer is made (`parley--early-updates').
+         (result (parley--request
                   conn 'session/new
                   (append (list :cwd cwd :mcpServers [])
-                          (and meta (list :_meta (list :parley meta))))
-                  :timeout parley-request-timeout))
-         (buffer (parley--make-buffer cwd (plist-get result :sessionId))))
-    (with-current-buffer buffer
-      (setq parley--conn conn
-            parley--model (or parley-default-model
-                              (parley--meta parley--server-info :defaultModel)))
-      (parley--session-result result))
-    buffer))
+                          (and meta (list :_meta (list :parley meta)))))))
+    (parley--make-buffer
+     cwd (plist-get result :sessionId)
+     (lambda ()
+       (setq parley--conn conn
+             parley--model (or parley-default-model
+                               (parley--meta parley--server-info :defaultModel)))
+       (parley--session-result result)))))
 
 (defun parley--find-buffer (cwd)
   "Return a live chat buffer whose session is in CWD, or nil."
@@ -505,11 +509,10 @@ With a prefix argument NEW, start a new session in a new buffer."
   "Return the stored sessions (in CWD when non-nil) from CONN, newest first."
   (let (sessions cursor (pages 0))
     (while (progn
-             (let ((result (jsonrpc-request
+             (let ((result (parley--request
                             conn 'session/list
                             (append (and cwd (list :cwd cwd))
-                                    (and cursor (list :cursor cursor)))
-                            :timeout parley-request-timeout)))
+                                    (and cursor (list :cursor cursor))))))
                (setq sessions (append sessions (append (plist-get result :sessions) nil))
                      cursor (plist-get result :nextCursor)
                      pages (1+ pages)))
@@ -653,8 +656,8 @@ a server without config options is asked for its models instead."
             (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
                                  (parley--config-choices option)
                                  (plist-get option :currentValue))
-          (let ((result (jsonrpc-request (parley--live-connection) '_parley/models
-                                         (make-hash-table) :timeout parley-request-timeout)))
+          (let ((result (parley--request (parley--live-connection) '_parley/models
+                                         (make-hash-table))))
             (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
                                  (mapcar (lambda (m) (cons (plist-get m :id) m))
                                          (plist-get result :models))

@@ -135,6 +135,17 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
                      "the end of the turn" timeout)))
 
+(defmacro parley-it--recording-methods (&rest body)
+  "Run BODY with `sent' bound to the methods Emacs sends, newest first."
+  (declare (indent 0) (debug t))
+  `(let ((sent nil))
+     (cl-flet ((record (_conn &rest args)
+                 (when (plist-get args :method)
+                   (push (intern (format "%s" (plist-get args :method))) sent))))
+       (advice-add 'jsonrpc-connection-send :before #'record)
+       (unwind-protect (progn ,@body)
+         (advice-remove 'jsonrpc-connection-send #'record)))))
+
 ;;;; The tests
 
 (parley-it--deftest parley-it-streamed-answer-in-order
@@ -412,13 +423,16 @@ the fake LLM.  The test is skipped when the server is not installed."
     (should-not (string-match-p "Error: Server died" (parley-it--transcript)))
     (parley-restart)
     (parley-it--script (list :text "After the restart."))
-    (parley-it--send "Two")
-    (parley-it--wait-idle)
-    (should (string-match-p "Two\n\\(.*new session.*\n\\)?\nParley\nAfter the restart\\.\n\\'"
-                            (parley-it--transcript)))
-    ;; The session itself resumes, unless the server cannot load sessions.
-    (unless (parley-it--server-lacks 'session/load)
-      (should-not (string-match-p "new session" (parley-it--transcript))))))
+    (parley-it--recording-methods
+      (parley-it--send "Two")
+      (parley-it--wait-idle)
+      ;; The session itself resumes, without a replay: the server can.
+      (should (parley--server-supports :resume))
+      (should (equal (reverse (cl-remove '_parley/usage sent))
+                     '(session/resume session/prompt))))
+    (should (string-match-p "\\`You\nOne\n\nParley\nBefore\\.\nError: The Parley server exited[^\0]*\
+The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n\\'"
+                            (parley-it--transcript)))))
 
 (parley-it--deftest parley-it-provider-error-shown
   "A provider failure ends the turn with an error in the buffer, in the error face."
@@ -475,6 +489,9 @@ the fake LLM.  The test is skipped when the server is not installed."
         (call-interactively #'parley-set-model))
       (should (member "openai:gpt-4.1-mini" offered))
       (parley-it--wait (lambda () (equal parley--model "openai:gpt-4.1")) "the model switch")
+      ;; Through the session's config option, which the answer updated.
+      (should (equal (plist-get (parley--config-option :category "model") :currentValue)
+                     "openai:gpt-4.1"))
       (parley-it--script (list :text "ok"))
       (parley-it--send "hi")
       (parley-it--wait-idle)
@@ -489,12 +506,61 @@ the fake LLM.  The test is skipped when the server is not installed."
                  (should (member "sync" (all-completions "" collection)))
                  "sync")))
       (call-interactively #'parley-set-tool-policy))
+    (parley-it--wait (lambda () (equal (plist-get (parley--config-option :id "tool_policy")
+                                                  :currentValue)
+                                       "sync"))
+                     "the tool policy's config option")
     (parley-it--script (list :text "synchronous answer"))
     (parley-it--send "hi")
     (parley-it--wait-idle)
     (should (string-match-p "synchronous answer\n\\'" (parley-it--transcript)))
     ;; No round was streamed.
     (should-not (plist-get (plist-get (car (last (parley-it--requests))) :body) :stream))))
+
+(parley-it--deftest parley-it-slash-command-runs
+  "A prompt that is a slash command runs it: /model switches without a model call."
+  (with-current-buffer (parley)
+    (let ((calls (length (parley-it--requests))))
+      (parley-it--send "/model openai:gpt-4.1")
+      (parley-it--wait-idle)
+      (should (string-match-p "You\n/model openai:gpt-4.1\n\nParley\nSwitched to `openai:gpt-4.1` from the next prompt on\\.\n\\'"
+                              (parley-it--transcript)))
+      ;; The server announced the change (config_option_update): the
+      ;; header line shows it.
+      (parley-it--wait (lambda () (equal parley--model "openai:gpt-4.1"))
+                       "the config_option_update")
+      (should (equal (plist-get (parley--config-option :category "model") :currentValue)
+                     "openai:gpt-4.1"))
+      (should (= calls (length (parley-it--requests)))))))
+
+(parley-it--deftest parley-it-slash-commands-complete
+  "The slash commands the server announces complete at the prompt."
+  (with-current-buffer (parley)
+    ;; Announced right after the answer to session/new (not held
+    ;; back until the server writes again: see `parley--request').
+    (parley-it--wait (lambda () parley--commands) "the available commands" 5)
+    (should (member "cost" (mapcar #'parley--command-name parley--commands)))
+    (goto-char (point-max))
+    (insert "/mo")
+    (parley-tab)
+    (should (equal (parley--current-input) "/model"))))
+
+(parley-it--deftest parley-it-kill-buffer-closes-session
+  "Killing an idle chat buffer closes its session on the server; it stays stored."
+  (parley-it--script (list :text "Stored answer."))
+  (let (session-id)
+    (parley-it--recording-methods
+      (with-current-buffer (parley)
+        (setq session-id parley--session-id)
+        (parley-it--send "Keep this")
+        (parley-it--wait-idle)
+        (kill-buffer))
+      (should (eq (car sent) 'session/close)))
+    (with-current-buffer (parley-open-session session-id
+                                              (directory-file-name parley-it--workspace))
+      (parley-it--wait-idle)
+      (should (string-match-p "You\nKeep this\n\nParley\nStored answer\\.\n\\'"
+                              (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-turn-outlives-default-timeout
   "A turn longer than jsonrpc's 10 s default does not time out."

@@ -506,8 +506,8 @@ A RESULT that is a function is called with the params; one that is
                   ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
                   ((symbol-function 'jsonrpc-notify)
                    (lambda (_conn method params) (push (cons method params) requests)))
-                  ((symbol-function 'jsonrpc-request)
-                   (lambda (_conn method params &rest _) (funcall answer method params)))
+                  ((symbol-function 'parley--request)
+                   (lambda (_conn method params) (funcall answer method params)))
                   ((symbol-function 'jsonrpc-async-request)
                    (lambda (_conn method params &rest args)
                      (let ((result (funcall answer method params)))
@@ -776,6 +776,34 @@ A RESULT that is a function is called with the params; one that is
         (parley--set-input "/cost")
         (parley-send)
         (should (equal sent '((:type "text" :text "/cost"))))))))
+
+(ert-deftest parley-state-updates-before-the-buffer-are-kept ()
+  ;; The server announces the commands right after its answer to
+  ;; session/new, which may be read before Emacs made the buffer.
+  (let ((id "sess-early"))
+    (parley--handle-notification
+     nil 'session/update
+     (list :sessionId id
+           :update (parley-test--json
+                    "{\"sessionUpdate\":\"available_commands_update\",\"availableCommands\":[{\"name\":\"old\",\"description\":\"x\"}]}")))
+    (parley--handle-notification
+     nil 'session/update
+     (list :sessionId id
+           :update (parley-test--json
+                    "{\"sessionUpdate\":\"available_commands_update\",\"availableCommands\":[{\"name\":\"cost\",\"description\":\"The cost\"}]}")))
+    ;; Transcript updates of an unknown session are dropped.
+    (parley--handle-notification
+     nil 'session/update
+     (list :sessionId id
+           :update (parley-test--json
+                    "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"lost\"}}")))
+    (let ((buffer (parley--make-buffer temporary-file-directory id)))
+      (unwind-protect
+          (with-current-buffer buffer
+            (should (equal (mapcar #'parley--command-name parley--commands) '("cost")))
+            (should (equal (parley-test--transcript) ""))
+            (should-not (gethash id parley--early-updates)))
+        (kill-buffer buffer)))))
 
 ;;;; Emacs tools
 
