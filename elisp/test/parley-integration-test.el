@@ -191,13 +191,18 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "What is in notes.txt?")
     (parley-it--wait-idle)
     (let ((shown (parley-test--visible-transcript)))
-      (should (string-match-p "▸ .*read_file.* \\[done\\]\n" shown))
+      ;; Its name, or a title a person reads with the file as a location.
+      (should (string-match-p "▸ \\(.*read_file.*\\|Read notes.txt\\) \\[done\\]\n" shown))
+      (when (string-match-p "Read notes.txt" shown)
+        (should (string-match-p "\\[done\\]\n    notes.txt\n" shown))
+        (should (eq (get-text-property (+ 4 (parley-test--pos "    notes.txt")) 'face)
+                    'parley-location)))
       (should (string-match-p "\\[done\\]\n\\(.\\|\n\\)*The file says pineapple\\.\n\\'" shown)))
     ;; The result is in the folded body.
     (should (string-match-p "pineapple\n\\(.\\|\n\\)*\\[done\\]\\|\\[done\\]\\(.\\|\n\\)*secret is pineapple"
                             (parley-it--transcript)))
     (goto-char (point-min))
-    (search-forward "read_file")
+    (re-search-forward "read_file\\|Read notes")
     (parley-tab)
     (should (string-match-p "secret is pineapple" (parley-test--visible-transcript)))))
 
@@ -218,6 +223,9 @@ the fake LLM.  The test is skipped when the server is not installed."
            append (cl-loop for message across (plist-get (plist-get request :body) :messages)
                            when (equal (plist-get message :role) "tool")
                            collect (format "%s" (plist-get message :content)))))
+
+(defconst parley-it--python-title "\\(?:python_eval\\|Run Python\\)"
+  "The title of a python_eval call: its name, or the title a person reads.")
 
 (defun parley-it--python (code)
   "Return a scripted model reply that calls python_eval with CODE."
@@ -260,9 +268,11 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "Try it")
     (parley-it--answer "n")
     (parley-it--wait-idle 90)
-    (should (string-match-p "Rejected: python_eval\nUnderstood, I will not\\.\n\\'"
+    (should (string-match-p (concat "Rejected: " parley-it--python-title
+                                    "\nUnderstood, I will not\\.\n\\'")
                             (parley-it--transcript)))
-    (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript))))
+    (should (string-match-p (concat parley-it--python-title ".*\\[failed\\]")
+                            (parley-it--transcript))))
   (should-not (file-exists-p (expand-file-name "rejected.txt" parley-it--workspace)))
   (should (string-match-p "rejected" (car (last (parley-it--tool-messages))))))
 
@@ -321,7 +331,8 @@ the fake LLM.  The test is skipped when the server is not installed."
         (parley-it--send "Run twice")
         (parley-it--answer "a")
         (parley-it--wait-idle 90)
-        (should (string-match-p "Allowed always: python_eval\n\\(.\\|\n\\)*Both ran\\.\n\\'"
+        (should (string-match-p (concat "Allowed always: " parley-it--python-title
+                                        "\n\\(.\\|\n\\)*Both ran\\.\n\\'")
                                 (parley-it--transcript)))))
     (should (= asked 1)))
   (dolist (name '("always-1.txt" "always-2.txt"))
@@ -347,7 +358,8 @@ the fake LLM.  The test is skipped when the server is not installed."
     (with-current-buffer (parley-open-session session-id
                                               (directory-file-name parley-it--workspace))
       (parley-it--wait-idle 90)
-      (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript)))
+      (should (string-match-p (concat parley-it--python-title ".*\\[failed\\]")
+                              (parley-it--transcript)))
       (should (string-match-p "cancelled this call" (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-cancel-then-next-prompt
