@@ -513,9 +513,9 @@ A RESULT that is a function is called with the params; one that is
                      (let ((result (funcall answer method params)))
                        (if (eq (car-safe result) 'error)
                            (funcall (plist-get args :error-fn) (cdr result))
-			 (when (plist-get args :success-fn)
+                         (when (plist-get args :success-fn)
                            (funcall (plist-get args :success-fn) result)))))))
-		 ,@body))))
+                 ,@body))))
 
 (ert-deftest parley-open-session-replays-history ()
   ;; The server replays the stored conversation as updates, then answers.
@@ -619,20 +619,22 @@ A RESULT that is a function is called with the params; one that is
         (kill-buffer buffer)))))
 
 (ert-deftest parley-set-model-and-tool-policy-with-config-options ()
-  (parley-test--with-chat
-    (parley--set-config-options (parley-test--json parley-test--config-options))
-    (setq parley--conn 'fake-connection)
-    (parley-test--with-fake-server
-        `((session/set_config_option
-           . ,(lambda (params)
-                (list :configOptions
-                      (parley-test--json
-                       (replace-regexp-in-string
-                        (if (equal (plist-get params :configId) "model")
-                            "openai:gpt-4.1-mini\",\"options"
-                          "hybrid\",\"options")
-                        (concat (plist-get params :value) "\",\"options")
-                        parley-test--config-options t t))))))
+  ;; The buffer dies inside the fake server, which answers for its
+  ;; connection then.
+  (parley-test--with-fake-server
+      `((session/set_config_option
+         . ,(lambda (params)
+              (list :configOptions
+                    (parley-test--json
+                     (replace-regexp-in-string
+                      (if (equal (plist-get params :configId) "model")
+                          "openai:gpt-4.1-mini\",\"options"
+                        "hybrid\",\"options")
+                      (concat (plist-get params :value) "\",\"options")
+                      parley-test--config-options t t))))))
+    (parley-test--with-chat
+      (parley--set-config-options (parley-test--json parley-test--config-options))
+      (setq parley--conn 'fake-connection)
       (let (offered annotations)
         (cl-letf (((symbol-function 'completing-read)
                    (lambda (_prompt collection &rest args)
@@ -665,14 +667,14 @@ A RESULT that is a function is called with the params; one that is
 
 (ert-deftest parley-set-model-and-tool-policy-without-config-options ()
   ;; A first-edition server: `_parley/models' and `_parley/session/configure'.
-  (parley-test--with-chat
-    (setq parley--conn 'fake-connection)
-    (parley-test--with-fake-server
-        '((_parley/models . (:models [(:id "openai:gpt-4.1" :available t)
-                                      (:id "anthropic:claude-sonnet-4-5" :available :json-false
-                                           :reason "no API key")]
-                                     :defaultModel "openai:gpt-4.1"))
-          (_parley/session/configure . nil))
+  (parley-test--with-fake-server
+      '((_parley/models . (:models [(:id "openai:gpt-4.1" :available t)
+                                    (:id "anthropic:claude-sonnet-4-5" :available :json-false
+                                         :reason "no API key")]
+                                   :defaultModel "openai:gpt-4.1"))
+        (_parley/session/configure . nil))
+    (parley-test--with-chat
+      (setq parley--conn 'fake-connection)
       (let (offered)
         (cl-letf (((symbol-function 'completing-read)
                    (lambda (_prompt collection &rest _)
