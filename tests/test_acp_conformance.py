@@ -456,6 +456,31 @@ async def test_the_slash_commands_are_advertised(acp_env: dict[str, str], worksp
     run.recording.assert_conformant()
 
 
+async def test_the_commands_are_announced_after_the_answer_that_starts_the_session(
+    acp_env: dict[str, str], workspace: Path
+) -> None:
+    """A client can only route an update once it knows the session: from the answer."""
+    async with acp_server(acp_env) as run:
+        session_id = await started_session(run, workspace)
+        await run.editor.wait_for_update(session_id, "available_commands_update", timeout=5)
+        await run.conn.resume_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
+        while len(run.recording.raw_updates(session_id, "available_commands_update")) < 2:
+            await asyncio.sleep(0.01)
+    asked = {m["id"]: m["method"] for m in run.recording.from_client if "id" in m}
+    order = [
+        asked[m["id"]] if "id" in m else m["params"]["update"]["sessionUpdate"]
+        for m in run.recording.agent_messages()
+    ]
+    assert order == [
+        "initialize",
+        "session/new",
+        "available_commands_update",
+        "session/resume",
+        "available_commands_update",
+    ]
+    run.recording.assert_conformant()
+
+
 async def test_a_model_command_is_announced_as_a_config_option_update(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:

@@ -5,7 +5,8 @@ editor.
 
 The behavioural checks drive a real pygls `JsonRPCServer` with Parley's protocol in-process:
 pygls must still route a handler's outcome through `_send_handler_result` (overridden), and
-a `$/cancelRequest` through `_handle_cancel_notification` and `_request_futures`.
+a `$/cancelRequest` through `_handle_cancel_notification` and `_request_futures`; and keep
+a handler's request id in its context (`msg_id`, which `after_the_answer` reads).
 """
 
 from __future__ import annotations
@@ -169,3 +170,43 @@ async def test_a_request_abandoned_by_its_timeout_is_forgotten() -> None:
     (sent,) = out.messages
     assert sent["method"] == "_parley/editor/callTool"
     assert sent["id"] not in server.protocol._request_futures
+
+
+async def test_what_runs_after_the_answer_follows_it_for_plain_and_coroutine_handlers() -> None:
+    server, out = serving()
+
+    def announce(name: str) -> None:
+        server.protocol.notify_json("after", {"of": name})
+
+    @server.feature("plain")
+    def plain(params: Any) -> dict[str, Any]:
+        server.protocol.after_the_answer(lambda: announce("plain"))
+        return {}
+
+    @server.feature("coroutine")
+    async def coroutine(params: Any) -> dict[str, Any]:
+        server.protocol.after_the_answer(lambda: announce("coroutine"))
+        await asyncio.sleep(0)
+        server.protocol.after_the_answer(lambda: announce("coroutine, late"))
+        return {}
+
+    @server.feature("failing")
+    async def failing(params: Any) -> None:
+        server.protocol.after_the_answer(lambda: announce("failing"))
+        raise RuntimeError("no")
+
+    server.protocol.receive(b'{"jsonrpc": "2.0", "id": 1, "method": "plain", "params": {}}')
+    await answered(out, 2)
+    server.protocol.receive(b'{"jsonrpc": "2.0", "id": 2, "method": "coroutine", "params": {}}')
+    await answered(out, 5)
+    server.protocol.receive(b'{"jsonrpc": "2.0", "id": 3, "method": "failing", "params": {}}')
+    messages = await answered(out, 6)
+    await asyncio.sleep(0.05)
+    assert [m.get("id", m.get("params", {}).get("of")) for m in messages] == [
+        1,
+        "plain",
+        2,
+        "coroutine",
+        "coroutine, late",
+        3,  # an error: what was to follow the answer does not
+    ]

@@ -194,6 +194,7 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
         {"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": str(workspace)}}
     )
     session = raw_server.receive()["result"]["sessionId"]
+    # (the slash commands are announced after the answer: `answer` skips that notification)
     raw_server.send(
         {
             "jsonrpc": "2.0",
@@ -205,7 +206,7 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
             },
         }
     )
-    assert "not supported" in raw_server.receive()["error"]["message"]
+    assert "not supported" in raw_server.answer()["error"]["message"]
     raw_server.send(
         {
             "jsonrpc": "2.0",
@@ -214,7 +215,7 @@ def test_bad_prompt_blocks_and_settings_are_refused(raw_server: RawServer, works
             "params": {"sessionId": session, "prompt": [{"type": "text", "text": "  "}]},
         }
     )
-    assert "empty" in raw_server.receive()["error"]["message"]
+    assert "empty" in raw_server.answer()["error"]["message"]
 
 
 # --- the wire: no message kills or deafens the server -------------------------------------

@@ -471,3 +471,21 @@ async def test_a_change_made_outside_set_config_option_is_announced(
     fake.set_script([Reply(text="ok")])
     await client.prompt(session, "Hi")
     assert fake.requests[-1].api == "anthropic"
+
+
+async def test_close_cancels_the_running_turn_and_keeps_what_it_said(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    client = await started(start_server, tmp_path / "home")
+    session = await client.new_session(str(workspace))
+    fake.set_script([Reply(text="slow " * 400, pacing=Pacing(chunks_per_second=40))])
+    running = asyncio.ensure_future(client.prompt(session, "Talk slowly."))
+    await client.wait_for_update(session, lambda u: "slow" in json.dumps(u), timeout=30)
+    assert await client.request("session/close", {"sessionId": session}) == {}
+    assert (await asyncio.wait_for(running, 5))["stopReason"] == "cancelled"
+    with pytest.raises(JsonRpcException) as unknown:
+        await client.request("session/close", {"sessionId": "sess_nobody"})
+    assert unknown.value.code == -32002
+    await client.load_session(session, str(workspace))  # stored, with the cancelled turn
+    replayed = client.updates_of(session, "user_message_chunk")
+    assert replayed[-1]["content"]["text"] == "Talk slowly."

@@ -315,7 +315,7 @@ class ParleyServer(JsonRPCServer):
     def _started(self, session: Session) -> dict[str, Any]:
         """What the answer to a session's start holds (its config options); its slash
         commands are announced right after the answer, when the client knows the session."""
-        _after_the_answer(lambda: self.sessions.announce_commands(session.id))
+        self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
         return {"configOptions": self.sessions.config_options(session)}
 
     async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
@@ -330,7 +330,7 @@ class ParleyServer(JsonRPCServer):
         if failures:
             text = "\n\n".join(failures)
             message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
-            _after_the_answer(lambda: self.send_update(session_id, message))
+            self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
@@ -363,14 +363,6 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise JsonRpcServerError(
             error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
         ) from error
-
-
-def _after_the_answer(callback: Callable[[], None]) -> None:
-    """Run `callback` once the request being handled is answered. pygls answers a plain
-    handler as it returns, a coroutine's from its task's done callback, which is queued as
-    the task ends, after what the task queued: one hop more puts `callback` after both."""
-    loop = asyncio.get_running_loop()
-    loop.call_soon(loop.call_soon, callback)
 
 
 def _mcp_server_config(server: McpServerParams) -> McpServerConfig:

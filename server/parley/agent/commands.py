@@ -63,16 +63,16 @@ def available_commands() -> list[dict[str, Any]]:
 
 def parse_command(content: tuple[ContentBlock, ...]) -> CommandCall | None:
     """The command a prompt runs: its first block is text that starts with `/NAME` of an
-    advertised command (then a space or the end). None for any other prompt."""
+    advertised command (then whitespace or the end). None for any other prompt."""
     if not content or not isinstance(content[0], TextBlock):
         return None
     text = content[0].text.strip()
     if not text.startswith("/"):
         return None
-    name, _, argument = text[1:].partition(" ")
+    name, *argument = text[1:].split(maxsplit=1) or [""]
     if name not in {command.name for command in COMMANDS}:
         return None
-    return CommandCall(name, argument.strip())
+    return CommandCall(name, argument[0].strip() if argument else "")
 
 
 async def run_command(call: CommandCall, session: Session, host: CommandHost) -> str:

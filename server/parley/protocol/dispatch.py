@@ -13,7 +13,8 @@ that cannot be encoded. Answers leave without tracebacks and with secrets redact
 This is Parley's adapter to pygls: every use of pygls internals in the server is here, and
 pygls is pinned to the version they were written against (`pygls==2.1.1`):
 `_send_handler_result` and `_send_response` (how a handler's outcome is answered, both
-overridden), `_handle_cancel_notification` and `_request_futures` (pending requests),
+overridden; `after_the_answer` hooks the first, and reads the request's id from pygls'
+`msg_id`), `_handle_cancel_notification` and `_request_futures` (pending requests),
 `_include_headers` (set by `set_writer`); and for the client side, `ParleyJsonRPCClient`
 (what `client.py` builds on) uses `JsonRPCClient`'s `_server`, `_stop_event`, `_async_tasks`
 and `_server_exit`. tests/test_pygls_adapter.py fails when an upgrade changes any of them.
@@ -30,7 +31,7 @@ import re
 import reprlib
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -113,6 +114,8 @@ class ParleyProtocol(JsonRPCProtocol):
         # handlers' futures under the same ids (`_request_futures`): a response must only
         # ever settle one of these.
         self._awaiting: dict[MsgId, Future[Any]] = {}
+        # What runs once a request of the client's is answered (`after_the_answer`), by id.
+        self._after_answer: dict[MsgId, list[Callable[[], None]]] = {}
 
     # --- in --------------------------------------------------------------------------------
 
@@ -285,6 +288,7 @@ class ParleyProtocol(JsonRPCProtocol):
         """
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
+        after_answer = self._after_answer.pop(msg_id, [])
         if future.cancelled():
             logger.info("Request %.*r was cancelled", _QUOTE_CHARS, msg_id)
             self._send_response(
@@ -295,6 +299,11 @@ class ParleyProtocol(JsonRPCProtocol):
         error = future.exception()
         if error is None:
             self._send_response(msg_id, result=future.result())
+            for callback in after_answer:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("After answering %.*r", _QUOTE_CHARS, msg_id)
         elif isinstance(error, JsonRpcException):
             logger.warning("Request %.*r: %s (%d)", _QUOTE_CHARS, msg_id, error.message, error.code)
             self._send_response(msg_id, error=error.to_response_error())
@@ -327,6 +336,14 @@ class ParleyProtocol(JsonRPCProtocol):
         if data is not None:
             error["data"] = redact_json(data)
         self._write({"jsonrpc": "2.0", "id": msg_id, "error": error})
+
+    def after_the_answer(self, callback: Callable[[], None]) -> None:
+        """Run `callback` right after the request being handled is answered with a result
+        (say, a notification about the session the answer starts); not if it fails."""
+        msg_id = self.msg_id  # pygls keeps the request's id in the handler's context
+        if msg_id is None:
+            raise RuntimeError("after_the_answer outside of a request's handler")
+        self._after_answer.setdefault(msg_id, []).append(callback)
 
     def notify_json(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification whose params are plain JSON already.
