@@ -83,25 +83,6 @@ in the transcript and carries its keymap."
 
 ;;;; The text of a question
 
-(defun parley--code-mode (title)
-  "Return the major mode that fontifies the code of the tool TITLE, or nil."
-  (let ((case-fold-search t))
-    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
-          ((string-match-p "python" title) #'python-mode))))
-
-(defconst parley--fontify-limit 50000
-  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
-
-(defun parley--code-block (code mode)
-  "Return CODE indented as a block, fontified by MODE when non-nil."
-  (let ((code (copy-sequence (string-trim-right code "\n+"))))
-    (when (and mode (<= (length code) parley--fontify-limit))
-      (condition-case nil
-          (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
-            (put-text-property from to 'face face code))
-        (error nil)))                   ; plain text is still the code
-    (concat (parley--indent code) "\n")))
-
 (defun parley--question-input (input mode)
   "Return the tool INPUT for a question: every field in full.
 A string field with several lines, or named code, is a block fontified
@@ -120,71 +101,6 @@ by MODE."
                                         (if (stringp value) value (parley--json-brief value)))
                                 'face 'parley-tool-body)))))
    (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
-
-(defun parley--common-lines (a b)
-  "Return how many lines the lists A and B share at their start."
-  (let ((n 0))
-    (while (and a b (equal (car a) (car b)))
-      (setq a (cdr a) b (cdr b) n (1+ n)))
-    n))
-
-(defun parley--diff-string (path old new)
-  "Return the change of PATH from the text OLD (nil: a new file) to NEW.
-The lines that differ are shown as one hunk in `diff-mode' faces,
-with up to three lines of context on each side."
-  (require 'diff-mode)
-  (let* ((lines (lambda (text) (split-string (string-remove-suffix "\n" text) "\n")))
-         (old-lines (and (stringp old) (funcall lines old)))
-         (new-lines (funcall lines (or new "")))
-         (head (parley--common-lines old-lines new-lines))
-         (tail (parley--common-lines (reverse (nthcdr head old-lines))
-                                     (reverse (nthcdr head new-lines))))
-         (before (min 3 head))
-         (removed (butlast (nthcdr head old-lines) tail))
-         (added (butlast (nthcdr head new-lines) tail))
-         (after (min 3 tail))
-         (start (- head before))
-         (line (lambda (prefix text face)
-                 (parley--props (concat "    " prefix text "\n") 'face face))))
-    (concat
-     (funcall line "--- " (if old path "/dev/null") 'diff-file-header)
-     (funcall line "+++ " path 'diff-file-header)
-     (let ((old-count (+ before (length removed) after))
-           (new-count (+ before (length added) after)))
-       ;; An empty side starts at line 0, as in diff -u.
-       (funcall line "" (format "@@ -%d,%d +%d,%d @@"
-                                (if (zerop old-count) start (1+ start)) old-count
-                                (if (zerop new-count) start (1+ start)) new-count)
-                'diff-hunk-header))
-     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
-                (cl-subseq new-lines start head) "")
-     (mapconcat (lambda (l) (funcall line "-" l 'diff-removed)) removed "")
-     (mapconcat (lambda (l) (funcall line "+" l 'diff-added)) added "")
-     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
-                (cl-subseq new-lines (+ head (length added))
-                           (+ head (length added) after))
-                ""))))
-
-(defun parley--in-input-p (text input)
-  "Return non-nil when TEXT is the value of a field of the tool INPUT."
-  (and (consp input) (keywordp (car input))
-       (cl-loop for (_key value) on input by #'cddr
-                thereis (and (stringp value)
-                             (equal (string-trim value) (string-trim text))))))
-
-(defun parley--question-content (item input)
-  "Return the ACP tool call content ITEM for a question.
-Text already shown as a field of the tool INPUT is not repeated."
-  (pcase (plist-get item :type)
-    ("content"
-     (let ((text (plist-get (plist-get item :content) :text)))
-       (if (or (not (stringp text)) (parley--in-input-p text input))
-           ""
-         (parley--props (parley--code-block text nil) 'face 'parley-tool-body))))
-    ("diff"
-     (parley--diff-string (or (plist-get item :path) "file")
-                          (plist-get item :oldText) (plist-get item :newText)))
-    (_ "")))
 
 (defun parley--question-choices (options)
   "Return the line of clickable choices for OPTIONS, with their keys."
@@ -209,11 +125,12 @@ Text already shown as a field of the tool INPUT is not repeated."
   "Return the transcript text of a question: HEADER, TOOL and OPTIONS.
 TOOL is the ACP tool call: its title, kind, rawInput and content."
   (let* ((title (or (plist-get tool :title) "a tool"))
-         (input (plist-get tool :rawInput)))
+         (input (plist-get tool :rawInput))
+         (mode (parley--code-mode title)))
     (concat
      (parley--props (concat header "\n") 'face 'parley-question-header)
-     (parley--question-input input (parley--code-mode title))
-     (mapconcat (lambda (item) (parley--question-content item input))
+     (parley--question-input input mode)
+     (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")
      (parley--question-choices options))))
 

@@ -303,10 +303,6 @@ def test_load_replays_the_session_then_it_goes_on_and_delete_removes_it(
 # --- every message against ACP's schema ------------------------------------------------
 
 SCENARIOS = ["text_turn", "tool_turn", "cancelled_turn", "reloaded"]
-USAGE_AT_ROOT = (
-    "session/prompt's result carries `usage` at its root; the second edition moves it to "
-    "_meta.parley.usage (needs the prompt result of branch acp-turn)"
-)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -318,7 +314,6 @@ def test_every_message_but_the_prompt_results_conforms(
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-@pytest.mark.xfail(strict=True, reason=USAGE_AT_ROOT)
 def test_prompt_results_conform(name: str, request: pytest.FixtureRequest) -> None:
     scenario: Scenario = request.getfixturevalue(name)
     scenario.assert_conformant(only="session/prompt")
@@ -361,23 +356,6 @@ def test_the_scenarios_sent_what_they_claim_to_check(
 
 
 # --- the second edition (/work/shared/protocol.md) -------------------------------------
-# Strict xfails: each fails on this branch for want of the feature named, and passes (so
-# its mark must go) once that branch is merged.
-
-USAGE_UPDATE = (
-    "needs usage_update's second-edition _meta.parley {call, session} from branch acp-turn"
-)
-UNKNOWN_WINDOW = (
-    "usage_update says size: 0 when the model's window is unknown; protocol.md says omit it, "
-    "but ACP's schema requires size, so no usage_update (or a known window) is the way out "
-    "(branch acp-turn)"
-)
-PROMPT_META = "needs the prompt result's _meta.parley {usage, turn, session} from branch acp-turn"
-REVISIONS = "needs revisions only for clients that opt in (_meta.parley.revisions) from acp-turn"
-TOOL_CONTENT = (
-    "needs readable tool-call titles and the code in the permission request's content "
-    "(second edition; branch acp-content)"
-)
 
 PNG_1X1 = base64.b64encode(
     bytes.fromhex(
@@ -441,7 +419,7 @@ async def test_set_config_option_switches_the_model_from_the_next_prompt(
         )
         await run.conn.prompt(session_id=session_id, prompt=[text_block("Hi.")])
     assert fake.requests[-1].body["model"] == "gpt-4.1"
-    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
+    run.recording.assert_conformant()
 
 
 async def test_the_slash_commands_are_advertised(acp_env: dict[str, str], workspace: Path) -> None:
@@ -492,7 +470,7 @@ async def test_a_model_command_is_announced_as_a_config_option_update(
         await run.editor.wait_for_update(session_id, "config_option_update", timeout=5)
     (update, *_) = run.recording.raw_updates(session_id, "config_option_update")
     assert current_values(update["configOptions"])["model"] == "openai:gpt-4.1"
-    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
+    run.recording.assert_conformant()
 
 
 async def test_resume_continues_a_stored_session_without_replaying_it(
@@ -516,8 +494,8 @@ async def test_resume_continues_a_stored_session_without_replaying_it(
     assert replayed == []
     assert result.stop_reason == "end_turn"
     assert "Remember 7." in json.dumps(fake.requests[-1].body)
-    first.recording.assert_conformant(but="session/prompt")
-    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
+    first.recording.assert_conformant()
+    run.recording.assert_conformant()
 
 
 async def test_close_frees_the_session_and_keeps_it_stored(
@@ -534,7 +512,7 @@ async def test_close_frees_the_session_and_keeps_it_stored(
     assert closed == {}
     assert [s.session_id for s in listed.sessions] == [session_id]
     assert run.editor.updates_of(session_id, "user_message_chunk")  # replayed from the store
-    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
+    run.recording.assert_conformant()
 
 
 async def test_set_config_option_refuses_what_the_options_do_not_offer(
@@ -590,10 +568,9 @@ async def test_the_cost_command_answers_without_calling_the_model(
     assert len(fake.requests) == before  # no model call
     assert "1 turn" in answer and "1,000 tokens in" in answer and "200 out" in answer
     assert "$0.0007" in answer  # gpt-4.1-mini: 1000 x $0.4 + 200 x $1.6 per million
-    run.recording.assert_conformant(but="session/prompt")  # USAGE_AT_ROOT, until acp-turn
+    run.recording.assert_conformant()
 
 
-@pytest.mark.xfail(strict=True, reason=PROMPT_META)
 def test_the_prompt_result_has_its_usage_under_meta(text_turn: Scenario) -> None:
     (recording,) = text_turn.recordings
     result = recording.result_of("session/prompt")
@@ -604,7 +581,6 @@ def test_the_prompt_result_has_its_usage_under_meta(text_turn: Scenario) -> None
     assert parley["session"]["turns"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=USAGE_UPDATE)
 async def test_usage_update_reports_the_context_the_window_and_the_cost(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -622,7 +598,6 @@ async def test_usage_update_reports_the_context_the_window_and_the_cost(
     run.recording.assert_conformant()
 
 
-@pytest.mark.xfail(strict=True, reason=UNKNOWN_WINDOW)
 async def test_a_window_that_is_not_known_is_never_reported_as_0(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
@@ -635,7 +610,6 @@ async def test_a_window_that_is_not_known_is_never_reported_as_0(
     run.recording.assert_conformant(only="session/update")
 
 
-@pytest.mark.xfail(strict=True, reason=REVISIONS)
 def test_a_client_that_did_not_opt_in_gets_no_revision(tool_turn: Scenario) -> None:
     (recording,) = tool_turn.recordings
     chunks = recording.raw_updates(tool_turn.session_id, "agent_message_chunk")
@@ -644,7 +618,6 @@ def test_a_client_that_did_not_opt_in_gets_no_revision(tool_turn: Scenario) -> N
     assert tool_turn.editor.text_of(tool_turn.session_id) == "Let me compute that.It is 42."
 
 
-@pytest.mark.xfail(strict=True, reason=TOOL_CONTENT)
 def test_the_permission_request_shows_what_it_asks_about(tool_turn: Scenario) -> None:
     (asked,) = tool_turn.editor.permission_requests
     assert asked.title != "python_eval"  # a title a person reads ("Run Python")
@@ -662,8 +635,7 @@ async def test_an_image_in_the_prompt_reaches_the_model(
         result = await run.conn.prompt(session_id=session_id, prompt=prompt)
     assert result.stop_reason == "end_turn"
     assert f"data:image/png;base64,{PNG_1X1}" in json.dumps(fake.requests[-1].body)
-    # The prompt's result is test_prompt_results_conform's (USAGE_AT_ROOT, branch acp-turn).
-    run.recording.assert_conformant(but="session/prompt")
+    run.recording.assert_conformant()
 
 
 async def test_files_are_read_through_the_editor_that_offers_it(
@@ -680,7 +652,7 @@ async def test_files_are_read_through_the_editor_that_offers_it(
     (read,) = run.recording.agent_messages("fs/read_text_file")
     assert read["params"]["path"] == path and read["params"]["sessionId"] == session_id
     assert "UNSAVED_EDIT" in json.dumps(fake.requests[-1].body)
-    run.recording.assert_conformant(but="session/prompt")  # as above
+    run.recording.assert_conformant()
 
 
 async def test_an_mcp_servers_tools_are_offered_to_the_model_and_run(
@@ -701,7 +673,7 @@ async def test_an_mcp_servers_tools_are_offered_to_the_model_and_run(
     finished = [u for u in run.editor.updates_of(sid, "tool_call_update") if u.status]
     assert finished[-1].status == "completed"
     assert "HELLO" in json.dumps(fake.requests[-1].body)
-    run.recording.assert_conformant(but="session/prompt")  # its root `usage`: USAGE_AT_ROOT
+    run.recording.assert_conformant()
 
 
 # --- the check itself: it finds what it is meant to find --------------------------------

@@ -140,7 +140,7 @@ def test_without_a_terminal_a_tool_call_is_rejected_and_stdout_stays_clean(
     done = run_parley("chat", "Compute.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Not allowed."
-    assert "not running python_eval: there is no terminal to ask on" in done.stderr
+    assert "did not run Python: there is no terminal to ask on" in done.stderr
     assert "--yes" in done.stderr
     assert not marker.exists()
     assert "rejected" in json.dumps(fake.requests[-1].body)
@@ -273,7 +273,7 @@ def test_the_question_is_asked_on_the_terminal_and_y_allows(
         chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
         os.write(master, b"n\n")  # typed before the question: it must not answer it
         asked = read_until(master, b"[n] no: ").decode()
-        assert "Parley asks to run python_eval:" in asked
+        assert "Parley asks to run Python:" in asked
         # The code in full, as code: one line each, not a line of JSON.
         assert "    Path(" in asked and "\n    6 * 7" in asked.replace("\r\n", "\n")
         assert not marker.exists()

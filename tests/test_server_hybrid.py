@@ -83,15 +83,15 @@ async def test_tool_round_one_early_closed_stream_one_sync_call(
     assert call["name"] == "get_weather" and call["arguments"] == {"city": "Paris"}
 
     # Usage: the synchronous call's plus the final stream's, never the discarded stream's.
-    assert result["usage"]["inputTokens"] == 120 + 150
-    assert result["usage"]["outputTokens"] == 25 + 8
-    assert result["usage"]["totalTokens"] == 303
-    stats = result["_meta"]["parley"]
+    assert result["_meta"]["parley"]["usage"]["inputTokens"] == 120 + 150
+    assert result["_meta"]["parley"]["usage"]["outputTokens"] == 25 + 8
+    assert result["_meta"]["parley"]["usage"]["totalTokens"] == 303
+    stats = result["_meta"]["parley"]["turn"]
     assert stats["rounds"] == 2 and stats["streamedRounds"] == 2
     assert stats["syncFallbacks"] == 1 and stats["discardedStreams"] == 1
-    assert stats["toolCalls"] == 1 and stats["usageComplete"] is True
+    assert stats["toolCalls"] == 1 and result["_meta"]["parley"]["usageComplete"] is True
     usage_updates = client.updates_of(session, "usage_update")
-    assert [u["_meta"]["parley"]["inputTokens"] for u in usage_updates] == [120, 150]
+    assert [u["_meta"]["parley"]["call"]["inputTokens"] for u in usage_updates] == [120, 150]
 
     # The editor saw the tool announced early, then completed, with one stable id.
     updates = client.updates_of(session)
@@ -155,6 +155,28 @@ async def test_revision_when_the_sync_call_says_something_else(
     assert "I will look it up" not in json.dumps(fake.requests[-1].body)
 
 
+async def test_sync_text_that_continues_the_stream_is_appended_not_revised(
+    client: ParleyClient, fake: FakeLLM, workspace
+) -> None:
+    client.editor_tool_handler = answer_weather
+    fake.set_script(
+        [
+            Reply(
+                text="Let me check",
+                tool_calls=(WEATHER,),
+                pacing=PACED,
+                sync=Reply(text="Let me check the weather.", tool_calls=(WEATHER,)),
+            ),
+            Reply(text=" Sunny."),
+        ]
+    )
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Weather?")
+    chunks = client.updates_of(session, "agent_message_chunk")
+    assert not [c for c in chunks if c.get("_meta")]
+    assert "".join(c["content"]["text"] for c in chunks) == "Let me check the weather. Sunny."
+
+
 async def test_correction_when_the_sync_call_picks_other_tools(
     client: ParleyClient, fake: FakeLLM, workspace
 ) -> None:
@@ -195,7 +217,9 @@ async def test_announced_call_the_sync_call_dropped_is_superseded(
     superseded = [
         u for u in client.updates_of(session, "tool_call_update") if u.get("status") == "failed"
     ]
-    assert superseded and superseded[0]["rawOutput"] == {"superseded": True}
+    assert superseded and superseded[0]["_meta"]["parley"]["superseded"] is True
+    said = superseded[0]["content"][0]["content"]["text"]
+    assert said == "The model did not make this call after all."
     assert client.text_of(session) == "Actually, it is sunny."
 
 
@@ -211,8 +235,8 @@ async def test_stream_policy_assembles_tool_calls_from_the_stream(
     assert [r.stream for r in fake.requests] == [True, True]
     assert not fake.requests[0].client_hung_up
     assert client.editor_calls[0]["arguments"] == {"city": "Paris"}
-    assert result["usage"]["inputTokens"] == 80
-    assert result["_meta"]["parley"]["discardedStreams"] == 0
+    assert result["_meta"]["parley"]["usage"]["inputTokens"] == 80
+    assert result["_meta"]["parley"]["turn"]["discardedStreams"] == 0
 
 
 async def test_sync_policy_never_streams(client: ParleyClient, fake: FakeLLM, workspace) -> None:
@@ -224,8 +248,8 @@ async def test_sync_policy_never_streams(client: ParleyClient, fake: FakeLLM, wo
     result = await client.prompt(session, "Weather?")
     assert [r.stream for r in fake.requests] == [False, False]
     assert client.text_of(session) == "Sunny."
-    assert result["usage"]["inputTokens"] == 80
-    assert result["_meta"]["parley"]["streamedRounds"] == 0
+    assert result["_meta"]["parley"]["usage"]["inputTokens"] == 80
+    assert result["_meta"]["parley"]["turn"]["streamedRounds"] == 0
 
 
 async def test_thoughts_stream_apart_from_the_answer(

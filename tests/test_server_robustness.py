@@ -683,7 +683,7 @@ async def test_round_limit(start_server, fake, workspace, tmp_path) -> None:
     session = await client.new_session(str(workspace))
     result = await client.prompt(session, "Loop.")
     assert result["stopReason"] == "max_turn_requests"
-    assert result["_meta"]["parley"]["rounds"] == 3
+    assert result["_meta"]["parley"]["turn"]["rounds"] == 3
 
 
 async def test_unknown_tool_and_bad_arguments_go_back_to_the_model(

@@ -429,11 +429,11 @@ async def test_text_protocol_tool_round_under_the_hybrid_policy(
     assert client.text_of(session) == "Let me look.area multiplies width by height."
 
     # Usage: the synchronous call's plus the final stream's, never the discarded stream's.
-    assert result["usage"]["inputTokens"] == 120 + 150
-    assert result["usage"]["outputTokens"] == 25 + 8
-    stats = result["_meta"]["parley"]
+    assert result["_meta"]["parley"]["usage"]["inputTokens"] == 120 + 150
+    assert result["_meta"]["parley"]["usage"]["outputTokens"] == 25 + 8
+    stats = result["_meta"]["parley"]["turn"]
     assert stats["syncFallbacks"] == 1 and stats["discardedStreams"] == 1
-    assert stats["toolCalls"] == 1 and stats["usageComplete"] is True
+    assert stats["toolCalls"] == 1 and result["_meta"]["parley"]["usageComplete"] is True
 
 
 async def test_a_malformed_call_goes_back_to_the_model_as_an_error(
@@ -480,8 +480,8 @@ async def test_text_protocol_tool_call_under_the_stream_policy(
     # The call is assembled from the stream: no synchronous call, nothing discarded.
     assert [(r.stream, r.client_hung_up) for r in fake.requests] == [(True, False)] * 2
     assert "def area(width, height):" in fake.requests[-1].body["messages"][-1]["content"]
-    assert result["usage"]["inputTokens"] == 30 + 50
-    assert result["_meta"]["parley"]["toolCalls"] == 1
+    assert result["_meta"]["parley"]["usage"]["inputTokens"] == 30 + 50
+    assert result["_meta"]["parley"]["turn"]["toolCalls"] == 1
 
 
 def write_sse(path: Path, chunks: list[dict[str, Any]]) -> Path:
@@ -521,7 +521,7 @@ async def test_ollama_stream_with_role_on_every_chunk_and_no_usage(
     assert thoughts == "Native reasoning. Short."
     assert fake.requests[0].body["stream_options"] == {"include_usage": True}
     # Nothing was reported, so nothing is invented: the turn says its usage is incomplete.
-    assert result["usage"]["totalTokens"] == 0
+    assert result["_meta"]["parley"]["usage"]["totalTokens"] == 0
     assert result["_meta"]["parley"]["usageComplete"] is False
 
 
@@ -572,5 +572,5 @@ async def test_native_tool_call_whole_in_one_delta_under_finish_reason_stop(
     assert client.text_of(session) == "It multiplies."
     tool_message = next(m for m in fake.requests[-1].body["messages"] if m["role"] == "tool")
     assert "def area(width, height):" in tool_message["content"]
-    assert result["usage"]["inputTokens"] == 60 + 80
+    assert result["_meta"]["parley"]["usage"]["inputTokens"] == 60 + 80
     assert result["_meta"]["parley"]["usageComplete"] is True

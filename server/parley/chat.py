@@ -155,10 +155,16 @@ def terminal_safe(text: str) -> str:
     )
 
 
+def asked_action(tool_call: dict[str, Any]) -> str:
+    """What a call would do, to follow "asks to": its title ("Run Python" → "run Python"),
+    or "run NAME" when the title is only the tool's name."""
+    title = terminal_safe(str(tool_call.get("title") or "a tool"))
+    return title[0].lower() + title[1:] if " " in title else f"run {title}"
+
+
 def permission_question(tool_call: dict[str, Any]) -> str:
     """The question for one tool call: the tool, then each argument in full, code as code."""
-    title = terminal_safe(str(tool_call.get("title") or "a tool"))
-    lines = [f"\nParley asks to run {title}:"]
+    lines = [f"\nParley asks to {asked_action(tool_call)}:"]
     raw_input = tool_call.get("rawInput")
     arguments = raw_input if isinstance(raw_input, dict) else {"input": raw_input}
     for name, value in arguments.items():
@@ -253,9 +259,8 @@ class PermissionAsker:
             tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
             terminal = _Terminal.open()
             if terminal is None:
-                title = terminal_safe(str(tool_call.get("title") or "a tool"))
                 self.view.line(
-                    f"parley: not running {title}: there is no terminal to ask on "
+                    f"parley: did not {asked_action(tool_call)}: there is no terminal to ask on "
                     "(use --yes to allow every tool call)."
                 )
                 return _selected(params, "reject_once")
@@ -407,7 +412,7 @@ async def chat(
 
 
 def _summary(result: dict[str, Any], session_id: str) -> str:
-    usage, stats = result["usage"], result["_meta"]["parley"]
+    usage, stats = result["_meta"]["parley"]["usage"], result["_meta"]["parley"]["turn"]
     cost = stats["cost"]
     price = f"${cost['amount']:.4f}" if cost else "cost unknown"
     return (

@@ -91,9 +91,11 @@ class ParleyClient(ParleyJsonRPCClient):
         self.protocol.notify(method, params)
 
     async def initialize(self, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        capabilities: dict[str, Any] = {}
+        # Parley's own client replaces streamed text with a hybrid round's revision.
+        parley: dict[str, Any] = {"revisions": True}
         if tools:
-            capabilities["_meta"] = {"parley": {"tools": tools}}
+            parley["tools"] = tools
+        capabilities: dict[str, Any] = {"_meta": {"parley": parley}}
         return await self.request(
             "initialize",
             {

@@ -40,6 +40,7 @@ from typing import Any
 
 import attrs
 
+from parley.core.context_windows import known_context_window
 from parley.core.usage import DEFAULT_PRICES, Price
 from parley.tools.kernel import KernelSettings
 
@@ -131,6 +132,11 @@ class Settings:
         vision = self.model_config(model_id).vision
         return _vision_by_default(model_id) if vision is None else vision
 
+    def context_window(self, model_id: str) -> int | None:
+        """The model's window in tokens: config.toml's, else the built-in table's; None
+        when neither knows it."""
+        return self.model_config(model_id).context_window or known_context_window(model_id)
+
 
 def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     ollama_host = environ.get("OLLAMA_HOST", "http://localhost:11434")
@@ -159,14 +165,15 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     }
 
 
+# The models offered by name; their windows are in core/context_windows.py.
 _BUILTIN_MODELS = [
-    ModelConfig("openai:gpt-4.1", context_window=1_047_576),
-    ModelConfig("openai:gpt-4.1-mini", context_window=1_047_576),
-    ModelConfig("openai:gpt-4o", context_window=128_000),
-    ModelConfig("openai:gpt-4o-mini", context_window=128_000),
-    ModelConfig("anthropic:claude-sonnet-4-5", context_window=200_000),
-    ModelConfig("anthropic:claude-haiku-4-5", context_window=200_000),
-    ModelConfig("anthropic:claude-opus-4-1", context_window=200_000),
+    ModelConfig("openai:gpt-4.1"),
+    ModelConfig("openai:gpt-4.1-mini"),
+    ModelConfig("openai:gpt-4o"),
+    ModelConfig("openai:gpt-4o-mini"),
+    ModelConfig("anthropic:claude-sonnet-4-5"),
+    ModelConfig("anthropic:claude-haiku-4-5"),
+    ModelConfig("anthropic:claude-opus-4-1"),
 ]
 
 # Local servers cost nothing per token.
@@ -233,9 +240,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         vision = entry.get("vision")
         if vision is not None and not isinstance(vision, bool):
             raise ConfigError(f"{path}: models.{model_id}.vision must be true or false")
+        context_window = entry.get("context_window")
+        if context_window is not None and (
+            isinstance(context_window, bool)
+            or not isinstance(context_window, int)
+            or context_window <= 0
+        ):
+            raise ConfigError(
+                f"{path}: models.{model_id}.context_window must be a positive number of tokens"
+            )
         models[model_id] = ModelConfig(
             id=model_id,
-            context_window=entry.get("context_window"),
+            context_window=context_window,
             tool_format=tool_format,
             max_tokens=entry.get("max_tokens"),
             thinking_budget=entry.get("thinking_budget"),

@@ -57,7 +57,7 @@ from parley.protocol.params import (
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import ClientFiles, Tool, ToolSpec
+from parley.tools.base import CallView, ClientFiles, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
@@ -84,6 +84,7 @@ class ParleyServer(JsonRPCServer):
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
+        self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -156,9 +157,9 @@ class ParleyServer(JsonRPCServer):
         self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
 
     async def request_permission(
-        self, session_id: str, call: ToolCall, kind: str
+        self, session_id: str, call: ToolCall, kind: str, view: CallView
     ) -> PermissionDecision:
-        params = permission.permission_request(session_id, call, kind)
+        params = permission.permission_request(session_id, call, kind, view)
         return permission.permission_decision(
             await self.protocol.request(permission.METHOD, params)
         )
@@ -182,6 +183,7 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
         self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
+        self.wants_revisions = params.client_capabilities.meta.parley.revisions
         self.providers.preload()  # the first prompt need not wait for the SDK's import
         return {
             "protocolVersion": PROTOCOL_VERSION,

@@ -3,9 +3,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type RequestPermissionParams, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import { type RequestPermissionParams, type SessionConfigOption, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
 import type { Entry } from '../src/common/view';
 import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
+import { diffLines } from '../src/core/toolView';
 import { viewMessages } from '../src/core/webviewHtml';
 
 /** Reduces the events; updates pass the client's check of their kind first, as from the wire. */
@@ -95,6 +96,108 @@ describe('chat state reducer', () => {
     assert.equal(card.output, '2');
   });
 
+  it('shows a tool call as the server describes it: title, locations, code, diff, result (second edition)', () => {
+    const code = { type: 'content' as const, content: { type: 'text' as const, text: 'from geometry import area\narea(3, 4)' } };
+    const s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      { sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'python_eval', kind: 'execute', status: 'pending' },
+      {
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'c1',
+        title: 'Run Python',
+        rawInput: { code: 'from geometry import area\narea(3, 4)' },
+        content: [code],
+        locations: [{ path: '/ws/geometry.py', line: 10 }, { path: '/elsewhere/x.py' }],
+      },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c1', status: 'in_progress' },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c1', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: '12' } }] },
+      {
+        sessionUpdate: 'tool_call',
+        toolCallId: 'c2',
+        title: 'Edit geometry.py',
+        kind: 'edit',
+        status: 'pending',
+        content: [{ type: 'diff', path: '/ws/geometry.py', oldText: 'a\nb\nc\n', newText: 'a\nB\nc\n' }],
+      },
+    );
+    const [run1, edit] = s.entries;
+    assert.ok(run1.kind === 'tool' && edit.kind === 'tool');
+    assert.equal(run1.title, 'Run Python');
+    assert.deepEqual(run1.content, [{ kind: 'text', text: 'from geometry import area\narea(3, 4)' }], 'the code stays when the result comes');
+    assert.equal(run1.output, '12');
+    assert.deepEqual(run1.locations, [
+      { path: '/ws/geometry.py', line: 10, label: 'geometry.py:10' },
+      { path: '/elsewhere/x.py', label: '/elsewhere/x.py' },
+    ]);
+    assert.deepEqual(edit.content, [
+      {
+        kind: 'diff',
+        path: 'geometry.py',
+        lines: [
+          { op: ' ', text: 'a' },
+          { op: '-', text: 'b' },
+          { op: '+', text: 'B' },
+          { op: ' ', text: 'c' },
+        ],
+      },
+    ]);
+    assert.equal(edit.output, undefined);
+  });
+
+  it('marks a call ended with _meta.parley.superseded as superseded, with the server\'s words', () => {
+    const s = run(
+      { sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'Read a.py', kind: 'read', status: 'pending' },
+      {
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'c1',
+        status: 'failed',
+        content: [{ type: 'content', content: { type: 'text', text: 'The model did not make this call after all.' } }],
+        _meta: { parley: { superseded: true } },
+      },
+    );
+    assert.deepEqual(summary(s.entries), ['tool:Read a.py:failed:superseded']);
+    assert.ok(s.entries[0].kind === 'tool');
+    assert.equal(s.entries[0].output, 'The model did not make this call after all.');
+  });
+
+  it('shows a permission prompt with what it asks about: the content and locations', () => {
+    const s = run({ type: 'meta', patch: { cwd: '/ws' } }, {
+      type: 'permissionAsked',
+      requestId: '1',
+      params: {
+        sessionId: 's',
+        toolCall: {
+          toolCallId: 'c1',
+          title: 'Run Python',
+          kind: 'execute',
+          rawInput: { code: 'print(1)' },
+          content: [{ type: 'content', content: { type: 'text', text: 'print(1)' } }],
+          locations: [{ path: '/ws/a.py', line: 3 }],
+        },
+        options: [{ optionId: 'a', name: 'Allow once', kind: 'allow_once' }],
+      },
+    });
+    const card = s.entries[0];
+    assert.ok(card.kind === 'permission');
+    assert.deepEqual(card.content, [{ kind: 'text', text: 'print(1)' }]);
+    assert.deepEqual(card.locations, [{ path: '/ws/a.py', line: 3, label: 'a.py:3' }]);
+  });
+
+  it('diffs lines: context around the change, new files all added', () => {
+    const old = ['1', '2', '3', '4', '5', '6', '7', '8', '9'].join('\n');
+    const lines = diffLines(old, old.replace('5', 'five').replace('6', 'six'));
+    assert.deepEqual(
+      lines.map((l) => `${l.op}${l.text}`),
+      [' 2', ' 3', ' 4', '-5', '-6', '+five', '+six', ' 7', ' 8', ' 9'],
+    );
+    assert.deepEqual(diffLines('', 'x\ny\n', true), [{ op: '+', text: 'x' }, { op: '+', text: 'y' }]);
+    assert.deepEqual(diffLines('same\n', 'same\n'), []);
+    assert.deepEqual(
+      diffLines('a\nb\n', 'a\nb\nc\n').map((l) => `${l.op}${l.text}`),
+      [' a', ' b', '+c'],
+    );
+  });
+
   it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {
     const params: RequestPermissionParams = {
       sessionId: 's',
@@ -167,6 +270,95 @@ describe('chat state reducer', () => {
       cost: { amount: 0.01, currency: 'USD' },
     });
     assert.equal(s.meta.title, 'Areas');
+  });
+
+  it('takes the session totals from usage_update when the server sends them (second edition)', () => {
+    const session = { inputTokens: 900, outputTokens: 100, totalTokens: 1000, cost: { amount: 0.5, currency: 'USD' }, turns: 2, rounds: 3 };
+    const s = run(
+      { type: 'usageTotals', totals: { ...session, inputTokens: 1, outputTokens: 1, totalTokens: 2 } },
+      {
+        sessionUpdate: 'usage_update',
+        used: 700,
+        cost: { amount: 0.5, currency: 'USD' },
+        _meta: { parley: { call: { inputTokens: 300, outputTokens: 20, totalTokens: 320 }, session } },
+      },
+    );
+    // The totals are the session's (not added to what was shown), and no window is shown: size is absent.
+    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' } });
+    // A call without session totals adds up; a first-edition size of 0 means no window either.
+    const t = run(
+      { sessionUpdate: 'usage_update', used: 10, size: 1000, _meta: { parley: { call: { inputTokens: 8, outputTokens: 2, totalTokens: 10 } } } },
+      { sessionUpdate: 'usage_update', used: 30, size: 0, _meta: { parley: { call: { inputTokens: 15, outputTokens: 5, totalTokens: 20 } } } },
+    );
+    assert.deepEqual(t.meta.usage, { sessionTokens: 30, inputTokens: 23, outputTokens: 7, contextUsed: 30 });
+  });
+
+  it('keeps the configuration options; the model and the tool policy follow theirs', () => {
+    const options: SessionConfigOption[] = [
+      {
+        id: 'model',
+        name: 'Model',
+        category: 'model',
+        type: 'select',
+        currentValue: 'openai:a',
+        options: [
+          { group: 'openai', name: 'OpenAI', options: [{ value: 'openai:a', name: 'a' }, { value: 'openai:b', name: 'b' }] },
+          { group: 'ollama', name: 'Ollama', options: [{ value: 'ollama:q', name: 'q' }] },
+        ],
+      },
+      {
+        id: 'tool_policy',
+        name: 'Tool calls',
+        type: 'select',
+        currentValue: 'hybrid',
+        options: [
+          { value: 'hybrid', name: 'Hybrid', description: 'Stream; one synchronous call fetches the tools' },
+          { value: 'sync', name: 'Sync', description: null },
+        ],
+      },
+      { id: 'fast', name: 'Fast', type: 'boolean', currentValue: true },
+    ];
+    let s = run({ type: 'configOptions', options });
+    assert.equal(s.meta.model, 'openai:a');
+    assert.equal(s.meta.toolPolicy, 'hybrid');
+    assert.deepEqual(s.meta.configOptions[1].options, [
+      { value: 'hybrid', name: 'Hybrid', description: 'Stream; one synchronous call fetches the tools' },
+      { value: 'sync', name: 'Sync' },
+    ]);
+    assert.deepEqual(s.meta.configOptions.map((o) => o.id), ['model', 'tool_policy'], 'booleans are not shown');
+    assert.deepEqual(s.meta.configOptions[0].options, [
+      { value: 'openai:a', name: 'a', group: 'OpenAI' },
+      { value: 'openai:b', name: 'b', group: 'OpenAI' },
+      { value: 'ollama:q', name: 'q', group: 'Ollama' },
+    ]);
+    // Changed otherwise (a slash command, another window): config_option_update.
+    s = reduce(s, {
+      type: 'update',
+      update: {
+        sessionUpdate: 'config_option_update',
+        configOptions: [
+          { ...options[0], currentValue: 'ollama:q' } as SessionConfigOption,
+          { ...options[1], currentValue: 'sync' } as SessionConfigOption,
+        ],
+      },
+    });
+    assert.equal(s.meta.model, 'ollama:q');
+    assert.equal(s.meta.toolPolicy, 'sync');
+  });
+
+  it('keeps the slash commands the server offers', () => {
+    const s = run({
+      sessionUpdate: 'available_commands_update',
+      availableCommands: [
+        { name: 'model', description: 'Switch the model', input: { hint: 'PROVIDER:MODEL' } },
+        { name: '/cost', description: 'Show the session cost', input: null },
+        { name: '', description: 'nameless' },
+      ],
+    });
+    assert.deepEqual(s.meta.commands, [
+      { name: 'model', description: 'Switch the model', hint: 'PROVIDER:MODEL' },
+      { name: 'cost', description: 'Show the session cost' },
+    ]);
   });
 
   it('tells the webview only what changed', () => {

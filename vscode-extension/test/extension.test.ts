@@ -141,6 +141,19 @@ describe('the extension in a stand-in VS Code', () => {
     );
   });
 
+  it('opens a tool call\'s location at its line when the page asks', async () => {
+    const view = stub.showView('parley.chatView');
+    const before = stub.shownDocuments.length;
+    view.receive({ type: 'openLocation', path: path.join(dirs.workspace, 'geometry.py'), line: 10 });
+    view.receive({ type: 'openLocation', path: 'pkg/mod.py' });
+    const shown = await until(() => (stub.shownDocuments.length >= before + 2 ? stub.shownDocuments.slice(before) : undefined), 'two documents');
+    const at = shown.map(({ uri, options }) => {
+      const selection = (options as { selection: { start: { line: number; character: number } } }).selection;
+      return `${uri.fsPath}@${selection.start.line}:${selection.start.character}`;
+    });
+    assert.deepEqual(at, [`${path.join(dirs.workspace, 'geometry.py')}@9:0`, `${path.join(dirs.workspace, 'pkg/mod.py')}@0:0`]);
+  });
+
   it('drives a session from the chat view messages', async (t) => {
     const view = stub.showView('parley.chatView');
     const metas = () => view.posted.filter((m): m is Extract<HostToView, { type: 'meta' }> & { type: string } => m.type === 'meta');
@@ -162,6 +175,10 @@ describe('the extension in a stand-in VS Code', () => {
     }
 
     await until(() => metas().find((m) => m.meta.serverState === 'ready' && m.meta.sessionId), 'a session');
+    // The page is told the session's options and slash commands.
+    const offered = await until(() => metas().find((m) => m.meta.commands.length > 0 && m.meta.configOptions.length > 0), 'the commands');
+    assert.ok(offered.meta.commands.some((c) => c.name === 'cost'));
+    assert.ok(offered.meta.configOptions.some((o) => o.category === 'model'));
     await fake!.script([{ text: 'Hello from **Parley**.' }]);
     view.receive({ type: 'send', text: 'Say hello' });
     await until(() => metas().find((m) => m.meta.busy), 'busy');

@@ -7,7 +7,18 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { ParleyClient } from '../src/client/client';
-import { type PromptResult, type SessionNotification, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
+import {
+  type PromptResult,
+  type ResumeSessionResult,
+  type SessionConfigOption,
+  type SessionNotification,
+  type SetConfigOptionResult,
+  type SessionUpdate,
+  isSessionUpdate,
+  promptUsage,
+  usageUpdateParts,
+} from '../src/client/protocol';
+import { Peer } from './peer';
 
 /**
  * A stand-in server (Node, vscode-jsonrpc): answers `initialize`, and on `session/new` first
@@ -74,6 +85,43 @@ describe('session updates', () => {
   });
 });
 
+describe('usage in either edition of the contract', () => {
+  const usage = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
+  const turn = { rounds: 1, streamedRounds: 1, syncFallbacks: 0, discardedStreams: 0, toolCalls: 0, cost: null, model: 'openai:m' };
+  const session = { ...usage, cost: null, turns: 1, rounds: 1 };
+
+  it('reads a prompt result: under _meta.parley, or at the root (first edition)', () => {
+    assert.deepEqual(promptUsage({ stopReason: 'end_turn', _meta: { parley: { usage, turn, session } } }), { usage, turn, session });
+    assert.deepEqual(promptUsage({ stopReason: 'end_turn', usage, _meta: { parley: turn } }), { usage, turn });
+    assert.deepEqual(promptUsage({ stopReason: 'cancelled' }), {});
+  });
+
+  it('reads a usage_update: {call, session}, or the call flat (first edition)', () => {
+    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1, _meta: { parley: { call: usage, session } } }), {
+      call: usage,
+      session,
+    });
+    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1, size: 0, _meta: { parley: usage } }), { call: usage });
+    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1 }), {});
+  });
+});
+
+describe('initialize', () => {
+  it('asks for hybrid revisions and declares the editor tools', async () => {
+    const peer = new Peer({ initialize: { result: { protocolVersion: 1 } } });
+    const tool = { name: 'editor_selection', description: 'd', inputSchema: { type: 'object' }, kind: 'read' as const, needsPermission: false };
+    const client = peer.client({ tools: [tool] });
+    await client.start();
+    try {
+      const [init] = peer.received('initialize');
+      assert.deepEqual(init.params.clientCapabilities, { _meta: { parley: { tools: [tool], revisions: true } } });
+      assert.equal(init.params.protocolVersion, 1);
+    } finally {
+      await client.stop();
+    }
+  });
+});
+
 /** Compiled, never run: `tsc` fails if a wrong use below stops being an error. */
 export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
   // The result type comes from the method.
@@ -86,6 +134,12 @@ export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
   void client.request('session/hologram', {});
   // @ts-expect-error nor leave out params the method needs
   void client.request('session/prompt', { sessionId: 's' });
+  // The second edition's methods are in the map too.
+  const options: Promise<SetConfigOptionResult> = client.request('session/set_config_option', { sessionId: 's', configId: 'model', value: 'openai:a' });
+  // @ts-expect-error set_config_option needs the option's id
+  void client.request('session/set_config_option', { sessionId: 's', value: 'openai:a' });
+  const resumed: Promise<ResumeSessionResult> = client.request('session/resume', { sessionId: 's', cwd: '/', mcpServers: [] });
+  void client.request('session/close', { sessionId: 's' });
   // @ts-expect-error the union is closed: no catch-all member
   const unknown: SessionUpdate = { sessionUpdate: 'hologram_chunk' };
   // Narrowing on the kind needs no cast.
@@ -93,6 +147,19 @@ export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
     const status: string | null | undefined = update.status;
     void status;
   }
+  // A config option is a select or a boolean, and nothing else.
+  const select: SessionConfigOption = { id: 'm', name: 'M', type: 'select', currentValue: 'a', options: [{ value: 'a', name: 'A' }] };
+  // @ts-expect-error a select's value is a string
+  const badSelect: SessionConfigOption = { id: 'm', name: 'M', type: 'select', currentValue: true, options: [] };
+  // An update's commands carry their input hint typed.
+  if (update.sessionUpdate === 'available_commands_update') {
+    const hint: string | undefined = update.availableCommands[0]?.input?.hint;
+    void hint;
+  }
+  void options;
+  void resumed;
+  void select;
+  void badSelect;
   void prompted;
   void wrong;
   void unknown;

@@ -48,6 +48,8 @@ export class VscodeStub {
   readonly statusItems: { text: string; tooltip: unknown; command?: string; shown: boolean }[] = [];
   readonly messages: { level: string; text: string }[] = [];
   readonly log: string[] = [];
+  /** Documents shown with `window.showTextDocument`, and how. */
+  readonly shownDocuments: { uri: StubUri; options: unknown }[] = [];
   settings: Record<string, unknown> = {};
   /** The module `require('vscode')` returns (after `install`); tests may change its fields. */
   exports: Record<string, unknown> = {};
@@ -138,6 +140,10 @@ export class VscodeStub {
         showInformationMessage: message('info'),
         showInputBox: () => Promise.resolve(undefined),
         showQuickPick: () => Promise.resolve(undefined),
+        showTextDocument: (uri: StubUri, options: unknown) => {
+          stub.shownDocuments.push({ uri, options });
+          return Promise.resolve(undefined);
+        },
       },
       commands: {
         registerCommand: (id: string, fn: Fn) => {

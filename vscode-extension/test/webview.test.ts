@@ -375,7 +375,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
         return target && el.contains(target) ? target.textContent : null;
       }),
     );
-    assert.deepEqual(named, ['Parley asks to run python_eval (execute):', code]);
+    assert.deepEqual(named, ['Parley asks permission: python_eval (execute)', code]);
     // The code in full, as code (HTML in it shown as text).
     assert.equal(await card.locator('pre').innerText(), code);
     assert.equal(await card.locator('pre b').count(), 0);
@@ -407,12 +407,273 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     await host.apply(ask('8'));
     await page.locator('.entry-permission[role="alertdialog"]').waitFor({ state: 'visible', timeout: 5000 });
     assert.equal(await page.locator('#announcer').getAttribute('aria-live'), 'assertive');
-    assert.equal(await page.locator('#announcer').textContent(), 'Parley asks to run python_eval: import shutil');
+    assert.equal(await page.locator('#announcer').textContent(), 'Parley asks permission: python_eval — import shutil');
     assert.equal(await page.locator('#transcript #announcer').count(), 0);
     await host.apply({ type: 'permissionAnswered', requestId: '8', optionId: 'allow_once' });
     await page.locator('.entry-permission .permission-answer').last().waitFor({ state: 'visible', timeout: 5000 });
     assert.equal(await page.locator('.entry-permission').last().innerText(), 'Allowed once: python_eval');
     await page.evaluate(() => delete (document as { hasFocus?: unknown }).hasFocus);
+    assert.deepEqual(problems, []);
+  });
+
+  it('shows tool calls as the server describes them: title, location links, code, diff, superseded', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-3', cwd: '/ws', busy: true } });
+    const code = 'from geometry import area\nprint(area(3, 4))  # <i>not italic</i>';
+    const codeContent = [{ type: 'content' as const, content: { type: 'text' as const, text: code } }];
+    // A read: its title and a link to the file at the line.
+    await host.update({
+      sessionUpdate: 'tool_call',
+      toolCallId: 'read_1',
+      title: 'Read geometry.py:10-40',
+      kind: 'read',
+      status: 'completed',
+      locations: [{ path: '/ws/geometry.py', line: 10 }],
+    });
+    // An evaluation that asks first: the permission card shows the code (not the raw input).
+    await host.update({ sessionUpdate: 'tool_call', toolCallId: 'eval_1', title: 'Run Python', kind: 'execute', status: 'pending' });
+    await host.update({ sessionUpdate: 'tool_call_update', toolCallId: 'eval_1', rawInput: { code, timeout: 30 }, content: codeContent });
+    await host.apply({
+      type: 'permissionAsked',
+      requestId: '9',
+      params: {
+        sessionId: 'sess-3',
+        toolCall: { toolCallId: 'eval_1', title: 'Run Python', kind: 'execute', rawInput: { code, timeout: 30 }, content: codeContent },
+        options: [
+          { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
+          { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+        ],
+      },
+    });
+    const permission = page.locator('.entry-permission');
+    await permission.waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await permission.locator('.permission-title').innerText(), 'Parley asks permission: Run Python (execute)');
+    assert.equal(await permission.locator('pre').innerText(), code, 'the code, as the server sent it');
+    assert.equal(await permission.locator('pre i').count(), 0, 'HTML in the code is shown as text');
+    assert.doesNotMatch(await permission.innerText(), /timeout/, 'not the raw input');
+    const described = await permission.evaluate((el) => document.getElementById(el.getAttribute('aria-describedby') ?? '')?.textContent);
+    assert.equal(described, code);
+    await host.apply({ type: 'permissionAnswered', requestId: '9', optionId: 'allow_once' });
+    await host.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId: 'eval_1',
+      status: 'completed',
+      content: [{ type: 'content', content: { type: 'text', text: '12' } }],
+    });
+    // An edit: its diff.
+    await host.update({
+      sessionUpdate: 'tool_call',
+      toolCallId: 'edit_1',
+      title: 'Edit geometry.py',
+      kind: 'edit',
+      status: 'in_progress',
+      locations: [{ path: '/ws/geometry.py', line: 3 }],
+      content: [{ type: 'diff', path: '/ws/geometry.py', oldText: 'def area(w, h):\n    return w * w\n', newText: 'def area(w, h):\n    return w * h\n' }],
+    });
+    // A call the stream announced and the model did not make.
+    await host.update({ sessionUpdate: 'tool_call', toolCallId: 'read_2', title: 'Read setup.py', kind: 'read', status: 'pending' });
+    await host.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId: 'read_2',
+      status: 'failed',
+      content: [{ type: 'content', content: { type: 'text', text: 'The model did not make this call after all.' } }],
+      _meta: { parley: { superseded: true } },
+    });
+    await host.apply({ type: 'turnEnded', stopReason: 'end_turn' });
+
+    const cards = page.locator('.entry-tool');
+    assert.deepEqual(await cards.locator('.tool-title').allInnerTexts(), ['Read geometry.py:10-40', 'Run Python', 'Edit geometry.py', 'Read setup.py']);
+    // The location link is visible without unfolding the card, and opens the file at the line.
+    const link = cards.nth(0).locator('a.location');
+    assert.equal(await link.innerText(), 'geometry.py:10');
+    assert.equal(await link.isVisible(), true);
+    await link.click();
+    assert.deepEqual(await posted(page), [{ type: 'openLocation', path: '/ws/geometry.py', line: 10 }]);
+    // The evaluation's card: the code, then the output; the raw input is not repeated.
+    const evalCard = cards.nth(1);
+    await evalCard.locator('summary').click();
+    assert.equal(await evalCard.locator('.tool-content pre').innerText(), code);
+    assert.equal(await evalCard.locator('.tool-input').isVisible(), false);
+    assert.equal(await evalCard.locator('.tool-output pre').innerText(), '12');
+    // The edit's diff block: the removed and the added line.
+    const editCard = cards.nth(2);
+    await editCard.locator('summary').click();
+    assert.equal(await editCard.locator('.diff-path').innerText(), 'geometry.py');
+    assert.deepEqual(await editCard.locator('.diff-del').allInnerTexts(), ['-     return w * w']);
+    assert.deepEqual(await editCard.locator('.diff-add').allInnerTexts(), ['+     return w * h']);
+    // Superseded: muted, its own badge and icon, not an error.
+    const superseded = cards.nth(3);
+    const cls = (await superseded.getAttribute('class')) ?? '';
+    assert.match(cls, /superseded/);
+    assert.doesNotMatch(cls, /status-failed/);
+    assert.equal(await superseded.locator('.tool-badge').innerText(), 'superseded');
+    assert.notEqual(await superseded.locator('.tool-status-icon').innerText(), '✗');
+    const [opacity, iconColor, failedColor] = await page.evaluate(() => {
+      const card = document.querySelectorAll('.entry-tool')[3] as HTMLElement;
+      const probe = document.createElement('div');
+      probe.className = 'entry entry-tool status-failed';
+      probe.innerHTML = '<span class="tool-status-icon">x</span>';
+      document.body.append(probe);
+      const failed = getComputedStyle(probe.querySelector('.tool-status-icon')!).color;
+      probe.remove();
+      return [getComputedStyle(card).opacity, getComputedStyle(card.querySelector('.tool-status-icon')!).color, failed];
+    });
+    assert.ok(Number(opacity) < 1, `muted (opacity ${opacity})`);
+    assert.notEqual(iconColor, failedColor, 'not coloured as a failure');
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-tools.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('offers the session\'s configuration options as pickers, and posts the choices', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    // Without config options (a first-edition server): the model list and the three policies.
+    await host.apply({
+      type: 'meta',
+      patch: { serverState: 'ready', sessionId: 'sess-4', model: 'openai:a', toolPolicy: 'hybrid', models: [{ id: 'openai:a', available: true }] },
+    });
+    assert.deepEqual(await page.locator('#tool-policy option').allInnerTexts(), ['hybrid', 'stream', 'sync']);
+    assert.equal(await page.locator('#tool-policy').inputValue(), 'hybrid');
+    assert.equal(await page.locator('#config-options select').count(), 0);
+    await page.locator('#tool-policy').selectOption('sync');
+
+    await host.apply(
+      {
+        type: 'meta',
+        patch: {
+          models: [
+            { id: 'openai:a', available: true },
+            { id: 'anthropic:c', available: false, reason: 'ANTHROPIC_API_KEY is not set' },
+          ],
+        },
+      },
+      {
+        type: 'configOptions',
+        options: [
+          {
+            id: 'model',
+            name: 'Model',
+            category: 'model',
+            type: 'select',
+            currentValue: 'openai:a',
+            options: [
+              { group: 'openai', name: 'OpenAI', options: [{ value: 'openai:a', name: 'GPT A' }, { value: 'openai:b', name: 'GPT B' }] },
+              { group: 'anthropic', name: 'Anthropic', options: [{ value: 'anthropic:c', name: 'Claude C' }] },
+            ],
+          },
+          {
+            id: 'tool_policy',
+            name: 'Tool policy',
+            type: 'select',
+            currentValue: 'stream',
+            options: [
+              { value: 'hybrid', name: 'Hybrid', description: 'Stream; one synchronous call fetches the tools' },
+              { value: 'stream', name: 'Stream' },
+              { value: 'sync', name: 'Sync' },
+            ],
+          },
+          {
+            id: 'thought_level',
+            name: 'Thinking',
+            category: 'thought_level',
+            type: 'select',
+            currentValue: 'low',
+            options: [
+              { value: 'low', name: 'Low' },
+              { value: 'high', name: 'High' },
+            ],
+          },
+        ],
+      },
+    );
+    assert.deepEqual(await page.locator('#model optgroup').evaluateAll((els) => els.map((e) => e.getAttribute('label'))), ['OpenAI', 'Anthropic']);
+    assert.deepEqual(await page.locator('#model option').allInnerTexts(), ['GPT A', 'GPT B', 'Claude C']);
+    assert.equal(await page.locator('#model option[value="anthropic:c"]').isDisabled(), true, 'an unavailable model cannot be chosen');
+    assert.equal(await page.locator('#model').inputValue(), 'openai:a');
+    assert.deepEqual(await page.locator('#tool-policy option').allInnerTexts(), ['Hybrid', 'Stream', 'Sync']);
+    assert.equal(await page.locator('#tool-policy').inputValue(), 'stream');
+    assert.equal(await page.locator('#tool-policy option[value="hybrid"]').getAttribute('title'), 'Stream; one synchronous call fetches the tools');
+    const thinking = page.locator('#config-options select[data-config-id="thought_level"]');
+    assert.equal(await thinking.getAttribute('aria-label'), 'Thinking');
+    assert.equal(await thinking.inputValue(), 'low');
+
+    await page.locator('#model').selectOption('openai:b');
+    await page.locator('#tool-policy').selectOption('hybrid');
+    await thinking.selectOption('high');
+    assert.deepEqual(await posted(page), [
+      { type: 'setConfigOption', configId: 'tool_policy', value: 'sync' },
+      { type: 'selectModel', model: 'openai:b' },
+      { type: 'setConfigOption', configId: 'tool_policy', value: 'hybrid' },
+      { type: 'setConfigOption', configId: 'thought_level', value: 'high' },
+    ]);
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-options.png'), clip: { x: 0, y: 0, width: 440, height: 120 } });
+    assert.deepEqual(problems, []);
+  });
+
+  it('offers the slash commands when the user types /', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-5' } });
+    await host.update({
+      sessionUpdate: 'available_commands_update',
+      availableCommands: [
+        { name: 'model', description: 'Switch the model for the next rounds', input: { hint: 'PROVIDER:MODEL' } },
+        { name: 'cost', description: 'Show what the session cost' },
+        { name: 'compact', description: 'Compact the history' },
+      ],
+    });
+    const menu = page.locator('#command-menu');
+    const prompt = page.locator('#prompt');
+    await prompt.fill('');
+    await prompt.focus();
+    assert.equal(await menu.isVisible(), false);
+    await page.keyboard.type('/');
+    await menu.waitFor({ state: 'visible', timeout: 5000 });
+    assert.deepEqual(await menu.locator('.command-name').allInnerTexts(), ['/model', '/cost', '/compact']);
+    assert.equal(await menu.locator('li').first().locator('.command-hint').innerText(), 'PROVIDER:MODEL');
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-commands.png'), fullPage: true });
+
+    // Typing filters; Tab completes the selected one.
+    await page.keyboard.type('c');
+    assert.deepEqual(await menu.locator('.command-name').allInnerTexts(), ['/cost', '/compact']);
+    await page.keyboard.press('ArrowDown');
+    assert.equal(await menu.locator('li[aria-selected="true"] .command-name').innerText(), '/compact');
+    assert.equal(await prompt.getAttribute('aria-activedescendant'), 'command-1');
+    await page.keyboard.press('Tab');
+    assert.equal(await prompt.inputValue(), '/compact ');
+    assert.equal(await menu.isVisible(), false, 'closed once the name is complete');
+
+    // Enter completes a partial name; on a whole name it sends.
+    await prompt.fill('');
+    await page.keyboard.type('/co');
+    await page.keyboard.press('Enter');
+    assert.equal(await prompt.inputValue(), '/cost ');
+    await prompt.fill('');
+    await page.keyboard.type('/cost');
+    await page.keyboard.press('Enter');
+    // A click chooses too; Escape closes the menu without stopping anything.
+    await page.keyboard.type('/');
+    await menu.locator('li[data-command="model"]').click();
+    assert.equal(await prompt.inputValue(), '/model ');
+    await prompt.fill('');
+    await page.keyboard.type('/');
+    await page.keyboard.press('Escape');
+    assert.equal(await menu.isVisible(), false);
+    assert.deepEqual(await posted(page), [{ type: 'send', text: '/cost' }]);
+    await prompt.fill('');
     assert.deepEqual(problems, []);
   });
 

@@ -6,7 +6,6 @@ result gets one that says it was interrupted, so the provider accepts the histor
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from parley.core.conversation import (
@@ -19,6 +18,7 @@ from parley.core.conversation import (
     UserMessage,
 )
 from parley.protocol import updates
+from parley.tools.registry import ToolRegistry
 
 INTERRUPTED = "Interrupted: Parley stopped before this call finished; it may not have run."
 
@@ -44,10 +44,10 @@ def unanswered_calls(history: list[Message]) -> list[ToolResultMessage]:
 
 
 def replay_updates(
-    history: list[Message], kind_of: Callable[[str], str], start: int = 0
+    history: list[Message], tools: ToolRegistry, start: int = 0
 ) -> list[dict[str, Any]]:
     """The updates that show `history[start:]` as a client first saw it, in order (a window
-    that was behind is shown only the turns it missed)."""
+    that was behind is shown only the turns it missed); each call titled as `tools` shows it."""
     results = {m.tool_call_id: m for m in history if isinstance(m, ToolResultMessage)}
     shown: list[dict[str, Any]] = []
     for position, message in enumerate(history[start:], start):
@@ -64,20 +64,21 @@ def replay_updates(
                 shown.append(updates.message_chunk(message.message_id, message.text))
             for call in message.tool_calls:
                 result = results.get(call.id)
+                view = updates.call_view(tools.view_of(call.name, call.arguments))
+                view.pop("content", None)  # what it showed before it ran: the output follows
                 update = updates.tool_call(
                     call.wire_id,
-                    call.name,
-                    kind_of(call.name),
+                    view.pop("title"),
+                    tools.kind_of(call.name),
                     status="failed" if result is None or result.is_error else "completed",
                     raw_input=call.arguments,
                 )
+                update.update(view)
                 if result is not None:
                     update["rawOutput"] = updates.raw_output(
                         result.raw_output, result.content, result.is_error
                     )
-                    update["content"] = [
-                        {"type": "content", "content": {"type": "text", "text": result.content}}
-                    ]
+                    update["content"] = [updates.text_content(result.content)]
                 shown.append(update)
     return shown
 

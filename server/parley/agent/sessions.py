@@ -138,7 +138,7 @@ class Sessions:
             finally:
                 self.store.release_lease(session.id, self.instance_id)
         if replay:
-            for update in replay_updates(session.history, session.tools.kind_of):
+            for update in replay_updates(session.history, session.tools):
                 self.ports.send_update(session.id, update)
         return session
 
@@ -247,7 +247,7 @@ class Sessions:
         """No model call: the command's answer is an agent message (not in the history)."""
         reply = await run_command(command, session, self)
         self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply))
-        return TurnResult("end_turn", TurnStats(model=session.model))
+        return TurnResult("end_turn", TurnStats(model=session.model), attrs.evolve(session.totals))
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
         """Refuse, before any model call, what the session's model cannot take."""
@@ -265,7 +265,7 @@ class Sessions:
         in and show them, so the user and the model see the same conversation."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        for update in replay_updates(session.history, session.tools.kind_of, start):
+        for update in replay_updates(session.history, session.tools, start):
             self.ports.send_update(session.id, update)
 
     async def _run_turn(

@@ -29,7 +29,7 @@ from parley.core.conversation import (
     without_images,
 )
 from parley.core.errors import ProviderError
-from parley.core.usage import Usage, cost_to_wire, find_price
+from parley.core.usage import Usage, UsageTotals, cost_to_wire, find_price
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
@@ -43,7 +43,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import ClientFiles, ToolContext, ToolResult
+from parley.tools.base import CallView, ClientFiles, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +61,16 @@ class TurnPorts(Protocol):
     # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
     client_files: ClientFiles | None
 
+    # The client asked for hybrid revisions (`_meta.parley.revisions` in `initialize`).
+    wants_revisions: bool
+
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
     async def request_permission(
-        self, session_id: str, call: ToolCall, kind: str
+        self, session_id: str, call: ToolCall, kind: str, view: CallView
     ) -> PermissionDecision:
-        """Ask the user whether `call` may run; raises when the editor cannot ask."""
+        """Ask the user whether `call` (shown as `view`) may run; raises when the editor
+        cannot ask."""
 
 
 @attrs.define
@@ -90,7 +94,6 @@ class TurnStats:
             "toolCalls": self.tool_calls,
             "cost": cost_to_wire(self.cost),
             "model": self.model,
-            "usageComplete": self.usage_complete,
         }
 
 
@@ -98,12 +101,20 @@ class TurnStats:
 class TurnResult:
     stop_reason: str
     stats: TurnStats
+    session_totals: UsageTotals  # the session's, this turn included
 
     def to_wire(self) -> dict[str, Any]:
+        """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
         return {
             "stopReason": self.stop_reason,
-            "usage": self.stats.usage.to_wire(),
-            "_meta": {"parley": self.stats.to_wire()},
+            "_meta": {
+                "parley": {
+                    "usage": self.stats.usage.to_wire(),
+                    "turn": self.stats.to_wire(),
+                    "session": self.session_totals.to_wire(),
+                    "usageComplete": self.stats.usage_complete,
+                }
+            },
         }
 
 
@@ -139,7 +150,7 @@ class Turn:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
             self._settle_interrupted("The user cancelled this call before it finished.")
-            return TurnResult("cancelled", self.stats)
+            return self._result("cancelled")
         except Exception as error:
             # Whatever ended the turn (a provider failure, or a bug anywhere below), the next
             # prompt must send the provider a conversation it accepts.
@@ -149,7 +160,10 @@ class Turn:
                 else "An internal error in Parley interrupted this call."
             )
             raise
-        return TurnResult(stop_reason, self.stats)
+        return self._result(stop_reason)
+
+    def _result(self, stop_reason: str) -> TurnResult:
+        return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals))
 
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
@@ -240,10 +254,19 @@ class Turn:
         self.stats.sync_fallbacks += 1
         completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
-        if completion.text != streamed_text:
-            replaces = self._message_id if streamed_text else None
-            self._send(updates.message_chunk(self._message_id, completion.text, replaces))
+        self._show_sync_text(streamed_text, completion.text)
         return completion, self._announce_calls(completion.tool_calls)
+
+    def _show_sync_text(self, streamed: str, text: str) -> None:
+        """Show the synchronous call's text where it differs from what was streamed: what
+        continues the streamed text is appended; other text replaces it, for the clients
+        that asked for revisions. The others keep what they were shown (ACP clients append
+        every chunk: a revision would show both texts); the history holds `text`."""
+        if text.startswith(streamed):
+            if text != streamed:
+                self._send(updates.message_chunk(self._message_id, text[len(streamed) :]))
+        elif self.ports.wants_revisions:
+            self._send(updates.message_chunk(self._message_id, text, replaces=self._message_id))
 
     def _show_complete_reply(self, completion: Completion) -> None:
         for thought in completion.thinking:
@@ -254,22 +277,37 @@ class Turn:
 
     def _announce_calls(self, calls: tuple[CompletedToolCall, ...]) -> list[str]:
         """The toolCallIds of the complete calls: those the stream announced keep their id
-        (corrected if the name changed); announced calls that did not happen are superseded."""
+        (corrected if the name changed); announced calls that did not happen are superseded.
+        Each call's arguments come with how to show it (title, locations, content)."""
         call_ids = []
         for position, call in enumerate(calls):
             kind = self.session.tools.kind_of(call.name)
+            changed_kind = None
             if position < len(self._announced):
                 call_id, announced_name = self._announced[position]
                 if call.name != announced_name:
-                    self._send(updates.tool_call_update(call_id, title=call.name, kind=kind))
+                    changed_kind = kind
             else:
                 call_id = new_id("call")
                 self._send(updates.tool_call(call_id, call.name, kind))
-            self._send(updates.tool_call_update(call_id, raw_input=call.arguments))
+            view = self.session.tools.view_of(call.name, call.arguments)
+            self._send(
+                updates.tool_call_update(
+                    call_id,
+                    kind=changed_kind,
+                    raw_input=call.arguments,
+                    **updates.call_view(view),
+                )
+            )
             call_ids.append(call_id)
         for call_id, _ in self._announced[len(calls) :]:
             self._send(
-                updates.tool_call_update(call_id, status="failed", raw_output={"superseded": True})
+                updates.tool_call_update(
+                    call_id,
+                    status="failed",
+                    text="The model did not make this call after all.",
+                    meta={"parley": {"superseded": True}},
+                )
             )
         self._announced = []
         return call_ids
@@ -345,7 +383,8 @@ class Turn:
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
         """None when the user allows the call; otherwise what the model is told."""
         try:
-            decision = await self.ports.request_permission(self.session.id, call, kind)
+            view = self.session.tools.view_of(call.name, call.arguments)
+            decision = await self.ports.request_permission(self.session.id, call, kind, view)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -402,11 +441,17 @@ class Turn:
             self.stats.cost += cost
         self.session.count_usage(call, model_id, usage, cost)
         totals = self.session.totals
-        window = self.settings.model_config(model_id).context_window or 0
+        window = self.settings.context_window(model_id)
+        if window is None:
+            return  # ACP's usage_update requires `size`: an unknown window is never sent as 0
         session_cost = totals.cost if totals.cost_complete else None
         self._send(
             updates.usage_update(
-                usage.total_tokens, window, cost_to_wire(session_cost), usage.to_wire()
+                used=usage.total_tokens,
+                size=window,
+                cost=cost_to_wire(session_cost),
+                call=usage.to_wire(),
+                session=totals.to_wire(),
             )
         )
 

@@ -47,6 +47,7 @@ class ClientToolSpec(ToolSpec):
 @attrs.frozen
 class ParleyClientCapabilities:
     tools: list[ClientToolSpec] = attrs.field(factory=list)
+    revisions: bool = False  # the client replaces a hybrid round's streamed text when told
 
 
 @attrs.frozen

@@ -6,6 +6,8 @@ from typing import Any
 
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
+from parley.protocol import updates
+from parley.tools.base import CallView
 
 METHOD = "session/request_permission"
 
@@ -16,14 +18,18 @@ PERMISSION_OPTIONS = [
 ]
 
 
-def permission_request(session_id: str, call: ToolCall, kind: str) -> dict[str, Any]:
+def permission_request(
+    session_id: str, call: ToolCall, kind: str, view: CallView
+) -> dict[str, Any]:
+    """The question about `call`, showing what it would do (`view`: its title, the files it
+    touches, the code it would run)."""
     return {
         "sessionId": session_id,
         "toolCall": {
             "toolCallId": call.wire_id,
-            "title": call.name,
             "kind": kind,
             "rawInput": call.arguments,
+            **updates.call_view(view),
         },
         "options": PERMISSION_OPTIONS,
     }

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from parley.tools.base import CallView
+
 
 def message_chunk(message_id: str, text: str, replaces: str | None = None) -> dict[str, Any]:
     update: dict[str, Any] = {
@@ -51,26 +53,55 @@ def tool_call(
 
 
 def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
-    """Only what changed: status, title, kind, rawInput, rawOutput, and `text` (the
-    output shown to a person), which becomes the update's `content`."""
+    """Only what changed: status, title, kind, rawInput, rawOutput, `text` (the output
+    shown to a person), which becomes the update's `content`, and `meta` (its `_meta`)."""
     update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id}
     text = changes.pop("text", None)
+    meta = changes.pop("meta", None)
     for name, value in changes.items():
         if value is not None:
             update[camel(name)] = value
     if text is not None:
-        update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+        update["content"] = [text_content(text)]
+    if meta is not None:
+        update["_meta"] = meta
     return update
 
 
+def call_view(view: CallView) -> dict[str, Any]:
+    """A call's `title`, `locations` and `content` as `tool_call_update` and the permission
+    request's `toolCall` carry them (only what the view has)."""
+    fields: dict[str, Any] = {"title": view.title}
+    if view.locations:
+        fields["locations"] = [
+            {"path": where.path} if where.line is None else {"path": where.path, "line": where.line}
+            for where in view.locations
+        ]
+    if view.content:
+        fields["content"] = [text_content(text) for text in view.content]
+    return fields
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """Text as one item of a tool call's `content`."""
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
 def usage_update(
-    used: int, size: int, cost: dict[str, Any] | None, usage: dict[str, Any]
+    *,
+    used: int,
+    size: int,
+    cost: dict[str, Any] | None,
+    call: dict[str, Any],
+    session: dict[str, Any],
 ) -> dict[str, Any]:
+    """The context's fill (`used` of the window `size`), the session's cost so far, and
+    (Parley's) the counted call's `Usage` and the session's `UsageTotals`."""
     update: dict[str, Any] = {
         "sessionUpdate": "usage_update",
         "used": used,
         "size": size,
-        "_meta": {"parley": usage},
+        "_meta": {"parley": {"call": call, "session": session}},
     }
     if cost is not None:
         update["cost"] = cost

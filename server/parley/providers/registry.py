@@ -141,7 +141,7 @@ class ProviderRegistry:
                 "available": available,
                 "vision": self._settings.takes_images(model_id),
             }
-            window = self._settings.model_config(model_id).context_window
+            window = self._settings.context_window(model_id)
             if window:
                 info["contextWindow"] = window
             if reason:

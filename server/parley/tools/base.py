@@ -7,12 +7,15 @@ workspace files) or in the editor (declared by the client in `initialize`), impl
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from parley.tools.arguments import InvalidArguments, json_schema, read_arguments
+
+logger = logging.getLogger(__name__)
 
 # ACP ToolKind values: how an editor may show a call (icon, grouping).
 TOOL_KINDS = frozenset(
@@ -55,6 +58,60 @@ class ClientFiles(Protocol):
         ...
 
 
+class EditJournal(Protocol):
+    """Keeps what a turn's edits overwrite, so that the turn can be undone (checkpoints).
+    The agent implements it; edit tools call it before they change a file."""
+
+    def before_write(self, path: Path) -> None:
+        """`path` (absolute, inside the workspace) is about to be written or created: the
+        first time in a turn, keep its current bytes (or that it did not exist)."""
+        ...
+
+
+@attrs.frozen
+class Location:
+    """A file a call touches: an absolute path, and a 1-based line where one is known."""
+
+    path: str
+    line: int | None = None
+
+
+@attrs.frozen
+class CallView:
+    """How an editor shows a call: a title a person reads ("Read app.py:10-40", "Run
+    Python"), the files it touches, and what matters of its arguments (the code, the
+    pattern) as text to see before approving."""
+
+    title: str
+    locations: tuple[Location, ...] = ()
+    content: tuple[str, ...] = ()
+
+
+# A title quotes at most this much of an argument (a pattern, a dotted name).
+TITLE_QUOTE_CHARS = 60
+
+
+def quoted(text: str) -> str:
+    """`text` for a title, in backticks: its first line, cut to a readable length."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) > TITLE_QUOTE_CHARS:
+        line = line[: TITLE_QUOTE_CHARS - 1] + "…"
+    return "`" + line.replace("`", "'") + "`"
+
+
+def describe_call(tool: Tool | None, name: str, arguments: Any) -> CallView:
+    """How to show a call of `tool` (None: no such tool) with `arguments`. A tool without
+    `describe_call` (an editor's) is shown by its name; its arguments go as `rawInput`."""
+    describe = getattr(tool, "describe_call", None)
+    if describe is None or not isinstance(arguments, dict):
+        return CallView(name)
+    try:
+        return describe(arguments)
+    except Exception:  # a title must never cost the call
+        logger.exception("Describing a call of %s failed", name)
+        return CallView(name)
+
+
 @attrs.frozen
 class ToolContext:
     """Where and for whom a call runs."""
@@ -63,6 +120,7 @@ class ToolContext:
     tool_call_id: str
     cwd: Path
     client_files: ClientFiles | None = None  # None: read the files on disk
+    edit_journal: EditJournal | None = None  # None: edits are not checkpointed
 
 
 @runtime_checkable
@@ -75,7 +133,8 @@ class Tool(Protocol):
     cancelled (asyncio) at any await, when the user cancels the turn.
 
     A tool that holds resources (a kernel process) may also define `async def aclose()`;
-    the session's registry calls it once when the session ends.
+    the session's registry calls it once when the session ends. A tool may define
+    `describe_call(arguments) -> CallView` to be shown to the user by more than its name.
     """
 
     spec: ToolSpec
@@ -101,6 +160,19 @@ class DeclaredTool:
 
     async def execute(self, arguments: Any, context: ToolContext) -> ToolResult:
         raise NotImplementedError
+
+    def describe_call(self, arguments: dict[str, Any]) -> CallView:
+        """How the editor shows a call: `view` of its arguments; the tool's name when they
+        cannot be read (the call will fail and say why)."""
+        try:
+            declared = read_arguments(self.Arguments, arguments)
+        except InvalidArguments:
+            return CallView(self.spec.name)
+        return self.view(declared)
+
+    def view(self, arguments: Any) -> CallView:
+        """The `CallView` of a call with these (valid) arguments; by default, the name."""
+        return CallView(self.spec.name)
 
 
 def declared_spec(

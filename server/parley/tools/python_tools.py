@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from parley.tools.arguments import NoArguments, argument
-from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec
+from parley.tools.base import (
+    CallView,
+    DeclaredTool,
+    ToolContext,
+    ToolResult,
+    declared_spec,
+    quoted,
+)
 from parley.tools.confined import open_confined, printable_name
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, workspace_files
@@ -112,6 +119,9 @@ class PythonEvalTool(KernelTool):
         needs_permission=True,
     )
 
+    def view(self, arguments: EvalArguments) -> CallView:
+        return CallView("Run Python", content=(arguments.code,))
+
     async def execute(self, arguments: EvalArguments, context: ToolContext) -> ToolResult:
         reply = await self.kernel.call("eval", code=arguments.code)
         value = reply.result.get("value")
@@ -182,6 +192,10 @@ class TargetTool(ReadOnlyTool):
 
     Arguments = TargetArguments
     operation: str
+    title: str  # of a call, with `{target}`: "Describe {target}"
+
+    def view(self, arguments: TargetArguments) -> CallView:
+        return CallView(self.title.format(target=quoted(arguments.target)))
 
     def render(self, target: str, found: dict[str, Any]) -> str:
         raise NotImplementedError
@@ -212,6 +226,7 @@ class PythonDescribeTool(TargetTool):
     )
 
     operation = "describe"
+    title = "Describe {target}"
 
     def render(self, target: str, found: dict[str, Any]) -> str:
         lines = [f"{target}: {found.get('kind')} ({found.get('type')})"]
@@ -242,6 +257,7 @@ class PythonSourceTool(TargetTool):
     )
 
     operation = "source"
+    title = "Show the source of {target}"
 
     def render(self, target: str, found: dict[str, Any]) -> str:
         header = f"{found.get('file')}, lines {found.get('line')}-{found.get('end_line')}:"
@@ -264,6 +280,7 @@ class PythonMembersTool(TargetTool):
     )
 
     operation = "members"
+    title = "List the members of {target}"
 
     def render(self, target: str, found: dict[str, Any]) -> str:
         members = found.get("members", [])
@@ -296,6 +313,10 @@ class PythonAproposTool(ReadOnlyTool):
         Arguments,
         kind="search",
     )
+
+    def view(self, arguments: AproposArguments) -> CallView:
+        title = f"Find names matching {quoted(arguments.pattern)}"
+        return CallView(title + (f" in {arguments.package}" if arguments.package else ""))
 
     async def execute(self, arguments: AproposArguments, context: ToolContext) -> ToolResult:
         pattern = arguments.pattern
@@ -361,6 +382,9 @@ class PythonLastErrorTool(KernelTool):
         Arguments,
         kind="read",
     )
+
+    def view(self, arguments: NoArguments) -> CallView:
+        return CallView("Show the last Python error")
 
     async def execute(self, arguments: NoArguments, context: ToolContext) -> ToolResult:
         failure = self.kernel.last_failure
@@ -460,6 +484,9 @@ class PythonWhoCallsTool(DeclaredTool):
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace)
+
+    def view(self, arguments: WhoCallsArguments) -> CallView:
+        return CallView(f"Find the calls of {quoted(arguments.name)}")
 
     async def execute(self, arguments: WhoCallsArguments, context: ToolContext) -> ToolResult:
         # A dotted name matches on its last part: calls are found by syntax, not binding.

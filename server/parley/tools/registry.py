@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
-from parley.tools.base import Tool, ToolSpec
+from parley.tools.base import CallView, Tool, ToolSpec, describe_call
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ class ToolRegistry:
     def kind_of(self, name: str) -> str:
         tool = self._tools.get(name)
         return tool.spec.kind if tool else "other"
+
+    def view_of(self, name: str, arguments: Any) -> CallView:
+        """How the editor shows a call of `name` with `arguments`."""
+        return describe_call(self._tools.get(name), name, arguments)
 
     async def aclose(self) -> None:
         """Release what the tools hold. Tools that share a resource (one kernel behind

@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     import regex
 
 from parley.tools.arguments import argument
-from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec
+from parley.tools.base import (
+    CallView,
+    DeclaredTool,
+    Location,
+    ToolContext,
+    ToolResult,
+    declared_spec,
+    quoted,
+)
 from parley.tools.confined import (
     Refused,
     open_confined,
@@ -229,6 +237,11 @@ class WorkspaceTool(DeclaredTool):
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace).resolve()
 
+    def located(self, path: str | None) -> Location:
+        """Where `path` is, for an editor to open (absolute; nothing is opened to find it)."""
+        expanded = os.path.expanduser(path) if path else "."
+        return Location(posixpath.normpath(os.path.join(self.workspace, expanded)))
+
 
 @attrs.frozen
 class ReadFileArguments:
@@ -248,6 +261,12 @@ class ReadFileTool(WorkspaceTool):
         Arguments,
         kind="read",
     )
+
+    def view(self, arguments: ReadFileArguments) -> CallView:
+        start, end = arguments.start_line, arguments.end_line
+        lines = f":{start or 1}-{end}" if end else f" from line {start}" if start else ""
+        where = attrs.evolve(self.located(arguments.path), line=start)
+        return CallView(f"Read {requested_name(self.workspace, arguments.path)}{lines}", (where,))
 
     async def execute(self, arguments: ReadFileArguments, context: ToolContext) -> ToolResult:
         path, start, end = arguments.path, arguments.start_line or 1, arguments.end_line
@@ -380,6 +399,11 @@ class ListDirectoryTool(WorkspaceTool):
         kind="read",
     )
 
+    def view(self, arguments: ListDirectoryArguments) -> CallView:
+        shown = requested_name(self.workspace, arguments.path or ".")
+        title = "List the workspace" if shown == "." else f"List {shown.rstrip('/')}/"
+        return CallView(title, (self.located(arguments.path),))
+
     async def execute(self, arguments: ListDirectoryArguments, context: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._list, arguments.path or ".")
 
@@ -459,6 +483,14 @@ class SearchFilesTool(WorkspaceTool):
         Arguments,
         kind="search",
     )
+
+    def view(self, arguments: SearchFilesArguments) -> CallView:
+        title = f"Search for {quoted(arguments.pattern)}"
+        shown = arguments.pattern
+        if arguments.glob:
+            title += f" in {arguments.glob}"
+            shown += f"\n(in files matching {arguments.glob})"
+        return CallView(title, content=(shown,))
 
     async def execute(self, arguments: SearchFilesArguments, context: ToolContext) -> ToolResult:
         import regex

@@ -37,13 +37,16 @@ import {
   METHOD_NOT_FOUND,
   type ModelsResult,
   type NewSessionOptions,
+  type NewSessionResult,
   PROTOCOL_VERSION,
   type ParamsOf,
   type PromptResult,
   type RequestPermissionParams,
   type RequestPermissionResult,
   type ResultOf,
+  type ResumeSessionResult,
   type SessionNotification,
+  type SetConfigOptionResult,
   type ToolSpec,
   type UsageResult,
   isSessionUpdate,
@@ -224,7 +227,8 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
       this.initializeResult = await this.request('initialize', {
         protocolVersion: PROTOCOL_VERSION,
         clientCapabilities: {
-          _meta: { parley: { tools: this.options.tools ?? [] } },
+          // `revisions`: this client applies `_meta.parley.replaces` chunks (hybrid revisions).
+          _meta: { parley: { tools: this.options.tools ?? [], revisions: true } },
         },
         clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: '0.1.0' },
       });
@@ -264,14 +268,18 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   // ---- protocol methods ----
 
-  async newSession(cwd: string, options: NewSessionOptions = {}): Promise<string> {
+  /** `session/new`: the session's id and, from a second-edition server, its `configOptions`. */
+  startSession(cwd: string, options: NewSessionOptions = {}): Promise<NewSessionResult> {
     const parley = pruneUndefined(options);
-    const result = await this.request('session/new', {
+    return this.request('session/new', {
       cwd,
       mcpServers: [],
       ...(Object.keys(parley).length ? { _meta: { parley } } : {}),
     });
-    return result.sessionId;
+  }
+
+  async newSession(cwd: string, options: NewSessionOptions = {}): Promise<string> {
+    return (await this.startSession(cwd, options)).sessionId;
   }
 
   prompt(sessionId: string, prompt: ContentBlock[] | string): Promise<PromptResult> {
@@ -287,6 +295,27 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   loadSession(sessionId: string, cwd: string): Promise<LoadSessionResult> {
     return this.request('session/load', { sessionId, cwd, mcpServers: [] });
+  }
+
+  /** `session/resume` (when the server advertises it): reattach without a replay. */
+  resumeSession(sessionId: string, cwd: string): Promise<ResumeSessionResult> {
+    return this.request('session/resume', { sessionId, cwd, mcpServers: [] });
+  }
+
+  /** `session/close` (when the server advertises it): frees the session in the server; it stays stored. */
+  async closeSession(sessionId: string): Promise<void> {
+    await this.request('session/close', { sessionId });
+  }
+
+  /** `session/set_config_option`: answers the full, current set of options. */
+  setConfigOption(sessionId: string, configId: string, value: string): Promise<SetConfigOptionResult> {
+    return this.request('session/set_config_option', { sessionId, configId, value });
+  }
+
+  /** What the server advertised of the session lifecycle in `initialize`. */
+  get sessionCapabilities(): { resume: boolean; close: boolean } {
+    const caps = this.initializeResult?.agentCapabilities?.sessionCapabilities;
+    return { resume: Boolean(caps?.resume), close: Boolean(caps?.close) };
   }
 
   listSessions(params: ListSessionsParams = {}): Promise<ListSessionsResult> {

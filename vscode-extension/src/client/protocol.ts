@@ -75,16 +75,39 @@ export interface ToolInfo {
   needsPermission?: boolean;
 }
 
-/** ACP's select option (`configOptions`), e.g. the model. */
-export interface SessionConfigOption {
+/** A value of a select option. */
+export interface SessionConfigSelectOption {
+  value: string;
+  name: string;
+  description?: string | null;
+}
+
+/** Values of a select option under a header. */
+export interface SessionConfigSelectGroup {
+  group: string;
+  name: string;
+  options: SessionConfigSelectOption[];
+}
+
+interface SessionConfigOptionBase {
   id: string;
   name: string;
-  description?: string;
-  category?: string;
-  type: 'select';
-  currentValue: string;
-  options: { value: string; name: string; description?: string }[];
+  description?: string | null;
+  /** `model`, `thought_level`, `mode`, … (for display only). */
+  category?: string | null;
 }
+
+/**
+ * ACP's session configuration option (`configOptions`): a select (Parley's `model`,
+ * `tool_policy`, `thought_level`), with its values flat or grouped, or a boolean.
+ */
+export type SessionConfigOption =
+  | (SessionConfigOptionBase & {
+      type: 'select';
+      currentValue: string;
+      options: SessionConfigSelectOption[] | SessionConfigSelectGroup[];
+    })
+  | (SessionConfigOptionBase & { type: 'boolean'; currentValue: boolean });
 
 /** An MCP server for `session/new` and `session/load` (ACP's stdio form; this client sends none). */
 export interface McpServer {
@@ -177,9 +200,24 @@ export type StopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refu
 
 export interface PromptResult {
   stopReason: StopReason;
-  /** The turn's usage; the server sends it at the root today, the contract under `_meta.parley`. */
+  /** The turn's usage at the root: the first edition's place (see `promptUsage`). */
   usage?: Usage;
-  _meta?: { parley?: TurnStats & { usage?: Usage; turn?: TurnStats; session?: UsageTotals } };
+  /**
+   * The contract's `{usage, turn, session}`; the first edition put the turn's stats here
+   * flat (`rounds`, `toolCalls`, …), which `promptUsage` still reads.
+   */
+  _meta?: { parley?: Partial<TurnStats> & { usage?: Usage; turn?: TurnStats; session?: UsageTotals } };
+}
+
+/** A prompt result's usage: the turn's, its stats and the session's totals, from either edition's shape. */
+export function promptUsage(result: PromptResult): { usage?: Usage; turn?: Partial<TurnStats>; session?: UsageTotals } {
+  const { usage, turn, session, ...flatStats } = result._meta?.parley ?? {};
+  const stats = turn ?? (Object.keys(flatStats).length > 0 ? flatStats : undefined);
+  return {
+    ...((usage ?? result.usage) ? { usage: usage ?? result.usage } : {}),
+    ...(stats ? { turn: stats } : {}),
+    ...(session ? { session } : {}),
+  };
 }
 
 export interface SessionIdParams {
@@ -195,6 +233,25 @@ export interface LoadSessionParams {
 export interface LoadSessionResult {
   configOptions?: SessionConfigOption[];
   _meta?: { parley?: { usage?: UsageTotals; model?: string } };
+}
+
+/** `session/resume`: reattach to a stored session without a replay. */
+export type ResumeSessionParams = LoadSessionParams;
+
+export interface ResumeSessionResult {
+  configOptions?: SessionConfigOption[];
+  _meta?: { parley?: { usage?: UsageTotals; model?: string } };
+}
+
+export interface SetConfigOptionParams {
+  sessionId: string;
+  configId: string;
+  value: string;
+}
+
+export interface SetConfigOptionResult {
+  /** The full, current set. */
+  configOptions: SessionConfigOption[];
 }
 
 export interface ListSessionsParams {
@@ -299,12 +356,23 @@ export interface UsageUpdate {
   sessionUpdate: 'usage_update';
   /** Tokens in the context now. */
   used?: number;
-  /** The model's context window. */
+  /** The model's context window: absent (or, from a first-edition server, 0) when unknown. */
   size?: number;
   /** The session's total cost. */
   cost?: Cost | null;
-  /** The call's usage (the server sends it flat today; the contract names `call` and `session`). */
+  /** The contract's `{call, session}`; a first-edition server sends the call's usage flat. */
   _meta?: { parley?: Partial<Usage> & { call?: Usage; session?: UsageTotals } };
+}
+
+/** What a `usage_update` says of the call and the session, from either edition's shape. */
+export function usageUpdateParts(update: UsageUpdate): { call?: Partial<Usage>; session?: UsageTotals } {
+  const parley = update._meta?.parley;
+  if (!parley) {
+    return {};
+  }
+  const { call, session, ...flat } = parley;
+  const flatCall = Object.keys(flat).length > 0 ? flat : undefined;
+  return { call: call ?? flatCall, ...(session ? { session } : {}) };
 }
 
 export interface SessionInfoUpdate {
@@ -318,9 +386,16 @@ export interface ConfigOptionUpdate {
   configOptions: SessionConfigOption[];
 }
 
+/** A slash command the agent offers; `input.hint` says what to type after its name. */
+export interface AvailableCommand {
+  name: string;
+  description: string;
+  input?: { hint: string } | null;
+}
+
 export interface AvailableCommandsUpdate {
   sessionUpdate: 'available_commands_update';
-  availableCommands: { name: string; description: string; input?: unknown }[];
+  availableCommands: AvailableCommand[];
 }
 
 /**
@@ -415,7 +490,10 @@ export interface AgentRequests {
   'session/prompt': { params: PromptParams; result: PromptResult };
   'session/load': { params: LoadSessionParams; result: LoadSessionResult };
   'session/list': { params: ListSessionsParams; result: ListSessionsResult };
+  'session/resume': { params: ResumeSessionParams; result: ResumeSessionResult };
+  'session/close': { params: SessionIdParams; result: EmptyResult };
   'session/delete': { params: SessionIdParams; result: EmptyResult };
+  'session/set_config_option': { params: SetConfigOptionParams; result: SetConfigOptionResult };
   '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
   '_parley/usage': { params: UsageParams; result: UsageResult };
   '_parley/models': { params: Record<string, never>; result: ModelsResult };

@@ -40,6 +40,25 @@ export interface ThoughtEntry {
 
 export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
 
+/** A file a tool call touches, shown as a link that opens it (at the line, 1-based). */
+export interface LocationView {
+  path: string;
+  line?: number;
+  /** E.g. `server/app.py:10` (relative to the workspace root when inside it). */
+  label: string;
+}
+
+/** One line of a diff block: unchanged (` `), removed (`-`) or added (`+`). */
+export interface DiffLine {
+  op: ' ' | '-' | '+';
+  text: string;
+}
+
+/** What a tool call shows before it runs: text (the code to be evaluated) or an edit's diff. */
+export type ToolContentView =
+  | { kind: 'text'; text: string }
+  | { kind: 'diff'; path: string; lines: DiffLine[] };
+
 export interface ToolEntry {
   kind: 'tool';
   id: string;
@@ -49,8 +68,12 @@ export interface ToolEntry {
   status: ToolStatus;
   /** The input, as shown (pretty JSON). */
   input?: string;
+  /** What the call does, as the server shows it (the code, the diff); shown instead of `input`. */
+  content: ToolContentView[];
+  locations: LocationView[];
   /** The output, as shown. */
   output?: string;
+  /** The model did not make this call after all: shown muted, not as an error. */
   superseded: boolean;
 }
 
@@ -68,6 +91,9 @@ export interface PermissionEntry {
   title: string;
   toolKind: string;
   input?: string;
+  /** What is asked about (the code, the diff); shown instead of `input`. */
+  content: ToolContentView[];
+  locations: LocationView[];
   options: PermissionOptionView[];
   /** Set once answered: what was chosen (its option's kind, e.g. `allow_once`), as shown. */
   answer?: { optionId?: string; kind?: string; label: string };
@@ -102,6 +128,25 @@ export interface UsageView {
   cost?: { amount: number; currency: string } | null;
 }
 
+/** A select the server offers for the session (ACP `configOptions`): model, tool policy, … */
+export interface ConfigOptionView {
+  id: string;
+  name: string;
+  category?: string;
+  description?: string;
+  currentValue: string;
+  /** Its values; `group` names the header a value is listed under. */
+  options: { value: string; name: string; description?: string; group?: string }[];
+}
+
+/** A slash command the server offers (`available_commands_update`), without its `/`. */
+export interface CommandView {
+  name: string;
+  description: string;
+  /** What to type after the name, e.g. `PROVIDER:MODEL`. */
+  hint?: string;
+}
+
 export type ServerState = 'stopped' | 'starting' | 'ready' | 'exited';
 
 export interface SessionRow {
@@ -114,9 +159,17 @@ export interface SessionRow {
 export interface ViewMeta {
   serverState: ServerState;
   sessionId?: string;
+  /** The session's workspace root (tool locations are shown relative to it). */
+  cwd?: string;
   title?: string;
   model?: string;
   models: ModelOption[];
+  /** The session's configuration options, from the server (empty: it offers none). */
+  configOptions: ConfigOptionView[];
+  /** The session's tool policy (`hybrid`, `stream`, `sync`). */
+  toolPolicy?: string;
+  /** The slash commands the prompt box offers when the user types `/`. */
+  commands: CommandView[];
   busy: boolean;
   loading: boolean;
   usage: UsageView;
@@ -142,8 +195,12 @@ export type ViewToHost =
   | { type: 'cancel' }
   | { type: 'permission'; requestId: string; optionId: string | null }
   | { type: 'selectModel'; model: string }
+  /** Set a configuration option (`tool_policy`, `thought_level`, …) of the session. */
+  | { type: 'setConfigOption'; configId: string; value: string }
   | { type: 'newSession' }
   | { type: 'listSessions' }
   | { type: 'loadSession'; sessionId: string }
   | { type: 'removeContext'; index: number }
+  /** Open a file a tool call touched, at its line (1-based). */
+  | { type: 'openLocation'; path: string; line?: number }
   | { type: 'restart' };

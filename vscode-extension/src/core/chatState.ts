@@ -9,26 +9,32 @@
 
 import type {
   AgentEntry,
+  CommandView,
+  ConfigOptionView,
   ContextItem,
   Entry,
   NoticeEntry,
   ThoughtEntry,
   ToolEntry,
+  UsageView,
   UserEntry,
   ViewMeta,
   ViewState,
   ViewToHost,
 } from '../common/view';
-import type {
-  ContentBlock,
-  RequestPermissionParams,
-  SessionUpdate,
-  ToolCall,
-  ToolCallContent,
-  ToolCallUpdate,
-  UsageTotals,
-  UsageUpdate,
+import {
+  type AvailableCommandsUpdate,
+  type RequestPermissionParams,
+  type SessionConfigOption,
+  type SessionConfigSelectOption,
+  type SessionUpdate,
+  type ToolCall,
+  type ToolCallUpdate,
+  type UsageTotals,
+  type UsageUpdate,
+  usageUpdateParts,
 } from '../client/protocol';
+import { blockText, contentViews, locationViews } from './toolView';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
@@ -46,13 +52,17 @@ export type ChatEvent =
   | { type: 'clear' }
   | { type: 'setEntries'; entries: Entry[] }
   | { type: 'meta'; patch: Partial<ViewMeta> }
-  | { type: 'usageTotals'; totals: UsageTotals };
+  | { type: 'usageTotals'; totals: UsageTotals }
+  /** The session's configuration options (from `session/new`, `load`, `resume`, `set_config_option`). */
+  | { type: 'configOptions'; options: SessionConfigOption[] };
 
 export function initialState(): ChatState {
   return {
     meta: {
       serverState: 'stopped',
       models: [],
+      configOptions: [],
+      commands: [],
       busy: false,
       loading: false,
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
@@ -91,6 +101,8 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
         title: params.toolCall.title ?? params.toolCall.toolCallId,
         toolKind: params.toolCall.kind ?? 'other',
         input: formatInput(params.toolCall.rawInput),
+        content: contentViews(params.toolCall.content ?? [], state.meta.cwd),
+        locations: locationViews(params.toolCall.locations ?? [], state.meta.cwd),
         options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
       };
       return { ...state, entries: [...finishStreaming(state.entries), entry] };
@@ -127,22 +139,10 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return { ...state, entries: event.entries };
     case 'meta':
       return { ...state, meta: { ...state.meta, ...event.patch } };
-    case 'usageTotals': {
-      const t = event.totals;
-      return {
-        ...state,
-        meta: {
-          ...state.meta,
-          usage: {
-            ...state.meta.usage,
-            sessionTokens: t.totalTokens,
-            inputTokens: t.inputTokens,
-            outputTokens: t.outputTokens,
-            cost: t.cost,
-          },
-        },
-      };
-    }
+    case 'configOptions':
+      return applyConfigOptions(state, event.options);
+    case 'usageTotals':
+      return { ...state, meta: { ...state.meta, usage: { ...state.meta.usage, ...sessionUsage(event.totals) } } };
   }
 }
 
@@ -207,22 +207,17 @@ function replaceLast(state: ChatState, entry: Entry): ChatState {
   return { ...state, entries };
 }
 
-/** The text of a message chunk's content (other content adds none). */
-function textOf(content: ContentBlock): string {
-  return content.type === 'text' ? content.text : '';
-}
-
 function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
   switch (update.sessionUpdate) {
     case 'agent_message_chunk': {
       const replaces = update._meta?.parley?.replaces;
       if (typeof replaces === 'string') {
-        return reviseMessage(state, replaces, textOf(update.content), update.messageId);
+        return reviseMessage(state, replaces, blockText(update.content), update.messageId);
       }
-      return appendChunk(state, 'agent', textOf(update.content), update.messageId);
+      return appendChunk(state, 'agent', blockText(update.content), update.messageId);
     }
     case 'agent_thought_chunk':
-      return appendChunk(state, 'thought', textOf(update.content), update.messageId);
+      return appendChunk(state, 'thought', blockText(update.content), update.messageId);
     case 'user_message_chunk': {
       const { content, messageId } = update;
       const last = state.entries[state.entries.length - 1];
@@ -231,7 +226,7 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
       if (content.type === 'resource' && content.resource.uri) {
         item = { label: labelForUri(content.resource.uri), uri: content.resource.uri };
       } else {
-        text = textOf(content);
+        text = blockText(content);
       }
       if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
         return replaceLast(state, {
@@ -260,9 +255,75 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
       }
       return state;
     case 'config_option_update':
+      return applyConfigOptions(state, update.configOptions);
     case 'available_commands_update':
-      return state; // not shown by this client yet
+      return { ...state, meta: { ...state.meta, commands: commandViews(update.availableCommands) } };
   }
+}
+
+/** The commands as the prompt box offers them: names without a leading `/`, the input's hint. */
+function commandViews(commands: AvailableCommandsUpdate['availableCommands']): CommandView[] {
+  return commands
+    .filter((c) => typeof c.name === 'string' && c.name.replace(/^\//, '') !== '')
+    .map((c) => {
+      const input = c.input;
+      const hint = typeof input === 'object' && input !== null && 'hint' in input && typeof input.hint === 'string' ? input.hint : undefined;
+      return { name: c.name.replace(/^\//, ''), description: c.description ?? '', ...(hint ? { hint } : {}) };
+    });
+}
+
+/** The model option: the select whose category is `model`. */
+export const MODEL_CATEGORY = 'model';
+/** Parley's tool policy option. */
+export const TOOL_POLICY_OPTION = 'tool_policy';
+
+/** The options as the view shows them; the model and the tool policy taken from theirs. */
+function applyConfigOptions(state: ChatState, options: SessionConfigOption[]): ChatState {
+  const views = configOptionViews(options);
+  const model = views.find((o) => o.category === MODEL_CATEGORY);
+  const toolPolicy = views.find((o) => o.id === TOOL_POLICY_OPTION);
+  return {
+    ...state,
+    meta: {
+      ...state.meta,
+      configOptions: views,
+      ...(model ? { model: model.currentValue } : {}),
+      ...(toolPolicy ? { toolPolicy: toolPolicy.currentValue } : {}),
+    },
+  };
+}
+
+/** Select options, their grouped values listed flat under their group's name (booleans are not shown). */
+export function configOptionViews(options: SessionConfigOption[]): ConfigOptionView[] {
+  const views: ConfigOptionView[] = [];
+  for (const o of options) {
+    if (o.type !== 'select' || !Array.isArray(o.options)) {
+      continue;
+    }
+    const values: ConfigOptionView['options'] = [];
+    const value = (x: SessionConfigSelectOption, group?: string) => ({
+      value: x.value,
+      name: x.name,
+      ...(x.description ? { description: x.description } : {}),
+      ...(group !== undefined ? { group } : {}),
+    });
+    for (const v of o.options) {
+      if ('group' in v) {
+        values.push(...v.options.map((x) => value(x, v.name)));
+      } else {
+        values.push(value(v));
+      }
+    }
+    views.push({
+      id: o.id,
+      name: o.name,
+      ...(o.category ? { category: o.category } : {}),
+      ...(o.description ? { description: o.description } : {}),
+      currentValue: o.currentValue,
+      options: values,
+    });
+  }
+  return views;
 }
 
 function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
@@ -270,19 +331,29 @@ function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
   if (typeof update.used === 'number') {
     usage.contextUsed = update.used;
   }
-  if (typeof update.size === 'number') {
+  // No window when the server does not know it (absent; a first-edition server sent 0).
+  if (typeof update.size === 'number' && update.size > 0) {
     usage.contextSize = update.size;
+  } else {
+    delete usage.contextSize;
   }
   if (update.cost !== undefined) {
     usage.cost = update.cost;
   }
-  const call = update._meta?.parley;
-  if (call) {
+  const { call, session } = usageUpdateParts(update);
+  if (session) {
+    Object.assign(usage, sessionUsage(session));
+  } else if (call) {
     usage.inputTokens += call.inputTokens ?? 0;
     usage.outputTokens += call.outputTokens ?? 0;
     usage.sessionTokens += call.totalTokens ?? (call.inputTokens ?? 0) + (call.outputTokens ?? 0);
   }
   return { ...state, meta: { ...state.meta, usage } };
+}
+
+/** The view's session counts from the server's totals. */
+function sessionUsage(t: UsageTotals): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cost'> {
+  return { sessionTokens: t.totalTokens, inputTokens: t.inputTokens, outputTokens: t.outputTokens, cost: t.cost };
 }
 
 function appendChunk(state: ChatState, kind: 'agent' | 'thought', text: string, messageId?: string): ChatState {
@@ -336,6 +407,8 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
     title: u.toolCallId,
     toolKind: 'other',
     status: 'pending',
+    content: [],
+    locations: [],
     superseded: false,
   };
   const next: ToolEntry = { ...base };
@@ -351,15 +424,31 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   if (u.rawInput !== undefined && u.rawInput !== null) {
     next.input = formatInput(u.rawInput);
   }
-  const contentText = Array.isArray(u.content) ? contentToText(u.content) : undefined;
-  if (contentText !== undefined && contentText !== '') {
-    next.output = contentText;
-  } else if (u.rawOutput !== undefined && u.rawOutput !== null) {
+  if (Array.isArray(u.locations)) {
+    next.locations = locationViews(u.locations, state.meta.cwd);
+  }
+  // Content sent before the call ends says what it does (the code, the diff); content that
+  // ends it is its result, shown as the output (a diff in it still shows as a diff).
+  const views = Array.isArray(u.content) ? contentViews(u.content, state.meta.cwd) : undefined;
+  const ends = u.status === 'completed' || u.status === 'failed';
+  let outputText: string | undefined;
+  if (views && !ends) {
+    next.content = views;
+  } else if (views) {
+    const diffs = views.filter((v) => v.kind === 'diff');
+    if (diffs.length) {
+      next.content = [...next.content.filter((v) => v.kind !== 'diff'), ...diffs];
+    }
+    outputText = views.flatMap((v) => (v.kind === 'text' ? [v.text] : [])).join('\n');
+  }
+  if (outputText) {
+    next.output = outputText;
+  } else if (u.rawOutput !== undefined && u.rawOutput !== null && !isSupersededOutput(u.rawOutput)) {
     next.output = formatOutput(u.rawOutput);
   }
   if (isSuperseded(u)) {
     next.superseded = true;
-    if (!contentText) {
+    if (!outputText) {
       next.output = 'Superseded: the model did not make this call after all.';
     }
   }
@@ -369,27 +458,13 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   return { ...state, entries: [...finishStreaming(state.entries), next] }; // its id is its call's, not numbered
 }
 
-/** A call the stream announced but the model did not make (`rawOutput` today; `_meta` in the contract). */
+/** A call the stream announced but the model did not make (`_meta.parley`; the first edition said it in `rawOutput`). */
 function isSuperseded(u: ToolCall | ToolCallUpdate): boolean {
-  const raw = u.rawOutput;
-  const inRaw = typeof raw === 'object' && raw !== null && 'superseded' in raw && raw.superseded === true;
-  return inRaw || u._meta?.parley?.superseded === true;
+  return u._meta?.parley?.superseded === true || isSupersededOutput(u.rawOutput);
 }
 
-function contentToText(content: ToolCallContent[]): string {
-  return content
-    .map((c) => {
-      switch (c.type) {
-        case 'content':
-          return textOf(c.content);
-        case 'diff':
-          return `(diff of ${c.path})`;
-        default:
-          return '';
-      }
-    })
-    .filter((s) => s !== '')
-    .join('\n');
+function isSupersededOutput(raw: unknown): boolean {
+  return typeof raw === 'object' && raw !== null && 'superseded' in raw && raw.superseded === true;
 }
 
 function formatOutput(raw: unknown): string {

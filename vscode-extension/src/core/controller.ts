@@ -9,19 +9,32 @@
 import { EventEmitter } from 'node:events';
 
 import { type ExitInfo, ParleyClient, ServerExitedError, type ServerOptions, describeError } from '../client/client';
-import type {
-  ContentBlock,
-  EditorCallToolParams,
-  EditorCallToolResult,
-  ModelInfo,
-  RequestPermissionParams,
-  RequestPermissionResult,
-  ResourceBlock,
-  SessionSummary,
-  ToolPolicy,
-  ToolSpec,
+import {
+  type ConfigureParams,
+  type ContentBlock,
+  type EditorCallToolParams,
+  type EditorCallToolResult,
+  type ModelInfo,
+  type NewSessionResult,
+  type RequestPermissionParams,
+  type RequestPermissionResult,
+  type ResourceBlock,
+  type ResumeSessionResult,
+  type SessionNotification,
+  type SessionSummary,
+  type ToolPolicy,
+  type ToolSpec,
+  promptUsage,
 } from '../client/protocol';
-import { type ChatEvent, type ChatState, initialState, labelForUri, reduce } from './chatState';
+import {
+  type ChatEvent,
+  type ChatState,
+  MODEL_CATEGORY,
+  TOOL_POLICY_OPTION,
+  initialState,
+  labelForUri,
+  reduce,
+} from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
 
 export interface ControllerSettings {
@@ -71,6 +84,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private chosenModel: string | undefined;
   /** The session open on the current server process (cleared when the server goes away). */
   private openSession: string | undefined;
+  /** The tool policy chosen in the view (for this and new sessions), over the setting. */
+  private chosenToolPolicy: ToolPolicy | undefined;
+  /** `session/new` requests in flight, and the updates that came meanwhile for other sessions. */
+  private opening = 0;
+  private early: SessionNotification[] = [];
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -130,6 +148,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     client.on('update', (n) => {
       if (n.sessionId === this.state.meta.sessionId) {
         this.dispatch({ type: 'update', update: n.update });
+      } else if (this.opening > 0) {
+        this.early.push(n); // perhaps the session being opened: its id is not known yet
       }
     });
     client.on('log', (line) => this.log(line));
@@ -182,8 +202,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   /**
-   * Restart the server. The current session, if any, is loaded again from the store (its
-   * history replays into the view); if it cannot be, a new session starts.
+   * Restart the server. The current session, if any, is opened again: resumed (the view
+   * kept as it is) when the server can, else loaded from the store (its history replays into
+   * the view); if it cannot be, a new session starts.
    */
   async restart(): Promise<void> {
     const previous = this.state.meta.sessionId;
@@ -198,8 +219,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     await this.ensureStarted();
     if (previous) {
       try {
-        await this.loadSession(previous, this.state.meta.title);
-        this.dispatch({ type: 'notice', level: 'info', text: 'Server restarted; session reloaded.' });
+        const how = await this.reopen(previous);
+        this.dispatch({ type: 'notice', level: 'info', text: `Server restarted; session ${how}.` });
         return;
       } catch (err) {
         this.log(`[parley] could not reload session ${previous}: ${describeError(err)}`);
@@ -215,7 +236,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     await this.newSession();
   }
 
+  /** Close the open session (when the server can) and stop the server. */
   async dispose(): Promise<void> {
+    await this.closeSession();
     const client = this.client;
     this.client = undefined;
     await client?.stop();
@@ -245,7 +268,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     const previous = this.state.meta.sessionId;
     if (previous) {
       try {
-        await this.loadSession(previous, this.state.meta.title);
+        await this.reopen(previous);
         return previous;
       } catch (err) {
         const sessionId = await this.newSession();
@@ -260,29 +283,103 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return this.newSession();
   }
 
+  /**
+   * Open the session shown again on the running server: `session/resume` when the server
+   * advertises it (no replay: the view keeps what it shows), else `session/load`.
+   */
+  private async reopen(sessionId: string): Promise<'resumed' | 'reloaded'> {
+    const client = this.requireClient();
+    if (!client.sessionCapabilities.resume) {
+      await this.loadSession(sessionId, this.state.meta.title);
+      return 'reloaded';
+    }
+    this.meta({ loading: true });
+    let result: ResumeSessionResult;
+    try {
+      result = await client.resumeSession(sessionId, this.host.workspaceRoot());
+    } finally {
+      this.meta({ loading: false });
+    }
+    const parley = result._meta?.parley;
+    this.meta({ sessionId, cwd: this.host.workspaceRoot(), busy: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
+    this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
+    this.openSession = sessionId;
+    if (parley?.usage) {
+      this.dispatch({ type: 'usageTotals', totals: parley.usage });
+    } else {
+      await this.refreshUsage();
+    }
+    return 'resumed';
+  }
+
+  /**
+   * `session/close` for the session open on the server, when the server advertises it (it
+   * ends the session's kernel and frees it; the session stays stored and shown, and is
+   * opened again when needed). A failure is logged: there is nothing the user could do.
+   */
+  async closeSession(): Promise<void> {
+    const sessionId = this.openSession;
+    const client = this.client;
+    this.openSession = undefined;
+    this.sessionPromise = undefined;
+    if (!sessionId || !client?.running || !client.sessionCapabilities.close) {
+      return;
+    }
+    await closeQuietly(client, sessionId, (line) => this.log(line));
+  }
+
   async newSession(): Promise<string> {
     await this.ensureStarted();
     const client = this.requireClient();
     const settings = this.host.settings();
     const model = this.chosenModel ?? (settings.defaultModel || undefined);
-    const sessionId = await client.newSession(this.host.workspaceRoot(), {
-      model,
-      toolPolicy: settings.toolPolicy,
-      autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
-      systemPrompt: settings.systemPrompt || undefined,
-    });
+    const toolPolicy = this.chosenToolPolicy ?? settings.toolPolicy;
+    this.opening += 1;
+    let result: NewSessionResult;
+    try {
+      result = await client.startSession(this.host.workspaceRoot(), {
+        model,
+        toolPolicy,
+        autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
+        systemPrompt: settings.systemPrompt || undefined,
+      });
+    } finally {
+      this.opening -= 1;
+    }
+    const { sessionId } = result;
+    const previous = this.openSession;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
+      cwd: this.host.workspaceRoot(),
       title: undefined,
       busy: false,
       loading: false,
       model: model ?? this.defaultModel,
+      toolPolicy: toolPolicy ?? 'hybrid',
+      configOptions: [],
+      commands: [],
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
     });
+    this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
     this.openSession = sessionId;
     this.sessionPromise = undefined;
+    this.replayEarly(sessionId);
+    if (previous && previous !== sessionId && client.sessionCapabilities.close) {
+      await closeQuietly(client, previous, (line) => this.log(line));
+    }
     return sessionId;
+  }
+
+  /** Passes on the updates for `sessionId` that came before its id was known. */
+  private replayEarly(sessionId: string): void {
+    const early = this.early.filter((n) => n.sessionId === sessionId);
+    if (this.opening === 0) {
+      this.early = [];
+    }
+    for (const n of early) {
+      this.dispatch({ type: 'update', update: n.update });
+    }
   }
 
   async listSessions(): Promise<SessionSummary[]> {
@@ -317,11 +414,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (this.state.meta.busy && this.state.meta.sessionId) {
       await this.cancel();
     }
-    const before = { sessionId: this.state.meta.sessionId, entries: this.state.entries, title: this.state.meta.title };
+    const before = { entries: this.state.entries, meta: this.state.meta };
+    const previous = this.openSession;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
+      cwd: this.host.workspaceRoot(),
       title,
+      commands: [],
       loading: true,
       busy: false,
       usage: { sessionTokens: 0, inputTokens: 0, outputTokens: 0 },
@@ -330,16 +430,25 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const result = await client.loadSession(sessionId, this.host.workspaceRoot());
       const parley = result._meta?.parley;
       this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
-      this.meta({ loading: false, model: parley?.model ?? this.state.meta.model });
+      this.meta({ loading: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
+      this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
       if (parley?.model) {
         this.chosenModel = parley.model;
       }
       this.openSession = sessionId;
-      await this.refreshUsage();
+      if (previous && previous !== sessionId && client.sessionCapabilities.close) {
+        await closeQuietly(client, previous, (line) => this.log(line));
+      }
+      if (parley?.usage) {
+        this.dispatch({ type: 'usageTotals', totals: parley.usage });
+      } else {
+        await this.refreshUsage();
+      }
     } catch (err) {
       // Back to the session we had.
       this.dispatch({ type: 'setEntries', entries: before.entries });
-      this.meta({ sessionId: before.sessionId, title: before.title, loading: false });
+      const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage } = before.meta;
+      this.meta({ sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage, loading: false });
       throw err;
     }
   }
@@ -382,8 +491,13 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     try {
       const result = await client.prompt(sessionId, blocks);
       this.dispatch({ type: 'turnEnded', stopReason: result.stopReason });
+      const { session } = promptUsage(result);
+      if (session) {
+        this.dispatch({ type: 'usageTotals', totals: session });
+      } else {
+        void this.refreshUsage(); // a first-edition server sends no session totals
+      }
       this.emit('turnEnded', result.stopReason);
-      void this.refreshUsage();
       return result.stopReason;
     } catch (err) {
       if (!(err instanceof ServerExitedError)) {
@@ -455,13 +569,60 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return result.models;
   }
 
+  /**
+   * The model for this session (from its next round) and new ones: through the model config
+   * option (`session/set_config_option`) when the server offers one, else `_parley/session/configure`.
+   */
   async selectModel(model: string): Promise<void> {
     this.chosenModel = model;
-    const sessionId = this.state.meta.sessionId;
-    if (sessionId && this.client?.running) {
-      await this.client.configure({ sessionId, model });
-    }
+    const option = this.state.meta.configOptions.find((o) => o.category === MODEL_CATEGORY);
+    await this.configureSession(option?.id, model, { model });
     this.meta({ model });
+  }
+
+  /**
+   * Set a configuration option of the session. The tool policy (`tool_policy`) also holds
+   * for new sessions, and goes through `_parley/session/configure` when the server offers no
+   * such option; another option must be one the server offers.
+   */
+  async setConfigOption(configId: string, value: string): Promise<void> {
+    const option = this.state.meta.configOptions.find((o) => o.id === configId);
+    if (configId === TOOL_POLICY_OPTION) {
+      const known = isToolPolicy(value);
+      if (!known && !option) {
+        throw new Error(`Unknown tool policy: ${value}`);
+      }
+      if (known) {
+        this.chosenToolPolicy = value;
+      }
+      await this.configureSession(option?.id, value, known ? { toolPolicy: value } : undefined);
+      this.meta({ toolPolicy: value });
+      return;
+    }
+    if (!option) {
+      throw new Error(`The server offers no option ${configId} for this session.`);
+    }
+    await this.configureSession(option.id, value, undefined);
+  }
+
+  /** Applies a setting to the open session: by its config option if any, else by `configure`. */
+  private async configureSession(
+    configId: string | undefined,
+    value: string,
+    fallback: Omit<ConfigureParams, 'sessionId'> | undefined,
+  ): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId || !this.client?.running) {
+      return; // no session open: the model and the tool policy go with the next session/new
+    }
+    if (configId) {
+      const result = await this.client.setConfigOption(sessionId, configId, value);
+      if (this.state.meta.sessionId === sessionId) {
+        this.dispatch({ type: 'configOptions', options: result.configOptions });
+      }
+    } else if (fallback) {
+      await this.client.configure({ sessionId, ...fallback });
+    }
   }
 
   async refreshUsage(): Promise<void> {
@@ -485,6 +646,24 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+/** How long `session/close` may take before the controller goes on without its answer. */
+const CLOSE_TIMEOUT_MS = 2000;
+
+/** `session/close`, its failure (or a server slow to answer) logged rather than thrown. */
+async function closeQuietly(client: ParleyClient, sessionId: string, log: (line: string) => void): Promise<void> {
+  const timeout = new Promise<void>((resolve) => setTimeout(resolve, CLOSE_TIMEOUT_MS).unref());
+  const closed = client.closeSession(sessionId).catch((err: unknown) => {
+    log(`[parley] session/close ${sessionId} failed: ${describeError(err)}`);
+  });
+  await Promise.race([closed, timeout]);
+}
+
+const TOOL_POLICIES: readonly ToolPolicy[] = ['hybrid', 'stream', 'sync'];
+
+function isToolPolicy(value: string): value is ToolPolicy {
+  return (TOOL_POLICIES as readonly string[]).includes(value);
 }
 
 function toModelOptions(models: ModelInfo[]): ModelOption[] {

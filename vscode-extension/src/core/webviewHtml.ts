@@ -37,6 +37,8 @@ export function chatPageHtml(r: ChatPageResources): string {
 <div id="app">
   <header id="toolbar">
     <select id="model" title="Model for this session" aria-label="Model"></select>
+    <select id="tool-policy" title="How the server gets tool calls from the model" aria-label="Tool policy"></select>
+    <span id="config-options"></span>
     <span class="spacer"></span>
     <button id="sessions-button" class="secondary" title="Show past sessions">History</button>
     <button id="new-button" class="secondary" title="Start a new session">New</button>
@@ -52,7 +54,8 @@ export function chatPageHtml(r: ChatPageResources): string {
   </main>
   <footer id="composer">
     <div id="context-chips"></div>
-    <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line)" aria-label="Prompt"></textarea>
+    <ul id="command-menu" role="listbox" aria-label="Commands" hidden></ul>
+    <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line, / for commands)" aria-label="Prompt" aria-autocomplete="list" aria-controls="command-menu"></textarea>
     <div class="composer-row">
       <span id="usage" class="usage"></span>
       <span class="spacer"></span>

@@ -12,6 +12,8 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   constructor(
     private readonly extensionUri: vscode.Uri,
     private readonly onMessage: (message: ViewToHost) => void,
+    /** The user closed the view (not merely hid it). */
+    private readonly onDispose: () => void = () => undefined,
   ) {}
 
   get visible(): boolean {
@@ -34,6 +36,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     view.onDidDispose(() => {
       if (this.view === view) {
         this.view = undefined;
+        this.onDispose();
       }
     });
   }

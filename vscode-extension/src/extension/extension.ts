@@ -9,7 +9,8 @@ import { describeError } from '../client/client';
 import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
-import { formatInput } from '../core/chatState';
+import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
+import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
@@ -63,6 +64,9 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   const tip = new vscode.MarkdownString(undefined, true);
   tip.appendMarkdown(`**Parley** — ${m.serverState}\n\n`);
   tip.appendMarkdown(`Model: \`${m.model ?? 'default'}\`\n\n`);
+  if (m.toolPolicy) {
+    tip.appendMarkdown(`Tool calls: ${m.toolPolicy}\n\n`);
+  }
   tip.appendMarkdown(
     `Session tokens: ${m.usage.sessionTokens} (input ${m.usage.inputTokens}, output ${m.usage.outputTokens})\n\n`,
   );
@@ -85,9 +89,14 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   controller = ctl;
 
-  const chatView: ChatViewProvider = new ChatViewProvider(context.extensionUri, (m: ViewToHost) => {
-    void handleViewMessage(ctl, chatView, m);
-  });
+  const chatView: ChatViewProvider = new ChatViewProvider(
+    context.extensionUri,
+    (m: ViewToHost) => {
+      void handleViewMessage(ctl, chatView, m);
+    },
+    // The session is closed in the server (when it can) and opened again when the view returns.
+    () => void ctl.closeSession(),
+  );
 
   const status = vscode.window.createStatusBarItem('parley.status', vscode.StatusBarAlignment.Right, 100);
   status.name = 'Parley';
@@ -158,14 +167,18 @@ export function activate(context: vscode.ExtensionContext): void {
           .then((pick) => (pick ? run(() => ctl.restart())() : undefined));
       }
       const sessionId = ctl.sessionId;
-      if (
-        sessionId &&
-        ctl.client?.running &&
-        (e.affectsConfiguration('parley.autoApprove') || e.affectsConfiguration('parley.toolPolicy'))
-      ) {
-        const s = readSettings();
+      if (e.affectsConfiguration('parley.toolPolicy')) {
+        const policy = readSettings().toolPolicy;
+        if (policy) {
+          void ctl
+            .setConfigOption(TOOL_POLICY_OPTION, policy)
+            .catch((err: unknown) => output.warn(`setting the tool policy failed: ${describeError(err)}`));
+        }
+      }
+      if (sessionId && ctl.client?.running && e.affectsConfiguration('parley.autoApprove')) {
+        // autoApprove has no config option: `_parley/session/configure` stays its way.
         void ctl.client
-          .configure({ sessionId, toolPolicy: s.toolPolicy, autoApprove: s.autoApprove })
+          .configure({ sessionId, autoApprove: readSettings().autoApprove })
           .catch((err: unknown) => output.warn(`configure failed: ${describeError(err)}`));
       }
     }),
@@ -199,6 +212,9 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
       case 'selectModel':
         await ctl.selectModel(m.model);
         break;
+      case 'setConfigOption':
+        await ctl.setConfigOption(m.configId, m.value);
+        break;
       case 'newSession':
         if (ctl.state.meta.busy) {
           await ctl.cancel();
@@ -214,6 +230,9 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
       case 'removeContext':
         ctl.removeContext(m.index);
         break;
+      case 'openLocation':
+        await openLocation(m.path, m.line);
+        break;
       case 'restart':
         await ctl.restart();
         break;
@@ -221,6 +240,13 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
   } catch (err) {
     void vscode.window.showErrorMessage(`Parley: ${describeError(err)}`);
   }
+}
+
+/** Opens a file a tool call touched, with the cursor at `line` (1-based) in view. */
+export async function openLocation(file: string, line?: number): Promise<void> {
+  const uri = vscode.Uri.file(path.isAbsolute(file) ? file : path.join(workspaceRoot(), file));
+  const at = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
+  await vscode.window.showTextDocument(uri, { selection: new vscode.Range(at, at), preview: true });
 }
 
 async function askPermission(
@@ -234,13 +260,13 @@ async function askPermission(
   let pick: string | undefined;
   if (mode === 'modal') {
     pick = await vscode.window.showWarningMessage(
-      `Parley wants to run ${title}.`,
-      { modal: true, detail: formatInput(params.toolCall.rawInput) },
+      `Parley asks permission: ${title}.`,
+      { modal: true, detail: contentText(contentViews(params.toolCall.content ?? [])) || formatInput(params.toolCall.rawInput) },
       ...names,
     );
   } else if (!viewVisible) {
     // The inline prompt is out of sight: offer the choice in a notification too.
-    pick = await vscode.window.showInformationMessage(`Parley wants to run ${title}.`, ...names);
+    pick = await vscode.window.showInformationMessage(`Parley asks permission: ${title}.`, ...names);
   }
   if (signal.aborted || pick === undefined) {
     return null;

@@ -6,13 +6,17 @@
 
 import type {
   AgentEntry,
+  CommandView,
+  ConfigOptionView,
   ContextItem,
   Entry,
   HostToView,
+  LocationView,
   NoticeEntry,
   PermissionEntry,
   SessionRow,
   ThoughtEntry,
+  ToolContentView,
   ToolEntry,
   UserEntry,
   ViewMeta,
@@ -57,6 +61,8 @@ const promptBox = byId<HTMLTextAreaElement>('prompt');
 const sendButton = byId<HTMLButtonElement>('send-button');
 const stopButton = byId<HTMLButtonElement>('stop-button');
 const modelSelect = byId<HTMLSelectElement>('model');
+const toolPolicySelect = byId<HTMLSelectElement>('tool-policy');
+const configOptionsEl = byId<HTMLElement>('config-options');
 const usageEl = byId<HTMLElement>('usage');
 const banner = byId<HTMLElement>('banner');
 const chips = byId<HTMLElement>('context-chips');
@@ -137,10 +143,11 @@ function createEntry(entry: Entry): HTMLElement {
           h('span', { class: 'tool-kind' }),
           h('span', { class: 'tool-badge' }),
         ),
+        h('div', { class: 'tool-section tool-content' }),
         h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
         h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
       );
-      el.append(details);
+      el.append(details, h('div', { class: 'tool-locations' }));
       break;
     }
     default:
@@ -214,6 +221,7 @@ const STATUS_LABEL: Record<string, string> = {
   in_progress: 'running',
   completed: 'done',
   failed: 'failed',
+  superseded: 'superseded',
 };
 
 const STATUS_ICON: Record<string, string> = {
@@ -221,24 +229,69 @@ const STATUS_ICON: Record<string, string> = {
   in_progress: '◔',
   completed: '✓',
   failed: '✗',
+  superseded: '–',
 };
 
+/** A tool call's content: text (the code) as code, an edit as a diff block. */
+function contentElements(content: ToolContentView[], textClass: string): HTMLElement[] {
+  return content.map((c) => {
+    if (c.kind === 'text') {
+      return h('pre', { class: textClass }, c.text);
+    }
+    const lines = c.lines.map((l) => {
+      const cls = l.op === '+' ? 'diff-add' : l.op === '-' ? 'diff-del' : 'diff-ctx';
+      return h('span', { class: `diff-line ${cls}` }, `${l.op} ${l.text}`);
+    });
+    return h(
+      'div',
+      { class: 'diff' },
+      h('div', { class: 'diff-path' }, c.path),
+      h('pre', { class: 'diff-lines' }, ...(lines.length ? lines : [h('span', { class: 'diff-ctx' }, '(no change)')])),
+    );
+  });
+}
+
+/** Links that open the files a tool call touches, at the line. */
+function locationLinks(locations: LocationView[]): HTMLElement[] {
+  return locations.map((l) => {
+    const a = h('a', { class: 'location', href: '#', title: l.line ? `${l.path}:${l.line}` : l.path }, l.label);
+    a.addEventListener('click', (e) => {
+      e.preventDefault();
+      post({ type: 'openLocation', path: l.path, ...(l.line ? { line: l.line } : {}) });
+    });
+    return a;
+  });
+}
+
 function updateTool(el: HTMLElement, entry: ToolEntry): void {
-  el.className = `entry entry-tool status-${entry.status}${entry.superseded ? ' superseded' : ''}`;
+  // A superseded call is not an error: muted, with its own icon and badge.
+  const status = entry.superseded ? 'superseded' : entry.status;
+  el.className = `entry entry-tool status-${status}${entry.superseded ? ' superseded' : ''}`;
   const set = (sel: string, text: string) => {
     const t = el.querySelector<HTMLElement>(sel);
     if (t) {
       t.textContent = text;
     }
   };
-  set('.tool-status-icon', STATUS_ICON[entry.status] ?? '•');
+  set('.tool-status-icon', STATUS_ICON[status] ?? '•');
   set('.tool-title', entry.title);
   set('.tool-kind', entry.toolKind);
-  set('.tool-badge', entry.superseded ? 'superseded' : (STATUS_LABEL[entry.status] ?? entry.status));
+  set('.tool-badge', STATUS_LABEL[status] ?? status);
+  const content = el.querySelector<HTMLElement>('.tool-content');
+  if (content) {
+    content.hidden = entry.content.length === 0;
+    content.replaceChildren(...contentElements(entry.content, 'tool-code'));
+  }
+  const locations = el.querySelector<HTMLElement>('.tool-locations');
+  if (locations) {
+    locations.hidden = entry.locations.length === 0;
+    locations.replaceChildren(...locationLinks(entry.locations));
+  }
   const input = el.querySelector<HTMLElement>('.tool-input');
   const output = el.querySelector<HTMLElement>('.tool-output');
   if (input) {
-    input.hidden = entry.input === undefined;
+    // The content shows what the call does; the raw input only when there is none.
+    input.hidden = entry.input === undefined || entry.content.length > 0;
     set('.tool-input pre', entry.input ?? '');
   }
   if (output) {
@@ -269,7 +322,13 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   el.replaceChildren();
   el.classList.toggle('answered', entry.answer !== undefined);
   const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
-  const input = entry.input ? h('pre', { class: 'permission-input' }, entry.input) : undefined;
+  // What is asked about: the server's content (the code, the diff), else the raw input.
+  const input = entry.content.length
+    ? h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input'))
+    : entry.input
+      ? h('pre', { class: 'permission-input' }, entry.input)
+      : undefined;
+  const locations = entry.locations.length ? h('div', { class: 'permission-locations' }, ...locationLinks(entry.locations)) : undefined;
   if (entry.answer) {
     for (const name of ['role', 'aria-labelledby', 'aria-describedby', 'aria-live', 'tabindex']) {
       el.removeAttribute(name);
@@ -287,7 +346,11 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   el.setAttribute('aria-labelledby', `${id}-question`);
   el.setAttribute('tabindex', '-1');
   el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
-  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks to run ', h('strong', {}, entry.title), `${kind}:`));
+  // The title is the server's words ("Run Python", "Read app.py:10-40") or a tool's name.
+  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks permission: ', h('strong', {}, entry.title), kind));
+  if (locations) {
+    el.append(locations);
+  }
   if (input) {
     input.id = `${id}-input`;
     el.setAttribute('aria-describedby', input.id);
@@ -318,8 +381,9 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
 function askForAttention(el: HTMLElement, entry: PermissionEntry): void {
   el.focus();
   if (!document.hasFocus()) {
-    const code = entry.input ? `: ${entry.input.split('\n')[0]}` : '';
-    announcer.textContent = `Parley asks to run ${entry.title}${code}`;
+    const first = entry.content.find((c) => c.kind === 'text')?.text ?? entry.input;
+    const code = first ? ` — ${first.split('\n')[0]}` : '';
+    announcer.textContent = `Parley asks permission: ${entry.title}${code}`;
   }
 }
 
@@ -378,28 +442,7 @@ function renderMeta(m: ViewMeta): void {
   sendButton.disabled = m.loading;
   document.body.classList.toggle('busy', m.busy);
 
-  // Model picker.
-  const ids = m.models.map((x) => x.id);
-  const options = [...m.models];
-  if (m.model && !ids.includes(m.model)) {
-    options.unshift({ id: m.model, available: true });
-  }
-  modelSelect.replaceChildren(
-    ...options.map((o) => {
-      const opt = h('option', { value: o.id }, o.available ? o.id : `${o.id} (unavailable)`);
-      if (!o.available) {
-        opt.disabled = true;
-        if (o.reason) {
-          opt.title = o.reason;
-        }
-      }
-      return opt;
-    }),
-  );
-  if (m.model) {
-    modelSelect.value = m.model;
-  }
-  modelSelect.disabled = options.length === 0;
+  renderPickers(m);
 
   // Banner: server state, loading.
   let text = '';
@@ -428,9 +471,95 @@ function renderMeta(m: ViewMeta): void {
   usageEl.textContent = parts.join(' · ');
   usageEl.title = `Input ${m.usage.inputTokens} · output ${m.usage.outputTokens} tokens this session`;
 
+  // The commands may have changed under an open menu.
+  if (document.activeElement === promptBox) {
+    updateCommandMenu();
+  }
+
   // Context chips waiting for the next prompt.
   chips.replaceChildren(...m.context.map((c, i) => chip(c, () => post({ type: 'removeContext', index: i }))));
   chips.hidden = m.context.length === 0;
+}
+
+const TOOL_POLICIES: ConfigOptionView['options'] = [
+  { value: 'hybrid', name: 'hybrid' },
+  { value: 'stream', name: 'stream' },
+  { value: 'sync', name: 'sync' },
+];
+
+/** `<option>`s for a select's values, under `<optgroup>`s where they are grouped. */
+function optionElements(
+  values: { value: string; name: string; description?: string; group?: string; disabled?: boolean; title?: string }[],
+): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  let group: HTMLElement | undefined;
+  let groupName: string | undefined;
+  for (const v of values) {
+    const opt = h('option', { value: v.value }, v.name);
+    if (v.disabled) {
+      opt.setAttribute('disabled', '');
+    }
+    if (v.title ?? v.description) {
+      opt.title = v.title ?? v.description ?? '';
+    }
+    if (v.group === undefined) {
+      group = undefined;
+      groupName = undefined;
+      out.push(opt);
+    } else {
+      if (!group || groupName !== v.group) {
+        group = h('optgroup', { label: v.group });
+        groupName = v.group;
+        out.push(group);
+      }
+      group.append(opt);
+    }
+  }
+  return out;
+}
+
+function setSelect(select: HTMLSelectElement, values: Parameters<typeof optionElements>[0], current?: string): void {
+  if (current !== undefined && !values.some((v) => v.value === current)) {
+    values = [{ value: current, name: current }, ...values];
+  }
+  select.replaceChildren(...optionElements(values));
+  if (current !== undefined) {
+    select.value = current;
+  }
+  select.disabled = values.length === 0;
+}
+
+/**
+ * The model picker, the tool-policy picker and any other select the server offers: from the
+ * session's config options when there are some, else from the model list and the three policies.
+ */
+function renderPickers(m: ViewMeta): void {
+  const modelOption = m.configOptions.find((o) => o.category === 'model');
+  const known = new Map(m.models.map((x) => [x.id, x]));
+  const unavailable = (id: string) => {
+    const info = known.get(id);
+    return info && !info.available ? { disabled: true, title: info.reason } : {};
+  };
+  const modelValues = modelOption
+    ? modelOption.options.map((o) => ({ ...o, ...unavailable(o.value) }))
+    : m.models.map((x) => ({ value: x.id, name: x.available ? x.id : `${x.id} (unavailable)`, ...unavailable(x.id) }));
+  setSelect(modelSelect, modelValues, modelOption?.currentValue ?? m.model);
+
+  const policyOption = m.configOptions.find((o) => o.id === 'tool_policy');
+  setSelect(toolPolicySelect, policyOption?.options ?? TOOL_POLICIES, policyOption?.currentValue ?? m.toolPolicy ?? 'hybrid');
+  toolPolicySelect.title = policyOption?.description ?? 'How the server gets tool calls from the model';
+
+  const others = m.configOptions.filter((o) => o !== modelOption && o !== policyOption);
+  const shown = new Map([...configOptionsEl.querySelectorAll<HTMLSelectElement>('select')].map((el) => [el.dataset.configId, el]));
+  configOptionsEl.replaceChildren(
+    ...others.map((o) => {
+      const select = shown.get(o.id) ?? h('select', { 'data-config-id': o.id, 'aria-label': o.name });
+      select.title = o.description ?? o.name;
+      setSelect(select, o.options, o.currentValue);
+      select.onchange = () => post({ type: 'setConfigOption', configId: o.id, value: select.value });
+      return select;
+    }),
+  );
 }
 
 function renderSessions(sessions: SessionRow[]): void {
@@ -474,9 +603,101 @@ function send(): void {
   post({ type: 'send', text });
   promptBox.value = '';
   vscode.setState({ draft: '' });
+  updateCommandMenu();
+}
+
+// ---- slash commands: typing `/` offers the server's commands ----
+
+const commandMenu = byId<HTMLUListElement>('command-menu');
+/** The commands the menu shows now, and the one selected. */
+let menuCommands: CommandView[] = [];
+let menuIndex = 0;
+
+/** The commands matching what is typed, while the prompt is a `/` and a name being typed. */
+function matchingCommands(): CommandView[] {
+  const typed = /^\/(\S*)$/.exec(promptBox.value);
+  if (!typed || !meta) {
+    return [];
+  }
+  const prefix = typed[1].toLowerCase();
+  return meta.commands.filter((c) => c.name.toLowerCase().startsWith(prefix));
+}
+
+function updateCommandMenu(): void {
+  const matches = matchingCommands();
+  const same = matches.length === menuCommands.length && matches.every((c, i) => c === menuCommands[i]);
+  if (!same) {
+    menuIndex = 0;
+  }
+  menuCommands = matches;
+  commandMenu.replaceChildren(
+    ...matches.map((c, i) => {
+      const li = h(
+        'li',
+        { id: `command-${i}`, role: 'option', 'aria-selected': String(i === menuIndex), 'data-command': c.name },
+        h('span', { class: 'command-name' }, `/${c.name}`),
+        ...(c.hint ? [h('span', { class: 'command-hint' }, c.hint)] : []),
+        h('span', { class: 'command-description' }, c.description),
+      );
+      // mousedown, not click: the prompt box keeps the focus.
+      li.addEventListener('mousedown', (e) => {
+        e.preventDefault();
+        completeCommand(c);
+      });
+      return li;
+    }),
+  );
+  commandMenu.hidden = matches.length === 0;
+  if (matches.length) {
+    promptBox.setAttribute('aria-activedescendant', `command-${menuIndex}`);
+    commandMenu.children[menuIndex]?.scrollIntoView({ block: 'nearest' });
+  } else {
+    promptBox.removeAttribute('aria-activedescendant');
+  }
+}
+
+function completeCommand(c: CommandView): void {
+  promptBox.value = `/${c.name} `;
+  promptBox.setSelectionRange(promptBox.value.length, promptBox.value.length);
+  vscode.setState({ draft: promptBox.value });
+  updateCommandMenu();
+}
+
+/** Keys while the menu is open: arrows choose, Tab or Enter completes, Escape closes. True if handled. */
+function commandMenuKey(e: KeyboardEvent): boolean {
+  if (commandMenu.hidden || menuCommands.length === 0) {
+    return false;
+  }
+  const chosen = menuCommands[menuIndex];
+  switch (e.key) {
+    case 'ArrowDown':
+    case 'ArrowUp':
+      menuIndex = (menuIndex + (e.key === 'ArrowDown' ? 1 : menuCommands.length - 1)) % menuCommands.length;
+      updateCommandMenu();
+      return true;
+    case 'Tab':
+      completeCommand(chosen);
+      return true;
+    case 'Enter':
+      if (e.shiftKey || e.isComposing || promptBox.value === `/${chosen.name}`) {
+        return false; // a whole command name: Enter sends it
+      }
+      completeCommand(chosen);
+      return true;
+    case 'Escape':
+      commandMenu.hidden = true;
+      promptBox.removeAttribute('aria-activedescendant');
+      return true;
+    default:
+      return false;
+  }
 }
 
 promptBox.addEventListener('keydown', (e) => {
+  if (commandMenuKey(e)) {
+    e.preventDefault();
+    return;
+  }
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
     send();
@@ -485,10 +706,19 @@ promptBox.addEventListener('keydown', (e) => {
     post({ type: 'cancel' });
   }
 });
-promptBox.addEventListener('input', () => vscode.setState({ draft: promptBox.value }));
+promptBox.addEventListener('input', () => {
+  vscode.setState({ draft: promptBox.value });
+  updateCommandMenu();
+});
+promptBox.addEventListener('blur', () => {
+  commandMenu.hidden = true;
+});
 sendButton.addEventListener('click', send);
 stopButton.addEventListener('click', () => post({ type: 'cancel' }));
 modelSelect.addEventListener('change', () => post({ type: 'selectModel', model: modelSelect.value }));
+toolPolicySelect.addEventListener('change', () =>
+  post({ type: 'setConfigOption', configId: 'tool_policy', value: toolPolicySelect.value }),
+);
 byId('new-button').addEventListener('click', () => post({ type: 'newSession' }));
 byId('sessions-button').addEventListener('click', () => {
   if (sessionsPanel.hidden) {

@@ -1,0 +1,131 @@
+/**
+ * What a tool call shows, from its wire form: the content (the code to be evaluated, the
+ * diff of an edit) and the file locations, as the view renders them. Pure.
+ */
+
+import type { DiffLine, LocationView, ToolContentView } from '../common/view';
+import type { ContentBlock, ToolCallContent, ToolCallLocation } from '../client/protocol';
+
+/** Lines of unchanged text kept around a change in a diff block. */
+const DIFF_CONTEXT = 3;
+/** Above this many (old × new) changed lines, a diff shows all old lines removed and all new ones added. */
+const DIFF_MAX_CELLS = 250_000;
+
+/** The text of a content block (other content shows none). */
+export function blockText(content: ContentBlock): string {
+  return content.type === 'text' ? content.text : '';
+}
+
+/**
+ * A tool call's content as the view shows it: text blocks and diffs (terminals are not
+ * shown); a diff's path relative to the workspace root `cwd` when inside it.
+ */
+export function contentViews(content: ToolCallContent[], cwd?: string): ToolContentView[] {
+  const out: ToolContentView[] = [];
+  for (const c of content) {
+    if (c.type === 'content') {
+      const text = blockText(c.content);
+      if (text !== '') {
+        out.push({ kind: 'text', text });
+      }
+    } else if (c.type === 'diff') {
+      out.push({ kind: 'diff', path: relativeTo(c.path, cwd), lines: diffLines(c.oldText ?? '', c.newText, c.oldText === null || c.oldText === undefined) });
+    }
+  }
+  return out;
+}
+
+/** Content as plain text (a modal dialog's detail): the text, and each diff's lines. */
+export function contentText(views: ToolContentView[]): string {
+  return views
+    .map((v) => (v.kind === 'text' ? v.text : [v.path, ...v.lines.map((l) => `${l.op}${l.text}`)].join('\n')))
+    .join('\n\n');
+}
+
+/** Locations as links: labelled relative to the workspace root when inside it, with the line. */
+export function locationViews(locations: ToolCallLocation[], cwd?: string): LocationView[] {
+  return locations
+    .filter((l) => typeof l.path === 'string' && l.path !== '')
+    .map((l) => {
+      const line = typeof l.line === 'number' && l.line > 0 ? l.line : undefined;
+      const label = `${relativeTo(l.path, cwd)}${line ? `:${line}` : ''}`;
+      return { path: l.path, ...(line ? { line } : {}), label };
+    });
+}
+
+function relativeTo(path: string, root?: string): string {
+  if (!root) {
+    return path;
+  }
+  const base = root.endsWith('/') ? root : `${root}/`;
+  return path.startsWith(base) ? path.slice(base.length) : path;
+}
+
+/**
+ * A line diff of `oldText` → `newText`: the changed region with `DIFF_CONTEXT` unchanged lines
+ * around it (a longest common subsequence inside it). A new file is all added lines.
+ */
+export function diffLines(oldText: string, newText: string, newFile = false): DiffLine[] {
+  const b = splitLines(newText);
+  if (newFile) {
+    return b.map((text) => ({ op: '+', text }));
+  }
+  const a = splitLines(oldText);
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) {
+    start++;
+  }
+  let endA = a.length;
+  let endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+    endA--;
+    endB--;
+  }
+  if (start === endA && start === endB) {
+    return []; // no change
+  }
+  const before = a.slice(Math.max(0, start - DIFF_CONTEXT), start).map((text): DiffLine => ({ op: ' ', text }));
+  const after = a.slice(endA, endA + DIFF_CONTEXT).map((text): DiffLine => ({ op: ' ', text }));
+  return [...before, ...middleDiff(a.slice(start, endA), b.slice(start, endB)), ...after];
+}
+
+function middleDiff(a: string[], b: string[]): DiffLine[] {
+  if (a.length * b.length > DIFF_MAX_CELLS) {
+    return [...a.map((text): DiffLine => ({ op: '-', text })), ...b.map((text): DiffLine => ({ op: '+', text }))];
+  }
+  // lcs[i][j]: the longest common subsequence of a[i:] and b[j:].
+  const lcs: number[][] = Array.from({ length: a.length + 1 }, () => new Array<number>(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  const out: DiffLine[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) {
+      out.push({ op: ' ', text: a[i] });
+      i++;
+      j++;
+    } else if (i < a.length && (j === b.length || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      out.push({ op: '-', text: a[i] });
+      i++;
+    } else {
+      out.push({ op: '+', text: b[j] });
+      j++;
+    }
+  }
+  return out;
+}
+
+function splitLines(text: string): string[] {
+  if (text === '') {
+    return [];
+  }
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') {
+    lines.pop(); // the final newline ends the last line; it is not a line of its own
+  }
+  return lines;
+}

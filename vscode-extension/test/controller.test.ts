@@ -1,0 +1,282 @@
+/**
+ * The chat controller against scripted stand-in servers (`peer.ts`) for the second edition of
+ * the contract, which the real server on main does not speak yet: usage totals in the prompt
+ * result, `configOptions` and `session/set_config_option`, `session/resume` and
+ * `session/close`, slash commands. Each test checks both what the controller sends and what
+ * the view's state shows.
+ */
+
+import assert from 'node:assert/strict';
+import * as os from 'node:os';
+import { describe, it } from 'node:test';
+
+import { ChatController } from '../src/core/controller';
+import { Peer, type PeerScript } from './peer';
+
+const USAGE = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
+const TURN = { rounds: 1, streamedRounds: 1, syncFallbacks: 0, discardedStreams: 0, toolCalls: 0, cost: null, model: 'openai:a' };
+const SESSION = { inputTokens: 120, outputTokens: 30, totalTokens: 150, cost: { amount: 0.25, currency: 'USD' }, turns: 4, rounds: 5 };
+
+const INITIALIZE = {
+  result: {
+    protocolVersion: 1,
+    agentCapabilities: { loadSession: true },
+    _meta: {
+      parley: {
+        defaultModel: 'openai:a',
+        models: [
+          { id: 'openai:a', provider: 'openai', available: true },
+          { id: 'openai:b', provider: 'openai', available: true },
+        ],
+      },
+    },
+  },
+};
+
+/** A controller on `peer`; its log goes to the peer (which reads what it received from it). */
+function controllerOn(peer: Peer): ChatController {
+  return new ChatController({
+    workspaceRoot: () => os.tmpdir(),
+    settings: () => ({ server: peer.server, toolPolicy: 'hybrid' }),
+    log: (line) => peer.log.push(line),
+  });
+}
+
+async function withController(script: PeerScript, fn: (ctl: ChatController, peer: Peer) => Promise<void>): Promise<void> {
+  const peer = new Peer(script);
+  const ctl = controllerOn(peer);
+  try {
+    await fn(ctl, peer);
+  } finally {
+    await ctl.dispose();
+  }
+}
+
+describe('chat controller: usage', () => {
+  it('shows the session totals of the prompt result, without asking _parley/usage', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session' } },
+        'session/prompt': { result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: SESSION } } } },
+        '_parley/usage': { result: { total: SESSION, session: SESSION } },
+      },
+      async (ctl, peer) => {
+        assert.equal(await ctl.send('hello'), 'end_turn');
+        assert.deepEqual(ctl.state.meta.usage, { sessionTokens: 150, inputTokens: 120, outputTokens: 30, cost: { amount: 0.25, currency: 'USD' } });
+        assert.deepEqual(peer.received('_parley/usage'), []);
+      },
+    );
+  });
+
+  it('asks _parley/usage after a turn when the result has no session totals (first edition)', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session' } },
+        'session/prompt': { result: { stopReason: 'end_turn', usage: USAGE, _meta: { parley: TURN } } },
+        '_parley/usage': { result: { total: SESSION, session: SESSION } },
+      },
+      async (ctl, peer) => {
+        await ctl.send('hello');
+        await peer.waitFor('_parley/usage');
+        for (let i = 0; i < 100 && ctl.state.meta.usage.sessionTokens === 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        assert.equal(ctl.state.meta.usage.sessionTokens, 150);
+      },
+    );
+  });
+});
+
+const MODEL_OPTION = (current: string) => ({
+  id: 'model',
+  name: 'Model',
+  category: 'model',
+  type: 'select',
+  currentValue: current,
+  options: [
+    { value: 'openai:a', name: 'openai:a' },
+    { value: 'openai:b', name: 'openai:b' },
+  ],
+});
+const POLICY_OPTION = (current: string) => ({
+  id: 'tool_policy',
+  name: 'Tool policy',
+  type: 'select',
+  currentValue: current,
+  options: ['hybrid', 'stream', 'sync'].map((v) => ({ value: v, name: v })),
+});
+
+describe('chat controller: configuration options', () => {
+  it('keeps the options of session/new and config_option_update, and sets them with session/set_config_option', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': {
+          result: { sessionId: '$session', configOptions: [MODEL_OPTION('openai:a'), POLICY_OPTION('hybrid')] },
+          // Sent before the answer: the controller does not know the session's id yet.
+          before: [{ sessionId: '$session', update: { sessionUpdate: 'config_option_update', configOptions: [MODEL_OPTION('openai:a'), POLICY_OPTION('stream')] } }],
+        },
+        'session/set_config_option': { result: { configOptions: [MODEL_OPTION('openai:b'), POLICY_OPTION('sync')] } },
+      },
+      async (ctl, peer) => {
+        const sessionId = await ctl.newSession();
+        assert.equal(ctl.state.meta.model, 'openai:a');
+        assert.equal(ctl.state.meta.toolPolicy, 'stream', 'the update that came before the answer is applied');
+        assert.deepEqual(ctl.state.meta.configOptions.map((o) => o.id), ['model', 'tool_policy']);
+
+        await ctl.selectModel('openai:b');
+        await ctl.setConfigOption('tool_policy', 'sync');
+        assert.deepEqual(
+          peer.received('session/set_config_option').map((r) => r.params),
+          [
+            { sessionId, configId: 'model', value: 'openai:b' },
+            { sessionId, configId: 'tool_policy', value: 'sync' },
+          ],
+        );
+        assert.deepEqual(peer.received('_parley/session/configure'), []);
+        assert.equal(ctl.state.meta.model, 'openai:b');
+        assert.equal(ctl.state.meta.toolPolicy, 'sync');
+        await assert.rejects(ctl.setConfigOption('thought_level', 'high'), /offers no option thought_level/);
+
+        // The choices hold for the next session.
+        await ctl.newSession();
+        const [, second] = peer.received('session/new');
+        assert.deepEqual(second.params._meta, { parley: { model: 'openai:b', toolPolicy: 'sync' } });
+      },
+    );
+  });
+
+  it('falls back to _parley/session/configure when the server offers no options (first edition)', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session' } },
+        '_parley/session/configure': { result: {} },
+      },
+      async (ctl, peer) => {
+        const sessionId = await ctl.newSession();
+        assert.deepEqual(ctl.state.meta.configOptions, []);
+        assert.equal(ctl.state.meta.toolPolicy, 'hybrid');
+        await ctl.selectModel('openai:b');
+        await ctl.setConfigOption('tool_policy', 'stream');
+        assert.deepEqual(
+          peer.received('_parley/session/configure').map((r) => r.params),
+          [
+            { sessionId, model: 'openai:b' },
+            { sessionId, toolPolicy: 'stream' },
+          ],
+        );
+        assert.equal(ctl.state.meta.model, 'openai:b');
+        assert.equal(ctl.state.meta.toolPolicy, 'stream');
+        await assert.rejects(ctl.setConfigOption('tool_policy', 'fastest'), /Unknown tool policy/);
+      },
+    );
+  });
+});
+
+const text = (t: string) => ({ type: 'text', text: t });
+
+describe('chat controller: session lifecycle', () => {
+  const lifecycle = (sessionCapabilities: object | undefined): PeerScript => ({
+    initialize: { result: { ...INITIALIZE.result, agentCapabilities: { loadSession: true, ...(sessionCapabilities ? { sessionCapabilities } : {}) } } },
+    'session/new': { result: { sessionId: '$session', configOptions: [MODEL_OPTION('openai:a')] } },
+    'session/prompt': {
+      before: [{ sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('Hello.') } }],
+      result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: SESSION } } },
+    },
+    'session/resume': { result: { configOptions: [MODEL_OPTION('openai:b')] } },
+    'session/load': {
+      before: [
+        { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('hi') } },
+        { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('Hello.') } },
+      ],
+      result: { _meta: { parley: { usage: SESSION, model: 'openai:a' } } },
+    },
+    'session/close': { result: {} },
+  });
+  const shown = (ctl: ChatController) => ctl.state.entries.map((e) => `${e.kind}:${'text' in e ? e.text : ''}`);
+
+  it('resumes the session after a restart, and closes the old session on a new chat and on dispose', async () => {
+    const peer = new Peer(lifecycle({ list: {}, resume: {}, close: {} }));
+    const ctl = controllerOn(peer);
+    let disposed = false;
+    try {
+      await ctl.send('hi');
+      const first = ctl.sessionId!;
+      await ctl.restart();
+      assert.equal(ctl.sessionId, first);
+      assert.deepEqual(peer.received('session/resume').map((r) => r.params), [{ sessionId: first, cwd: os.tmpdir(), mcpServers: [] }]);
+      assert.deepEqual(peer.received('session/load'), [], 'no replay');
+      assert.deepEqual(shown(ctl), ['user:hi', 'agent:Hello.', 'notice:Server restarted; session resumed.'], 'the view kept as it was');
+      assert.equal(ctl.state.meta.model, 'openai:b', 'the options of the resume result');
+      assert.equal(ctl.state.meta.loading, false);
+
+      const second = await ctl.newSession();
+      assert.deepEqual(peer.received('session/close').map((r) => r.params), [{ sessionId: first }]);
+      await ctl.dispose();
+      disposed = true;
+      assert.deepEqual(peer.received('session/close').map((r) => r.params), [{ sessionId: first }, { sessionId: second }]);
+    } finally {
+      if (!disposed) {
+        await ctl.dispose();
+      }
+    }
+  });
+
+  it('closes the session when the view goes away, and resumes it for the next prompt', async () => {
+    await withController(lifecycle({ resume: {}, close: {} }), async (ctl, peer) => {
+      await ctl.send('hi');
+      const sessionId = ctl.sessionId!;
+      await ctl.closeSession();
+      assert.deepEqual(peer.received('session/close').map((r) => r.params), [{ sessionId }]);
+      assert.equal(ctl.sessionId, sessionId, 'still shown');
+      await ctl.send('again');
+      assert.deepEqual(peer.received('session/resume').map((r) => r.params.sessionId), [sessionId]);
+      assert.deepEqual(peer.received('session/prompt').map((r) => r.params.sessionId), [sessionId, sessionId]);
+      assert.deepEqual(peer.received('session/new').length, 1);
+    });
+  });
+
+  it('loads (with the replay) instead, and closes nothing, when the server advertises neither', async () => {
+    await withController(lifecycle(undefined), async (ctl, peer) => {
+      await ctl.send('hi');
+      const first = ctl.sessionId!;
+      await ctl.restart();
+      assert.deepEqual(peer.received('session/resume'), []);
+      assert.deepEqual(peer.received('session/load').map((r) => r.params.sessionId), [first]);
+      assert.deepEqual(shown(ctl), ['user:hi', 'agent:Hello.', 'notice:Server restarted; session reloaded.']);
+      assert.equal(ctl.state.meta.usage.sessionTokens, 150, 'the totals of the load result');
+      await ctl.newSession();
+      await ctl.closeSession();
+      assert.deepEqual(peer.received('session/close'), []);
+      assert.deepEqual(peer.received('_parley/usage'), [], 'no usage call: the results carried the totals');
+    });
+  });
+});
+
+describe('chat controller: slash commands', () => {
+  it('keeps the commands the server announces after the session starts', async () => {
+    const commands = [
+      { name: 'model', description: 'Switch the model', input: { hint: 'PROVIDER:MODEL' } },
+      { name: 'cost', description: 'Show the session cost' },
+    ];
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': {
+          result: { sessionId: '$session' },
+          after: [{ sessionId: '$session', update: { sessionUpdate: 'available_commands_update', availableCommands: commands } }],
+        },
+      },
+      async (ctl) => {
+        await ctl.newSession();
+        for (let i = 0; i < 200 && ctl.state.meta.commands.length === 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        assert.deepEqual(ctl.state.meta.commands.map((c) => c.name), ['model', 'cost']);
+      },
+    );
+  });
+});
