@@ -325,9 +325,8 @@ class ParleyServer(JsonRPCServer):
         """Start the MCP servers a client listed for an open session (session/new, load,
         resume: call it last, before the handler answers). A server that did not start is
         told to the user as a message of its own, right after the answer: an ACP client
-        drops updates of a session it does not know yet. Servers listed without what their
-        type needs are -32602 (check them before opening a session: `check_mcp_servers`)."""
-        check_mcp_servers(servers)
+        drops updates of a session it does not know yet. The handlers check the list
+        (`check_mcp_servers`, -32602) before they open the session."""
         session = self.sessions.get(session_id)
         failures = await self.sessions.start_mcp_servers(
             session, [_mcp_server_config(server) for server in servers]
