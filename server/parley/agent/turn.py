@@ -43,7 +43,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import CallView, ClientFiles, ToolContext, ToolResult
+from parley.tools.base import CallView, ClientFiles, ClientWrites, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ class TurnPorts(Protocol):
 
     # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
     client_files: ClientFiles | None
+
+    # The editor writes files (into its buffers), when it offers to; None otherwise.
+    client_writes: ClientWrites | None
 
     # The client asked for hybrid revisions (`_meta.parley.revisions` in `initialize`).
     wants_revisions: bool
@@ -369,7 +372,11 @@ class Turn:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
         context = ToolContext(
-            self.session.id, call.wire_id, self.session.cwd, self.ports.client_files
+            self.session.id,
+            call.wire_id,
+            self.session.cwd,
+            self.ports.client_files,
+            client_writes=self.ports.client_writes,
         )
         try:
             result = await tool.run(call.arguments, context)
@@ -410,6 +417,7 @@ class Turn:
                 status="failed" if result.is_error else "completed",
                 raw_output=updates.raw_output(result.raw_output, result.content, result.is_error),
                 text=result.content,
+                diffs=result.diffs,
             )
         )
         return result

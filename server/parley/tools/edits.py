@@ -1,0 +1,550 @@
+"""The model changes the workspace's files: `edit_file` (an exact replacement) and
+`write_file` (a whole file, created or overwritten).
+
+Confined like `read_file`: every path is walked from the workspace root by `confined`, so
+`..`, absolute paths elsewhere and symlinks leading out are refused, and only regular files
+with one name are changed. An edit applies to the file's current text (the editor's buffer
+when the editor offers `fs/read_text_file`, else the disk), and only when that is the text
+the model last read or Parley last wrote (`FileLedger`): a file that changed since is
+refused, and the model is told to read it again. The file's line endings and final newline
+are kept. The new text goes to the editor (`fs/write_text_file`) when it offers that,
+otherwise to the disk atomically (a temporary file in the same directory, renamed over it,
+with the old file's mode). Each asks the user first, showing the diff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import logging
+import os
+import posixpath
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.tools.arguments import argument
+from parley.tools.base import (
+    CallView,
+    Diff,
+    Location,
+    ToolContext,
+    ToolResult,
+    declared_spec,
+)
+from parley.tools.confined import (
+    OutsideWorkspace,
+    Refused,
+    open_confined,
+    open_confined_parent,
+    printable_name,
+)
+from parley.tools.file_ledger import FileLedger
+from parley.tools.workspace import (
+    EDIT_MAX_BYTES,
+    WorkspaceTool,
+    editor_text,
+    looks_binary,
+    requested_name,
+)
+
+logger = logging.getLogger(__name__)
+
+# How long an edit waits for the editor to write the file (fs/write_text_file).
+EDITOR_WRITE_SECONDS = 30.0
+# Lines of the file shown around a near match when old_text is not found, and at most how
+# many near matches.
+NEAR_MATCHES = 3
+NEAR_MATCH_CUTOFF = 0.6
+# Lines of the changed region shown to the model after an edit, at most.
+SHOWN_LINES = 30
+
+
+class EditRefused(Exception):
+    """An edit that is not made; `str()` is what the model is told."""
+
+
+@attrs.frozen
+class Target:
+    """The file an edit is about: absolute, where it really is (symlinks resolved), and as
+    the model is shown it."""
+
+    path: str
+    relative: str
+
+    @property
+    def shown(self) -> str:
+        return printable_name(self.relative)
+
+
+# --- text: line endings, final newline, matching ------------------------------------------
+
+
+def newline_of(text: str) -> str:
+    """The file's line ending: CRLF when most of its lines end so, else LF."""
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
+
+
+def with_newlines(text: str, newline: str) -> str:
+    """The model's text with the file's line endings."""
+    text = text.replace("\r\n", "\n")
+    return text if newline == "\n" else text.replace("\n", newline)
+
+
+def keeping_final_newline(original: str, text: str, newline: str) -> str:
+    """`text` ending in a newline exactly when `original` did (a new or empty file: as is)."""
+    if not original or not text:
+        return text
+    if original.endswith("\n") and not text.endswith("\n"):
+        return text + newline
+    if not original.endswith("\n") and text.endswith("\n"):
+        return text[: -len(newline)] if text.endswith(newline) else text[:-1]
+    return text
+
+
+def line_at(text: str, offset: int) -> int:
+    """The 1-based line number of `offset` in `text`."""
+    return text.count("\n", 0, offset) + 1
+
+
+def occurrences(text: str, old: str) -> list[int]:
+    """Where `old` starts in `text`, occurrences not overlapping."""
+    found, start = [], 0
+    while (at := text.find(old, start)) != -1:
+        found.append(at)
+        start = at + len(old)
+    return found
+
+
+def _numbered_lines(lines: list[str], first: int) -> str:
+    return "".join(f"{number:>6}\t{line}\n" for number, line in enumerate(lines, first))
+
+
+def not_found(text: str, old: str, shown: str) -> str:
+    """What the model is told when `old` is nowhere in `text`: the lines most like it."""
+    old_lines = old.replace("\r\n", "\n").split("\n")
+    anchor_index = next((i for i, line in enumerate(old_lines) if line.strip()), 0)
+    anchor = old_lines[anchor_index].strip()
+    lines = text.replace("\r\n", "\n").split("\n")
+    stripped = [line.strip() for line in lines]
+    close = difflib.get_close_matches(anchor, stripped, n=NEAR_MATCHES, cutoff=NEAR_MATCH_CUTOFF)
+    message = f"old_text was not found in {shown}."
+    starts: list[int] = []
+    for match in close:
+        for index, line in enumerate(stripped):
+            if line == match and index not in starts:
+                starts.append(index)
+                break
+    if not starts:
+        return (
+            f"{message} No line of the file resembles its first line {anchor[:200]!r}; read the "
+            "file again with read_file and copy old_text exactly from it."
+        )
+    shown_blocks = []
+    for index in sorted(starts):
+        first = max(0, index - anchor_index)
+        block = lines[first : first + max(len(old_lines), 1)]
+        shown_blocks.append(_numbered_lines(block, first + 1))
+    return (
+        f"{message} The closest lines in the file are:\n"
+        + "   …\n".join(shown_blocks)
+        + "old_text must match the file exactly, whitespace and indentation included "
+        "(without the line numbers read_file shows); correct it and call edit_file again."
+    )
+
+
+def replaced(text: str, old_text: str, new_text: str, replace_all: bool, shown: str) -> str:
+    """`text` with `old_text` replaced by `new_text` (in the file's line endings, its final
+    newline kept); raises `EditRefused` when old_text is not found, or found several times
+    without `replace_all`."""
+    newline = newline_of(text)
+    old, new = with_newlines(old_text, newline), with_newlines(new_text, newline)
+    found = occurrences(text, old)
+    if not found and old != old_text and old_text in text:  # a file with mixed endings
+        old, new = old_text, new_text
+        found = occurrences(text, old)
+    if not found:
+        raise EditRefused(not_found(text, old_text, shown))
+    if len(found) > 1 and not replace_all:
+        lines = ", ".join(str(line_at(text, at)) for at in found[:50])
+        raise EditRefused(
+            f"old_text matches {len(found)} times in {shown} (at lines {lines}); include more "
+            "of the surrounding lines to make it unique, or set replace_all to replace every "
+            "one."
+        )
+    return keeping_final_newline(text, text.replace(old, new), newline)
+
+
+def changed_lines(before: str, after: str) -> str:
+    """The edited region of `after` with line numbers (at most SHOWN_LINES), for the model
+    to see what the file says now."""
+    old_lines = before.splitlines()
+    new_lines = after.splitlines()
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    if not changes:
+        return ""
+    first = changes[0][3]
+    last = max(changes[-1][4], first + 1)
+    first, last = max(0, first - 2), min(len(new_lines), last + 2)
+    cut = last - first > SHOWN_LINES
+    block = new_lines[first : first + SHOWN_LINES] if cut else new_lines[first:last]
+    text = _numbered_lines(block, first + 1)
+    if cut:
+        text += f"[… lines {first + SHOWN_LINES + 1}-{last} not shown]\n"
+    return text
+
+
+# --- the tools -----------------------------------------------------------------------------
+
+
+class EditTool(WorkspaceTool):
+    """What `edit_file` and `write_file` share: the target, its current text, the stale
+    check, and the write (through the editor, or atomically on disk)."""
+
+    def __init__(self, workspace: Path, ledger: FileLedger | None = None) -> None:
+        super().__init__(workspace, ledger if ledger is not None else FileLedger())
+
+    @property
+    def known(self) -> FileLedger:
+        assert self.ledger is not None
+        return self.ledger
+
+    # --- finding and reading the file ---
+
+    def target(self, path: str) -> Target:
+        """Where `path` leads (the file need not exist; a missing directory is fine)."""
+        asked = requested_name(self.workspace, path)
+        try:
+            directory_fd, _, relative = open_confined_parent(self.workspace, path)
+            os.close(directory_fd)
+        except FileNotFoundError:
+            # A directory on the way is missing: the file is new, and `write` makes the
+            # directories, walking the path again (confined) as it does.
+            relative = posixpath.normpath(os.path.expanduser(path))
+            if os.path.isabs(relative):
+                relative = os.path.relpath(relative, self.workspace)
+            if relative == ".." or relative.startswith("../"):
+                raise OutsideWorkspace(
+                    f"{asked!r} is outside the workspace ({self.workspace}); only paths inside "
+                    "it can be used."
+                ) from None
+        except NotADirectoryError as exc:
+            raise EditRefused(f"{asked}: a part of this path is a file, not a directory.") from exc
+        except IsADirectoryError as exc:
+            raise EditRefused(f"{asked} is a directory.") from exc
+        return Target(str(self.workspace / relative), relative)
+
+    def disk_text(self, target: Target) -> str | None:
+        """The file's text on disk; None when it does not exist."""
+        try:
+            with open_confined(self.workspace, target.relative) as file:
+                size = os.fstat(file.fileno()).st_size
+                if size > EDIT_MAX_BYTES:
+                    raise EditRefused(
+                        f"{target.shown} is too large to edit ({size:,} bytes; at most "
+                        f"{EDIT_MAX_BYTES:,})."
+                    )
+                if looks_binary(file):
+                    raise EditRefused(f"{target.shown} is a binary file; only text can be edited.")
+                data = file.read(EDIT_MAX_BYTES + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError as exc:
+            raise EditRefused(f"{target.shown} is a directory.") from exc
+        except OSError as exc:
+            raise EditRefused(f"Could not read {target.shown}: {exc.strerror or exc}") from exc
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EditRefused(f"{target.shown} is not UTF-8 text, so it cannot be edited.") from exc
+
+    async def current_text(self, target: Target, context: ToolContext) -> str | None:
+        """The file's text now: the editor's buffer when the editor offers it, else the
+        disk; None when the file does not exist."""
+        if context.client_files is not None and printable_name(target.relative) == target.relative:
+            text = await editor_text(context, target.path)
+            if text is not None:
+                return text
+        return await asyncio.to_thread(self.disk_text, target)
+
+    def check_not_stale(self, target: Target, text: str) -> None:
+        """Refuse an edit of a file the model has not read, or that changed since."""
+        known = self.known.get(target.path)
+        if known is None:
+            raise EditRefused(
+                f"{target.shown} has not been read in this session; read it with read_file "
+                "first, then make the edit against its current text."
+            )
+        if not self.known.is_current(target.path, text):
+            raise EditRefused(
+                f"{target.shown} has changed since you last read it (on disk or in the "
+                "editor), so the edit was not made. Read it again with read_file and redo the "
+                "edit against its current text."
+            )
+
+    def view_text(self, target: Target) -> str | None:
+        """The text an edit will apply to, for the diff the user approves: what the model
+        last saw (the stale check refuses anything else), or the disk's."""
+        known = self.known.get(target.path)
+        if known is not None:
+            return known.text
+        return self.disk_text(target)
+
+    # --- writing ---
+
+    async def write(self, target: Target, text: str, context: ToolContext) -> str | None:
+        """Write `text` as the file's whole text; an error message when it could not be."""
+        if context.edit_journal is not None:
+            context.edit_journal.before_write(Path(target.path))
+        if context.client_writes is None:
+            try:
+                relative = await asyncio.to_thread(
+                    write_atomically, self.workspace, target.relative, text
+                )
+            except (Refused, ValueError) as exc:
+                return str(exc)
+            except OSError as exc:
+                return f"Could not write {target.shown}: {exc.strerror or exc}"
+        else:
+            try:
+                relative = await asyncio.to_thread(make_parents, self.workspace, target.relative)
+                async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+                    await context.client_writes.write_text_file(
+                        context.session_id, str(self.workspace / relative), text
+                    )
+            except TimeoutError:
+                return f"The editor did not write {target.shown} in time; it may be unchanged."
+            except (Refused, ValueError) as exc:
+                return str(exc)
+            except Exception as error:  # the editor's JSON-RPC error
+                message = getattr(error, "message", None) or str(error) or type(error).__name__
+                return f"The editor could not write {target.shown}: {message}"
+        self.known.record(str(self.workspace / relative), text)
+        return None
+
+
+def make_parents(workspace: Path, relative: str) -> str:
+    """The directories of the file at `relative`, made where missing (inside the root);
+    where the file really is, relative to the root."""
+    directory_fd, _, real = open_confined_parent(workspace, relative, create=True)
+    os.close(directory_fd)
+    return real
+
+
+def write_atomically(workspace: Path, relative: str, text: str) -> str:
+    """`text` as the whole content of the file at `relative` (missing directories made):
+    written to a temporary file in the same directory, then renamed over it, so a reader
+    sees the old file or the new one, never part of one. An existing file keeps its mode.
+    Answers where the file really is, relative to the root."""
+    data = text.encode("utf-8")
+    directory_fd, name, relative = open_confined_parent(workspace, relative, create=True)
+    try:
+        mode = None
+        try:
+            status = os.stat(name, dir_fd=directory_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
+                raise Refused(
+                    f"{printable_name(relative)} is not a regular file with one name; it is "
+                    "not written."
+                )
+            mode = stat.S_IMODE(status.st_mode)
+        temporary = f".{name}.parley-{secrets.token_hex(4)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o666 if mode is None else 0o600, dir_fd=directory_fd)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                if mode is not None:
+                    os.fchmod(file.fileno(), mode)
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=directory_fd)
+            raise
+    finally:
+        os.close(directory_fd)
+    return relative
+
+
+@attrs.frozen
+class EditFileArguments:
+    path: str = argument("Path relative to the workspace.")
+    old_text: str = argument(
+        "The exact text to replace, as in the file (whitespace and indentation included, "
+        "without read_file's line numbers); it must occur once unless replace_all is set."
+    )
+    new_text: str = argument("The text to put in its place ('' deletes it).", blank=True)
+    replace_all: bool | None = argument(
+        "Replace every occurrence of old_text (default false).", default=None
+    )
+
+
+class EditFileTool(EditTool):
+    Arguments = EditFileArguments
+    spec = declared_spec(
+        "edit_file",
+        (
+            "Edit a text file in the workspace by replacing old_text (exact, and found once, "
+            "unless replace_all) with new_text. Read the file with read_file first: an edit "
+            "of a file that changed since it was last read is refused. The file's line "
+            "endings and final newline are kept. The user approves the diff."
+        ),
+        Arguments,
+        kind="edit",
+        needs_permission=True,
+    )
+
+    def view(self, arguments: EditFileArguments) -> CallView:
+        title = f"Edit {requested_name(self.workspace, arguments.path)}"
+        try:
+            target = self.target(arguments.path)
+        except (EditRefused, Refused, OSError, ValueError) as exc:
+            return CallView(title, (self.located(arguments.path),), (str(exc),))
+        title = f"Edit {target.shown}"
+        try:
+            before = self.view_text(target)
+            if before is None:
+                raise EditRefused(f"{target.shown} does not exist; use write_file to create it.")
+            after = replaced(
+                before,
+                arguments.old_text,
+                arguments.new_text,
+                bool(arguments.replace_all),
+                target.shown,
+            )
+        except (EditRefused, OSError, ValueError) as exc:
+            return CallView(title, (Location(target.path),), (str(exc),))
+        line = _first_changed_line(before, after)
+        where = Location(target.path, line)
+        return CallView(title, (where,), diffs=(Diff(target.path, before, after),))
+
+    async def execute(self, arguments: EditFileArguments, context: ToolContext) -> ToolResult:
+        if arguments.old_text == arguments.new_text:
+            return ToolResult("old_text and new_text are the same: nothing to change.", True)
+        try:
+            target = await asyncio.to_thread(self.target, arguments.path)
+            before = await self.current_text(target, context)
+            if before is None:
+                raise EditRefused(
+                    f"No such file in the workspace: {target.shown}; use write_file to create it."
+                )
+            self.check_not_stale(target, before)
+            after = replaced(
+                before,
+                arguments.old_text,
+                arguments.new_text,
+                bool(arguments.replace_all),
+                target.shown,
+            )
+        except (EditRefused, Refused, ValueError) as exc:
+            return ToolResult(str(exc), is_error=True)
+        except OSError as exc:
+            return ToolResult(f"Could not edit {arguments.path}: {exc.strerror or exc}", True)
+        failure = await self.write(target, after, context)
+        if failure is not None:
+            return ToolResult(failure, is_error=True)
+        return ToolResult(_edited(target, before, after), diffs=(Diff(target.path, before, after),))
+
+
+@attrs.frozen
+class WriteFileArguments:
+    path: str = argument("Path relative to the workspace; missing directories are made.")
+    content: str = argument("The file's whole new text.", blank=True)
+
+
+class WriteFileTool(EditTool):
+    Arguments = WriteFileArguments
+    spec = declared_spec(
+        "write_file",
+        (
+            "Create a text file in the workspace, or replace the whole text of one (read it "
+            "with read_file first: overwriting a file that changed since it was last read is "
+            "refused). Missing directories are made. For a change to part of a file, use "
+            "edit_file. The user approves the diff."
+        ),
+        Arguments,
+        kind="edit",
+        needs_permission=True,
+    )
+
+    def view(self, arguments: WriteFileArguments) -> CallView:
+        title = f"Write {requested_name(self.workspace, arguments.path)}"
+        try:
+            target = self.target(arguments.path)
+            before = self.view_text(target)
+        except (EditRefused, Refused, OSError, ValueError) as exc:
+            return CallView(title, (self.located(arguments.path),), (str(exc),))
+        after = _as_written(before, arguments.content)
+        title = f"{'Create' if before is None else 'Write'} {target.shown}"
+        return CallView(title, (Location(target.path),), diffs=(Diff(target.path, before, after),))
+
+    async def execute(self, arguments: WriteFileArguments, context: ToolContext) -> ToolResult:
+        try:
+            target = await asyncio.to_thread(self.target, arguments.path)
+            before = await self.current_text(target, context)
+            if before is not None:
+                self.check_not_stale(target, before)
+        except (EditRefused, Refused, ValueError) as exc:
+            return ToolResult(str(exc), is_error=True)
+        except OSError as exc:
+            return ToolResult(f"Could not write {arguments.path}: {exc.strerror or exc}", True)
+        after = _as_written(before, arguments.content)
+        failure = await self.write(target, after, context)
+        if failure is not None:
+            return ToolResult(failure, is_error=True)
+        lines = len(after.splitlines())
+        if before is None:
+            message = f"Created {target.shown} ({lines} lines)."
+        elif before == after:
+            message = f"{target.shown} already had this text; it is unchanged."
+        else:
+            message = f"Wrote {target.shown} ({lines} lines)."
+        return ToolResult(message, diffs=(Diff(target.path, before, after),))
+
+
+def _as_written(before: str | None, content: str) -> str:
+    """The model's content as the file gets it: in an existing file's line endings, with
+    its final newline as it was."""
+    if not before:
+        return content
+    newline = newline_of(before)
+    return keeping_final_newline(before, with_newlines(content, newline), newline)
+
+
+def _first_changed_line(before: str, after: str) -> int:
+    common = next(
+        (at for at, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
+        min(len(before), len(after)),
+    )
+    return line_at(after, common)
+
+
+def _edited(target: Target, before: str, after: str) -> str:
+    added = removed = 0
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    message = f"Edited {target.shown} (+{added} -{removed} lines)."
+    shown = changed_lines(before, after)
+    if shown:
+        message += " It now reads:\n" + shown
+    return message
+
+
+def edit_tools(workspace: Path, ledger: FileLedger) -> list[Any]:
+    """edit_file and write_file for one workspace, sharing the session's `ledger` with
+    read_file."""
+    return [EditFileTool(workspace, ledger), WriteFileTool(workspace, ledger)]
