@@ -503,13 +503,14 @@ class WriteFileTool(EditTool):
         failure = await self.write(target, after, context)
         if failure is not None:
             return ToolResult(failure, is_error=True)
-        lines = len(after.splitlines())
+        count = len(after.splitlines())
+        lines = f"{count} line" if count == 1 else f"{count} lines"
         if before is None:
-            message = f"Created {target.shown} ({lines} lines)."
+            message = f"Created {target.shown} ({lines})."
         elif before == after:
             message = f"{target.shown} already had this text; it is unchanged."
         else:
-            message = f"Wrote {target.shown} ({lines} lines)."
+            message = f"Wrote {target.shown} ({lines})."
         return ToolResult(message, diffs=(Diff(target.path, before, after),))
 
 
