@@ -160,6 +160,7 @@ async def test_missing_and_ambiguous_old_text_come_back_as_errors_the_model_can_
     assert "replace_all" in told[1]
     assert "old_text was not found in repeat.py" in told[2]
     assert "     2\ty = 2" in told[2]  # the nearest line, numbered
+    assert run.editor.permission_requests == []  # a call bound to fail is not put to the user
     run.recording.assert_conformant()
 
 
@@ -186,8 +187,10 @@ async def test_a_file_changed_after_the_model_read_it_is_refused(
         refused = tool_results(fake)[-1]
         assert "geometry.py has changed since you last read it" in refused
         assert "Read it again with read_file" in refused
+        assert run.editor.permission_requests == []
         await prompt(run, session_id, "Read it again and change it.")
     assert source.read_text() == changed.replace("Shapes.", "Geometric.")
+    assert len(run.editor.permission_requests) == 1
     run.recording.assert_conformant()
 
 

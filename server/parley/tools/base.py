@@ -159,7 +159,10 @@ class Tool(Protocol):
 
     A tool that holds resources (a kernel process) may also define `async def aclose()`;
     the session's registry calls it once when the session ends. A tool may define
-    `describe_call(arguments) -> CallView` to be shown to the user by more than its name.
+    `describe_call(arguments) -> CallView` to be shown to the user by more than its name,
+    and `async def precheck(arguments, context) -> ToolResult | None`: a call that would
+    fail (an edit of a file the model has not read) is answered with that error before the
+    user is asked about it.
     """
 
     spec: ToolSpec

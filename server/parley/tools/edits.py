@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from parley.tools.arguments import argument
+from parley.tools.arguments import InvalidArguments, argument, read_arguments
 from parley.tools.base import (
     CallView,
     Diff,
@@ -296,6 +296,40 @@ class EditTool(WorkspaceTool):
             return known.text
         return self.disk_text(target)
 
+    # --- the call ---
+
+    async def prepare(self, arguments: Any, context: ToolContext) -> tuple[Target, str | None, str]:
+        """The file, its text now (None: new) and its text after the call; raises
+        `EditRefused` (or `Refused`, `OSError`) for a call that cannot be made."""
+        raise NotImplementedError
+
+    def done(self, target: Target, before: str | None, after: str) -> str:
+        """What the model is told once the file is written."""
+        raise NotImplementedError
+
+    async def precheck(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult | None:
+        """The error the call would end in, found before the user is asked about it."""
+        try:
+            declared = read_arguments(self.Arguments, arguments)
+        except InvalidArguments as exc:
+            return ToolResult(str(exc), is_error=True)
+        try:
+            await self.prepare(declared, context)
+        except Exception as exc:  # as `execute` words it
+            return _refusal(exc, arguments.get("path"))
+        return None
+
+    async def execute(self, arguments: Any, context: ToolContext) -> ToolResult:
+        try:
+            target, before, after = await self.prepare(arguments, context)
+        except (EditRefused, ValueError, OSError) as exc:
+            return _refusal(exc, arguments.path)
+        failure = await self.write(target, after, context)
+        if failure is not None:
+            return ToolResult(failure, is_error=True)
+        diff = Diff(target.path, before, after)
+        return ToolResult(self.done(target, before, after), diffs=(diff,))
+
     # --- writing ---
 
     async def write(self, target: Target, text: str, context: ToolContext) -> str | None:
@@ -327,6 +361,15 @@ class EditTool(WorkspaceTool):
                 return f"The editor could not write {target.shown}: {message}"
         self.known.record(str(self.workspace / relative), text)
         return None
+
+
+def _refusal(error: Exception, path: Any) -> ToolResult:
+    """An edit that cannot be made, as the model is told it."""
+    if isinstance(error, (EditRefused, ValueError)):  # Refused is a ValueError
+        return ToolResult(str(error), is_error=True)
+    if isinstance(error, OSError):
+        return ToolResult(f"Could not change {path}: {error.strerror or error}", is_error=True)
+    raise error
 
 
 def make_parents(workspace: Path, relative: str) -> str:
@@ -429,32 +472,30 @@ class EditFileTool(EditTool):
         where = Location(target.path, line)
         return CallView(title, (where,), diffs=(Diff(target.path, before, after),))
 
-    async def execute(self, arguments: EditFileArguments, context: ToolContext) -> ToolResult:
+    async def prepare(
+        self, arguments: EditFileArguments, context: ToolContext
+    ) -> tuple[Target, str | None, str]:
         if arguments.old_text == arguments.new_text:
-            return ToolResult("old_text and new_text are the same: nothing to change.", True)
-        try:
-            target = await asyncio.to_thread(self.target, arguments.path)
-            before = await self.current_text(target, context)
-            if before is None:
-                raise EditRefused(
-                    f"No such file in the workspace: {target.shown}; use write_file to create it."
-                )
-            self.check_not_stale(target, before)
-            after = replaced(
-                before,
-                arguments.old_text,
-                arguments.new_text,
-                bool(arguments.replace_all),
-                target.shown,
+            raise EditRefused("old_text and new_text are the same: nothing to change.")
+        target = await asyncio.to_thread(self.target, arguments.path)
+        before = await self.current_text(target, context)
+        if before is None:
+            raise EditRefused(
+                f"No such file in the workspace: {target.shown}; use write_file to create it."
             )
-        except (EditRefused, Refused, ValueError) as exc:
-            return ToolResult(str(exc), is_error=True)
-        except OSError as exc:
-            return ToolResult(f"Could not edit {arguments.path}: {exc.strerror or exc}", True)
-        failure = await self.write(target, after, context)
-        if failure is not None:
-            return ToolResult(failure, is_error=True)
-        return ToolResult(_edited(target, before, after), diffs=(Diff(target.path, before, after),))
+        self.check_not_stale(target, before)
+        after = replaced(
+            before,
+            arguments.old_text,
+            arguments.new_text,
+            bool(arguments.replace_all),
+            target.shown,
+        )
+        return target, before, after
+
+    def done(self, target: Target, before: str | None, after: str) -> str:
+        assert before is not None
+        return _edited(target, before, after)
 
 
 @attrs.frozen
@@ -489,29 +530,23 @@ class WriteFileTool(EditTool):
         title = f"{'Create' if before is None else 'Write'} {target.shown}"
         return CallView(title, (Location(target.path),), diffs=(Diff(target.path, before, after),))
 
-    async def execute(self, arguments: WriteFileArguments, context: ToolContext) -> ToolResult:
-        try:
-            target = await asyncio.to_thread(self.target, arguments.path)
-            before = await self.current_text(target, context)
-            if before is not None:
-                self.check_not_stale(target, before)
-        except (EditRefused, Refused, ValueError) as exc:
-            return ToolResult(str(exc), is_error=True)
-        except OSError as exc:
-            return ToolResult(f"Could not write {arguments.path}: {exc.strerror or exc}", True)
-        after = _as_written(before, arguments.content)
-        failure = await self.write(target, after, context)
-        if failure is not None:
-            return ToolResult(failure, is_error=True)
+    async def prepare(
+        self, arguments: WriteFileArguments, context: ToolContext
+    ) -> tuple[Target, str | None, str]:
+        target = await asyncio.to_thread(self.target, arguments.path)
+        before = await self.current_text(target, context)
+        if before is not None:
+            self.check_not_stale(target, before)
+        return target, before, _as_written(before, arguments.content)
+
+    def done(self, target: Target, before: str | None, after: str) -> str:
         count = len(after.splitlines())
         lines = f"{count} line" if count == 1 else f"{count} lines"
         if before is None:
-            message = f"Created {target.shown} ({lines})."
-        elif before == after:
-            message = f"{target.shown} already had this text; it is unchanged."
-        else:
-            message = f"Wrote {target.shown} ({lines})."
-        return ToolResult(message, diffs=(Diff(target.path, before, after),))
+            return f"Created {target.shown} ({lines})."
+        if before == after:
+            return f"{target.shown} already had this text; it is unchanged."
+        return f"Wrote {target.shown} ({lines})."
 
 
 def _as_written(before: str | None, content: str) -> str:
