@@ -131,15 +131,8 @@ def not_found(text: str, old: str, shown: str) -> str:
     anchor_index = next((i for i, line in enumerate(old_lines) if line.strip()), 0)
     anchor = old_lines[anchor_index].strip()
     lines = text.replace("\r\n", "\n").split("\n")
-    stripped = [line.strip() for line in lines]
-    close = difflib.get_close_matches(anchor, stripped, n=NEAR_MATCHES, cutoff=NEAR_MATCH_CUTOFF)
+    starts = _most_like(anchor, [line.strip() for line in lines])
     message = f"old_text was not found in {shown}."
-    starts: list[int] = []
-    for match in close:
-        for index, line in enumerate(stripped):
-            if line == match and index not in starts:
-                starts.append(index)
-                break
     if not starts:
         return (
             f"{message} No line of the file resembles its first line {anchor[:200]!r}; read the "
@@ -158,10 +151,34 @@ def not_found(text: str, old: str, shown: str) -> str:
     )
 
 
-def replaced(text: str, old_text: str, new_text: str, replace_all: bool, shown: str) -> str:
+def _most_like(anchor: str, lines: list[str]) -> list[int]:
+    """The indexes of the lines most like `anchor` (NEAR_MATCHES at most, best first), each
+    compared whole and cut to the anchor's length (a line the model quoted only in part)."""
+    scored = []
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(anchor)
+    for index, line in enumerate(lines):
+        best = 0.0
+        for candidate in {line, line[: len(anchor)]}:
+            matcher.set_seq1(candidate)
+            if (
+                matcher.real_quick_ratio() >= NEAR_MATCH_CUTOFF
+                and matcher.quick_ratio() >= NEAR_MATCH_CUTOFF
+            ):
+                best = max(best, matcher.ratio())
+        if best >= NEAR_MATCH_CUTOFF:
+            scored.append((-best, index))
+    scored.sort()
+    # Only the lines about as close as the closest: not three poor ones beside a near miss.
+    return [index for score, index in scored[:NEAR_MATCHES] if score <= scored[0][0] + 0.1]
+
+
+def replaced(
+    text: str, old_text: str, new_text: str, replace_all: bool, shown: str, near: bool = True
+) -> str:
     """`text` with `old_text` replaced by `new_text` (in the file's line endings, its final
-    newline kept); raises `EditRefused` when old_text is not found, or found several times
-    without `replace_all`."""
+    newline kept); raises `EditRefused` when old_text is not found (naming the nearest lines,
+    with `near`), or found several times without `replace_all`."""
     newline = newline_of(text)
     old, new = with_newlines(old_text, newline), with_newlines(new_text, newline)
     found = occurrences(text, old)
@@ -169,7 +186,9 @@ def replaced(text: str, old_text: str, new_text: str, replace_all: bool, shown: 
         old, new = old_text, new_text
         found = occurrences(text, old)
     if not found:
-        raise EditRefused(not_found(text, old_text, shown))
+        raise EditRefused(
+            not_found(text, old_text, shown) if near else f"old_text was not found in {shown}."
+        )
     if len(found) > 1 and not replace_all:
         lines = ", ".join(str(line_at(text, at)) for at in found[:50])
         raise EditRefused(
@@ -180,18 +199,48 @@ def replaced(text: str, old_text: str, new_text: str, replace_all: bool, shown: 
     return keeping_final_newline(text, text.replace(old, new), newline)
 
 
-def changed_lines(before: str, after: str) -> str:
+@attrs.frozen
+class Change:
+    """Where two texts differ, by lines: the lines before and after that they share, and the
+    lines added and removed between."""
+
+    first: int  # 0-based index of the first line that differs
+    old_end: int  # end (exclusive) of the changed lines in the old text
+    new_end: int  # ... and in the new
+    added: int
+    removed: int
+
+
+def change_between(before: str, after: str) -> Change:
+    """The changed region of two texts: their common first and last lines trimmed (linear
+    time), and the lines in between compared with difflib to count what was added and
+    removed."""
+    old_lines, new_lines = before.splitlines(), after.splitlines()
+    first = 0
+    limit = min(len(old_lines), len(new_lines))
+    while first < limit and old_lines[first] == new_lines[first]:
+        first += 1
+    old_end, new_end = len(old_lines), len(new_lines)
+    while old_end > first and new_end > first and old_lines[old_end - 1] == new_lines[new_end - 1]:
+        old_end -= 1
+        new_end -= 1
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, old_lines[first:old_end], new_lines[first:new_end])
+    for tag, old_from, old_to, new_from, new_to in matcher.get_opcodes():
+        if tag != "equal":
+            removed += old_to - old_from
+            added += new_to - new_from
+    return Change(first, old_end, new_end, added, removed)
+
+
+def changed_lines(after: str, change: Change) -> str:
     """The edited region of `after` with line numbers (at most SHOWN_LINES), for the model
     to see what the file says now."""
-    old_lines = before.splitlines()
     new_lines = after.splitlines()
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
-    if not changes:
+    first = max(0, change.first - 2)
+    last = min(len(new_lines), max(change.new_end, change.first + 1) + 2)
+    if last <= first:
         return ""
-    first = changes[0][3]
-    last = max(changes[-1][4], first + 1)
-    first, last = max(0, first - 2), min(len(new_lines), last + 2)
     cut = last - first > SHOWN_LINES
     block = new_lines[first : first + SHOWN_LINES] if cut else new_lines[first:last]
     text = _numbered_lines(block, first + 1)
@@ -465,11 +514,11 @@ class EditFileTool(EditTool):
                 arguments.new_text,
                 bool(arguments.replace_all),
                 target.shown,
+                near=False,  # cheap: the call's own answer names the nearest lines
             )
         except (EditRefused, OSError, ValueError) as exc:
             return CallView(title, (Location(target.path),), (str(exc),))
-        line = _first_changed_line(before, after)
-        where = Location(target.path, line)
+        where = Location(target.path, change_between(before, after).first + 1)
         return CallView(title, (where,), diffs=(Diff(target.path, before, after),))
 
     async def prepare(
@@ -484,7 +533,8 @@ class EditFileTool(EditTool):
                 f"No such file in the workspace: {target.shown}; use write_file to create it."
             )
         self.check_not_stale(target, before)
-        after = replaced(
+        after = await asyncio.to_thread(  # a big file's nearest lines take a moment
+            replaced,
             before,
             arguments.old_text,
             arguments.new_text,
@@ -558,23 +608,10 @@ def _as_written(before: str | None, content: str) -> str:
     return keeping_final_newline(before, with_newlines(content, newline), newline)
 
 
-def _first_changed_line(before: str, after: str) -> int:
-    common = next(
-        (at for at, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
-        min(len(before), len(after)),
-    )
-    return line_at(after, common)
-
-
 def _edited(target: Target, before: str, after: str) -> str:
-    added = removed = 0
-    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
-        if line.startswith("+") and not line.startswith("+++"):
-            added += 1
-        elif line.startswith("-") and not line.startswith("---"):
-            removed += 1
-    message = f"Edited {target.shown} (+{added} -{removed} lines)."
-    shown = changed_lines(before, after)
+    change = change_between(before, after)
+    message = f"Edited {target.shown} (+{change.added} -{change.removed} lines)."
+    shown = changed_lines(after, change)
     if shown:
         message += " It now reads:\n" + shown
     return message
