@@ -370,3 +370,86 @@ async def test_the_view_is_the_diff_and_never_raises(tools: ToolRegistry, tmp_pa
     assert not wrong.diffs and "old_text was not found" in wrong.content[0]
     outside = tools.view_of("write_file", {"path": "../x.py", "content": "x"})
     assert "outside the workspace" in outside.content[0]
+
+
+async def test_symlinks_inside_are_written_through_and_other_files_refused(
+    tools: ToolRegistry, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / "real.py").write_text("A = 1\n")
+    (root / "link.py").symlink_to("real.py")
+    await call(tools, root, "read_file", path="link.py")
+    through = await call(tools, root, "edit_file", path="link.py", old_text="1", new_text="2")
+    assert not through.is_error, through.content
+    assert (root / "real.py").read_text() == "A = 2\n" and (root / "link.py").is_symlink()
+
+    (root / "sub").mkdir()
+    (root / "alias").symlink_to("sub")
+    made = await call(tools, root, "write_file", path="alias/new/x.py", content="X = 1\n")
+    assert made.content == "Created sub/new/x.py (1 line)."
+    assert (root / "sub/new/x.py").read_text() == "X = 1\n"
+
+    (root / "one.py").write_text("ONE\n")
+    os.link(root / "one.py", root / "two.py")
+    linked = await call(tools, root, "write_file", path="one.py", content="x")
+    assert linked.is_error and "hard links" in linked.content
+    assert (root / "one.py").read_text() == "ONE\n"
+
+    (root / "latin1.py").write_bytes(b"NAME = '\xe9'\n")
+    await call(tools, root, "read_file", path="latin1.py")
+    latin1 = await call(tools, root, "edit_file", path="latin1.py", old_text="NAME", new_text="N")
+    assert latin1.is_error and "not UTF-8 text" in latin1.content
+
+
+async def test_write_file_keeps_an_existing_files_endings(
+    tools: ToolRegistry, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / "dos.txt").write_bytes(b"one\r\ntwo")
+    await call(tools, root, "read_file", path="dos.txt")
+    written = await call(tools, root, "write_file", path="dos.txt", content="1\n2\n3\n")
+    assert written.content == "Wrote dos.txt (3 lines)."
+    assert (root / "dos.txt").read_bytes() == b"1\r\n2\r\n3"
+    (root / "mixed.txt").write_bytes(b"a\r\nb\nc\n")
+    await call(tools, root, "read_file", path="mixed.txt")
+    mixed = await call(tools, root, "edit_file", path="mixed.txt", old_text="b\nc", new_text="B\nC")
+    assert not mixed.is_error and (root / "mixed.txt").read_bytes() == b"a\r\nB\nC\n"
+
+
+class FakeEditor:
+    """The editor's side of a tool call in-process: buffers it serves, writes it takes (or
+    refuses)."""
+
+    def __init__(self, buffers: dict[str, str], refuse_writes: bool = False) -> None:
+        self.buffers = buffers
+        self.refuse_writes = refuse_writes
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        return self.buffers[path]
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        if self.refuse_writes:
+            raise RuntimeError("the buffer is read-only")
+        self.buffers[path] = content
+
+
+async def test_an_editor_that_cannot_write_is_an_error_and_the_disk_stays(
+    tools: ToolRegistry, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / "a.py").write_text("ON_DISK = 1\n")
+    path = str((root / "a.py").resolve())
+    editor = FakeEditor({path: "IN_BUFFER = 1\n"}, refuse_writes=True)
+    context = ToolContext("s", "c", root, client_files=editor, client_writes=editor)
+    read_file, edit_file = tools.get("read_file"), tools.get("edit_file")
+    assert read_file is not None and edit_file is not None
+    await read_file.run({"path": "a.py"}, context)
+    arguments = {"path": "a.py", "old_text": "IN_BUFFER = 1", "new_text": "IN_BUFFER = 2"}
+    refused = await edit_file.run(arguments, context)
+    assert refused.is_error
+    assert refused.content == "The editor could not write a.py: the buffer is read-only"
+    assert (root / "a.py").read_text() == "ON_DISK = 1\n"
+    editor.refuse_writes = True
+    editor.buffers[path] = "IN_BUFFER = 1\nTYPED = True\n"  # the user typed meanwhile
+    stale = await edit_file.run(arguments, context)
+    assert stale.is_error and "has changed since you last read it" in stale.content

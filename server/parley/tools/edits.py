@@ -313,10 +313,21 @@ class EditTool(WorkspaceTool):
         except UnicodeDecodeError as exc:
             raise EditRefused(f"{target.shown} is not UTF-8 text, so it cannot be edited.") from exc
 
+    def check_on_disk(self, target: Target) -> None:
+        """Raise as `disk_text` would for a file that is not a regular file with one name."""
+        try:
+            open_confined(self.workspace, target.relative).close()
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except IsADirectoryError as exc:
+            raise EditRefused(f"{target.shown} is a directory.") from exc
+
     async def current_text(self, target: Target, context: ToolContext) -> str | None:
         """The file's text now: the editor's buffer when the editor offers it, else the
         disk; None when the file does not exist."""
         if context.client_files is not None and printable_name(target.relative) == target.relative:
+            # What is on disk is checked as for a disk edit (a FIFO, a hard link: refused).
+            await asyncio.to_thread(self.check_on_disk, target)
             text = await editor_text(context, target.path)
             if text is not None:
                 return text
@@ -373,43 +384,51 @@ class EditTool(WorkspaceTool):
             target, before, after = await self.prepare(arguments, context)
         except (EditRefused, ValueError, OSError) as exc:
             return _refusal(exc, arguments.path)
-        failure = await self.write(target, after, context)
-        if failure is not None:
-            return ToolResult(failure, is_error=True)
+        try:
+            target = await self.write(target, after, context)
+        except EditRefused as exc:
+            return ToolResult(str(exc), is_error=True)
         diff = Diff(target.path, before, after)
         return ToolResult(self.done(target, before, after), diffs=(diff,))
 
     # --- writing ---
 
-    async def write(self, target: Target, text: str, context: ToolContext) -> str | None:
-        """Write `text` as the file's whole text; an error message when it could not be."""
+    async def write(self, target: Target, text: str, context: ToolContext) -> Target:
+        """Write `text` as the file's whole text; where it went (a new file's directories
+        resolved), or `EditRefused` saying why it could not be. The checkpoint journal
+        hears of it first (its failure stops the write)."""
+        try:
+            relative = await asyncio.to_thread(make_parents, self.workspace, target.relative)
+        except (Refused, ValueError) as exc:
+            raise EditRefused(str(exc)) from exc
+        except OSError as exc:
+            raise EditRefused(f"Could not write {target.shown}: {exc.strerror or exc}") from exc
+        target = Target(str(self.workspace / relative), relative)
         if context.edit_journal is not None:
             context.edit_journal.before_write(Path(target.path))
         if context.client_writes is None:
             try:
-                relative = await asyncio.to_thread(
-                    write_atomically, self.workspace, target.relative, text
-                )
+                await asyncio.to_thread(write_atomically, self.workspace, relative, text)
             except (Refused, ValueError) as exc:
-                return str(exc)
+                raise EditRefused(str(exc)) from exc
             except OSError as exc:
-                return f"Could not write {target.shown}: {exc.strerror or exc}"
+                message = f"Could not write {target.shown}: {exc.strerror or exc}"
+                raise EditRefused(message) from exc
         else:
             try:
-                relative = await asyncio.to_thread(make_parents, self.workspace, target.relative)
                 async with asyncio.timeout(EDITOR_WRITE_SECONDS):
                     await context.client_writes.write_text_file(
-                        context.session_id, str(self.workspace / relative), text
+                        context.session_id, target.path, text
                     )
-            except TimeoutError:
-                return f"The editor did not write {target.shown} in time; it may be unchanged."
-            except (Refused, ValueError) as exc:
-                return str(exc)
+            except TimeoutError as exc:
+                message = f"The editor did not write {target.shown} in time; it may be unchanged."
+                raise EditRefused(message) from exc
             except Exception as error:  # the editor's JSON-RPC error
-                message = getattr(error, "message", None) or str(error) or type(error).__name__
-                return f"The editor could not write {target.shown}: {message}"
-        self.known.record(str(self.workspace / relative), text)
-        return None
+                reason = getattr(error, "message", None) or str(error) or type(error).__name__
+                message = f"The editor could not write {target.shown}: {reason}"
+                raise EditRefused(message) from error
+        self.known.record(target.path, text)
+        return target
 
 
 def _refusal(error: Exception, path: Any) -> ToolResult:
