@@ -32,7 +32,8 @@ ROW_LABELS = [
     "7b. Server memory (RSS) after that load",
     "8. First prompt of a fresh server",
 ]
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "7b.", "8."}  # rows with a baseline and a comparison
+# Rows with a baseline and a comparison.
+COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "7b.", "8."}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

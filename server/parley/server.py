@@ -57,7 +57,7 @@ from parley.protocol.params import (
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import CallView, ClientFiles, Tool, ToolSpec
+from parley.tools.base import CallView, ClientFiles, ClientWrites, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
@@ -84,6 +84,7 @@ class ParleyServer(JsonRPCServer):
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
+        self.client_writes_files = False  # the client offers fs/write_text_file
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         handlers = {
             "initialize": self.initialize,
@@ -177,12 +178,24 @@ class ParleyServer(JsonRPCServer):
             raise ValueError("the editor's answer to fs/read_text_file had no content")
         return answer["content"]
 
+    @property
+    def client_writes(self) -> ClientWrites | None:
+        return self if self.client_writes_files else None
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        """The editor writes a file (into its buffer): `fs/write_text_file`."""
+        await self.protocol.request(
+            "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
+        )
+
     # --- handlers -----------------------------------------------------------------------
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
         self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
+        file_system = params.client_capabilities.fs or {}
+        self.client_writes_files = file_system.get("writeTextFile") is True
         self.wants_revisions = params.client_capabilities.meta.parley.revisions
         self.providers.preload()  # the first prompt need not wait for the SDK's import
         return {

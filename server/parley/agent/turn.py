@@ -43,7 +43,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import CallView, ClientFiles, ToolContext, ToolResult
+from parley.tools.base import CallView, ClientFiles, ClientWrites, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ class TurnPorts(Protocol):
 
     # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
     client_files: ClientFiles | None
+
+    # The editor writes files (into its buffers), when it offers to; None otherwise.
+    client_writes: ClientWrites | None
 
     # The client asked for hybrid revisions (`_meta.parley.revisions` in `initialize`).
     wants_revisions: bool
@@ -363,14 +366,22 @@ class Turn:
             return self._finish_call(
                 call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
             )
+        context = ToolContext(
+            self.session.id,
+            call.wire_id,
+            self.session.cwd,
+            self.ports.client_files,
+            client_writes=self.ports.client_writes,
+        )
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
+            # A call bound to fail (an edit of a file never read) is not put to the user.
+            failure = await _precheck(tool, call, context)
+            if failure is not None:
+                return self._finish_call(call, failure)
             refusal = await self._ask_permission(call, tool.spec.kind)
             if refusal is not None:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
-        context = ToolContext(
-            self.session.id, call.wire_id, self.session.cwd, self.ports.client_files
-        )
         try:
             result = await tool.run(call.arguments, context)
         except asyncio.CancelledError:
@@ -410,6 +421,7 @@ class Turn:
                 status="failed" if result.is_error else "completed",
                 raw_output=updates.raw_output(result.raw_output, result.content, result.is_error),
                 text=result.content,
+                diffs=result.diffs,
             )
         )
         return result
@@ -481,3 +493,17 @@ class Turn:
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
+
+
+async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:
+    """The error a call would end in, when the tool can tell before it runs (`precheck`)."""
+    precheck = getattr(tool, "precheck", None)
+    if precheck is None:
+        return None
+    try:
+        return await precheck(call.arguments, context)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # the call itself will say what is wrong
+        logger.exception("Checking a call of %s failed", call.name)
+        return None
