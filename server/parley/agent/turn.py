@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
@@ -139,6 +140,7 @@ class Turn:
         self._announced: list[tuple[str, str]] = []  # (toolCallId, name) the stream showed
         self._unanswered: list[ToolCall] = []  # calls of the last assistant message
         self._error_streak: tuple[str, int] = ("", 0)
+        self._checkpoints: TurnCheckpoints | None = None  # once the turn has its number
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -146,6 +148,9 @@ class Turn:
         self._set_title_from_prompt()
         self.session.add_message(self.prompt)
         self.session.count_turn()
+        self._checkpoints = TurnCheckpoints(
+            self.session.store, self.session.id, self.session.totals.turns, self.session.cwd
+        )
         try:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
@@ -369,7 +374,11 @@ class Turn:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
         context = ToolContext(
-            self.session.id, call.wire_id, self.session.cwd, self.ports.client_files
+            self.session.id,
+            call.wire_id,
+            self.session.cwd,
+            self.ports.client_files,
+            edit_journal=self._checkpoints,
         )
         try:
             result = await tool.run(call.arguments, context)
@@ -378,6 +387,9 @@ class Turn:
         except Exception as error:
             logger.exception("Tool %s raised", call.name)
             result = ToolResult(f"{call.name} failed: {type(error).__name__}: {error}", True)
+        finally:
+            if self._checkpoints is not None:
+                self._checkpoints.record_written()  # what a restore expects to find
         return self._finish_call(call, result)
 
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
