@@ -11,6 +11,7 @@ them back, also from a new server process on the same home.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +365,34 @@ async def test_restore_of_an_unknown_session_or_a_turn_without_edits(
         assert invalid.value.code == -32602
     unprompted = await client.new_session(str(root))
     assert await client.request(restore, {"sessionId": unprompted, "turn": 1}) == {"files": []}
+
+
+async def test_the_question_before_an_undo_is_valid_acp(
+    fake: FakeLLM, root: Path, home: Path
+) -> None:
+    """An ACP client (the official SDK) is asked before `/undo` overwrites a file the user
+    changed; every message validates against ACP's schema; rejecting keeps the file."""
+    from acp.helpers import text_block
+    from acp_client import acp_server
+    from conftest import server_env
+
+    fake.set_script([Reply(text="Looked.")])
+    async with acp_server({**os.environ, **server_env(fake, home)}) as run:
+        await run.initialize()
+        session_id = (await run.conn.new_session(cwd=str(root))).session_id
+        await run.conn.prompt(session_id=session_id, prompt=[text_block("Have a look.")])
+        journal_edits(home, session_id, 1, root, {"crlf.txt": b"A", "made.py": b"new"})
+        (root / "crlf.txt").write_bytes(b"A, and the user's line")
+        run.editor.permission_answer = "reject_once"
+        await run.conn.prompt(session_id=session_id, prompt=[text_block("/undo")])
+        (asked,) = run.editor.permission_requests
+        assert asked.kind == "edit" and [where.path for where in asked.locations or []] == [
+            str(root / "crlf.txt")
+        ]
+        assert "Nothing was restored" in run.editor.text_of(session_id)
+        run.editor.permission_answer = "allow_once"
+        await run.conn.prompt(session_id=session_id, prompt=[text_block("/undo")])
+        assert "`made.py` removed" in run.editor.text_of(session_id)
+    assert (root / "crlf.txt").read_bytes() == CRLF_FILE
+    assert not (root / "made.py").exists()
+    run.recording.assert_conformant()
