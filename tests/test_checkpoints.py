@@ -396,3 +396,62 @@ async def test_the_question_before_an_undo_is_valid_acp(
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE
     assert not (root / "made.py").exists()
     run.recording.assert_conformant()
+
+
+async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
+    start_server: Any, fake: FakeLLM, root: Path
+) -> None:
+    """The real edit tools, scripted by the fake LLM: a turn edits two files and creates a
+    third; a new server process restores them byte for byte."""
+    pytest.importorskip("parley.tools.edits")  # the edit tools (issue 13's other half)
+    from parley.fakellm import ScriptedToolCall
+
+    (root / "one.py").write_bytes(b"def one():\r\n    return 1\r\n")  # CRLF
+    (root / "two.py").write_bytes(b"TWO = 2")  # no final newline
+    one, two = root / "one.py", root / "two.py"
+    before = {one: one.read_bytes(), two: two.read_bytes()}
+    fake.set_script(
+        [
+            Reply(
+                tool_calls=(
+                    ScriptedToolCall("read_file", {"path": "one.py"}),
+                    ScriptedToolCall("read_file", {"path": "two.py"}),
+                )
+            ),
+            Reply(
+                tool_calls=(
+                    ScriptedToolCall(
+                        "edit_file",
+                        {"path": "one.py", "old_text": "return 1", "new_text": "return 11"},
+                    ),
+                    ScriptedToolCall("write_file", {"path": "two.py", "content": "TWO = 22\n"}),
+                    ScriptedToolCall("write_file", {"path": "pkg/three.py", "content": "3\n"}),
+                )
+            ),
+            Reply(text="Edited."),
+        ]
+    )
+    client: ParleyClient = await start_server()
+    await client.initialize()
+    client.permission_handler = allow_all
+    session_id = await client.new_session(str(root))
+    await client.prompt(session_id, "Edit them.", timeout=120)
+    assert one.read_bytes() == b"def one():\r\n    return 11\r\n"
+    assert two.read_bytes() == b"TWO = 22\n" and (root / "pkg" / "three.py").exists()
+    await client.stop()
+
+    restarted: ParleyClient = await start_server()
+    await restarted.initialize()
+    result = await restarted.request(
+        "_parley/session/restore", {"sessionId": session_id, "turn": 1}, timeout=30
+    )
+    assert result == {
+        "files": [
+            {"path": str(one), "action": "restored"},
+            {"path": str(root / "pkg" / "three.py"), "action": "removed"},
+            {"path": str(two), "action": "restored"},
+        ]
+    }
+    assert {path: path.read_bytes() for path in before} == before
+    assert not (root / "pkg" / "three.py").exists()
+    assert restarted.permission_requests == []
