@@ -455,3 +455,20 @@ async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
     assert {path: path.read_bytes() for path in before} == before
     assert not (root / "pkg" / "three.py").exists()
     assert restarted.permission_requests == []
+
+
+def test_parley_chat_undo(fake: FakeLLM, root: Path, tmp_path: Path) -> None:
+    """`parley chat --session S /undo` restores the session's last editing turn."""
+    from conftest import server_env
+    from test_cli import run_parley
+
+    env = server_env(fake, tmp_path / "home")
+    fake.set_script([Reply(text="Looked.")])
+    done = run_parley("chat", "Have a look.", "--cwd", str(root), env=env)
+    assert done.returncode == 0, done.stderr
+    session_id = done.stderr.rsplit("session ", 1)[1].split()[0]
+    journal_edits(tmp_path / "home", session_id, 1, root, {"crlf.txt": b"A", "made.py": b"new"})
+    done = run_parley("chat", "/undo", "--session", session_id, "--cwd", str(root), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Restored the files of turn 1" in done.stdout and "`made.py` removed" in done.stdout
+    assert (root / "crlf.txt").read_bytes() == CRLF_FILE and not (root / "made.py").exists()
