@@ -220,6 +220,22 @@ async def test_a_file_already_back_as_it_was_is_not_asked_about(store: Store, ro
     assert [f.action for f in result.files] == ["restored", "removed"]
 
 
+async def test_a_file_the_turn_did_not_change_in_the_end_is_left_alone(
+    store: Store, root: Path
+) -> None:
+    journal = TurnCheckpoints(store, "sess_1", 1, root)
+    journal.before_write(root / "crlf.txt")  # the write then failed: the file is unchanged
+    journal.before_write(root / "never.py")  # nor was this one created
+    journal.record_written()
+    edit_turn(store, root, 2, {"data.bin": b"turn 2"})
+    edit_turn(store, root, 3, {"data.bin": BINARY_FILE})  # turn 3 put it back by itself
+    (root / "crlf.txt").write_bytes(b"the user's, later")
+    result = await restore_turn(store, "sess_1", 1, never_asked)
+    assert result.to_wire() == {"files": []}
+    assert (root / "crlf.txt").read_bytes() == b"the user's, later"
+    assert store.last_checkpointed_turn("sess_1") is None  # nothing left to undo
+
+
 async def test_a_restore_never_writes_through_a_symlink_out_of_the_workspace(
     store: Store, root: Path, tmp_path: Path
 ) -> None:

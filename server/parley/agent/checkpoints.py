@@ -105,6 +105,11 @@ class FileRestore:
         return "removed" if self.content is None else "restored"
 
     @property
+    def target(self) -> str:
+        """What the file becomes, as `Checkpoint.written` says it."""
+        return ABSENT if self.content is None else _digest(self.content)
+
+    @property
     def shown(self) -> str:
         """The path as a person reads it: relative to the workspace."""
         return printable_name(os.path.relpath(self.path, self.root))
@@ -156,8 +161,7 @@ def changed_since_written(plan: list[FileRestore]) -> list[FileRestore]:
     changed = []
     for file in plan:
         now = fingerprint(Path(file.root), file.path)
-        target = ABSENT if file.content is None else _digest(file.content)
-        if now != file.expected and now != target:
+        if now != file.expected and now != file.target:
             changed.append(file)
     return changed
 
@@ -166,8 +170,10 @@ async def restore_turn(store: Store, session_id: str, turn: int, ask: AskUser) -
     """Put the files edited from `turn` on back as they were before it. Files the user
     changed since are overwritten only if `ask` says so (otherwise nothing is restored).
     The checkpoints are used up (unless a file failed: then all stay, to try again)."""
-    plan = plan_restore(store.checkpoints(session_id, turn))
+    # A file the turns left as they found it (a write that failed) has nothing to undo.
+    plan = [f for f in plan_restore(store.checkpoints(session_id, turn)) if f.expected != f.target]
     if not plan:
+        store.drop_checkpoints(session_id, turn)
         return RestoreResult(turn)
     changed = changed_since_written(plan)
     if changed and not await ask(turn, changed):
