@@ -26,6 +26,7 @@ MODELS = [
         ("  /model\n  openai:gpt-4.1  ", CommandCall("model", "openai:gpt-4.1")),
         ("/model", CommandCall("model", "")),
         ("/cost", CommandCall("cost", "")),
+        ("/undo", CommandCall("undo", "")),
         ("/costs", None),  # not an advertised command: a prompt for the model
         ("/compact", None),  # not advertised until compaction exists
         ("What does /cost mean?", None),
@@ -46,9 +47,9 @@ def test_a_prompt_that_starts_with_context_is_not_a_command() -> None:
 
 def test_the_advertised_commands_are_those_that_run() -> None:
     advertised = available_commands()
-    assert [command["name"] for command in advertised] == ["model", "cost"]
+    assert [command["name"] for command in advertised] == ["model", "cost", "undo"]
     assert advertised[0]["input"] == {"hint": "provider:model"}
-    assert "input" not in advertised[1]
+    assert "input" not in advertised[1] and "input" not in advertised[2]
 
 
 def test_the_model_option_offers_the_available_models_and_the_sessions_own() -> None:

@@ -47,6 +47,7 @@ from parley.protocol.params import (
     McpServerParams,
     NewSessionParams,
     PromptParams,
+    RestoreParams,
     SessionIdParams,
     SetConfigOptionParams,
     UsageParams,
@@ -98,6 +99,7 @@ class ParleyServer(JsonRPCServer):
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
+            "_parley/session/restore": self.restore_session,
             "_parley/usage": self.usage,
             "_parley/models": self.models,
         }
@@ -307,6 +309,15 @@ class ParleyServer(JsonRPCServer):
             auto_approve=params.auto_approve,
         )
         return {}
+
+    async def restore_session(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(RestoreParams, raw)
+        if params.turn < 1:
+            raise JsonRpcInvalidParams(
+                f"invalid params: turn: 1 is the first turn, not {params.turn}"
+            )
+        result = await self.sessions.restore(params.session_id, params.turn)
+        return result.to_wire()
 
     def usage(self, raw: Any) -> dict[str, Any]:
         """Totals from the store: since the session began, and across every session."""

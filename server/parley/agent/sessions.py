@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from parley.agent.checkpoints import FileRestore, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.config_options import InvalidChoice, requested_change, session_config_options
 from parley.agent.replay import replay_updates, unanswered_calls
@@ -23,11 +24,11 @@ from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, ImageBlock, UserMessage
+from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
 from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
-from parley.tools.base import Tool
+from parley.tools.base import CallView, Location, Tool
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -81,6 +82,7 @@ class Sessions:
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
     _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
+    _restoring: set[str] = attrs.field(factory=set)  # sessions whose files are being restored
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -221,7 +223,7 @@ class Sessions:
         command = parse_command(content)
         if command is not None:
             return await self._run_command(session, command)
-        if session.running_turn is not None:
+        if session.running_turn is not None or session.id in self._restoring:
             raise SessionInUse(BUSY_HERE)
         self._check_content(session, content)
         session.start_storing()  # the first prompt stores a new session
@@ -238,6 +240,9 @@ class Sessions:
         self._prompts.add(this_request)
         try:
             self._show_missed_turns(session)
+            note = self.store.take_restore_note(session.id)  # files restored since the last turn
+            if note is not None:
+                content = (TextBlock(note), *content)
             return await self._run_turn(session, UserMessage(content), this_request)
         finally:
             self._prompts.discard(this_request)
@@ -294,6 +299,64 @@ class Sessions:
         session = self._open.get(session_id)
         if session is not None and session.running_turn is not None:
             session.running_turn.cancel()
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    async def restore(self, session_id: str, turn: int | None) -> RestoreResult:
+        """Put the files edited from `turn` on (None: the last turn that edited any) back as
+        they were before it; the conversation stays, the model is told at the next prompt.
+        Under the session's lease: no turn runs meanwhile, here or in another window."""
+        session = self._open.get(session_id)
+        if session is not None and not session.stored:
+            return RestoreResult(None)  # never prompted: no turn edited anything
+        if self.store.session(session_id) is None:
+            raise _unknown(session_id)
+        if session is not None and (
+            session.running_turn is not None or session_id in self._restoring
+        ):
+            raise SessionInUse(BUSY_HERE)
+        if turn is None:
+            turn = self.store.last_checkpointed_turn(session_id)
+            if turn is None:
+                return RestoreResult(None)
+        try:
+            self.store.take_lease(session_id, self.instance_id, LEASE_SECONDS)
+        except SessionBusy as busy:
+            raise SessionInUse(BUSY_ELSEWHERE) from busy
+        except SessionGone as gone:
+            raise _unknown(session_id) from gone
+        self._restoring.add(session_id)
+        try:
+            return await restore_turn(
+                self.store,
+                session_id,
+                turn,
+                lambda turn, changed: self._may_overwrite(session_id, turn, changed),
+            )
+        finally:
+            self._restoring.discard(session_id)
+            self.store.release_lease(session_id, self.instance_id)
+
+    async def _may_overwrite(self, session_id: str, turn: int, changed: list[FileRestore]) -> bool:
+        """Ask the user (`session/request_permission`) before a restore overwrites files they
+        changed since Parley wrote them."""
+        names = [file.shown for file in changed]
+        call_id = new_id("restore")
+        call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
+        view = CallView(
+            title=f"Restore files as they were before turn {turn}, overwriting your changes",
+            locations=tuple(Location(file.path) for file in changed),
+            content=(
+                "These files changed since Parley last wrote them; restoring them loses "
+                "those changes:\n" + "\n".join(f"- {name}" for name in names),
+            ),
+        )
+        try:
+            decision = await self.ports.request_permission(session_id, call, "edit", view)
+        except Exception as error:  # the editor could not ask: keep the user's changes
+            logger.warning("Asking before a restore failed: %s", error)
+            return False
+        return decision != "reject"
 
     # --- changing and closing ---------------------------------------------------------------
 

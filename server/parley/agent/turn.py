@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
@@ -142,6 +143,7 @@ class Turn:
         self._announced: list[tuple[str, str]] = []  # (toolCallId, name) the stream showed
         self._unanswered: list[ToolCall] = []  # calls of the last assistant message
         self._error_streak: tuple[str, int] = ("", 0)
+        self._checkpoints: TurnCheckpoints | None = None  # once the turn has its number
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -149,6 +151,9 @@ class Turn:
         self._set_title_from_prompt()
         self.session.add_message(self.prompt)
         self.session.count_turn()
+        self._checkpoints = TurnCheckpoints(
+            self.session.store, self.session.id, self.session.totals.turns, self.session.cwd
+        )
         try:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
@@ -372,6 +377,7 @@ class Turn:
             self.session.cwd,
             self.ports.client_files,
             client_writes=self.ports.client_writes,
+            edit_journal=self._checkpoints,
         )
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
             # A call bound to fail (an edit of a file never read) is not put to the user.
@@ -389,6 +395,9 @@ class Turn:
         except Exception as error:
             logger.exception("Tool %s raised", call.name)
             result = ToolResult(f"{call.name} failed: {type(error).__name__}: {error}", True)
+        finally:
+            if self._checkpoints is not None:
+                self._checkpoints.record_written()  # what a restore expects to find
         return self._finish_call(call, result)
 
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:

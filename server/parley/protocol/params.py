@@ -170,6 +170,12 @@ class SetConfigOptionParams:
 
 
 @attrs.frozen
+class RestoreParams:
+    session_id: str
+    turn: int  # the session's turn count at that turn: 1 is the first
+
+
+@attrs.frozen
 class UsageParams:
     session_id: str | None = None
 
