@@ -7,6 +7,7 @@ ACP SDK client, against the fake LLM; every message it sends is checked against 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ from acp import RequestError
 from acp.helpers import text_block
 from acp_client import AcpRun, acp_server
 from conftest import MODELS, server_env
-from parley.fakellm import FakeLLM, Reply
+from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 
 INVALID_PARAMS = -32602
 CLAUDE = MODELS["anthropic"]  # anthropic:claude-sonnet-4-5: extended thinking
 O3 = "openai:o3"  # a reasoning model: reasoning_effort
+EVAL = ScriptedToolCall("python_eval", {"code": "6 * 7"})
 
 
 @pytest.fixture
@@ -167,4 +169,46 @@ async def test_the_configure_alias_takes_thought_level_and_announces_it(
     assert announced["thought_level"] == "medium"
     assert refused.value.code == INVALID_PARAMS
     assert fake.requests[-1].body["thinking"]["budget_tokens"] == 8192
+    run.recording.assert_conformant()
+
+
+@pytest.mark.parametrize(
+    ("model", "level", "sent_in_the_turn"),
+    [
+        # Anthropic takes one thinking setting per tool loop: the turn keeps its own.
+        (CLAUDE, "high", ("thinking", None)),
+        # OpenAI's effort may change between rounds: it applies from the next one.
+        (O3, "high", ("reasoning_effort", "high")),
+    ],
+)
+async def test_a_change_during_a_turn(
+    acp_env: dict[str, str],
+    fake: FakeLLM,
+    workspace: Path,
+    model: str,
+    level: str,
+    sent_in_the_turn: tuple[str, str | None],
+) -> None:
+    # The first round streams slowly: the level is changed while it streams.
+    slow = Pacing(chunks_per_second=20)
+    fake.set_script(
+        [
+            Reply(text="Let me compute that. " * 4, chunk_size=8, tool_calls=(EVAL,), pacing=slow),
+            Reply(text="It is 42."),
+            Reply(text="ok"),
+        ]
+    )
+    async with acp_server({**acp_env, "PARLEY_MODEL": model}) as run:
+        session_id = await started_session(run, workspace)
+        turn = asyncio.ensure_future(prompt(run, session_id, "6 times 7?"))
+        await run.editor.wait_for_update(session_id, "agent_message_chunk")
+        await set_option(run, session_id, "thought_level", level)
+        await turn
+        await prompt(run, session_id)
+    streamed, synchronous, second_round, next_turn = (request.body for request in fake.requests)
+    field, value = sent_in_the_turn
+    for body in (streamed, synchronous):  # the round's two calls: one request
+        assert field not in body
+    assert second_round.get(field) == value
+    assert field in next_turn
     run.recording.assert_conformant()

@@ -205,12 +205,12 @@ class Sessions:
 
     def config_options(self, session: Session) -> list[dict[str, Any]]:
         """The session's `configOptions` as ACP clients show them."""
+        levels = self.settings.thought_levels(session.model)
+        level = session.thought_level
+        if level not in levels:  # none chosen, or one this model (now) does not take
+            level = self.settings.default_thought_level(session.model)
         return session_config_options(
-            session.model,
-            session.tool_policy,
-            self.providers.model_infos(),
-            self.settings.thought_levels(session.model),
-            session.thought_level or self.settings.default_thought_level(session.model),
+            session.model, session.tool_policy, self.providers.model_infos(), levels, level
         )
 
     def announce_commands(self, session_id: str) -> None:
