@@ -307,6 +307,7 @@ class ParleyServer(JsonRPCServer):
             tool_policy=params.tool_policy,
             tool_format=params.tool_format,
             auto_approve=params.auto_approve,
+            thought_level=params.thought_level,
         )
         return {}
 

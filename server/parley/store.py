@@ -109,6 +109,8 @@ MIGRATIONS = [
     );
     ALTER TABLE sessions ADD COLUMN restore_note TEXT;
     """,
+    # 5: the session's thinking level (off | low | medium | high; NULL: the model's default)
+    "ALTER TABLE sessions ADD COLUMN thought_level TEXT",
 ]
 
 # A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
@@ -166,6 +168,7 @@ class StoredSession:
     rounds: int
     created_at: str
     updated_at: str
+    thought_level: str | None = None  # None: the model's default
 
 
 class Store:
@@ -230,13 +233,14 @@ class Store:
             db.execute(
                 """
                 INSERT INTO sessions (id, cwd, title, model, tool_policy, approvals,
-                                      system_prompt, tool_format, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      system_prompt, tool_format, created_at, updated_at,
+                                      thought_level)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     title = COALESCE(excluded.title, title), model = excluded.model,
                     tool_policy = excluded.tool_policy, approvals = excluded.approvals,
                     system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
-                    updated_at = excluded.updated_at
+                    updated_at = excluded.updated_at, thought_level = excluded.thought_level
                 """,
                 (
                     session.id,
@@ -249,6 +253,7 @@ class Store:
                     session.tool_format,
                     session.created_at,
                     session.updated_at,
+                    session.thought_level,
                 ),
             )
 
@@ -535,6 +540,7 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         rounds=row["rounds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        thought_level=row["thought_level"],
     )
 
 

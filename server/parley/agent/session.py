@@ -11,6 +11,7 @@ import attrs
 
 from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
+from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import Usage, UsageTotals
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
@@ -53,6 +54,7 @@ class Session:
     store: Store
     system_prompt: str | None = None
     tool_format: ToolFormat | None = None  # None: the model's configured format
+    thought_level: ThoughtLevel | None = None  # None: the model's default
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
     history: list[Message] = attrs.field(factory=list)
     title: str | None = None
@@ -93,6 +95,7 @@ class Session:
                 approvals={str(self.cwd): sorted(self.auto_approve)},
                 system_prompt=self.system_prompt,
                 tool_format=self.tool_format,
+                thought_level=self.thought_level,
                 turns=self.totals.turns,
                 rounds=self.totals.rounds,
                 created_at=self.created_at,

@@ -25,6 +25,7 @@ from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
+from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
@@ -154,6 +155,7 @@ class Sessions:
             store=self.store,
             system_prompt=stored.system_prompt,
             tool_format=stored.tool_format,  # type: ignore[arg-type]
+            thought_level=stored.thought_level,  # type: ignore[arg-type]
             auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
             history=self.store.messages(stored.id),
             title=stored.title,
@@ -205,8 +207,12 @@ class Sessions:
 
     def config_options(self, session: Session) -> list[dict[str, Any]]:
         """The session's `configOptions` as ACP clients show them."""
+        levels = self.settings.thought_levels(session.model)
+        level = session.thought_level
+        if level not in levels:  # none chosen, or one this model (now) does not take
+            level = self.settings.default_thought_level(session.model)
         return session_config_options(
-            session.model, session.tool_policy, self.providers.model_infos()
+            session.model, session.tool_policy, self.providers.model_infos(), levels, level
         )
 
     def announce_commands(self, session_id: str) -> None:
@@ -368,9 +374,11 @@ class Sessions:
         tool_policy: ToolPolicy | None = None,
         tool_format: ToolFormat | None = None,
         auto_approve: list[str] | None = None,
+        thought_level: ThoughtLevel | None = None,
         announce: bool = True,
     ) -> None:
         """Change what is given (None: unchanged); the turn applies it from its next round.
+        A new model starts at its own default thinking level, unless one is given with it.
         A change of the config options is announced (`config_option_update`) unless
         `announce` is False (`session/set_config_option` answers with them instead)."""
         session = self.get(session_id)
@@ -378,9 +386,18 @@ class Sessions:
             await self.forget(session.id)  # deleted in another window: don't bring it back
             raise _unknown(session.id)
         before = self.config_options(session)
+        new_model = model if model is not None else session.model
         if model is not None:
             _check_model_id(model)
-            session.model = model
+        levels = self.settings.thought_levels(new_model)
+        if thought_level is not None and thought_level not in levels:
+            takes = f"takes {', '.join(levels)}" if levels else "has no thinking level"
+            raise InvalidOptions(f"thoughtLevel: the model {new_model} {takes}")
+        if model is not None and model != session.model:
+            session.thought_level = None  # the new model's default
+        session.model = new_model
+        if thought_level is not None:
+            session.thought_level = thought_level
         if tool_format is not None:
             session.tool_format = tool_format
         if tool_policy is not None:

@@ -30,6 +30,7 @@ from parley.core.conversation import (
     without_images,
 )
 from parley.core.errors import ProviderError
+from parley.core.thought_levels import Thinking
 from parley.core.usage import Usage, UsageTotals, cost_to_wire, find_price
 from parley.protocol import updates
 from parley.providers.base import (
@@ -144,6 +145,9 @@ class Turn:
         self._unanswered: list[ToolCall] = []  # calls of the last assistant message
         self._error_streak: tuple[str, int] = ("", 0)
         self._checkpoints: TurnCheckpoints | None = None  # once the turn has its number
+        # Anthropic takes one thinking setting per tool loop (a turn): a budget, once sent,
+        # holds for the turn; a change of the level applies from the next turn.
+        self._turn_budgets: dict[str, Thinking] = {}
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -199,13 +203,17 @@ class Turn:
         messages = tuple(self.session.history)
         if not self.settings.takes_images(resolved.id):  # images of earlier prompts, as notes
             messages = without_images(messages)
+        thinking = self.settings.thinking(resolved.id, self.session.thought_level)
+        if self.settings.thinking_style(resolved.id) == "budget":
+            thinking = self._turn_budgets.setdefault(resolved.id, thinking)
         return ModelRequest(
             model=resolved.model,
             system=self.session.system_text(),
             messages=messages,
             tools=self.session.tools.specs(),
             max_tokens=model_config.max_tokens,
-            thinking_budget=model_config.thinking_budget,
+            thinking_budget=thinking.budget_tokens,
+            reasoning_effort=thinking.reasoning_effort,
         )
 
     # --- one model round, by policy -----------------------------------------------------

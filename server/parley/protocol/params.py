@@ -25,6 +25,7 @@ from parley.core.images import (
     normal_media_type,
     sniff_image_type,
 )
+from parley.core.thought_levels import ThoughtLevel
 from parley.protocol.updates import camel
 from parley.tools.base import ToolSpec
 
@@ -160,6 +161,7 @@ class ConfigureParams:
     tool_policy: ToolPolicy | None = None
     auto_approve: list[str] | None = None
     tool_format: ToolFormat | None = None
+    thought_level: ThoughtLevel | None = None  # as the `thought_level` config option
 
 
 @attrs.frozen
