@@ -453,3 +453,18 @@ async def test_an_editor_that_cannot_write_is_an_error_and_the_disk_stays(
     editor.buffers[path] = "IN_BUFFER = 1\nTYPED = True\n"  # the user typed meanwhile
     stale = await edit_file.run(arguments, context)
     assert stale.is_error and "has changed since you last read it" in stale.content
+
+
+async def test_a_name_that_is_not_utf8_is_edited_and_shown_escaped(
+    tools: ToolRegistry, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / os.fsdecode(b"bad\xff.py")).write_text("B = 1\n")
+    await call(tools, root, "read_file", path="bad\\xff.py")
+    arguments = {"path": "bad\\xff.py", "old_text": "B = 1", "new_text": "B = 2"}
+    shown = tools.view_of("edit_file", arguments)
+    assert shown.title == "Edit bad\\xff.py" and shown.diffs[0].path.endswith("bad\\xff.py")
+    edited = await call(tools, root, "edit_file", **arguments)
+    assert not edited.is_error, edited.content
+    assert (root / os.fsdecode(b"bad\xff.py")).read_text() == "B = 2\n"
+    json.dumps(edited.content, ensure_ascii=False).encode("utf-8")  # no lone surrogate
