@@ -220,6 +220,34 @@ async def test_paths_outside_the_workspace_are_refused(
     run.recording.assert_conformant()
 
 
+async def test_fifos_and_hard_links_are_refused_without_blocking_or_asking(
+    acp_env: dict[str, str], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("SECRET\n")
+    os.link(outside, workspace / "hardlink.txt")
+    os.mkfifo(workspace / "pipe.txt")
+    calls = [
+        write("pipe.txt", "x"),
+        edit("pipe.txt", "a", "b"),
+        write("hardlink.txt", "x"),
+        edit("hardlink.txt", "SECRET", "LEAKED"),
+    ]
+    fake.set_script(turns(*calls))
+    async with acp_server(acp_env) as run:
+        session_id = await session(run, workspace)
+        run.editor.permission_answer = "reject_once"
+        await prompt(run, session_id, "Try.")
+    assert outside.read_text() == "SECRET\n" and os.stat(outside).st_nlink == 2
+    assert stat.S_ISFIFO(os.stat(workspace / "pipe.txt").st_mode)
+    told = tool_results(fake)
+    assert ["FIFO" in told[0], "FIFO" in told[1]] == [True, True]
+    assert ["hard links" in told[2], "hard links" in told[3]] == [True, True]
+    assert all("SECRET" not in answer for answer in told)
+    assert run.editor.permission_requests == []
+    run.recording.assert_conformant()
+
+
 async def test_with_an_editor_that_writes_files_the_write_goes_through_it(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
