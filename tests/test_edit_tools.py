@@ -220,6 +220,34 @@ async def test_paths_outside_the_workspace_are_refused(
     run.recording.assert_conformant()
 
 
+async def test_fifos_and_hard_links_are_refused_without_blocking_or_asking(
+    acp_env: dict[str, str], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("SECRET\n")
+    os.link(outside, workspace / "hardlink.txt")
+    os.mkfifo(workspace / "pipe.txt")
+    calls = [
+        write("pipe.txt", "x"),
+        edit("pipe.txt", "a", "b"),
+        write("hardlink.txt", "x"),
+        edit("hardlink.txt", "SECRET", "LEAKED"),
+    ]
+    fake.set_script(turns(*calls))
+    async with acp_server(acp_env) as run:
+        session_id = await session(run, workspace)
+        run.editor.permission_answer = "reject_once"
+        await prompt(run, session_id, "Try.")
+    assert outside.read_text() == "SECRET\n" and os.stat(outside).st_nlink == 2
+    assert stat.S_ISFIFO(os.stat(workspace / "pipe.txt").st_mode)
+    told = tool_results(fake)
+    assert ["FIFO" in told[0], "FIFO" in told[1]] == [True, True]
+    assert ["hard links" in told[2], "hard links" in told[3]] == [True, True]
+    assert all("SECRET" not in answer for answer in told)
+    assert run.editor.permission_requests == []
+    run.recording.assert_conformant()
+
+
 async def test_with_an_editor_that_writes_files_the_write_goes_through_it(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
@@ -453,3 +481,18 @@ async def test_an_editor_that_cannot_write_is_an_error_and_the_disk_stays(
     editor.buffers[path] = "IN_BUFFER = 1\nTYPED = True\n"  # the user typed meanwhile
     stale = await edit_file.run(arguments, context)
     assert stale.is_error and "has changed since you last read it" in stale.content
+
+
+async def test_a_name_that_is_not_utf8_is_edited_and_shown_escaped(
+    tools: ToolRegistry, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / os.fsdecode(b"bad\xff.py")).write_text("B = 1\n")
+    await call(tools, root, "read_file", path="bad\\xff.py")
+    arguments = {"path": "bad\\xff.py", "old_text": "B = 1", "new_text": "B = 2"}
+    shown = tools.view_of("edit_file", arguments)
+    assert shown.title == "Edit bad\\xff.py" and shown.diffs[0].path.endswith("bad\\xff.py")
+    edited = await call(tools, root, "edit_file", **arguments)
+    assert not edited.is_error, edited.content
+    assert (root / os.fsdecode(b"bad\xff.py")).read_text() == "B = 2\n"
+    json.dumps(edited.content, ensure_ascii=False).encode("utf-8")  # no lone surrogate

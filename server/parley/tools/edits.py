@@ -80,6 +80,11 @@ class Target:
     def shown(self) -> str:
         return printable_name(self.relative)
 
+    @property
+    def wire_path(self) -> str:
+        """The absolute path as JSON can carry it (a name that is not UTF-8, escaped)."""
+        return printable_name(self.path)
+
 
 # --- text: line endings, final newline, matching ------------------------------------------
 
@@ -388,7 +393,7 @@ class EditTool(WorkspaceTool):
             target = await self.write(target, after, context)
         except EditRefused as exc:
             return ToolResult(str(exc), is_error=True)
-        diff = Diff(target.path, before, after)
+        diff = Diff(target.wire_path, before, after)
         return ToolResult(self.done(target, before, after), diffs=(diff,))
 
     # --- writing ---
@@ -406,7 +411,8 @@ class EditTool(WorkspaceTool):
         target = Target(str(self.workspace / relative), relative)
         if context.edit_journal is not None:
             context.edit_journal.before_write(Path(target.path))
-        if context.client_writes is None:
+        if context.client_writes is None or target.wire_path != target.path:
+            # (A name that is not UTF-8 cannot travel to the editor: the disk is written.)
             try:
                 await asyncio.to_thread(write_atomically, self.workspace, relative, text)
             except (Refused, ValueError) as exc:
@@ -536,9 +542,9 @@ class EditFileTool(EditTool):
                 near=False,  # cheap: the call's own answer names the nearest lines
             )
         except (EditRefused, OSError, ValueError) as exc:
-            return CallView(title, (Location(target.path),), (str(exc),))
-        where = Location(target.path, change_between(before, after).first + 1)
-        return CallView(title, (where,), diffs=(Diff(target.path, before, after),))
+            return CallView(title, (Location(target.wire_path),), (str(exc),))
+        where = Location(target.wire_path, change_between(before, after).first + 1)
+        return CallView(title, (where,), diffs=(Diff(target.wire_path, before, after),))
 
     async def prepare(
         self, arguments: EditFileArguments, context: ToolContext
@@ -597,7 +603,8 @@ class WriteFileTool(EditTool):
             return CallView(title, (self.located(arguments.path),), (str(exc),))
         after = _as_written(before, arguments.content)
         title = f"{'Create' if before is None else 'Write'} {target.shown}"
-        return CallView(title, (Location(target.path),), diffs=(Diff(target.path, before, after),))
+        diff = Diff(target.wire_path, before, after)
+        return CallView(title, (Location(target.wire_path),), diffs=(diff,))
 
     async def prepare(
         self, arguments: WriteFileArguments, context: ToolContext
