@@ -7,10 +7,13 @@
  */
 
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as path from 'node:path';
 import { describe, it } from 'node:test';
 
 import { ChatController } from '../src/core/controller';
+import { fileNotFound } from '../src/core/fileAccess';
 import { Peer, type PeerScript } from './peer';
 
 const USAGE = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
@@ -278,5 +281,64 @@ describe('chat controller: slash commands', () => {
         assert.deepEqual(ctl.state.meta.commands.map((c) => c.name), ['model', 'cost']);
       },
     );
+  });
+});
+
+describe('chat controller: files through the editor', () => {
+  it('advertises fs, answers fs/read_text_file from the editor and applies fs/write_text_file through it', async () => {
+    const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'parley-ctl-files-')));
+    const file = path.join(root, 'geometry.py');
+    const editor = new Map([[file, 'def area(w, h):\n    return w * w\n']]);
+    const writes: [string, string][] = [];
+    const peer = new Peer({
+      initialize: INITIALIZE,
+      'session/new': { result: { sessionId: '$session' } },
+      'session/prompt': {
+        requests: [
+          { method: 'fs/read_text_file', params: { sessionId: '$session', path: file, line: 2, limit: 1 } },
+          { method: 'fs/write_text_file', params: { sessionId: '$session', path: file, content: 'def area(w, h):\n    return w * h\n' } },
+          { method: 'fs/write_text_file', params: { sessionId: '$session', path: path.join(root, '..', 'elsewhere.py'), content: 'x' } },
+          { method: 'fs/read_text_file', params: { sessionId: '$session', path: path.join(root, 'missing.py') } },
+        ],
+        result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: { ...SESSION, turns: 1 } } } },
+      },
+    });
+    const ctl = new ChatController({
+      workspaceRoot: () => root,
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+      files: {
+        read: (f) => (editor.has(f) ? Promise.resolve(editor.get(f)!) : Promise.reject(fileNotFound(f))),
+        write: (f, content) => {
+          writes.push([f, content]);
+          editor.set(f, content);
+          return Promise.resolve();
+        },
+      },
+    });
+    try {
+      await ctl.send('fix area');
+      const [init] = peer.received('initialize');
+      const caps = init.params.clientCapabilities as { fs?: unknown };
+      assert.deepEqual(caps.fs, { readTextFile: true, writeTextFile: true });
+      const answers = peer.answers();
+      assert.deepEqual(answers[0], { method: 'fs/read_text_file', result: { content: '    return w * w\n' } });
+      assert.deepEqual(answers[1], { method: 'fs/write_text_file', result: {} });
+      assert.equal(answers[2].error?.code, -32602);
+      assert.match(answers[2].error?.message ?? '', /outside the workspace folder/);
+      assert.equal(answers[3].error?.code, -32002);
+      assert.deepEqual(writes, [[file, 'def area(w, h):\n    return w * h\n']], 'the port got the content; nothing outside');
+    } finally {
+      await ctl.dispose();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('advertises no fs when the host gives no editor files', async () => {
+    await withController({ initialize: INITIALIZE, 'session/new': { result: { sessionId: '$session' } } }, async (ctl, peer) => {
+      await ctl.newSession();
+      const [init] = peer.received('initialize');
+      assert.equal((init.params.clientCapabilities as { fs?: unknown }).fs, undefined);
+    });
   });
 });

@@ -14,6 +14,7 @@ import {
   type ContentBlock,
   type EditorCallToolParams,
   type EditorCallToolResult,
+  type EmptyResult,
   type ModelInfo,
   type NewSessionResult,
   type RequestPermissionParams,
@@ -24,6 +25,7 @@ import {
   type SessionSummary,
   type ToolPolicy,
   type ToolSpec,
+  type WriteTextFileParams,
   promptUsage,
 } from '../client/protocol';
 import {
@@ -36,6 +38,7 @@ import {
   reduce,
 } from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
+import { type EditorFiles, WorkspaceFileAccess } from './fileAccess';
 
 export interface ControllerSettings {
   server: ServerOptions;
@@ -50,6 +53,11 @@ export interface ControllerHost {
   /** The workspace root (absolute), sent as the session's `cwd`. */
   workspaceRoot(): string;
   settings(): ControllerSettings;
+  /**
+   * The editor's files: when given, the client advertises `fs.readTextFile` and
+   * `fs.writeTextFile`, and the server reads and writes workspace files through it.
+   */
+  files?: EditorFiles;
   /** Editor tools (run in the editor) and their specs. */
   editorTools?: { specs: ToolSpec[]; run(params: EditorCallToolParams, signal: AbortSignal): Promise<EditorCallToolResult> };
   /**
@@ -89,6 +97,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   /** `session/new` requests in flight, and the updates that came meanwhile for other sessions. */
   private opening = 0;
   private early: SessionNotification[] = [];
+  /** The files the server wrote through the editor in the running turn. */
+  private writtenThisTurn = new Set<string>();
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -133,6 +143,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private async startServer(): Promise<void> {
     const settings = this.host.settings();
     this.meta({ serverState: 'starting' });
+    const files = this.host.files ? new WorkspaceFileAccess(() => this.host.workspaceRoot(), this.host.files) : undefined;
     const client = new ParleyClient({
       server: { ...settings.server, cwd: settings.server.cwd ?? this.host.workspaceRoot() },
       tools: this.host.editorTools?.specs ?? [],
@@ -143,6 +154,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
           this.host.editorTools
             ? this.host.editorTools.run(params, signal)
             : Promise.resolve({ content: `Unknown editor tool ${params.name}`, isError: true }),
+        ...(files
+          ? {
+              readTextFile: (params) => files.readTextFile(params),
+              writeTextFile: (params) => this.writeTextFile(files, params),
+            }
+          : {}),
       },
     });
     client.on('update', (n) => {
@@ -557,6 +574,16 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         (err: unknown) => this.log(`[parley] permission dialog failed: ${describeError(err)}`),
       );
     });
+  }
+
+  // ---- files ----
+
+  /** `fs/write_text_file`: the edit applied in the editor, and the file kept as one this turn edited. */
+  private async writeTextFile(files: WorkspaceFileAccess, params: WriteTextFileParams): Promise<EmptyResult> {
+    const result = await files.writeTextFile(params);
+    this.writtenThisTurn.add(params.path);
+    this.log(`[parley] wrote ${params.path} through the editor`);
+    return result;
   }
 
   // ---- models and usage ----

@@ -14,6 +14,7 @@ import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
+import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
 
 const MAX_FILE_BYTES = 512 * 1024;
@@ -83,6 +84,7 @@ export function activate(context: vscode.ExtensionContext): void {
     workspaceRoot,
     settings: readSettings,
     clientInfo: { name: 'parley-vscode', version },
+    files: new VscodeEditorFiles(),
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
     log: (line) => output.info(line),
     onPermissionAsked: (params, signal) => askPermission(params, signal, chatView.visible),
