@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { type RequestPermissionParams, type SessionConfigOption, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
 import type { Entry } from '../src/common/view';
 import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
-import { diffLines } from '../src/core/toolView';
+import { diffLines, proposedContent } from '../src/core/toolView';
 import { viewMessages } from '../src/core/webviewHtml';
 
 /** Reduces the events; updates pass the client's check of their kind first, as from the wire. */
@@ -133,12 +133,16 @@ describe('chat state reducer', () => {
       {
         kind: 'diff',
         path: 'geometry.py',
+        file: '/ws/geometry.py',
         lines: [
           { op: ' ', text: 'a' },
           { op: '-', text: 'b' },
           { op: '+', text: 'B' },
           { op: ' ', text: 'c' },
         ],
+        added: 1,
+        removed: 1,
+        newFile: false,
       },
     ]);
     assert.equal(edit.output, undefined);
@@ -196,6 +200,52 @@ describe('chat state reducer', () => {
       diffLines('a\nb\n', 'a\nb\nc\n').map((l) => `${l.op}${l.text}`),
       [' a', ' b', '+c'],
     );
+  });
+
+  it('shows an edit\'s permission prompt as a diff: the file, its counts, the lines', () => {
+    const s = run({ type: 'meta', patch: { cwd: '/ws' } }, {
+      type: 'permissionAsked',
+      requestId: '1',
+      params: {
+        sessionId: 's',
+        toolCall: {
+          toolCallId: 'e1',
+          title: 'Edit app.py',
+          kind: 'edit',
+          content: [
+            { type: 'diff', path: '/ws/app.py', oldText: 'a\nb\nc\n', newText: 'a\nB\nc\nd\n' },
+            { type: 'diff', path: '/ws/new.py', oldText: null, newText: 'x = 1\n' },
+          ],
+        },
+        options: [{ optionId: 'a', name: 'Allow once', kind: 'allow_once' }],
+      },
+    });
+    const card = s.entries[0];
+    assert.ok(card.kind === 'permission');
+    assert.deepEqual(card.content, [
+      {
+        kind: 'diff',
+        path: 'app.py',
+        file: '/ws/app.py',
+        lines: [{ op: ' ', text: 'a' }, { op: '-', text: 'b' }, { op: '+', text: 'B' }, { op: ' ', text: 'c' }, { op: '+', text: 'd' }],
+        added: 2,
+        removed: 1,
+        newFile: false,
+      },
+      { kind: 'diff', path: 'new.py', file: '/ws/new.py', lines: [{ op: '+', text: 'x = 1' }], added: 1, removed: 0, newFile: true },
+    ]);
+  });
+
+  it('builds the proposed whole file for the diff view from a whole-file or a partial diff', () => {
+    const now = 'def f():\n    return 1\n\ndef g():\n    return 1\n';
+    assert.equal(proposedContent(now, now, 'new whole\n'), 'new whole\n', 'oldText is the whole file');
+    assert.equal(proposedContent(undefined, null, 'created\n'), 'created\n', 'a new file');
+    assert.equal(
+      proposedContent(now, 'def g():\n    return 1\n', 'def g():\n    return 2\n'),
+      'def f():\n    return 1\n\ndef g():\n    return 2\n',
+      'a part found once is replaced in the file',
+    );
+    assert.equal(proposedContent(now, '    return 1\n', 'X'), 'X', 'a part found twice: the edit\'s text as it is');
   });
 
   it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {

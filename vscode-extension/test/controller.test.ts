@@ -334,6 +334,75 @@ describe('chat controller: files through the editor', () => {
     }
   });
 
+  it('an edit: the permission prompt keeps the proposal for the diff view; allowed, it is written through the port', async () => {
+    const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'parley-ctl-edit-')));
+    const file = path.join(root, 'app.py');
+    const oldText = 'x = 1\n';
+    const newText = 'x = 2\n';
+    const writes: [string, string][] = [];
+    const diff = { type: 'diff', path: file, oldText, newText };
+    const peer = new Peer({
+      initialize: INITIALIZE,
+      'session/new': { result: { sessionId: '$session' } },
+      'session/prompt': {
+        before: [
+          {
+            sessionId: '$session',
+            update: { sessionUpdate: 'tool_call', toolCallId: 'e1', title: 'Edit app.py', kind: 'edit', status: 'pending', content: [diff], locations: [{ path: file, line: 1 }] },
+          },
+        ],
+        requests: [
+          {
+            method: 'session/request_permission',
+            params: {
+              sessionId: '$session',
+              toolCall: { toolCallId: 'e1', title: 'Edit app.py', kind: 'edit', rawInput: { path: 'app.py' }, content: [diff] },
+              options: [
+                { optionId: 'allow', name: 'Allow once', kind: 'allow_once' },
+                { optionId: 'reject', name: 'Reject', kind: 'reject_once' },
+              ],
+            },
+          },
+          { method: 'fs/write_text_file', params: { sessionId: '$session', path: file, content: newText } },
+        ],
+        result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: { ...SESSION, turns: 1 } } } },
+      },
+    });
+    const ctl = new ChatController({
+      workspaceRoot: () => root,
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+      files: {
+        read: () => Promise.resolve(oldText),
+        write: (f, content) => {
+          writes.push([f, content]);
+          return Promise.resolve();
+        },
+      },
+    });
+    try {
+      const turn = ctl.send('make x 2');
+      let card = ctl.state.entries.find((e) => e.kind === 'permission');
+      for (let i = 0; i < 500 && !card; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        card = ctl.state.entries.find((e) => e.kind === 'permission');
+      }
+      assert.ok(card?.kind === 'permission', 'the permission card');
+      assert.equal(card.content[0].kind, 'diff');
+      assert.deepEqual(ctl.proposedEdit('e1', file), { toolCallId: 'e1', file, oldText, newText });
+      assert.deepEqual(writes, [], 'nothing written before the answer');
+      ctl.answerPermission(card.requestId, 'allow');
+      assert.equal(ctl.proposedEdit('e1', file), undefined, 'answered: no longer offered');
+      assert.equal(await turn, 'end_turn');
+      assert.deepEqual(peer.answers().map((a) => a.method), ['session/request_permission', 'fs/write_text_file']);
+      assert.deepEqual(peer.answers()[0].result, { outcome: { outcome: 'selected', optionId: 'allow' } });
+      assert.deepEqual(writes, [[file, newText]], 'the port got the content');
+    } finally {
+      await ctl.dispose();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it('advertises no fs when the host gives no editor files', async () => {
     await withController({ initialize: INITIALIZE, 'session/new': { result: { sessionId: '$session' } } }, async (ctl, peer) => {
       await ctl.newSession();

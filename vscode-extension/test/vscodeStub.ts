@@ -10,15 +10,25 @@ import * as path from 'node:path';
 type Fn = (...args: unknown[]) => unknown;
 
 export class StubUri {
-  constructor(readonly fsPath: string, readonly scheme = 'file') {}
+  constructor(
+    readonly fsPath: string,
+    readonly scheme = 'file',
+    readonly query = '',
+  ) {}
   static file(p: string): StubUri {
     return new StubUri(p);
+  }
+  static from(parts: { scheme: string; path: string; query?: string }): StubUri {
+    return new StubUri(parts.path, parts.scheme, parts.query ?? '');
+  }
+  get path(): string {
+    return this.fsPath;
   }
   static joinPath(base: StubUri, ...parts: string[]): StubUri {
     return new StubUri(path.join(base.fsPath, ...parts));
   }
   toString(): string {
-    return `file://${this.fsPath}`;
+    return `${this.scheme}://${this.fsPath}${this.query ? `?${this.query}` : ''}`;
   }
 }
 

@@ -57,7 +57,19 @@ export interface DiffLine {
 /** What a tool call shows before it runs: text (the code to be evaluated) or an edit's diff. */
 export type ToolContentView =
   | { kind: 'text'; text: string }
-  | { kind: 'diff'; path: string; lines: DiffLine[] };
+  | {
+      kind: 'diff';
+      /** As shown: relative to the workspace root when inside it. */
+      path: string;
+      /** The file's path as the server sent it (what "Open diff" asks the host for). */
+      file: string;
+      lines: DiffLine[];
+      /** Lines added and removed, over the whole edit. */
+      added: number;
+      removed: number;
+      /** A file the edit creates. */
+      newFile: boolean;
+    };
 
 export interface ToolEntry {
   kind: 'tool';
@@ -201,6 +213,8 @@ export type ViewToHost =
   | { type: 'listSessions' }
   | { type: 'loadSession'; sessionId: string }
   | { type: 'removeContext'; index: number }
+  /** Open the editor's diff view of an edit asked about: the file now, and as the edit leaves it. */
+  | { type: 'openDiff'; toolCallId: string; file: string }
   /** Open a file a tool call touched, at its line (1-based). */
   | { type: 'openLocation'; path: string; line?: number }
   | { type: 'restart' };

@@ -78,6 +78,15 @@ interface ControllerEvents {
 
 interface PendingPermission {
   resolve: (optionId: string | null) => void;
+  toolCallId: string;
+}
+
+/** An edit a permission prompt asks about: the file, and its diff's texts as the server sent them. */
+export interface ProposedEdit {
+  toolCallId: string;
+  file: string;
+  oldText: string | null;
+  newText: string;
 }
 
 export class ChatController extends EventEmitter<ControllerEvents> {
@@ -97,6 +106,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   /** `session/new` requests in flight, and the updates that came meanwhile for other sessions. */
   private opening = 0;
   private early: SessionNotification[] = [];
+  /** The edits open permission prompts ask about, by `proposalKey`. */
+  private readonly proposals = new Map<string, ProposedEdit>();
   /** The files the server wrote through the editor in the running turn. */
   private writtenThisTurn = new Set<string>();
 
@@ -203,6 +214,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       this.dispatch({ type: 'permissionAnswered', requestId, cancelled: true });
     }
     this.permissions.clear();
+    this.proposals.clear();
     this.sessionPromise = undefined;
     this.openSession = undefined;
     this.meta({ serverState: info.expected ? 'stopped' : 'exited', busy: false, loading: false });
@@ -542,6 +554,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       return;
     }
     this.permissions.delete(requestId);
+    this.forgetProposals(p.toolCallId);
     p.resolve(optionId);
     this.dispatch({ type: 'permissionAnswered', requestId, optionId: optionId ?? undefined, cancelled: optionId === null });
   }
@@ -553,12 +566,19 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const finish = (optionId: string | null) => {
         resolve(optionId ? { outcome: { outcome: 'selected', optionId } } : { outcome: { outcome: 'cancelled' } });
       };
-      this.permissions.set(requestId, { resolve: finish });
+      const { toolCallId } = params.toolCall;
+      this.permissions.set(requestId, { resolve: finish, toolCallId });
+      for (const c of params.toolCall.content ?? []) {
+        if (c.type === 'diff') {
+          this.proposals.set(proposalKey(toolCallId, c.path), { toolCallId, file: c.path, oldText: c.oldText ?? null, newText: c.newText });
+        }
+      }
       this.dispatch({ type: 'permissionAsked', requestId, params });
       signal.addEventListener(
         'abort',
         () => {
           if (this.permissions.delete(requestId)) {
+            this.forgetProposals(toolCallId);
             this.dispatch({ type: 'permissionAnswered', requestId, cancelled: true });
             finish(null);
           }
@@ -577,6 +597,19 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   // ---- files ----
+
+  /** The edit an open permission prompt asks about (for the diff view); undefined once answered. */
+  proposedEdit(toolCallId: string, file: string): ProposedEdit | undefined {
+    return this.proposals.get(proposalKey(toolCallId, file));
+  }
+
+  private forgetProposals(toolCallId: string): void {
+    for (const [key, edit] of this.proposals) {
+      if (edit.toolCallId === toolCallId) {
+        this.proposals.delete(key);
+      }
+    }
+  }
 
   /** `fs/write_text_file`: the edit applied in the editor, and the file kept as one this turn edited. */
   private async writeTextFile(files: WorkspaceFileAccess, params: WriteTextFileParams): Promise<EmptyResult> {
@@ -673,6 +706,10 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+function proposalKey(toolCallId: string, file: string): string {
+  return `${toolCallId}\u0000${file}`;
 }
 
 /** How long `session/close` may take before the controller goes on without its answer. */
