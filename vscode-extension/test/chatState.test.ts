@@ -46,6 +46,8 @@ function summary(entries: Entry[]): string[] {
         return `permission:${e.title}:${e.answer?.label ?? 'open'}`;
       case 'notice':
         return `notice:${e.level}:${e.text}`;
+      case 'turn':
+        return `turn:${e.turn}:${e.undo}`;
     }
   });
 }
@@ -334,7 +336,7 @@ describe('chat state reducer', () => {
       },
     );
     // The totals are the session's (not added to what was shown), and no window is shown: size is absent.
-    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' } });
+    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' }, turns: 2 });
     // A call without session totals adds up; a first-edition size of 0 means no window either.
     const t = run(
       { sessionUpdate: 'usage_update', used: 10, size: 1000, _meta: { parley: { call: { inputTokens: 8, outputTokens: 2, totalTokens: 10 } } } },
@@ -439,5 +441,75 @@ describe('chat state reducer', () => {
     assert.equal(formatInput({ code: 'a\nb' }), 'a\nb');
     assert.equal(formatInput({ path: 'x.py', startLine: 3 }), 'path: x.py\nstartLine: 3');
     assert.equal(formatInput({ nested: { a: 1 } }), '{\n  "nested": {\n    "a": 1\n  }\n}');
+  });
+});
+
+describe('chat state reducer: turns that edited files, and undoing them', () => {
+  const edit = (id: string, file: string, status: 'completed' | 'failed' = 'completed'): SessionUpdate[] => [
+    {
+      sessionUpdate: 'tool_call',
+      toolCallId: id,
+      title: `Edit ${file}`,
+      kind: 'edit',
+      status: 'pending',
+      content: [{ type: 'diff', path: `/ws/${file}`, oldText: 'a\n', newText: 'b\n' }],
+      locations: [{ path: `/ws/${file}` }],
+    },
+    { sessionUpdate: 'tool_call_update', toolCallId: id, status },
+  ];
+  const turns = (s: ChatState) =>
+    s.entries.flatMap((e) => (e.kind === 'turn' ? [`${e.turn}:${e.files.join(',')}:${e.undo}${e.restored ? `:${e.restored.map((f) => `${f.path} ${f.action}`).join(',')}` : ''}`] : []));
+
+  it('ends a numbered turn that edited files with a turn entry: its edit calls\' files and those written through the editor', () => {
+    const s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      { type: 'userPrompt', text: 'fix it', context: [] },
+      ...edit('e1', 'app.py'),
+      ...edit('e2', 'broken.py', 'failed'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 3, edited: ['/ws/app.py', '/ws/new.py'] },
+      { type: 'userPrompt', text: 'just talk', context: [] },
+      msg('m1', 'Sure.'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 4, edited: [] },
+      { type: 'userPrompt', text: 'edit, but the server gave no number', context: [] },
+      ...edit('e3', 'other.py'),
+      { type: 'turnEnded', stopReason: 'end_turn' },
+    );
+    assert.deepEqual(turns(s), ['3:app.py,new.py:ready'], 'a failed edit is not counted; no entry without edits or a number');
+    assert.deepEqual(summary(s.entries).slice(0, 4), ['user:fix it', 'tool:Edit app.py:completed', 'tool:Edit broken.py:failed', 'turn:3:ready'], 'after the turn\'s entries');
+  });
+
+  it('undoing a turn: undoing, then undone with what the server did, later turns too; a failure makes it ready again', () => {
+    let s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      { type: 'userPrompt', text: 'one', context: [] },
+      ...edit('e1', 'a.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 1 },
+      { type: 'userPrompt', text: 'two', context: [] },
+      ...edit('e2', 'b.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 2 },
+      { type: 'userPrompt', text: 'three', context: [] },
+      ...edit('e3', 'c.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 3 },
+    );
+    assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:ready', '3:c.py:ready']);
+    s = reduce(s, { type: 'turnUndo', turn: 2, state: 'undoing' });
+    assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:undoing', '3:c.py:ready']);
+    const failed = reduce(s, { type: 'turnUndo', turn: 2, state: 'ready' });
+    assert.deepEqual(turns(failed), ['1:a.py:ready', '2:b.py:ready', '3:c.py:ready']);
+    s = reduce(s, {
+      type: 'turnUndo',
+      turn: 2,
+      state: 'undone',
+      restored: [
+        { path: '/ws/b.py', action: 'restored' },
+        { path: '/ws/c.py', action: 'removed' },
+      ],
+    });
+    assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:undone:b.py restored,c.py removed', '3:c.py:undone']);
+  });
+
+  it('keeps the session\'s count of turns from its totals', () => {
+    const s = run({ type: 'usageTotals', totals: { inputTokens: 1, outputTokens: 2, totalTokens: 3, cost: null, turns: 5, rounds: 7 } });
+    assert.equal(s.meta.usage.turns, 5);
   });
 });

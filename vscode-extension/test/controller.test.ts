@@ -66,7 +66,7 @@ describe('chat controller: usage', () => {
       },
       async (ctl, peer) => {
         assert.equal(await ctl.send('hello'), 'end_turn');
-        assert.deepEqual(ctl.state.meta.usage, { sessionTokens: 150, inputTokens: 120, outputTokens: 30, cost: { amount: 0.25, currency: 'USD' } });
+        assert.deepEqual(ctl.state.meta.usage, { sessionTokens: 150, inputTokens: 120, outputTokens: 30, cost: { amount: 0.25, currency: 'USD' }, turns: 4 });
         assert.deepEqual(peer.received('_parley/usage'), []);
       },
     );
@@ -409,5 +409,95 @@ describe('chat controller: files through the editor', () => {
       const [init] = peer.received('initialize');
       assert.equal((init.params.clientCapabilities as { fs?: unknown }).fs, undefined);
     });
+  });
+});
+
+describe('chat controller: undo turn', () => {
+  /** A turn that writes two files through the editor; the session has had two turns after it. */
+  const editingTurn = (root: string): PeerScript => ({
+    initialize: INITIALIZE,
+    'session/new': { result: { sessionId: '$session' } },
+    'session/prompt': {
+      requests: [
+        { method: 'fs/write_text_file', params: { sessionId: '$session', path: path.join(root, 'app.py'), content: 'x = 2\n' } },
+        { method: 'fs/write_text_file', params: { sessionId: '$session', path: path.join(root, 'new.py'), content: 'y = 1\n' } },
+      ],
+      result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: { ...SESSION, turns: 2 } } } },
+    },
+  });
+  const withEditor = async (scriptFor: (root: string) => PeerScript, fn: (ctl: ChatController, peer: Peer, root: string) => Promise<void>) => {
+    const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'parley-ctl-undo-')));
+    const peer = new Peer(scriptFor(root));
+    const ctl = new ChatController({
+      workspaceRoot: () => root,
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+      files: { read: () => Promise.resolve(''), write: () => Promise.resolve() },
+    });
+    try {
+      await fn(ctl, peer, root);
+    } finally {
+      await ctl.dispose();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  };
+  const notices = (ctl: ChatController) => ctl.state.entries.flatMap((e) => (e.kind === 'notice' ? [`${e.level}: ${e.text}`] : []));
+  const turnEntries = (ctl: ChatController) => ctl.state.entries.filter((e) => e.kind === 'turn');
+
+  it('a turn that wrote files ends with its turn entry; undo sends _parley/session/restore and shows what it did', async () => {
+    await withEditor(
+      (root) => ({
+        ...editingTurn(root),
+        '_parley/session/restore': {
+          result: {
+            files: [
+              { path: path.join(root, 'app.py'), action: 'restored' },
+              { path: path.join(root, 'new.py'), action: 'removed' },
+            ],
+          },
+        },
+      }),
+      async (ctl, peer) => {
+        await ctl.send('edit two files');
+        const [entry] = turnEntries(ctl);
+        assert.ok(entry?.kind === 'turn');
+        assert.deepEqual([entry.turn, entry.files, entry.undo], [2, ['app.py', 'new.py'], 'ready'], 'numbered by the session\'s totals');
+
+        const result = await ctl.undoTurn(); // the command: the latest turn that edited files
+        assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params), [{ sessionId: ctl.sessionId, turn: 2 }]);
+        assert.equal(result.files.length, 2);
+        const [undone] = turnEntries(ctl);
+        assert.ok(undone.kind === 'turn');
+        assert.equal(undone.undo, 'undone');
+        assert.deepEqual(undone.restored, [
+          { path: 'app.py', action: 'restored' },
+          { path: 'new.py', action: 'removed' },
+        ]);
+        assert.deepEqual(notices(ctl), ['info: Undid turn 2: restored app.py; removed new.py (created by the turn). The conversation is kept.']);
+        assert.equal(ctl.state.entries.filter((e) => e.kind === 'user').length, 1, 'the conversation stays');
+
+        // The view's button names its turn.
+        await ctl.undoTurn(1);
+        assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params.turn), [2, 1]);
+      },
+    );
+  });
+
+  it('says so in the chat when the server cannot restore, or there is nothing to undo', async () => {
+    await withEditor(
+      (root) => editingTurn(root),
+      async (ctl) => {
+        await assert.rejects(ctl.undoTurn(), /no turn to undo/);
+        assert.deepEqual(notices(ctl), ['warning: There is no turn to undo in this session.']);
+        await ctl.send('edit two files');
+        await assert.rejects(ctl.undoTurn(), (err: { code?: number }) => err.code === -32601);
+        const [entry] = turnEntries(ctl);
+        assert.ok(entry.kind === 'turn');
+        assert.equal(entry.undo, 'ready', 'the button is offered again');
+        assert.deepEqual(notices(ctl), [
+          'error: Could not undo turn 2: this Parley server cannot undo turns (it has no _parley/session/restore); update it.',
+        ]);
+      },
+    );
   });
 });

@@ -720,6 +720,61 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.deepEqual(problems, []);
   });
 
+  it('a turn that edited files ends with "Undo turn", which asks the host and shows what was restored', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply(
+      { type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-u', cwd: '/ws' } },
+      { type: 'userPrompt', text: 'Type the area function and add a test.', context: [] },
+      { type: 'meta', patch: { busy: true } },
+    );
+    await host.update({
+      sessionUpdate: 'tool_call',
+      toolCallId: 'edit_u',
+      title: 'Edit geometry.py',
+      kind: 'edit',
+      status: 'completed',
+      content: [{ type: 'diff', path: '/ws/geometry.py', oldText: 'def area(w, h):\n', newText: 'def area(w: float, h: float) -> float:\n' }],
+    });
+    await host.chunks('agent_message_chunk', 'mu', 'Done: typed, and tested.');
+    await host.apply({ type: 'turnEnded', stopReason: 'end_turn', turn: 4, edited: ['/ws/geometry.py', '/ws/tests/test_area.py'] });
+    const turn = page.locator('.entry-turn');
+    await turn.waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await turn.locator('.turn-files').innerText(), 'Edited geometry.py, tests/test_area.py');
+    const kinds = await page.locator('#transcript .entry').evaluateAll((els) => els.map((e) => (e as HTMLElement).className.split(' ')[1]));
+    assert.deepEqual(kinds, ['entry-user', 'entry-tool', 'entry-agent', 'entry-turn'], 'at the end of its turn');
+    const button = turn.locator('button.turn-undo');
+    assert.equal(await button.innerText(), 'Undo turn');
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-undo.png'), fullPage: true });
+    await button.click();
+    assert.deepEqual(await posted(page), [{ type: 'undoTurn', turn: 4 }]);
+
+    await host.apply({ type: 'turnUndo', turn: 4, state: 'undoing' });
+    await turn.locator('button:disabled').waitFor({ timeout: 5000 });
+    assert.equal(await turn.locator('button').innerText(), 'Undoing…');
+    await host.apply(
+      {
+        type: 'turnUndo',
+        turn: 4,
+        state: 'undone',
+        restored: [
+          { path: '/ws/geometry.py', action: 'restored' },
+          { path: '/ws/tests/test_area.py', action: 'removed' },
+        ],
+      },
+      { type: 'notice', level: 'info', text: 'Undid turn 4: restored geometry.py; removed tests/test_area.py (created by the turn). The conversation is kept.' },
+    );
+    await turn.locator('.turn-files', { hasText: 'Undone' }).waitFor({ timeout: 5000 });
+    assert.equal(await turn.innerText(), 'Undone: geometry.py restored, tests/test_area.py removed');
+    assert.equal(await turn.locator('button').count(), 0);
+    assert.match(await page.locator('.entry-notice').last().innerText(), /^Undid turn 4: restored geometry\.py; removed tests\/test_area\.py/);
+    assert.deepEqual(problems, []);
+  });
+
   it('offers the session\'s configuration options as pickers, and posts the choices', async () => {
     await page.evaluate(() => {
       (window as unknown as { __posted: unknown[] }).__posted = [];

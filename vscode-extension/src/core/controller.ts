@@ -8,7 +8,14 @@
 
 import { EventEmitter } from 'node:events';
 
-import { type ExitInfo, ParleyClient, ServerExitedError, type ServerOptions, describeError } from '../client/client';
+import {
+  type ExitInfo,
+  ParleyClient,
+  ServerExitedError,
+  type ServerOptions,
+  describeError,
+  isMethodNotFound,
+} from '../client/client';
 import {
   type ConfigureParams,
   type ContentBlock,
@@ -20,6 +27,8 @@ import {
   type RequestPermissionParams,
   type RequestPermissionResult,
   type ResourceBlock,
+  type RestoreResult,
+  type RestoredFile,
   type ResumeSessionResult,
   type SessionNotification,
   type SessionSummary,
@@ -39,6 +48,7 @@ import {
 } from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
 import { type EditorFiles, WorkspaceFileAccess } from './fileAccess';
+import { relativeTo } from './toolView';
 
 export interface ControllerSettings {
   server: ServerOptions;
@@ -108,6 +118,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private early: SessionNotification[] = [];
   /** The edits open permission prompts ask about, by `proposalKey`. */
   private readonly proposals = new Map<string, ProposedEdit>();
+  /** A restore is running (one at a time). */
+  private undoing = false;
   /** The files the server wrote through the editor in the running turn. */
   private writtenThisTurn = new Set<string>();
 
@@ -458,7 +470,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     try {
       const result = await client.loadSession(sessionId, this.host.workspaceRoot());
       const parley = result._meta?.parley;
-      this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
+      // The replay's last turn is the session's last: numbered, it offers "Undo turn" if it edited files.
+      this.dispatch({ type: 'turnEnded', stopReason: 'end_turn', turn: parley?.usage?.turns || undefined });
       this.meta({ loading: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
       this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
       if (parley?.model) {
@@ -515,12 +528,19 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       blocks.unshift({ type: 'text', text });
     }
     this.contextBlocks = [];
+    this.writtenThisTurn = new Set();
     this.dispatch({ type: 'userPrompt', text, context: items });
     this.meta({ busy: true, context: [] });
     try {
       const result = await client.prompt(sessionId, blocks);
-      this.dispatch({ type: 'turnEnded', stopReason: result.stopReason });
       const { session } = promptUsage(result);
+      // The session's count of turns after this one is this turn's number.
+      this.dispatch({
+        type: 'turnEnded',
+        stopReason: result.stopReason,
+        turn: session?.turns || undefined,
+        edited: [...this.writtenThisTurn],
+      });
       if (session) {
         this.dispatch({ type: 'usageTotals', totals: session });
       } else {
@@ -594,6 +614,64 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         (err: unknown) => this.log(`[parley] permission dialog failed: ${describeError(err)}`),
       );
     });
+  }
+
+  // ---- undo ----
+
+  /**
+   * Undo a turn's edits: `_parley/session/restore` puts the files edited from that turn on
+   * back as they were before it (the conversation stays). Without a number, the latest turn
+   * shown that edited files, else the session's last turn. The view shows what was restored
+   * and removed, or why nothing was (a notice, besides the rejection).
+   */
+  async undoTurn(turn?: number): Promise<RestoreResult> {
+    const sessionId = this.state.meta.sessionId;
+    const target = turn ?? this.lastUndoableTurn();
+    const refuse = (text: string) => {
+      this.dispatch({ type: 'notice', level: 'warning', text });
+      return new Error(text);
+    };
+    if (!sessionId || target === undefined) {
+      throw refuse('There is no turn to undo in this session.');
+    }
+    if (this.state.meta.busy) {
+      throw refuse('A turn is running; stop it before undoing one.');
+    }
+    if (this.undoing) {
+      throw refuse('A turn is being undone already.');
+    }
+    this.undoing = true;
+    this.dispatch({ type: 'turnUndo', turn: target, state: 'undoing' });
+    let result: RestoreResult;
+    try {
+      await this.ensureSession();
+      result = await this.requireClient().restore(sessionId, target);
+    } catch (err) {
+      this.dispatch({ type: 'turnUndo', turn: target, state: 'ready' });
+      const why = isMethodNotFound(err)
+        ? 'this Parley server cannot undo turns (it has no _parley/session/restore); update it'
+        : describeError(err);
+      this.dispatch({ type: 'notice', level: 'error', text: `Could not undo turn ${target}: ${why}.` });
+      throw err;
+    } finally {
+      this.undoing = false;
+    }
+    this.dispatch({ type: 'turnUndo', turn: target, state: 'undone', restored: result.files });
+    const later = (this.state.meta.usage.turns ?? target) > target;
+    this.dispatch({ type: 'notice', level: 'info', text: restoreSummary(target, result.files, this.state.meta.cwd, later) });
+    return result;
+  }
+
+  /** The latest turn shown that edited files and is not undone, else the session's last turn. */
+  private lastUndoableTurn(): number | undefined {
+    const entries = this.state.entries;
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const e = entries[i];
+      if (e.kind === 'turn' && e.undo === 'ready') {
+        return e.turn;
+      }
+    }
+    return this.state.meta.usage.turns || undefined;
   }
 
   // ---- files ----
@@ -706,6 +784,20 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+/** What a restore did, as a notice: the files put back and those removed. */
+export function restoreSummary(turn: number, files: RestoredFile[], cwd?: string, laterTurns = false): string {
+  if (files.length === 0) {
+    return `Undid turn ${turn}: it had edited no files, so nothing changed. The conversation is kept.`;
+  }
+  const names = (action: RestoredFile['action']) =>
+    files.filter((f) => f.action === action).map((f) => relativeTo(f.path, cwd));
+  const parts = [
+    ...(names('restored').length ? [`restored ${names('restored').join(', ')}`] : []),
+    ...(names('removed').length ? [`removed ${names('removed').join(', ')} (created by the turn)`] : []),
+  ];
+  return `Undid turn ${turn}${laterTurns ? ' and the turns after it' : ''}: ${parts.join('; ')}. The conversation is kept.`;
 }
 
 function proposalKey(toolCallId: string, file: string): string {

@@ -80,7 +80,8 @@ export function locationViews(locations: ToolCallLocation[], cwd?: string): Loca
     });
 }
 
-function relativeTo(path: string, root?: string): string {
+/** `path` relative to the workspace root `root` when inside it, else as it is. */
+export function relativeTo(path: string, root?: string): string {
   if (!root) {
     return path;
   }

@@ -157,6 +157,13 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand('parley.restartServer', run(() => ctl.restart())),
     vscode.commands.registerCommand('parley.cancel', run(() => ctl.cancel())),
     vscode.commands.registerCommand('parley.selectModel', run(() => selectModel(ctl))),
+    vscode.commands.registerCommand(
+      'parley.undoTurn',
+      run(async () => {
+        await chatView.reveal();
+        await ctl.undoTurn().catch(() => undefined); // the chat shows what happened
+      }),
+    ),
     vscode.commands.registerCommand('parley.showLog', () => output.show()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration('parley')) {
@@ -243,6 +250,9 @@ async function handleViewMessage(
         break;
       case 'openLocation':
         await openLocation(m.path, m.line);
+        break;
+      case 'undoTurn':
+        await ctl.undoTurn(m.turn).catch(() => undefined); // shown in the view
         break;
       case 'openDiff': {
         const edit = ctl.proposedEdit(m.toolCallId, m.file);

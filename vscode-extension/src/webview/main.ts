@@ -18,6 +18,7 @@ import type {
   ThoughtEntry,
   ToolContentView,
   ToolEntry,
+  TurnEntry,
   UserEntry,
   ViewMeta,
   ViewToHost,
@@ -171,6 +172,8 @@ function updateEntry(el: HTMLElement, entry: Entry): void {
       return updatePermission(el, entry);
     case 'notice':
       return updateNotice(el, entry);
+    case 'turn':
+      return updateTurn(el, entry);
   }
 }
 
@@ -426,6 +429,42 @@ function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
     b.addEventListener('click', () => post(action.message));
     el.append(b);
   }
+}
+
+/**
+ * The end of a turn that edited files: which, and "Undo turn"; once undone, what the restore
+ * did (or that an earlier turn's undo took this one's edits back too).
+ */
+function updateTurn(el: HTMLElement, entry: TurnEntry): void {
+  el.replaceChildren();
+  el.classList.toggle('undone', entry.undo === 'undone');
+  const files = entry.files.join(', ');
+  if (entry.undo === 'undone') {
+    const what = entry.restored
+      ? entry.restored.length
+        ? entry.restored.map((f) => `${f.path} ${f.action}`).join(', ')
+        : 'no files changed'
+      : `with an earlier turn (${files})`;
+    el.append(h('span', { class: 'turn-files' }, `Undone: ${what}`));
+    return;
+  }
+  el.append(h('span', { class: 'turn-files', title: files }, `Edited ${files}`));
+  const undoing = entry.undo === 'undoing';
+  const button = h(
+    'button',
+    {
+      class: 'secondary turn-undo',
+      'data-turn': String(entry.turn),
+      title: 'Put the files this turn (and any later one) edited back as they were before it; the conversation stays',
+    },
+    undoing ? 'Undoing…' : 'Undo turn',
+  );
+  button.disabled = undoing;
+  button.addEventListener('click', () => {
+    button.disabled = true;
+    post({ type: 'undoTurn', turn: entry.turn });
+  });
+  el.append(button);
 }
 
 function upsert(entries: Entry[], removed: string[]): void {
