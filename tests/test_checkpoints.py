@@ -453,7 +453,7 @@ async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
     session_id = await client.new_session(str(root))
     await client.prompt(session_id, "Edit them.", timeout=120)
     assert one.read_bytes() == b"def one():\r\n    return 11\r\n"
-    assert two.read_bytes() == b"TWO = 22\n" and (root / "pkg" / "three.py").exists()
+    assert two.read_bytes().startswith(b"TWO = 22") and (root / "pkg" / "three.py").exists()
     await client.stop()
 
     restarted: ParleyClient = await start_server()
