@@ -489,3 +489,21 @@ def test_parley_chat_undo(fake: FakeLLM, root: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Restored the files of turn 1" in done.stdout and "`made.py` removed" in done.stdout
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE and not (root / "made.py").exists()
+
+
+async def test_no_restore_while_a_turn_runs(start_server: Any, fake: FakeLLM, root: Path) -> None:
+    import asyncio
+
+    from parley.fakellm import Pacing
+
+    client, session_id = await first_turn(start_server, fake, root)
+    fake.set_script([Reply(text="word " * 400, chunk_size=5, pacing=Pacing(chunks_per_second=20))])
+    talking = asyncio.ensure_future(client.prompt(session_id, "Talk.", timeout=60))
+    await client.wait_for_update(
+        session_id, lambda update: "word" in str(update.get("content")), timeout=30
+    )
+    with pytest.raises(JsonRpcException) as busy:
+        await client.request("_parley/session/restore", {"sessionId": session_id, "turn": 1})
+    assert busy.value.code == -32003
+    client.cancel(session_id)
+    assert (await talking)["stopReason"] == "cancelled"

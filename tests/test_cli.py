@@ -452,3 +452,41 @@ def test_a_diff_is_terminal_safe_and_marks_a_missing_final_newline() -> None:
     assert lines[:2] == ["--- a/a.py", "+++ b/a.py"]
     assert "-x = 1" in lines  # the CRLF is the line's end, not shown
     assert "+x = '\\x1b[2J'  (no newline at end of file)" in lines
+
+
+def test_an_edit_tool_call_is_asked_with_its_diff_on_the_terminal(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    """The real edit tools (skipped until they are merged): the question on the terminal
+    shows the edit as a diff, `y` applies it, the summary names the file."""
+    pytest.importorskip("parley.tools.edits")
+    fake.set_script(
+        [
+            Reply(tool_calls=(ScriptedToolCall("read_file", {"path": "geometry.py"}),)),
+            Reply(
+                tool_calls=(
+                    ScriptedToolCall(
+                        "edit_file",
+                        {"path": "geometry.py", "old_text": "Shapes.", "new_text": "Plane shapes."},
+                    ),
+                )
+            ),
+            Reply(text="Edited."),
+        ]
+    )
+    master, slave = os.openpty()
+    try:
+        chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
+        asked = read_until(master, b"[n] no: ").decode().replace("\r\n", "\n")
+        os.write(master, b"y\n")
+        stdout, stderr = chat.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert "--- a/geometry.py" in asked and "+++ b/geometry.py" in asked
+    assert '-"""Shapes."""' in asked and '+"""Plane shapes."""' in asked
+    assert ("\x1b[31m" in asked) == (not os.environ.get("NO_COLOR"))  # a terminal: coloured
+    assert chat.returncode == 0, stderr.decode()
+    assert stdout == b"Edited.\n"
+    assert (workspace / "geometry.py").read_text().startswith('"""Plane shapes."""')
+    assert "Edited: geometry.py" in stderr.decode()
