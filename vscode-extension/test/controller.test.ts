@@ -500,4 +500,32 @@ describe('chat controller: undo turn', () => {
       },
     );
   });
+
+  it('a restore the user declined, or that could not write a file, leaves Undo turn offered', async () => {
+    for (const [answer, expected] of [
+      [{ files: [], rejected: true }, 'warning: Turn 2 was not undone: you chose to keep files changed since it; nothing was restored.'],
+      [
+        { files: [{ path: 'APP', action: 'restored' }], failed: [{ path: 'NEW', reason: 'permission denied' }] },
+        'warning: Undid turn 2: restored app.py. The conversation is kept. Could not restore new.py (permission denied); Undo turn tries again.',
+      ],
+      [{ files: [] }, 'info: Nothing to undo in turn 2: no file it edited needed restoring. The conversation is kept.'],
+    ] as const) {
+      await withEditor(
+        (root) => ({
+          ...editingTurn(root),
+          '_parley/session/restore': {
+            result: JSON.parse(JSON.stringify(answer).replace('APP', path.join(root, 'app.py')).replace('NEW', path.join(root, 'new.py'))) as unknown,
+          },
+        }),
+        async (ctl) => {
+          await ctl.send('edit two files');
+          await ctl.undoTurn();
+          assert.deepEqual(notices(ctl), [expected]);
+          const [entry] = turnEntries(ctl);
+          assert.ok(entry.kind === 'turn');
+          assert.equal(entry.undo, 'files' in answer && answer.files.length === 0 && !('rejected' in answer) ? 'undone' : 'ready');
+        },
+      );
+    }
+  });
 });

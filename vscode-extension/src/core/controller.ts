@@ -656,9 +656,27 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     } finally {
       this.undoing = false;
     }
-    this.dispatch({ type: 'turnUndo', turn: target, state: 'undone', restored: result.files });
+    const cwd = this.state.meta.cwd;
+    if (result.rejected) {
+      this.dispatch({ type: 'turnUndo', turn: target, state: 'ready' });
+      this.dispatch({
+        type: 'notice',
+        level: 'warning',
+        text: `Turn ${target} was not undone: you chose to keep files changed since it; nothing was restored.`,
+      });
+      return result;
+    }
+    const failed = result.failed ?? [];
+    // A file that could not be written keeps its checkpoint: the button stays to try again.
+    this.dispatch({ type: 'turnUndo', turn: target, state: failed.length ? 'ready' : 'undone', restored: result.files });
     const later = (this.state.meta.usage.turns ?? target) > target;
-    this.dispatch({ type: 'notice', level: 'info', text: restoreSummary(target, result.files, this.state.meta.cwd, later) });
+    const summary = restoreSummary(target, result.files, cwd, later);
+    if (failed.length) {
+      const which = failed.map((f) => `${relativeTo(f.path, cwd)} (${f.reason})`).join(', ');
+      this.dispatch({ type: 'notice', level: 'warning', text: `${summary} Could not restore ${which}; Undo turn tries again.` });
+    } else {
+      this.dispatch({ type: 'notice', level: 'info', text: summary });
+    }
     return result;
   }
 
@@ -789,7 +807,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
 /** What a restore did, as a notice: the files put back and those removed. */
 export function restoreSummary(turn: number, files: RestoredFile[], cwd?: string, laterTurns = false): string {
   if (files.length === 0) {
-    return `Undid turn ${turn}: it had edited no files, so nothing changed. The conversation is kept.`;
+    return `Nothing to undo in turn ${turn}${laterTurns ? ' and after it' : ''}: no file it edited needed restoring. The conversation is kept.`;
   }
   const names = (action: RestoredFile['action']) =>
     files.filter((f) => f.action === action).map((f) => relativeTo(f.path, cwd));
