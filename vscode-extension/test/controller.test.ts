@@ -528,4 +528,41 @@ describe('chat controller: undo turn', () => {
       );
     }
   });
+
+  it('after a reload, the session\'s last turn offers Undo turn when it edited files', async () => {
+    await withEditor(
+      (root) => ({
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session' } },
+        'session/load': {
+          before: [
+            { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('make x 2') } },
+            {
+              sessionId: '$session',
+              update: {
+                sessionUpdate: 'tool_call',
+                toolCallId: 'e1',
+                title: 'Edit app.py',
+                kind: 'edit',
+                status: 'completed',
+                content: [{ type: 'diff', path: path.join(root, 'app.py'), oldText: 'x = 1\n', newText: 'x = 2\n' }],
+                locations: [{ path: path.join(root, 'app.py'), line: 1 }],
+              },
+            },
+            { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('Done.') } },
+          ],
+          result: { _meta: { parley: { usage: { ...SESSION, turns: 3 }, model: 'openai:a' } } },
+        },
+        '_parley/session/restore': { result: { files: [{ path: path.join(root, 'app.py'), action: 'restored' }] } },
+      }),
+      async (ctl, peer) => {
+        await ctl.loadSession('stored-1', 'Make x 2');
+        const [entry] = turnEntries(ctl);
+        assert.ok(entry?.kind === 'turn');
+        assert.deepEqual([entry.turn, entry.files, entry.undo], [3, ['app.py'], 'ready']);
+        await ctl.undoTurn();
+        assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params), [{ sessionId: 'stored-1', turn: 3 }]);
+      },
+    );
+  });
 });
