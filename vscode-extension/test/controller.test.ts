@@ -476,6 +476,8 @@ describe('chat controller: undo turn', () => {
         assert.deepEqual(notices(ctl), ['info: Undid turn 2: restored app.py; removed new.py (created by the turn). The conversation is kept.']);
         assert.equal(ctl.state.entries.filter((e) => e.kind === 'user').length, 1, 'the conversation stays');
 
+        // Nothing left shown to undo: the command says so rather than restore nothing.
+        await assert.rejects(ctl.undoTurn(), /no turn to undo/);
         // The view's button names its turn.
         await ctl.undoTurn(1);
         assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params.turn), [2, 1]);
@@ -488,7 +490,7 @@ describe('chat controller: undo turn', () => {
       (root) => editingTurn(root),
       async (ctl) => {
         await assert.rejects(ctl.undoTurn(), /no turn to undo/);
-        assert.deepEqual(notices(ctl), ['warning: There is no turn to undo in this session.']);
+        assert.deepEqual(notices(ctl), ['warning: There is no turn to undo in this session. (/undo restores the latest turn whose edits can still be undone.)']);
         await ctl.send('edit two files');
         await assert.rejects(ctl.undoTurn(), (err: { code?: number }) => err.code === -32601);
         const [entry] = turnEntries(ctl);

@@ -632,7 +632,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       return new Error(text);
     };
     if (!sessionId || target === undefined) {
-      throw refuse('There is no turn to undo in this session.');
+      throw refuse('There is no turn to undo in this session. (/undo restores the latest turn whose edits can still be undone.)');
     }
     if (this.state.meta.busy) {
       throw refuse('A turn is running; stop it before undoing one.');
@@ -680,16 +680,18 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return result;
   }
 
-  /** The latest turn shown that edited files and is not undone, else the session's last turn. */
+  /**
+   * The latest turn shown that edited files and is not undone, else the session's last turn
+   * (its edits may not be shown: a reload shows only the last turn's) unless it is shown undone.
+   */
   private lastUndoableTurn(): number | undefined {
-    const entries = this.state.entries;
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const e = entries[i];
-      if (e.kind === 'turn' && e.undo === 'ready') {
-        return e.turn;
-      }
+    const turns = this.state.entries.filter((e) => e.kind === 'turn');
+    const ready = turns.filter((e) => e.undo === 'ready').pop();
+    if (ready) {
+      return ready.turn;
     }
-    return this.state.meta.usage.turns || undefined;
+    const last = this.state.meta.usage.turns || undefined;
+    return turns.some((e) => e.turn === last) ? undefined : last;
   }
 
   // ---- files ----
