@@ -476,6 +476,8 @@ describe('chat controller: undo turn', () => {
         assert.deepEqual(notices(ctl), ['info: Undid turn 2: restored app.py; removed new.py (created by the turn). The conversation is kept.']);
         assert.equal(ctl.state.entries.filter((e) => e.kind === 'user').length, 1, 'the conversation stays');
 
+        // Nothing left shown to undo: the command says so rather than restore nothing.
+        await assert.rejects(ctl.undoTurn(), /no turn to undo/);
         // The view's button names its turn.
         await ctl.undoTurn(1);
         assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params.turn), [2, 1]);
@@ -488,7 +490,7 @@ describe('chat controller: undo turn', () => {
       (root) => editingTurn(root),
       async (ctl) => {
         await assert.rejects(ctl.undoTurn(), /no turn to undo/);
-        assert.deepEqual(notices(ctl), ['warning: There is no turn to undo in this session.']);
+        assert.deepEqual(notices(ctl), ['warning: There is no turn to undo in this session. (/undo restores the latest turn whose edits can still be undone.)']);
         await ctl.send('edit two files');
         await assert.rejects(ctl.undoTurn(), (err: { code?: number }) => err.code === -32601);
         const [entry] = turnEntries(ctl);
@@ -497,6 +499,71 @@ describe('chat controller: undo turn', () => {
         assert.deepEqual(notices(ctl), [
           'error: Could not undo turn 2: this Parley server cannot undo turns (it has no _parley/session/restore); update it.',
         ]);
+      },
+    );
+  });
+
+  it('a restore the user declined, or that could not write a file, leaves Undo turn offered', async () => {
+    for (const [answer, expected] of [
+      [{ files: [], rejected: true }, 'warning: Turn 2 was not undone: you chose to keep files changed since it; nothing was restored.'],
+      [
+        { files: [{ path: 'APP', action: 'restored' }], failed: [{ path: 'NEW', reason: 'permission denied' }] },
+        'warning: Undid turn 2: restored app.py. The conversation is kept. Could not restore new.py (permission denied); Undo turn tries again.',
+      ],
+      [{ files: [] }, 'info: Nothing to undo in turn 2: no file it edited needed restoring. The conversation is kept.'],
+    ] as const) {
+      await withEditor(
+        (root) => ({
+          ...editingTurn(root),
+          '_parley/session/restore': {
+            result: JSON.parse(JSON.stringify(answer).replace('APP', path.join(root, 'app.py')).replace('NEW', path.join(root, 'new.py'))) as unknown,
+          },
+        }),
+        async (ctl) => {
+          await ctl.send('edit two files');
+          await ctl.undoTurn();
+          assert.deepEqual(notices(ctl), [expected]);
+          const [entry] = turnEntries(ctl);
+          assert.ok(entry.kind === 'turn');
+          assert.equal(entry.undo, 'files' in answer && answer.files.length === 0 && !('rejected' in answer) ? 'undone' : 'ready');
+        },
+      );
+    }
+  });
+
+  it('after a reload, the session\'s last turn offers Undo turn when it edited files', async () => {
+    await withEditor(
+      (root) => ({
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session' } },
+        'session/load': {
+          before: [
+            { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('make x 2') } },
+            {
+              sessionId: '$session',
+              update: {
+                sessionUpdate: 'tool_call',
+                toolCallId: 'e1',
+                title: 'Edit app.py',
+                kind: 'edit',
+                status: 'completed',
+                content: [{ type: 'diff', path: path.join(root, 'app.py'), oldText: 'x = 1\n', newText: 'x = 2\n' }],
+                locations: [{ path: path.join(root, 'app.py'), line: 1 }],
+              },
+            },
+            { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('Done.') } },
+          ],
+          result: { _meta: { parley: { usage: { ...SESSION, turns: 3 }, model: 'openai:a' } } },
+        },
+        '_parley/session/restore': { result: { files: [{ path: path.join(root, 'app.py'), action: 'restored' }] } },
+      }),
+      async (ctl, peer) => {
+        await ctl.loadSession('stored-1', 'Make x 2');
+        const [entry] = turnEntries(ctl);
+        assert.ok(entry?.kind === 'turn');
+        assert.deepEqual([entry.turn, entry.files, entry.undo], [3, ['app.py'], 'ready']);
+        await ctl.undoTurn();
+        assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params), [{ sessionId: 'stored-1', turn: 3 }]);
       },
     );
   });

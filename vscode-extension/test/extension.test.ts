@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
+import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
 import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs } from './harness';
 import { StubUri, VscodeStub } from './vscodeStub';
@@ -32,6 +33,7 @@ const pkg = JSON.parse(fs.readFileSync(path.join(EXT_ROOT, 'package.json'), 'utf
 interface ExtensionModule {
   activate(context: unknown): void;
   deactivate(): Promise<void>;
+  askPermission(params: RequestPermissionParams, signal: AbortSignal, viewVisible: boolean, openDiffs: () => Promise<void>): Promise<string | null>;
 }
 
 async function until<T>(fn: () => T | undefined, what: string, timeoutMs = 15000): Promise<T> {
@@ -164,6 +166,58 @@ describe('the extension in a stand-in VS Code', () => {
     assert.match(shown.text, /no longer waiting for an answer/);
     assert.equal(stub.executed.filter((e) => e.id === 'vscode.diff').length, 0);
     stub.messages.splice(before); // the session test counts error messages from here on
+  });
+
+  it('asks about an edit outside the hidden chat with "Open diff" besides the options, and asks again after it', async () => {
+    const window = stub.exports.window as Record<string, unknown>;
+    const original = { info: window.showInformationMessage, warning: window.showWarningMessage };
+    const params = {
+      sessionId: 's',
+      toolCall: {
+        toolCallId: 'e1',
+        title: 'Edit geometry.py',
+        kind: 'edit' as const,
+        content: [{ type: 'diff' as const, path: '/ws/geometry.py', oldText: 'a\n', newText: 'b\n' }],
+      },
+      options: [
+        { optionId: 'allow', name: 'Allow once', kind: 'allow_once' as const },
+        { optionId: 'reject', name: 'Reject', kind: 'reject_once' as const },
+      ],
+    };
+    const shown: { items: unknown[] }[] = [];
+    const answers = ['Open diff', 'Allow once'];
+    const ask = (_text: string, ...items: unknown[]) => {
+      shown.push({ items });
+      return Promise.resolve(answers.shift());
+    };
+    let diffs = 0;
+    const openDiffs = () => {
+      diffs += 1;
+      return Promise.resolve();
+    };
+    try {
+      window.showInformationMessage = ask;
+      const picked = await ext.askPermission(params, new AbortController().signal, false, openDiffs);
+      assert.equal(picked, 'allow');
+      assert.equal(diffs, 1);
+      assert.deepEqual(shown.map((s) => s.items), [['Allow once', 'Reject', 'Open diff'], ['Allow once', 'Reject', 'Open diff']]);
+      // With the chat in sight, the inline card asks alone.
+      assert.equal(await ext.askPermission(params, new AbortController().signal, true, openDiffs), null);
+      // A modal dialog shows the diff as its detail.
+      stub.settings['parley.permissionPrompt'] = 'modal';
+      shown.length = 0;
+      answers.push('Reject');
+      window.showWarningMessage = ask;
+      assert.equal(await ext.askPermission(params, new AbortController().signal, true, openDiffs), 'reject');
+      const [options, ...items] = shown[0].items as [{ modal: boolean; detail: string }, ...unknown[]];
+      assert.equal(options.modal, true);
+      assert.equal(options.detail, '/ws/geometry.py\n-a\n+b');
+      assert.deepEqual(items, ['Allow once', 'Reject', 'Open diff']);
+    } finally {
+      window.showInformationMessage = original.info;
+      window.showWarningMessage = original.warning;
+      delete stub.settings['parley.permissionPrompt'];
+    }
   });
 
   it('drives a session from the chat view messages', async (t) => {

@@ -5,6 +5,7 @@
  */
 
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 
@@ -515,6 +516,67 @@ describe('server death and restart', () => {
       assert.match(JSON.stringify(second?.body.messages), /UNSAVED IN THE EDITOR/);
     } finally {
       await ctl.dispose();
+    }
+  });
+
+  it('the chat controller: an edit asks with its diff, is written through the editor, and Undo turn restores it', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const own = tempDirs();
+    const file = path.join(own.workspace, 'geometry.py');
+    const before = fs.readFileSync(file, 'utf8');
+    const after = before.replace('return width * height', 'return float(width) * height');
+    const writes: [string, string][] = [];
+    const asked: { content: unknown; proposal: unknown }[] = [];
+    const ctl: ChatController = new ChatController({
+      workspaceRoot: () => own.workspace,
+      settings: () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, own.home) } }),
+      // The editor: reads the file; a write lands in it and is saved (as VS Code does).
+      files: {
+        read: (f) => Promise.resolve(fs.readFileSync(f, 'utf8')),
+        write: (f, content) => {
+          writes.push([f, content]);
+          fs.writeFileSync(f, content);
+          return Promise.resolve();
+        },
+      },
+      onPermissionAsked: (params) => {
+        asked.push({ content: params.toolCall.content, proposal: ctl.proposedEdit(params.toolCall.toolCallId, file) });
+        return Promise.resolve(params.options.find((o) => o.kind === 'allow_once')?.optionId ?? null);
+      },
+    });
+    try {
+      await fake!.script([
+        { tool_calls: [{ name: 'read_file', arguments: { path: 'geometry.py' } }] },
+        { tool_calls: [{ name: 'edit_file', arguments: { path: 'geometry.py', old_text: 'return width * height', new_text: 'return float(width) * height' } }] },
+        { text: 'Done: width is a float now.' },
+      ]);
+      assert.equal(await ctl.send('Make width a float.'), 'end_turn');
+      // Asked once, about the diff of the whole file; the proposal was there for "Open diff".
+      assert.equal(asked.length, 1);
+      assert.deepEqual(asked[0].content, [{ type: 'diff', path: file, oldText: before, newText: after }]);
+      assert.deepEqual(asked[0].proposal, { toolCallId: (asked[0].proposal as { toolCallId: string }).toolCallId, file, oldText: before, newText: after });
+      // Written through the editor, with the whole new text.
+      assert.deepEqual(writes, [[file, after]]);
+      assert.equal(fs.readFileSync(file, 'utf8'), after);
+      const turn = ctl.state.entries.find((e) => e.kind === 'turn');
+      assert.ok(turn?.kind === 'turn', 'the turn ends with Undo turn');
+      assert.deepEqual([turn.turn, turn.files], [1, ['geometry.py']]);
+
+      // Undo turn: the server puts the file back; the conversation stays.
+      const result = await ctl.undoTurn();
+      assert.deepEqual(result.files, [{ path: file, action: 'restored' }]);
+      assert.equal(fs.readFileSync(file, 'utf8'), before, 'byte for byte');
+      const undone = ctl.state.entries.find((e) => e.kind === 'turn');
+      assert.ok(undone?.kind === 'turn');
+      assert.equal(undone.undo, 'undone');
+      const notice = ctl.state.entries.filter((e) => e.kind === 'notice').pop();
+      assert.equal(notice?.kind === 'notice' && notice.text, 'Undid turn 1: restored geometry.py. The conversation is kept.');
+      assert.ok(ctl.state.entries.some((e) => e.kind === 'agent' && e.text === 'Done: width is a float now.'));
+    } finally {
+      await ctl.dispose();
+      own.cleanup();
     }
   });
 

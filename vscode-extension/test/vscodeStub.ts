@@ -21,6 +21,9 @@ export class StubUri {
   static from(parts: { scheme: string; path: string; query?: string }): StubUri {
     return new StubUri(parts.path, parts.scheme, parts.query ?? '');
   }
+  with(change: { scheme?: string; path?: string; query?: string }): StubUri {
+    return new StubUri(change.path ?? this.fsPath, change.scheme ?? this.scheme, change.query ?? this.query);
+  }
   get path(): string {
     return this.fsPath;
   }

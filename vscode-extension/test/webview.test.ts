@@ -596,8 +596,10 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.equal(await evalCard.locator('.tool-content pre').innerText(), code);
     assert.equal(await evalCard.locator('.tool-input').isVisible(), false);
     assert.equal(await evalCard.locator('.tool-output pre').innerText(), '12');
-    // The edit's diff block: the removed and the added line.
+    // The edit's diff block: the removed and the added line; its counts on the folded line.
     const editCard = cards.nth(2);
+    assert.equal(await editCard.locator('summary .tool-stat').innerText(), '+1 \u22121');
+    assert.equal(await cards.nth(0).locator('summary .tool-stat').isVisible(), false, 'none for a read');
     await editCard.locator('summary').click();
     assert.equal(await editCard.locator('.diff-path').innerText(), 'geometry.py');
     assert.deepEqual(await editCard.locator('.diff-del').allInnerTexts(), ['-     return w * w']);

@@ -514,6 +514,10 @@ export interface RestoredFile {
 
 export interface RestoreResult {
   files: RestoredFile[];
+  /** The user declined to overwrite files changed since (the server asked): nothing was restored. */
+  rejected?: boolean;
+  /** Files that could not be written (the others were restored; a later restore may try them again). */
+  failed?: { path: string; reason: string }[];
 }
 
 // ---- the methods ----

@@ -632,7 +632,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       return new Error(text);
     };
     if (!sessionId || target === undefined) {
-      throw refuse('There is no turn to undo in this session.');
+      throw refuse('There is no turn to undo in this session. (/undo restores the latest turn whose edits can still be undone.)');
     }
     if (this.state.meta.busy) {
       throw refuse('A turn is running; stop it before undoing one.');
@@ -656,22 +656,42 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     } finally {
       this.undoing = false;
     }
-    this.dispatch({ type: 'turnUndo', turn: target, state: 'undone', restored: result.files });
+    const cwd = this.state.meta.cwd;
+    if (result.rejected) {
+      this.dispatch({ type: 'turnUndo', turn: target, state: 'ready' });
+      this.dispatch({
+        type: 'notice',
+        level: 'warning',
+        text: `Turn ${target} was not undone: you chose to keep files changed since it; nothing was restored.`,
+      });
+      return result;
+    }
+    const failed = result.failed ?? [];
+    // A file that could not be written keeps its checkpoint: the button stays to try again.
+    this.dispatch({ type: 'turnUndo', turn: target, state: failed.length ? 'ready' : 'undone', restored: result.files });
     const later = (this.state.meta.usage.turns ?? target) > target;
-    this.dispatch({ type: 'notice', level: 'info', text: restoreSummary(target, result.files, this.state.meta.cwd, later) });
+    const summary = restoreSummary(target, result.files, cwd, later);
+    if (failed.length) {
+      const which = failed.map((f) => `${relativeTo(f.path, cwd)} (${f.reason})`).join(', ');
+      this.dispatch({ type: 'notice', level: 'warning', text: `${summary} Could not restore ${which}; Undo turn tries again.` });
+    } else {
+      this.dispatch({ type: 'notice', level: 'info', text: summary });
+    }
     return result;
   }
 
-  /** The latest turn shown that edited files and is not undone, else the session's last turn. */
+  /**
+   * The latest turn shown that edited files and is not undone, else the session's last turn
+   * (its edits may not be shown: a reload shows only the last turn's) unless it is shown undone.
+   */
   private lastUndoableTurn(): number | undefined {
-    const entries = this.state.entries;
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const e = entries[i];
-      if (e.kind === 'turn' && e.undo === 'ready') {
-        return e.turn;
-      }
+    const turns = this.state.entries.filter((e) => e.kind === 'turn');
+    const ready = turns.filter((e) => e.undo === 'ready').pop();
+    if (ready) {
+      return ready.turn;
     }
-    return this.state.meta.usage.turns || undefined;
+    const last = this.state.meta.usage.turns || undefined;
+    return turns.some((e) => e.turn === last) ? undefined : last;
   }
 
   // ---- files ----
@@ -789,7 +809,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
 /** What a restore did, as a notice: the files put back and those removed. */
 export function restoreSummary(turn: number, files: RestoredFile[], cwd?: string, laterTurns = false): string {
   if (files.length === 0) {
-    return `Undid turn ${turn}: it had edited no files, so nothing changed. The conversation is kept.`;
+    return `Nothing to undo in turn ${turn}${laterTurns ? ' and after it' : ''}: no file it edited needed restoring. The conversation is kept.`;
   }
   const names = (action: RestoredFile['action']) =>
     files.filter((f) => f.action === action).map((f) => relativeTo(f.path, cwd));

@@ -37,7 +37,8 @@ export class ProposedEditDocuments implements vscode.TextDocumentContentProvider
   }
 
   private virtual(file: string, query: string, text: string): vscode.Uri {
-    const uri = vscode.Uri.from({ scheme: PROPOSED_SCHEME, path: file, query });
+    // From `Uri.file`, so that a Windows path becomes a proper URI path too.
+    const uri = vscode.Uri.file(file).with({ scheme: PROPOSED_SCHEME, query });
     this.texts.set(uri.toString(), text);
     return uri;
   }

@@ -83,14 +83,15 @@ export function activate(context: vscode.ExtensionContext): void {
   const proposedEdits = new ProposedEditDocuments(editorFiles);
   const version = (context.extension.packageJSON as { version?: string }).version ?? '0.0.0';
 
-  const ctl = new ChatController({
+  const ctl: ChatController = new ChatController({
     workspaceRoot,
     settings: readSettings,
     clientInfo: { name: 'parley-vscode', version },
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
     log: (line) => output.info(line),
-    onPermissionAsked: (params, signal) => askPermission(params, signal, chatView.visible),
+    onPermissionAsked: (params, signal) =>
+      askPermission(params, signal, chatView.visible, () => openProposedDiffs(ctl, proposedEdits, params)),
   });
   controller = ctl;
 
@@ -278,29 +279,56 @@ export async function openLocation(file: string, line?: number): Promise<void> {
   await vscode.window.showTextDocument(uri, { selection: new vscode.Range(at, at), preview: true });
 }
 
-async function askPermission(
+/** The choice a dialog or notification about an edit adds to the server's options. */
+export const OPEN_DIFF_CHOICE = 'Open diff';
+
+/**
+ * Asks outside the chat when the chat cannot (a modal dialog when `parley.permissionPrompt`
+ * is `modal`, a notification while the chat is hidden); null leaves it to the inline buttons.
+ * For an edit, "Open diff" shows the diff and asks again.
+ */
+export async function askPermission(
   params: RequestPermissionParams,
   signal: AbortSignal,
   viewVisible: boolean,
+  openDiffs: () => Promise<void>,
 ): Promise<string | null> {
   const mode = vscode.workspace.getConfiguration('parley').get<string>('permissionPrompt', 'inline');
-  const title = params.toolCall.title ?? params.toolCall.toolCallId;
-  const names = params.options.map((o) => o.name);
-  let pick: string | undefined;
-  if (mode === 'modal') {
-    pick = await vscode.window.showWarningMessage(
-      `Parley asks permission: ${title}.`,
-      { modal: true, detail: contentText(contentViews(params.toolCall.content ?? [])) || formatInput(params.toolCall.rawInput) },
-      ...names,
-    );
-  } else if (!viewVisible) {
-    // The inline prompt is out of sight: offer the choice in a notification too.
-    pick = await vscode.window.showInformationMessage(`Parley asks permission: ${title}.`, ...names);
-  }
-  if (signal.aborted || pick === undefined) {
+  if (mode !== 'modal' && viewVisible) {
     return null;
   }
-  return params.options.find((o) => o.name === pick)?.optionId ?? null;
+  const title = params.toolCall.title ?? params.toolCall.toolCallId;
+  const content = params.toolCall.content ?? [];
+  const choices = [...params.options.map((o) => o.name), ...(content.some((c) => c.type === 'diff') ? [OPEN_DIFF_CHOICE] : [])];
+  for (;;) {
+    const pick =
+      mode === 'modal'
+        ? await vscode.window.showWarningMessage(
+            `Parley asks permission: ${title}.`,
+            { modal: true, detail: contentText(contentViews(content)) || formatInput(params.toolCall.rawInput) },
+            ...choices,
+          )
+        : // The inline prompt is out of sight: offer the choice in a notification too.
+          await vscode.window.showInformationMessage(`Parley asks permission: ${title}.`, ...choices);
+    if (signal.aborted || pick === undefined) {
+      return null;
+    }
+    if (pick === OPEN_DIFF_CHOICE) {
+      await openDiffs();
+      continue;
+    }
+    return params.options.find((o) => o.name === pick)?.optionId ?? null;
+  }
+}
+
+/** The diff view of each file an edit asks about. */
+async function openProposedDiffs(ctl: ChatController, proposedEdits: ProposedEditDocuments, params: RequestPermissionParams): Promise<void> {
+  for (const c of params.toolCall.content ?? []) {
+    const edit = c.type === 'diff' ? ctl.proposedEdit(params.toolCall.toolCallId, c.path) : undefined;
+    if (edit) {
+      await proposedEdits.open(edit);
+    }
+  }
 }
 
 async function sendSelection(ctl: ChatController, view: ChatViewProvider): Promise<void> {

@@ -142,6 +142,7 @@ function createEntry(entry: Entry): HTMLElement {
           h('span', { class: 'tool-status-icon', 'aria-hidden': 'true' }),
           h('span', { class: 'tool-title' }),
           h('span', { class: 'tool-kind' }),
+          h('span', { class: 'tool-stat diff-stat' }),
           h('span', { class: 'tool-badge' }),
         ),
         h('div', { class: 'tool-section tool-content' }),
@@ -305,6 +306,17 @@ function updateTool(el: HTMLElement, entry: ToolEntry): void {
   set('.tool-status-icon', STATUS_ICON[status] ?? '•');
   set('.tool-title', entry.title);
   set('.tool-kind', entry.toolKind);
+  // An edit's lines added and removed, on its folded line.
+  const diffs = entry.content.filter((c) => c.kind === 'diff');
+  const stat = el.querySelector<HTMLElement>('.tool-stat');
+  if (stat) {
+    stat.hidden = diffs.length === 0;
+    stat.replaceChildren(
+      h('span', { class: 'diff-stat-add' }, `+${diffs.reduce((n, d) => n + d.added, 0)}`),
+      ' ',
+      h('span', { class: 'diff-stat-del' }, `\u2212${diffs.reduce((n, d) => n + d.removed, 0)}`),
+    );
+  }
   set('.tool-badge', STATUS_LABEL[status] ?? status);
   const content = el.querySelector<HTMLElement>('.tool-content');
   if (content) {
