@@ -22,6 +22,7 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'parley-connection)
+(require 'parley-files)
 (require 'parley-question)
 (require 'parley-tools)
 (require 'parley-transcript)
@@ -85,6 +86,19 @@ not bound by `jsonrpc-default-request-timeout'."
     ('_parley/editor/callTool
      (parley--later (lambda (conn id)
                       (run-at-time 0 nil #'parley--call-editor-tool conn id params))))
+    ('fs/read_text_file
+     (list :content (parley-files-read (parley--session-file params)
+                                       (plist-get params :line)
+                                       (plist-get params :limit))))
+    ('fs/write_text_file
+     ;; Saving runs the user's hooks, which may wait for a process: not
+     ;; inside jsonrpc.el's process filter (see `parley--later').
+     (let ((file (parley--session-file params))
+           (content (plist-get params :content)))
+       (unless (stringp content)
+         (jsonrpc-error :code -32602 :message "fs/write_text_file needs the content"))
+       (parley--later (lambda (conn id)
+                        (run-at-time 0 nil #'parley--write-file conn id file content)))))
     (_ (jsonrpc-error :code -32601 :message (format "Unknown method %s" method)))))
 
 (defun parley--on-shutdown (conn)
@@ -106,6 +120,27 @@ Run M-x parley-restart to start it again."
       (message "The Parley server exited; M-x parley-restart starts it again"))))
 
 ;;;; Server requests
+
+(defun parley--session-file (params)
+  "Return the file PARAMS (`fs/*' params) name, inside its session's workspace.
+Signal a JSON-RPC error for an unknown session or a path outside."
+  (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
+    (unless (buffer-live-p buffer)
+      (jsonrpc-error :code -32002 :message (format "Unknown session %s"
+                                                   (plist-get params :sessionId))))
+    (parley-files-resolve (plist-get params :path)
+                          (buffer-local-value 'parley--cwd buffer))))
+
+(defun parley--write-file (conn id file content)
+  "Write CONTENT to FILE for the server's request ID on CONN, and reply."
+  (condition-case err
+      (progn (parley-files-write file content)
+             (parley--reply conn id (make-hash-table)))
+    (jsonrpc-error (parley--reply conn id nil
+                                  (alist-get 'jsonrpc-error-message (cdr err))
+                                  (alist-get 'jsonrpc-error-code (cdr err))))
+    (error (parley--reply conn id nil (format "Cannot write %s: %s" file
+                                              (error-message-string err))))))
 
 (defun parley--ask-permission (conn id params)
   "Ask the user the server's permission request ID, with PARAMS, on CONN.

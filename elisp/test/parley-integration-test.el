@@ -232,15 +232,43 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "What is in notes.txt?")
     (parley-it--wait-idle)
     (let ((shown (parley-it--visible)))
-      (should (string-match-p "▸ .*read_file.* \\[done\\]\n" shown))
+      (should (string-match-p "▸ Read notes\\.txt \\[done\\]\n" shown))
       (should (string-match-p "\\[done\\]\n\\(.\\|\n\\)*The file says pineapple\\.\n\\'" shown)))
     ;; The result is in the folded body.
     (should (string-match-p "pineapple\n\\(.\\|\n\\)*\\[done\\]\\|\\[done\\]\\(.\\|\n\\)*secret is pineapple"
                             (parley-it--transcript)))
     (goto-char (point-min))
-    (search-forward "read_file")
+    (search-forward "Read notes.txt")
     (parley-tab)
     (should (string-match-p "secret is pineapple" (parley-it--visible)))))
+
+(parley-it--deftest parley-it-read-file-sees-unsaved-buffer
+  "read_file asks Emacs (fs/read_text_file): the model sees a buffer's unsaved text."
+  (let* ((file (expand-file-name "draft.py" parley-it--workspace))
+         (visiting (progn (with-temp-file file (insert "saved = 1\n"))
+                          (find-file-noselect file))))
+    (unwind-protect
+        (progn
+          (with-current-buffer visiting
+            (goto-char (point-max))
+            (insert "unsaved = 2\n"))
+          (parley-it--script
+           (list :tool_calls (vector (list :name "read_file"
+                                           :arguments (list :path "draft.py"))))
+           (list :text "I see it."))
+          (with-current-buffer (parley)
+            (parley-it--send "Read draft.py")
+            (parley-it--wait-idle)
+            (should (string-match-p "I see it\\.\n\\'" (parley-it--transcript))))
+          (let ((seen (car (last (parley-it--tool-messages)))))
+            (should (string-match-p "saved = 1" seen))
+            (should (string-match-p "unsaved = 2" seen)))
+          ;; Emacs only read: the disk and the buffer are as they were.
+          (should (buffer-modified-p visiting))
+          (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
+                         "saved = 1\n")))
+      (with-current-buffer visiting (set-buffer-modified-p nil))
+      (kill-buffer visiting))))
 
 (defun parley-it--question (&optional buffer)
   "Wait for a permission question in BUFFER (default the current one)."
@@ -301,9 +329,9 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "Try it")
     (parley-it--answer "n")
     (parley-it--wait-idle 90)
-    (should (string-match-p "Rejected: python_eval\nUnderstood, I will not\\.\n\\'"
+    (should (string-match-p "Rejected: Run Python\nUnderstood, I will not\\.\n\\'"
                             (parley-it--transcript)))
-    (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript))))
+    (should (string-match-p "Run Python.*\\[failed\\]" (parley-it--transcript))))
   (should-not (file-exists-p (expand-file-name "rejected.txt" parley-it--workspace)))
   (should (string-match-p "rejected" (car (last (parley-it--tool-messages))))))
 
@@ -362,7 +390,7 @@ the fake LLM.  The test is skipped when the server is not installed."
         (parley-it--send "Run twice")
         (parley-it--answer "a")
         (parley-it--wait-idle 90)
-        (should (string-match-p "Allowed always: python_eval\n\\(.\\|\n\\)*Both ran\\.\n\\'"
+        (should (string-match-p "Allowed always: Run Python\n\\(.\\|\n\\)*Both ran\\.\n\\'"
                                 (parley-it--transcript)))))
     (should (= asked 1)))
   (dolist (name '("always-1.txt" "always-2.txt"))
@@ -388,7 +416,7 @@ the fake LLM.  The test is skipped when the server is not installed."
     (with-current-buffer (parley-open-session session-id
                                               (directory-file-name parley-it--workspace))
       (parley-it--wait-idle 90)
-      (should (string-match-p "python_eval.*\\[failed\\]" (parley-it--transcript)))
+      (should (string-match-p "Run Python.*\\[failed\\]" (parley-it--transcript)))
       (should (string-match-p "cancelled this call" (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-cancel-then-next-prompt

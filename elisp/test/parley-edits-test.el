@@ -1,0 +1,165 @@
+;;; parley-edits-test.el --- Unit tests for edits: files, diffs, undo  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The client's side of edits, without a server: `fs/read_text_file'
+;; and `fs/write_text_file' asked over the `cat' loopback (each
+;; request comes back as the server's), the diffs in permission
+;; questions and in the transcript, and undoing a turn.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'parley)
+(require 'parley-test)
+
+(defmacro parley-edits-test--with-workspace (&rest body)
+  "Run BODY in a chat buffer whose session's workspace is a new directory.
+`ws' is bound to the workspace (no trailing slash) during BODY; the
+directory and the buffers visiting its files go afterwards."
+  (declare (indent 0) (debug t))
+  `(let* ((ws (directory-file-name (make-temp-file "parley-ws-" t)))
+          (buffer (parley--make-buffer ws parley-test--session)))
+     (unwind-protect
+         (with-current-buffer buffer ,@body)
+       (kill-buffer buffer)
+       (dolist (b (buffer-list))
+         (when (and (buffer-file-name b)
+                    (string-prefix-p (file-truename ws) (file-truename (buffer-file-name b))))
+           (with-current-buffer b (set-buffer-modified-p nil))
+           (kill-buffer b)))
+       (delete-directory ws t))))
+
+(defun parley-edits-test--file (ws name &optional content)
+  "Return the file NAME in WS; with CONTENT, write it there first."
+  (let ((file (expand-file-name name ws)))
+    (when content
+      (make-directory (file-name-directory file) t)
+      (let ((coding-system-for-write 'utf-8-unix))
+        (write-region content nil file nil 'silent)))
+    file))
+
+(defun parley-edits-test--disk (file)
+  "Return the bytes of FILE as a unibyte string."
+  (with-temp-buffer
+    (set-buffer-multibyte nil)
+    (insert-file-contents-literally file)
+    (buffer-string)))
+
+(defun parley-edits-test--ask (conn method params)
+  "Send the server's request METHOD with PARAMS over the loopback CONN.
+Return its result, or (error CODE MESSAGE)."
+  (condition-case err
+      (jsonrpc-request conn method (append (list :sessionId parley-test--session) params)
+                       :timeout 10)
+    (jsonrpc-error (list 'error (alist-get 'jsonrpc-error-code (cdr err))
+                         (alist-get 'jsonrpc-error-message (cdr err))))))
+
+;;;; fs/read_text_file and fs/write_text_file
+
+(ert-deftest parley-edits-client-advertises-files ()
+  (let ((fs (plist-get (plist-get (parley--initialize-params) :clientCapabilities) :fs)))
+    (should (eq (plist-get fs :readTextFile) t))
+    (should (eq (plist-get fs :writeTextFile) t))))
+
+(ert-deftest parley-edits-read-gives-buffer-text-or-disk ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let ((file (parley-edits-test--file ws "src/app.py" "one\ntwo\nthree\n")))
+        ;; No buffer: the disk.
+        (should (equal (parley-edits-test--ask conn 'fs/read_text_file (list :path file))
+                       '(:content "one\ntwo\nthree\n")))
+        ;; A buffer with unsaved text: that text.
+        (with-current-buffer (find-file-noselect file)
+          (goto-char (point-max))
+          (insert "unsaved\n")
+          (should (buffer-modified-p)))
+        (should (equal (parley-edits-test--ask conn 'fs/read_text_file (list :path file))
+                       '(:content "one\ntwo\nthree\nunsaved\n")))
+        ;; line and limit: lines 2 and 3.
+        (should (equal (parley-edits-test--ask conn 'fs/read_text_file
+                                               (list :path file :line 2 :limit 2))
+                       '(:content "two\nthree\n")))
+        ;; Missing: -32002.
+        (should (equal (car (cdr (parley-edits-test--ask
+                                  conn 'fs/read_text_file
+                                  (list :path (expand-file-name "nope.py" ws)))))
+                       -32002))
+        ;; An unknown session: -32002 too.
+        (should (equal (nth 1 (condition-case err
+                                  (jsonrpc-request conn 'fs/read_text_file
+                                                   (list :sessionId "other" :path file)
+                                                   :timeout 10)
+                                (jsonrpc-error (list 'error (alist-get 'jsonrpc-error-code
+                                                                       (cdr err))))))
+                       -32002))))))
+
+(ert-deftest parley-edits-files-outside-workspace-refused ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let* ((outside (make-temp-file "parley-outside-" nil ".txt" "secret\n"))
+             (link (expand-file-name "link.txt" ws)))
+        (unwind-protect
+            (progn
+              (make-symbolic-link outside link)
+              (dolist (path (list outside link "../x.txt"
+                                  (concat ws "/../" (file-name-nondirectory outside))))
+                (let ((answer (parley-edits-test--ask conn 'fs/read_text_file
+                                                      (list :path path))))
+                  (should (eq (car answer) 'error))
+                  (should (string-match-p "outside the session's workspace" (nth 2 answer))))
+                (let ((answer (parley-edits-test--ask conn 'fs/write_text_file
+                                                      (list :path path :content "pwned\n"))))
+                  (should (eq (car answer) 'error))))
+              (should (equal (parley-edits-test--disk outside) "secret\n"))
+              (should-not (file-exists-p (expand-file-name "x.txt" (file-name-directory ws)))))
+          (delete-file outside))))))
+
+(ert-deftest parley-edits-write-into-visiting-buffer ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let* ((old "def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+             (new "def f():\n    return 10\n\n\ndef g():\n    return 2\n")
+             (file (parley-edits-test--file ws "app.py" old))
+             (visiting (find-file-noselect file)))
+        (with-current-buffer visiting
+          (buffer-enable-undo)
+          ;; Point in g, which the edit does not touch.
+          (goto-char (point-min))
+          (search-forward "return 2")
+          (setq buffer-undo-list nil))
+        (let ((point-before (with-current-buffer visiting (point))))
+          (should (equal (parley-edits-test--ask conn 'fs/write_text_file
+                                                 (list :path file :content new))
+                         nil))
+          (with-current-buffer visiting
+            (should (equal (buffer-string) new))
+            ;; Point is still after "return 2": one character more before it.
+            (should (= (point) (1+ point-before)))
+            (should (looking-back "return 2" (line-beginning-position)))
+            ;; Saved: the disk has it, and the buffer is unmodified.
+            (should-not (buffer-modified-p))
+            (should (equal (parley-edits-test--disk file) new))
+            ;; One undo brings the old text back.
+            (undo-boundary)
+            (let ((last-command nil)) (undo))
+            (should (equal (buffer-string) old))))))))
+
+(ert-deftest parley-edits-write-without-buffer-creates-file ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let ((file (expand-file-name "new/dir/notes.txt" ws)))
+        (should (equal (parley-edits-test--ask conn 'fs/write_text_file
+                                               (list :path file :content "héllo\r\nworld"))
+                       nil))
+        ;; Exactly the content: UTF-8, CRLF kept, no final newline added.
+        (should (equal (parley-edits-test--disk file)
+                       (encode-coding-string "héllo\r\nworld" 'utf-8)))
+        (should-not (get-file-buffer file))
+        ;; Relative paths are taken from the workspace.
+        (parley-edits-test--ask conn 'fs/write_text_file (list :path "rel.txt" :content "r\n"))
+        (should (equal (parley-edits-test--disk (expand-file-name "rel.txt" ws)) "r\n"))))))
+
+(provide 'parley-edits-test)
+;;; parley-edits-test.el ends here
