@@ -24,6 +24,7 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'parley-diff)
 (require 'parley-transcript)
 
 ;;;; Faces
@@ -61,20 +62,24 @@
 TITLE names the tool; OPTIONS are the choices (plists with :optionId,
 :name and :kind); ON-ANSWER is called once with the chosen option, or
 with nil when the question is cancelled; OVERLAY covers the question
-in the transcript and carries its keymap."
-  title options on-answer overlay)
+in the transcript and carries its keymap; DIFFS are the ACP `diff'
+items of the tool call, the edits asked about."
+  title options on-answer overlay diffs)
 
 (defvar parley-question-map
   (let ((map (make-sparse-keymap)))
     (define-key map "y" #'parley-question-allow-once)
     (define-key map "a" #'parley-question-allow-always)
     (define-key map "n" #'parley-question-reject)
+    (define-key map "d" #'parley-question-show-diff)
     (define-key map (kbd "RET") #'parley-question-help)
     (define-key map "?" #'parley-question-help)
     (define-key map [mouse-1] #'parley-question-click)
     (define-key map [mouse-2] #'parley-question-click)
     map)
   "Keymap active with point in a permission question.")
+
+(defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
 (defvar parley--waiting-text nil
   "What the global mode line says while Parley waits for the user, or nil.")
@@ -121,50 +126,6 @@ by MODE."
                                 'face 'parley-tool-body)))))
    (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
 
-(defun parley--common-lines (a b)
-  "Return how many lines the lists A and B share at their start."
-  (let ((n 0))
-    (while (and a b (equal (car a) (car b)))
-      (setq a (cdr a) b (cdr b) n (1+ n)))
-    n))
-
-(defun parley--diff-string (path old new)
-  "Return the change of PATH from the text OLD (nil: a new file) to NEW.
-The lines that differ are shown as one hunk in `diff-mode' faces,
-with up to three lines of context on each side."
-  (require 'diff-mode)
-  (let* ((lines (lambda (text) (split-string (string-remove-suffix "\n" text) "\n")))
-         (old-lines (and (stringp old) (funcall lines old)))
-         (new-lines (funcall lines (or new "")))
-         (head (parley--common-lines old-lines new-lines))
-         (tail (parley--common-lines (reverse (nthcdr head old-lines))
-                                     (reverse (nthcdr head new-lines))))
-         (before (min 3 head))
-         (removed (butlast (nthcdr head old-lines) tail))
-         (added (butlast (nthcdr head new-lines) tail))
-         (after (min 3 tail))
-         (start (- head before))
-         (line (lambda (prefix text face)
-                 (parley--props (concat "    " prefix text "\n") 'face face))))
-    (concat
-     (funcall line "--- " (if old path "/dev/null") 'diff-file-header)
-     (funcall line "+++ " path 'diff-file-header)
-     (let ((old-count (+ before (length removed) after))
-           (new-count (+ before (length added) after)))
-       ;; An empty side starts at line 0, as in diff -u.
-       (funcall line "" (format "@@ -%d,%d +%d,%d @@"
-                                (if (zerop old-count) start (1+ start)) old-count
-                                (if (zerop new-count) start (1+ start)) new-count)
-                'diff-hunk-header))
-     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
-                (cl-subseq new-lines start head) "")
-     (mapconcat (lambda (l) (funcall line "-" l 'diff-removed)) removed "")
-     (mapconcat (lambda (l) (funcall line "+" l 'diff-added)) added "")
-     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
-                (cl-subseq new-lines (+ head (length added))
-                           (+ head (length added) after))
-                ""))))
-
 (defun parley--in-input-p (text input)
   "Return non-nil when TEXT is the value of a field of the tool INPUT."
   (and (consp input) (keywordp (car input))
@@ -182,12 +143,14 @@ Text already shown as a field of the tool INPUT is not repeated."
            ""
          (parley--props (parley--code-block text nil) 'face 'parley-tool-body))))
     ("diff"
-     (parley--diff-string (or (plist-get item :path) "file")
-                          (plist-get item :oldText) (plist-get item :newText)))
+     (parley--props (parley-diff-string (parley-diff-path item parley--cwd)
+                                        (plist-get item :oldText) (plist-get item :newText)
+                                        "    ")))
     (_ "")))
 
-(defun parley--question-choices (options)
-  "Return the line of clickable choices for OPTIONS, with their keys."
+(defun parley--question-choices (options diff)
+  "Return the line of clickable choices for OPTIONS, with their keys.
+DIFF non-nil says that `d' shows the edit's diff in its own buffer."
   (concat
    (parley--props "  ")
    (mapconcat
@@ -202,6 +165,10 @@ Text already shown as a field of the tool INPUT is not repeated."
     (cl-remove-if-not (lambda (o) (assoc (plist-get o :kind) parley--choice-keys))
                       options)
     (parley--props "   "))
+   (if diff
+       (parley--props (concat "   " (propertize "[d]" 'face 'parley-question-key)
+                              " Diff in a buffer"))
+     "")
    (parley--props "\n    (press the key with point here; RET does not answer)\n"
                   'face 'parley-notice)))
 
@@ -215,7 +182,7 @@ TOOL is the ACP tool call: its title, kind, rawInput and content."
      (parley--question-input input (parley--code-mode title))
      (mapconcat (lambda (item) (parley--question-content item input))
                 (plist-get tool :content) "")
-     (parley--question-choices options))))
+     (parley--question-choices options (parley-diff-items (plist-get tool :content))))))
 
 ;;;; Asking and answering
 
@@ -234,7 +201,8 @@ The buffer is displayed, not selected, when no window shows it."
          (overlay (make-overlay beg end nil nil nil))
          (question (parley--question-create
                     :title (or (plist-get tool :title) "a tool")
-                    :options options :on-answer on-answer :overlay overlay)))
+                    :options options :on-answer on-answer :overlay overlay
+                    :diffs (parley-diff-items (plist-get tool :content)))))
     ;; Point at the end of the transcript stays where the question now
     ;; starts; it goes past it, so that a key typed there is no answer.
     (when (= (point) beg) (goto-char end))
@@ -338,7 +306,19 @@ The buffer is displayed, not selected, when no window shows it."
 (defun parley-question-help ()
   "Say which keys answer the question at point; answer nothing."
   (interactive)
-  (message "Answer with y (allow once), a (allow always) or n (reject)"))
+  (message "Answer with y (allow once), a (allow always) or n (reject)%s"
+           (if (let ((q (parley--question-at (point)))) (and q (parley--question-diffs q)))
+               "; d shows the diff"
+             "")))
+
+(defun parley-question-show-diff ()
+  "Show the diff of the edit the question at point asks about, in `diff-mode'."
+  (interactive)
+  (let ((question (or (and (derived-mode-p 'parley-chat-mode)
+                           (parley--question-at (point)))
+                      (user-error "No Parley question at point"))))
+    (parley-diff-show (parley--question-diffs question)
+                      (parley--question-title question) parley--cwd)))
 
 (defun parley-question-click (event)
   "Answer the question with the choice clicked on in EVENT."

@@ -161,5 +161,81 @@ Return its result, or (error CODE MESSAGE)."
         (parley-edits-test--ask conn 'fs/write_text_file (list :path "rel.txt" :content "r\n"))
         (should (equal (parley-edits-test--disk (expand-file-name "rel.txt" ws)) "r\n"))))))
 
+;;;; Diffs
+
+(ert-deftest parley-edits-diff-hunks-like-diff-u ()
+  ;; Two changes far apart are two hunks, numbered as diff -u does.
+  (let ((old "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nm\nn\n")
+        (new "a\nB\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nM\nn\nz\n"))
+    (should (equal (substring-no-properties (parley-diff-string "f.txt" old new))
+                   (concat "--- f.txt\n+++ f.txt\n"
+                           "@@ -1,5 +1,5 @@\n a\n-b\n+B\n c\n d\n e\n"
+                           "@@ -10,5 +10,6 @@\n j\n k\n l\n-m\n+M\n n\n+z\n")))
+    (should (equal (parley-diff-stats old new) '(3 . 2))))
+  ;; A line moved is one removal and one addition, not a rewrite.
+  (should (equal (parley-diff-stats "1\n2\n3\n4\n" "2\n3\n4\n1\n") '(1 . 1)))
+  ;; A deleted file, and a change too large to search: all out, all in.
+  (should (equal (substring-no-properties (parley-diff-string "gone" "x\ny\n" ""))
+                 "--- gone\n+++ gone\n@@ -1,2 +0,0 @@\n-x\n-y\n"))
+  (let ((old (mapconcat #'number-to-string (number-sequence 1 3000) "\n"))
+        (new (mapconcat (lambda (n) (format "x%d" n)) (number-sequence 1 3000) "\n")))
+    (should (equal (parley-diff-stats old new) '(3000 . 3000)))))
+
+(defconst parley-edits-test--edit-request
+  (list :sessionId "sess-unit"
+        :toolCall (list :toolCallId "e1" :title "Edit app.py" :kind "edit"
+                        :rawInput '(:path "app.py")
+                        :content (vector '(:type "diff" :path "WS/app.py"
+                                                 :oldText "x = 1\ny = 2\n"
+                                                 :newText "x = 10\ny = 2\n")))
+        :options (vector '(:optionId "ok" :name "Allow" :kind "allow_once")
+                         '(:optionId "no" :name "Reject" :kind "reject_once")))
+  "A permission request for an edit; WS stands for the workspace.")
+
+(defun parley-edits-test--edit-request (ws)
+  "Return `parley-edits-test--edit-request' with its path in WS."
+  (let ((request (copy-tree parley-edits-test--edit-request t)))
+    (plist-put (aref (plist-get (plist-get request :toolCall) :content) 0)
+               :path (expand-file-name "app.py" ws))
+    request))
+
+(ert-deftest parley-edits-question-diff-and-d-key ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let ((answer (parley-test--request conn 'session/request_permission
+                                          (parley-edits-test--edit-request ws))))
+        (parley-test--wait (lambda () parley--questions))
+        ;; The diff, its path relative to the workspace, in diff-mode's faces.
+        (should (string-match-p
+                 (concat "Parley asks permission: Edit app.py (edit)\n  path: app.py\n"
+                         "    --- app.py\n    \\+\\+\\+ app.py\n    @@ -1,2 \\+1,2 @@\n"
+                         "    -x = 1\n    \\+x = 10\n     y = 2\n"
+                         "  \\[y\\] Allow   \\[n\\] Reject   \\[d\\] Diff in a buffer\n")
+                 (parley-test--transcript)))
+        (should (eq (get-text-property (parley-test--pos "-x = 1") 'face) 'diff-removed))
+        (should (eq (get-text-property (parley-test--pos "+x = 10") 'face) 'diff-added))
+        (should (eq (get-text-property (parley-test--pos "@@ -1,2") 'face) 'diff-hunk-header))
+        ;; d opens it in a diff-mode buffer, and answers nothing.
+        (let ((chat (current-buffer)))
+          (should-not (parley-test--type chat "d" (parley-test--question-pos)))
+          (let ((diff (get-buffer "*parley diff: Edit app.py*")))
+            (should diff)
+            (with-current-buffer diff
+              (should (derived-mode-p 'diff-mode))
+              (should buffer-read-only)
+              (should (equal default-directory (file-name-as-directory ws)))
+              (should (equal (buffer-string)
+                             "--- app.py\n+++ app.py\n@@ -1,2 +1,2 @@\n-x = 1\n+x = 10\n y = 2\n"))
+              (font-lock-ensure)
+              (goto-char (point-min))
+              (search-forward "+x = 10")
+              (should (memq 'diff-added (ensure-list (get-text-property (1- (point)) 'face)))))
+            (kill-buffer diff))
+          (parley-test--settle)
+          (should (eq (car answer) 'pending))
+          (should-not (parley-test--type chat "y" (parley-test--question-pos)))
+          (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+          (should (equal (car answer) '(:outcome (:outcome "selected" :optionId "ok")))))))))
+
 (provide 'parley-edits-test)
 ;;; parley-edits-test.el ends here
