@@ -74,7 +74,9 @@ not bound by `jsonrpc-default-request-timeout'."
       (parley--with-live-buffer buffer
         (condition-case-unless-debug err
             (unless parley--silent
-              (parley--update (plist-get params :update)))
+              (let ((update (plist-get params :update)))
+                (parley--update update)
+                (parley--after-edit update)))
           (error (message "Parley: cannot show an update: %s"
                           (error-message-string err))))))))
 
@@ -118,6 +120,27 @@ Run M-x parley-restart to start it again."
           (parley--end-turn-state))))
     (unless expected
       (message "The Parley server exited; M-x parley-restart starts it again"))))
+
+;;;; Buffers of edited files
+
+(defun parley--revert-files (files)
+  "Revert the buffers visiting FILES whose file changed on disk.
+Return an alist (FILE . WHAT) of what `parley-files-revert' did."
+  (cl-loop for file in files
+           for what = (parley-files-revert file)
+           when what collect (cons file what)))
+
+(defun parley--after-edit (update)
+  "After the edit UPDATE completed, show it in the buffers visiting its files.
+An edit written through `fs/write_text_file' is there already; one the
+server wrote to the disk itself is reverted into unmodified buffers."
+  (when (equal (plist-get update :status) "completed")
+    (let* ((block (gethash (cons 'tool (plist-get update :toolCallId)) parley--blocks))
+           (files (and block (mapcar (lambda (item) (plist-get item :path))
+                                     (parley--block-diffs block)))))
+      (when files
+        ;; Not from jsonrpc.el's process filter: reverting runs hooks.
+        (run-at-time 0 nil #'parley--revert-files files)))))
 
 ;;;; Server requests
 

@@ -23,8 +23,11 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'parley-diff)
 
 (declare-function markdown-mode "ext:markdown-mode" ())
+
+(defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
 ;;;; Customization
 
@@ -416,8 +419,10 @@ POS is in the section's header or body, or just after it."
     (parley--json-brief input)))
 
 (defun parley--tool-output-text (block)
-  "Return the output of the tool BLOCK as text, or nil."
-  (let ((content (parley--block-output block))
+  "Return the output of the tool BLOCK as text, or nil.
+Diffs are not part of it: an edit's block shows them itself."
+  (let ((content (cl-remove-if (lambda (item) (equal (plist-get item :type) "diff"))
+                               (parley--block-output block)))
         (raw (parley--block-raw-output block)))
     (cond (content
            (mapconcat (lambda (item)
@@ -428,8 +433,71 @@ POS is in the section's header or body, or just after it."
                       content "\n"))
           (raw (parley--json-brief raw)))))
 
+(defun parley--edit-string (block diffs)
+  "Return the transcript text of the edit BLOCK, whose DIFFS are ACP diffs.
+One line, such as \"Edited app.py +3 −1\", whose body is the diff
+\(and the error, when the edit failed)."
+  (let* ((expanded (parley--block-expanded block))
+         (status (parley--block-status block))
+         (done (equal status "completed"))
+         (root (bound-and-true-p parley--cwd))
+         (header
+          (lambda (text &optional face)
+            (parley--props text 'parley-header block 'face (or face 'parley-tool-header))))
+         (raw (parley--block-raw-output block))
+         (output (and (not done)
+                      ;; The error of the default rawOutput, {content, isError}.
+                      (or (and (consp raw) (stringp (plist-get raw :content))
+                               (plist-get raw :content))
+                          (parley--tool-output-text block))))
+         (body (concat
+                (mapconcat (lambda (item)
+                             (parley-diff-string (parley-diff-path item root)
+                                                 (plist-get item :oldText)
+                                                 (plist-get item :newText) "    "))
+                           diffs "")
+                (if output
+                    (parley--props (concat "  output:\n"
+                                           (parley--indent (parley--limit (string-trim-right output)))
+                                           "\n")
+                                   'face 'parley-tool-body)
+                  ""))))
+    (concat
+     (funcall header (concat (string (if expanded parley--arrow-open parley--arrow-closed))
+                             (if done " Edited" " Edit")))
+     (mapconcat
+      (lambda (item)
+        (let ((stats (parley-diff-stats (plist-get item :oldText) (plist-get item :newText))))
+          (concat (funcall header (concat " " (parley-diff-path item root) " "))
+                  (funcall header (format "+%d" (car stats)) 'diff-added)
+                  (funcall header " ")
+                  (funcall header (format "−%d" (cdr stats)) 'diff-removed))))
+      diffs (funcall header ","))
+     (if done
+         ""
+       (let ((label (parley--status-label status)))
+         (funcall header (concat " [" (car label) "]") (cdr label))))
+     ;; The body starts on the header's newline, as a thought's does,
+     ;; so that folded, the header is one line.
+     (parley--props (concat "\n" (string-remove-suffix "\n" body))
+                    'parley-body block
+                    'invisible (unless expanded 'parley-hidden))
+     (parley--props (string ?\n)))))
+
+(defun parley--block-diffs (block)
+  "Return the ACP diffs of the tool BLOCK: an edit's."
+  (and (eq (parley--block-kind block) 'tool)
+       (parley-diff-items (parley--block-output block))))
+
 (defun parley--tool-string (block)
   "Return the transcript text of the tool BLOCK: a header and a body."
+  (let ((diffs (parley--block-diffs block)))
+    (if diffs
+        (parley--edit-string block diffs)
+      (parley--call-string block))))
+
+(defun parley--call-string (block)
+  "Return the transcript text of the tool BLOCK that is not an edit."
   (let* ((expanded (parley--block-expanded block))
          (status (parley--status-label (parley--block-status block)))
          (title (car (split-string (or (parley--block-title block) "tool") "\n")))

@@ -207,6 +207,20 @@ On a section header in the transcript, fold or unfold the section."
   (interactive "p")
   (parley--history-move (- n)))
 
+(defun parley-show-diff ()
+  "Show the diff of the edit at point (a question or a tool call) in `diff-mode'."
+  (interactive)
+  (parley--check-buffer)
+  (let* ((question (parley--question-at (point)))
+         (section (parley--section-at (point)))
+         (diffs (cond (question (parley--question-diffs question))
+                      ((parley--block-p section) (parley--block-diffs section)))))
+    (unless diffs (user-error "No edit at point"))
+    (parley-diff-show diffs (if question
+                                (parley--question-title question)
+                              (parley--block-title section))
+                      parley--cwd)))
+
 ;;;; Header line
 
 (defun parley--tokens (n)
@@ -265,6 +279,7 @@ goes to the question")
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)
     (define-key map (kbd "C-c C-q") #'parley-goto-question)
+    (define-key map (kbd "C-c C-d") #'parley-show-diff)
     map)
   "Keymap of `parley-chat-mode'.")
 

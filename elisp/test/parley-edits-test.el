@@ -237,5 +237,83 @@ Return its result, or (error CODE MESSAGE)."
           (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
           (should (equal (car answer) '(:outcome (:outcome "selected" :optionId "ok")))))))))
 
+;;;; Edits in the transcript
+
+(defun parley-edits-test--edit-update (ws status &optional old new extra)
+  "Return a tool_call_update JSON of the edit of app.py in WS, with STATUS.
+OLD and NEW are the diff's texts; EXTRA more JSON fields."
+  (json-serialize
+   (append (list :sessionUpdate "tool_call_update" :toolCallId "e1" :status status
+                 :content (vector (list :type "diff" :path (expand-file-name "app.py" ws)
+                                        :oldText (or old "a\nb\nc\n")
+                                        :newText (or new "a\nB\nB2\nB3\nc\n"))))
+           extra)))
+
+(ert-deftest parley-edits-transcript-one-line-that-expands ()
+  (parley-edits-test--with-workspace
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"e1\",\"title\":\"Edit app.py\",\"kind\":\"edit\",\"status\":\"pending\"}")
+    (should (string-match-p "▸ Edit app.py \\[pending\\]\n\\'" (parley-test--visible-transcript)))
+    (parley-test--update (parley-edits-test--edit-update ws "in_progress"))
+    (should (string-match-p "▸ Edit app.py \\+3 −1 \\[running\\]\n\\'"
+                            (parley-test--visible-transcript)))
+    (parley-test--update (parley-edits-test--edit-update ws "completed"))
+    ;; One line, the counts in diff-mode's faces; the diff folded in it.
+    (should (string-match-p "Parley\n▸ Edited app.py \\+3 −1\n\\'" (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "+3") 'face) 'diff-added))
+    (should (eq (get-text-property (parley-test--pos "−1") 'face) 'diff-removed))
+    (should (string-match-p "+B2" (parley-test--transcript)))
+    ;; TAB expands it to the diff; RET folds it again.
+    (goto-char (parley-test--pos "Edited"))
+    (parley-tab)
+    (should (string-match-p
+             (concat "▾ Edited app.py \\+3 −1\n    --- app.py\n    \\+\\+\\+ app.py\n"
+                     "    @@ -1,3 \\+1,5 @@\n     a\n    -b\n    \\+B\n    \\+B2\n    \\+B3\n     c\n\\'")
+             (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "+B2") 'face) 'diff-added))
+    (should (eq (get-text-property (parley-test--pos "-b") 'face) 'diff-removed))
+    (goto-char (parley-test--pos "Edited"))
+    (parley-return)
+    (should (string-match-p "▸ Edited app.py \\+3 −1\n\\'" (parley-test--visible-transcript)))
+    ;; C-c C-d on it opens the diff in diff-mode.
+    (goto-char (parley-test--pos "Edited"))
+    (parley-show-diff)
+    (with-current-buffer "*parley diff: Edit app.py*"
+      (should (derived-mode-p 'diff-mode))
+      (should (string-match-p "^\\+B2$" (buffer-string)))
+      (kill-buffer))
+    ;; Text after it goes below; the line is still one at the turn's end.
+    (parley-test--chunk "Done." "m2")
+    (parley--turn-done '(:stopReason "end_turn"))
+    (should (string-match-p "▸ Edited app.py \\+3 −1\nDone\\.\n\\'"
+                            (parley-test--visible-transcript)))))
+
+(ert-deftest parley-edits-transcript-failed-edit-says-why ()
+  (parley-edits-test--with-workspace
+    (parley-test--update
+     (parley-edits-test--edit-update
+      ws "failed" "x\n" "y\n"
+      (list :title "Edit app.py" :kind "edit"
+            :rawOutput (list :content "app.py changed since you read it; read it again."
+                             :isError t))))
+    (should (string-match-p "▸ Edit app.py \\+1 −1 \\[failed\\]\n\\'"
+                            (parley-test--visible-transcript)))
+    (goto-char (parley-test--pos "Edit app.py"))
+    (parley-tab)
+    (should (string-match-p "    -x\n    \\+y\n  output:\n    app.py changed since you read it"
+                            (parley-test--visible-transcript)))))
+
+(ert-deftest parley-edits-completed-edit-reverts-unmodified-buffer ()
+  (parley-edits-test--with-workspace
+    (let* ((file (parley-edits-test--file ws "app.py" "a\nb\nc\n"))
+           (visiting (find-file-noselect file)))
+      ;; The server wrote the disk itself (an editor without fs/write_text_file).
+      (parley-edits-test--file ws "app.py" "a\nB\nB2\nB3\nc\n")
+      (set-file-times file (time-add nil 5))
+      (parley-test--update (parley-edits-test--edit-update ws "completed"))
+      (parley-test--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
+                                           "a\nB\nB2\nB3\nc\n")))
+      (should-not (buffer-modified-p visiting)))))
+
 (provide 'parley-edits-test)
 ;;; parley-edits-test.el ends here
