@@ -142,6 +142,57 @@ server wrote to the disk itself is reverted into unmodified buffers."
         ;; Not from jsonrpc.el's process filter: reverting runs hooks.
         (run-at-time 0 nil #'parley--revert-files files)))))
 
+(defun parley--turn-undone (turn files)
+  "Report that TURN was undone: FILES, from `_parley/session/restore'.
+Buffers visiting them show the files as restored; the echo area
+and the transcript say what changed."
+  (let* ((root (file-name-as-directory parley--cwd))
+         (done (parley--revert-files
+                (mapcar (lambda (f) (expand-file-name (plist-get f :path) root)) files)))
+         (names (lambda (action)
+                  (mapconcat (lambda (f) (file-relative-name
+                                          (expand-file-name (plist-get f :path) root) root))
+                             (cl-remove-if-not (lambda (f) (equal (plist-get f :action) action))
+                                               files)
+                             ", ")))
+         (kept (cl-loop for (file . what) in done
+                        when (eq what 'modified) collect (file-relative-name file root)))
+         (report (string-join
+                  (delq nil (list (and (not (string-empty-p (funcall names "restored")))
+                                       (concat "restored " (funcall names "restored")))
+                                  (and (not (string-empty-p (funcall names "removed")))
+                                       (concat "removed " (funcall names "removed")))
+                                  (and kept
+                                       (concat "not reverted (unsaved changes): "
+                                               (string-join kept ", ")))))
+                  "; "))
+         (text (format "Turn %d undone: %s" turn
+                       (if (string-empty-p report) "no file to restore" report))))
+    (parley--insert-notice (concat "[" text "]"))
+    (message "Parley: %s" text)))
+
+(defun parley--undo-turn (turn)
+  "Ask the server to put the files TURN edited back as they were before it."
+  (let ((buffer (current-buffer)))
+    (parley--with-session
+     (lambda (conn)
+       (jsonrpc-async-request
+        conn '_parley/session/restore
+        (list :sessionId parley--session-id :turn turn)
+        ;; The server may ask first about a file changed since.
+        :timeout parley-turn-timeout
+        :success-fn
+        (lambda (result)
+          ;; Reverting runs hooks: not from jsonrpc.el's process filter.
+          (run-at-time 0 nil
+                       (lambda ()
+                         (parley--with-live-buffer buffer
+                           (parley--turn-undone
+                            turn (append (plist-get result :files) nil))))))
+        :error-fn
+        (lambda (err)
+          (message "Parley cannot undo turn %d: %s" turn (plist-get err :message))))))))
+
 ;;;; Server requests
 
 (defun parley--session-file (params)
@@ -267,6 +318,8 @@ A question still pending is answered `cancelled': its turn is over."
     (setq parley--busy nil)
     (when (plist-get stats :model)
       (setq parley--model (plist-get stats :model)))
+    (when (natnump (plist-get (plist-get stats :session) :turns))
+      (parley--renumber-last-turn (plist-get (plist-get stats :session) :turns)))
     (parley--record-usage 'turn (plist-get result :usage))
     (parley--close-tail)
     (pcase stop

@@ -118,6 +118,11 @@ This needs the `markdown-mode' package; without it nothing happens."
 (defvar-local parley--open-thoughts nil
   "Thought blocks not folded yet.")
 
+(defvar-local parley--turn-count 0
+  "How many turns the session has had: the number of the last one (from 1).
+Each prompt's label in the transcript carries its turn's number as
+the text property `parley-turn'.")
+
 (defvar-local parley--role nil
   "Who the last thing in the transcript is from: `user', `agent' or nil.")
 
@@ -244,10 +249,33 @@ more than a short one."
     (parley--close-tail)
     (setq parley--role role)
     (parley--emit
-     (parley--props (concat (if (> parley--output parley--start) "\n" "")
-                            (if (eq role 'user) "You" "Parley")
-                            "\n")
-                    'face (if (eq role 'user) 'parley-user-header 'parley-agent-header)))))
+     (apply #'parley--props (concat (if (> parley--output parley--start) "\n" "")
+                                    (if (eq role 'user) "You" "Parley")
+                                    "\n")
+            'face (if (eq role 'user) 'parley-user-header 'parley-agent-header)
+            (and (eq role 'user)
+                 (list 'parley-turn (setq parley--turn-count (1+ parley--turn-count))))))))
+
+(defun parley--renumber-last-turn (turn)
+  "Make TURN, as the server counts, the number of the last prompt's turn."
+  (unless (eql turn parley--turn-count)
+    (setq parley--turn-count turn)
+    (let ((end (if (get-text-property (1- parley--output) 'parley-turn)
+                   parley--output
+                 (previous-single-property-change parley--output 'parley-turn nil
+                                                  parley--start))))
+      (when (and end (> end parley--start))
+        (let ((beg (previous-single-property-change end 'parley-turn nil parley--start)))
+          (when (get-text-property beg 'parley-turn)
+            (parley--writing (put-text-property beg end 'parley-turn turn))))))))
+
+(defun parley--turn-at (pos)
+  "Return the number of the turn whose text is at POS, or nil."
+  (or (get-text-property pos 'parley-turn)
+      (and (> pos parley--start) (get-text-property (1- pos) 'parley-turn))
+      (let ((label (previous-single-property-change pos 'parley-turn nil parley--start)))
+        (and label (> label parley--start)
+             (get-text-property (1- label) 'parley-turn)))))
 
 (defun parley--insert-notice (text &optional face)
   "Insert TEXT on its own line in FACE (default `parley-notice')."

@@ -221,6 +221,24 @@ On a section header in the transcript, fold or unfold the section."
                               (parley--block-title section))
                       parley--cwd)))
 
+(defun parley-undo-turn (&optional at-point)
+  "Put back the files the last turn edited, as they were before it.
+With a prefix argument AT-POINT, undo the turn shown at point, and
+every later turn's edits with it.  The conversation stays as it is;
+the model is told at the next prompt.  Buffers visiting the files
+are reverted when they hold no unsaved changes."
+  (interactive "P")
+  (parley--check-buffer)
+  (when (or parley--busy parley--questions)
+    (user-error "Parley is answering; undo the turn once it ends"))
+  (let ((turn (if at-point
+                  (or (parley--turn-at (point)) (user-error "No turn at point"))
+                (if (> parley--turn-count 0)
+                    parley--turn-count
+                  (user-error "No turn to undo")))))
+    (parley--undo-turn turn)
+    (message "Parley: undoing turn %d…" turn)))
+
 ;;;; Header line
 
 (defun parley--tokens (n)
@@ -280,6 +298,7 @@ goes to the question")
     (define-key map (kbd "C-c C-n") #'parley-new-session)
     (define-key map (kbd "C-c C-q") #'parley-goto-question)
     (define-key map (kbd "C-c C-d") #'parley-show-diff)
+    (define-key map (kbd "C-c C-u") #'parley-undo-turn)
     map)
   "Keymap of `parley-chat-mode'.")
 

@@ -315,5 +315,90 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
                                            "a\nB\nB2\nB3\nc\n")))
       (should-not (buffer-modified-p visiting)))))
 
+;;;; Undoing a turn
+
+(ert-deftest parley-edits-turns-numbered-and-synced ()
+  (parley-test--with-chat
+    (parley--render-prompt "first" nil)
+    (parley-test--chunk "One." "m1")
+    (parley--render-prompt "second" nil)
+    (parley-test--chunk "Two." "m2")
+    (should (= parley--turn-count 2))
+    (should (= (parley--turn-at (parley-test--pos "One.")) 1))
+    (should (= (parley--turn-at (parley-test--pos "first")) 1))
+    (should (= (parley--turn-at (parley-test--pos "Two.")) 2))
+    ;; The server's count wins: the last prompt is its turn 7.
+    (setq parley--busy t)
+    (parley--turn-done '(:stopReason "end_turn" :_meta (:parley (:session (:turns 7)))))
+    (should (= parley--turn-count 7))
+    (should (= (parley--turn-at (parley-test--pos "Two.")) 7))
+    (should (= (parley--turn-at (parley-test--pos "One.")) 1))))
+
+(ert-deftest parley-edits-undo-turn-restores-and-reverts ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let* ((restored (parley-edits-test--file ws "a.py" "a = 2\n"))
+             (kept (parley-edits-test--file ws "b.py" "b = 2\n"))
+             (removed (parley-edits-test--file ws "new/c.py" "c = 1\n"))
+             (a-buffer (find-file-noselect restored))
+             (b-buffer (find-file-noselect kept))
+             (c-buffer (find-file-noselect removed))
+             (asked nil)
+             (messages nil)
+             (parley--connection conn)
+             (dispatch (symbol-function 'parley--handle-request)))
+        (setq parley--conn conn)
+        (with-current-buffer b-buffer (goto-char (point-max)) (insert "# mine\n"))
+        (parley--render-prompt "first" nil)
+        (parley-test--chunk "One." "m1")
+        (parley--render-prompt "second" nil)
+        (parley-test--chunk "Two." "m2")
+        ;; The "server" restores: the disk goes back, c.py goes.
+        (cl-letf (((symbol-function 'parley--handle-request)
+                   (lambda (c method params)
+                     (if (not (eq method '_parley/session/restore))
+                         (funcall dispatch c method params)
+                       (push params asked)
+                       (parley-edits-test--file ws "a.py" "a = 1\n")
+                       (set-file-times restored (time-add nil 5))
+                       (parley-edits-test--file ws "b.py" "b = 1\n")
+                       (set-file-times kept (time-add nil 5))
+                       (delete-file removed)
+                       (list :files (vector (list :path restored :action "restored")
+                                            (list :path "b.py" :action "restored")
+                                            (list :path "new/c.py" :action "removed"))))))
+                  ((symbol-function 'message)
+                   (lambda (format-string &rest args)
+                     (push (apply #'format-message format-string args) messages))))
+          (parley-undo-turn)
+          (parley-test--wait (lambda () (string-match-p "Turn 2 undone" (parley-test--transcript))))
+          (should (equal (car asked) (list :sessionId parley-test--session :turn 2)))
+          ;; The unmodified buffer shows the restored file; the modified one
+          ;; is left alone; the removed file's buffer is gone.
+          (should (equal (with-current-buffer a-buffer (buffer-string)) "a = 1\n"))
+          (should-not (buffer-modified-p a-buffer))
+          (should (equal (with-current-buffer b-buffer (buffer-string)) "b = 2\n# mine\n"))
+          (should-not (buffer-live-p c-buffer))
+          (let ((report (concat "Turn 2 undone: restored a.py, b.py; removed new/c.py; "
+                                "not reverted (unsaved changes): b.py")))
+            (should (string-match-p (regexp-quote (concat "[" report "]\n"))
+                                    (parley-test--transcript)))
+            (should (member (concat "Parley: " report) messages)))
+          ;; With a prefix argument, the turn at point.
+          (goto-char (parley-test--pos "One."))
+          (parley-undo-turn t)
+          (parley-test--wait (lambda () (= (length asked) 2)))
+          (should (equal (plist-get (car asked) :turn) 1))
+          (parley-test--settle))
+        (with-current-buffer b-buffer (set-buffer-modified-p nil))))))
+
+(ert-deftest parley-edits-undo-turn-refused-when-nothing-or-busy ()
+  (parley-test--with-chat
+    (should-error (parley-undo-turn) :type 'user-error)
+    (parley--render-prompt "first" nil)
+    (setq parley--busy t)
+    (should-error (parley-undo-turn) :type 'user-error)
+    (should (eq (lookup-key parley-chat-mode-map (kbd "C-c C-u")) #'parley-undo-turn))))
+
 (provide 'parley-edits-test)
 ;;; parley-edits-test.el ends here

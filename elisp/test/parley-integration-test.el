@@ -448,6 +448,52 @@ the fake LLM.  The test is skipped when the server is not installed."
              nil)
     (jsonrpc-error (eql (alist-get 'jsonrpc-error-code (cdr err)) -32601))))
 
+(defun parley-it--server-tool-p (name)
+  "Return non-nil when the running server offers the tool NAME."
+  (parley--live-connection)
+  (cl-find name (append (parley--meta parley--server-info :tools) nil)
+           :key (lambda (tool) (plist-get tool :name)) :test #'equal))
+
+(parley-it--deftest parley-it-edit-lands-in-buffer-and-undo-turn
+  "An edit lands in the buffer visiting the file; `parley-undo-turn' brings it back."
+  (unless (parley-it--server-tool-p "write_file")
+    (ert-skip "integration test skipped: the server has no write_file tool yet"))
+  (when (parley-it--server-lacks '_parley/session/restore)
+    (ert-skip "integration test skipped: the server has no _parley/session/restore yet"))
+  (let* ((file (expand-file-name "edited.py" parley-it--workspace))
+         (visiting (progn (with-temp-file file (insert "value = 1\n"))
+                          (find-file-noselect file))))
+    (unwind-protect
+        (progn
+          (parley-it--script
+           (list :tool_calls (vector (list :name "write_file"
+                                           :arguments (list :path "edited.py"
+                                                            :content "value = 2\n"))))
+           (list :text "Written."))
+          (with-current-buffer (parley)
+            (parley-it--send "Change the value")
+            (parley-it--question)
+            (should (string-match-p "-value = 1\n    \\+value = 2" (parley-it--transcript)))
+            (parley-it--answer "y")
+            (parley-it--wait-idle 60)
+            (should (string-match-p "▸ Edited edited.py \\+1 −1\n" (parley-it--visible)))
+            ;; The buffer has the edit, saved.
+            (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
+            (should-not (buffer-modified-p visiting))
+            (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
+                           "value = 2\n"))
+            (parley-undo-turn)
+            (parley-it--wait (lambda () (string-match-p "Turn [0-9]+ undone: restored edited.py"
+                                                        (parley-it--transcript)))
+                             "the turn undone")
+            (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
+                                               "value = 1\n"))
+                             "the buffer reverted")
+            (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
+                           "value = 1\n"))))
+      (with-current-buffer visiting (set-buffer-modified-p nil))
+      (kill-buffer visiting))))
+
 (parley-it--deftest parley-it-session-reopened
   "A stored session is listed, reopened, and its history shown again."
   (when (parley-it--server-lacks 'session/load)
