@@ -107,24 +107,14 @@ This needs the `markdown-mode' package; without it nothing happens."
   "Where the transcript starts, after the banner line.")
 
 (defvar-local parley--title nil
-  "The session's title, if the server set one.")
+  "The session's title, if the server set one.
+The header line shows it.")
 
 (defvar-local parley--blocks nil
   "Hash table of the blocks that can still change, keyed (KIND . ID).")
 
 (defvar-local parley--tail nil
   "The block at the end of the transcript that streamed text extends.")
-
-(defvar-local parley--open-thoughts nil
-  "Thought blocks not folded yet.")
-
-(defvar-local parley--turn-count 0
-  "How many turns the session has had: the number of the last one (from 1).
-Each prompt's label in the transcript carries its turn's number as
-the text property `parley-turn'.")
-
-(defvar-local parley--role nil
-  "Who the last thing in the transcript is from: `user', `agent' or nil.")
 
 (cl-defstruct (parley--block (:constructor parley--block-create) (:copier nil))
   "A part of the transcript that can still change.
@@ -242,6 +232,14 @@ more than a short one."
         (goto-char end)
         (insert-before-markers string)
         (delete-region beg end)))))
+
+(defvar-local parley--role nil
+  "Who the last thing in the transcript is from: `user', `agent' or nil.")
+
+(defvar-local parley--turn-count 0
+  "How many turns the session has had: the number of the last one (from 1).
+Each prompt's label in the transcript carries its turn's number as
+the text property `parley-turn'.")
 
 (defun parley--ensure-role (role)
   "Insert the label of ROLE (`user' or `agent') unless it is the last one."
@@ -369,6 +367,9 @@ POS is in the section's header or body, or just after it."
     (if (and pos (< pos parley--output))
         (goto-char pos)
       (user-error "No more sections"))))
+
+(defvar-local parley--open-thoughts nil
+  "Thought blocks not folded yet.")
 
 (defun parley--start-thought (id)
   "Start a thought section with ID and return its block."

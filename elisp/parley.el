@@ -29,10 +29,14 @@
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
 ;;   C-c C-q                   go to the permission question Parley waits on
+;;   C-c C-d                   show the diff of the edit at point
+;;   C-c C-u                   undo the last turn's edits (C-u: the turn at point)
 ;;
 ;; A permission question appears in the transcript, with the tool and
-;; its input; `y' allows once, `a' always, `n' rejects, with point in
-;; the question.  RET never answers it.
+;; its input (an edit's diff); `y' allows once, `a' always, `n'
+;; rejects, `d' shows the diff, with point in the question.  RET never
+;; answers it.  Edits land in the buffers visiting the files
+;; (`fs/write_text_file'), and the model reads unsaved buffers.
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
 ;; `parley-add-buffer' adds a buffer to the next prompt's context.
@@ -49,7 +53,9 @@
 ;;                         routed to it, its turns, resuming it
 ;;   parley-question.el    permission questions, asked inline
 ;;   parley-transcript.el  the transcript: chunks, thoughts, tool
-;;                         calls, notices, usage
+;;                         calls, edits, notices, usage
+;;   parley-diff.el        the diffs of edits, computed in Lisp
+;;   parley-files.el       fs/read_text_file, fs/write_text_file
 ;;   parley-connection.el  the `parley serve' process and JSON-RPC
 ;;   parley-tools.el       the Emacs tools offered to the agent
 

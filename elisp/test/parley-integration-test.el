@@ -17,12 +17,8 @@
 (require 'parley-test)                  ; typing keys as the user would
 
 (defconst parley-it--repo
-  (file-name-directory
-   (directory-file-name
-    (file-name-directory
-     (directory-file-name
-      (file-name-directory (or load-file-name buffer-file-name))))))
-  "The repository the tests run in.")
+  (expand-file-name (locate-dominating-file (or load-file-name buffer-file-name) "server"))
+  "The repository the tests run in (the directory holding elisp/ and server/).")
 
 (defconst parley-it--venv
   (file-name-as-directory
