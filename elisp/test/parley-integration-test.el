@@ -450,45 +450,74 @@ the fake LLM.  The test is skipped when the server is not installed."
   (cl-find name (append (parley--meta parley--server-info :tools) nil)
            :key (lambda (tool) (plist-get tool :name)) :test #'equal))
 
-(parley-it--deftest parley-it-edit-lands-in-buffer-and-undo-turn
-  "An edit lands in the buffer visiting the file; `parley-undo-turn' brings it back."
-  (unless (parley-it--server-tool-p "write_file")
-    (ert-skip "integration test skipped: the server has no write_file tool yet"))
+(defun parley-it--edit-turn (file)
+  "Run a turn whose approved edit changes FILE from \"value = 1\" to \"value = 2\".
+FILE is visited by a buffer, which is returned; the model reads it
+first, as the edit tools require."
+  (unless (parley-it--server-tool-p "edit_file")
+    (ert-skip "integration test skipped: the server has no edit_file tool yet"))
+  (with-temp-file file (insert "value = 1\n"))
+  (let ((visiting (find-file-noselect file))
+        (name (file-relative-name file parley-it--workspace)))
+    (parley-it--script
+     (list :tool_calls (vector (list :name "read_file" :arguments (list :path name))))
+     (list :tool_calls (vector (list :name "edit_file"
+                                     :arguments (list :path name :old_text "value = 1"
+                                                      :new_text "value = 2"))))
+     (list :text "Edited."))
+    (parley-it--send "Change the value")
+    (parley-it--question)
+    (should (string-match-p "-value = 1\n    \\+value = 2" (parley-it--transcript)))
+    (parley-it--answer "y")
+    (parley-it--wait-idle 60)
+    (should (string-match-p (concat "▸ Edited " (regexp-quote name) " \\+1 −1\n")
+                            (parley-it--visible)))
+    visiting))
+
+(defun parley-it--file-text (file)
+  "Return the text of FILE on disk."
+  (with-temp-buffer (insert-file-contents file) (buffer-string)))
+
+(parley-it--deftest parley-it-edit-lands-in-visiting-buffer
+  "An approved edit comes as fs/write_text_file: the visiting buffer has it, saved."
+  (let ((file (expand-file-name "edited.py" parley-it--workspace))
+        (visiting nil))
+    (unwind-protect
+        (with-current-buffer (parley)
+          (setq visiting (parley-it--edit-turn file))
+          (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
+          (should-not (buffer-modified-p visiting))
+          (should (equal (parley-it--file-text file) "value = 2\n"))
+          ;; One undo in the buffer takes the edit back.
+          (with-current-buffer visiting
+            (undo-boundary)
+            (let ((last-command nil)) (undo))
+            (should (equal (buffer-string) "value = 1\n"))))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
+
+(parley-it--deftest parley-it-undo-turn-restores-buffer
+  "`parley-undo-turn' after an edit brings the file and its buffer back."
   (when (parley-it--server-lacks '_parley/session/restore)
     (ert-skip "integration test skipped: the server has no _parley/session/restore yet"))
-  (let* ((file (expand-file-name "edited.py" parley-it--workspace))
-         (visiting (progn (with-temp-file file (insert "value = 1\n"))
-                          (find-file-noselect file))))
+  (let ((file (expand-file-name "undone.py" parley-it--workspace))
+        (visiting nil))
     (unwind-protect
-        (progn
-          (parley-it--script
-           (list :tool_calls (vector (list :name "write_file"
-                                           :arguments (list :path "edited.py"
-                                                            :content "value = 2\n"))))
-           (list :text "Written."))
-          (with-current-buffer (parley)
-            (parley-it--send "Change the value")
-            (parley-it--question)
-            (should (string-match-p "-value = 1\n    \\+value = 2" (parley-it--transcript)))
-            (parley-it--answer "y")
-            (parley-it--wait-idle 60)
-            (should (string-match-p "▸ Edited edited.py \\+1 −1\n" (parley-it--visible)))
-            ;; The buffer has the edit, saved.
-            (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
-            (should-not (buffer-modified-p visiting))
-            (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
-                           "value = 2\n"))
-            (parley-undo-turn)
-            (parley-it--wait (lambda () (string-match-p "Turn [0-9]+ undone: restored edited.py"
-                                                        (parley-it--transcript)))
-                             "the turn undone")
-            (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
-                                               "value = 1\n"))
-                             "the buffer reverted")
-            (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
-                           "value = 1\n"))))
-      (with-current-buffer visiting (set-buffer-modified-p nil))
-      (kill-buffer visiting))))
+        (with-current-buffer (parley)
+          (setq visiting (parley-it--edit-turn file))
+          (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
+          (parley-undo-turn)
+          (parley-it--wait (lambda () (string-match-p "Turn [0-9]+ undone: restored undone.py"
+                                                      (parley-it--transcript)))
+                           "the turn undone")
+          (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
+                                             "value = 1\n"))
+                           "the buffer reverted")
+          (should (equal (parley-it--file-text file) "value = 1\n")))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
 
 (parley-it--deftest parley-it-session-reopened
   "A stored session is listed, reopened, and its history shown again."
