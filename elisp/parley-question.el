@@ -176,13 +176,26 @@ DIFF non-nil says that `d' shows the edit's diff in its own buffer."
   "Return the transcript text of a question: HEADER, TOOL and OPTIONS.
 TOOL is the ACP tool call: its title, kind, rawInput and content."
   (let* ((title (or (plist-get tool :title) "a tool"))
+         (diffs (parley-diff-items (plist-get tool :content)))
          (input (plist-get tool :rawInput)))
     (concat
      (parley--props (concat header "\n") 'face 'parley-question-header)
-     (parley--question-input input (parley--code-mode title))
+     (parley--question-input (if diffs (parley--without-edit-texts input) input)
+                             (parley--code-mode title))
      (mapconcat (lambda (item) (parley--question-content item input))
                 (plist-get tool :content) "")
-     (parley--question-choices options (parley-diff-items (plist-get tool :content))))))
+     (parley--question-choices options diffs))))
+
+(defconst parley--edit-text-fields '(:old_text :new_text :content :oldText :newText)
+  "Fields of an edit's input that its diff shows better.")
+
+(defun parley--without-edit-texts (input)
+  "Return the tool INPUT without the texts of an edit, which its diff shows."
+  (if (and (consp input) (keywordp (car input)))
+      (cl-loop for (key value) on input by #'cddr
+               unless (and (memq key parley--edit-text-fields) (stringp value))
+               append (list key value))
+    input))
 
 ;;;; Asking and answering
 

@@ -184,7 +184,7 @@ Return its result, or (error CODE MESSAGE)."
 (defconst parley-edits-test--edit-request
   (list :sessionId "sess-unit"
         :toolCall (list :toolCallId "e1" :title "Edit app.py" :kind "edit"
-                        :rawInput '(:path "app.py")
+                        :rawInput '(:path "app.py" :old_text "x = 1" :new_text "x = 10")
                         :content (vector '(:type "diff" :path "WS/app.py"
                                                  :oldText "x = 1\ny = 2\n"
                                                  :newText "x = 10\ny = 2\n")))
@@ -205,7 +205,8 @@ Return its result, or (error CODE MESSAGE)."
       (let ((answer (parley-test--request conn 'session/request_permission
                                           (parley-edits-test--edit-request ws))))
         (parley-test--wait (lambda () parley--questions))
-        ;; The diff, its path relative to the workspace, in diff-mode's faces.
+        ;; The diff, its path relative to the workspace, in diff-mode's
+        ;; faces; not the old and new texts of the input besides.
         (should (string-match-p
                  (concat "Parley asks permission: Edit app.py (edit)\n  path: app.py\n"
                          "    --- app.py\n    \\+\\+\\+ app.py\n    @@ -1,2 \\+1,2 @@\n"
