@@ -190,7 +190,7 @@ TOOL is the ACP tool call: its title, kind, rawInput and content."
   "Fields of an edit's input that its diff shows better.")
 
 (defun parley--without-edit-texts (input)
-  "Return the tool INPUT without the old and new texts of an edit (its diff has them)."
+  "Return the tool INPUT without an edit's old and new texts (in its diff)."
   (if (and (consp input) (keywordp (car input)))
       (cl-loop for (key value) on input by #'cddr
                unless (and (memq key parley--edit-text-fields) (stringp value))
