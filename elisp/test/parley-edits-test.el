@@ -161,6 +161,21 @@ Return its result, or (error CODE MESSAGE)."
         (parley-edits-test--ask conn 'fs/write_text_file (list :path "rel.txt" :content "r\n"))
         (should (equal (parley-edits-test--disk (expand-file-name "rel.txt" ws)) "r\n"))))))
 
+(ert-deftest parley-edits-write-keeps-crlf-of-dos-buffer ()
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (let* ((file (parley-edits-test--file ws "win.txt" "one\r\ntwo\r\n"))
+             (visiting (find-file-noselect file)))
+        (should (eq (coding-system-eol-type (buffer-local-value 'buffer-file-coding-system
+                                                                 visiting))
+                    1))
+        (parley-edits-test--ask conn 'fs/write_text_file
+                                (list :path file :content "one\r\nTWO\r\n"))
+        ;; The buffer holds lines without CR; the disk keeps CRLF, not CRCRLF.
+        (should (equal (with-current-buffer visiting (buffer-string)) "one\nTWO\n"))
+        (should (equal (parley-edits-test--disk file) "one\r\nTWO\r\n"))))))
+
+;;;; Diffs
 ;;;; Diffs
 
 (ert-deftest parley-edits-diff-hunks-like-diff-u ()
@@ -288,6 +303,19 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
     (parley--turn-done '(:stopReason "end_turn"))
     (should (string-match-p "▸ Edited app.py \\+3 −1\nDone\\.\n\\'"
                             (parley-test--visible-transcript)))))
+
+(ert-deftest parley-edits-replayed-edit-is-one-line ()
+  ;; session/load replays a finished edit as one tool_call.
+  (parley-edits-test--with-workspace
+    (parley-test--update
+     (json-serialize
+      (list :sessionUpdate "tool_call" :toolCallId "old1" :title "Edit app.py" :kind "edit"
+            :status "completed"
+            :content (vector (list :type "diff" :path (expand-file-name "app.py" ws)
+                                   :oldText :null :newText "new\nfile\n")))
+      :null-object :null))
+    (should (string-match-p "▸ Edited app.py \\+2 −0\n\\'" (parley-test--visible-transcript)))
+    (should (string-match-p "--- /dev/null" (parley-test--transcript)))))
 
 (ert-deftest parley-edits-transcript-failed-edit-says-why ()
   (parley-edits-test--with-workspace
