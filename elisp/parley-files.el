@@ -114,6 +114,8 @@ since it was visited is overwritten, as the user approved the edit."
         (inhibit-message t))
     (unless (verify-visited-file-modtime (current-buffer))
       (set-visited-file-modtime))
+    ;; Saving would ask to create a folder that is gone.
+    (make-directory (file-name-directory buffer-file-name) t)
     (save-buffer)))
 
 (defun parley-files-write (file content)

@@ -157,8 +157,13 @@ Return its result, or (error CODE MESSAGE)."
         (should (equal (parley-edits-test--disk file)
                        (encode-coding-string "héllo\r\nworld" 'utf-8)))
         (should-not (get-file-buffer file))
-        ;; Relative paths are taken from the workspace.
-        (parley-edits-test--ask conn 'fs/write_text_file (list :path "rel.txt" :content "r\n"))
+        ;; Relative paths are taken from the workspace.  The reply is {}.
+        (let ((sent nil))
+          (cl-letf* ((send (symbol-function 'process-send-string))
+                     ((symbol-function 'process-send-string)
+                      (lambda (process string) (push string sent) (funcall send process string))))
+            (parley-edits-test--ask conn 'fs/write_text_file (list :path "rel.txt" :content "r\n")))
+          (should (cl-some (lambda (s) (string-match-p "\"result\":{}" s)) sent)))
         (should (equal (parley-edits-test--disk (expand-file-name "rel.txt" ws)) "r\n"))))))
 
 (ert-deftest parley-edits-write-keeps-crlf-of-dos-buffer ()
