@@ -65,6 +65,9 @@ not bound by `jsonrpc-default-request-timeout'."
 (defvar-local parley--always-approved nil
   "Names of tools the user allowed always in this session.")
 
+(defvar-local parley--edited-turns nil
+  "The turns whose edits completed and were not undone, newest first.")
+
 ;;;; Dispatch
 
 (defun parley--handle-notification (_conn method params)
@@ -139,35 +142,50 @@ server wrote to the disk itself is reverted into unmodified buffers."
            (files (and block (mapcar (lambda (item) (plist-get item :path))
                                      (parley--block-diffs block)))))
       (when files
+        (unless (eql (car parley--edited-turns) parley--turn-count)
+          (push parley--turn-count parley--edited-turns))
         ;; Not from jsonrpc.el's process filter: reverting runs hooks.
         (run-at-time 0 nil #'parley--revert-files files)))))
 
-(defun parley--turn-undone (turn files)
-  "Report that TURN was undone: FILES, from `_parley/session/restore'.
-Buffers visiting them show the files as restored; the echo area
-and the transcript say what changed."
-  (let* ((root (file-name-as-directory parley--cwd))
+(defun parley--restore-report (result root)
+  "Return what the restore RESULT did, in words; paths relative to ROOT.
+Buffers visiting the files are reverted first (see `parley--revert-files')."
+  (let* ((files (append (plist-get result :files) nil))
+         (name (lambda (path) (file-relative-name (expand-file-name path root) root)))
          (done (parley--revert-files
                 (mapcar (lambda (f) (expand-file-name (plist-get f :path) root)) files)))
          (names (lambda (action)
-                  (mapconcat (lambda (f) (file-relative-name
-                                          (expand-file-name (plist-get f :path) root) root))
-                             (cl-remove-if-not (lambda (f) (equal (plist-get f :action) action))
-                                               files)
-                             ", ")))
+                  (let ((these (cl-remove-if-not
+                                (lambda (f) (equal (plist-get f :action) action)) files)))
+                    (and these (concat (if (equal action "restored") "restored " "removed ")
+                                       (mapconcat (lambda (f) (funcall name (plist-get f :path)))
+                                                  these ", "))))))
          (kept (cl-loop for (file . what) in done
-                        when (eq what 'modified) collect (file-relative-name file root)))
-         (report (string-join
-                  (delq nil (list (and (not (string-empty-p (funcall names "restored")))
-                                       (concat "restored " (funcall names "restored")))
-                                  (and (not (string-empty-p (funcall names "removed")))
-                                       (concat "removed " (funcall names "removed")))
-                                  (and kept
-                                       (concat "not reverted (unsaved changes): "
-                                               (string-join kept ", ")))))
-                  "; "))
-         (text (format "Turn %d undone: %s" turn
-                       (if (string-empty-p report) "no file to restore" report))))
+                        when (eq what 'modified) collect (funcall name file)))
+         (failed (mapcar (lambda (f) (format "%s (%s)" (funcall name (plist-get f :path))
+                                             (plist-get f :reason)))
+                         (plist-get result :failed))))
+    (string-join
+     (delq nil (list (funcall names "restored")
+                     (funcall names "removed")
+                     (and failed (concat "could not restore " (string-join failed ", ")))
+                     (and kept (concat "not reverted (unsaved changes): "
+                                       (string-join kept ", ")))))
+     "; ")))
+
+(defun parley--turn-undone (turn result)
+  "Report the RESULT of `_parley/session/restore' for TURN.
+Buffers visiting the files show them as restored; the echo area and
+the transcript say what changed."
+  (let* ((rejected (eq (plist-get result :rejected) t))
+         (report (parley--restore-report result (file-name-as-directory parley--cwd)))
+         (text (cond (rejected (format "Turn %d not undone: you kept the files changed since"
+                                       turn))
+                     ((string-empty-p report) (format "Turn %d undone: no file to restore" turn))
+                     (t (format "Turn %d undone: %s" turn report)))))
+    (unless rejected
+      ;; The server dropped the checkpoints of this turn and later ones.
+      (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
     (parley--insert-notice (concat "[" text "]"))
     (message "Parley: %s" text)))
 
@@ -187,8 +205,7 @@ and the transcript say what changed."
           (run-at-time 0 nil
                        (lambda ()
                          (parley--with-live-buffer buffer
-                           (parley--turn-undone
-                            turn (append (plist-get result :files) nil))))))
+                           (parley--turn-undone turn result)))))
         :error-fn
         (lambda (err)
           (message "Parley cannot undo turn %d: %s" turn (plist-get err :message))))))))
@@ -318,8 +335,11 @@ A question still pending is answered `cancelled': its turn is over."
     (setq parley--busy nil)
     (when (plist-get stats :model)
       (setq parley--model (plist-get stats :model)))
-    (when (natnump (plist-get (plist-get stats :session) :turns))
-      (parley--renumber-last-turn (plist-get (plist-get stats :session) :turns)))
+    (let ((turns (plist-get (plist-get stats :session) :turns)))
+      (when (natnump turns)
+        (when (eql (car parley--edited-turns) parley--turn-count)
+          (setcar parley--edited-turns turns))
+        (parley--renumber-last-turn turns)))
     (parley--record-usage 'turn (plist-get result :usage))
     (parley--close-tail)
     (pcase stop

@@ -228,20 +228,23 @@ On a section header in the transcript, fold or unfold the section."
                       parley--cwd)))
 
 (defun parley-undo-turn (&optional at-point)
-  "Put back the files the last turn edited, as they were before it.
-With a prefix argument AT-POINT, undo the turn shown at point, and
-every later turn's edits with it.  The conversation stays as it is;
-the model is told at the next prompt.  Buffers visiting the files
-are reverted when they hold no unsaved changes."
+  "Put back the files the last editing turn changed, as they were before it.
+That is the last turn whose edits this buffer saw and did not undo
+yet (the last turn when it saw none), so repeating it goes one
+editing turn further back.  With a prefix argument AT-POINT, undo
+the turn shown at point, and every later turn's edits with it.  The
+conversation stays as it is; the model is told at the next prompt.
+Buffers visiting the files are reverted when they hold no unsaved
+changes."
   (interactive "P")
   (parley--check-buffer)
   (when (or parley--busy parley--questions)
     (user-error "Parley is answering; undo the turn once it ends"))
   (let ((turn (if at-point
                   (or (parley--turn-at (point)) (user-error "No turn at point"))
-                (if (> parley--turn-count 0)
-                    parley--turn-count
-                  (user-error "No turn to undo")))))
+                (cond (parley--edited-turns (car parley--edited-turns))
+                      ((> parley--turn-count 0) parley--turn-count)
+                      (t (user-error "No turn to undo"))))))
     (parley--undo-turn turn)
     (message "Parley: undoing turn %d…" turn)))
 

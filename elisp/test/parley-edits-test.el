@@ -393,14 +393,18 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
                      (if (not (eq method '_parley/session/restore))
                          (funcall dispatch c method params)
                        (push params asked)
-                       (parley-edits-test--file ws "a.py" "a = 1\n")
-                       (set-file-times restored (time-add nil 5))
-                       (parley-edits-test--file ws "b.py" "b = 1\n")
-                       (set-file-times kept (time-add nil 5))
-                       (delete-file removed)
-                       (list :files (vector (list :path restored :action "restored")
-                                            (list :path "b.py" :action "restored")
-                                            (list :path "new/c.py" :action "removed"))))))
+                       (if (cdr asked)
+                           ;; The second time, the user keeps the files.
+                           (list :files [] :rejected t)
+                         (parley-edits-test--file ws "a.py" "a = 1\n")
+                         (set-file-times restored (time-add nil 5))
+                         (parley-edits-test--file ws "b.py" "b = 1\n")
+                         (set-file-times kept (time-add nil 5))
+                         (delete-file removed)
+                         (list :files (vector (list :path restored :action "restored")
+                                              (list :path "b.py" :action "restored")
+                                              (list :path "new/c.py" :action "removed"))
+                               :failed (vector (list :path "d.py" :reason "permission denied")))))))
                   ((symbol-function 'message)
                    (lambda (format-string &rest args)
                      (push (apply #'format-message format-string args) messages))))
@@ -414,6 +418,7 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
           (should (equal (with-current-buffer b-buffer (buffer-string)) "b = 2\n# mine\n"))
           (should-not (buffer-live-p c-buffer))
           (let ((report (concat "Turn 2 undone: restored a.py, b.py; removed new/c.py; "
+                                "could not restore d.py (permission denied); "
                                 "not reverted (unsaved changes): b.py")))
             (should (string-match-p (regexp-quote (concat "[" report "]\n"))
                                     (parley-test--transcript)))
@@ -421,10 +426,31 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
           ;; With a prefix argument, the turn at point.
           (goto-char (parley-test--pos "One."))
           (parley-undo-turn t)
-          (parley-test--wait (lambda () (= (length asked) 2)))
-          (should (equal (plist-get (car asked) :turn) 1))
-          (parley-test--settle))
+          (parley-test--wait (lambda () (string-match-p "Turn 1 not undone"
+                                                        (parley-test--transcript))))
+          (should (equal (plist-get (car asked) :turn) 1)))
         (with-current-buffer b-buffer (set-buffer-modified-p nil))))))
+
+(ert-deftest parley-edits-undo-turn-goes-back-one-editing-turn-at-a-time ()
+  (parley-edits-test--with-workspace
+    (let ((asked nil))
+      (cl-letf (((symbol-function 'parley--undo-turn) (lambda (turn) (push turn asked))))
+        ;; Turn 1 edits; the server counts it as its turn 4.
+        (parley--render-prompt "edit it" nil)
+        (parley-test--update (parley-edits-test--edit-update ws "completed"))
+        (setq parley--busy t)
+        (parley--turn-done '(:stopReason "end_turn" :_meta (:parley (:session (:turns 4)))))
+        ;; Turn 5 only talks.
+        (parley--render-prompt "thanks" nil)
+        (parley-test--chunk "You are welcome." "m9")
+        (should (= parley--turn-count 5))
+        (parley-undo-turn)
+        (should (equal asked '(4)))
+        ;; Once undone, the next undo has no editing turn left: the last turn.
+        (parley--turn-undone 4 '(:files [(:path "app.py" :action "restored")]))
+        (should-not parley--edited-turns)
+        (parley-undo-turn)
+        (should (equal asked '(5 4)))))))
 
 (ert-deftest parley-edits-undo-turn-refused-when-nothing-or-busy ()
   (parley-test--with-chat
