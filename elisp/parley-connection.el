@@ -108,6 +108,20 @@ sent when the server is gone."
                                                           :message error-message))
       (jsonrpc-connection-send conn :id id :result result))))
 
+;;;; Requests that wait for their answer
+
+(defun parley--request (conn method params)
+  "Send the request METHOD with PARAMS on CONN and return its result.
+The messages the server sent right after the answer are read too:
+jsonrpc.el 1.0.14's `jsonrpc-request' throws out of the process
+filter with the answer, which leaves what came in the same read (a
+new session's slash commands, say) unread until the server writes
+again.  A JSON-RPC error is signalled as `jsonrpc-error'."
+  (prog1 (jsonrpc-request conn method params :timeout parley-request-timeout)
+    (let ((proc (jsonrpc--process conn)))
+      (when (process-live-p proc)
+        (funcall (process-filter proc) proc "")))))
+
 ;;;; The server
 
 (defvar parley--connection nil
@@ -116,6 +130,15 @@ sent when the server is gone."
 (defvar parley--server-info nil
   "The server's answer to `initialize'.")
 
+(defun parley--server-supports (capability)
+  "Return non-nil when the server advertises the session CAPABILITY.
+CAPABILITY is a key of `agentCapabilities.sessionCapabilities', such
+as `:resume' or `:close'; its value is an object, often empty (which
+jsonrpc.el reads as nil), so only its presence counts."
+  (plist-member (plist-get (plist-get parley--server-info :agentCapabilities)
+                           :sessionCapabilities)
+                capability))
+
 (defun parley--events-initargs ()
   "Return the initargs that size the events buffer for this jsonrpc.el."
   (if (slot-exists-p 'jsonrpc-connection '-events-buffer-config)
@@ -123,11 +146,15 @@ sent when the server is gone."
     (list :events-buffer-scrollback-size parley-events-buffer-size)))
 
 (defun parley--initialize-params ()
-  "Return the params of the `initialize' request."
+  "Return the params of the `initialize' request.
+The client asks for hybrid revisions (`revisions'): it replaces the
+streamed text with the revised one (see `parley--on-message'), where
+a generic ACP client would show both."
   (list :protocolVersion 1
         :clientCapabilities
         (list :fs (list :readTextFile t :writeTextFile t)
-              :_meta (list :parley (list :tools (parley-tools-specs))))
+              :_meta (list :parley (list :tools (parley-tools-specs)
+                                         :revisions t)))
         :clientInfo (list :name "parley.el" :version parley-version)))
 
 (defun parley--start-server ()
@@ -159,8 +186,7 @@ sent when the server is gone."
     (setq parley--connection conn)
     (condition-case err
         (setq parley--server-info
-              (jsonrpc-request conn 'initialize (parley--initialize-params)
-                               :timeout parley-request-timeout))
+              (parley--request conn 'initialize (parley--initialize-params)))
       (jsonrpc-error
        (error "The Parley server did not start: %s%s"
               (or (alist-get 'jsonrpc-error-message (cdr err)) err)

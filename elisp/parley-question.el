@@ -88,25 +88,6 @@ items of the tool call, the edits asked about."
 
 ;;;; The text of a question
 
-(defun parley--code-mode (title)
-  "Return the major mode that fontifies the code of the tool TITLE, or nil."
-  (let ((case-fold-search t))
-    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
-          ((string-match-p "python" title) #'python-mode))))
-
-(defconst parley--fontify-limit 50000
-  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
-
-(defun parley--code-block (code mode)
-  "Return CODE indented as a block, fontified by MODE when non-nil."
-  (let ((code (copy-sequence (string-trim-right code "\n+"))))
-    (when (and mode (<= (length code) parley--fontify-limit))
-      (condition-case nil
-          (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
-            (put-text-property from to 'face face code))
-        (error nil)))                   ; plain text is still the code
-    (concat (parley--indent code) "\n")))
-
 (defun parley--question-input (input mode)
   "Return the tool INPUT for a question: every field in full.
 A string field with several lines, or named code, is a block fontified
@@ -125,28 +106,6 @@ by MODE."
                                         (if (stringp value) value (parley--json-brief value)))
                                 'face 'parley-tool-body)))))
    (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
-
-(defun parley--in-input-p (text input)
-  "Return non-nil when TEXT is the value of a field of the tool INPUT."
-  (and (consp input) (keywordp (car input))
-       (cl-loop for (_key value) on input by #'cddr
-                thereis (and (stringp value)
-                             (equal (string-trim value) (string-trim text))))))
-
-(defun parley--question-content (item input)
-  "Return the ACP tool call content ITEM for a question.
-Text already shown as a field of the tool INPUT is not repeated."
-  (pcase (plist-get item :type)
-    ("content"
-     (let ((text (plist-get (plist-get item :content) :text)))
-       (if (or (not (stringp text)) (parley--in-input-p text input))
-           ""
-         (parley--props (parley--code-block text nil) 'face 'parley-tool-body))))
-    ("diff"
-     (parley--props (parley-diff-string (parley-diff-path item parley--cwd)
-                                        (plist-get item :oldText) (plist-get item :newText)
-                                        "    ")))
-    (_ "")))
 
 (defun parley--question-choices (options diff)
   "Return the line of clickable choices for OPTIONS, with their keys.
@@ -177,12 +136,12 @@ DIFF non-nil says that `d' shows the edit's diff in its own buffer."
 TOOL is the ACP tool call: its title, kind, rawInput and content."
   (let* ((title (or (plist-get tool :title) "a tool"))
          (diffs (parley-diff-items (plist-get tool :content)))
-         (input (plist-get tool :rawInput)))
+         (input (plist-get tool :rawInput))
+         (mode (parley--code-mode title)))
     (concat
      (parley--props (concat header "\n") 'face 'parley-question-header)
-     (parley--question-input (if diffs (parley--without-edit-texts input) input)
-                             (parley--code-mode title))
-     (mapconcat (lambda (item) (parley--question-content item input))
+     (parley--question-input (if diffs (parley--without-edit-texts input) input) mode)
+     (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")
      (parley--question-choices options diffs))))
 

@@ -41,47 +41,105 @@ not bound by `jsonrpc-default-request-timeout'."
 (defvar parley--sessions (make-hash-table :test #'equal)
   "Map a session id to its chat buffer.")
 
-(defvar-local parley--session-id nil
-  "The id of this buffer's session.")
+(defvar parley--early-updates (make-hash-table :test #'equal)
+  "Session state updates that came before their session's buffer, by session id.
+The server follows its answer to `session/new' with the session's
+commands at once, while Emacs is still making the buffer.  Only the
+last update of each kind is kept.")
 
-(defvar-local parley--cwd nil
-  "The workspace root of this buffer's session.")
+(defconst parley--state-updates '("available_commands_update" "config_option_update")
+  "The kinds of `session/update' that set the session's state, not its transcript.")
 
-(defvar-local parley--conn nil
-  "The connection on which this buffer's session is active.")
+(parley--define-buffer-state
+  (parley--session-id "The id of this buffer's session.")
+  (parley--cwd "The workspace root of this buffer's session.")
+  (parley--conn "The connection on which this buffer's session is active.")
+  (parley--busy "Non-nil while a turn or a session load is in progress.")
+  (parley--silent
+   "Non-nil while updates are not shown (a session re-activated after a restart).")
+  (parley--model "The model of this buffer's session, if known.")
+  (parley--config-options
+   "The session's ACP config options (model, tool policy...), as last sent.")
+  (parley--commands
+   "The slash commands the server offers this session (plists: name, description).")
+  (parley--approvals "Hash table: toolCallId to `once' or `always', as the user answered.")
+  (parley--always-approved "Names of tools the user allowed always in this session.")
+  (parley--edited-turns
+   "The turns whose edits completed and were not undone, newest first."))
 
-(defvar-local parley--busy nil
-  "Non-nil while a turn or a session load is in progress.")
+;;;; Config options
 
-(defvar-local parley--silent nil
-  "Non-nil while updates are not shown (a session re-activated after a restart).")
+(defun parley--config-option (key value)
+  "Return the session's config option whose KEY (`:id', `:category') is VALUE."
+  (cl-find value parley--config-options
+           :key (lambda (option) (plist-get option key)) :test #'equal))
 
-(defvar-local parley--model nil
-  "The model of this buffer's session, if known.")
+(defun parley--config-choices (option)
+  "Return the values of the select OPTION, as an alist (VALUE . CHOICE).
+CHOICE is the plist with :value, :name and :description; grouped
+choices (ACP's `{group, name, options}') are flattened."
+  (cl-loop for choice across (or (plist-get option :options) [])
+           append (if (plist-member choice :options)
+                      (cl-loop for inner across (plist-get choice :options)
+                               collect (cons (plist-get inner :value) inner))
+                    (list (cons (plist-get choice :value) choice)))))
 
-(defvar-local parley--approvals nil
-  "Hash table: toolCallId to `once' or `always', as the user answered.")
+(defun parley--set-config-options (options)
+  "Keep OPTIONS (a vector) as this session's config options.
+The model shown is the current value of the option of category `model'."
+  (setq parley--config-options (append options nil))
+  (let ((model (parley--config-option :category "model")))
+    (when (stringp (plist-get model :currentValue))
+      (setq parley--model (plist-get model :currentValue))))
+  (force-mode-line-update))
 
-(defvar-local parley--always-approved nil
-  "Names of tools the user allowed always in this session.")
-
-(defvar-local parley--edited-turns nil
-  "The turns whose edits completed and were not undone, newest first.")
+(defun parley--session-result (result)
+  "Keep the config options of RESULT, from `session/new', `load' or `resume'.
+A server of the first edition sends none; nothing changes then."
+  (when (plist-get result :configOptions)
+    (parley--set-config-options (plist-get result :configOptions))))
 
 ;;;; Dispatch
 
 (defun parley--handle-notification (_conn method params)
   "Handle the notification METHOD with PARAMS from the server."
   (when (eq method 'session/update)
-    (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
-      (parley--with-live-buffer buffer
-        (condition-case-unless-debug err
-            (unless parley--silent
-              (let ((update (plist-get params :update)))
-                (parley--update update)
-                (parley--after-edit update)))
-          (error (message "Parley: cannot show an update: %s"
-                          (error-message-string err))))))))
+    (let* ((id (plist-get params :sessionId))
+           (update (plist-get params :update))
+           (buffer (gethash id parley--sessions)))
+      (if (buffer-live-p buffer)
+          (with-current-buffer buffer
+            (condition-case-unless-debug err
+                (parley--session-update update)
+              (error (message "Parley: cannot show an update: %s"
+                              (error-message-string err)))))
+        (let ((kind (plist-get update :sessionUpdate)))
+          (when (member kind parley--state-updates)
+            (puthash id (cons update (cl-remove kind (gethash id parley--early-updates)
+                                                :key (lambda (u) (plist-get u :sessionUpdate))
+                                                :test #'equal))
+                     parley--early-updates)))))))
+
+(defun parley--register-session (id buffer)
+  "Make BUFFER the chat buffer of the session ID.
+The state updates that came for it before are applied in BUFFER."
+  (puthash id buffer parley--sessions)
+  (let ((early (gethash id parley--early-updates)))
+    (remhash id parley--early-updates)
+    (with-current-buffer buffer
+      (mapc #'parley--session-update (reverse early)))))
+
+(defun parley--session-update (update)
+  "Keep the session state in UPDATE, or show UPDATE in the transcript.
+While the session is re-activated silently, nothing is shown."
+  (pcase (plist-get update :sessionUpdate)
+    ("config_option_update"
+     (parley--set-config-options (plist-get update :configOptions)))
+    ("available_commands_update"
+     (setq parley--commands (append (plist-get update :availableCommands) nil)))
+    (_ (unless parley--silent
+         (parley--update update)
+         (parley--after-edit update)))))
 
 (defun parley--handle-request (_conn method params)
   "Answer the request METHOD with PARAMS from the server."
@@ -329,18 +387,26 @@ A question still pending is answered `cancelled': its turn is over."
        :timeout-fn #'ignore))))
 
 (defun parley--turn-done (result)
-  "Finish the turn whose `session/prompt' RESULT arrived."
-  (let ((stop (plist-get result :stopReason))
-        (stats (plist-get (plist-get result :_meta) :parley)))
+  "Finish the turn whose `session/prompt' RESULT arrived.
+Its usage is under `_meta.parley' (`usage', `turn', `session'); a
+server of the first edition sent `usage' at the root and the turn's
+statistics as `_meta.parley' itself, and no session totals, which are
+then asked for."
+  (let* ((stop (plist-get result :stopReason))
+         (meta (plist-get (plist-get result :_meta) :parley))
+         (stats (or (plist-get meta :turn) meta))
+         (totals (plist-get meta :session)))
     (setq parley--busy nil)
     (when (plist-get stats :model)
       (setq parley--model (plist-get stats :model)))
-    (let ((turns (plist-get (plist-get stats :session) :turns)))
+    (let ((turns (plist-get totals :turns)))
       (when (natnump turns)
         (when (eql (car parley--edited-turns) parley--turn-count)
           (setcar parley--edited-turns turns))
         (parley--renumber-last-turn turns)))
-    (parley--record-usage 'turn (plist-get result :usage))
+    (if totals
+        (parley--record-usage 'totals totals)
+      (parley--record-usage 'turn (or (plist-get meta :usage) (plist-get result :usage))))
     (parley--close-tail)
     (pcase stop
       ("end_turn" nil)
@@ -350,7 +416,8 @@ A question still pending is answered `cancelled': its turn is over."
       ("refusal" (parley--insert-notice "[the model refused to answer]" 'parley-error))
       (_ (parley--insert-notice (format "[stopped: %s]" stop))))
     (parley--end-turn-state)
-    (parley--refresh-usage)))
+    (unless totals
+      (parley--refresh-usage))))
 
 (defun parley--turn-failed (err)
   "Show the error ERR that ended the turn."
@@ -372,27 +439,33 @@ A question still pending is answered `cancelled': its turn is over."
 
 (defun parley--with-session (fn)
   "Call FN once this buffer's session is active on the live connection.
-After a restart the session is loaded again, silently, first."
+After a restart the session is re-activated first: resumed where the
+server can (`session/resume', no replay: the transcript is here),
+otherwise loaded again, its replay not shown.  A session that cannot
+be re-activated continues as a new one."
   (let ((conn (parley--live-connection))
         (buffer (current-buffer)))
     (if (eq parley--conn conn)
         (funcall fn conn)
-      (setq parley--silent t)
-      (jsonrpc-async-request
-       conn 'session/load
-       (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
-       :timeout parley-turn-timeout
-       :success-fn
-       (lambda (_result)
-         (parley--with-live-buffer buffer
-           (setq parley--silent nil
-                 parley--conn conn)
-           (funcall fn conn)))
-       :error-fn
-       (lambda (err)
-         (parley--with-live-buffer buffer
-           (setq parley--silent nil)
-           (parley--resume-in-new-session conn (plist-get err :message) fn)))))))
+      (let ((resume (parley--server-supports :resume)))
+        (unless resume
+          (setq parley--silent t))
+        (jsonrpc-async-request
+         conn (if resume 'session/resume 'session/load)
+         (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+         :timeout parley-turn-timeout
+         :success-fn
+         (lambda (result)
+           (parley--with-live-buffer buffer
+             (setq parley--silent nil
+                   parley--conn conn)
+             (parley--session-result result)
+             (funcall fn conn)))
+         :error-fn
+         (lambda (err)
+           (parley--with-live-buffer buffer
+             (setq parley--silent nil)
+             (parley--resume-in-new-session conn (plist-get err :message) fn))))))))
 
 (defun parley--resume-in-new-session (conn why fn)
   "Continue in a new session on CONN, because the old one could not load.
@@ -415,9 +488,10 @@ must not wait for an answer: the request is asynchronous."
        (parley--with-live-buffer buffer
          (let ((id (plist-get result :sessionId)))
            (remhash parley--session-id parley--sessions)
-           (puthash id buffer parley--sessions)
+           (parley--register-session id buffer)
            (setq parley--session-id id
                  parley--conn conn)
+           (parley--session-result result)
            (parley--insert-notice
             (format "The session could not be resumed (%s); this continues in a new \
 session, without the history above." why))

@@ -84,6 +84,12 @@ This needs the `markdown-mode' package; without it nothing happens."
 (defface parley-status-failed '((t :inherit error))
   "Face for the status of a failed tool call.")
 
+(defface parley-tool-superseded '((t :inherit shadow))
+  "Face for a tool call the model did not make after all (superseded).")
+
+(defface parley-location '((t :inherit link))
+  "Face for a file location of a tool call, a button that opens it.")
+
 (defface parley-error '((t :inherit error))
   "Face for errors shown in the transcript.")
 
@@ -98,30 +104,37 @@ This needs the `markdown-mode' package; without it nothing happens."
                                   (derived-mode-p 'parley-chat-mode)))
                     (buffer-list)))
 
+;;;; Buffer state
+
+(defmacro parley--define-buffer-state (&rest variables)
+  "Define each of VARIABLES, a list (NAME DOC), as a buffer-local variable.
+Each is nil in a new buffer.  A chat buffer's state is declared as a
+table of them, here and in the files that require this one."
+  (declare (indent 0))
+  `(progn ,@(mapcar (lambda (variable)
+                      `(defvar-local ,(car variable) nil ,(cadr variable)))
+                    variables)))
+
 ;;;; Transcript state
 
-(defvar-local parley--output nil
-  "Marker where the transcript grows: its end, just before the prompt.")
-
-(defvar-local parley--start nil
-  "Where the transcript starts, after the banner line.")
-
-(defvar-local parley--title nil
-  "The session's title, if the server set one.
-The header line shows it.")
-
-(defvar-local parley--blocks nil
-  "Hash table of the blocks that can still change, keyed (KIND . ID).")
-
-(defvar-local parley--tail nil
-  "The block at the end of the transcript that streamed text extends.")
+(parley--define-buffer-state
+  (parley--output "Marker where the transcript grows: its end, just before the prompt.")
+  (parley--start "Where the transcript starts, after the banner line.")
+  (parley--title "The session's title, if the server set one.")
+  (parley--blocks "Hash table of the blocks that can still change, keyed (KIND . ID).")
+  (parley--tail "The block at the end of the transcript that streamed text extends.")
+  (parley--open-thoughts "Thought blocks not folded yet.")
+  (parley--role "Who the last thing in the transcript is from: `user', `agent' or nil."))
 
 (cl-defstruct (parley--block (:constructor parley--block-create) (:copier nil))
   "A part of the transcript that can still change.
 KIND is `message', `thought', `user' or `tool'; ID its id on the wire;
 BEG and END markers around it.  A tool block also has TITLE, STATUS,
-INPUT, OUTPUT, RAW-OUTPUT and EXPANDED."
-  kind id beg end title status input output raw-output expanded)
+INPUT (rawInput), CONTENT (a list of ACP tool call content items),
+RAW-OUTPUT, LOCATIONS (a list of plists with :path and :line),
+SUPERSEDED (non-nil when the server ended the call because the model
+did not make it) and EXPANDED."
+  kind id beg end title status input content raw-output locations superseded expanded)
 
 ;;;; JSON as text
 
@@ -232,9 +245,6 @@ more than a short one."
         (goto-char end)
         (insert-before-markers string)
         (delete-region beg end)))))
-
-(defvar-local parley--role nil
-  "Who the last thing in the transcript is from: `user', `agent' or nil.")
 
 (defvar-local parley--turn-count 0
   "How many turns the session has had: the number of the last one (from 1).
@@ -368,9 +378,6 @@ POS is in the section's header or body, or just after it."
         (goto-char pos)
       (user-error "No more sections"))))
 
-(defvar-local parley--open-thoughts nil
-  "Thought blocks not folded yet.")
-
 (defun parley--start-thought (id)
   "Start a thought section with ID and return its block."
   (let ((block (parley--new-block 'thought id)))
@@ -416,7 +423,6 @@ POS is in the section's header or body, or just after it."
     ("in_progress" '("running" . parley-status-running))
     ("completed" '("done" . parley-status-done))
     ("failed" '("failed" . parley-status-failed))
-    ("superseded" '("superseded" . parley-status-failed))
     (_ '("pending" . parley-status-pending))))
 
 (defun parley--indent (text)
@@ -447,20 +453,83 @@ POS is in the section's header or body, or just after it."
                  "\n")
     (parley--json-brief input)))
 
-(defun parley--tool-output-text (block)
-  "Return the output of the tool BLOCK as text, or nil.
-Diffs are not part of it: an edit's block shows them itself."
-  (let ((content (cl-remove-if (lambda (item) (equal (plist-get item :type) "diff"))
-                               (parley--block-output block)))
-        (raw (parley--block-raw-output block)))
-    (cond (content
-           (mapconcat (lambda (item)
-                        (let ((inner (plist-get item :content)))
-                          (or (plist-get inner :text)
-                              (plist-get item :text)
-                              (parley--json-brief item))))
-                      content "\n"))
-          (raw (parley--json-brief raw)))))
+(defun parley--tool-body (block)
+  "Return the body of the tool BLOCK's section: input, content and output.
+Each part starts with a newline and does not end with one."
+  (let* ((input (parley--block-input block))
+         (final (or (parley--block-superseded block)
+                    (member (parley--block-status block) '("completed" "failed"))))
+         (content (mapconcat (lambda (item) (parley--content-item-string item input nil t))
+                             (parley--block-content block) ""))
+         (raw (parley--block-raw-output block))
+         (part (lambda (label text)
+                 (concat (parley--props (format "\n  %s:\n" label) 'face 'parley-tool-body)
+                         (string-trim-right text "\n")))))
+    (concat
+     (if input
+         (funcall part "input" (parley--props (parley--indent (parley--limit (parley--input-text input)))
+                                              'face 'parley-tool-body))
+       "")
+     (cond ((not (string-empty-p content))
+            ;; Before the call ends, its content is what it is about
+            ;; (the code, the diff); after, its result.
+            (funcall part (if final "output" "content") content))
+           ((and raw (not (parley--block-superseded block)))
+            (funcall part "output" (parley--props (parley--indent (parley--limit (parley--json-brief raw)))
+                                                  'face 'parley-tool-body)))
+           (t "")))))
+
+;;;; File locations
+
+(defvar parley-location-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "RET") #'parley-open-location)
+    (define-key map [mouse-1] #'parley-open-location-click)
+    (define-key map [mouse-2] #'parley-open-location-click)
+    map)
+  "Keymap on the file locations of a tool call.")
+
+(defun parley--location-string (location)
+  "Return the clickable text of the tool call LOCATION (:path, :line)."
+  (let* ((path (plist-get location :path))
+         (line (plist-get location :line))
+         ;; A chat buffer's directory is its workspace root.
+         (root (file-name-as-directory (expand-file-name default-directory)))
+         (shown (if (and (file-name-absolute-p path) (string-prefix-p root path))
+                    (substring path (length root))
+                  path))
+         (label (if (numberp line) (format "%s:%d" shown line) shown)))
+    (propertize label
+                'parley-location location 'face 'parley-location
+                'mouse-face 'highlight 'follow-link t 'keymap parley-location-map
+                'help-echo (format "RET or mouse-1: open %s" label))))
+
+(defun parley--locations-string (block)
+  "Return the line of the tool BLOCK's file locations, or the empty string."
+  (let ((locations (cl-remove-if-not (lambda (l) (stringp (plist-get l :path)))
+                                     (parley--block-locations block))))
+    (if locations
+        (concat "\n    " (mapconcat #'parley--location-string locations "  "))
+      "")))
+
+(defun parley-open-location (&optional pos)
+  "Open the file of the tool call location at POS (point), at its line."
+  (interactive)
+  (let ((location (get-text-property (or pos (point)) 'parley-location)))
+    (unless location (user-error "No file location here"))
+    (let ((file (expand-file-name (plist-get location :path)))
+          (line (plist-get location :line)))
+      (pop-to-buffer (find-file-noselect file))
+      (when (numberp line)
+        (goto-char (point-min))
+        (forward-line (1- line))))))
+
+(defun parley-open-location-click (event)
+  "Open the file of the tool call location clicked on in EVENT."
+  (interactive "e")
+  (let ((position (event-end event)))
+    (with-current-buffer (window-buffer (posn-window position))
+      (parley-open-location (posn-point position)))))
 
 (defun parley--edit-string (block diffs)
   "Return the transcript text of the edit BLOCK, whose DIFFS are ACP diffs.
@@ -474,11 +543,11 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
           (lambda (text &optional face)
             (parley--props text 'parley-header block 'face (or face 'parley-tool-header))))
          (raw (parley--block-raw-output block))
-         (output (and (not done)
+         (output (and (not done) raw
                       ;; The error of the default rawOutput, {content, isError}.
-                      (or (and (consp raw) (stringp (plist-get raw :content))
-                               (plist-get raw :content))
-                          (parley--tool-output-text block))))
+                      (if (and (consp raw) (stringp (plist-get raw :content)))
+                          (plist-get raw :content)
+                        (parley--json-brief raw))))
          (body (concat
                 (mapconcat (lambda (item)
                              (parley-diff-string (parley-diff-path item root)
@@ -504,7 +573,9 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
       diffs (funcall header ","))
      (if done
          ""
-       (let ((label (parley--status-label status)))
+       (let ((label (if (parley--block-superseded block)
+                        '("superseded" . parley-tool-superseded)
+                      (parley--status-label status))))
          (funcall header (concat " [" (car label) "]") (cdr label))))
      ;; The body starts on the header's newline, as a thought's does,
      ;; so that folded, the header is one line.
@@ -516,7 +587,7 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
 (defun parley--block-diffs (block)
   "Return the ACP diffs of the tool BLOCK: an edit's."
   (and (eq (parley--block-kind block) 'tool)
-       (parley-diff-items (parley--block-output block))))
+       (parley-diff-items (parley--block-content block))))
 
 (defun parley--tool-string (block)
   "Return the transcript text of the tool BLOCK: a header and a body."
@@ -526,35 +597,34 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
       (parley--call-string block))))
 
 (defun parley--call-string (block)
-  "Return the transcript text of the tool BLOCK that is not an edit."
+  "Return the transcript text of the tool BLOCK that is not an edit.
+The header is the title, the status and the file locations; the body,
+folded unless the block is expanded, the input, content and output."
   (let* ((expanded (parley--block-expanded block))
-         (status (parley--status-label (parley--block-status block)))
+         (superseded (parley--block-superseded block))
+         (status (if superseded
+                     '("superseded" . parley-tool-superseded)
+                   (parley--status-label (parley--block-status block))))
          (title (car (split-string (or (parley--block-title block) "tool") "\n")))
          (title (truncate-string-to-width title 100 nil nil "…"))
-         (input (parley--block-input block))
-         (output (parley--tool-output-text block))
-         (body (concat
-                (if input
-                    (concat "\n  input:\n" (parley--indent (parley--limit (parley--input-text input))))
-                  "")
-                (if output
-                    (concat "\n  output:\n"
-                            (parley--indent (parley--limit (string-trim-right output))))
-                  ""))))
+         (body (parley--tool-body block)))
     (concat
      (parley--props (concat (string (if expanded parley--arrow-open parley--arrow-closed))
                             " " title " ")
-                    'parley-header block 'face 'parley-tool-header)
+                    'parley-header block
+                    'face (if superseded 'parley-tool-superseded 'parley-tool-header))
      (parley--props (concat "[" (car status) "]")
                     'parley-header block 'face (cdr status))
+     (parley--props (parley--locations-string block) 'parley-header block)
      (if (string-empty-p body)
          ""
-       (parley--props body 'parley-body block 'face 'parley-tool-body
+       (parley--props body 'parley-body block
                       'invisible (unless expanded 'parley-hidden)))
      (parley--props (string ?\n)))))
 
 (defun parley--tool-update (update)
-  "Show the `tool_call' or `tool_call_update' UPDATE."
+  "Show the `tool_call' or `tool_call_update' UPDATE.
+A field it has replaces the one shown; the others stay."
   (let* ((id (plist-get update :toolCallId))
          (block (gethash (cons 'tool id) parley--blocks))
          (new (null block)))
@@ -569,17 +639,73 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
     (when (plist-member update :rawInput)
       (setf (parley--block-input block) (plist-get update :rawInput)))
     (when (plist-member update :content)
-      (setf (parley--block-output block) (append (plist-get update :content) nil)))
+      (setf (parley--block-content block) (append (plist-get update :content) nil)))
+    (when (plist-member update :locations)
+      (setf (parley--block-locations block) (append (plist-get update :locations) nil)))
     (when (plist-member update :rawOutput)
-      (let ((raw (plist-get update :rawOutput)))
-        (setf (parley--block-raw-output block) raw)
-        (when (and (consp raw) (eq (plist-get raw :superseded) t))
-          (setf (parley--block-status block) "superseded"))))
+      (setf (parley--block-raw-output block) (plist-get update :rawOutput)))
+    ;; Superseded: the model did not make this call after all.  A
+    ;; first-edition server said so in `rawOutput'.
+    (when (or (eq (parley--meta update :superseded) t)
+              (let ((raw (plist-get update :rawOutput)))
+                (and (consp raw) (eq (plist-get raw :superseded) t))))
+      (setf (parley--block-superseded block) t))
     (if new
         (parley--append block (parley--tool-string block))
       (parley--replace block (parley--tool-string block)))
     (when (eq parley--tail block)
       (setq parley--tail nil))))
+
+;;;; Tool call content: code, text and diffs
+
+(defun parley--code-mode (title)
+  "Return the major mode that fontifies the code of the tool TITLE, or nil."
+  (let ((case-fold-search t))
+    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
+          ((string-match-p "python" title) #'python-mode))))
+
+(defconst parley--fontify-limit 50000
+  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
+
+(defun parley--code-block (code mode)
+  "Return CODE indented as a block, fontified by MODE when non-nil."
+  (let ((code (copy-sequence (string-trim-right code "\n+"))))
+    (when (and mode (<= (length code) parley--fontify-limit))
+      (condition-case nil
+          (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
+            (put-text-property from to 'face face code))
+        (error nil)))                   ; plain text is still the code
+    (concat (parley--indent code) "\n")))
+
+(defun parley--in-input-p (text input)
+  "Return non-nil when TEXT is the value of a field of the tool INPUT."
+  (and (consp input) (keywordp (car input))
+       (cl-loop for (_key value) on input by #'cddr
+                thereis (and (stringp value)
+                             (equal (string-trim value) (string-trim text))))))
+
+(defun parley--content-item-string (item input &optional mode limit)
+  "Return the ACP tool call content ITEM as transcript text, in lines.
+Text (the code of an evaluation, a tool's output) is a block,
+fontified by MODE when non-nil; text already shown as a field of the
+tool INPUT is not repeated.  A diff is shown in `diff-mode' faces.
+With LIMIT, either is cut to `parley-tool-display-limit' characters."
+  (let ((cut (if limit #'parley--limit #'identity)))
+    (pcase (plist-get item :type)
+      ("content"
+       (let ((text (plist-get (plist-get item :content) :text)))
+         (cond ((or (not (stringp text)) (string-empty-p (string-trim text))
+                    (parley--in-input-p text input))
+                "")
+               (mode (parley--props (parley--code-block (funcall cut text) mode)))
+               (t (parley--props (parley--code-block (funcall cut text) nil)
+                                 'face 'parley-tool-body)))))
+      ("diff"
+       (funcall cut (parley--props (parley-diff-string
+                                    (parley-diff-path item (bound-and-true-p parley--cwd))
+                                    (plist-get item :oldText) (plist-get item :newText)
+                                    "    "))))
+      (_ ""))))
 
 ;;;; Usage
 
@@ -596,10 +722,14 @@ while unknown); USED and SIZE are the context's tokens and window."
 (defun parley--record-usage (source data)
   "Record in this buffer's usage what SOURCE reports in DATA.
 SOURCE is one of:
-  `round'    DATA is a `usage_update': the context's fill, the
-             round's tokens (added to the turn's) and the session's cost;
+  `round'    DATA is a `usage_update': the context's fill and window,
+             the session's cost, and in `_meta.parley' the call's usage
+             and the session's totals (`call', `session'); from a server
+             that sends only the call's usage there, the call's tokens
+             are added to the turn's;
   `turn'     DATA is the usage of a turn that ended: its tokens join
              the session's, and the next turn counts from zero;
+  `totals'   DATA is the session's totals, this turn's included;
   `session'  DATA is the session's totals as the server stored them.
 Token counts missing from DATA count as zero; a cost that is not a
 number leaves the known one."
@@ -608,18 +738,29 @@ number leaves the known one."
         (cost nil))
     (pcase-exhaustive source
       ('round
-       (let ((round (plist-get (plist-get data :_meta) :parley)))
+       (let* ((meta (plist-get (plist-get data :_meta) :parley))
+              (size (plist-get data :size)))
          (setf (parley--usage-used usage) (plist-get data :used)
-               (parley--usage-size usage) (plist-get data :size))
-         (when round
-           (cl-incf (parley--usage-turn-in usage) (or (plist-get round :inputTokens) 0))
-           (cl-incf (parley--usage-turn-out usage) (or (plist-get round :outputTokens) 0))))
+               ;; An unknown window is absent (an older server sent 0).
+               (parley--usage-size usage) (and (numberp size) (> size 0) size))
+         (cond
+          ((plist-get meta :session)
+           (parley--record-usage 'totals (plist-get meta :session)))
+          ((and meta (not (plist-member meta :call)))
+           (cl-incf (parley--usage-turn-in usage) (or (plist-get meta :inputTokens) 0))
+           (cl-incf (parley--usage-turn-out usage) (or (plist-get meta :outputTokens) 0)))))
        (setq cost (plist-get data :cost)))
       ('turn
        (cl-incf (parley--usage-in usage) (funcall tokens :inputTokens))
        (cl-incf (parley--usage-out usage) (funcall tokens :outputTokens))
        (setf (parley--usage-turn-in usage) 0
              (parley--usage-turn-out usage) 0))
+      ('totals
+       (setf (parley--usage-in usage) (funcall tokens :inputTokens)
+             (parley--usage-out usage) (funcall tokens :outputTokens)
+             (parley--usage-turn-in usage) 0
+             (parley--usage-turn-out usage) 0)
+       (setq cost (plist-get data :cost)))
       ('session
        (setf (parley--usage-in usage) (funcall tokens :inputTokens)
              (parley--usage-out usage) (funcall tokens :outputTokens))

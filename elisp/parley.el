@@ -23,8 +23,10 @@
 ;;   C-c C-c, RET at the end   send the prompt
 ;;   M-p / M-n                 previous / next prompt from the history
 ;;   C-c C-k                   cancel the turn
-;;   TAB                       fold or unfold the thoughts or tool call at point
+;;   TAB                       fold or unfold the thoughts or tool call at point;
+;;                             in the prompt, complete a /command
 ;;   C-c C-m                   switch the model
+;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
 ;;   C-c C-s                   list the stored sessions and open one
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
@@ -106,20 +108,12 @@
 
 ;;;; Chat buffer state
 
-(defvar-local parley--input nil
-  "Marker at the start of the user's input.")
-
-(defvar-local parley--history nil
-  "The prompts sent from this buffer, newest first.")
-
-(defvar-local parley--history-pos nil
-  "Index in `parley--history' of the prompt shown, or nil.")
-
-(defvar-local parley--history-saved nil
-  "The input that was there before browsing the history.")
-
-(defvar-local parley--context nil
-  "Resource blocks to send with the next prompt, in order.")
+(parley--define-buffer-state
+  (parley--input "Marker at the start of the user's input.")
+  (parley--history "The prompts sent from this buffer, newest first.")
+  (parley--history-pos "Index in `parley--history' of the prompt shown, or nil.")
+  (parley--history-saved "The input that was there before browsing the history.")
+  (parley--context "Resource blocks to send with the next prompt, in order."))
 
 ;;;; Input
 
@@ -171,11 +165,47 @@ On a section header in the transcript, fold or unfold the section."
         (t (goto-char (point-max)))))
 
 (defun parley-tab ()
-  "Toggle the section at point, or indent in the prompt."
+  "Toggle the section at point, or complete or indent in the prompt.
+A slash command being typed at the start of the prompt is completed."
   (interactive)
   (cond ((parley--section-at (point)) (parley-toggle-section))
-        ((>= (point) parley--input) (indent-for-tab-command))
+        ((>= (point) parley--input)
+         (if (parley--command-completion)
+             (completion-at-point)
+           (indent-for-tab-command)))
         (t (parley-next-section))))
+
+;;;; Slash commands
+
+(defun parley--command-name (command)
+  "Return the name of the slash COMMAND (a plist), without its slash."
+  (string-remove-prefix "/" (or (plist-get command :name) "")))
+
+(defun parley--command-completion ()
+  "Complete the slash command at point, at the start of the prompt.
+A function of `completion-at-point-functions': the names of the
+commands the server offers (`available_commands_update'), each with
+its description and the hint for its input."
+  (when (and parley--commands parley--input (>= (point) parley--input)
+             (eq (char-after parley--input) ?/))
+    (let ((beg (1+ parley--input))
+          (end (save-excursion
+                 (goto-char (1+ parley--input))
+                 (skip-chars-forward "^ \t\n")
+                 (point)))
+          (commands parley--commands))
+      (when (<= beg (point) end)
+        (list beg end (mapcar #'parley--command-name commands)
+              :exclusive 'no
+              :annotation-function
+              (lambda (name)
+                (let* ((command (cl-find name commands :key #'parley--command-name
+                                         :test #'equal))
+                       (hint (plist-get (plist-get command :input) :hint)))
+                  (concat (if (stringp hint) (concat " " hint) "")
+                          (if (stringp (plist-get command :description))
+                              (concat "  " (plist-get command :description))
+                            "")))))))))
 
 (defun parley-cancel ()
   "Cancel the turn in progress."
@@ -275,10 +305,12 @@ changes."
      " " (or parley--model "default model")
      (format "  tokens %s in / %s out" (parley--tokens in) (parley--tokens out))
      (if (numberp cost) (concat "  " (parley--cost cost)) "")
-     (if (and (parley--usage-used u) (parley--usage-size u))
-         (format "  context %s/%s" (parley--tokens (parley--usage-used u))
-                 (parley--tokens (parley--usage-size u)))
-       "")
+     (cond ((not (parley--usage-used u)) "")
+           ((parley--usage-size u)
+            (format "  context %s/%s" (parley--tokens (parley--usage-used u))
+                    (parley--tokens (parley--usage-size u))))
+           ;; The model's window is unknown: the fill alone.
+           (t (format "  context %s" (parley--tokens (parley--usage-used u)))))
      (if parley--context (format "  +%d context" (length parley--context)) "")
      (if parley--title (concat "  " (propertize parley--title 'face 'italic)) "")
      (cond (parley--questions
@@ -302,6 +334,7 @@ goes to the question")
     (define-key map (kbd "C-c C-k") #'parley-cancel)
     (define-key map (kbd "TAB") #'parley-tab)
     (define-key map (kbd "C-c C-m") #'parley-set-model)
+    (define-key map (kbd "C-c C-t") #'parley-set-tool-policy)
     (define-key map (kbd "C-c C-s") #'parley-sessions)
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)
@@ -321,6 +354,7 @@ The transcript is read-only; type your prompt below it.
   (setq-local parley--blocks (make-hash-table :test #'equal))
   (setq-local parley--approvals (make-hash-table :test #'equal))
   (add-to-invisibility-spec '(parley-hidden . t))
+  (add-hook 'completion-at-point-functions #'parley--command-completion nil t)
   (setq-local truncate-lines nil)
   (setq-local word-wrap t)
   (let ((inhibit-read-only t))
@@ -345,16 +379,27 @@ The transcript is read-only; type your prompt below it.
   (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t))
 
 (defun parley--forget-buffer ()
-  "Cancel the turn of the buffer being killed; unregister its session.
+  "Cancel the turn of the buffer being killed; close and unregister its session.
 The cancel goes first, so that the server, told next that a pending
-question was cancelled, does not go on with the turn."
+question was cancelled, does not go on with the turn.  The session is
+closed (`session/close') where the server can: it frees the session's
+kernel and memory, and the session stays stored."
   ;; Nothing here may keep the buffer from dying.
   (condition-case err
-      (progn
-        (when (and parley--busy parley--conn (jsonrpc-running-p parley--conn))
+      (let ((live (and parley--conn (jsonrpc-running-p parley--conn))))
+        (when (and parley--busy live)
           (jsonrpc-notify parley--conn 'session/cancel
                           (list :sessionId parley--session-id)))
-        (parley--cancel-questions))
+        (parley--cancel-questions)
+        (when (and live parley--session-id
+                   ;; The capabilities are those of the server running now.
+                   (eq parley--conn parley--connection)
+                   (parley--server-supports :close))
+          (jsonrpc-async-request parley--conn 'session/close
+                                 (list :sessionId parley--session-id)
+                                 :timeout parley-request-timeout
+                                 :success-fn #'ignore :error-fn #'ignore
+                                 :timeout-fn #'ignore)))
     (error (message "Parley: %s" (error-message-string err))))
   (when (and parley--session-id
              (eq (gethash parley--session-id parley--sessions) (current-buffer)))
@@ -367,16 +412,19 @@ question was cancelled, does not go on with the turn."
     (directory-file-name
      (expand-file-name (if project (project-root project) directory)))))
 
-(defun parley--make-buffer (cwd session-id)
-  "Return a new chat buffer for SESSION-ID in CWD."
+(defun parley--make-buffer (cwd session-id &optional init)
+  "Return a new chat buffer for SESSION-ID in CWD.
+INIT, when non-nil, is called in the buffer before the updates that
+came for the session before it are applied."
   (let ((buffer (generate-new-buffer
                  (format "*parley: %s*" (file-name-nondirectory cwd)))))
     (with-current-buffer buffer
       (parley-chat-mode)
       (setq default-directory (file-name-as-directory cwd)
             parley--cwd cwd
-            parley--session-id session-id))
-    (puthash session-id buffer parley--sessions)
+            parley--session-id session-id)
+      (when init (funcall init)))
+    (parley--register-session session-id buffer)
     buffer))
 
 (defun parley--new-session-buffer (cwd)
@@ -384,17 +432,19 @@ question was cancelled, does not go on with the turn."
   (let* ((conn (parley--live-connection))
          (meta (append (and parley-default-model (list :model parley-default-model))
                        (and parley-tool-policy (list :toolPolicy parley-tool-policy))))
-         (result (jsonrpc-request
+         ;; The session's slash commands follow the answer: they are
+         ;; kept until its buffer is made (`parley--early-updates').
+         (result (parley--request
                   conn 'session/new
                   (append (list :cwd cwd :mcpServers [])
-                          (and meta (list :_meta (list :parley meta))))
-                  :timeout parley-request-timeout))
-         (buffer (parley--make-buffer cwd (plist-get result :sessionId))))
-    (with-current-buffer buffer
-      (setq parley--conn conn
-            parley--model (or parley-default-model
-                              (parley--meta parley--server-info :defaultModel))))
-    buffer))
+                          (and meta (list :_meta (list :parley meta)))))))
+    (parley--make-buffer
+     cwd (plist-get result :sessionId)
+     (lambda ()
+       (setq parley--conn conn
+             parley--model (or parley-default-model
+                               (parley--meta parley--server-info :defaultModel)))
+       (parley--session-result result)))))
 
 (defun parley--find-buffer (cwd)
   "Return a live chat buffer whose session is in CWD, or nil."
@@ -502,11 +552,10 @@ With a prefix argument NEW, start a new session in a new buffer."
   "Return the stored sessions (in CWD when non-nil) from CONN, newest first."
   (let (sessions cursor (pages 0))
     (while (progn
-             (let ((result (jsonrpc-request
+             (let ((result (parley--request
                             conn 'session/list
                             (append (and cwd (list :cwd cwd))
-                                    (and cursor (list :cursor cursor)))
-                            :timeout parley-request-timeout)))
+                                    (and cursor (list :cursor cursor))))))
                (setq sessions (append sessions (append (plist-get result :sessions) nil))
                      cursor (plist-get result :nextCursor)
                      pages (1+ pages)))
@@ -575,6 +624,7 @@ takes prompts as before.  Return the buffer."
                  (setq parley--busy nil
                        parley--conn conn
                        parley--model (or (plist-get meta :model) parley--model))
+                 (parley--session-result result)
                  (parley--record-usage 'session (plist-get meta :usage))
                  (parley--end-turn-state)
                  (parley--refresh-usage))))
@@ -586,45 +636,101 @@ takes prompts as before.  Return the buffer."
                                        (plist-get err :message))))))))
         buffer))))
 
-;;;###autoload
-(defun parley-set-model (model)
-  "Switch this chat buffer's session to MODEL (PROVIDER:MODEL)."
-  (interactive
-   (progn
-     (parley--check-buffer)
-     (let* ((result (jsonrpc-request (parley--live-connection) '_parley/models
-                                     (make-hash-table) :timeout parley-request-timeout))
-            (models (append (plist-get result :models) nil))
-            (table (mapcar (lambda (m) (cons (plist-get m :id) m)) models)))
-       (list (completing-read
-              (format "Model (now %s): " (or parley--model "default"))
-              (lambda (string pred action)
-                (if (eq action 'metadata)
-                    `(metadata
-                      (annotation-function
-                       . ,(lambda (id)
-                            (let ((m (cdr (assoc id table))))
-                              (if (eq (plist-get m :available) :json-false)
-                                  (format "  unavailable: %s" (or (plist-get m :reason) "?"))
-                                "")))))
-                  (complete-with-action action table string pred)))
-              nil nil nil nil (plist-get result :defaultModel))))))
-  (parley--check-buffer)
+;;;; Settings: the model, the tool policy
+
+(defun parley--read-choice (prompt choices default)
+  "Read one of CHOICES with PROMPT, offering DEFAULT.
+CHOICES is an alist (VALUE . PLIST); a choice's :description (or, for
+a model, why it is unavailable) is shown beside it."
+  (completing-read
+   prompt
+   (lambda (string pred action)
+     (if (eq action 'metadata)
+         `(metadata
+           (annotation-function
+            . ,(lambda (value)
+                 (let ((choice (cdr (assoc value choices))))
+                   (cond ((eq (plist-get choice :available) :json-false)
+                          (format "  unavailable: %s" (or (plist-get choice :reason) "?")))
+                         ((stringp (plist-get choice :description))
+                          (concat "  " (plist-get choice :description)))
+                         (t ""))))))
+       (complete-with-action action choices string pred)))
+   nil nil nil nil default))
+
+(defun parley--apply-setting (option value legacy what)
+  "Set this session's config OPTION to VALUE, naming it WHAT in messages.
+With OPTION nil (a server without config options), LEGACY are the
+params of `_parley/session/configure' that set it instead.  The
+change takes effect from the next round."
   (let ((buffer (current-buffer)))
     (parley--with-session
      (lambda (conn)
        (jsonrpc-async-request
-        conn '_parley/session/configure
-        (list :sessionId parley--session-id :model model)
+        conn (if option 'session/set_config_option '_parley/session/configure)
+        (if option
+            (list :sessionId parley--session-id :configId (plist-get option :id)
+                  :value value)
+          (cons :sessionId (cons parley--session-id legacy)))
         :timeout parley-request-timeout
-        :success-fn (lambda (_)
+        :success-fn (lambda (result)
                       (parley--with-live-buffer buffer
-                        (setq parley--model model)
-                        (force-mode-line-update)
-                        (message "Parley now uses %s" model)))
+                        (cond ((plist-get result :configOptions)
+                               (parley--set-config-options (plist-get result :configOptions)))
+                              ((plist-get legacy :model)
+                               (setq parley--model value)
+                               (force-mode-line-update)))
+                        (message "Parley: the %s is now %s" what value)))
         :error-fn (lambda (err)
-                    (message "Parley cannot switch to %s: %s" model
+                    (message "Parley cannot set the %s to %s: %s" what value
                              (plist-get err :message))))))))
+
+;;;###autoload
+(defun parley-set-model (model)
+  "Switch this chat buffer's session to MODEL (PROVIDER:MODEL).
+The server's config option of category `model' offers the models;
+a server without config options is asked for its models instead."
+  (interactive
+   (progn
+     (parley--check-buffer)
+     (let ((option (parley--config-option :category "model")))
+       (list
+        (if option
+            (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
+                                 (parley--config-choices option)
+                                 (plist-get option :currentValue))
+          (let ((result (parley--request (parley--live-connection) '_parley/models
+                                         (make-hash-table))))
+            (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
+                                 (mapcar (lambda (m) (cons (plist-get m :id) m))
+                                         (plist-get result :models))
+                                 (plist-get result :defaultModel))))))))
+  (parley--check-buffer)
+  (parley--apply-setting (parley--config-option :category "model") model
+                         (list :model model) "model"))
+
+(defconst parley--tool-policies '("hybrid" "stream" "sync")
+  "The tool policies of a server without config options.")
+
+(defun parley-set-tool-policy (policy)
+  "Set the tool policy of this chat buffer's session to POLICY.
+`hybrid' streams each round and makes a synchronous call when the
+model turns to tools; `stream' assembles the calls from the stream;
+`sync' streams nothing.  The server's config option `tool_policy'
+offers the policies, where it has one."
+  (interactive
+   (progn
+     (parley--check-buffer)
+     (let ((option (parley--config-option :id "tool_policy")))
+       (list (parley--read-choice
+              "Tool policy: "
+              (if option
+                  (parley--config-choices option)
+                (mapcar #'list parley--tool-policies))
+              (plist-get option :currentValue))))))
+  (parley--check-buffer)
+  (parley--apply-setting (parley--config-option :id "tool_policy") policy
+                         (list :toolPolicy policy) "tool policy"))
 
 (provide 'parley)
 ;;; parley.el ends here

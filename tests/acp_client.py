@@ -125,6 +125,7 @@ class EditorClient:
         self.permission_answer: str | None = "allow_once"  # an optionId; None: `cancelled`
         self.buffers: dict[str, str] = {}  # path → unsaved text, served by fs/read_text_file
         self.file_reads: list[str] = []
+        self.file_writes: list[tuple[str, str]] = []  # (path, content), in order
 
     # --- the acp.Client protocol -------------------------------------------------------
 
@@ -166,6 +167,7 @@ class EditorClient:
     async def write_text_file(
         self, content: str, path: str, session_id: str, **kwargs: Any
     ) -> WriteTextFileResponse:
+        self.file_writes.append((path, content))
         self.buffers[path] = content
         return WriteTextFileResponse()
 
@@ -207,9 +209,11 @@ class AcpRun:
     editor: EditorClient
     recording: Recording
 
-    async def initialize(self, read_files: bool = False) -> InitializeResponse:
+    async def initialize(
+        self, read_files: bool = False, write_files: bool = False
+    ) -> InitializeResponse:
         capabilities = ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=read_files, write_text_file=False)
+            fs=FileSystemCapabilities(read_text_file=read_files, write_text_file=write_files)
         )
         return await self.conn.initialize(
             protocol_version=PROTOCOL_VERSION,

@@ -30,8 +30,10 @@ ROW_LABELS = [
     "6. Text parser `LocalModelStreamParser`",
     "7a. Loading a session of 5,000 messages",
     "7b. Server memory (RSS) after that load",
+    "8. First prompt of a fresh server",
 ]
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "7b."}  # rows with a baseline and a comparison
+# Rows with a baseline and a comparison.
+COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "7b.", "8."}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

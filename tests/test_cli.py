@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import server_env
 from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 
@@ -343,3 +345,148 @@ def test_a_second_ctrl_c_exits_at_once(fake: FakeLLM, tmp_path: Path, workspace)
     assert chat.returncode == 130
     assert "Traceback" not in stderr.decode()
     assert stderr.decode().count("Cancelled.") == 1
+
+
+# --- edits: the diff in the question, --yes, the files in the summary -----------------------
+
+FAKE_EDIT_AGENT = Path(__file__).with_name("fake_edit_agent.py")
+
+
+class _TerminalWriter(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def chat_with_edit_agent(monkeypatch, workspace: Path, typed: bytes | None, writer=None):
+    """`parley.chat.chat` in this process against `fake_edit_agent.py` (it asks to edit
+    notes.txt and create new.txt, with ACP diffs); the question goes to `writer`, and is
+    answered with `typed` (None: there is no terminal)."""
+    from parley import chat as chat_module
+    from parley.client import ParleyClient
+
+    async def start_fake(env):
+        client = ParleyClient()
+        await client.start_io(sys.executable, str(FAKE_EDIT_AGENT))
+        return client
+
+    def terminal():
+        if typed is None:
+            return None
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, typed)
+        os.close(write_fd)
+        return chat_module._Terminal(read_fd, writer, owned=False)
+
+    monkeypatch.setattr(chat_module, "_start_server", start_fake)
+    monkeypatch.setattr(chat_module._Terminal, "open", staticmethod(terminal))
+    monkeypatch.setattr(chat_module._Terminal, "forget_typeahead", lambda self: None)
+    return chat_module
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "notes.txt").write_text("first line\nsecond line\n")
+    return root
+
+
+async def test_the_question_shows_the_edit_as_a_diff(monkeypatch, capsys, notes: Path) -> None:
+    writer = io.StringIO()
+    chat_module = chat_with_edit_agent(monkeypatch, notes, b"y\n", writer)
+    code = await chat_module.chat("Edit.", model=None, cwd=notes)
+    assert code == 0
+    question = writer.getvalue()
+    assert "Parley asks to edit notes.txt:" in question
+    assert "\n  --- a/notes.txt\n  +++ b/notes.txt\n" in question
+    assert "\n  -second line\n  +second line, edited\n  +third line\n" in question
+    assert "\n  --- /dev/null\n  +++ b/new.txt\n" in question and "\n  +x\n" in question
+    assert "old_text" not in question  # the texts are shown by the diff, once
+    assert "path: notes.txt" in question
+    assert "\x1b[" not in question  # not a terminal: no colour
+    out, err = capsys.readouterr()
+    assert out == "Done.\n"
+    assert err.rstrip().endswith("Edited: notes.txt, new.txt")
+    assert (notes / "notes.txt").read_text().endswith("third line\n")
+
+
+async def test_the_diff_is_coloured_on_a_terminal(monkeypatch, notes: Path) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    writer = _TerminalWriter()
+    chat_module = chat_with_edit_agent(monkeypatch, notes, b"n\n", writer)
+    assert await chat_module.chat("Edit.", model=None, cwd=notes) == 0
+    question = writer.getvalue()
+    assert "\x1b[31m-second line\x1b[0m" in question
+    assert "\x1b[32m+third line\x1b[0m" in question
+    assert "\x1b[36m@@" in question
+    assert (notes / "notes.txt").read_text() == "first line\nsecond line\n"  # rejected
+
+
+async def test_yes_applies_the_edit_and_the_summary_lists_the_files(
+    monkeypatch, capsys, notes: Path
+) -> None:
+    chat_module = chat_with_edit_agent(monkeypatch, notes, None)
+    assert await chat_module.chat("Edit.", model=None, cwd=notes, allow_all=True) == 0
+    assert (notes / "notes.txt").read_text().endswith("third line\n")
+    assert (notes / "new.txt").read_text() == "x\n"
+    out, err = capsys.readouterr()
+    assert out == "Done.\n"
+    assert "Edited: notes.txt, new.txt" in err
+
+
+async def test_a_rejected_edit_is_not_listed_as_edited(monkeypatch, capsys, notes: Path) -> None:
+    chat_module = chat_with_edit_agent(monkeypatch, notes, None)  # no terminal: rejected
+    assert await chat_module.chat("Edit.", model=None, cwd=notes) == 0
+    out, err = capsys.readouterr()
+    assert out == "Not edited.\n"
+    assert "did not edit notes.txt" in err and "Edited:" not in err
+
+
+def test_a_diff_is_terminal_safe_and_marks_a_missing_final_newline() -> None:
+    from parley.chat import diff_lines
+
+    lines = diff_lines(
+        {"type": "diff", "path": "/w/a.py", "oldText": "x = 1\r\n", "newText": "x = '\x1b[2J'"},
+        cwd=Path("/w"),
+    )
+    assert lines[:2] == ["--- a/a.py", "+++ b/a.py"]
+    assert "-x = 1" in lines  # the CRLF is the line's end, not shown
+    assert "+x = '\\x1b[2J'  (no newline at end of file)" in lines
+
+
+def test_an_edit_tool_call_is_asked_with_its_diff_on_the_terminal(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    """The real edit tools (skipped until they are merged): the question on the terminal
+    shows the edit as a diff, `y` applies it, the summary names the file."""
+    pytest.importorskip("parley.tools.edits")
+    fake.set_script(
+        [
+            Reply(tool_calls=(ScriptedToolCall("read_file", {"path": "geometry.py"}),)),
+            Reply(
+                tool_calls=(
+                    ScriptedToolCall(
+                        "edit_file",
+                        {"path": "geometry.py", "old_text": "Shapes.", "new_text": "Plane shapes."},
+                    ),
+                )
+            ),
+            Reply(text="Edited."),
+        ]
+    )
+    master, slave = os.openpty()
+    try:
+        chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
+        asked = read_until(master, b"[n] no: ").decode().replace("\r\n", "\n")
+        os.write(master, b"y\n")
+        stdout, stderr = chat.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert "--- a/geometry.py" in asked and "+++ b/geometry.py" in asked
+    assert '-"""Shapes."""' in asked and '+"""Plane shapes."""' in asked
+    assert ("\x1b[31m" in asked) == (not os.environ.get("NO_COLOR"))  # a terminal: coloured
+    assert chat.returncode == 0, stderr.decode()
+    assert stdout == b"Edited.\n"
+    assert (workspace / "geometry.py").read_text().startswith('"""Plane shapes."""')
+    assert "Edited: geometry.py" in stderr.decode()

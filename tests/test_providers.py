@@ -555,3 +555,32 @@ async def test_a_connection_dropped_mid_stream_is_stream_interrupted(
     assert not any(isinstance(event, StreamFinished) for event in seen)
     (recorded,) = fake.wait_for_requests(1)
     assert recorded.chunks_sent == 4 < recorded.chunks_total
+
+
+# --- the thinking level on the wire --------------------------------------------------------
+
+
+async def test_a_thinking_budget_goes_to_anthropic_with_room_for_the_answer(fake: FakeLLM) -> None:
+    fake.set_script([Reply(text="ok")] * 3)
+    thinking = attrs.evolve(REQUEST, thinking_budget=24576)
+    async with provider_for("anthropic", fake) as provider:
+        await read_stream(provider, thinking)
+        await provider.complete(thinking)
+        await provider.complete(REQUEST)
+    streamed, completed, plain = (request.body for request in fake.wait_for_requests(3))
+    for body in (streamed, completed):
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 24576}
+        assert body["max_tokens"] > 24576  # the API refuses a budget that fills max_tokens
+    assert "thinking" not in plain and plain["max_tokens"] == 8192
+
+
+async def test_a_reasoning_effort_goes_to_openai_only_when_chosen(fake: FakeLLM) -> None:
+    fake.set_script([Reply(text="ok")] * 3)
+    effort = attrs.evolve(REQUEST, reasoning_effort="low")
+    async with provider_for("openai", fake) as provider:
+        await read_stream(provider, effort)
+        await provider.complete(effort)
+        await provider.complete(REQUEST)
+    streamed, completed, plain = (request.body for request in fake.wait_for_requests(3))
+    assert streamed["reasoning_effort"] == completed["reasoning_effort"] == "low"
+    assert "reasoning_effort" not in plain

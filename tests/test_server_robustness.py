@@ -431,23 +431,51 @@ def test_errors_are_one_line_and_answers_carry_no_traceback(
     raw_server: RawServer, fake, workspace: Path
 ) -> None:
     fake.set_script([Reply(text="x", fault=Fault("http", status=400))])
-    raw_server.send({"jsonrpc": "2.0", "id": 1, "method": "no/such/method"})
-    raw_server.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": 7}})
-    raw_server.send(
-        {"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": str(workspace)}}
-    )
-    answers = [raw_server.answer() for _ in range(3)]
-    assert [a["error"]["code"] for a in answers[:2]] == [-32601, -32602]
-    session = answers[2]["result"]["sessionId"]
+    ghost = {"name": "ghost", "command": "/no/such/mcp-server", "args": [], "env": []}
+    unknown = {"sessionId": "sess_unknown", "prompt": [{"type": "text", "text": "Hello?"}]}
+    requests = {
+        1: ("no/such/method", None),
+        2: ("session/new", {"cwd": 7}),
+        3: ("session/new", {"cwd": str(workspace), "mcpServers": [ghost]}),
+        5: ("session/prompt", unknown),
+        6: ("session/list", {"cursor": "not-ours"}),
+    }
+    answers = {}
+    for msg_id, (method, params) in requests.items():
+        message = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        raw_server.send(message)
+        answers[msg_id] = raw_server.answer()
+    codes = {msg_id: a.get("error", {}).get("code") for msg_id, a in answers.items()}
+    assert codes == {1: -32601, 2: -32602, 3: None, 5: -32002, 6: -32602}
+    session = answers[3]["result"]["sessionId"]
     prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "Hello?"}]}
     raw_server.send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": prompt})
     assert raw_server.answer()["error"]["code"] == -32001
     assert raw_server.close() == 0
     stderr = raw_server.stderr()
     assert "Traceback" not in stderr
-    for msg_id in (1, 2, 4):  # one line each: pygls' own second line is filtered out
+    for msg_id in (1, 2, 4, 5, 6):  # one line each: pygls' own second line is filtered out
         assert len(re.findall(rf"\b[Rr]equest {msg_id}\b", stderr)) == 1, stderr
     assert "Method Not Found" not in stderr
+    (mcp_line,) = [line for line in stderr.splitlines() if "ghost" in line]
+    assert "MCP server ghost did not start: its command was not found" in mcp_line
+    assert len(stderr.strip().splitlines()) == 6, stderr  # nothing else
+
+
+def test_a_session_list_cursor_the_server_did_not_issue_is_invalid_params(
+    raw_server: RawServer,
+) -> None:
+    for msg_id, cursor in enumerate(["", "abc", "-50", "7", "050", "0", "١٢"], start=1):
+        message = {"jsonrpc": "2.0", "id": msg_id, "method": "session/list"}
+        raw_server.send({**message, "params": {"cursor": cursor}})
+        error = raw_server.answer()["error"]
+        assert error["code"] == -32602 and "not a cursor this server issued" in error["message"]
+    for msg_id, params in [(98, {}), (99, {"cursor": "50"})]:  # a second page's cursor
+        message = {"jsonrpc": "2.0", "id": msg_id, "method": "session/list", "params": params}
+        raw_server.send(message)
+        assert raw_server.answer()["result"] == {"sessions": []}
 
 
 def test_an_unexpected_error_answers_32603_with_its_type_and_message_only() -> None:
@@ -685,9 +713,12 @@ async def test_editor_tool_error_reaches_the_model(client: ParleyClient, fake, w
     assert "The editor failed to run get_weather" in json.dumps(fake.requests[-1].body)
 
 
-@pytest.mark.parametrize("method", ["$/cancelRequest", "$/cancel_request"])
+@pytest.mark.parametrize(
+    ("method", "key"),
+    [("$/cancelRequest", "id"), ("$/cancel_request", "requestId"), ("$/cancel_request", "id")],
+)
 async def test_cancel_request_answers_the_prompt_with_request_cancelled(
-    client: ParleyClient, fake, workspace, method: str
+    client: ParleyClient, fake, workspace, method: str, key: str
 ) -> None:
     fake.set_script(
         [Reply(text="slow " * 200, pacing=Pacing(chunks_per_second=50)), Reply(text="ok")]
@@ -696,7 +727,7 @@ async def test_cancel_request_answers_the_prompt_with_request_cancelled(
     params = {"sessionId": session, "prompt": [{"type": "text", "text": "Talk."}]}
     pending = client.protocol.send_request_async("session/prompt", params, msg_id="prompt-1")
     await client.wait_for_update(session, lambda u: u["sessionUpdate"] == "agent_message_chunk")
-    client.notify(method, {"id": "prompt-1"})
+    client.notify(method, {key: "prompt-1"})  # ACP names it requestId, LSP id
     with pytest.raises(JsonRpcException) as raised:
         await asyncio.wait_for(pending, 5)
     assert raised.value.code == -32800

@@ -600,12 +600,15 @@ async def test_every_tool_has_a_spec_the_model_can_use(workspace: Path) -> None:
         "read_file",
         "list_directory",
         "search_files",
+        "edit_file",
+        "write_file",
     ]
     for tool in tools:
         assert isinstance(tool, Tool)
         assert tool.spec.input_schema["type"] == "object"
         assert "\n" not in tool.spec.description
-    assert [tool.spec.name for tool in tools if tool.spec.needs_permission] == ["python_eval"]
+    asked = [tool.spec.name for tool in tools if tool.spec.needs_permission]
+    assert asked == ["python_eval", "edit_file", "write_file"]
     await tools[0].aclose()
 
 

@@ -23,6 +23,9 @@
 (require 'jsonrpc)
 (require 'url)
 (require 'parley)
+(require 'parley-test-env
+         (expand-file-name "../test/parley-test-env"
+                           (file-name-directory (or load-file-name buffer-file-name))))
 
 (defvar parley-bench-chunks
   (string-to-number (or (getenv "PARLEY_BENCH_CHUNKS") "20000"))
@@ -30,19 +33,6 @@
 
 (defconst parley-bench--chunk "abc "
   "The text of one chunk (the fake LLM's default chunk size is 4).")
-
-(defconst parley-bench--repo
-  (file-name-directory
-   (directory-file-name
-    (file-name-directory
-     (directory-file-name
-      (file-name-directory (or load-file-name buffer-file-name))))))
-  "The repository.")
-
-(defconst parley-bench--venv
-  (file-name-as-directory
-   (or (getenv "PARLEY_VENV") (expand-file-name ".venv" parley-bench--repo)))
-  "The virtualenv holding the server.")
 
 (cl-defstruct (parley-bench--run (:constructor parley-bench--run-create))
   "Timings of one run: ARRIVALS and HANDLER times per chunk, COUNT, TOTAL.
@@ -147,36 +137,18 @@ GCS and GC-SECONDS: the garbage collections during the run."
 (defvar parley-bench--fake-url nil
   "The fake LLM's URL.")
 
-(defun parley-bench--server-ready-p ()
-  "Return non-nil when the server and the fake LLM can run."
-  (let ((parley (expand-file-name "bin/parley" parley-bench--venv)))
-    (and (file-executable-p parley)
-         (zerop (call-process parley nil nil nil "serve" "--help"))
-         (zerop (call-process (expand-file-name "bin/python" parley-bench--venv)
-                              nil nil nil "-c" "import parley.fakellm.__main__")))))
-
 (defun parley-bench--start-fake ()
   "Start the fake LLM with a script of one long answer."
-  (let ((buffer (get-buffer-create " *parley-bench-fake*")))
-    (make-process :name "parley-bench-fake" :buffer buffer :noquery t
-                  :command (list (expand-file-name "bin/python" parley-bench--venv)
-                                 "-m" "parley.fakellm" "--exit-on-stdin-eof")
-                  :connection-type 'pipe)
-    (parley-bench--wait (lambda ()
-                          (with-current-buffer buffer
-                            (goto-char (point-min))
-                            (when (re-search-forward "^\\(http://.*\\)\n" nil t)
-                              (setq parley-bench--fake-url (match-string 1)))))
-                        30)
-    (let ((url-request-method "POST")
-          (url-request-extra-headers '(("Content-Type" . "application/json")))
-          (url-request-data
-           (json-serialize
-            (vector (list :text (apply #'concat (make-list parley-bench-chunks
-                                                           parley-bench--chunk))
-                          :chunk_size (length parley-bench--chunk))))))
-      (kill-buffer (url-retrieve-synchronously
-                    (concat parley-bench--fake-url "/_fake/script") t t 30)))))
+  (setq parley-bench--fake-url (cdr (parley-test-env-start-fake "parley-bench-fake")))
+  (let ((url-request-method "POST")
+        (url-request-extra-headers '(("Content-Type" . "application/json")))
+        (url-request-data
+         (json-serialize
+          (vector (list :text (apply #'concat (make-list parley-bench-chunks
+                                                         parley-bench--chunk))
+                        :chunk_size (length parley-bench--chunk))))))
+    (kill-buffer (url-retrieve-synchronously
+                  (concat parley-bench--fake-url "/_fake/script") t t 30))))
 
 (defvar parley-bench--homes nil
   "The PARLEY_HOME directories the benchmark made, deleted at exit.")
@@ -185,10 +157,7 @@ GCS and GC-SECONDS: the garbage collections during the run."
   "Return the environment for `parley serve' against the fake LLM."
   (let ((home (make-temp-file "parley-bench-home-" t)))
     (push home parley-bench--homes)
-    (list (concat "OPENAI_BASE_URL=" parley-bench--fake-url "/v1")
-          "OPENAI_API_KEY=test-key"
-          "PARLEY_MODEL=openai:gpt-4.1-mini"
-          (concat "PARLEY_HOME=" home))))
+    (parley-test-env-server-environment parley-bench--fake-url home)))
 
 (add-hook 'kill-emacs-hook
           (lambda () (dolist (home parley-bench--homes) (delete-directory home t))))
@@ -196,8 +165,7 @@ GCS and GC-SECONDS: the garbage collections during the run."
 (defun parley-bench--server-parley ()
   "Stream the scripted answer from the server into a chat buffer."
   (let* ((run (parley-bench--new "parley buffer"))
-         (parley-server-command (list (expand-file-name "bin/parley" parley-bench--venv)
-                                      "serve"))
+         (parley-server-command (list parley-test-env-parley "serve"))
          (parley-server-environment (parley-bench--server-env))
          (default-directory temporary-file-directory)
          (advice (lambda (orig update)
@@ -227,7 +195,7 @@ GCS and GC-SECONDS: the garbage collections during the run."
          (process-environment (append (parley-bench--server-env) process-environment))
          (conn (parley-bench--connection
                 "parley-bench-bare"
-                (list (expand-file-name "bin/parley" parley-bench--venv) "serve")
+                (list parley-test-env-parley "serve")
                 (lambda (_conn _method params)
                   (when (equal (plist-get (plist-get params :update) :sessionUpdate)
                                "agent_message_chunk")
@@ -307,8 +275,8 @@ otherwise it holds arrival times and the spacing is averaged."
           (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file nil))) rows)
           (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file t))) rows))
       (delete-file file))
-    (if (not (parley-bench--server-ready-p))
-        (message "(server runs skipped: parley serve is not installed in %s)" parley-bench--venv)
+    (if (parley-test-env-missing)
+        (message "(server runs skipped: %s)" (parley-test-env-missing))
       (parley-bench--start-fake)
       (push (cons "server" (parley-bench--gc-counted (parley-bench--server-bare))) rows)
       (push (cons "server" (parley-bench--gc-counted (parley-bench--server-parley))) rows))

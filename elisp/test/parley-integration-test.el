@@ -15,21 +15,7 @@
 (require 'url)
 (require 'parley)
 (require 'parley-test)                  ; typing keys as the user would
-
-(defconst parley-it--repo
-  (expand-file-name (locate-dominating-file (or load-file-name buffer-file-name) "server"))
-  "The repository the tests run in (the directory holding elisp/ and server/).")
-
-(defconst parley-it--venv
-  (file-name-as-directory
-   (or (getenv "PARLEY_VENV") (expand-file-name ".venv" parley-it--repo)))
-  "The virtualenv holding the server.")
-
-(defconst parley-it--parley (expand-file-name "bin/parley" parley-it--venv)
-  "The server executable.")
-
-(defconst parley-it--python (expand-file-name "bin/python" parley-it--venv)
-  "The virtualenv's Python, which runs the fake LLM.")
+(require 'parley-test-env)
 
 (defvar parley-it--missing 'unknown
   "Why the integration tests cannot run, or nil when they can.")
@@ -49,15 +35,7 @@
 (defun parley-it--check ()
   "Return why the server cannot be used, or nil when it can."
   (when (eq parley-it--missing 'unknown)
-    (setq parley-it--missing
-          (cond
-           ((not (file-executable-p parley-it--parley))
-            (format "parley serve is not installed yet (no %s)" parley-it--parley))
-           ((not (zerop (call-process parley-it--parley nil nil nil "serve" "--help")))
-            (format "%s serve --help fails: the server is not usable yet" parley-it--parley))
-           ((not (zerop (call-process parley-it--python nil nil nil
-                                      "-c" "import parley.fakellm.__main__")))
-            "the fake LLM (parley.fakellm) is not installed yet"))))
+    (setq parley-it--missing (parley-test-env-missing)))
   parley-it--missing)
 
 (defun parley-it--wait (predicate what &optional timeout)
@@ -73,22 +51,9 @@ Fail the test, naming WHAT, when it does not."
 (defun parley-it--start-fake ()
   "Start the fake LLM unless it runs, and set `parley-it--url'."
   (unless (process-live-p parley-it--fake)
-    (let ((buffer (get-buffer-create " *parley-fakellm*")))
-      (with-current-buffer buffer (erase-buffer))
-      (setq parley-it--fake
-            (make-process :name "parley-fakellm" :buffer buffer
-                          :command (list parley-it--python "-m" "parley.fakellm"
-                                         "--exit-on-stdin-eof")
-                          :connection-type 'pipe :noquery t
-                          :stderr (get-buffer-create " *parley-fakellm stderr*")))
-      (setq parley-it--url
-            (parley-it--wait
-             (lambda ()
-               (with-current-buffer buffer
-                 (goto-char (point-min))
-                 (and (re-search-forward "^\\(http://[^\n]+\\)\n" nil t)
-                      (match-string 1))))
-             "the fake LLM's URL" 30)))))
+    (let ((fake (parley-test-env-start-fake "parley-fakellm")))
+      (setq parley-it--fake (car fake)
+            parley-it--url (cdr fake)))))
 
 (defun parley-it--http (method path &optional body)
   "Send METHOD PATH with the JSON BODY to the fake LLM; return the parsed answer."
@@ -142,12 +107,9 @@ the fake LLM.  The test is skipped when the server is not installed."
              parley-it--workspace (file-name-as-directory
                                    (make-temp-file "parley-workspace-" t)))
        (add-hook 'kill-emacs-hook #'parley-it--clean-up))
-     (let* ((parley-server-command (list parley-it--parley "serve"))
+     (let* ((parley-server-command (list parley-test-env-parley "serve"))
             (parley-server-environment
-             (list (concat "OPENAI_BASE_URL=" parley-it--url "/v1")
-                   "OPENAI_API_KEY=test-key"
-                   "PARLEY_MODEL=openai:gpt-4.1-mini"
-                   (concat "PARLEY_HOME=" parley-it--home)))
+             (parley-test-env-server-environment parley-it--url parley-it--home))
             (default-directory parley-it--workspace)
             (parley-turn-timeout 60))
        (unwind-protect
@@ -173,15 +135,16 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
                      "the end of the turn" timeout)))
 
-(defun parley-it--visible ()
-  "Return the transcript as shown, invisible text left out."
-  (let ((pos parley--start) (out ""))
-    (while (< pos parley--output)
-      (let ((next (next-single-property-change pos 'invisible nil parley--output)))
-        (unless (get-text-property pos 'invisible)
-          (setq out (concat out (buffer-substring-no-properties pos next))))
-        (setq pos next)))
-    out))
+(defmacro parley-it--recording-methods (&rest body)
+  "Run BODY with `sent' bound to the methods Emacs sends, newest first."
+  (declare (indent 0) (debug t))
+  `(let ((sent nil))
+     (cl-flet ((record (_conn &rest args)
+                 (when (plist-get args :method)
+                   (push (intern (format "%s" (plist-get args :method))) sent))))
+       (advice-add 'jsonrpc-connection-send :before #'record)
+       (unwind-protect (progn ,@body)
+         (advice-remove 'jsonrpc-connection-send #'record)))))
 
 ;;;; The tests
 
@@ -208,13 +171,13 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "Think")
     (parley-it--wait-idle)
     (should (string-match-p "First I consider the question\\." (parley-it--transcript)))
-    (let ((shown (parley-it--visible)))
+    (let ((shown (parley-test--visible-transcript)))
       (should (string-match-p "▸ Thinking\nThe answer is 42\\." shown))
       (should-not (string-match-p "consider" shown)))
     (goto-char (point-min))
     (search-forward "Thinking")
     (parley-tab)
-    (should (string-match-p "consider" (parley-it--visible)))))
+    (should (string-match-p "consider" (parley-test--visible-transcript)))))
 
 (parley-it--deftest parley-it-tool-round
   "A tool round shows the tool's header, its result, and the final answer."
@@ -227,16 +190,21 @@ the fake LLM.  The test is skipped when the server is not installed."
   (with-current-buffer (parley)
     (parley-it--send "What is in notes.txt?")
     (parley-it--wait-idle)
-    (let ((shown (parley-it--visible)))
-      (should (string-match-p "▸ Read notes\\.txt \\[done\\]\n" shown))
+    (let ((shown (parley-test--visible-transcript)))
+      ;; Its name, or a title a person reads with the file as a location.
+      (should (string-match-p "▸ \\(.*read_file.*\\|Read notes.txt\\) \\[done\\]\n" shown))
+      (when (string-match-p "Read notes.txt" shown)
+        (should (string-match-p "\\[done\\]\n    notes.txt\n" shown))
+        (should (eq (get-text-property (+ 4 (parley-test--pos "    notes.txt")) 'face)
+                    'parley-location)))
       (should (string-match-p "\\[done\\]\n\\(.\\|\n\\)*The file says pineapple\\.\n\\'" shown)))
     ;; The result is in the folded body.
     (should (string-match-p "pineapple\n\\(.\\|\n\\)*\\[done\\]\\|\\[done\\]\\(.\\|\n\\)*secret is pineapple"
                             (parley-it--transcript)))
     (goto-char (point-min))
-    (search-forward "Read notes.txt")
+    (re-search-forward "read_file\\|Read notes")
     (parley-tab)
-    (should (string-match-p "secret is pineapple" (parley-it--visible)))))
+    (should (string-match-p "secret is pineapple" (parley-test--visible-transcript)))))
 
 (parley-it--deftest parley-it-read-file-sees-unsaved-buffer
   "read_file asks Emacs (fs/read_text_file): the model sees a buffer's unsaved text."
@@ -284,6 +252,9 @@ the fake LLM.  The test is skipped when the server is not installed."
                            when (equal (plist-get message :role) "tool")
                            collect (format "%s" (plist-get message :content)))))
 
+(defconst parley-it--python-title "\\(?:python_eval\\|Run Python\\)"
+  "The title of a python_eval call: its name, or the title a person reads.")
+
 (defun parley-it--python (code)
   "Return a scripted model reply that calls python_eval with CODE."
   (list :tool_calls (vector (list :name "python_eval" :arguments (list :code code)))))
@@ -325,9 +296,11 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--send "Try it")
     (parley-it--answer "n")
     (parley-it--wait-idle 90)
-    (should (string-match-p "Rejected: Run Python\nUnderstood, I will not\\.\n\\'"
+    (should (string-match-p (concat "Rejected: " parley-it--python-title
+                                    "\nUnderstood, I will not\\.\n\\'")
                             (parley-it--transcript)))
-    (should (string-match-p "Run Python.*\\[failed\\]" (parley-it--transcript))))
+    (should (string-match-p (concat parley-it--python-title ".*\\[failed\\]")
+                            (parley-it--transcript))))
   (should-not (file-exists-p (expand-file-name "rejected.txt" parley-it--workspace)))
   (should (string-match-p "rejected" (car (last (parley-it--tool-messages))))))
 
@@ -386,7 +359,8 @@ the fake LLM.  The test is skipped when the server is not installed."
         (parley-it--send "Run twice")
         (parley-it--answer "a")
         (parley-it--wait-idle 90)
-        (should (string-match-p "Allowed always: Run Python\n\\(.\\|\n\\)*Both ran\\.\n\\'"
+        (should (string-match-p (concat "Allowed always: " parley-it--python-title
+                                        "\n\\(.\\|\n\\)*Both ran\\.\n\\'")
                                 (parley-it--transcript)))))
     (should (= asked 1)))
   (dolist (name '("always-1.txt" "always-2.txt"))
@@ -412,7 +386,8 @@ the fake LLM.  The test is skipped when the server is not installed."
     (with-current-buffer (parley-open-session session-id
                                               (directory-file-name parley-it--workspace))
       (parley-it--wait-idle 90)
-      (should (string-match-p "Run Python.*\\[failed\\]" (parley-it--transcript)))
+      (should (string-match-p (concat parley-it--python-title ".*\\[failed\\]")
+                              (parley-it--transcript)))
       (should (string-match-p "cancelled this call" (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-cancel-then-next-prompt
@@ -471,7 +446,7 @@ first, as the edit tools require."
     (parley-it--answer "y")
     (parley-it--wait-idle 60)
     (should (string-match-p (concat "▸ Edited " (regexp-quote name) " \\+1 −1\n")
-                            (parley-it--visible)))
+                            (parley-test--visible-transcript)))
     visiting))
 
 (defun parley-it--file-text (file)
@@ -543,7 +518,7 @@ first, as the edit tools require."
       (parley-it--wait-idle)
       (should (string-match-p "You\nCapital of France\\?\n\\(.\\|\n\\)*Paris is the capital\\."
                               (parley-it--transcript)))
-      (should (string-match-p "▸ Thinking" (parley-it--visible)))
+      (should (string-match-p "▸ Thinking" (parley-test--visible-transcript)))
       ;; The reopened session takes prompts.
       (parley-it--script (list :text "Berlin."))
       (parley-it--send "And Germany?")
@@ -563,13 +538,16 @@ first, as the edit tools require."
     (should-not (string-match-p "Error: Server died" (parley-it--transcript)))
     (parley-restart)
     (parley-it--script (list :text "After the restart."))
-    (parley-it--send "Two")
-    (parley-it--wait-idle)
-    (should (string-match-p "Two\n\\(.*new session.*\n\\)?\nParley\nAfter the restart\\.\n\\'"
-                            (parley-it--transcript)))
-    ;; The session itself resumes, unless the server cannot load sessions.
-    (unless (parley-it--server-lacks 'session/load)
-      (should-not (string-match-p "new session" (parley-it--transcript))))))
+    (parley-it--recording-methods
+      (parley-it--send "Two")
+      (parley-it--wait-idle)
+      ;; The session itself resumes, without a replay: the server can.
+      (should (parley--server-supports :resume))
+      (should (equal (reverse (cl-remove '_parley/usage sent))
+                     '(session/resume session/prompt))))
+    (should (string-match-p "\\`You\nOne\n\nParley\nBefore\\.\nError: The Parley server exited[^\0]*\
+The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n\\'"
+                            (parley-it--transcript)))))
 
 (parley-it--deftest parley-it-provider-error-shown
   "A provider failure ends the turn with an error in the buffer, in the error face."
@@ -626,11 +604,78 @@ first, as the edit tools require."
         (call-interactively #'parley-set-model))
       (should (member "openai:gpt-4.1-mini" offered))
       (parley-it--wait (lambda () (equal parley--model "openai:gpt-4.1")) "the model switch")
+      ;; Through the session's config option, which the answer updated.
+      (should (equal (plist-get (parley--config-option :category "model") :currentValue)
+                     "openai:gpt-4.1"))
       (parley-it--script (list :text "ok"))
       (parley-it--send "hi")
       (parley-it--wait-idle)
       (should (equal (plist-get (plist-get (car (last (parley-it--requests))) :body) :model)
                      "gpt-4.1")))))
+
+(parley-it--deftest parley-it-set-tool-policy
+  "`parley-set-tool-policy' switches the session to synchronous calls."
+  (with-current-buffer (parley)
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (_prompt collection &rest _)
+                 (should (member "sync" (all-completions "" collection)))
+                 "sync")))
+      (call-interactively #'parley-set-tool-policy))
+    (parley-it--wait (lambda () (equal (plist-get (parley--config-option :id "tool_policy")
+                                                  :currentValue)
+                                       "sync"))
+                     "the tool policy's config option")
+    (parley-it--script (list :text "synchronous answer"))
+    (parley-it--send "hi")
+    (parley-it--wait-idle)
+    (should (string-match-p "synchronous answer\n\\'" (parley-it--transcript)))
+    ;; No round was streamed.
+    (should-not (plist-get (plist-get (car (last (parley-it--requests))) :body) :stream))))
+
+(parley-it--deftest parley-it-slash-command-runs
+  "A prompt that is a slash command runs it: /model switches without a model call."
+  (with-current-buffer (parley)
+    (let ((calls (length (parley-it--requests))))
+      (parley-it--send "/model openai:gpt-4.1")
+      (parley-it--wait-idle)
+      (should (string-match-p "You\n/model openai:gpt-4.1\n\nParley\nSwitched to `openai:gpt-4.1` from the next prompt on\\.\n\\'"
+                              (parley-it--transcript)))
+      ;; The server announced the change (config_option_update): the
+      ;; header line shows it.
+      (parley-it--wait (lambda () (equal parley--model "openai:gpt-4.1"))
+                       "the config_option_update")
+      (should (equal (plist-get (parley--config-option :category "model") :currentValue)
+                     "openai:gpt-4.1"))
+      (should (= calls (length (parley-it--requests)))))))
+
+(parley-it--deftest parley-it-slash-commands-complete
+  "The slash commands the server announces complete at the prompt."
+  (with-current-buffer (parley)
+    ;; Announced right after the answer to session/new (not held
+    ;; back until the server writes again: see `parley--request').
+    (parley-it--wait (lambda () parley--commands) "the available commands" 5)
+    (should (member "cost" (mapcar #'parley--command-name parley--commands)))
+    (goto-char (point-max))
+    (insert "/mo")
+    (parley-tab)
+    (should (equal (parley--current-input) "/model"))))
+
+(parley-it--deftest parley-it-kill-buffer-closes-session
+  "Killing an idle chat buffer closes its session on the server; it stays stored."
+  (parley-it--script (list :text "Stored answer."))
+  (let (session-id)
+    (parley-it--recording-methods
+      (with-current-buffer (parley)
+        (setq session-id parley--session-id)
+        (parley-it--send "Keep this")
+        (parley-it--wait-idle)
+        (kill-buffer))
+      (should (eq (car sent) 'session/close)))
+    (with-current-buffer (parley-open-session session-id
+                                              (directory-file-name parley-it--workspace))
+      (parley-it--wait-idle)
+      (should (string-match-p "You\nKeep this\n\nParley\nStored answer\\.\n\\'"
+                              (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-turn-outlives-default-timeout
   "A turn longer than jsonrpc's 10 s default does not time out."

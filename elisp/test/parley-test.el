@@ -16,6 +16,10 @@
 (defconst parley-test--session "sess-unit"
   "The session id of the test buffers.")
 
+(defconst parley-test--config-options
+  "[{\"id\":\"model\",\"name\":\"Model\",\"category\":\"model\",\"type\":\"select\",\"currentValue\":\"openai:gpt-4.1-mini\",\"options\":[{\"value\":\"openai:gpt-4.1-mini\",\"name\":\"gpt-4.1-mini\"},{\"group\":\"anthropic\",\"name\":\"Anthropic\",\"options\":[{\"value\":\"anthropic:claude-sonnet-4-5\",\"name\":\"Claude Sonnet 4.5\",\"description\":\"no API key\"}]}]},{\"id\":\"tool_policy\",\"name\":\"Tool policy\",\"type\":\"select\",\"currentValue\":\"hybrid\",\"options\":[{\"value\":\"hybrid\",\"name\":\"Hybrid\"},{\"value\":\"stream\",\"name\":\"Stream\"},{\"value\":\"sync\",\"name\":\"Sync\"}]}]"
+  "The config options of a session, as the server sends them.")
+
 (defmacro parley-test--with-chat (&rest body)
   "Run BODY in a fresh chat buffer registered for `parley-test--session'."
   (declare (indent 0) (debug t))
@@ -182,6 +186,99 @@
                             (parley-test--visible-transcript)))
     (should (eq (get-text-property (parley-test--pos "failed") 'face)
                 'parley-status-failed))))
+
+(ert-deftest parley-tool-call-human-title-and-content ()
+  ;; The second edition's tool call: a title a person reads, and the
+  ;; code as `content' besides `rawInput'; the code is shown once.
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"p1\",\"title\":\"Run Python\",\"kind\":\"execute\",\"status\":\"pending\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"print(6 * 7)\"}}]}")
+    (should (string-match-p "▸ Run Python \\[pending\\]\n\\'" (parley-test--visible-transcript)))
+    ;; Before the call ends, its content is what it is about.
+    (goto-char (parley-test--pos "Run Python"))
+    (parley-tab)
+    (should (string-match-p "▾ Run Python \\[pending\\]\n  content:\n    print(6 \\* 7)\n\\'"
+                            (parley-test--visible-transcript)))
+    ;; The arguments arrive: the same code is not repeated.
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"p1\",\"status\":\"in_progress\",\"rawInput\":{\"code\":\"print(6 * 7)\"}}")
+    (should (string-match-p "▾ Run Python \\[running\\]\n  input:\n    code: print(6 \\* 7)\n\\'"
+                            (parley-test--visible-transcript)))
+    ;; Its result replaces the content.
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"p1\",\"status\":\"completed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"42\"}}]}")
+    (should (string-match-p "▾ Run Python \\[done\\]\n  input:\n    code: print(6 \\* 7)\n  output:\n    42\n\\'"
+                            (parley-test--visible-transcript)))))
+
+(ert-deftest parley-tool-call-locations-open-the-file ()
+  (let ((root (file-name-as-directory (make-temp-file "parley-locations-" t))))
+    (unwind-protect
+        (parley-test--with-chat
+          (setq default-directory root)
+          (make-directory (expand-file-name "src" root))
+          (with-temp-file (expand-file-name "src/app.py" root)
+            (dotimes (i 20) (insert (format "line %d\n" (1+ i)))))
+          (parley-test--update
+           (json-serialize
+            (list :sessionUpdate "tool_call" :toolCallId "r1" :title "Read src/app.py:10-12"
+                  :kind "read" :status "pending"
+                  :locations (vector (list :path (expand-file-name "src/app.py" root) :line 10)
+                                     (list :path "README.md")))))
+          ;; The locations: a line below the title, relative to the workspace.
+          (should (string-match-p "▸ Read src/app.py:10-12 \\[pending\\]\n    src/app.py:10  README.md\n\\'"
+                                  (parley-test--visible-transcript)))
+          (let ((pos (parley-test--pos "src/app.py:10  ")))
+            (should (eq (get-text-property pos 'face) 'parley-location))
+            (should (eq (lookup-key (get-text-property pos 'keymap) (kbd "RET"))
+                        #'parley-open-location))
+            ;; TAB on that line still folds the section.
+            (should (eq (parley--section-at pos) (gethash '(tool . "r1") parley--blocks)))
+            ;; RET on the button opens the file at the line.
+            (should-not (parley-test--type (current-buffer) "RET" pos))
+            (let ((file (get-file-buffer (expand-file-name "src/app.py" root))))
+              (should (eq (window-buffer (selected-window)) file))
+              (with-current-buffer file
+                (should (= (line-number-at-pos) 10))
+                (should (looking-at "line 10$")))
+              (kill-buffer file)))
+          ;; An update without locations keeps them.
+          (parley-test--update
+           "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"r1\",\"status\":\"completed\"}")
+          (should (string-match-p "\\[done\\]\n    src/app.py:10  README.md\n\\'"
+                                  (parley-test--visible-transcript))))
+      (delete-directory root t))))
+
+(ert-deftest parley-tool-call-diff-content ()
+  (parley-test--with-chat
+    (parley-test--update
+     (json-serialize
+      (list :sessionUpdate "tool_call" :toolCallId "e1" :title "Edit notes.txt" :kind "edit"
+            :status "pending"
+            :content (vector (list :type "diff" :path "notes.txt"
+                                   :oldText "one\ntwo\nthree\n" :newText "one\nTWO\nthree\n")))))
+    (goto-char (parley-test--pos "Edit notes.txt"))
+    (parley-tab)
+    (should (string-match-p
+             ;; An edit: its line counts the lines; its body is the diff.
+             (concat "▾ Edit notes.txt \\+1 −1 \\[pending\\]\n"
+                     "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,3 \\+1,3 @@\n"
+                     "     one\n    -two\n    \\+TWO\n     three\n\\'")
+             (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "-two") 'face) 'diff-removed))
+    (should (eq (get-text-property (parley-test--pos "+TWO") 'face) 'diff-added))
+    (should (eq (get-text-property (parley-test--pos "@@ -1,3") 'face) 'diff-hunk-header))))
+
+(ert-deftest parley-tool-call-superseded-is-dim-not-failed ()
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"s1\",\"title\":\"Read a.py\",\"kind\":\"read\",\"status\":\"pending\"}")
+    (parley-test--update
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"s1\",\"status\":\"failed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"The model did not make this call after all.\"}}],\"_meta\":{\"parley\":{\"superseded\":true}}}")
+    (should (string-match-p "▸ Read a.py \\[superseded\\]\n\\'" (parley-test--visible-transcript)))
+    (should-not (string-match-p "failed" (parley-test--visible-transcript)))
+    (should (eq (get-text-property (parley-test--pos "superseded") 'face) 'parley-tool-superseded))
+    (should (eq (get-text-property (parley-test--pos "Read a.py") 'face) 'parley-tool-superseded))
+    (should (string-match-p "did not make this call" (parley-test--transcript)))))
 
 (ert-deftest parley-revision-replaces-streamed-text ()
   (parley-test--with-chat
@@ -392,6 +489,35 @@
     (should (equal (parley--json-brief "plain") "plain"))
     (should (equal (parley--json-brief "abcdef" 3) "abc…"))))
 
+(defmacro parley-test--with-fake-server (results &rest body)
+  "Run BODY with requests answered from RESULTS, an alist (METHOD . RESULT).
+`requests' is bound to the requests sent, newest first, as (METHOD . PARAMS).
+A RESULT that is a function is called with the params; one that is
+\(error . ERR) is the error ERR."
+  (declare (indent 1) (debug t))
+  (let ((table (make-symbol "results")))
+    `(let ((parley--connection 'fake-connection)
+           (,table ,results)
+           (requests nil))
+       (cl-letf* ((answer (lambda (method params)
+                            (push (cons method params) requests)
+                            (let ((result (cdr (assq method ,table))))
+                              (if (functionp result) (funcall result params) result))))
+                  ((symbol-function 'parley--live-connection) (lambda () 'fake-connection))
+                  ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
+                  ((symbol-function 'jsonrpc-notify)
+                   (lambda (_conn method params) (push (cons method params) requests)))
+                  ((symbol-function 'parley--request)
+                   (lambda (_conn method params) (funcall answer method params)))
+                  ((symbol-function 'jsonrpc-async-request)
+                   (lambda (_conn method params &rest args)
+                     (let ((result (funcall answer method params)))
+                       (if (eq (car-safe result) 'error)
+                           (funcall (plist-get args :error-fn) (cdr result))
+                         (when (plist-get args :success-fn)
+                           (funcall (plist-get args :success-fn) result)))))))
+                 ,@body))))
+
 (ert-deftest parley-open-session-replays-history ()
   ;; The server replays the stored conversation as updates, then answers.
   (let ((parley--connection 'fake-connection)
@@ -414,9 +540,10 @@
                       (list :sessionId (plist-get params :sessionId)
                             :update (parley-test--json update))))
                    (funcall (plist-get args :success-fn)
-                            '(:_meta (:parley (:usage (:inputTokens 50 :outputTokens 7
-                                                                    :cost (:amount 0.25 :currency "USD"))
-                                                      :model "openai:gpt-4.1"))))))))
+                            (list :configOptions (parley-test--json parley-test--config-options)
+                                  :_meta '(:parley (:usage (:inputTokens 50 :outputTokens 7
+                                                                     :cost (:amount 0.25 :currency "USD"))
+                                                       :model "openai:gpt-4.1"))))))))
       (let ((buffer (parley-open-session "sess-old" "/tmp/project" "Capitals")))
         (unwind-protect
             (with-current-buffer buffer
@@ -427,6 +554,7 @@
               (should (equal (parley-test--visible-transcript)
                              "You\nCapital of France?\n\nParley\n▸ Thinking\nLet me check.\n▸ read_file [done]\nParis.\n"))
               (should (string-match-p "France: Paris" (parley-test--transcript)))
+              (should (parley--config-option :id "tool_policy"))
               (let ((line (parley--header-line)))
                 (should (string-match-p "openai:gpt-4.1" line))
                 (should (string-match-p "tokens 50 in / 7 out  \\$0.250" line))
@@ -436,33 +564,249 @@
           (kill-buffer buffer))))))
 
 (ert-deftest parley-resume-falls-back-to-new-session ()
-  ;; After a restart the buffer's session is loaded first; when that
-  ;; fails, the buffer says so and continues in a new session.
-  (let ((parley--connection 'new-conn) requests)
-    (cl-letf (((symbol-function 'parley--live-connection) (lambda () 'new-conn))
-              ((symbol-function 'jsonrpc-running-p) (lambda (_) t))
-              ((symbol-function 'jsonrpc-async-request)
-               (lambda (_conn method params &rest args)
-                 (push (cons method params) requests)
-                 (pcase method
-                   ('session/load
-                    (funcall (plist-get args :error-fn)
-                             '(:code -32602 :message "unknown session")))
-                   ('session/new
-                    (funcall (plist-get args :success-fn) '(:sessionId "sess-new")))))))
+  ;; After a restart the buffer's session is re-activated first (loaded,
+  ;; or resumed where the server can); when that fails, the buffer says
+  ;; so and continues in a new session.
+  (pcase-dolist (`(,server ,method)
+                 '(("{}" session/load)
+                   ("{\"agentCapabilities\":{\"sessionCapabilities\":{\"resume\":{}}}}"
+                    session/resume)))
+    (let ((parley--server-info (parley-test--json server)))
+      (parley-test--with-fake-server
+          `((,method . (error :code -32002 :message "Session not found"))
+            (session/new . (:sessionId "sess-new"))
+            (session/prompt . (:stopReason "end_turn"
+                                           :_meta (:parley (:session (:inputTokens 1))))))
+        (parley-test--with-chat
+          (setq parley--conn 'dead-conn)
+          (goto-char (point-max))
+          (insert "Still there?")
+          (parley-send)
+          (should (equal (mapcar #'car (reverse requests))
+                         `(,method session/new session/prompt)))
+          (should (equal (plist-get (cdr (assq 'session/prompt requests)) :sessionId) "sess-new"))
+          (should (equal parley--session-id "sess-new"))
+          (should (eq (gethash "sess-new" parley--sessions) (current-buffer)))
+          (should-not (gethash parley-test--session parley--sessions))
+          (should (string-match-p "could not be resumed (Session not found); this continues in a new session"
+                                  (parley-test--transcript))))))))
+
+;;;; Config options
+
+(ert-deftest parley-config-options-kept-from-new-session-and-updates ()
+  (parley-test--with-fake-server
+      `((session/new . (:sessionId "sess-config"
+                                   :configOptions ,(parley-test--json parley-test--config-options))))
+    (let ((buffer (parley--new-session-buffer temporary-file-directory)))
+      (unwind-protect
+          (with-current-buffer buffer
+            (should (equal (mapcar (lambda (o) (plist-get o :id)) parley--config-options)
+                           '("model" "tool_policy")))
+            (should (string-match-p "Parley openai:gpt-4.1-mini" (parley--header-line)))
+            ;; Changed elsewhere (a slash command, another window).
+            (parley--handle-notification
+             nil 'session/update
+             (list :sessionId "sess-config"
+                   :update (parley-test--json
+                            (concat "{\"sessionUpdate\":\"config_option_update\",\"configOptions\":"
+                                    (replace-regexp-in-string
+                                     "\"currentValue\":\"openai:gpt-4.1-mini\""
+                                     "\"currentValue\":\"anthropic:claude-sonnet-4-5\""
+                                     parley-test--config-options)
+                                    "}"))))
+            (should (string-match-p "Parley anthropic:claude-sonnet-4-5" (parley--header-line)))
+            ;; Nothing of it shows in the transcript.
+            (should (equal (parley-test--transcript) "")))
+        (kill-buffer buffer)))))
+
+(ert-deftest parley-set-model-and-tool-policy-with-config-options ()
+  ;; The buffer dies inside the fake server, which answers for its
+  ;; connection then.
+  (parley-test--with-fake-server
+      `((session/set_config_option
+         . ,(lambda (params)
+              (list :configOptions
+                    (parley-test--json
+                     (replace-regexp-in-string
+                      (if (equal (plist-get params :configId) "model")
+                          "openai:gpt-4.1-mini\",\"options"
+                        "hybrid\",\"options")
+                      (concat (plist-get params :value) "\",\"options")
+                      parley-test--config-options t t))))))
+    (parley-test--with-chat
+      (parley--set-config-options (parley-test--json parley-test--config-options))
+      (setq parley--conn 'fake-connection)
+      (let (offered annotations)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt collection &rest args)
+                     (setq offered (all-completions "" collection))
+                     (let ((annotate (cdr (assq 'annotation-function
+                                                (cdr (funcall collection "" nil 'metadata))))))
+                       (setq annotations (mapcar annotate offered)))
+                     (should (equal (nth 4 args) (if (member "sync" offered)
+                                                     "hybrid"
+                                                   "openai:gpt-4.1-mini")))
+                     (car (last offered)))))
+          ;; The models of the option, its groups flattened.
+          (call-interactively #'parley-set-model)
+          (should (equal offered '("openai:gpt-4.1-mini" "anthropic:claude-sonnet-4-5")))
+          (should (equal annotations '("" "  no API key")))
+          (should (equal (car requests)
+                         '(session/set_config_option
+                           :sessionId "sess-unit" :configId "model"
+                           :value "anthropic:claude-sonnet-4-5")))
+          (should (string-match-p "Parley anthropic:claude-sonnet-4-5" (parley--header-line)))
+          ;; The tool policy, the same way.
+          (call-interactively #'parley-set-tool-policy)
+          (should (equal offered '("hybrid" "stream" "sync")))
+          (should (equal (car requests)
+                         '(session/set_config_option
+                           :sessionId "sess-unit" :configId "tool_policy" :value "sync")))
+          (should (equal (plist-get (parley--config-option :id "tool_policy") :currentValue)
+                         "sync"))
+          (should (= (length requests) 2)))))))
+
+(ert-deftest parley-set-model-and-tool-policy-without-config-options ()
+  ;; A first-edition server: `_parley/models' and `_parley/session/configure'.
+  (parley-test--with-fake-server
+      '((_parley/models . (:models [(:id "openai:gpt-4.1" :available t)
+                                    (:id "anthropic:claude-sonnet-4-5" :available :json-false
+                                         :reason "no API key")]
+                                   :defaultModel "openai:gpt-4.1"))
+        (_parley/session/configure . nil))
+    (parley-test--with-chat
+      (setq parley--conn 'fake-connection)
+      (let (offered)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt collection &rest _)
+                     (setq offered (all-completions "" collection))
+                     (car offered))))
+          (call-interactively #'parley-set-model)
+          (should (equal offered '("openai:gpt-4.1" "anthropic:claude-sonnet-4-5")))
+          (should (equal (car requests)
+                         '(_parley/session/configure :sessionId "sess-unit"
+                                                     :model "openai:gpt-4.1")))
+          (should (string-match-p "Parley openai:gpt-4.1" (parley--header-line)))
+          (call-interactively #'parley-set-tool-policy)
+          (should (equal offered '("hybrid" "stream" "sync")))
+          (should (equal (car requests)
+                         '(_parley/session/configure :sessionId "sess-unit"
+                                                     :toolPolicy "hybrid"))))))))
+
+;;;; Session lifecycle: resume, close
+
+(defconst parley-test--lifecycle-server
+  "{\"protocolVersion\":1,\"agentCapabilities\":{\"loadSession\":true,\"sessionCapabilities\":{\"list\":{},\"delete\":{},\"resume\":{},\"close\":{}}}}"
+  "The answer to `initialize' of a server that can resume and close sessions.")
+
+(ert-deftest parley-restart-resumes-without-replay ()
+  ;; After a restart, a server that can resume gets `session/resume':
+  ;; the transcript is already in the buffer, nothing is replayed.
+  (let ((parley--server-info (parley-test--json parley-test--lifecycle-server)))
+    (parley-test--with-fake-server
+        `((session/resume . (:configOptions ,(parley-test--json parley-test--config-options)))
+          (session/prompt . (:stopReason "end_turn"
+                                         :_meta (:parley (:session (:inputTokens 9))))))
       (parley-test--with-chat
+        (parley-test--chunk "Earlier answer." "m1")
+        (parley--end-turn-state)
         (setq parley--conn 'dead-conn)
         (goto-char (point-max))
         (insert "Still there?")
         (parley-send)
-        (should (equal (mapcar #'car (reverse requests))
-                       '(session/load session/new session/prompt)))
-        (should (equal (plist-get (cdr (assq 'session/prompt requests)) :sessionId) "sess-new"))
-        (should (equal parley--session-id "sess-new"))
-        (should (eq (gethash "sess-new" parley--sessions) (current-buffer)))
-        (should-not (gethash parley-test--session parley--sessions))
-        (should (string-match-p "could not be resumed (unknown session); this continues in a new session"
-                                (parley-test--transcript)))))))
+        (should (equal (mapcar #'car (reverse requests)) '(session/resume session/prompt)))
+        (should (equal (cdr (assq 'session/resume requests))
+                       `(:sessionId ,parley-test--session :cwd ,temporary-file-directory
+                                    :mcpServers [])))
+        (should (eq parley--conn 'fake-connection))
+        (should-not parley--silent)
+        (should (equal parley--session-id parley-test--session))
+        (should (parley--config-option :id "tool_policy"))
+        (should (equal (parley-test--transcript)
+                       "Parley\nEarlier answer.\n\nYou\nStill there?\n"))))))
+
+(ert-deftest parley-kill-buffer-closes-session-when-advertised ()
+  (dolist (server (list parley-test--lifecycle-server
+                        "{\"agentCapabilities\":{\"sessionCapabilities\":{\"list\":{}}}}"))
+    (let ((parley--server-info (parley-test--json server)))
+      (parley-test--with-fake-server '((session/close . nil))
+        ;; Idle: only the close, where the server can.
+        (parley-test--with-chat (setq parley--conn 'fake-connection))
+        (should (equal requests (if (eq server parley-test--lifecycle-server)
+                                    `((session/close :sessionId ,parley-test--session))
+                                  nil)))
+        ;; During a turn: the cancel first.
+        (setq requests nil)
+        (parley-test--with-chat (setq parley--conn 'fake-connection parley--busy t))
+        (should (equal (reverse (mapcar #'car requests))
+                       (if (eq server parley-test--lifecycle-server)
+                           '(session/cancel session/close)
+                         '(session/cancel))))
+        ;; A session not active on the running server is not closed there.
+        (setq requests nil)
+        (parley-test--with-chat (setq parley--conn 'dead-conn))
+        (should-not requests)))))
+
+;;;; Slash commands
+
+(ert-deftest parley-slash-commands-complete-at-prompt ()
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"available_commands_update\",\"availableCommands\":[{\"name\":\"model\",\"description\":\"Switch the model\",\"input\":{\"hint\":\"PROVIDER:MODEL\"}},{\"name\":\"cost\",\"description\":\"Show the session's cost\"},{\"name\":\"compact\",\"description\":\"Compact the history\"}]}")
+    ;; Kept, not shown.
+    (should (equal (mapcar #'parley--command-name parley--commands) '("model" "cost" "compact")))
+    (should (equal (parley-test--transcript) ""))
+    (goto-char (point-max))
+    (insert "/co")
+    (pcase-let ((`(,beg ,end ,table . ,props)
+                 (run-hook-with-args-until-success 'completion-at-point-functions)))
+      (should (equal (buffer-substring-no-properties beg end) "co"))
+      (should (equal (all-completions "co" table) '("cost" "compact")))
+      (should (equal (funcall (plist-get props :annotation-function) "model")
+                     " PROVIDER:MODEL  Switch the model")))
+    ;; TAB completes a unique one.
+    (parley--set-input "/mo")
+    (parley-tab)
+    (should (equal (parley--current-input) "/model"))
+    ;; Only at the start of the prompt, and only the command's word.
+    (parley--set-input "/model openai:gp")
+    (should-not (parley--command-completion))
+    (parley--set-input "tell me /co")
+    (should-not (parley--command-completion))
+    ;; A prompt that is a command goes to the server as it is.
+    (let (sent)
+      (cl-letf (((symbol-function 'parley--prompt) (lambda (blocks) (setq sent blocks))))
+        (parley--set-input "/cost")
+        (parley-send)
+        (should (equal sent '((:type "text" :text "/cost"))))))))
+
+(ert-deftest parley-state-updates-before-the-buffer-are-kept ()
+  ;; The server announces the commands right after its answer to
+  ;; session/new, which may be read before Emacs made the buffer.
+  (let ((id "sess-early"))
+    (parley--handle-notification
+     nil 'session/update
+     (list :sessionId id
+           :update (parley-test--json
+                    "{\"sessionUpdate\":\"available_commands_update\",\"availableCommands\":[{\"name\":\"old\",\"description\":\"x\"}]}")))
+    (parley--handle-notification
+     nil 'session/update
+     (list :sessionId id
+           :update (parley-test--json
+                    "{\"sessionUpdate\":\"available_commands_update\",\"availableCommands\":[{\"name\":\"cost\",\"description\":\"The cost\"}]}")))
+    ;; Transcript updates of an unknown session are dropped.
+    (parley--handle-notification
+     nil 'session/update
+     (list :sessionId id
+           :update (parley-test--json
+                    "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"lost\"}}")))
+    (let ((buffer (parley--make-buffer temporary-file-directory id)))
+      (unwind-protect
+          (with-current-buffer buffer
+            (should (equal (mapcar #'parley--command-name parley--commands) '("cost")))
+            (should (equal (parley-test--transcript) ""))
+            (should-not (gethash id parley--early-updates)))
+        (kill-buffer buffer)))))
 
 ;;;; Emacs tools
 
@@ -471,6 +815,8 @@
                               :null-object nil :false-object :json-false)))
     (should (string-match-p "\"name\":\"elisp_eval\"" json))
     (should (string-match-p "\"needsPermission\":true" json))
+    ;; Parley's own client asks for hybrid revisions.
+    (should (string-match-p "\"_meta\":{\"parley\":{.*\"revisions\":true" json))
     (should (string-match-p "\"buffer_list\".*\"properties\":{}" json))))
 
 (ert-deftest parley-tools-elisp-eval ()
@@ -606,6 +952,52 @@
     ;; The stored totals replace the session's; the turn's still show.
     (parley--record-usage 'session '(:inputTokens 100 :outputTokens 10 :cost (:amount 2)))
     (should (string-match-p "tokens 105 in / 11 out  \\$2.00" (parley--header-line)))))
+
+(ert-deftest parley-usage-second-edition-shapes ()
+  ;; `usage_update' carries the call's usage and the session's totals
+  ;; under `_meta.parley'; the prompt result carries `usage', `turn' and
+  ;; `session' there, nothing at its root but `stopReason'.
+  (parley-test--with-chat
+    (setq parley--busy t)
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":1200,\"outputTokens\":64,\"totalTokens\":1264},\"session\":{\"inputTokens\":3000,\"outputTokens\":100,\"totalTokens\":3100,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"turns\":2,\"rounds\":3}}}}")
+    (let ((line (parley--header-line)))
+      (should (string-match-p "tokens 3000 in / 100 out  \\$0.010  context 1264  " line))
+      ;; No window is shown when the server does not know it.
+      (should-not (string-match-p "1264/" line)))
+    ;; A second call of the same turn: the totals replace, never add.
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1400,\"size\":128000,\"cost\":{\"amount\":0.012,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":1300,\"outputTokens\":100},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.012,\"currency\":\"USD\"}}}}}")
+    (should (string-match-p "tokens 4300 in / 200 out  \\$0.012  context 1400/128.0k"
+                            (parley--header-line)))
+    (let (refreshed)
+      (cl-letf (((symbol-function 'parley--refresh-usage) (lambda () (setq refreshed t))))
+        (parley--turn-done
+         (parley-test--json
+          "{\"stopReason\":\"end_turn\",\"_meta\":{\"parley\":{\"usage\":{\"inputTokens\":2500,\"outputTokens\":164},\"turn\":{\"rounds\":2,\"model\":\"anthropic:claude-sonnet-4-5\",\"cost\":{\"amount\":0.002,\"currency\":\"USD\"}},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.0126,\"currency\":\"USD\"},\"turns\":3,\"rounds\":5}}}}")))
+      ;; The result had the totals: nothing more to ask the server.
+      (should-not refreshed))
+    (let ((line (parley--header-line)))
+      (should (string-match-p "anthropic:claude-sonnet-4-5" line))
+      (should (string-match-p "tokens 4300 in / 200 out  \\$0.013" line))
+      (should-not (string-match-p "working" line)))))
+
+(ert-deftest parley-usage-unknown-window-from-older-server ()
+  ;; A first-edition server sent `size: 0' for an unknown window.
+  (parley-test--with-chat
+    (parley-test--update
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"size\":0,\"_meta\":{\"parley\":{\"inputTokens\":1200,\"outputTokens\":64}}}")
+    (let ((line (parley--header-line)))
+      (should (string-match-p "tokens 1200 in / 64 out  context 1264" line))
+      (should-not (string-match-p "1264/0" line)))
+    ;; Its prompt result: `usage' at the root, the statistics as `_meta.parley'.
+    (let (refreshed)
+      (cl-letf (((symbol-function 'parley--refresh-usage) (lambda () (setq refreshed t))))
+        (parley--turn-done
+         (parley-test--json
+          "{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1200,\"outputTokens\":64},\"_meta\":{\"parley\":{\"rounds\":1,\"model\":\"openai:gpt-4.1\"}}}")))
+      (should refreshed))
+    (should (string-match-p "openai:gpt-4.1  tokens 1200 in / 64 out" (parley--header-line)))))
 
 (ert-deftest parley-with-live-buffer-skips-killed-buffers ()
   (let ((buffer (generate-new-buffer " parley-test-live")))
@@ -852,6 +1244,37 @@ signalled, or nil."
         (should-not (parley-test--type (current-buffer) "n" (parley-test--question-pos)))
         (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
         (should (equal (car answer) '(:outcome (:outcome "selected" :optionId "no"))))))))
+
+(ert-deftest parley-permission-shows-code-content-once ()
+  ;; A generic tool call: the code comes as `content'.  Shown in the
+  ;; question, fontified; when it is also in `rawInput', only once.
+  (parley-test--with-chat
+    (parley-test--with-loopback
+      (pcase-dolist (`(,id ,input) '(("c1" nil) ("c2" (:code "print(6 * 7)"))))
+        (let ((answer (parley-test--request
+                       conn 'session/request_permission
+                       (list :sessionId "sess-unit"
+                             :toolCall
+                             (append (list :toolCallId id :title "Run Python" :kind "execute"
+                                           :content (vector '(:type "content"
+                                                                    :content (:type "text" :text "print(6 * 7)"))))
+                                     (and input (list :rawInput input)))
+                             :options (vector '(:optionId "ok" :name "Allow" :kind "allow_once")
+                                              '(:optionId "no" :name "Reject" :kind "reject_once"))))))
+          (parley-test--wait (lambda () parley--questions))
+          (let ((text (parley-test--transcript)))
+            (should (string-match-p
+                     (concat "Parley asks permission: Run Python (execute)\n"
+                             (if input "  code:\n" "")
+                             "    print(6 \\* 7)\n  \\[y\\] Allow   \\[n\\] Reject\n")
+                     text))
+            (should (= 1 (cl-count-if (lambda (l) (string-match-p "print" l))
+                                      (split-string text "\n")))))
+          ;; Fontified as Python.
+          (should (eq (get-text-property (parley-test--pos "print(") 'face)
+                      'font-lock-builtin-face))
+          (should-not (parley-test--type (current-buffer) "n" (parley-test--question-pos)))
+          (parley-test--wait (lambda () (not (eq (car answer) 'pending)))))))))
 
 (ert-deftest parley-permission-cancelled-when-turn-ends-or-buffer-dies ()
   (parley-test--with-loopback

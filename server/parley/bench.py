@@ -641,6 +641,37 @@ async def session_load_rows(fake: FakeLLM, home: Path, sizes: BenchSizes) -> lis
     ]
 
 
+# --- 8. the first prompt after start -------------------------------------------------------------
+
+# An editor's user types the first prompt a few seconds after the server starts; the server
+# uses them to import the provider's SDK in the background.
+FIRST_PROMPT_IDLE_SECONDS = 2.0
+
+
+async def first_prompt_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
+    """A fresh server's first prompt (a one-chunk reply) against its second."""
+    firsts, seconds = [], []
+    for _ in range(sizes.cold_starts):
+        parley = await ParleyUnderTest.start(fake, home)
+        try:
+            await asyncio.sleep(FIRST_PROMPT_IDLE_SECONDS)
+            for times in (firsts, seconds):
+                fake.set_script([Reply(text="ok")])
+                times.append(await parley.timed_prompt(lambda _update, _arrived: None))
+        finally:
+            await parley.stop()
+    first, second = statistics.median(firsts), statistics.median(seconds)
+    return Row(
+        measure=f"8. First prompt of a fresh server, {FIRST_PROMPT_IDLE_SECONDS:.0f} s after "
+        f"`initialize`: `session/prompt` → its result, a one-chunk reply, median of "
+        f"{sizes.cold_starts} (baseline: the same server's second prompt)",
+        parley=ms(first),
+        baseline=ms(second),
+        compared=f"{(first - second) * 1000:+,.1f} ms",
+        target=verdict("added < 100 ms", first - second < 0.1),
+    )
+
+
 async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
     with FakeLLM() as fake:
         parley = await ParleyUnderTest.start(fake, home)
@@ -652,6 +683,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
             await parley.stop()
         cold_start = await cold_start_row(fake, home, sizes)
         session_load = await session_load_rows(fake, home, sizes)
+        first_prompt = await first_prompt_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)
     return [
@@ -663,6 +695,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         *static_introspection,
         *parser_rows(sizes),
         *session_load,
+        first_prompt,
     ]
 
 

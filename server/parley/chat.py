@@ -6,7 +6,9 @@ JSON line instead, and nothing else.
 
 A tool that needs permission is asked about on the controlling terminal (`/dev/tty`), or on
 stderr when stdin is a terminal and there is no `/dev/tty`; with no way to ask, the call is
-rejected (`--yes` allows every call). Ctrl-C cancels the turn with one line on stderr and
+rejected (`--yes` allows every call). An edit is shown as a unified diff (red and green when
+the question goes to a terminal and `NO_COLOR` is not set); the summary names the files the
+turn edited. Ctrl-C cancels the turn with one line on stderr and
 exits 130; a second Ctrl-C exits at once. When stdout's reader goes away (`| head`), the
 turn is cancelled and the command exits 141 (128 + SIGPIPE, like `yes | head`), quietly.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import json
 import os
 import signal
@@ -50,6 +53,7 @@ class TerminalView:
 
     def __init__(self, out: TextIO, err: TextIO, as_json: bool) -> None:
         self.out, self.err, self.as_json = out, err, as_json
+        self.edits = EditedFiles()
         self.on_output_closed: Callable[[], None] = lambda: None
         self.output_closed = False
         self.stopped = False  # the turn is being cancelled: what it still sends is not shown
@@ -59,6 +63,8 @@ class TerminalView:
         self._err_mid_line = False
 
     def show(self, session_id: str, update: dict[str, Any]) -> None:
+        if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+            self.edits.see(update)
         if self.stopped and not self.as_json:
             return
         if self.as_json:
@@ -93,8 +99,9 @@ class TerminalView:
         status = update.get("status")
         if status in ("completed", "failed"):
             text = ""
-            if update.get("content"):
-                text = update["content"][0]["content"]["text"]
+            texts = [c for c in update.get("content") or () if c.get("type") == "content"]
+            if texts:
+                text = texts[0]["content"].get("text", "")
             first_line = text.strip().splitlines()[0][:120] if text.strip() else ""
             mark = "✓" if status == "completed" else "✗"
             self.note(f"{mark} {title}: {first_line}")
@@ -123,6 +130,41 @@ class TerminalView:
             if stream is self.out and not self.output_closed:
                 self.output_closed = True
                 self.on_output_closed()
+
+
+class EditedFiles:
+    """The files a turn's tool calls edited: calls of kind `edit`, or whose content holds a
+    diff, that completed; their paths from the diffs, else from their locations."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, dict[str, Any]] = {}
+
+    def see(self, update: dict[str, Any]) -> None:
+        call = self._calls.setdefault(
+            str(update.get("toolCallId")), {"edit": False, "paths": [], "done": False}
+        )
+        content = update.get("content") if isinstance(update.get("content"), list) else []
+        diffs = [c for c in content if isinstance(c, dict) and c.get("type") == "diff"]
+        if update.get("kind") == "edit" or diffs:
+            call["edit"] = True
+        paths = [str(d.get("path")) for d in diffs if d.get("path")]
+        if not paths and isinstance(update.get("locations"), list):
+            paths = [
+                str(w["path"]) for w in update["locations"] if isinstance(w, dict) and "path" in w
+            ]
+        for path in paths:
+            if path not in call["paths"]:
+                call["paths"].append(path)
+        if update.get("status") in ("completed", "failed"):
+            call["done"] = update["status"] == "completed"
+
+    def paths(self) -> list[str]:
+        """In the order they were first edited, each once."""
+        edited: list[str] = []
+        for call in self._calls.values():
+            if call["edit"] and call["done"]:
+                edited += [path for path in call["paths"] if path not in edited]
+        return edited
 
 
 def _silence(stream: TextIO) -> None:
@@ -162,19 +204,66 @@ def asked_action(tool_call: dict[str, Any]) -> str:
     return title[0].lower() + title[1:] if " " in title else f"run {title}"
 
 
-def permission_question(tool_call: dict[str, Any]) -> str:
-    """The question for one tool call: the tool, then each argument in full, code as code."""
+# SGR colours of a diff's lines on a terminal, by their first character.
+DIFF_COLOURS = {"-": "31", "+": "32", "@": "36"}
+
+
+def shown_path(path: str, cwd: Path | None) -> str:
+    """A path relative to the workspace when it is inside it."""
+    if cwd is not None:
+        with contextlib.suppress(ValueError):
+            return str(Path(path).relative_to(cwd))
+    return path
+
+
+def diff_lines(diff: dict[str, Any], cwd: Path | None = None, colour: bool = False) -> list[str]:
+    """An ACP `diff` content item as a unified diff (`oldText` null: a new file), each line
+    terminal-safe, coloured when `colour`."""
+    path = shown_path(str(diff.get("path") or "?"), cwd)
+    old, new = diff.get("oldText"), diff.get("newText")
+    old_lines = old.splitlines(keepends=True) if isinstance(old, str) else []
+    new_lines = new.splitlines(keepends=True) if isinstance(new, str) else []
+    unified = difflib.unified_diff(
+        old_lines,
+        new_lines,
+        fromfile=f"a/{path}" if isinstance(old, str) else "/dev/null",
+        tofile=f"b/{path}",
+    )
+    lines = []
+    for line in unified:
+        ending = "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
+        text = terminal_safe(line[: len(line) - len(ending)])
+        if ending == "" and line[:1] in "+- ":
+            text += "  (no newline at end of file)"
+        code = "1" if line.startswith(("---", "+++")) else DIFF_COLOURS.get(line[:1])
+        lines.append(f"\x1b[{code}m{text}\x1b[0m" if colour and code else text)
+    if not lines:
+        lines.append(f"(no change to {terminal_safe(path)})")
+    return lines
+
+
+def permission_question(
+    tool_call: dict[str, Any], *, colour: bool = False, cwd: Path | None = None
+) -> str:
+    """The question for one tool call: the tool, then each argument in full, code as code;
+    an edit's diffs instead of the texts it replaces (its other arguments stay)."""
     lines = [f"\nParley asks to {asked_action(tool_call)}:"]
+    content = tool_call.get("content") if isinstance(tool_call.get("content"), list) else []
+    diffs = [c for c in content if isinstance(c, dict) and c.get("type") == "diff"]
     raw_input = tool_call.get("rawInput")
     arguments = raw_input if isinstance(raw_input, dict) else {"input": raw_input}
     for name, value in arguments.items():
         name = terminal_safe(str(name))
+        if diffs and isinstance(value, str) and ("\n" in value or len(value) > 60):
+            continue  # a text the diff shows
         if isinstance(value, str) and ("\n" in value or name == "code"):
             lines.append(f"  {name}:")
             lines += [f"    {line}" for line in terminal_safe(value).splitlines() or [""]]
         else:
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             lines.append(f"  {name}: {terminal_safe(shown)}")
+    for diff in diffs:
+        lines += [f"  {line}" for line in diff_lines(diff, cwd, colour)]
     lines.append("Allow it? [y] once, [a] always in this session, [n] no: ")
     return "\n".join(lines)
 
@@ -214,6 +303,12 @@ class _Terminal:
         with contextlib.suppress(termios.error, OSError):
             termios.tcflush(self.read_fd, termios.TCIFLUSH)
 
+    def colours(self) -> bool:
+        """Colour the question: a terminal, and the user did not ask for none (NO_COLOR)."""
+        with contextlib.suppress(OSError, ValueError):
+            return self.writer.isatty() and not os.environ.get("NO_COLOR")
+        return False
+
     def write(self, text: str) -> None:
         self.writer.write(text)
         self.writer.flush()
@@ -246,8 +341,9 @@ class _Terminal:
 class PermissionAsker:
     """Asks the user about tool calls, one at a time, on the terminal — never on stdout."""
 
-    def __init__(self, view: TerminalView) -> None:
+    def __init__(self, view: TerminalView, cwd: Path | None = None) -> None:
         self.view = view
+        self.cwd = cwd  # paths in the question are shown relative to it
         self.cancelled = False
         self._one_at_a_time = asyncio.Lock()
         self._answer: asyncio.Future[str | None] | None = None
@@ -268,7 +364,9 @@ class PermissionAsker:
             terminal.forget_typeahead()
             terminal.read_line(self._answer)
             try:
-                terminal.write(permission_question(tool_call))
+                terminal.write(
+                    permission_question(tool_call, colour=terminal.colours(), cwd=self.cwd)
+                )
             except OSError:
                 self._answer.set_result(None)
             line = await self._answer
@@ -360,7 +458,7 @@ async def chat(
     env: dict[str, str] | None = None,
 ) -> int:
     view = TerminalView(sys.stdout, sys.stderr, as_json)
-    asker = PermissionAsker(view)
+    asker = PermissionAsker(view, cwd)
     client = await _start_server(env)
     stopper = TurnStopper(client, asker, view)
     view.on_output_closed = stopper.output_closed
@@ -408,6 +506,9 @@ async def chat(
         return stopper.exit_code
     if not as_json:
         view.line(_summary(result, session_id))
+        edited = [shown_path(path, cwd) for path in view.edits.paths()]
+        if edited:
+            view.line(f"Edited: {', '.join(terminal_safe(path) for path in edited)}")
     return 0 if result["stopReason"] in ("end_turn", "max_tokens") else 1
 
 

@@ -23,6 +23,10 @@ never written anywhere by Parley.
     think_tags = true                 # <think>…</think> in its text is reasoning
     vision = false                    # it takes images (default: known vision models do)
 
+    [models."anthropic:claude-sonnet-4-5"]
+    thinking_budget = 8192            # extended thinking from the start (the level `medium`)
+    thinking = true                   # it takes a thinking level (default: known models do)
+
     [prices."openai:gpt-4.1"]         # USD per million tokens
     input = 2.0
     output = 8.0
@@ -41,6 +45,15 @@ from typing import Any
 import attrs
 
 from parley.core.context_windows import known_context_window
+from parley.core.thought_levels import (
+    LEVELS,
+    Thinking,
+    ThinkingStyle,
+    ThoughtLevel,
+    nearest_level,
+    thinking_of,
+    thinks_by_default,
+)
 from parley.core.usage import DEFAULT_PRICES, Price
 from parley.tools.kernel import KernelSettings
 
@@ -103,6 +116,8 @@ class ModelConfig:
         default=attrs.Factory(lambda model: _think_tags_by_default(model.id), takes_self=True)
     )
     vision: bool | None = None  # it takes images; None: as `_VISION_MODELS` says
+    # It takes a thinking level; None: a configured `thinking_budget` or the known models say.
+    thinking: bool | None = None
 
 
 @attrs.frozen
@@ -131,6 +146,42 @@ class Settings:
         rule for well-known vision models."""
         vision = self.model_config(model_id).vision
         return _vision_by_default(model_id) if vision is None else vision
+
+    def thinking_style(self, model_id: str) -> ThinkingStyle | None:
+        """How the model's thinking is set (its provider's kind), or None when it takes no
+        thinking level: its `thinking` setting, else a configured `thinking_budget`
+        (Anthropic), else the built-in rule for well-known thinking models."""
+        provider = self.providers.get(model_id.partition(":")[0])
+        if provider is None:
+            return None
+        config = self.model_config(model_id)
+        style: ThinkingStyle = "budget" if provider.kind == "anthropic" else "effort"
+        if config.thinking is not None:
+            return style if config.thinking else None
+        if style == "budget" and config.thinking_budget:
+            return style
+        return style if thinks_by_default(model_id, provider.kind) else None
+
+    def thought_levels(self, model_id: str) -> tuple[ThoughtLevel, ...]:
+        """The levels a session may choose for the model; () when it has none."""
+        style = self.thinking_style(model_id)
+        return LEVELS[style] if style else ()
+
+    def default_thought_level(self, model_id: str) -> ThoughtLevel | None:
+        """The model's level until the session picks one: its configured `thinking_budget`
+        as the nearest level (`off` without one), or `medium` (OpenAI's own default)."""
+        style = self.thinking_style(model_id)
+        if style == "budget":
+            return nearest_level(self.model_config(model_id).thinking_budget)
+        return "medium" if style == "effort" else None
+
+    def thinking(self, model_id: str, level: ThoughtLevel | None) -> Thinking:
+        """What a request to the model sends for the session's level (None, or a level
+        the model does not take: the model's default)."""
+        if level not in self.thought_levels(model_id):
+            level = None
+        configured = self.model_config(model_id).thinking_budget
+        return thinking_of(self.thinking_style(model_id), level, configured)
 
     def context_window(self, model_id: str) -> int | None:
         """The model's window in tokens: config.toml's, else the built-in table's; None
@@ -240,6 +291,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         vision = entry.get("vision")
         if vision is not None and not isinstance(vision, bool):
             raise ConfigError(f"{path}: models.{model_id}.vision must be true or false")
+        thinking = entry.get("thinking")
+        if thinking is not None and not isinstance(thinking, bool):
+            raise ConfigError(f"{path}: models.{model_id}.thinking must be true or false")
+        thinking_budget = entry.get("thinking_budget")
+        if thinking_budget is not None and (
+            isinstance(thinking_budget, bool)
+            or not isinstance(thinking_budget, int)
+            or thinking_budget < 0
+        ):
+            raise ConfigError(
+                f"{path}: models.{model_id}.thinking_budget must be a number of tokens"
+            )
         context_window = entry.get("context_window")
         if context_window is not None and (
             isinstance(context_window, bool)
@@ -254,9 +317,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             context_window=context_window,
             tool_format=tool_format,
             max_tokens=entry.get("max_tokens"),
-            thinking_budget=entry.get("thinking_budget"),
+            thinking_budget=thinking_budget,
             think_tags=think_tags,
             vision=vision,
+            thinking=thinking,
         )
 
     prices = {**DEFAULT_PRICES, **_LOCAL_PRICES}

@@ -47,6 +47,7 @@ from parley.protocol.params import (
     McpServerParams,
     NewSessionParams,
     PromptParams,
+    RestoreParams,
     SessionIdParams,
     SetConfigOptionParams,
     UsageParams,
@@ -57,7 +58,7 @@ from parley.protocol.params import (
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import CallView, ClientFiles, Tool, ToolSpec
+from parley.tools.base import CallView, ClientFiles, ClientWrites, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
@@ -84,6 +85,7 @@ class ParleyServer(JsonRPCServer):
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
+        self.client_writes_files = False  # the client offers fs/write_text_file
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         handlers = {
             "initialize": self.initialize,
@@ -97,6 +99,7 @@ class ParleyServer(JsonRPCServer):
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
+            "_parley/session/restore": self.restore_session,
             "_parley/usage": self.usage,
             "_parley/models": self.models,
         }
@@ -177,13 +180,26 @@ class ParleyServer(JsonRPCServer):
             raise ValueError("the editor's answer to fs/read_text_file had no content")
         return answer["content"]
 
+    @property
+    def client_writes(self) -> ClientWrites | None:
+        return self if self.client_writes_files else None
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        """The editor writes a file (into its buffer): `fs/write_text_file`."""
+        await self.protocol.request(
+            "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
+        )
+
     # --- handlers -----------------------------------------------------------------------
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         self.client_tools = list(params.client_capabilities.meta.parley.tools)
         self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
+        file_system = params.client_capabilities.fs or {}
+        self.client_writes_files = file_system.get("writeTextFile") is True
         self.wants_revisions = params.client_capabilities.meta.parley.revisions
+        self.providers.preload()  # the first prompt need not wait for the SDK's import
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -261,7 +277,7 @@ class ParleyServer(JsonRPCServer):
     def list_sessions(self, raw: Any) -> dict[str, Any]:
         """Every stored session (also other servers'), newest first, a page at a time."""
         params = parse_params(ListSessionsParams, raw if raw is not None else {})
-        start = int(params.cursor) if params.cursor and params.cursor.isdigit() else 0
+        start = _page_start(params.cursor)
         page = self.store.list_sessions(params.cwd, start, SESSIONS_PAGE_SIZE + 1)
         result: dict[str, Any] = {
             "sessions": [
@@ -291,8 +307,18 @@ class ParleyServer(JsonRPCServer):
             tool_policy=params.tool_policy,
             tool_format=params.tool_format,
             auto_approve=params.auto_approve,
+            thought_level=params.thought_level,
         )
         return {}
+
+    async def restore_session(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(RestoreParams, raw)
+        if params.turn < 1:
+            raise JsonRpcInvalidParams(
+                f"invalid params: turn: 1 is the first turn, not {params.turn}"
+            )
+        result = await self.sessions.restore(params.session_id, params.turn)
+        return result.to_wire()
 
     def usage(self, raw: Any) -> dict[str, Any]:
         """Totals from the store: since the session began, and across every session."""
@@ -324,7 +350,8 @@ class ParleyServer(JsonRPCServer):
         """Start the MCP servers a client listed for an open session (session/new, load,
         resume: call it last, before the handler answers). A server that did not start is
         told to the user as a message of its own, right after the answer: an ACP client
-        drops updates of a session it does not know yet."""
+        drops updates of a session it does not know yet. The handlers check the list
+        (`check_mcp_servers`, -32602) before they open the session."""
         session = self.sessions.get(session_id)
         failures = await self.sessions.start_mcp_servers(
             session, [_mcp_server_config(server) for server in servers]
@@ -365,6 +392,18 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise JsonRpcServerError(
             error.message, PROVIDER_ERROR_CODE, error.to_wire_data()
         ) from error
+
+
+def _page_start(cursor: str | None) -> int:
+    """Where a `session/list` page starts: 0, or a cursor this server issued (the offset of
+    a later page, in decimal); any other cursor is invalid params."""
+    if cursor is None:
+        return 0
+    if cursor.isascii() and cursor.isdigit() and cursor == str(int(cursor)):
+        start = int(cursor)
+        if start > 0 and start % SESSIONS_PAGE_SIZE == 0:
+            return start
+    raise JsonRpcInvalidParams(f"cursor: {cursor[:40]!r} is not a cursor this server issued")
 
 
 def _mcp_server_config(server: McpServerParams) -> McpServerConfig:

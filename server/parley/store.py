@@ -93,6 +93,24 @@ MIGRATIONS = [
         expires_at REAL NOT NULL  -- Unix time, renewed while the turn runs
     );
     """,
+    # 4: checkpoints, what each turn's edits overwrote (so a turn's edits can be undone), and
+    # the note that tells the model, at the next prompt, which files were restored
+    """
+    CREATE TABLE checkpoints (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        turn INTEGER NOT NULL,  -- the session's turn count at that turn (1 is the first)
+        path TEXT NOT NULL,  -- absolute, inside root
+        root TEXT NOT NULL,  -- the workspace the turn ran in
+        content BLOB,  -- the bytes before the turn's first write, NULL: the turn created it
+        mode INTEGER,  -- its permission bits then (NULL when created)
+        written TEXT,  -- the file as Parley last left it: sha256 hex, '' absent, NULL unknown
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, turn, path)
+    );
+    ALTER TABLE sessions ADD COLUMN restore_note TEXT;
+    """,
+    # 5: the session's thinking level (off | low | medium | high; NULL: the model's default)
+    "ALTER TABLE sessions ADD COLUMN thought_level TEXT",
 ]
 
 # A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
@@ -125,6 +143,18 @@ class SessionBusy(Exception):
 
 
 @attrs.frozen
+class Checkpoint:
+    """A file as it was before a turn first wrote it (`content` None: it did not exist)."""
+
+    turn: int
+    path: str  # absolute
+    root: str  # the workspace the turn ran in
+    content: bytes | None
+    mode: int | None
+    written: str | None  # sha256 hex of what Parley last wrote; "" absent; None unknown
+
+
+@attrs.frozen
 class StoredSession:
     id: str
     cwd: str
@@ -138,6 +168,7 @@ class StoredSession:
     rounds: int
     created_at: str
     updated_at: str
+    thought_level: str | None = None  # None: the model's default
 
 
 class Store:
@@ -202,13 +233,14 @@ class Store:
             db.execute(
                 """
                 INSERT INTO sessions (id, cwd, title, model, tool_policy, approvals,
-                                      system_prompt, tool_format, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      system_prompt, tool_format, created_at, updated_at,
+                                      thought_level)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     title = COALESCE(excluded.title, title), model = excluded.model,
                     tool_policy = excluded.tool_policy, approvals = excluded.approvals,
                     system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
-                    updated_at = excluded.updated_at
+                    updated_at = excluded.updated_at, thought_level = excluded.thought_level
                 """,
                 (
                     session.id,
@@ -221,6 +253,7 @@ class Store:
                     session.tool_format,
                     session.created_at,
                     session.updated_at,
+                    session.thought_level,
                 ),
             )
 
@@ -320,6 +353,87 @@ class Store:
             (session_id, after),
         ).fetchall()
         return [decode_message(row["role"], _load_body(row["body"])) for row in rows]
+
+    # --- checkpoints: what a turn's edits overwrote -----------------------------------------
+
+    def keep_checkpoint(
+        self,
+        session_id: str,
+        turn: int,
+        root: str,
+        path: str,
+        content: bytes | None,
+        mode: int | None,
+        created_at: str,
+    ) -> bool:
+        """Keep a file's bytes before `turn` writes it; only the turn's first write of a
+        path is kept (False: the turn had kept that path already)."""
+        cursor = self._db.execute(
+            """
+            INSERT OR IGNORE INTO checkpoints
+                (session_id, turn, path, root, content, mode, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            (session_id, turn, path, root, content, mode, created_at),
+        )
+        return cursor.rowcount > 0
+
+    def mark_written(self, session_id: str, turn: int, path: str, written: str) -> None:
+        """How the turn left the file (see `Checkpoint.written`)."""
+        self._db.execute(
+            "UPDATE checkpoints SET written = ? WHERE session_id = ? AND turn = ? AND path = ?",
+            (written, session_id, turn, path),
+        )
+
+    def checkpoints(self, session_id: str, from_turn: int) -> list[Checkpoint]:
+        """The checkpoints of `from_turn` and every later turn, newest turn first."""
+        rows = self._db.execute(
+            """
+            SELECT turn, path, root, content, mode, written
+            FROM checkpoints WHERE session_id = ? AND turn >= ? ORDER BY turn DESC, path
+            """,
+            (session_id, from_turn),
+        ).fetchall()
+        return [
+            Checkpoint(
+                row["turn"], row["path"], row["root"], row["content"], row["mode"], row["written"]
+            )
+            for row in rows
+        ]
+
+    def last_checkpointed_turn(self, session_id: str) -> int | None:
+        row = self._db.execute(
+            "SELECT MAX(turn) FROM checkpoints WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return row[0]
+
+    def drop_checkpoints(self, session_id: str, from_turn: int) -> None:
+        """Forget the checkpoints of `from_turn` on (their turns are undone)."""
+        self._db.execute(
+            "DELETE FROM checkpoints WHERE session_id = ? AND turn >= ?", (session_id, from_turn)
+        )
+
+    def add_restore_note(self, session_id: str, note: str) -> None:
+        """A note for the model's next prompt (after any not yet given)."""
+        self._db.execute(
+            """
+            UPDATE sessions SET restore_note =
+                CASE WHEN restore_note IS NULL THEN ? ELSE restore_note || char(10) || ? END
+            WHERE id = ?
+            """,
+            (note, note, session_id),
+        )
+
+    def take_restore_note(self, session_id: str) -> str | None:
+        """The notes for the model not yet given, once: they are cleared."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT restore_note FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None or row["restore_note"] is None:
+                return None
+            db.execute("UPDATE sessions SET restore_note = NULL WHERE id = ?", (session_id,))
+        return row["restore_note"]
 
     # --- usage --------------------------------------------------------------------------
 
@@ -426,6 +540,7 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         rounds=row["rounds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        thought_level=row["thought_level"],
     )
 
 

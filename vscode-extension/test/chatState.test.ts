@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { type RequestPermissionParams, type SessionConfigOption, type SessionUpdate, isSessionUpdate } from '../src/client/protocol';
 import type { Entry } from '../src/common/view';
 import { type ChatEvent, type ChatState, diffEntries, formatInput, initialState, reduce } from '../src/core/chatState';
-import { diffLines } from '../src/core/toolView';
+import { diffLines, proposedContent } from '../src/core/toolView';
 import { viewMessages } from '../src/core/webviewHtml';
 
 /** Reduces the events; updates pass the client's check of their kind first, as from the wire. */
@@ -46,6 +46,8 @@ function summary(entries: Entry[]): string[] {
         return `permission:${e.title}:${e.answer?.label ?? 'open'}`;
       case 'notice':
         return `notice:${e.level}:${e.text}`;
+      case 'turn':
+        return `turn:${e.turn}:${e.undo}`;
     }
   });
 }
@@ -133,12 +135,16 @@ describe('chat state reducer', () => {
       {
         kind: 'diff',
         path: 'geometry.py',
+        file: '/ws/geometry.py',
         lines: [
           { op: ' ', text: 'a' },
           { op: '-', text: 'b' },
           { op: '+', text: 'B' },
           { op: ' ', text: 'c' },
         ],
+        added: 1,
+        removed: 1,
+        newFile: false,
       },
     ]);
     assert.equal(edit.output, undefined);
@@ -196,6 +202,52 @@ describe('chat state reducer', () => {
       diffLines('a\nb\n', 'a\nb\nc\n').map((l) => `${l.op}${l.text}`),
       [' a', ' b', '+c'],
     );
+  });
+
+  it('shows an edit\'s permission prompt as a diff: the file, its counts, the lines', () => {
+    const s = run({ type: 'meta', patch: { cwd: '/ws' } }, {
+      type: 'permissionAsked',
+      requestId: '1',
+      params: {
+        sessionId: 's',
+        toolCall: {
+          toolCallId: 'e1',
+          title: 'Edit app.py',
+          kind: 'edit',
+          content: [
+            { type: 'diff', path: '/ws/app.py', oldText: 'a\nb\nc\n', newText: 'a\nB\nc\nd\n' },
+            { type: 'diff', path: '/ws/new.py', oldText: null, newText: 'x = 1\n' },
+          ],
+        },
+        options: [{ optionId: 'a', name: 'Allow once', kind: 'allow_once' }],
+      },
+    });
+    const card = s.entries[0];
+    assert.ok(card.kind === 'permission');
+    assert.deepEqual(card.content, [
+      {
+        kind: 'diff',
+        path: 'app.py',
+        file: '/ws/app.py',
+        lines: [{ op: ' ', text: 'a' }, { op: '-', text: 'b' }, { op: '+', text: 'B' }, { op: ' ', text: 'c' }, { op: '+', text: 'd' }],
+        added: 2,
+        removed: 1,
+        newFile: false,
+      },
+      { kind: 'diff', path: 'new.py', file: '/ws/new.py', lines: [{ op: '+', text: 'x = 1' }], added: 1, removed: 0, newFile: true },
+    ]);
+  });
+
+  it('builds the proposed whole file for the diff view from a whole-file or a partial diff', () => {
+    const now = 'def f():\n    return 1\n\ndef g():\n    return 1\n';
+    assert.equal(proposedContent(now, now, 'new whole\n'), 'new whole\n', 'oldText is the whole file');
+    assert.equal(proposedContent(undefined, null, 'created\n'), 'created\n', 'a new file');
+    assert.equal(
+      proposedContent(now, 'def g():\n    return 1\n', 'def g():\n    return 2\n'),
+      'def f():\n    return 1\n\ndef g():\n    return 2\n',
+      'a part found once is replaced in the file',
+    );
+    assert.equal(proposedContent(now, '    return 1\n', 'X'), 'X', 'a part found twice: the edit\'s text as it is');
   });
 
   it('shows a permission prompt and its answer; a turn end closes unanswered ones', () => {
@@ -284,7 +336,7 @@ describe('chat state reducer', () => {
       },
     );
     // The totals are the session's (not added to what was shown), and no window is shown: size is absent.
-    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' } });
+    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' }, turns: 2 });
     // A call without session totals adds up; a first-edition size of 0 means no window either.
     const t = run(
       { sessionUpdate: 'usage_update', used: 10, size: 1000, _meta: { parley: { call: { inputTokens: 8, outputTokens: 2, totalTokens: 10 } } } },
@@ -389,5 +441,75 @@ describe('chat state reducer', () => {
     assert.equal(formatInput({ code: 'a\nb' }), 'a\nb');
     assert.equal(formatInput({ path: 'x.py', startLine: 3 }), 'path: x.py\nstartLine: 3');
     assert.equal(formatInput({ nested: { a: 1 } }), '{\n  "nested": {\n    "a": 1\n  }\n}');
+  });
+});
+
+describe('chat state reducer: turns that edited files, and undoing them', () => {
+  const edit = (id: string, file: string, status: 'completed' | 'failed' = 'completed'): SessionUpdate[] => [
+    {
+      sessionUpdate: 'tool_call',
+      toolCallId: id,
+      title: `Edit ${file}`,
+      kind: 'edit',
+      status: 'pending',
+      content: [{ type: 'diff', path: `/ws/${file}`, oldText: 'a\n', newText: 'b\n' }],
+      locations: [{ path: `/ws/${file}` }],
+    },
+    { sessionUpdate: 'tool_call_update', toolCallId: id, status },
+  ];
+  const turns = (s: ChatState) =>
+    s.entries.flatMap((e) => (e.kind === 'turn' ? [`${e.turn}:${e.files.join(',')}:${e.undo}${e.restored ? `:${e.restored.map((f) => `${f.path} ${f.action}`).join(',')}` : ''}`] : []));
+
+  it('ends a numbered turn that edited files with a turn entry: its edit calls\' files and those written through the editor', () => {
+    const s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      { type: 'userPrompt', text: 'fix it', context: [] },
+      ...edit('e1', 'app.py'),
+      ...edit('e2', 'broken.py', 'failed'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 3, edited: ['/ws/app.py', '/ws/new.py'] },
+      { type: 'userPrompt', text: 'just talk', context: [] },
+      msg('m1', 'Sure.'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 4, edited: [] },
+      { type: 'userPrompt', text: 'edit, but the server gave no number', context: [] },
+      ...edit('e3', 'other.py'),
+      { type: 'turnEnded', stopReason: 'end_turn' },
+    );
+    assert.deepEqual(turns(s), ['3:app.py,new.py:ready'], 'a failed edit is not counted; no entry without edits or a number');
+    assert.deepEqual(summary(s.entries).slice(0, 4), ['user:fix it', 'tool:Edit app.py:completed', 'tool:Edit broken.py:failed', 'turn:3:ready'], 'after the turn\'s entries');
+  });
+
+  it('undoing a turn: undoing, then undone with what the server did, later turns too; a failure makes it ready again', () => {
+    let s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      { type: 'userPrompt', text: 'one', context: [] },
+      ...edit('e1', 'a.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 1 },
+      { type: 'userPrompt', text: 'two', context: [] },
+      ...edit('e2', 'b.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 2 },
+      { type: 'userPrompt', text: 'three', context: [] },
+      ...edit('e3', 'c.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 3 },
+    );
+    assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:ready', '3:c.py:ready']);
+    s = reduce(s, { type: 'turnUndo', turn: 2, state: 'undoing' });
+    assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:undoing', '3:c.py:ready']);
+    const failed = reduce(s, { type: 'turnUndo', turn: 2, state: 'ready' });
+    assert.deepEqual(turns(failed), ['1:a.py:ready', '2:b.py:ready', '3:c.py:ready']);
+    s = reduce(s, {
+      type: 'turnUndo',
+      turn: 2,
+      state: 'undone',
+      restored: [
+        { path: '/ws/b.py', action: 'restored' },
+        { path: '/ws/c.py', action: 'removed' },
+      ],
+    });
+    assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:undone:b.py restored,c.py removed', '3:c.py:undone']);
+  });
+
+  it('keeps the session\'s count of turns from its totals', () => {
+    const s = run({ type: 'usageTotals', totals: { inputTokens: 1, outputTokens: 2, totalTokens: 3, cost: null, turns: 5, rounds: 7 } });
+    assert.equal(s.meta.usage.turns, 5);
   });
 });

@@ -154,6 +154,18 @@ describe('the extension in a stand-in VS Code', () => {
     assert.deepEqual(at, [`${path.join(dirs.workspace, 'geometry.py')}@9:0`, `${path.join(dirs.workspace, 'pkg/mod.py')}@0:0`]);
   });
 
+  it('serves proposed edits as virtual documents, and says so when an edit is no longer pending', async () => {
+    assert.ok(stub.contentProviders.has('parley-proposed'), 'the provider of the diff view\'s proposed side');
+    const view = stub.showView('parley.chatView');
+    const before = stub.messages.length;
+    view.receive({ type: 'openDiff', toolCallId: 'gone', file: path.join(dirs.workspace, 'geometry.py') });
+    const shown = await until(() => (stub.messages.length > before ? stub.messages[stub.messages.length - 1] : undefined), 'a message');
+    assert.equal(shown.level, 'error');
+    assert.match(shown.text, /no longer waiting for an answer/);
+    assert.equal(stub.executed.filter((e) => e.id === 'vscode.diff').length, 0);
+    stub.messages.splice(before); // the session test counts error messages from here on
+  });
+
   it('drives a session from the chat view messages', async (t) => {
     const view = stub.showView('parley.chatView');
     const metas = () => view.posted.filter((m): m is Extract<HostToView, { type: 'meta' }> & { type: string } => m.type === 'meta');

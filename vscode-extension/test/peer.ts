@@ -19,6 +19,12 @@ export interface PeerAnswer {
   before?: unknown[];
   /** … and after it. */
   after?: unknown[];
+  /**
+   * Requests the peer sends the client before it answers (after `before`), one at a time
+   * (`$session` as above); each answer (`{result}` or `{error}`) is reported as an
+   * `ANSWER {method, result | error}` line (see `Peer.answers`).
+   */
+  requests?: { method: string; params: unknown }[];
 }
 
 export type PeerScript = Record<string, PeerAnswer>;
@@ -42,6 +48,15 @@ conn.onRequest((method, params) => {
   const id = method === 'session/new' ? 's' + ++sessions + '-' + process.pid : (params && params.sessionId) || 's0';
   return (async () => {
     for (const u of answer.before || []) await conn.sendNotification('session/update', fill(u, id));
+    for (const r of answer.requests || []) {
+      let reply;
+      try {
+        reply = { result: await conn.sendRequest(r.method, fill(r.params, id)) };
+      } catch (e) {
+        reply = { error: { code: e.code, message: e.message } };
+      }
+      process.stderr.write('ANSWER ' + JSON.stringify({ method: r.method, ...reply }) + '\\n');
+    }
     if (answer.after) {
       setTimeout(async () => {
         for (const u of answer.after) await conn.sendNotification('session/update', fill(u, id));
@@ -61,6 +76,12 @@ conn.listen();
 export interface Received {
   method: string;
   params: Record<string, unknown>;
+}
+
+export interface PeerReply {
+  method: string;
+  result?: unknown;
+  error?: { code: number; message: string };
 }
 
 export class Peer {
@@ -89,6 +110,14 @@ export class Peer {
     return this.log
       .filter((line) => line.startsWith('RECV '))
       .map((line) => JSON.parse(line.slice(5)) as Received)
+      .filter((r) => method === undefined || r.method === method);
+  }
+
+  /** The client's answers to the peer's requests, in order (optionally only `method`'s). */
+  answers(method?: string): PeerReply[] {
+    return this.log
+      .filter((line) => line.startsWith('ANSWER '))
+      .map((line) => JSON.parse(line.slice(7)) as PeerReply)
       .filter((r) => method === undefined || r.method === method);
   }
 

@@ -9,6 +9,8 @@ import { describe, it } from 'node:test';
 import { ParleyClient } from '../src/client/client';
 import {
   type PromptResult,
+  type RestoreResult,
+  type RestoredFile,
   type ResumeSessionResult,
   type SessionConfigOption,
   type SessionNotification,
@@ -107,6 +109,38 @@ describe('usage in either edition of the contract', () => {
 });
 
 describe('initialize', () => {
+  it('advertises fs only with the file handlers, and answers fs requests through them', async () => {
+    const peer = new Peer({
+      initialize: { result: { protocolVersion: 1 } },
+      'session/new': {
+        requests: [
+          { method: 'fs/read_text_file', params: { sessionId: 's', path: '/ws/a.py' } },
+          { method: 'fs/write_text_file', params: { sessionId: 's', path: '/ws/a.py', content: 'x' } },
+        ],
+        result: { sessionId: '$session' },
+      },
+    });
+    const client = peer.client({
+      handlers: {
+        readTextFile: (params) => Promise.resolve({ content: `text of ${params.path}` }),
+        writeTextFile: () => Promise.reject(Object.assign(new Error('refused: outside'), { code: -32602 })),
+      },
+    });
+    await client.start();
+    try {
+      const [init] = peer.received('initialize');
+      const caps = init.params.clientCapabilities as { fs?: unknown };
+      assert.deepEqual(caps.fs, { readTextFile: true, writeTextFile: true });
+      await client.newSession('/ws');
+      assert.deepEqual(peer.answers(), [
+        { method: 'fs/read_text_file', result: { content: 'text of /ws/a.py' } },
+        { method: 'fs/write_text_file', error: { code: -32602, message: 'refused: outside' } },
+      ]);
+    } finally {
+      await client.stop();
+    }
+  });
+
   it('asks for hybrid revisions and declares the editor tools', async () => {
     const peer = new Peer({ initialize: { result: { protocolVersion: 1 } } });
     const tool = { name: 'editor_selection', description: 'd', inputSchema: { type: 'object' }, kind: 'read' as const, needsPermission: false };
@@ -140,6 +174,14 @@ export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
   void client.request('session/set_config_option', { sessionId: 's', value: 'openai:a' });
   const resumed: Promise<ResumeSessionResult> = client.request('session/resume', { sessionId: 's', cwd: '/', mcpServers: [] });
   void client.request('session/close', { sessionId: 's' });
+  // Undo turn: the restore names its turn, and answers the files it put back or removed.
+  const restored: Promise<RestoreResult> = client.request('_parley/session/restore', { sessionId: 's', turn: 2 });
+  // @ts-expect-error the restore needs the turn
+  void client.request('_parley/session/restore', { sessionId: 's' });
+  // @ts-expect-error a turn is a number
+  void client.request('_parley/session/restore', { sessionId: 's', turn: 'last' });
+  // @ts-expect-error a restored file was restored or removed, nothing else
+  const badFile: RestoredFile = { path: '/ws/a.py', action: 'patched' };
   // @ts-expect-error the union is closed: no catch-all member
   const unknown: SessionUpdate = { sessionUpdate: 'hologram_chunk' };
   // Narrowing on the kind needs no cast.
@@ -158,6 +200,8 @@ export function typeChecks(client: ParleyClient, update: SessionUpdate): void {
   }
   void options;
   void resumed;
+  void restored;
+  void badFile;
   void select;
   void badSelect;
   void prompted;

@@ -5,6 +5,7 @@
  */
 
 import assert from 'node:assert/strict';
+import * as path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 
 import { ResponseError } from 'vscode-jsonrpc/node';
@@ -484,6 +485,34 @@ describe('server death and restart', () => {
       const last = ctl.state.entries[ctl.state.entries.length - 1];
       assert.equal(last.kind === 'agent' && last.text, 'Answered without streaming.');
       assert.ok(ctl.state.meta.usage.sessionTokens > 0, 'the session totals');
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
+  it('the chat controller answers read_file with the editor\'s unsaved text (fs/read_text_file)', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const unsaved = 'def area(width, height):\n    return width * height  # UNSAVED IN THE EDITOR\n';
+    const reads: string[] = [];
+    const ctl = new ChatController({
+      workspaceRoot: () => dirs.workspace,
+      settings: () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } }),
+      files: {
+        read: (file) => {
+          reads.push(file);
+          return Promise.resolve(unsaved);
+        },
+        write: () => Promise.reject(new Error('no write expected')),
+      },
+    });
+    try {
+      await fake!.script([{ tool_calls: [{ name: 'read_file', arguments: { path: 'geometry.py' } }] }, { text: 'It multiplies.' }]);
+      assert.equal(await ctl.send('What does area do?'), 'end_turn');
+      assert.deepEqual(reads, [path.join(dirs.workspace, 'geometry.py')]);
+      const second = (await fake!.requests()).find((r) => r.reply_index === 1);
+      assert.match(JSON.stringify(second?.body.messages), /UNSAVED IN THE EDITOR/);
     } finally {
       await ctl.dispose();
     }

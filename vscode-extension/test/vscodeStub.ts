@@ -10,19 +10,80 @@ import * as path from 'node:path';
 type Fn = (...args: unknown[]) => unknown;
 
 export class StubUri {
-  constructor(readonly fsPath: string, readonly scheme = 'file') {}
+  constructor(
+    readonly fsPath: string,
+    readonly scheme = 'file',
+    readonly query = '',
+  ) {}
   static file(p: string): StubUri {
     return new StubUri(p);
+  }
+  static from(parts: { scheme: string; path: string; query?: string }): StubUri {
+    return new StubUri(parts.path, parts.scheme, parts.query ?? '');
+  }
+  get path(): string {
+    return this.fsPath;
   }
   static joinPath(base: StubUri, ...parts: string[]): StubUri {
     return new StubUri(path.join(base.fsPath, ...parts));
   }
   toString(): string {
-    return `file://${this.fsPath}`;
+    return `${this.scheme}://${this.fsPath}${this.query ? `?${this.query}` : ''}`;
   }
 }
 
 const disposable = { dispose: () => undefined };
+
+/** A position in a text, as `vscode.Position`. */
+interface Pos {
+  line: number;
+  character: number;
+}
+
+function offsetAt(text: string, pos: Pos): number {
+  const lines = text.split('\n');
+  let offset = 0;
+  for (let l = 0; l < pos.line && l < lines.length; l++) {
+    offset += lines[l].length + 1;
+  }
+  return Math.min(text.length, offset + pos.character);
+}
+
+function positionAt(text: string, offset: number): Pos {
+  const before = text.slice(0, offset).split('\n');
+  return { line: before.length - 1, character: before[before.length - 1].length };
+}
+
+/** An open text document of the stand-in: its text, unsaved or not, and the edits applied to it. */
+export class StubDocument {
+  isDirty = false;
+  isClosed = false;
+  /** The workspace edits applied to it (each one step of the editor's undo). */
+  edits = 0;
+  saves = 0;
+  constructor(
+    readonly uri: StubUri,
+    public text: string,
+    private readonly disk: Map<string, string>,
+  ) {}
+  getText(): string {
+    return this.text;
+  }
+  positionAt(offset: number): Pos {
+    return positionAt(this.text, offset);
+  }
+  save(): Promise<boolean> {
+    this.disk.set(this.uri.fsPath, this.text);
+    this.isDirty = false;
+    this.saves += 1;
+    return Promise.resolve(true);
+  }
+}
+
+type StubEditOp =
+  | { op: 'replace'; uri: StubUri; range: { start: Pos; end: Pos }; text: string }
+  | { op: 'insert'; uri: StubUri; position: Pos; text: string }
+  | { op: 'createFile'; uri: StubUri; options: { ignoreIfExists?: boolean; overwrite?: boolean } };
 
 export interface StubWebviewView {
   webview: {
@@ -55,6 +116,57 @@ export class VscodeStub {
   exports: Record<string, unknown> = {};
   diagnostics: [StubUri, unknown[]][] = [];
   workspaceRoot = '/tmp';
+  /** Files on the stand-in's disk (by path), which `workspace.fs` reads and a save writes. */
+  readonly disk = new Map<string, string>();
+  /** The open text documents (`workspace.textDocuments`). */
+  readonly documents: StubDocument[] = [];
+  /** The workspace edits applied, each a list of operations. */
+  readonly appliedEdits: StubEditOp[][] = [];
+  /** Virtual documents' providers, by scheme. */
+  readonly contentProviders = new Map<string, { provideTextDocumentContent(uri: unknown): string | undefined }>();
+
+  /** The open document of `file`, opened from the disk if needed (as `openTextDocument`). */
+  openDocument(file: string): StubDocument {
+    let doc = this.documents.find((d) => d.uri.fsPath === file);
+    if (!doc) {
+      const text = this.disk.get(file);
+      if (text === undefined) {
+        throw Object.assign(new Error(`cannot open ${file}: no such file`), { code: 'FileNotFound' });
+      }
+      doc = new StubDocument(StubUri.file(file), text, this.disk);
+      this.documents.push(doc);
+    }
+    return doc;
+  }
+
+  private applyEdit(ops: StubEditOp[]): boolean {
+    this.appliedEdits.push(ops);
+    const touched = new Set<StubDocument>();
+    for (const o of ops) {
+      if (o.op === 'createFile') {
+        const there = this.disk.has(o.uri.fsPath);
+        if (there && !o.options.overwrite && !o.options.ignoreIfExists) {
+          return false;
+        }
+        if (!there || o.options.overwrite) {
+          this.disk.set(o.uri.fsPath, '');
+        }
+        continue;
+      }
+      const doc = this.openDocument(o.uri.fsPath);
+      const [from, to] =
+        o.op === 'replace'
+          ? [offsetAt(doc.text, o.range.start), offsetAt(doc.text, o.range.end)]
+          : [offsetAt(doc.text, o.position), offsetAt(doc.text, o.position)];
+      doc.text = doc.text.slice(0, from) + o.text + doc.text.slice(to);
+      doc.isDirty = true;
+      touched.add(doc);
+    }
+    for (const doc of touched) {
+      doc.edits += 1;
+    }
+    return true;
+  }
 
   module(): Record<string, unknown> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the stub's closures need it
@@ -88,6 +200,19 @@ export class VscodeStub {
         return this.start.line === this.end.line && this.start.character === this.end.character;
       }
     }
+    class WorkspaceEdit {
+      readonly ops: StubEditOp[] = [];
+      replace(uri: StubUri, range: { start: Pos; end: Pos }, text: string): void {
+        this.ops.push({ op: 'replace', uri, range, text });
+      }
+      insert(uri: StubUri, position: Pos, text: string): void {
+        this.ops.push({ op: 'insert', uri, position, text });
+      }
+      createFile(uri: StubUri, options: { ignoreIfExists?: boolean; overwrite?: boolean } = {}): void {
+        this.ops.push({ op: 'createFile', uri, options });
+      }
+    }
+    const notFound = (file: string) => Object.assign(new Error(`${file} not found`), { code: 'FileNotFound' });
     class TabInputText {
       constructor(readonly uri: StubUri) {}
     }
@@ -116,6 +241,7 @@ export class VscodeStub {
       MarkdownString,
       Position,
       Range,
+      WorkspaceEdit,
       TabInputText,
       TabInputNotebook,
       TabInputTextDiff,
@@ -167,7 +293,28 @@ export class VscodeStub {
           },
         }),
         onDidChangeConfiguration: () => disposable,
-        textDocuments: [],
+        get textDocuments() {
+          return stub.documents.filter((d) => !d.isClosed);
+        },
+        openTextDocument: (uri: StubUri) => new Promise((resolve) => resolve(stub.openDocument(uri.fsPath))),
+        applyEdit: (edit: { ops: StubEditOp[] }) => Promise.resolve(stub.applyEdit(edit.ops)),
+        registerTextDocumentContentProvider: (
+          scheme: string,
+          provider: { provideTextDocumentContent(uri: unknown): string | undefined },
+        ) => {
+          stub.contentProviders.set(scheme, provider);
+          return disposable;
+        },
+        fs: {
+          readFile: (uri: StubUri) => {
+            const text = stub.disk.get(uri.fsPath);
+            return text === undefined ? Promise.reject(notFound(uri.fsPath)) : Promise.resolve(new TextEncoder().encode(text));
+          },
+          stat: (uri: StubUri) =>
+            stub.disk.has(uri.fsPath)
+              ? Promise.resolve({ type: 1, size: stub.disk.get(uri.fsPath)!.length })
+              : Promise.reject(notFound(uri.fsPath)),
+        },
       },
       languages: {
         getDiagnostics: (uri?: StubUri) =>

@@ -47,7 +47,104 @@ const THEME: Record<string, string> = {
   '--vscode-dropdown-border': '#3c3c3c',
   '--vscode-dropdown-foreground': '#cccccc',
   '--vscode-focusBorder': '#0078d4',
+  '--vscode-diffEditor-insertedLineBackground': 'rgba(155, 185, 85, 0.2)',
+  '--vscode-diffEditor-removedLineBackground': 'rgba(255, 0, 0, 0.2)',
+  '--vscode-gitDecoration-addedResourceForeground': '#81b88b',
+  '--vscode-gitDecoration-deletedResourceForeground': '#c74e39',
 };
+
+// VS Code's Light Modern colours for the same variables.
+const LIGHT_THEME: Record<string, string> = {
+  ...THEME,
+  '--vscode-foreground': '#3b3b3b',
+  '--vscode-descriptionForeground': '#3b3b3b',
+  '--vscode-sideBar-background': '#f8f8f8',
+  '--vscode-panel-border': '#e5e5e5',
+  '--vscode-input-background': '#ffffff',
+  '--vscode-input-foreground': '#3b3b3b',
+  '--vscode-input-border': '#cecece',
+  '--vscode-button-secondaryBackground': '#e5e5e5',
+  '--vscode-button-secondaryForeground': '#3b3b3b',
+  '--vscode-textCodeBlock-background': '#f8f8f8',
+  '--vscode-dropdown-background': '#ffffff',
+  '--vscode-dropdown-border': '#cecece',
+  '--vscode-dropdown-foreground': '#3b3b3b',
+  '--vscode-textLink-foreground': '#005fb8',
+  '--vscode-gitDecoration-addedResourceForeground': '#587c0c',
+  '--vscode-gitDecoration-deletedResourceForeground': '#ad0707',
+};
+
+/** Sets the page's theme variables and body class, as VS Code does when the theme changes. */
+async function setTheme(page: Page, theme: Record<string, string>, kind: 'vscode-dark' | 'vscode-light'): Promise<void> {
+  await page.evaluate(
+    ([vars, cls]) => {
+      for (const [k, v] of Object.entries(vars)) {
+        document.documentElement.style.setProperty(k, v);
+      }
+      document.body.classList.remove('vscode-dark', 'vscode-light');
+      document.body.classList.add(cls);
+    },
+    [theme, kind] as const,
+  );
+}
+
+/**
+ * For each element matching `selector`: the contrast ratio (WCAG) of its text, and of its
+ * `.diff-sign`, against its background as painted (translucent layers composed over their
+ * ancestors'), and that background.
+ */
+async function contrasts(page: Page, selector: string): Promise<{ text: number; sign: number; background: string }[]> {
+  return page.locator(selector).evaluateAll((els) => {
+    type RGBA = [number, number, number, number];
+    // Computed colours come as rgb()/rgba(), or (from color-mix) as color(srgb r g b / a) in 0..1.
+    const parse = (c: string): RGBA => {
+      const m = /(rgba?|color)\(([^)]+)\)/.exec(c);
+      if (!m) {
+        throw new Error(`a colour this test does not read: ${c}`);
+      }
+      const parts = m[2].replace('srgb', '').split(/[ ,/]+/).filter(Boolean).map(Number);
+      const scale = m[1] === 'color' ? 255 : 1;
+      return [parts[0] * scale, parts[1] * scale, parts[2] * scale, parts[3] ?? 1];
+    };
+    const over = (top: RGBA, bottom: RGBA): RGBA => {
+      const a = top[3] + bottom[3] * (1 - top[3]);
+      if (a === 0) {
+        return [0, 0, 0, 0];
+      }
+      const mix = (i: number) => (top[i] * top[3] + bottom[i] * bottom[3] * (1 - top[3])) / a;
+      return [mix(0), mix(1), mix(2), a];
+    };
+    const painted = (el: Element): RGBA => {
+      const layers: RGBA[] = [];
+      for (let e: Element | null = el; e; e = e.parentElement) {
+        layers.push(parse(getComputedStyle(e).backgroundColor));
+      }
+      let colour: RGBA = [255, 255, 255, 1];
+      for (const layer of layers.reverse()) {
+        colour = over(layer, colour);
+      }
+      return colour;
+    };
+    const luminance = ([r, g, b]: RGBA) => {
+      const ch = (v: number) => {
+        const x = v / 255;
+        return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+      };
+      return 0.2126 * ch(r) + 0.7152 * ch(g) + 0.0722 * ch(b);
+    };
+    const ratio = (a: RGBA, b: RGBA) => {
+      const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+      return (hi + 0.05) / (lo + 0.05);
+    };
+    return els.map((el) => {
+      const bg = painted(el);
+      const text = over(parse(getComputedStyle(el).color), bg);
+      const signEl = el.querySelector('.diff-sign');
+      const sign = signEl ? over(parse(getComputedStyle(signEl).color), bg) : text;
+      return { text: ratio(text, bg), sign: ratio(sign, bg), background: bg.map((v) => Math.round(v)).join(',') };
+    });
+  });
+}
 
 async function serve(page: Page, html: string): Promise<void> {
   const files: Record<string, { file: string; type: string }> = {
@@ -526,6 +623,155 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.notEqual(iconColor, failedColor, 'not coloured as a failure');
     fs.mkdirSync(OUTPUT, { recursive: true });
     await page.screenshot({ path: path.join(OUTPUT, 'chat-view-tools.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('an edit\'s permission card shows a readable diff in dark and light themes, and "Open diff" asks the host', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-d', cwd: '/ws', busy: true } });
+    const oldText = 'def area(w, h):\n    """The area."""\n    return w * w\n';
+    const newText = 'def area(w: float, h: float) -> float:\n    """The area."""\n    return w * h\n';
+    const content = [
+      { type: 'diff' as const, path: '/ws/geometry.py', oldText, newText },
+      { type: 'diff' as const, path: '/ws/tests/test_area.py', oldText: null, newText: 'from geometry import area\n\nassert area(3, 4) == 12\n' },
+    ];
+    await host.update({ sessionUpdate: 'tool_call', toolCallId: 'edit_9', title: 'Edit geometry.py', kind: 'edit', status: 'pending', content });
+    await host.apply({
+      type: 'permissionAsked',
+      requestId: '21',
+      params: {
+        sessionId: 'sess-d',
+        toolCall: {
+          toolCallId: 'edit_9',
+          title: 'Edit geometry.py',
+          kind: 'edit',
+          rawInput: { path: 'geometry.py' },
+          content,
+          locations: [{ path: '/ws/geometry.py', line: 1 }],
+        },
+        options: [
+          { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
+          { optionId: 'allow_always', name: 'Allow always', kind: 'allow_always' },
+          { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+        ],
+      },
+    });
+    const card = page.locator('.entry-permission');
+    await card.waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await card.locator('.permission-title').innerText(), 'Parley asks permission: Edit geometry.py (edit)');
+    // Each file: its name, what the edit adds and removes, the lines with their signs.
+    assert.deepEqual(await card.locator('.diff-path').allInnerTexts(), ['geometry.py', 'tests/test_area.py']);
+    assert.deepEqual(await card.locator('.diff-stat').allInnerTexts(), ['+2 \u22122', 'new file +3 \u22120']);
+    const first = card.locator('.diff').first();
+    assert.deepEqual(await first.locator('.diff-del').allInnerTexts(), ['- def area(w, h):', '-     return w * w']);
+    assert.deepEqual(await first.locator('.diff-add').allInnerTexts(), ['+ def area(w: float, h: float) -> float:', '+     return w * h']);
+    assert.deepEqual(await first.locator('.diff-ctx').allInnerTexts(), ['      """The area."""']);
+    assert.equal(await card.locator('.diff').nth(1).locator('.diff-add').count(), 3);
+
+    // Readable in both themes: the text and the signs stand out from the added and removed
+    // lines' tints, which differ from each other and from unchanged lines.
+    const themes: [Record<string, string>, 'vscode-dark' | 'vscode-light'][] = [
+      [THEME, 'vscode-dark'],
+      [LIGHT_THEME, 'vscode-light'],
+    ];
+    for (const [theme, kind] of themes) {
+      await setTheme(page, theme, kind);
+      const added = await contrasts(page, '.entry-permission .diff-add');
+      const removed = await contrasts(page, '.entry-permission .diff-del');
+      const unchanged = await contrasts(page, '.entry-permission .diff-ctx');
+      for (const line of [...added, ...removed, ...unchanged]) {
+        assert.ok(line.text >= 4.5, `${kind}: text contrast ${line.text.toFixed(2)} on ${line.background}`);
+      }
+      for (const line of [...added, ...removed]) {
+        assert.ok(line.sign >= 3, `${kind}: sign contrast ${line.sign.toFixed(2)} on ${line.background}`);
+      }
+      assert.notEqual(added[0].background, removed[0].background, `${kind}: added and removed lines look different`);
+      assert.notEqual(added[0].background, unchanged[0].background, `${kind}: added lines stand out`);
+      assert.notEqual(removed[0].background, unchanged[0].background, `${kind}: removed lines stand out`);
+      const [addSign, delSign] = await page.evaluate(() =>
+        ['.diff-add .diff-sign', '.diff-del .diff-sign'].map((sel) => getComputedStyle(document.querySelector(sel)!).color),
+      );
+      assert.notEqual(addSign, delSign, `${kind}: the signs have their own colours`);
+      fs.mkdirSync(OUTPUT, { recursive: true });
+      await card.screenshot({ path: path.join(OUTPUT, `chat-view-diff-${kind.slice('vscode-'.length)}.png`) });
+    }
+    await setTheme(page, THEME, 'vscode-dark');
+
+    // "Open diff" for each file asks the host for the editor's diff view of that file.
+    const openButtons = card.locator('button.diff-open');
+    assert.deepEqual(await openButtons.allInnerTexts(), ['Open diff', 'Open diff']);
+    await openButtons.nth(1).click();
+    await openButtons.nth(0).click();
+    assert.deepEqual(await posted(page), [
+      { type: 'openDiff', toolCallId: 'edit_9', file: '/ws/tests/test_area.py' },
+      { type: 'openDiff', toolCallId: 'edit_9', file: '/ws/geometry.py' },
+    ]);
+    // The answer buttons are as before; the diff buttons answered nothing.
+    assert.deepEqual(await card.locator('.permission-buttons button').allInnerTexts(), ['Allow once', 'Allow always', 'Reject']);
+    await card.locator('button[data-option-id="allow_once"]').click();
+    await host.apply({ type: 'permissionAnswered', requestId: '21', optionId: 'allow_once' });
+    await card.locator('.permission-answer').waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await card.locator('.permission-answer').innerText(), 'Allowed once: Edit geometry.py');
+    assert.equal(await card.locator('button').count(), 0, 'answered: no Open diff either');
+    assert.deepEqual(problems, []);
+  });
+
+  it('a turn that edited files ends with "Undo turn", which asks the host and shows what was restored', async () => {
+    await page.evaluate(() => {
+      (window as unknown as { __posted: unknown[] }).__posted = [];
+    });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply(
+      { type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-u', cwd: '/ws' } },
+      { type: 'userPrompt', text: 'Type the area function and add a test.', context: [] },
+      { type: 'meta', patch: { busy: true } },
+    );
+    await host.update({
+      sessionUpdate: 'tool_call',
+      toolCallId: 'edit_u',
+      title: 'Edit geometry.py',
+      kind: 'edit',
+      status: 'completed',
+      content: [{ type: 'diff', path: '/ws/geometry.py', oldText: 'def area(w, h):\n', newText: 'def area(w: float, h: float) -> float:\n' }],
+    });
+    await host.chunks('agent_message_chunk', 'mu', 'Done: typed, and tested.');
+    await host.apply({ type: 'turnEnded', stopReason: 'end_turn', turn: 4, edited: ['/ws/geometry.py', '/ws/tests/test_area.py'] });
+    const turn = page.locator('.entry-turn');
+    await turn.waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await turn.locator('.turn-files').innerText(), 'Edited geometry.py, tests/test_area.py');
+    const kinds = await page.locator('#transcript .entry').evaluateAll((els) => els.map((e) => (e as HTMLElement).className.split(' ')[1]));
+    assert.deepEqual(kinds, ['entry-user', 'entry-tool', 'entry-agent', 'entry-turn'], 'at the end of its turn');
+    const button = turn.locator('button.turn-undo');
+    assert.equal(await button.innerText(), 'Undo turn');
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-undo.png'), fullPage: true });
+    await button.click();
+    assert.deepEqual(await posted(page), [{ type: 'undoTurn', turn: 4 }]);
+
+    await host.apply({ type: 'turnUndo', turn: 4, state: 'undoing' });
+    await turn.locator('button:disabled').waitFor({ timeout: 5000 });
+    assert.equal(await turn.locator('button').innerText(), 'Undoing…');
+    await host.apply(
+      {
+        type: 'turnUndo',
+        turn: 4,
+        state: 'undone',
+        restored: [
+          { path: '/ws/geometry.py', action: 'restored' },
+          { path: '/ws/tests/test_area.py', action: 'removed' },
+        ],
+      },
+      { type: 'notice', level: 'info', text: 'Undid turn 4: restored geometry.py; removed tests/test_area.py (created by the turn). The conversation is kept.' },
+    );
+    await turn.locator('.turn-files', { hasText: 'Undone' }).waitFor({ timeout: 5000 });
+    assert.equal(await turn.innerText(), 'Undone: geometry.py restored, tests/test_area.py removed');
+    assert.equal(await turn.locator('button').count(), 0);
+    assert.match(await page.locator('.entry-notice').last().innerText(), /^Undid turn 4: restored geometry\.py; removed tests\/test_area\.py/);
     assert.deepEqual(problems, []);
   });
 

@@ -2,7 +2,7 @@
 calling the model, and is answered with a short agent message.
 
 The commands are advertised (`available_commands_update`) when a session starts. Only those
-that work are listed; `/compact` and `/undo` join when compaction and checkpoints exist.
+that work are listed; `/compact` joins when compaction exists.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent.checkpoints import RestoreResult
 from parley.agent.config_options import MODEL
 from parley.agent.session import Session
 from parley.core.conversation import ContentBlock, TextBlock
@@ -38,6 +39,11 @@ COMMANDS = (
         hint="provider:model",
     ),
     Command("cost", "What this session has used and spent so far"),
+    Command(
+        "undo",
+        "Put the files the last editing turn changed back as they were before it "
+        "(the conversation stays)",
+    ),
 )
 
 
@@ -55,6 +61,8 @@ class CommandHost(Protocol):
     def config_options(self, session: Session) -> list[dict[str, Any]]: ...
 
     async def configure(self, session_id: str, *, model: str | None = None) -> None: ...
+
+    async def restore(self, session_id: str, turn: int | None) -> RestoreResult: ...
 
 
 def available_commands() -> list[dict[str, Any]]:
@@ -79,6 +87,8 @@ async def run_command(call: CommandCall, session: Session, host: CommandHost) ->
     """Run the command; returns the reply for the user (in Markdown)."""
     if call.name == "model":
         return await _switch_model(call.argument, session, host)
+    if call.name == "undo":
+        return describe_restore(await host.restore(session.id, None))
     return _cost(session)
 
 
@@ -109,6 +119,24 @@ def _model_problem(name: str, providers: ProviderRegistry) -> str | None:
 def _cost(session: Session) -> str:
     totals = session.store.usage_totals(session.id) if session.stored else session.totals
     return f"This session so far: {describe_totals(totals)}"
+
+
+def describe_restore(result: RestoreResult) -> str:
+    """What `/undo` did, for the user."""
+    if result.turn is None:
+        return "Nothing to undo: no turn of this session has edited files (or they were undone)."
+    if result.rejected:
+        return f"Nothing was restored: you kept your changes to {_listed(result.rejected)}."
+    lines = [f"Restored the files of turn {result.turn} as they were before it:"]
+    lines += [f"- `{file.shown}` {file.action}" for file in result.files]
+    lines += [f"- `{file.shown}` could not be restored: {why}" for file, why in result.failures]
+    if len(lines) == 1:
+        return f"Turn {result.turn} left no files to restore."
+    return "\n".join(lines)
+
+
+def _listed(files: tuple[Any, ...]) -> str:
+    return ", ".join(f"`{file.shown}`" for file in files)
 
 
 def describe_totals(totals: UsageTotals) -> str:

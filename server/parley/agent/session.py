@@ -11,6 +11,7 @@ import attrs
 
 from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
+from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import Usage, UsageTotals
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
@@ -18,7 +19,9 @@ from parley.tools.registry import ToolRegistry
 DEFAULT_SYSTEM_PROMPT = """\
 You are Parley, a coding agent working inside the user's editor, on the project at {cwd}.
 Look before you answer: use the tools to read the code and to inspect the live program, and \
-prefer what they show over guesses. Be concise. Write Markdown; put code in fenced blocks."""
+prefer what they show over guesses. To change a file, read it first, then use edit_file (or \
+write_file for a new file): the user reviews each diff. Be concise. Write Markdown; put code \
+in fenced blocks."""
 
 TITLE_LENGTH = 60
 
@@ -53,6 +56,7 @@ class Session:
     store: Store
     system_prompt: str | None = None
     tool_format: ToolFormat | None = None  # None: the model's configured format
+    thought_level: ThoughtLevel | None = None  # None: the model's default
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
     history: list[Message] = attrs.field(factory=list)
     title: str | None = None
@@ -93,6 +97,7 @@ class Session:
                 approvals={str(self.cwd): sorted(self.auto_approve)},
                 system_prompt=self.system_prompt,
                 tool_format=self.tool_format,
+                thought_level=self.thought_level,
                 turns=self.totals.turns,
                 rounds=self.totals.rounds,
                 created_at=self.created_at,

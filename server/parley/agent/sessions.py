@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from parley.agent.checkpoints import FileRestore, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.config_options import InvalidChoice, requested_change, session_config_options
 from parley.agent.replay import replay_updates, unanswered_calls
@@ -23,11 +24,12 @@ from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, ImageBlock, UserMessage
+from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
+from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
-from parley.tools.base import Tool
+from parley.tools.base import CallView, Location, Tool
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -81,6 +83,7 @@ class Sessions:
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
     _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
+    _restoring: set[str] = attrs.field(factory=set)  # sessions whose files are being restored
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -152,6 +155,7 @@ class Sessions:
             store=self.store,
             system_prompt=stored.system_prompt,
             tool_format=stored.tool_format,  # type: ignore[arg-type]
+            thought_level=stored.thought_level,  # type: ignore[arg-type]
             auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
             history=self.store.messages(stored.id),
             title=stored.title,
@@ -203,8 +207,12 @@ class Sessions:
 
     def config_options(self, session: Session) -> list[dict[str, Any]]:
         """The session's `configOptions` as ACP clients show them."""
+        levels = self.settings.thought_levels(session.model)
+        level = session.thought_level
+        if level not in levels:  # none chosen, or one this model (now) does not take
+            level = self.settings.default_thought_level(session.model)
         return session_config_options(
-            session.model, session.tool_policy, self.providers.model_infos()
+            session.model, session.tool_policy, self.providers.model_infos(), levels, level
         )
 
     def announce_commands(self, session_id: str) -> None:
@@ -221,7 +229,7 @@ class Sessions:
         command = parse_command(content)
         if command is not None:
             return await self._run_command(session, command)
-        if session.running_turn is not None:
+        if session.running_turn is not None or session.id in self._restoring:
             raise SessionInUse(BUSY_HERE)
         self._check_content(session, content)
         session.start_storing()  # the first prompt stores a new session
@@ -238,6 +246,9 @@ class Sessions:
         self._prompts.add(this_request)
         try:
             self._show_missed_turns(session)
+            note = self.store.take_restore_note(session.id)  # files restored since the last turn
+            if note is not None:
+                content = (TextBlock(note), *content)
             return await self._run_turn(session, UserMessage(content), this_request)
         finally:
             self._prompts.discard(this_request)
@@ -295,6 +306,64 @@ class Sessions:
         if session is not None and session.running_turn is not None:
             session.running_turn.cancel()
 
+    # --- checkpoints ------------------------------------------------------------------------
+
+    async def restore(self, session_id: str, turn: int | None) -> RestoreResult:
+        """Put the files edited from `turn` on (None: the last turn that edited any) back as
+        they were before it; the conversation stays, the model is told at the next prompt.
+        Under the session's lease: no turn runs meanwhile, here or in another window."""
+        session = self._open.get(session_id)
+        if session is not None and not session.stored:
+            return RestoreResult(None)  # never prompted: no turn edited anything
+        if self.store.session(session_id) is None:
+            raise _unknown(session_id)
+        if session is not None and (
+            session.running_turn is not None or session_id in self._restoring
+        ):
+            raise SessionInUse(BUSY_HERE)
+        if turn is None:
+            turn = self.store.last_checkpointed_turn(session_id)
+            if turn is None:
+                return RestoreResult(None)
+        try:
+            self.store.take_lease(session_id, self.instance_id, LEASE_SECONDS)
+        except SessionBusy as busy:
+            raise SessionInUse(BUSY_ELSEWHERE) from busy
+        except SessionGone as gone:
+            raise _unknown(session_id) from gone
+        self._restoring.add(session_id)
+        try:
+            return await restore_turn(
+                self.store,
+                session_id,
+                turn,
+                lambda turn, changed: self._may_overwrite(session_id, turn, changed),
+            )
+        finally:
+            self._restoring.discard(session_id)
+            self.store.release_lease(session_id, self.instance_id)
+
+    async def _may_overwrite(self, session_id: str, turn: int, changed: list[FileRestore]) -> bool:
+        """Ask the user (`session/request_permission`) before a restore overwrites files they
+        changed since Parley wrote them."""
+        names = [file.shown for file in changed]
+        call_id = new_id("restore")
+        call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
+        view = CallView(
+            title=f"Restore files as they were before turn {turn}, overwriting your changes",
+            locations=tuple(Location(file.path) for file in changed),
+            content=(
+                "These files changed since Parley last wrote them; restoring them loses "
+                "those changes:\n" + "\n".join(f"- {name}" for name in names),
+            ),
+        )
+        try:
+            decision = await self.ports.request_permission(session_id, call, "edit", view)
+        except Exception as error:  # the editor could not ask: keep the user's changes
+            logger.warning("Asking before a restore failed: %s", error)
+            return False
+        return decision != "reject"
+
     # --- changing and closing ---------------------------------------------------------------
 
     async def configure(
@@ -305,9 +374,11 @@ class Sessions:
         tool_policy: ToolPolicy | None = None,
         tool_format: ToolFormat | None = None,
         auto_approve: list[str] | None = None,
+        thought_level: ThoughtLevel | None = None,
         announce: bool = True,
     ) -> None:
         """Change what is given (None: unchanged); the turn applies it from its next round.
+        A new model starts at its own default thinking level, unless one is given with it.
         A change of the config options is announced (`config_option_update`) unless
         `announce` is False (`session/set_config_option` answers with them instead)."""
         session = self.get(session_id)
@@ -315,9 +386,18 @@ class Sessions:
             await self.forget(session.id)  # deleted in another window: don't bring it back
             raise _unknown(session.id)
         before = self.config_options(session)
+        new_model = model if model is not None else session.model
         if model is not None:
             _check_model_id(model)
-            session.model = model
+        levels = self.settings.thought_levels(new_model)
+        if thought_level is not None and thought_level not in levels:
+            takes = f"takes {', '.join(levels)}" if levels else "has no thinking level"
+            raise InvalidOptions(f"thoughtLevel: the model {new_model} {takes}")
+        if model is not None and model != session.model:
+            session.thought_level = None  # the new model's default
+        session.model = new_model
+        if thought_level is not None:
+            session.thought_level = thought_level
         if tool_format is not None:
             session.tool_format = tool_format
         if tool_policy is not None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
@@ -29,6 +30,7 @@ from parley.core.conversation import (
     without_images,
 )
 from parley.core.errors import ProviderError
+from parley.core.thought_levels import Thinking
 from parley.core.usage import Usage, UsageTotals, cost_to_wire, find_price
 from parley.protocol import updates
 from parley.providers.base import (
@@ -43,7 +45,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import CallView, ClientFiles, ToolContext, ToolResult
+from parley.tools.base import CallView, ClientFiles, ClientWrites, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,9 @@ class TurnPorts(Protocol):
 
     # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
     client_files: ClientFiles | None
+
+    # The editor writes files (into its buffers), when it offers to; None otherwise.
+    client_writes: ClientWrites | None
 
     # The client asked for hybrid revisions (`_meta.parley.revisions` in `initialize`).
     wants_revisions: bool
@@ -139,6 +144,10 @@ class Turn:
         self._announced: list[tuple[str, str]] = []  # (toolCallId, name) the stream showed
         self._unanswered: list[ToolCall] = []  # calls of the last assistant message
         self._error_streak: tuple[str, int] = ("", 0)
+        self._checkpoints: TurnCheckpoints | None = None  # once the turn has its number
+        # Anthropic takes one thinking setting per tool loop (a turn): a budget, once sent,
+        # holds for the turn; a change of the level applies from the next turn.
+        self._turn_budgets: dict[str, Thinking] = {}
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -146,6 +155,9 @@ class Turn:
         self._set_title_from_prompt()
         self.session.add_message(self.prompt)
         self.session.count_turn()
+        self._checkpoints = TurnCheckpoints(
+            self.session.store, self.session.id, self.session.totals.turns, self.session.cwd
+        )
         try:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
@@ -191,13 +203,17 @@ class Turn:
         messages = tuple(self.session.history)
         if not self.settings.takes_images(resolved.id):  # images of earlier prompts, as notes
             messages = without_images(messages)
+        thinking = self.settings.thinking(resolved.id, self.session.thought_level)
+        if self.settings.thinking_style(resolved.id) == "budget":
+            thinking = self._turn_budgets.setdefault(resolved.id, thinking)
         return ModelRequest(
             model=resolved.model,
             system=self.session.system_text(),
             messages=messages,
             tools=self.session.tools.specs(),
             max_tokens=model_config.max_tokens,
-            thinking_budget=model_config.thinking_budget,
+            thinking_budget=thinking.budget_tokens,
+            reasoning_effort=thinking.reasoning_effort,
         )
 
     # --- one model round, by policy -----------------------------------------------------
@@ -363,14 +379,23 @@ class Turn:
             return self._finish_call(
                 call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
             )
+        context = ToolContext(
+            self.session.id,
+            call.wire_id,
+            self.session.cwd,
+            self.ports.client_files,
+            client_writes=self.ports.client_writes,
+            edit_journal=self._checkpoints,
+        )
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
+            # A call bound to fail (an edit of a file never read) is not put to the user.
+            failure = await _precheck(tool, call, context)
+            if failure is not None:
+                return self._finish_call(call, failure)
             refusal = await self._ask_permission(call, tool.spec.kind)
             if refusal is not None:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
-        context = ToolContext(
-            self.session.id, call.wire_id, self.session.cwd, self.ports.client_files
-        )
         try:
             result = await tool.run(call.arguments, context)
         except asyncio.CancelledError:
@@ -378,6 +403,9 @@ class Turn:
         except Exception as error:
             logger.exception("Tool %s raised", call.name)
             result = ToolResult(f"{call.name} failed: {type(error).__name__}: {error}", True)
+        finally:
+            if self._checkpoints is not None:
+                self._checkpoints.record_written()  # what a restore expects to find
         return self._finish_call(call, result)
 
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
@@ -410,6 +438,7 @@ class Turn:
                 status="failed" if result.is_error else "completed",
                 raw_output=updates.raw_output(result.raw_output, result.content, result.is_error),
                 text=result.content,
+                diffs=result.diffs,
             )
         )
         return result
@@ -481,3 +510,17 @@ class Turn:
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
+
+
+async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:
+    """The error a call would end in, when the tool can tell before it runs (`precheck`)."""
+    precheck = getattr(tool, "precheck", None)
+    if precheck is None:
+        return None
+    try:
+        return await precheck(call.arguments, context)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # the call itself will say what is wrong
+        logger.exception("Checking a call of %s failed", call.name)
+        return None

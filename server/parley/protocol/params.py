@@ -25,6 +25,7 @@ from parley.core.images import (
     normal_media_type,
     sniff_image_type,
 )
+from parley.core.thought_levels import ThoughtLevel
 from parley.protocol.updates import camel
 from parley.tools.base import ToolSpec
 
@@ -90,10 +91,12 @@ class NameValue:
 @attrs.frozen
 class McpServerParams:
     """ACP's McpServer: stdio (no `type`, or "stdio") with `command`, `args`, `env`; or
-    "http" / "sse" with `url`, `headers`. `check_mcp_servers` checks the fields a type needs."""
+    "http" / "sse" with `url`, `headers`. `check_mcp_servers` checks the fields a type needs.
+    Another type is not refused here: the server that cannot be started is told to the user,
+    and the session goes on."""
 
     name: str
-    type: Literal["stdio", "http", "sse"] = "stdio"
+    type: str = "stdio"
     command: str | None = None
     args: list[str] | None = None
     env: list[NameValue] | None = None
@@ -158,6 +161,7 @@ class ConfigureParams:
     tool_policy: ToolPolicy | None = None
     auto_approve: list[str] | None = None
     tool_format: ToolFormat | None = None
+    thought_level: ThoughtLevel | None = None  # as the `thought_level` config option
 
 
 @attrs.frozen
@@ -165,6 +169,12 @@ class SetConfigOptionParams:
     session_id: str
     config_id: str
     value: Any  # a select's value id (a string); which values fit, the session's options say
+
+
+@attrs.frozen
+class RestoreParams:
+    session_id: str
+    turn: int  # the session's turn count at that turn: 1 is the first
 
 
 @attrs.frozen
@@ -256,8 +266,8 @@ def _json_type(value: Any) -> str:
 def check_mcp_servers(servers: list[McpServerParams]) -> None:
     """Raise invalid params for a server without what its type needs (a command, a URL)."""
     for position, server in enumerate(servers):
-        needed = "command" if server.type == "stdio" else "url"
-        if not getattr(server, needed):
+        needed = {"stdio": "command", "http": "url", "sse": "url"}.get(server.type)
+        if needed is not None and not getattr(server, needed):
             raise JsonRpcInvalidParams(
                 f"mcpServers[{position}]: a {server.type} server needs '{needed}'"
             )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.tools.base import CallView
+from parley.tools.base import CallView, Diff
 
 
 def message_chunk(message_id: str, text: str, replaces: str | None = None) -> dict[str, Any]:
@@ -54,15 +54,17 @@ def tool_call(
 
 def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
     """Only what changed: status, title, kind, rawInput, rawOutput, `text` (the output
-    shown to a person), which becomes the update's `content`, and `meta` (its `_meta`)."""
+    shown to a person), which becomes the update's `content` (after `diffs`, the changes
+    the call made), and `meta` (its `_meta`)."""
     update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id}
     text = changes.pop("text", None)
+    diffs = changes.pop("diffs", ())
     meta = changes.pop("meta", None)
     for name, value in changes.items():
         if value is not None:
             update[camel(name)] = value
     if text is not None:
-        update["content"] = [text_content(text)]
+        update["content"] = [*map(diff_content, diffs), text_content(text)]
     if meta is not None:
         update["_meta"] = meta
     return update
@@ -77,9 +79,17 @@ def call_view(view: CallView) -> dict[str, Any]:
             {"path": where.path} if where.line is None else {"path": where.path, "line": where.line}
             for where in view.locations
         ]
-    if view.content:
-        fields["content"] = [text_content(text) for text in view.content]
+    if view.content or view.diffs:
+        fields["content"] = [
+            *map(diff_content, view.diffs),
+            *(text_content(text) for text in view.content),
+        ]
     return fields
+
+
+def diff_content(diff: Diff) -> dict[str, Any]:
+    """A change to a file as one item of a tool call's `content` (ACP's `diff`)."""
+    return {"type": "diff", "path": diff.path, "oldText": diff.old_text, "newText": diff.new_text}
 
 
 def text_content(text: str) -> dict[str, Any]:

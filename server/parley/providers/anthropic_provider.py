@@ -27,6 +27,9 @@ from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
 DEFAULT_MAX_TOKENS = 8192
+# With thinking on, max_tokens counts the thinking too and must exceed its budget: at least
+# this much is left for the answer (the high level, 24576 + 4096, fits Opus 4's 32000).
+ANSWER_TOKENS_WITH_THINKING = 4096
 
 _STOP_REASONS: dict[str, events.FinishReason] = {
     "end_turn": "end_turn",
@@ -130,9 +133,12 @@ class AnthropicProvider(base.SDKProvider):
     sdk_timeout = anthropic.Timeout
 
     def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
+        max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
+        if request.thinking_budget:
+            max_tokens = max(max_tokens, request.thinking_budget + ANSWER_TOKENS_WITH_THINKING)
         arguments: dict[str, Any] = {
             "model": request.model,
-            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": max_tokens,
             "messages": to_anthropic_messages(request.messages),
         }
         if request.system:

@@ -51,7 +51,8 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
-    thinking_budget: int | None = None  # Anthropic extended thinking, when configured
+    thinking_budget: int | None = None  # Anthropic extended thinking: its budget in tokens
+    reasoning_effort: str | None = None  # OpenAI reasoning models: low | medium | high
 
 
 @attrs.frozen

@@ -132,6 +132,8 @@ class OpenAIProvider(base.SDKProvider):
             arguments["tools"] = to_openai_tools(request.tools)
         if request.max_tokens:
             arguments["max_completion_tokens"] = request.max_tokens
+        if request.reasoning_effort:
+            arguments["reasoning_effort"] = request.reasoning_effort
         return arguments
 
     def stream(self, request: base.ModelRequest) -> base.ModelStream:

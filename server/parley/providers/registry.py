@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
 from typing import Any
 
 import attrs
@@ -10,6 +13,8 @@ from parley.config import ProviderConfig, Settings
 from parley.core.errors import ProviderError
 from parley.providers.base import Provider
 from parley.providers.text_tools import TextToolProvider, ThinkTagProvider
+
+logger = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -76,6 +81,30 @@ class ProviderRegistry:
             provider = ThinkTagProvider(provider)
         return ResolvedModel(model_id, provider, model)
 
+    def preload(self) -> threading.Thread:
+        """In a background thread (started at once): import the default model's SDK and
+        build its client, so the first prompt is as quick as the next (the import alone
+        takes a second or more). Call it from the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        name = self._settings.default_model.partition(":")[0]
+        config = self._settings.providers.get(name)
+
+        def preload() -> None:
+            kind = config.kind if config is not None else "openai"
+            try:
+                _import_sdk(kind)
+                if config is None or not self.availability(name)[0]:
+                    return
+                provider = self._build(config)
+                # Kept unless a prompt built one meanwhile (then this one, unused, is dropped).
+                loop.call_soon_threadsafe(self._providers.setdefault, name, provider)
+            except Exception:  # the first prompt does it again, and says what is wrong
+                logger.debug("Preloading the %s SDK failed", kind, exc_info=True)
+
+        thread = threading.Thread(target=preload, name="sdk-preload", daemon=True)
+        thread.start()
+        return thread
+
     def _build(self, config: ProviderConfig) -> Provider:
         api_key = self._settings.api_key(config) or "none"
         model_settings: dict[str, Any] = {
@@ -124,3 +153,12 @@ class ProviderRegistry:
         for provider in self._providers.values():
             await provider.aclose()
         self._providers.clear()
+
+
+def _import_sdk(kind: str) -> None:
+    if kind == "anthropic":
+        from parley.providers import anthropic_provider  # noqa: F401
+    else:
+        import openai.resources.chat  # noqa: F401  # the SDK loads it at the first request
+
+        from parley.providers import openai_provider  # noqa: F401

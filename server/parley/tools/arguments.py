@@ -6,8 +6,8 @@ the reading of a call's arguments both come from it.
         path: str = argument("Path relative to the workspace.")
         start_line: int | None = argument(wire_name="startLine", minimum=1, default=None)
 
-A field without a default is required. `str` and `int` are the types a field may have
-(optionally `| None`). A required string must not be blank unless `blank=True`. Arguments the
+A field without a default is required. `str`, `int` and `bool` are the types a field may
+have (optionally `| None`). A required string must not be blank unless `blank=True`. Arguments the
 model adds that are not declared are ignored. A wrong argument raises `InvalidArguments` with a
 sentence the model can act on; tools turn it into an error result. `minimum` is only told to
 the model: a range is the tool's to check (read_file reads `startLine: 0` from line 1).
@@ -24,7 +24,7 @@ import attrs
 
 ArgumentsT = TypeVar("ArgumentsT")
 
-JSON_TYPES: dict[type, str] = {str: "string", int: "integer"}
+JSON_TYPES: dict[type, str] = {str: "string", int: "integer", bool: "boolean"}
 
 
 class InvalidArguments(ValueError):
@@ -77,7 +77,7 @@ def _declared(cls: type) -> tuple[_Declared, ...]:
     for field in attrs.fields(cls):
         python_type = _without_none(field.type)
         if python_type not in JSON_TYPES:
-            raise TypeError(f"{cls.__name__}.{field.name}: arguments are str or int")
+            raise TypeError(f"{cls.__name__}.{field.name}: arguments are str, int or bool")
         declared.append(
             _Declared(
                 field_name=field.name,
@@ -134,6 +134,10 @@ def read_arguments(cls: type[ArgumentsT], arguments: Mapping[str, Any]) -> Argum
 
 def _checked(field: _Declared, value: Any) -> Any:
     name = field.wire_name
+    if field.python_type is bool:
+        if not isinstance(value, bool):
+            raise InvalidArguments(f"'{name}' must be true or false")
+        return value
     if field.python_type is int:
         # JSON has one number type: 3.0 is a whole number, true is not.
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())

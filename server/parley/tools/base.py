@@ -46,6 +46,7 @@ class ToolResult:
     content: str
     is_error: bool = False
     raw_output: Any = None
+    diffs: tuple[Diff, ...] = ()  # the changes made (an edit's), shown with the result
 
 
 class ClientFiles(Protocol):
@@ -55,6 +56,17 @@ class ClientFiles(Protocol):
     async def read_text_file(self, session_id: str, path: str) -> str:
         """The whole text of the file at the absolute `path`; raises when the editor
         cannot answer (an error, or no answer in time)."""
+        ...
+
+
+class ClientWrites(Protocol):
+    """The editor writes the workspace's files (ACP `fs/write_text_file`): into the buffer
+    visiting the file, so that its undo works and no buffer goes stale. The server
+    implements it when the editor offers it."""
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        """Make `content` the whole text of the file at the absolute `path`; raises when the
+        editor cannot (an error, or no answer in time)."""
         ...
 
 
@@ -77,14 +89,26 @@ class Location:
 
 
 @attrs.frozen
+class Diff:
+    """A change to one file: its absolute path, its whole text before (None: the file is
+    new) and after."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+@attrs.frozen
 class CallView:
     """How an editor shows a call: a title a person reads ("Read app.py:10-40", "Run
     Python"), the files it touches, and what matters of its arguments (the code, the
-    pattern) as text to see before approving."""
+    pattern) as text, and the changes it would make (an edit's diff), to see before
+    approving."""
 
     title: str
     locations: tuple[Location, ...] = ()
     content: tuple[str, ...] = ()
+    diffs: tuple[Diff, ...] = ()
 
 
 # A title quotes at most this much of an argument (a pattern, a dotted name).
@@ -120,6 +144,7 @@ class ToolContext:
     tool_call_id: str
     cwd: Path
     client_files: ClientFiles | None = None  # None: read the files on disk
+    client_writes: ClientWrites | None = None  # None: write the files on disk
     edit_journal: EditJournal | None = None  # None: edits are not checkpointed
 
 
@@ -134,7 +159,10 @@ class Tool(Protocol):
 
     A tool that holds resources (a kernel process) may also define `async def aclose()`;
     the session's registry calls it once when the session ends. A tool may define
-    `describe_call(arguments) -> CallView` to be shown to the user by more than its name.
+    `describe_call(arguments) -> CallView` to be shown to the user by more than its name,
+    and `async def precheck(arguments, context) -> ToolResult | None`: a call that would
+    fail (an edit of a file the model has not read) is answered with that error before the
+    user is asked about it.
     """
 
     spec: ToolSpec

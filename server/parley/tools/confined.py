@@ -137,9 +137,10 @@ class _Walk:
                 raise
             return os.open(unescaped, flags, dir_fd=self.fds[-1])
 
-    def to_last(self) -> str | None:
+    def to_last(self, create: bool = False) -> str | None:
         """Walk every directory of the path but the last component, and take that from
-        the pending ones (None: the path ends at the directory reached)."""
+        the pending ones (None: the path ends at the directory reached). With `create`, a
+        directory that does not exist is made (in the directory walked through)."""
         while self.pending:
             name = self.pending.pop(0)
             if name == "..":
@@ -148,6 +149,11 @@ class _Walk:
             if not self.pending:
                 return name
             try:
+                fd = self.open_at(name, _DIRECTORY_FLAGS)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(name, 0o777, dir_fd=self.fds[-1])  # exists already: raises, no follow
                 fd = self.open_at(name, _DIRECTORY_FLAGS)
             except OSError as exc:
                 # O_NOFOLLOW met a symlink: ELOOP, or ENOTDIR along with O_DIRECTORY.
@@ -257,3 +263,48 @@ def resolve_confined(root: Path, path: str) -> str:
                 return walk.relative(name)
     finally:
         walk.close()
+
+
+def open_confined_parent(root: Path, path: str, *, create: bool = False) -> tuple[int, str, str]:
+    """The directory in the workspace `root` where the file at `path` is or would be, for
+    writing it: a descriptor of that directory (the caller closes it), the file's name in
+    it, and where the file really is, relative to the root. Symlinks are resolved as
+    `open_confined` resolves them, the file's own name too (a symlink to a file inside the
+    workspace is written through; one leading out is refused). With `create`, missing
+    directories on the way are made, each inside the one walked through.
+
+    Raises `OutsideWorkspace` or `Refused`, `FileNotFoundError` (a missing directory without
+    `create`), `IsADirectoryError` (the path is a directory), `NotADirectoryError`, or another
+    `OSError`; the file itself need not exist.
+    """
+    walk = _Walk(root, path)
+    try:
+        while True:
+            name = walk.to_last(create)
+            if name is None:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", walk.relative())
+            name, status = _status_at(walk.fds[-1], name)
+            if status is None:
+                break  # a new file
+            if stat.S_ISLNK(status.st_mode):
+                walk.follow(name)
+                continue
+            if stat.S_ISDIR(status.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", walk.relative(name))
+            break
+        return os.dup(walk.fds[-1]), name, walk.relative(name)
+    finally:
+        walk.close()
+
+
+def _status_at(directory_fd: int, name: str) -> tuple[str, os.stat_result | None]:
+    """`name` in the directory (the bytes a `\\xHH`-escaped name stands for, when only that
+    exists) and its own status, not followed; None when there is no such entry."""
+    for candidate in (name, _unescaped(name)):
+        if candidate is None:
+            continue
+        try:
+            return candidate, os.stat(candidate, dir_fd=directory_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+    return name, None

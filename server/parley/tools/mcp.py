@@ -27,11 +27,12 @@ import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from parley.child_env import mcp_server_environment
+from parley.core.redact import redact
 from parley.tools.base import ToolContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,9 @@ CALL_GRACE_SECONDS = 5.0
 NAME_LIMIT = 64
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 STDERR_TAIL_CHARS = 400
-
-Transport = Literal["stdio", "http", "sse"]
+# MCP's error codes (mcp.types), for the SDK's MCPError, whose import is deferred.
+CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001
 
 
 @attrs.frozen
@@ -56,7 +58,7 @@ class McpServerConfig:
     `headers`)."""
 
     name: str
-    transport: Transport = "stdio"
+    transport: str = "stdio"  # "stdio", "http"; another is reported as not supported
     command: str = ""
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
@@ -89,6 +91,7 @@ class McpConnection:
         self._scope: Any = None  # the anyio CancelScope around the task's work
         self._stop = asyncio.Event()
         self._stderr: Any = None  # a stdio server's stderr (a temporary file)
+        self._exited = False  # the connection closed under a call: the server is gone
 
     async def start(self, timeout: float) -> list[RemoteTool]:
         """Start the server and list its tools; raises McpStartFailed."""
@@ -156,8 +159,12 @@ class McpConnection:
         """Call tool `name`; every failure (a hang, a crash, an error) is an error result."""
         server = self.config.name
         session = self._session
-        if session is None:
-            return ToolResult(f"The MCP server {server!r} is not running.", is_error=True)
+        if session is None or self._exited:
+            return ToolResult(
+                f"The MCP server {server!r} is not running (it stopped earlier in this "
+                "session), so its tools cannot be used.",
+                is_error=True,
+            )
         try:
             result = await asyncio.wait_for(
                 session.call_tool(name, arguments, read_timeout_seconds=timeout),
@@ -166,6 +173,8 @@ class McpConnection:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the SDK's MCPError, a transport error
+            if getattr(error, "code", None) == CONNECTION_CLOSED:
+                self._exited = True
             return ToolResult(_call_failure(server, name, error, timeout), is_error=True)
         return tool_result(result)
 
@@ -279,9 +288,9 @@ def _block_text(block: Any) -> str:
 
 def _call_failure(server: str, name: str, error: Exception, timeout: float) -> str:
     code = getattr(error, "code", None)
-    if isinstance(error, TimeoutError) or code == -32001:  # MCP's REQUEST_TIMEOUT
+    if isinstance(error, TimeoutError) or code == REQUEST_TIMEOUT:
         return f"The MCP server {server!r} did not answer {name} within {timeout:g} s."
-    if code == -32000:  # MCP's CONNECTION_CLOSED: the server's process ended
+    if code == CONNECTION_CLOSED:  # the server's process ended
         return f"The MCP server {server!r} stopped while running {name}; it is not running now."
     return f"The MCP server {server!r} failed to run {name}: {_reason(error)}"
 
@@ -372,7 +381,7 @@ class McpConnections:
             if isinstance(outcome, BaseException):
                 if not isinstance(outcome, McpStartFailed):
                     logger.error("MCP server %s failed to start", name, exc_info=outcome)
-                reason = _reason(outcome)
+                reason = redact(_reason(outcome))  # it may quote the server's stderr
                 logger.warning("MCP server %s did not start: %s", name, reason.splitlines()[0])
                 failures.append(
                     f"The MCP server `{name}` could not start: {reason}\n"

@@ -1,10 +1,13 @@
-"""The tools that run in the server: the Python kernel's tools and the workspace files."""
+"""The tools that run in the server: the Python kernel's tools, the workspace files and
+the edit tools."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from parley.tools.base import Tool
+from parley.tools.edits import edit_tools
+from parley.tools.file_ledger import FileLedger
 from parley.tools.kernel import KernelSettings, PythonKernel
 from parley.tools.python_tools import python_tools
 from parley.tools.workspace import workspace_tools
@@ -17,4 +20,9 @@ def server_tools(workspace: Path, settings: KernelSettings | None = None) -> lis
     idempotent `aclose` that stops that kernel; the registry calls it when the session ends.
     """
     kernel = PythonKernel(workspace, settings)
-    return [*python_tools(kernel, workspace), *workspace_tools(workspace)]
+    ledger = FileLedger()  # what read_file read, for the edit tools' stale check
+    return [
+        *python_tools(kernel, workspace),
+        *workspace_tools(workspace, ledger),
+        *edit_tools(workspace, ledger),
+    ]

@@ -48,6 +48,7 @@ from parley.tools.confined import (
     printable_name,
     resolve_confined,
 )
+from parley.tools.file_ledger import FileLedger
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ SEARCH_MATCH_SECONDS = 1.0
 SEARCH_BUDGET_SECONDS = 20.0
 BINARY_SNIFF_BYTES = 8192
 IGNORE_FILE_MAX_BYTES = 1024 * 1024
+# Files up to this size can be edited; read_file keeps their text for the stale check.
+EDIT_MAX_BYTES = 2 * 1024 * 1024
 # How long read_file waits for the editor's buffer (fs/read_text_file) before it reads the disk.
 EDITOR_READ_SECONDS = 10.0
 
@@ -232,10 +235,13 @@ def _numbered(number: int, head: bytes, whole: bool) -> str:
 
 
 class WorkspaceTool(DeclaredTool):
-    """A tool on the workspace's files, all of them opened through `confined`."""
+    """A tool on the workspace's files, all of them opened through `confined`. `ledger`
+    (shared by a session's file tools) keeps the text of each file the model read, for the
+    edit tools' stale check."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, ledger: FileLedger | None = None) -> None:
         self.workspace = Path(workspace).resolve()
+        self.ledger = ledger
 
     def located(self, path: str | None) -> Location:
         """Where `path` is, for an editor to open (absolute; nothing is opened to find it)."""
@@ -275,8 +281,10 @@ class ReadFileTool(WorkspaceTool):
         if context.client_files is not None:
             target = await asyncio.to_thread(self._editor_target, path)
             if target is not None:
-                text = await _editor_text(context, target[0])
+                text = await editor_text(context, target[0])
                 if text is not None:
+                    if self.ledger is not None:
+                        self.ledger.record(target[0], text)
                     encoded = text.encode("utf-8", "replace")
                     return _read_lines(io.BytesIO(encoded), target[1], len(encoded), start, end)
         return await asyncio.to_thread(self._read, path, start, end)
@@ -313,6 +321,11 @@ class ReadFileTool(WorkspaceTool):
                         f"{name} is a binary file ({size:,} bytes); only text files can be read.",
                         is_error=True,
                     )
+                if self.ledger is not None and size <= EDIT_MAX_BYTES:
+                    # Kept whole, so an edit can tell whether the file changed since.
+                    data = file.read(EDIT_MAX_BYTES + 1)
+                    self._remember(file.name, data)
+                    return _read_lines(io.BytesIO(data), name, len(data), start, end)
                 return _read_lines(file, name, size, start, end)
         except (Refused, ValueError) as exc:  # ValueError: a name no file system can hold
             return ToolResult(str(exc), is_error=True)
@@ -323,8 +336,18 @@ class ReadFileTool(WorkspaceTool):
         except OSError as exc:
             return ToolResult(f"Could not read {asked}: {exc.strerror or exc}", is_error=True)
 
+    def _remember(self, relative: str, data: bytes) -> None:
+        """The model has read the file (relative to the root) as `data`: a UTF-8 text is
+        recorded for the edit tools; other bytes cannot be edited, so they are not."""
+        assert self.ledger is not None
+        path = str(self.workspace / relative)
+        try:
+            self.ledger.record(path, data.decode("utf-8"))
+        except UnicodeDecodeError:
+            self.ledger.forget(path)
 
-async def _editor_text(context: ToolContext, path: str) -> str | None:
+
+async def editor_text(context: ToolContext, path: str) -> str | None:
     """The editor's text of `path`; None (read the disk) when it errs or is silent."""
     assert context.client_files is not None
     try:
@@ -586,6 +609,11 @@ class _Search:
         return ToolResult(text)
 
 
-def workspace_tools(workspace: Path) -> list[Any]:
-    """read_file, list_directory, search_files for one workspace."""
-    return [ReadFileTool(workspace), ListDirectoryTool(workspace), SearchFilesTool(workspace)]
+def workspace_tools(workspace: Path, ledger: FileLedger | None = None) -> list[Any]:
+    """read_file, list_directory, search_files for one workspace; `read_file` records what
+    it reads in `ledger` (the session's, shared with the edit tools)."""
+    return [
+        ReadFileTool(workspace, ledger),
+        ListDirectoryTool(workspace),
+        SearchFilesTool(workspace),
+    ]

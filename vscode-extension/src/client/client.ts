@@ -29,11 +29,13 @@ import {
   type ConfigureParams,
   type ContentBlock,
   type EditorCallToolParams,
+  type EmptyResult,
   type EditorCallToolResult,
   type InitializeResult,
   type ListSessionsParams,
   type ListSessionsResult,
   type LoadSessionResult,
+  INTERNAL_ERROR,
   METHOD_NOT_FOUND,
   type ModelsResult,
   type NewSessionOptions,
@@ -41,14 +43,18 @@ import {
   PROTOCOL_VERSION,
   type ParamsOf,
   type PromptResult,
+  type ReadTextFileParams,
+  type ReadTextFileResult,
   type RequestPermissionParams,
   type RequestPermissionResult,
   type ResultOf,
+  type RestoreResult,
   type ResumeSessionResult,
   type SessionNotification,
   type SetConfigOptionResult,
   type ToolSpec,
   type UsageResult,
+  type WriteTextFileParams,
   isSessionUpdate,
 } from './protocol';
 
@@ -74,6 +80,12 @@ export interface ClientHandlers {
   ) => Promise<RequestPermissionResult>;
   /** Run one of the editor tools declared in `initialize`. */
   callEditorTool?: (params: EditorCallToolParams, signal: AbortSignal) => Promise<EditorCallToolResult>;
+  /**
+   * `fs/read_text_file` and `fs/write_text_file`: advertised in `initialize` (`clientCapabilities.fs`)
+   * when given. An error with a numeric `code` is answered as that JSON-RPC error.
+   */
+  readTextFile?: (params: ReadTextFileParams) => Promise<ReadTextFileResult>;
+  writeTextFile?: (params: WriteTextFileParams) => Promise<EmptyResult>;
 }
 
 export interface ClientOptions {
@@ -220,6 +232,13 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     );
     onClientRequest(conn, 'session/request_permission', (params, token) => this.handlePermission(params, token));
     onClientRequest(conn, '_parley/editor/callTool', (params, token) => this.handleEditorTool(params, token));
+    const { readTextFile, writeTextFile } = this.options.handlers ?? {};
+    if (readTextFile) {
+      onClientRequest(conn, 'fs/read_text_file', (params) => answerOrError(() => readTextFile(params)));
+    }
+    if (writeTextFile) {
+      onClientRequest(conn, 'fs/write_text_file', (params) => answerOrError(() => writeTextFile(params)));
+    }
     conn.listen();
     this.conn = conn;
 
@@ -227,6 +246,10 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
       this.initializeResult = await this.request('initialize', {
         protocolVersion: PROTOCOL_VERSION,
         clientCapabilities: {
+          // The server reads and writes workspace files through us when we can.
+          ...(readTextFile || writeTextFile
+            ? { fs: { readTextFile: Boolean(readTextFile), writeTextFile: Boolean(writeTextFile) } }
+            : {}),
           // `revisions`: this client applies `_meta.parley.replaces` chunks (hybrid revisions).
           _meta: { parley: { tools: this.options.tools ?? [], revisions: true } },
         },
@@ -336,6 +359,11 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   models(): Promise<ModelsResult> {
     return this.request('_parley/models', {});
+  }
+
+  /** `_parley/session/restore`: the files edited from `turn` on put back as before it. */
+  restore(sessionId: string, turn: number): Promise<RestoreResult> {
+    return this.request('_parley/session/restore', { sessionId, turn });
   }
 
   /**
@@ -482,9 +510,25 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 function onClientRequest<M extends keyof ClientRequests>(
   conn: MessageConnection,
   method: M,
-  handler: (params: ClientRequests[M]['params'], token: CancellationToken) => Promise<ClientRequests[M]['result']>,
+  handler: (
+    params: ClientRequests[M]['params'],
+    token: CancellationToken,
+  ) => Promise<ClientRequests[M]['result'] | ResponseError<undefined>>,
 ): void {
   conn.onRequest(method, handler);
+}
+
+/**
+ * The handler's answer; its failure as a JSON-RPC error: with the error's own numeric `code`
+ * (a refused path, a missing file), else an internal error saying what went wrong.
+ */
+async function answerOrError<T>(handler: () => Promise<T>): Promise<T | ResponseError<undefined>> {
+  try {
+    return await handler();
+  } catch (err) {
+    const code = typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'number' ? err.code : INTERNAL_ERROR;
+    return new ResponseError(code, describeError(err));
+  }
 }
 
 /**

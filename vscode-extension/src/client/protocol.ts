@@ -481,6 +481,41 @@ export interface EditorCallToolResult {
   isError?: boolean;
 }
 
+/** `fs/read_text_file`: a workspace file's text as the editor has it; `line` (1-based) and `limit` a slice of its lines. */
+export interface ReadTextFileParams {
+  sessionId: string;
+  path: string;
+  line?: number | null;
+  limit?: number | null;
+}
+
+export interface ReadTextFileResult {
+  content: string;
+}
+
+/** `fs/write_text_file`: the whole new text of a workspace file (created when missing). */
+export interface WriteTextFileParams {
+  sessionId: string;
+  path: string;
+  content: string;
+}
+
+/** `_parley/session/restore`: the files edited from `turn` on, put back as they were before it. */
+export interface RestoreParams {
+  sessionId: string;
+  /** The turn's number in the session, 1-based, as `UsageTotals.turns` counts turns. */
+  turn: number;
+}
+
+export interface RestoredFile {
+  path: string;
+  action: 'restored' | 'removed';
+}
+
+export interface RestoreResult {
+  files: RestoredFile[];
+}
+
 // ---- the methods ----
 
 /** Requests the client sends the server: method → params and result. */
@@ -495,6 +530,7 @@ export interface AgentRequests {
   'session/delete': { params: SessionIdParams; result: EmptyResult };
   'session/set_config_option': { params: SetConfigOptionParams; result: SetConfigOptionResult };
   '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
+  '_parley/session/restore': { params: RestoreParams; result: RestoreResult };
   '_parley/usage': { params: UsageParams; result: UsageResult };
   '_parley/models': { params: Record<string, never>; result: ModelsResult };
 }
@@ -508,6 +544,8 @@ export interface AgentNotifications {
 export interface ClientRequests {
   'session/request_permission': { params: RequestPermissionParams; result: RequestPermissionResult };
   '_parley/editor/callTool': { params: EditorCallToolParams; result: EditorCallToolResult };
+  'fs/read_text_file': { params: ReadTextFileParams; result: ReadTextFileResult };
+  'fs/write_text_file': { params: WriteTextFileParams; result: EmptyResult };
 }
 
 /** Notifications the server sends the client, as they arrive (the update's kind unchecked). */
@@ -522,3 +560,7 @@ export type ResultOf<M extends AgentMethod> = AgentRequests[M]['result'];
 /** The JSON-RPC error a provider failure ends a prompt with. */
 export const PROVIDER_ERROR = -32001;
 export const METHOD_NOT_FOUND = -32601;
+export const INVALID_PARAMS = -32602;
+export const INTERNAL_ERROR = -32603;
+/** A resource (a session, a file) that does not exist. */
+export const RESOURCE_NOT_FOUND = -32002;

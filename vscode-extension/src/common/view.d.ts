@@ -57,7 +57,19 @@ export interface DiffLine {
 /** What a tool call shows before it runs: text (the code to be evaluated) or an edit's diff. */
 export type ToolContentView =
   | { kind: 'text'; text: string }
-  | { kind: 'diff'; path: string; lines: DiffLine[] };
+  | {
+      kind: 'diff';
+      /** As shown: relative to the workspace root when inside it. */
+      path: string;
+      /** The file's path as the server sent it (what "Open diff" asks the host for). */
+      file: string;
+      lines: DiffLine[];
+      /** Lines added and removed, over the whole edit. */
+      added: number;
+      removed: number;
+      /** A file the edit creates. */
+      newFile: boolean;
+    };
 
 export interface ToolEntry {
   kind: 'tool';
@@ -108,7 +120,24 @@ export interface NoticeEntry {
   action?: { label: string; message: ViewToHost };
 }
 
-export type Entry = UserEntry | AgentEntry | ThoughtEntry | ToolEntry | PermissionEntry | NoticeEntry;
+/**
+ * The end of a turn that edited files: which, and "Undo turn" (`_parley/session/restore`),
+ * which puts the files edited from this turn on back as they were before it.
+ */
+export interface TurnEntry {
+  kind: 'turn';
+  id: string;
+  /** The turn's number in the session (1-based, as the server counts turns). */
+  turn: number;
+  /** The files the turn edited, as shown (relative to the workspace root when inside it). */
+  files: string[];
+  /** `undoing` while the server restores; `undone` after (also for a later turn undone with an earlier one). */
+  undo: 'ready' | 'undoing' | 'undone';
+  /** What the restore did, once undone by this turn's own button or command. */
+  restored?: { path: string; action: 'restored' | 'removed' }[];
+}
+
+export type Entry = UserEntry | AgentEntry | ThoughtEntry | ToolEntry | PermissionEntry | NoticeEntry | TurnEntry;
 
 export interface ModelOption {
   id: string;
@@ -126,6 +155,8 @@ export interface UsageView {
   outputTokens: number;
   /** Session cost; null when a model's price is unknown. */
   cost?: { amount: number; currency: string } | null;
+  /** Turns in the session so far (the last turn's number), when the server said. */
+  turns?: number;
 }
 
 /** A select the server offers for the session (ACP `configOptions`): model, tool policy, … */
@@ -201,6 +232,10 @@ export type ViewToHost =
   | { type: 'listSessions' }
   | { type: 'loadSession'; sessionId: string }
   | { type: 'removeContext'; index: number }
+  /** Open the editor's diff view of an edit asked about: the file now, and as the edit leaves it. */
+  | { type: 'openDiff'; toolCallId: string; file: string }
+  /** Undo a turn's edits (and those of the turns after it): `_parley/session/restore`. */
+  | { type: 'undoTurn'; turn: number }
   /** Open a file a tool call touched, at its line (1-based). */
   | { type: 'openLocation'; path: string; line?: number }
   | { type: 'restart' };

@@ -16,6 +16,7 @@ import type {
   NoticeEntry,
   ThoughtEntry,
   ToolEntry,
+  TurnEntry,
   UsageView,
   UserEntry,
   ViewMeta,
@@ -25,6 +26,7 @@ import type {
 import {
   type AvailableCommandsUpdate,
   type RequestPermissionParams,
+  type RestoredFile,
   type SessionConfigOption,
   type SessionConfigSelectOption,
   type SessionUpdate,
@@ -34,7 +36,7 @@ import {
   type UsageUpdate,
   usageUpdateParts,
 } from '../client/protocol';
-import { blockText, contentViews, locationViews } from './toolView';
+import { blockText, contentViews, locationViews, relativeTo } from './toolView';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
@@ -46,8 +48,15 @@ export type ChatEvent =
   | { type: 'userPrompt'; text: string; context: ContextItem[] }
   | { type: 'permissionAsked'; requestId: string; params: RequestPermissionParams }
   | { type: 'permissionAnswered'; requestId: string; optionId?: string; cancelled?: boolean }
-  /** `stopReason`: a `StopReason`, or another value, shown as it is. */
-  | { type: 'turnEnded'; stopReason: string }
+  /**
+   * `stopReason`: a `StopReason`, or another value, shown as it is. `turn`: the turn's number
+   * (from the session's totals), when known; `edited`: the files written through the editor
+   * in it. A numbered turn that edited files (those, or by its edit tool calls) ends with a
+   * turn entry that offers "Undo turn".
+   */
+  | { type: 'turnEnded'; stopReason: string; turn?: number; edited?: string[] }
+  /** "Undo turn" for `turn`: asked (`undoing`), done (`undone`, with what the server did), or failed (`ready`). */
+  | { type: 'turnUndo'; turn: number; state: TurnEntry['undo']; restored?: RestoredFile[] }
   | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
   | { type: 'clear' }
   | { type: 'setEntries'; entries: Entry[] }
@@ -125,12 +134,19 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
           e.kind === 'permission' && !e.answer ? { ...e, answer: { label: 'Cancelled' } } : e,
         ),
       };
+      const edited = event.turn === undefined ? [] : turnEditedFiles(next, event.edited ?? []);
+      if (event.turn !== undefined && edited.length > 0) {
+        const entry: TurnEntry = { kind: 'turn', id: `turn-${event.turn}`, turn: event.turn, files: edited, undo: 'ready' };
+        next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
+      }
       const notice = stopReasonNotice(event.stopReason);
       if (notice) {
         next = appendNotice(next, notice.level, notice.text);
       }
       return { ...next, meta: { ...next.meta, busy: false } };
     }
+    case 'turnUndo':
+      return applyTurnUndo(state, event.turn, event.state, event.restored);
     case 'notice':
       return appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action);
     case 'clear':
@@ -144,6 +160,48 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
     case 'usageTotals':
       return { ...state, meta: { ...state.meta, usage: { ...state.meta.usage, ...sessionUsage(event.totals) } } };
   }
+}
+
+/** Tool kinds that change files. */
+const EDIT_KINDS = new Set(['edit', 'delete', 'move']);
+
+/**
+ * The files the turn now ending edited, as shown: those written through the editor, and
+ * those of its edit tool calls that completed (their diffs' files, else their locations).
+ */
+function turnEditedFiles(state: ChatState, written: string[]): string[] {
+  let start = state.entries.length;
+  while (start > 0 && state.entries[start - 1].kind !== 'user') {
+    start--;
+  }
+  const files = new Set(written.map((p) => relativeTo(p, state.meta.cwd)));
+  for (const e of state.entries.slice(start)) {
+    if (e.kind !== 'tool' || e.status !== 'completed' || e.superseded || !EDIT_KINDS.has(e.toolKind)) {
+      continue;
+    }
+    const diffs = e.content.flatMap((c) => (c.kind === 'diff' ? [c.path] : []));
+    for (const p of diffs.length ? diffs : e.locations.map((l) => relativeTo(l.path, state.meta.cwd))) {
+      files.add(p);
+    }
+  }
+  return [...files];
+}
+
+/**
+ * A restore of `turn` puts back the files of that turn and of every turn after it: their
+ * entries are undone with it; `restored` (what the server did) goes on `turn`'s own.
+ */
+function applyTurnUndo(state: ChatState, turn: number, undo: TurnEntry['undo'], restored?: RestoredFile[]): ChatState {
+  let changed = false;
+  const entries = state.entries.map((e) => {
+    if (e.kind !== 'turn' || e.turn < turn || e.undo === 'undone' || (undo !== 'undone' && e.turn !== turn)) {
+      return e;
+    }
+    changed = true;
+    const shown = restored?.map((f) => ({ path: relativeTo(f.path, state.meta.cwd), action: f.action }));
+    return { ...e, undo, ...(e.turn === turn && shown ? { restored: shown } : {}) };
+  });
+  return changed ? { ...state, entries } : state;
 }
 
 function stopReasonNotice(stopReason: string): { level: NoticeEntry['level']; text: string } | undefined {
@@ -352,8 +410,14 @@ function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
 }
 
 /** The view's session counts from the server's totals. */
-function sessionUsage(t: UsageTotals): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cost'> {
-  return { sessionTokens: t.totalTokens, inputTokens: t.inputTokens, outputTokens: t.outputTokens, cost: t.cost };
+function sessionUsage(t: UsageTotals): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cost' | 'turns'> {
+  return {
+    sessionTokens: t.totalTokens,
+    inputTokens: t.inputTokens,
+    outputTokens: t.outputTokens,
+    cost: t.cost,
+    ...(typeof t.turns === 'number' ? { turns: t.turns } : {}),
+  };
 }
 
 function appendChunk(state: ChatState, kind: 'agent' | 'thought', text: string, messageId?: string): ChatState {

@@ -8,22 +8,33 @@
 
 import { EventEmitter } from 'node:events';
 
-import { type ExitInfo, ParleyClient, ServerExitedError, type ServerOptions, describeError } from '../client/client';
+import {
+  type ExitInfo,
+  ParleyClient,
+  ServerExitedError,
+  type ServerOptions,
+  describeError,
+  isMethodNotFound,
+} from '../client/client';
 import {
   type ConfigureParams,
   type ContentBlock,
   type EditorCallToolParams,
   type EditorCallToolResult,
+  type EmptyResult,
   type ModelInfo,
   type NewSessionResult,
   type RequestPermissionParams,
   type RequestPermissionResult,
   type ResourceBlock,
+  type RestoreResult,
+  type RestoredFile,
   type ResumeSessionResult,
   type SessionNotification,
   type SessionSummary,
   type ToolPolicy,
   type ToolSpec,
+  type WriteTextFileParams,
   promptUsage,
 } from '../client/protocol';
 import {
@@ -36,6 +47,8 @@ import {
   reduce,
 } from './chatState';
 import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
+import { type EditorFiles, WorkspaceFileAccess } from './fileAccess';
+import { relativeTo } from './toolView';
 
 export interface ControllerSettings {
   server: ServerOptions;
@@ -50,6 +63,11 @@ export interface ControllerHost {
   /** The workspace root (absolute), sent as the session's `cwd`. */
   workspaceRoot(): string;
   settings(): ControllerSettings;
+  /**
+   * The editor's files: when given, the client advertises `fs.readTextFile` and
+   * `fs.writeTextFile`, and the server reads and writes workspace files through it.
+   */
+  files?: EditorFiles;
   /** Editor tools (run in the editor) and their specs. */
   editorTools?: { specs: ToolSpec[]; run(params: EditorCallToolParams, signal: AbortSignal): Promise<EditorCallToolResult> };
   /**
@@ -70,6 +88,15 @@ interface ControllerEvents {
 
 interface PendingPermission {
   resolve: (optionId: string | null) => void;
+  toolCallId: string;
+}
+
+/** An edit a permission prompt asks about: the file, and its diff's texts as the server sent them. */
+export interface ProposedEdit {
+  toolCallId: string;
+  file: string;
+  oldText: string | null;
+  newText: string;
 }
 
 export class ChatController extends EventEmitter<ControllerEvents> {
@@ -89,6 +116,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   /** `session/new` requests in flight, and the updates that came meanwhile for other sessions. */
   private opening = 0;
   private early: SessionNotification[] = [];
+  /** The edits open permission prompts ask about, by `proposalKey`. */
+  private readonly proposals = new Map<string, ProposedEdit>();
+  /** A restore is running (one at a time). */
+  private undoing = false;
+  /** The files the server wrote through the editor in the running turn. */
+  private writtenThisTurn = new Set<string>();
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -133,6 +166,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private async startServer(): Promise<void> {
     const settings = this.host.settings();
     this.meta({ serverState: 'starting' });
+    const files = this.host.files ? new WorkspaceFileAccess(() => this.host.workspaceRoot(), this.host.files) : undefined;
     const client = new ParleyClient({
       server: { ...settings.server, cwd: settings.server.cwd ?? this.host.workspaceRoot() },
       tools: this.host.editorTools?.specs ?? [],
@@ -143,6 +177,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
           this.host.editorTools
             ? this.host.editorTools.run(params, signal)
             : Promise.resolve({ content: `Unknown editor tool ${params.name}`, isError: true }),
+        ...(files
+          ? {
+              readTextFile: (params) => files.readTextFile(params),
+              writeTextFile: (params) => this.writeTextFile(files, params),
+            }
+          : {}),
       },
     });
     client.on('update', (n) => {
@@ -186,6 +226,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       this.dispatch({ type: 'permissionAnswered', requestId, cancelled: true });
     }
     this.permissions.clear();
+    this.proposals.clear();
     this.sessionPromise = undefined;
     this.openSession = undefined;
     this.meta({ serverState: info.expected ? 'stopped' : 'exited', busy: false, loading: false });
@@ -429,7 +470,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     try {
       const result = await client.loadSession(sessionId, this.host.workspaceRoot());
       const parley = result._meta?.parley;
-      this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
+      // The replay's last turn is the session's last: numbered, it offers "Undo turn" if it edited files.
+      this.dispatch({ type: 'turnEnded', stopReason: 'end_turn', turn: parley?.usage?.turns || undefined });
       this.meta({ loading: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
       this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
       if (parley?.model) {
@@ -486,12 +528,19 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       blocks.unshift({ type: 'text', text });
     }
     this.contextBlocks = [];
+    this.writtenThisTurn = new Set();
     this.dispatch({ type: 'userPrompt', text, context: items });
     this.meta({ busy: true, context: [] });
     try {
       const result = await client.prompt(sessionId, blocks);
-      this.dispatch({ type: 'turnEnded', stopReason: result.stopReason });
       const { session } = promptUsage(result);
+      // The session's count of turns after this one is this turn's number.
+      this.dispatch({
+        type: 'turnEnded',
+        stopReason: result.stopReason,
+        turn: session?.turns || undefined,
+        edited: [...this.writtenThisTurn],
+      });
       if (session) {
         this.dispatch({ type: 'usageTotals', totals: session });
       } else {
@@ -525,6 +574,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       return;
     }
     this.permissions.delete(requestId);
+    this.forgetProposals(p.toolCallId);
     p.resolve(optionId);
     this.dispatch({ type: 'permissionAnswered', requestId, optionId: optionId ?? undefined, cancelled: optionId === null });
   }
@@ -536,12 +586,19 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const finish = (optionId: string | null) => {
         resolve(optionId ? { outcome: { outcome: 'selected', optionId } } : { outcome: { outcome: 'cancelled' } });
       };
-      this.permissions.set(requestId, { resolve: finish });
+      const { toolCallId } = params.toolCall;
+      this.permissions.set(requestId, { resolve: finish, toolCallId });
+      for (const c of params.toolCall.content ?? []) {
+        if (c.type === 'diff') {
+          this.proposals.set(proposalKey(toolCallId, c.path), { toolCallId, file: c.path, oldText: c.oldText ?? null, newText: c.newText });
+        }
+      }
       this.dispatch({ type: 'permissionAsked', requestId, params });
       signal.addEventListener(
         'abort',
         () => {
           if (this.permissions.delete(requestId)) {
+            this.forgetProposals(toolCallId);
             this.dispatch({ type: 'permissionAnswered', requestId, cancelled: true });
             finish(null);
           }
@@ -557,6 +614,87 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         (err: unknown) => this.log(`[parley] permission dialog failed: ${describeError(err)}`),
       );
     });
+  }
+
+  // ---- undo ----
+
+  /**
+   * Undo a turn's edits: `_parley/session/restore` puts the files edited from that turn on
+   * back as they were before it (the conversation stays). Without a number, the latest turn
+   * shown that edited files, else the session's last turn. The view shows what was restored
+   * and removed, or why nothing was (a notice, besides the rejection).
+   */
+  async undoTurn(turn?: number): Promise<RestoreResult> {
+    const sessionId = this.state.meta.sessionId;
+    const target = turn ?? this.lastUndoableTurn();
+    const refuse = (text: string) => {
+      this.dispatch({ type: 'notice', level: 'warning', text });
+      return new Error(text);
+    };
+    if (!sessionId || target === undefined) {
+      throw refuse('There is no turn to undo in this session.');
+    }
+    if (this.state.meta.busy) {
+      throw refuse('A turn is running; stop it before undoing one.');
+    }
+    if (this.undoing) {
+      throw refuse('A turn is being undone already.');
+    }
+    this.undoing = true;
+    this.dispatch({ type: 'turnUndo', turn: target, state: 'undoing' });
+    let result: RestoreResult;
+    try {
+      await this.ensureSession();
+      result = await this.requireClient().restore(sessionId, target);
+    } catch (err) {
+      this.dispatch({ type: 'turnUndo', turn: target, state: 'ready' });
+      const why = isMethodNotFound(err)
+        ? 'this Parley server cannot undo turns (it has no _parley/session/restore); update it'
+        : describeError(err);
+      this.dispatch({ type: 'notice', level: 'error', text: `Could not undo turn ${target}: ${why}.` });
+      throw err;
+    } finally {
+      this.undoing = false;
+    }
+    this.dispatch({ type: 'turnUndo', turn: target, state: 'undone', restored: result.files });
+    const later = (this.state.meta.usage.turns ?? target) > target;
+    this.dispatch({ type: 'notice', level: 'info', text: restoreSummary(target, result.files, this.state.meta.cwd, later) });
+    return result;
+  }
+
+  /** The latest turn shown that edited files and is not undone, else the session's last turn. */
+  private lastUndoableTurn(): number | undefined {
+    const entries = this.state.entries;
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const e = entries[i];
+      if (e.kind === 'turn' && e.undo === 'ready') {
+        return e.turn;
+      }
+    }
+    return this.state.meta.usage.turns || undefined;
+  }
+
+  // ---- files ----
+
+  /** The edit an open permission prompt asks about (for the diff view); undefined once answered. */
+  proposedEdit(toolCallId: string, file: string): ProposedEdit | undefined {
+    return this.proposals.get(proposalKey(toolCallId, file));
+  }
+
+  private forgetProposals(toolCallId: string): void {
+    for (const [key, edit] of this.proposals) {
+      if (edit.toolCallId === toolCallId) {
+        this.proposals.delete(key);
+      }
+    }
+  }
+
+  /** `fs/write_text_file`: the edit applied in the editor, and the file kept as one this turn edited. */
+  private async writeTextFile(files: WorkspaceFileAccess, params: WriteTextFileParams): Promise<EmptyResult> {
+    const result = await files.writeTextFile(params);
+    this.writtenThisTurn.add(params.path);
+    this.log(`[parley] wrote ${params.path} through the editor`);
+    return result;
   }
 
   // ---- models and usage ----
@@ -646,6 +784,24 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+/** What a restore did, as a notice: the files put back and those removed. */
+export function restoreSummary(turn: number, files: RestoredFile[], cwd?: string, laterTurns = false): string {
+  if (files.length === 0) {
+    return `Undid turn ${turn}: it had edited no files, so nothing changed. The conversation is kept.`;
+  }
+  const names = (action: RestoredFile['action']) =>
+    files.filter((f) => f.action === action).map((f) => relativeTo(f.path, cwd));
+  const parts = [
+    ...(names('restored').length ? [`restored ${names('restored').join(', ')}`] : []),
+    ...(names('removed').length ? [`removed ${names('removed').join(', ')} (created by the turn)`] : []),
+  ];
+  return `Undid turn ${turn}${laterTurns ? ' and the turns after it' : ''}: ${parts.join('; ')}. The conversation is kept.`;
+}
+
+function proposalKey(toolCallId: string, file: string): string {
+  return `${toolCallId}\u0000${file}`;
 }
 
 /** How long `session/close` may take before the controller goes on without its answer. */

@@ -29,10 +29,37 @@ export function contentViews(content: ToolCallContent[], cwd?: string): ToolCont
         out.push({ kind: 'text', text });
       }
     } else if (c.type === 'diff') {
-      out.push({ kind: 'diff', path: relativeTo(c.path, cwd), lines: diffLines(c.oldText ?? '', c.newText, c.oldText === null || c.oldText === undefined) });
+      const newFile = c.oldText === null || c.oldText === undefined;
+      const lines = diffLines(c.oldText ?? '', c.newText, newFile);
+      out.push({
+        kind: 'diff',
+        path: relativeTo(c.path, cwd),
+        file: c.path,
+        lines,
+        added: lines.filter((l) => l.op === '+').length,
+        removed: lines.filter((l) => l.op === '-').length,
+        newFile,
+      });
     }
   }
   return out;
+}
+
+/**
+ * The whole text of a file as an edit leaves it, for the diff view: the edit's `newText` when
+ * it is the whole file (the file is `oldText` now, or is new); when `oldText` is a part of
+ * the file, found there once, the file with that part replaced. `current` is the file's text
+ * now (undefined: there is none).
+ */
+export function proposedContent(current: string | undefined, oldText: string | null | undefined, newText: string): string {
+  if (current === undefined || oldText === null || oldText === undefined || current === oldText || oldText === '') {
+    return newText;
+  }
+  const at = current.indexOf(oldText);
+  if (at >= 0 && current.indexOf(oldText, at + 1) < 0) {
+    return current.slice(0, at) + newText + current.slice(at + oldText.length);
+  }
+  return newText;
 }
 
 /** Content as plain text (a modal dialog's detail): the text, and each diff's lines. */
@@ -53,7 +80,8 @@ export function locationViews(locations: ToolCallLocation[], cwd?: string): Loca
     });
 }
 
-function relativeTo(path: string, root?: string): string {
+/** `path` relative to the workspace root `root` when inside it, else as it is. */
+export function relativeTo(path: string, root?: string): string {
   if (!root) {
     return path;
   }

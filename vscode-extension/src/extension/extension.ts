@@ -14,6 +14,8 @@ import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
+import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
+import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
 
 const MAX_FILE_BYTES = 512 * 1024;
@@ -77,12 +79,15 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
 export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel('Parley', { log: true });
   const editorTools = new EditorTools(workspaceRoot);
+  const editorFiles = new VscodeEditorFiles();
+  const proposedEdits = new ProposedEditDocuments(editorFiles);
   const version = (context.extension.packageJSON as { version?: string }).version ?? '0.0.0';
 
   const ctl = new ChatController({
     workspaceRoot,
     settings: readSettings,
     clientInfo: { name: 'parley-vscode', version },
+    files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
     log: (line) => output.info(line),
     onPermissionAsked: (params, signal) => askPermission(params, signal, chatView.visible),
@@ -92,7 +97,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
     (m: ViewToHost) => {
-      void handleViewMessage(ctl, chatView, m);
+      void handleViewMessage(ctl, chatView, proposedEdits, m);
     },
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
@@ -131,6 +136,7 @@ export function activate(context: vscode.ExtensionContext): void {
     editorTools,
     status,
     vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView),
+    vscode.workspace.registerTextDocumentContentProvider(PROPOSED_SCHEME, proposedEdits),
     vscode.commands.registerCommand('parley.openChat', run(() => chatView.reveal())),
     vscode.commands.registerCommand('parley.sendSelection', run(() => sendSelection(ctl, chatView))),
     vscode.commands.registerCommand(
@@ -151,6 +157,13 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand('parley.restartServer', run(() => ctl.restart())),
     vscode.commands.registerCommand('parley.cancel', run(() => ctl.cancel())),
     vscode.commands.registerCommand('parley.selectModel', run(() => selectModel(ctl))),
+    vscode.commands.registerCommand(
+      'parley.undoTurn',
+      run(async () => {
+        await chatView.reveal();
+        await ctl.undoTurn().catch(() => undefined); // the chat shows what happened
+      }),
+    ),
     vscode.commands.registerCommand('parley.showLog', () => output.show()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration('parley')) {
@@ -191,7 +204,12 @@ export async function deactivate(): Promise<void> {
   controller = undefined;
 }
 
-async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m: ViewToHost): Promise<void> {
+async function handleViewMessage(
+  ctl: ChatController,
+  view: ChatViewProvider,
+  proposedEdits: ProposedEditDocuments,
+  m: ViewToHost,
+): Promise<void> {
   try {
     switch (m.type) {
       case 'ready':
@@ -233,6 +251,17 @@ async function handleViewMessage(ctl: ChatController, view: ChatViewProvider, m:
       case 'openLocation':
         await openLocation(m.path, m.line);
         break;
+      case 'undoTurn':
+        await ctl.undoTurn(m.turn).catch(() => undefined); // shown in the view
+        break;
+      case 'openDiff': {
+        const edit = ctl.proposedEdit(m.toolCallId, m.file);
+        if (!edit) {
+          throw new Error('That edit is no longer waiting for an answer.');
+        }
+        await proposedEdits.open(edit);
+        break;
+      }
       case 'restart':
         await ctl.restart();
         break;

@@ -18,6 +18,7 @@ import type {
   ThoughtEntry,
   ToolContentView,
   ToolEntry,
+  TurnEntry,
   UserEntry,
   ViewMeta,
   ViewToHost,
@@ -171,6 +172,8 @@ function updateEntry(el: HTMLElement, entry: Entry): void {
       return updatePermission(el, entry);
     case 'notice':
       return updateNotice(el, entry);
+    case 'turn':
+      return updateTurn(el, entry);
   }
 }
 
@@ -232,20 +235,46 @@ const STATUS_ICON: Record<string, string> = {
   superseded: '–',
 };
 
-/** A tool call's content: text (the code) as code, an edit as a diff block. */
-function contentElements(content: ToolContentView[], textClass: string): HTMLElement[] {
+/**
+ * A tool call's content: text (the code) as code, an edit as a diff block — a header with
+ * the file and its counts of added and removed lines, then the lines, each with its sign in
+ * a gutter. With `openDiff`, the header has an "Open diff" button (an edit asked about).
+ */
+function contentElements(
+  content: ToolContentView[],
+  textClass: string,
+  openDiff?: (diff: Extract<ToolContentView, { kind: 'diff' }>) => void,
+): HTMLElement[] {
   return content.map((c) => {
     if (c.kind === 'text') {
       return h('pre', { class: textClass }, c.text);
     }
     const lines = c.lines.map((l) => {
       const cls = l.op === '+' ? 'diff-add' : l.op === '-' ? 'diff-del' : 'diff-ctx';
-      return h('span', { class: `diff-line ${cls}` }, `${l.op} ${l.text}`);
+      return h('span', { class: `diff-line ${cls}` }, h('span', { class: 'diff-sign' }, l.op), ` ${l.text}`);
     });
+    const stat = h(
+      'span',
+      { class: 'diff-stat', title: `${c.added} line${c.added === 1 ? '' : 's'} added, ${c.removed} removed` },
+      ...(c.newFile ? [h('span', { class: 'diff-new' }, 'new file'), ' '] : []),
+      h('span', { class: 'diff-stat-add' }, `+${c.added}`),
+      ' ',
+      h('span', { class: 'diff-stat-del' }, `\u2212${c.removed}`),
+    );
+    const head = h('div', { class: 'diff-head' }, h('span', { class: 'diff-path' }, c.path), stat);
+    if (openDiff) {
+      const button = h(
+        'button',
+        { class: 'secondary diff-open', 'data-file': c.file, title: `Compare ${c.path} now with the edit, in the editor's diff view` },
+        'Open diff',
+      );
+      button.addEventListener('click', () => openDiff(c));
+      head.append(button);
+    }
     return h(
       'div',
       { class: 'diff' },
-      h('div', { class: 'diff-path' }, c.path),
+      head,
       h('pre', { class: 'diff-lines' }, ...(lines.length ? lines : [h('span', { class: 'diff-ctx' }, '(no change)')])),
     );
   });
@@ -323,8 +352,11 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   el.classList.toggle('answered', entry.answer !== undefined);
   const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
   // What is asked about: the server's content (the code, the diff), else the raw input.
+  const openDiff = entry.answer
+    ? undefined
+    : (diff: { file: string }) => post({ type: 'openDiff', toolCallId: entry.toolCallId, file: diff.file });
   const input = entry.content.length
-    ? h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input'))
+    ? h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input', openDiff))
     : entry.input
       ? h('pre', { class: 'permission-input' }, entry.input)
       : undefined;
@@ -397,6 +429,42 @@ function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
     b.addEventListener('click', () => post(action.message));
     el.append(b);
   }
+}
+
+/**
+ * The end of a turn that edited files: which, and "Undo turn"; once undone, what the restore
+ * did (or that an earlier turn's undo took this one's edits back too).
+ */
+function updateTurn(el: HTMLElement, entry: TurnEntry): void {
+  el.replaceChildren();
+  el.classList.toggle('undone', entry.undo === 'undone');
+  const files = entry.files.join(', ');
+  if (entry.undo === 'undone') {
+    const what = entry.restored
+      ? entry.restored.length
+        ? entry.restored.map((f) => `${f.path} ${f.action}`).join(', ')
+        : 'no files changed'
+      : `with an earlier turn (${files})`;
+    el.append(h('span', { class: 'turn-files' }, `Undone: ${what}`));
+    return;
+  }
+  el.append(h('span', { class: 'turn-files', title: files }, `Edited ${files}`));
+  const undoing = entry.undo === 'undoing';
+  const button = h(
+    'button',
+    {
+      class: 'secondary turn-undo',
+      'data-turn': String(entry.turn),
+      title: 'Put the files this turn (and any later one) edited back as they were before it; the conversation stays',
+    },
+    undoing ? 'Undoing…' : 'Undo turn',
+  );
+  button.disabled = undoing;
+  button.addEventListener('click', () => {
+    button.disabled = true;
+    post({ type: 'undoTurn', turn: entry.turn });
+  });
+  el.append(button);
 }
 
 function upsert(entries: Entry[], removed: string[]): void {

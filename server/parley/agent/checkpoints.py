@@ -1,0 +1,281 @@
+"""Checkpoints: what a turn's edits overwrite, kept in the store, and putting it back.
+
+`TurnCheckpoints` is the `EditJournal` a turn hands its tools: before an edit tool first
+writes a file in a turn, the file's bytes (or that it did not exist) are stored; after each
+tool call, how the call left the files it wrote (a hash), so that a restore can tell a file
+the user changed since. `restore_turn` puts every file edited from a turn on back as it was
+before that turn, byte for byte, removing the files the turns created, and leaves a note the
+model gets with the next prompt. The conversation is never changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import posixpath
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.agent.session import now_iso
+from parley.store import Checkpoint, Store
+from parley.tools.confined import open_confined, open_confined_directory, printable_name
+
+# `Checkpoint.written` of a file Parley left absent.
+ABSENT = ""
+# A file that cannot be read now (a directory, a FIFO, no permission): never what was written.
+UNREADABLE = "unreadable"
+
+
+class TurnCheckpoints:
+    """The `EditJournal` of one turn of one session: keeps each file's bytes before the
+    turn's first write to it (only the first), and how the turn left it."""
+
+    def __init__(self, store: Store, session_id: str, turn: int, root: Path) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.turn = turn
+        self.root = root
+        self._kept: set[str] = set()
+        self._written: set[str] = set()  # written since `record_written` last ran
+
+    def before_write(self, path: Path) -> None:
+        """Raises `OSError` (or `Refused`) when the file is there but cannot be read: an
+        edit that cannot be undone must not be made."""
+        key = str(path)
+        self._written.add(key)
+        if key in self._kept:
+            return
+        content, mode = _current(self.root, key)
+        self.store.keep_checkpoint(
+            self.session_id, self.turn, str(self.root), key, content, mode, now_iso()
+        )
+        self._kept.add(key)
+
+    def record_written(self) -> None:
+        """After a tool call: how the files it wrote are now (what a restore expects)."""
+        for key in sorted(self._written):
+            self.store.mark_written(self.session_id, self.turn, key, fingerprint(self.root, key))
+        self._written.clear()
+
+
+def _current(root: Path, path: str) -> tuple[bytes | None, int | None]:
+    """The file's bytes and permission bits; (None, None) when there is no file."""
+    try:
+        with open_confined(root, path) as file:
+            return file.read(), os.fstat(file.fileno()).st_mode & 0o7777
+    except FileNotFoundError:
+        return None, None
+
+
+def fingerprint(root: Path, path: str) -> str:
+    """What a file is now, as `Checkpoint.written` says it: its bytes' sha256, or ABSENT."""
+    try:
+        content, _ = _current(root, path)
+    except (OSError, ValueError):  # `Refused` is a ValueError
+        return UNREADABLE
+    return ABSENT if content is None else _digest(content)
+
+
+def _digest(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+# --- restoring ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class FileRestore:
+    """One file of a restore: what it becomes (`content` None: removed), and what Parley
+    last wrote to it (`expected`, as `Checkpoint.written`)."""
+
+    path: str
+    root: str
+    content: bytes | None
+    mode: int | None
+    expected: str | None
+
+    @property
+    def action(self) -> str:
+        return "removed" if self.content is None else "restored"
+
+    @property
+    def target(self) -> str:
+        """What the file becomes, as `Checkpoint.written` says it."""
+        return ABSENT if self.content is None else _digest(self.content)
+
+    @property
+    def shown(self) -> str:
+        """The path as a person reads it: relative to the workspace."""
+        return printable_name(os.path.relpath(self.path, self.root))
+
+
+@attrs.frozen
+class RestoreResult:
+    turn: int | None  # None: no turn had checkpoints
+    files: tuple[FileRestore, ...] = ()  # those put back
+    rejected: tuple[FileRestore, ...] = ()  # the user kept them: nothing was restored
+    failures: tuple[tuple[FileRestore, str], ...] = ()  # (file, why it could not be)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "files": [{"path": file.path, "action": file.action} for file in self.files]
+        }
+        if self.rejected:
+            wire["rejected"] = True
+        if self.failures:
+            wire["failed"] = [{"path": file.path, "reason": why} for file, why in self.failures]
+        return wire
+
+
+# Asked before files the user changed are overwritten: True to go on.
+AskUser = Callable[[int, list[FileRestore]], Awaitable[bool]]
+
+
+def plan_restore(checkpoints: list[Checkpoint]) -> list[FileRestore]:
+    """What each file becomes, from the checkpoints of a turn and the later turns (newest
+    first): each older checkpoint replaces what a newer one gave, so the oldest wins; what
+    Parley last wrote is the newest turn's."""
+    plan: dict[str, FileRestore] = {}
+    for checkpoint in checkpoints:
+        newer = plan.get(checkpoint.path)
+        plan[checkpoint.path] = FileRestore(
+            checkpoint.path,
+            checkpoint.root,
+            checkpoint.content,
+            checkpoint.mode,
+            newer.expected if newer is not None else checkpoint.written,
+        )
+    return sorted(plan.values(), key=lambda file: file.path)
+
+
+def changed_since_written(plan: list[FileRestore]) -> list[FileRestore]:
+    """The files that are neither as Parley last left them nor already as the restore
+    would make them: restoring them would lose someone else's change. A file whose last
+    write was never recorded (the server died mid-call) counts as changed."""
+    changed = []
+    for file in plan:
+        now = fingerprint(Path(file.root), file.path)
+        if now != file.expected and now != file.target:
+            changed.append(file)
+    return changed
+
+
+async def restore_turn(store: Store, session_id: str, turn: int, ask: AskUser) -> RestoreResult:
+    """Put the files edited from `turn` on back as they were before it. Files the user
+    changed since are overwritten only if `ask` says so (otherwise nothing is restored).
+    The checkpoints are used up (unless a file failed: then all stay, to try again)."""
+    # A file the turns left as they found it (a write that failed) has nothing to undo.
+    plan = [f for f in plan_restore(store.checkpoints(session_id, turn)) if f.expected != f.target]
+    if not plan:
+        store.drop_checkpoints(session_id, turn)
+        return RestoreResult(turn)
+    changed = changed_since_written(plan)
+    if changed and not await ask(turn, changed):
+        return RestoreResult(turn, rejected=tuple(changed))
+    failures = await asyncio.to_thread(_apply, plan)
+    failed = {file.path for file, _ in failures}
+    restored = tuple(file for file in plan if file.path not in failed)
+    if not failures:
+        store.drop_checkpoints(session_id, turn)
+    if restored:
+        store.add_restore_note(session_id, model_note(turn, restored))
+    return RestoreResult(turn, restored, failures=tuple(failures))
+
+
+def model_note(turn: int, files: tuple[FileRestore, ...]) -> str:
+    """What the model is told with the next prompt (prepended to it)."""
+    listed = ", ".join(
+        f"{file.shown} ({'removed: it did not exist then' if file.content is None else 'restored'})"
+        for file in files
+    )
+    return (
+        f"[Parley: the user restored files to how they were before turn {turn}, undoing the "
+        f"edits made from that turn on (the conversation is unchanged): {listed}. Read a file "
+        "again before editing it.]"
+    )
+
+
+def _apply(plan: list[FileRestore]) -> list[tuple[FileRestore, str]]:
+    """Write (or remove) each file; what failed, and why."""
+    failures = []
+    for file in plan:
+        try:
+            if file.content is None:
+                _remove(Path(file.root), file.path)
+            else:
+                _write(Path(file.root), file.path, file.content, file.mode)
+        except (OSError, ValueError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            failures.append((file, str(reason)))
+    return failures
+
+
+def _split(root: Path, path: str) -> tuple[str, str]:
+    """`path`'s folder relative to the root, and its name; refused outside the root."""
+    relative = os.path.relpath(path, root)
+    if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
+        raise ValueError(f"{printable_name(path)} is outside the workspace {root}")
+    return posixpath.split(relative)
+
+
+def _directory(root: Path, relative: str, *, create: bool) -> int:
+    """A descriptor of the folder (confined: no symlink leads outside), made if missing."""
+    if relative in ("", "."):
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_confined_directory(root, relative)[0]
+    except FileNotFoundError:
+        if not create:
+            raise
+    parent_path, name = posixpath.split(relative)
+    parent = _directory(root, parent_path, create=True)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, dir_fd=parent)
+    finally:
+        os.close(parent)
+    return open_confined_directory(root, relative)[0]
+
+
+def _write(root: Path, path: str, content: bytes, mode: int | None) -> None:
+    """Atomically: a temporary file beside it, renamed over it (a symlink there is replaced,
+    never followed)."""
+    folder, name = _split(root, path)
+    directory = _directory(root, folder, create=True)
+    temporary = f".{name}.parley-{uuid.uuid4().hex[:8]}"
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o600, dir_fd=directory)
+        try:
+            with open(fd, "wb", closefd=True) as out:
+                out.write(content)
+                out.flush()
+                os.fchmod(out.fileno(), 0o644 if mode is None else mode)
+                os.fsync(out.fileno())
+            os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=directory)
+            raise
+    finally:
+        os.close(directory)
+
+
+def _remove(root: Path, path: str) -> None:
+    folder, name = _split(root, path)
+    try:
+        directory = _directory(root, folder, create=False)
+    except FileNotFoundError:
+        return  # its folder is gone: so is the file
+    try:
+        os.unlink(name, dir_fd=directory)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(directory)
