@@ -32,7 +32,7 @@
 ;;   C-c C-n                   new session for this project
 ;;   C-c C-q                   go to the permission question Parley waits on
 ;;   C-c C-d                   show the diff of the edit at point
-;;   C-c C-u                   undo the last turn's edits (C-u: the turn at point)
+;;   C-c C-u                   undo the last editing turn (C-u: from the turn at point)
 ;;
 ;; A permission question appears in the transcript, with the tool and
 ;; its input (an edit's diff); `y' allows once, `a' always, `n'
