@@ -97,13 +97,14 @@ FN starts here may wait for input or for the server."
         (error (parley--reply conn id nil (error-message-string err))))
     (cl-call-next-method)))
 
-(defun parley--reply (conn id result &optional error-message)
+(defun parley--reply (conn id result &optional error-message error-code)
   "Send RESULT on CONN as the reply to the server's request ID.
-With ERROR-MESSAGE, send an internal error with that message instead.
-Nothing is sent when the server is gone."
+With ERROR-MESSAGE, send an error with that message instead, whose
+code is ERROR-CODE (default -32603, an internal error).  Nothing is
+sent when the server is gone."
   (when (jsonrpc-running-p conn)
     (if error-message
-        (jsonrpc-connection-send conn :id id :error (list :code -32603
+        (jsonrpc-connection-send conn :id id :error (list :code (or error-code -32603)
                                                           :message error-message))
       (jsonrpc-connection-send conn :id id :result result))))
 
@@ -151,7 +152,8 @@ streamed text with the revised one (see `parley--on-message'), where
 a generic ACP client would show both."
   (list :protocolVersion 1
         :clientCapabilities
-        (list :_meta (list :parley (list :tools (parley-tools-specs)
+        (list :fs (list :readTextFile t :writeTextFile t)
+              :_meta (list :parley (list :tools (parley-tools-specs)
                                          :revisions t)))
         :clientInfo (list :name "parley.el" :version parley-version)))
 

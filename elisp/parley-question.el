@@ -24,6 +24,7 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'parley-diff)
 (require 'parley-transcript)
 
 ;;;; Faces
@@ -61,20 +62,24 @@
 TITLE names the tool; OPTIONS are the choices (plists with :optionId,
 :name and :kind); ON-ANSWER is called once with the chosen option, or
 with nil when the question is cancelled; OVERLAY covers the question
-in the transcript and carries its keymap."
-  title options on-answer overlay)
+in the transcript and carries its keymap; DIFFS are the ACP `diff'
+items of the tool call, the edits asked about."
+  title options on-answer overlay diffs)
 
 (defvar parley-question-map
   (let ((map (make-sparse-keymap)))
     (define-key map "y" #'parley-question-allow-once)
     (define-key map "a" #'parley-question-allow-always)
     (define-key map "n" #'parley-question-reject)
+    (define-key map "d" #'parley-question-show-diff)
     (define-key map (kbd "RET") #'parley-question-help)
     (define-key map "?" #'parley-question-help)
     (define-key map [mouse-1] #'parley-question-click)
     (define-key map [mouse-2] #'parley-question-click)
     map)
   "Keymap active with point in a permission question.")
+
+(defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
 (defvar parley--waiting-text nil
   "What the global mode line says while Parley waits for the user, or nil.")
@@ -102,8 +107,9 @@ by MODE."
                                 'face 'parley-tool-body)))))
    (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
 
-(defun parley--question-choices (options)
-  "Return the line of clickable choices for OPTIONS, with their keys."
+(defun parley--question-choices (options diff)
+  "Return the line of clickable choices for OPTIONS, with their keys.
+DIFF non-nil says that `d' shows the edit's diff in its own buffer."
   (concat
    (parley--props "  ")
    (mapconcat
@@ -118,6 +124,10 @@ by MODE."
     (cl-remove-if-not (lambda (o) (assoc (plist-get o :kind) parley--choice-keys))
                       options)
     (parley--props "   "))
+   (if diff
+       (parley--props (concat "   " (propertize "[d]" 'face 'parley-question-key)
+                              " Diff in a buffer"))
+     "")
    (parley--props "\n    (press the key with point here; RET does not answer)\n"
                   'face 'parley-notice)))
 
@@ -125,14 +135,26 @@ by MODE."
   "Return the transcript text of a question: HEADER, TOOL and OPTIONS.
 TOOL is the ACP tool call: its title, kind, rawInput and content."
   (let* ((title (or (plist-get tool :title) "a tool"))
+         (diffs (parley-diff-items (plist-get tool :content)))
          (input (plist-get tool :rawInput))
          (mode (parley--code-mode title)))
     (concat
      (parley--props (concat header "\n") 'face 'parley-question-header)
-     (parley--question-input input mode)
+     (parley--question-input (if diffs (parley--without-edit-texts input) input) mode)
      (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")
-     (parley--question-choices options))))
+     (parley--question-choices options diffs))))
+
+(defconst parley--edit-text-fields '(:old_text :new_text :content :oldText :newText)
+  "Fields of an edit's input that its diff shows better.")
+
+(defun parley--without-edit-texts (input)
+  "Return the tool INPUT without an edit's old and new texts (in its diff)."
+  (if (and (consp input) (keywordp (car input)))
+      (cl-loop for (key value) on input by #'cddr
+               unless (and (memq key parley--edit-text-fields) (stringp value))
+               append (list key value))
+    input))
 
 ;;;; Asking and answering
 
@@ -151,7 +173,8 @@ The buffer is displayed, not selected, when no window shows it."
          (overlay (make-overlay beg end nil nil nil))
          (question (parley--question-create
                     :title (or (plist-get tool :title) "a tool")
-                    :options options :on-answer on-answer :overlay overlay)))
+                    :options options :on-answer on-answer :overlay overlay
+                    :diffs (parley-diff-items (plist-get tool :content)))))
     ;; Point at the end of the transcript stays where the question now
     ;; starts; it goes past it, so that a key typed there is no answer.
     (when (= (point) beg) (goto-char end))
@@ -255,7 +278,19 @@ The buffer is displayed, not selected, when no window shows it."
 (defun parley-question-help ()
   "Say which keys answer the question at point; answer nothing."
   (interactive)
-  (message "Answer with y (allow once), a (allow always) or n (reject)"))
+  (message "Answer with y (allow once), a (allow always) or n (reject)%s"
+           (if (let ((q (parley--question-at (point)))) (and q (parley--question-diffs q)))
+               "; d shows the diff"
+             "")))
+
+(defun parley-question-show-diff ()
+  "Show the diff of the edit the question at point asks about, in `diff-mode'."
+  (interactive)
+  (let ((question (or (and (derived-mode-p 'parley-chat-mode)
+                           (parley--question-at (point)))
+                      (user-error "No Parley question at point"))))
+    (parley-diff-show (parley--question-diffs question)
+                      (parley--question-title question) parley--cwd)))
 
 (defun parley-question-click (event)
   "Answer the question with the choice clicked on in EVENT."

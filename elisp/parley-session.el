@@ -22,6 +22,7 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'parley-connection)
+(require 'parley-files)
 (require 'parley-question)
 (require 'parley-tools)
 (require 'parley-transcript)
@@ -62,7 +63,9 @@ last update of each kind is kept.")
   (parley--commands
    "The slash commands the server offers this session (plists: name, description).")
   (parley--approvals "Hash table: toolCallId to `once' or `always', as the user answered.")
-  (parley--always-approved "Names of tools the user allowed always in this session."))
+  (parley--always-approved "Names of tools the user allowed always in this session.")
+  (parley--edited-turns
+   "The turns whose edits completed and were not undone, newest first."))
 
 ;;;; Config options
 
@@ -135,7 +138,8 @@ While the session is re-activated silently, nothing is shown."
     ("available_commands_update"
      (setq parley--commands (append (plist-get update :availableCommands) nil)))
     (_ (unless parley--silent
-         (parley--update update)))))
+         (parley--update update)
+         (parley--after-edit update)))))
 
 (defun parley--handle-request (_conn method params)
   "Answer the request METHOD with PARAMS from the server."
@@ -145,6 +149,19 @@ While the session is re-activated silently, nothing is shown."
     ('_parley/editor/callTool
      (parley--later (lambda (conn id)
                       (run-at-time 0 nil #'parley--call-editor-tool conn id params))))
+    ('fs/read_text_file
+     (list :content (parley-files-read (parley--session-file params)
+                                       (plist-get params :line)
+                                       (plist-get params :limit))))
+    ('fs/write_text_file
+     ;; Saving runs the user's hooks, which may wait for a process: not
+     ;; inside jsonrpc.el's process filter (see `parley--later').
+     (let ((file (parley--session-file params))
+           (content (plist-get params :content)))
+       (unless (stringp content)
+         (jsonrpc-error :code -32602 :message "fs/write_text_file needs the content"))
+       (parley--later (lambda (conn id)
+                        (run-at-time 0 nil #'parley--write-file conn id file content)))))
     (_ (jsonrpc-error :code -32601 :message (format "Unknown method %s" method)))))
 
 (defun parley--on-shutdown (conn)
@@ -165,7 +182,114 @@ Run M-x parley-restart to start it again."
     (unless expected
       (message "The Parley server exited; M-x parley-restart starts it again"))))
 
+;;;; Buffers of edited files
+
+(defun parley--revert-files (files)
+  "Revert the buffers visiting FILES whose file changed on disk.
+Return an alist (FILE . WHAT) of what `parley-files-revert' did."
+  (cl-loop for file in files
+           for what = (parley-files-revert file)
+           when what collect (cons file what)))
+
+(defun parley--after-edit (update)
+  "After the edit UPDATE completed, show it in the buffers visiting its files.
+An edit written through `fs/write_text_file' is there already; one the
+server wrote to the disk itself is reverted into unmodified buffers."
+  (when (equal (plist-get update :status) "completed")
+    (let* ((block (gethash (cons 'tool (plist-get update :toolCallId)) parley--blocks))
+           (files (and block (mapcar (lambda (item) (plist-get item :path))
+                                     (parley--block-diffs block)))))
+      (when files
+        (unless (eql (car parley--edited-turns) parley--turn-count)
+          (push parley--turn-count parley--edited-turns))
+        ;; Not from jsonrpc.el's process filter: reverting runs hooks.
+        (run-at-time 0 nil #'parley--revert-files files)))))
+
+(defun parley--restore-report (result root)
+  "Return what the restore RESULT did, in words; paths relative to ROOT.
+Buffers visiting the files are reverted first (see `parley--revert-files')."
+  (let* ((files (append (plist-get result :files) nil))
+         (name (lambda (path) (file-relative-name (expand-file-name path root) root)))
+         (done (parley--revert-files
+                (mapcar (lambda (f) (expand-file-name (plist-get f :path) root)) files)))
+         (names (lambda (action)
+                  (let ((these (cl-remove-if-not
+                                (lambda (f) (equal (plist-get f :action) action)) files)))
+                    (and these (concat (if (equal action "restored") "restored " "removed ")
+                                       (mapconcat (lambda (f) (funcall name (plist-get f :path)))
+                                                  these ", "))))))
+         (kept (cl-loop for (file . what) in done
+                        when (eq what 'modified) collect (funcall name file)))
+         (failed (mapcar (lambda (f) (format "%s (%s)" (funcall name (plist-get f :path))
+                                             (plist-get f :reason)))
+                         (plist-get result :failed))))
+    (string-join
+     (delq nil (list (funcall names "restored")
+                     (funcall names "removed")
+                     (and failed (concat "could not restore " (string-join failed ", ")))
+                     (and kept (concat "not reverted (unsaved changes): "
+                                       (string-join kept ", ")))))
+     "; ")))
+
+(defun parley--turn-undone (turn result)
+  "Report the RESULT of `_parley/session/restore' for TURN.
+Buffers visiting the files show them as restored; the echo area and
+the transcript say what changed."
+  (let* ((rejected (eq (plist-get result :rejected) t))
+         (report (parley--restore-report result (file-name-as-directory parley--cwd)))
+         (text (cond (rejected (format "Turn %d not undone: you kept the files changed since"
+                                       turn))
+                     ((string-empty-p report) (format "Turn %d undone: no file to restore" turn))
+                     (t (format "Turn %d undone: %s" turn report)))))
+    (unless rejected
+      ;; The server dropped the checkpoints of this turn and later ones.
+      (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
+    (parley--insert-notice (concat "[" text "]"))
+    (message "Parley: %s" text)))
+
+(defun parley--undo-turn (turn)
+  "Ask the server to put the files TURN edited back as they were before it."
+  (let ((buffer (current-buffer)))
+    (parley--with-session
+     (lambda (conn)
+       (jsonrpc-async-request
+        conn '_parley/session/restore
+        (list :sessionId parley--session-id :turn turn)
+        ;; The server may ask first about a file changed since.
+        :timeout parley-turn-timeout
+        :success-fn
+        (lambda (result)
+          ;; Reverting runs hooks: not from jsonrpc.el's process filter.
+          (run-at-time 0 nil
+                       (lambda ()
+                         (parley--with-live-buffer buffer
+                           (parley--turn-undone turn result)))))
+        :error-fn
+        (lambda (err)
+          (message "Parley cannot undo turn %d: %s" turn (plist-get err :message))))))))
+
 ;;;; Server requests
+
+(defun parley--session-file (params)
+  "Return the file PARAMS (`fs/*' params) name, inside its session's workspace.
+Signal a JSON-RPC error for an unknown session or a path outside."
+  (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
+    (unless (buffer-live-p buffer)
+      (jsonrpc-error :code -32002 :message (format "Unknown session %s"
+                                                   (plist-get params :sessionId))))
+    (parley-files-resolve (plist-get params :path)
+                          (buffer-local-value 'parley--cwd buffer))))
+
+(defun parley--write-file (conn id file content)
+  "Write CONTENT to FILE for the server's request ID on CONN, and reply."
+  (condition-case err
+      (progn (parley-files-write file content)
+             (parley--reply conn id (make-hash-table)))
+    (jsonrpc-error (parley--reply conn id nil
+                                  (alist-get 'jsonrpc-error-message (cdr err))
+                                  (alist-get 'jsonrpc-error-code (cdr err))))
+    (error (parley--reply conn id nil (format "Cannot write %s: %s" file
+                                              (error-message-string err))))))
 
 (defun parley--ask-permission (conn id params)
   "Ask the user the server's permission request ID, with PARAMS, on CONN.
@@ -275,6 +399,11 @@ then asked for."
     (setq parley--busy nil)
     (when (plist-get stats :model)
       (setq parley--model (plist-get stats :model)))
+    (let ((turns (plist-get totals :turns)))
+      (when (natnump turns)
+        (when (eql (car parley--edited-turns) parley--turn-count)
+          (setcar parley--edited-turns turns))
+        (parley--renumber-last-turn turns)))
     (if totals
         (parley--record-usage 'totals totals)
       (parley--record-usage 'turn (or (plist-get meta :usage) (plist-get result :usage))))

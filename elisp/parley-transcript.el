@@ -23,8 +23,11 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'parley-diff)
 
 (declare-function markdown-mode "ext:markdown-mode" ())
+
+(defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
 ;;;; Customization
 
@@ -243,16 +246,44 @@ more than a short one."
         (insert-before-markers string)
         (delete-region beg end)))))
 
+(defvar-local parley--turn-count 0
+  "How many turns the session has had: the number of the last one (from 1).
+Each prompt's label in the transcript carries its turn's number as
+the text property `parley-turn'.")
+
 (defun parley--ensure-role (role)
   "Insert the label of ROLE (`user' or `agent') unless it is the last one."
   (unless (eq parley--role role)
     (parley--close-tail)
     (setq parley--role role)
     (parley--emit
-     (parley--props (concat (if (> parley--output parley--start) "\n" "")
-                            (if (eq role 'user) "You" "Parley")
-                            "\n")
-                    'face (if (eq role 'user) 'parley-user-header 'parley-agent-header)))))
+     (apply #'parley--props (concat (if (> parley--output parley--start) "\n" "")
+                                    (if (eq role 'user) "You" "Parley")
+                                    "\n")
+            'face (if (eq role 'user) 'parley-user-header 'parley-agent-header)
+            (and (eq role 'user)
+                 (list 'parley-turn (setq parley--turn-count (1+ parley--turn-count))))))))
+
+(defun parley--renumber-last-turn (turn)
+  "Make TURN, as the server counts, the number of the last prompt's turn."
+  (unless (eql turn parley--turn-count)
+    (setq parley--turn-count turn)
+    (let ((end (if (get-text-property (1- parley--output) 'parley-turn)
+                   parley--output
+                 (previous-single-property-change parley--output 'parley-turn nil
+                                                  parley--start))))
+      (when (and end (> end parley--start))
+        (let ((beg (previous-single-property-change end 'parley-turn nil parley--start)))
+          (when (get-text-property beg 'parley-turn)
+            (parley--writing (put-text-property beg end 'parley-turn turn))))))))
+
+(defun parley--turn-at (pos)
+  "Return the number of the turn whose text is at POS, or nil."
+  (or (get-text-property pos 'parley-turn)
+      (and (> pos parley--start) (get-text-property (1- pos) 'parley-turn))
+      (let ((label (previous-single-property-change pos 'parley-turn nil parley--start)))
+        (and label (> label parley--start)
+             (get-text-property (1- label) 'parley-turn)))))
 
 (defun parley--insert-notice (text &optional face)
   "Insert TEXT on its own line in FACE (default `parley-notice')."
@@ -500,8 +531,73 @@ Each part starts with a newline and does not end with one."
     (with-current-buffer (window-buffer (posn-window position))
       (parley-open-location (posn-point position)))))
 
+(defun parley--edit-string (block diffs)
+  "Return the transcript text of the edit BLOCK, whose DIFFS are ACP diffs.
+One line, such as \"Edited app.py +3 −1\", whose body is the diff
+\(and the error, when the edit failed)."
+  (let* ((expanded (parley--block-expanded block))
+         (status (parley--block-status block))
+         (done (equal status "completed"))
+         (root (bound-and-true-p parley--cwd))
+         (header
+          (lambda (text &optional face)
+            (parley--props text 'parley-header block 'face (or face 'parley-tool-header))))
+         (raw (parley--block-raw-output block))
+         (output (and (not done) raw
+                      ;; The error of the default rawOutput, {content, isError}.
+                      (if (and (consp raw) (stringp (plist-get raw :content)))
+                          (plist-get raw :content)
+                        (parley--json-brief raw))))
+         (body (concat
+                (mapconcat (lambda (item)
+                             (parley-diff-string (parley-diff-path item root)
+                                                 (plist-get item :oldText)
+                                                 (plist-get item :newText) "    "))
+                           diffs "")
+                (if output
+                    (parley--props (concat "  output:\n"
+                                           (parley--indent (parley--limit (string-trim-right output)))
+                                           "\n")
+                                   'face 'parley-tool-body)
+                  ""))))
+    (concat
+     (funcall header (concat (string (if expanded parley--arrow-open parley--arrow-closed))
+                             (if done " Edited" " Edit")))
+     (mapconcat
+      (lambda (item)
+        (let ((stats (parley-diff-stats (plist-get item :oldText) (plist-get item :newText))))
+          (concat (funcall header (concat " " (parley-diff-path item root) " "))
+                  (funcall header (format "+%d" (car stats)) 'diff-added)
+                  (funcall header " ")
+                  (funcall header (format "−%d" (cdr stats)) 'diff-removed))))
+      diffs (funcall header ","))
+     (if done
+         ""
+       (let ((label (if (parley--block-superseded block)
+                        '("superseded" . parley-tool-superseded)
+                      (parley--status-label status))))
+         (funcall header (concat " [" (car label) "]") (cdr label))))
+     ;; The body starts on the header's newline, as a thought's does,
+     ;; so that folded, the header is one line.
+     (parley--props (concat "\n" (string-remove-suffix "\n" body))
+                    'parley-body block
+                    'invisible (unless expanded 'parley-hidden))
+     (parley--props (string ?\n)))))
+
+(defun parley--block-diffs (block)
+  "Return the ACP diffs of the tool BLOCK: an edit's."
+  (and (eq (parley--block-kind block) 'tool)
+       (parley-diff-items (parley--block-content block))))
+
 (defun parley--tool-string (block)
-  "Return the transcript text of the tool BLOCK: a header and a body.
+  "Return the transcript text of the tool BLOCK: a header and a body."
+  (let ((diffs (parley--block-diffs block)))
+    (if diffs
+        (parley--edit-string block diffs)
+      (parley--call-string block))))
+
+(defun parley--call-string (block)
+  "Return the transcript text of the tool BLOCK that is not an edit.
 The header is the title, the status and the file locations; the body,
 folded unless the block is expanded, the input, content and output."
   (let* ((expanded (parley--block-expanded block))
@@ -581,50 +677,6 @@ A field it has replaces the one shown; the others stay."
         (error nil)))                   ; plain text is still the code
     (concat (parley--indent code) "\n")))
 
-(defun parley--common-lines (a b)
-  "Return how many lines the lists A and B share at their start."
-  (let ((n 0))
-    (while (and a b (equal (car a) (car b)))
-      (setq a (cdr a) b (cdr b) n (1+ n)))
-    n))
-
-(defun parley--diff-string (path old new)
-  "Return the change of PATH from the text OLD (nil: a new file) to NEW.
-The lines that differ are shown as one hunk in `diff-mode' faces,
-with up to three lines of context on each side."
-  (require 'diff-mode)
-  (let* ((lines (lambda (text) (split-string (string-remove-suffix "\n" text) "\n")))
-         (old-lines (and (stringp old) (funcall lines old)))
-         (new-lines (funcall lines (or new "")))
-         (head (parley--common-lines old-lines new-lines))
-         (tail (parley--common-lines (reverse (nthcdr head old-lines))
-                                     (reverse (nthcdr head new-lines))))
-         (before (min 3 head))
-         (removed (butlast (nthcdr head old-lines) tail))
-         (added (butlast (nthcdr head new-lines) tail))
-         (after (min 3 tail))
-         (start (- head before))
-         (line (lambda (prefix text face)
-                 (parley--props (concat "    " prefix text "\n") 'face face))))
-    (concat
-     (funcall line "--- " (if old path "/dev/null") 'diff-file-header)
-     (funcall line "+++ " path 'diff-file-header)
-     (let ((old-count (+ before (length removed) after))
-           (new-count (+ before (length added) after)))
-       ;; An empty side starts at line 0, as in diff -u.
-       (funcall line "" (format "@@ -%d,%d +%d,%d @@"
-                                (if (zerop old-count) start (1+ start)) old-count
-                                (if (zerop new-count) start (1+ start)) new-count)
-                'diff-hunk-header))
-     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
-                (cl-subseq new-lines start head) "")
-     (mapconcat (lambda (l) (funcall line "-" l 'diff-removed)) removed "")
-     (mapconcat (lambda (l) (funcall line "+" l 'diff-added)) added "")
-     (mapconcat (lambda (l) (funcall line " " l 'diff-context))
-                (cl-subseq new-lines (+ head (length added))
-                           (+ head (length added) after))
-                ""))))
-
 (defun parley--in-input-p (text input)
   "Return non-nil when TEXT is the value of a field of the tool INPUT."
   (and (consp input) (keywordp (car input))
@@ -649,9 +701,10 @@ With LIMIT, either is cut to `parley-tool-display-limit' characters."
                (t (parley--props (parley--code-block (funcall cut text) nil)
                                  'face 'parley-tool-body)))))
       ("diff"
-       (funcall cut (parley--diff-string (or (plist-get item :path) "file")
-                                         (plist-get item :oldText)
-                                         (plist-get item :newText))))
+       (funcall cut (parley--props (parley-diff-string
+                                    (parley-diff-path item (bound-and-true-p parley--cwd))
+                                    (plist-get item :oldText) (plist-get item :newText)
+                                    "    "))))
       (_ ""))))
 
 ;;;; Usage

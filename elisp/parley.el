@@ -31,10 +31,14 @@
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
 ;;   C-c C-q                   go to the permission question Parley waits on
+;;   C-c C-d                   show the diff of the edit at point
+;;   C-c C-u                   undo the last editing turn (C-u: from the turn at point)
 ;;
 ;; A permission question appears in the transcript, with the tool and
-;; its input; `y' allows once, `a' always, `n' rejects, with point in
-;; the question.  RET never answers it.
+;; its input (an edit's diff); `y' allows once, `a' always, `n'
+;; rejects, `d' shows the diff, with point in the question.  RET never
+;; answers it.  Edits land in the buffers visiting the files
+;; (`fs/write_text_file'), and the model reads unsaved buffers.
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
 ;; `parley-add-buffer' adds a buffer to the next prompt's context.
@@ -51,7 +55,9 @@
 ;;                         routed to it, its turns, resuming it
 ;;   parley-question.el    permission questions, asked inline
 ;;   parley-transcript.el  the transcript: chunks, thoughts, tool
-;;                         calls, notices, usage
+;;                         calls, edits, notices, usage
+;;   parley-diff.el        the diffs of edits, computed in Lisp
+;;   parley-files.el       fs/read_text_file, fs/write_text_file
 ;;   parley-connection.el  the `parley serve' process and JSON-RPC
 ;;   parley-tools.el       the Emacs tools offered to the agent
 
@@ -237,6 +243,41 @@ its description and the hint for its input."
   (interactive "p")
   (parley--history-move (- n)))
 
+(defun parley-show-diff ()
+  "Show the diff of the edit at point (a question or a tool call) in `diff-mode'."
+  (interactive)
+  (parley--check-buffer)
+  (let* ((question (parley--question-at (point)))
+         (section (parley--section-at (point)))
+         (diffs (cond (question (parley--question-diffs question))
+                      ((parley--block-p section) (parley--block-diffs section)))))
+    (unless diffs (user-error "No edit at point"))
+    (parley-diff-show diffs (if question
+                                (parley--question-title question)
+                              (parley--block-title section))
+                      parley--cwd)))
+
+(defun parley-undo-turn (&optional at-point)
+  "Put back the files the last editing turn changed, as they were before it.
+That is the last turn whose edits this buffer saw and did not undo
+yet (the last turn when it saw none), so repeating it goes one
+editing turn further back.  With a prefix argument AT-POINT, undo
+the turn shown at point, and every later turn's edits with it.  The
+conversation stays as it is; the model is told at the next prompt.
+Buffers visiting the files are reverted when they hold no unsaved
+changes."
+  (interactive "P")
+  (parley--check-buffer)
+  (when (or parley--busy parley--questions)
+    (user-error "Parley is answering; undo the turn once it ends"))
+  (let ((turn (if at-point
+                  (or (parley--turn-at (point)) (user-error "No turn at point"))
+                (cond (parley--edited-turns (car parley--edited-turns))
+                      ((> parley--turn-count 0) parley--turn-count)
+                      (t (user-error "No turn to undo"))))))
+    (parley--undo-turn turn)
+    (message "Parley: undoing turn %d…" turn)))
+
 ;;;; Header line
 
 (defun parley--tokens (n)
@@ -298,6 +339,8 @@ goes to the question")
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)
     (define-key map (kbd "C-c C-q") #'parley-goto-question)
+    (define-key map (kbd "C-c C-d") #'parley-show-diff)
+    (define-key map (kbd "C-c C-u") #'parley-undo-turn)
     map)
   "Keymap of `parley-chat-mode'.")
 

@@ -206,6 +206,34 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-tab)
     (should (string-match-p "secret is pineapple" (parley-test--visible-transcript)))))
 
+(parley-it--deftest parley-it-read-file-sees-unsaved-buffer
+  "read_file asks Emacs (fs/read_text_file): the model sees a buffer's unsaved text."
+  (let* ((file (expand-file-name "draft.py" parley-it--workspace))
+         (visiting (progn (with-temp-file file (insert "saved = 1\n"))
+                          (find-file-noselect file))))
+    (unwind-protect
+        (progn
+          (with-current-buffer visiting
+            (goto-char (point-max))
+            (insert "unsaved = 2\n"))
+          (parley-it--script
+           (list :tool_calls (vector (list :name "read_file"
+                                           :arguments (list :path "draft.py"))))
+           (list :text "I see it."))
+          (with-current-buffer (parley)
+            (parley-it--send "Read draft.py")
+            (parley-it--wait-idle)
+            (should (string-match-p "I see it\\.\n\\'" (parley-it--transcript))))
+          (let ((seen (car (last (parley-it--tool-messages)))))
+            (should (string-match-p "saved = 1" seen))
+            (should (string-match-p "unsaved = 2" seen)))
+          ;; Emacs only read: the disk and the buffer are as they were.
+          (should (buffer-modified-p visiting))
+          (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
+                         "saved = 1\n")))
+      (with-current-buffer visiting (set-buffer-modified-p nil))
+      (kill-buffer visiting))))
+
 (defun parley-it--question (&optional buffer)
   "Wait for a permission question in BUFFER (default the current one)."
   (let ((buffer (or buffer (current-buffer))))
@@ -390,6 +418,81 @@ the fake LLM.  The test is skipped when the server is not installed."
                               :timeout 10)
              nil)
     (jsonrpc-error (eql (alist-get 'jsonrpc-error-code (cdr err)) -32601))))
+
+(defun parley-it--server-tool-p (name)
+  "Return non-nil when the running server offers the tool NAME."
+  (parley--live-connection)
+  (cl-find name (append (parley--meta parley--server-info :tools) nil)
+           :key (lambda (tool) (plist-get tool :name)) :test #'equal))
+
+(defun parley-it--edit-turn (file)
+  "Run a turn whose approved edit changes FILE from \"value = 1\" to \"value = 2\".
+FILE is visited by a buffer, which is returned; the model reads it
+first, as the edit tools require."
+  (unless (parley-it--server-tool-p "edit_file")
+    (ert-skip "integration test skipped: the server has no edit_file tool yet"))
+  (with-temp-file file (insert "value = 1\n"))
+  (let ((visiting (find-file-noselect file))
+        (name (file-relative-name file parley-it--workspace)))
+    (parley-it--script
+     (list :tool_calls (vector (list :name "read_file" :arguments (list :path name))))
+     (list :tool_calls (vector (list :name "edit_file"
+                                     :arguments (list :path name :old_text "value = 1"
+                                                      :new_text "value = 2"))))
+     (list :text "Edited."))
+    (parley-it--send "Change the value")
+    (parley-it--question)
+    (should (string-match-p "-value = 1\n    \\+value = 2" (parley-it--transcript)))
+    (parley-it--answer "y")
+    (parley-it--wait-idle 60)
+    (should (string-match-p (concat "▸ Edited " (regexp-quote name) " \\+1 −1\n")
+                            (parley-test--visible-transcript)))
+    visiting))
+
+(defun parley-it--file-text (file)
+  "Return the text of FILE on disk."
+  (with-temp-buffer (insert-file-contents file) (buffer-string)))
+
+(parley-it--deftest parley-it-edit-lands-in-visiting-buffer
+  "An approved edit comes as fs/write_text_file: the visiting buffer has it, saved."
+  (let ((file (expand-file-name "edited.py" parley-it--workspace))
+        (visiting nil))
+    (unwind-protect
+        (with-current-buffer (parley)
+          (setq visiting (parley-it--edit-turn file))
+          (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
+          (should-not (buffer-modified-p visiting))
+          (should (equal (parley-it--file-text file) "value = 2\n"))
+          ;; One undo in the buffer takes the edit back.
+          (with-current-buffer visiting
+            (undo-boundary)
+            (let ((last-command nil)) (undo))
+            (should (equal (buffer-string) "value = 1\n"))))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
+
+(parley-it--deftest parley-it-undo-turn-restores-buffer
+  "`parley-undo-turn' after an edit brings the file and its buffer back."
+  (when (parley-it--server-lacks '_parley/session/restore)
+    (ert-skip "integration test skipped: the server has no _parley/session/restore yet"))
+  (let ((file (expand-file-name "undone.py" parley-it--workspace))
+        (visiting nil))
+    (unwind-protect
+        (with-current-buffer (parley)
+          (setq visiting (parley-it--edit-turn file))
+          (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
+          (parley-undo-turn)
+          (parley-it--wait (lambda () (string-match-p "Turn [0-9]+ undone: restored undone.py"
+                                                      (parley-it--transcript)))
+                           "the turn undone")
+          (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
+                                             "value = 1\n"))
+                           "the buffer reverted")
+          (should (equal (parley-it--file-text file) "value = 1\n")))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
 
 (parley-it--deftest parley-it-session-reopened
   "A stored session is listed, reopened, and its history shown again."

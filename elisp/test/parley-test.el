@@ -259,7 +259,8 @@
     (goto-char (parley-test--pos "Edit notes.txt"))
     (parley-tab)
     (should (string-match-p
-             (concat "▾ Edit notes.txt \\[pending\\]\n  content:\n"
+             ;; An edit: its line counts the lines; its body is the diff.
+             (concat "▾ Edit notes.txt \\+1 −1 \\[pending\\]\n"
                      "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,3 \\+1,3 @@\n"
                      "     one\n    -two\n    \\+TWO\n     three\n\\'")
              (parley-test--visible-transcript)))
@@ -1229,11 +1230,11 @@ signalled, or nil."
                          "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,6 \\+1,6 @@\n"
                          "     one\n     two\n     three\n    -four\n    \\+FOUR\n"
                          "     five\n     six\n"
-                         "  \\[y\\] Allow   \\[n\\] Reject\n")
+                         "  \\[y\\] Allow   \\[n\\] Reject   \\[d\\] Diff in a buffer\n")
                  (parley-test--transcript)))
         (should (eq (get-text-property (parley-test--pos "-four") 'face) 'diff-removed))
         ;; A new file.
-        (should (equal (substring-no-properties (parley--diff-string "new.py" nil "a\nb\n"))
+        (should (equal (substring-no-properties (parley-diff-string "new.py" nil "a\nb\n" "    "))
                        "    --- /dev/null\n    +++ new.py\n    @@ -0,0 +1,2 @@\n    +a\n    +b\n"))
         (should (eq (get-text-property (parley-test--pos "+FOUR") 'face) 'diff-added))
         ;; No allow-always offered: `a' answers nothing.

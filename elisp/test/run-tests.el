@@ -14,6 +14,7 @@
 (let ((here (file-name-directory (or load-file-name buffer-file-name))))
   (add-to-list 'load-path here)
   (load (expand-file-name "parley-test" here) nil t)
+  (load (expand-file-name "parley-edits-test" here) nil t)
   (load (expand-file-name "parley-integration-test" here) nil t))
 
 (let* ((result-file (car command-line-args-left))
