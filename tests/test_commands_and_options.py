@@ -58,11 +58,12 @@ def test_the_advertised_commands_are_those_that_run() -> None:
 
 def test_the_model_option_offers_the_available_models_and_the_sessions_own() -> None:
     options = session_config_options("ollama:qwen3", "sync", MODELS)
-    model, policy = options
+    model, policy, budget = options
     assert model["category"] == "model" and model["currentValue"] == "ollama:qwen3"
     assert [o["value"] for o in model["options"]] == ["ollama:qwen3", "openai:gpt-4.1"]
     assert policy["currentValue"] == "sync"
     assert [o["value"] for o in policy["options"]] == ["hybrid", "stream", "sync"]
+    assert budget["currentValue"] == "none"
 
 
 def test_a_change_must_be_one_the_options_offer() -> None:
@@ -169,7 +170,12 @@ def test_the_thought_level_option_is_there_only_for_a_model_that_has_one() -> No
     options = session_config_options(
         "anthropic:claude-sonnet-4-5", "hybrid", MODELS, levels, "high"
     )
-    assert [option["id"] for option in options] == ["model", "thought_level", "tool_policy"]
+    assert [option["id"] for option in options] == [
+        "model",
+        "thought_level",
+        "tool_policy",
+        "budget",
+    ]
     thought = options[1]
     assert thought["category"] == "thought_level" and thought["type"] == "select"
     assert thought["currentValue"] == "high"

@@ -27,6 +27,10 @@ never written anywhere by Parley.
     thinking_budget = 8192            # extended thinking from the start (the level `medium`)
     thinking = true                   # it takes a thinking level (default: known models do)
 
+    [budget]                          # USD; a turn past a budget does not start
+    session_usd = 2.0                 # per session (each session's `budget` option overrides)
+    day_usd = 10.0                    # all sessions together, since local midnight
+
     [prices."openai:gpt-4.1"]         # USD per million tokens
     input = 2.0
     output = 8.0
@@ -121,6 +125,14 @@ class ModelConfig:
 
 
 @attrs.frozen
+class Budget:
+    """config.toml's `[budget]`, in US dollars; None: no limit."""
+
+    session_usd: float | None = None  # a session's default (its `budget` option overrides)
+    day_usd: float | None = None  # every session's counted calls since local midnight
+
+
+@attrs.frozen
 class Settings:
     home: Path  # where the database lives
     default_model: str
@@ -131,6 +143,7 @@ class Settings:
     tool_timeout_seconds: float = 120.0  # editor tools; the Python kernel has its own
     mcp_start_timeout_seconds: float = 10.0  # an MCP server's start, up to its tools listed
     kernel: KernelSettings = attrs.field(factory=KernelSettings)
+    budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     def api_key(self, provider: ProviderConfig) -> str | None:
@@ -348,6 +361,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
         mcp_start_timeout_seconds=_seconds(table, "mcp_start_timeout_seconds", 10.0, path),
         kernel=_kernel_settings(table.get("kernel", {}), path, providers.values()),
+        budget=_budget(table.get("budget", {}), path),
         environ=environ,
     )
 
@@ -359,6 +373,21 @@ def _seconds(
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(f"{path}: {where}{key} must be a positive number of seconds")
     return float(value)
+
+
+def _budget(entry: Any, path: Path) -> Budget:
+    """[budget] session_usd = 2.0, day_usd = 10.0: positive numbers of US dollars."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{path}: [budget] must be a table (session_usd, day_usd)")
+    unknown = sorted(set(entry) - {"session_usd", "day_usd"})
+    if unknown:
+        raise ConfigError(f"{path}: [budget] takes session_usd and day_usd, not {unknown[0]}")
+    limits: dict[str, float] = {}
+    for key, value in entry.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"{path}: budget.{key} must be a positive number of US dollars")
+        limits[key] = float(value)
+    return Budget(**limits)
 
 
 def _kernel_settings(

@@ -111,6 +111,12 @@ MIGRATIONS = [
     """,
     # 5: the session's thinking level (off | low | medium | high; NULL: the model's default)
     "ALTER TABLE sessions ADD COLUMN thought_level TEXT",
+    # 6: the session's budget in USD ('none': no limit; NULL: config.toml's), and the day's
+    # spending summed by time
+    """
+    ALTER TABLE sessions ADD COLUMN budget TEXT;
+    CREATE INDEX usage_by_time ON usage (created_at);
+    """,
 ]
 
 # A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
@@ -169,6 +175,7 @@ class StoredSession:
     created_at: str
     updated_at: str
     thought_level: str | None = None  # None: the model's default
+    budget: str | None = None  # USD as text, or "none"; None: config.toml's session_usd
 
 
 class Store:
@@ -234,13 +241,14 @@ class Store:
                 """
                 INSERT INTO sessions (id, cwd, title, model, tool_policy, approvals,
                                       system_prompt, tool_format, created_at, updated_at,
-                                      thought_level)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      thought_level, budget)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     title = COALESCE(excluded.title, title), model = excluded.model,
                     tool_policy = excluded.tool_policy, approvals = excluded.approvals,
                     system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
-                    updated_at = excluded.updated_at, thought_level = excluded.thought_level
+                    updated_at = excluded.updated_at, thought_level = excluded.thought_level,
+                    budget = excluded.budget
                 """,
                 (
                     session.id,
@@ -254,6 +262,7 @@ class Store:
                     session.created_at,
                     session.updated_at,
                     session.thought_level,
+                    session.budget,
                 ),
             )
 
@@ -467,6 +476,14 @@ class Store:
             ),
         )
 
+    def spent_since(self, since: str) -> float:
+        """What every session's counted calls cost from `since` (an ISO time in UTC, as
+        `created_at` holds it) on; calls of unknown price count nothing."""
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(cost), 0) FROM usage WHERE created_at >= ?", (since,)
+        ).fetchone()
+        return float(row[0])
+
     def usage_totals(self, session_id: str | None = None) -> UsageTotals:
         """Totals of one session, or of every session in the store."""
         where, args = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
@@ -541,6 +558,7 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         thought_level=row["thought_level"],
+        budget=row["budget"],
     )
 
 

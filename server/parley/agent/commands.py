@@ -11,9 +11,11 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent.budgets import describe_budgets
 from parley.agent.checkpoints import RestoreResult
 from parley.agent.config_options import MODEL
 from parley.agent.session import Session
+from parley.config import Settings
 from parley.core.conversation import ContentBlock, TextBlock
 from parley.core.usage import UsageTotals
 from parley.providers.registry import ProviderRegistry, split_model_id
@@ -38,7 +40,7 @@ COMMANDS = (
         "Switch this session's model from the next prompt on (without a name: list them)",
         hint="provider:model",
     ),
-    Command("cost", "What this session has used and spent so far"),
+    Command("cost", "What this session has used and spent so far, and its budgets"),
     Command(
         "undo",
         "Put the files the last editing turn changed back as they were before it "
@@ -57,6 +59,7 @@ class CommandHost(Protocol):
     """What the commands need from the sessions."""
 
     providers: ProviderRegistry
+    settings: Settings
 
     def config_options(self, session: Session) -> list[dict[str, Any]]: ...
 
@@ -89,7 +92,7 @@ async def run_command(call: CommandCall, session: Session, host: CommandHost) ->
         return await _switch_model(call.argument, session, host)
     if call.name == "undo":
         return describe_restore(await host.restore(session.id, None))
-    return _cost(session)
+    return _cost(session, host.settings)
 
 
 async def _switch_model(name: str, session: Session, host: CommandHost) -> str:
@@ -116,9 +119,11 @@ def _model_problem(name: str, providers: ProviderRegistry) -> str | None:
     return None if available else reason or f"`{name}` is not available."
 
 
-def _cost(session: Session) -> str:
+def _cost(session: Session, settings: Settings) -> str:
     totals = session.store.usage_totals(session.id) if session.stored else session.totals
-    return f"This session so far: {describe_totals(totals)}"
+    reply = f"This session so far: {describe_totals(totals)}"
+    budgets = describe_budgets(session, settings)
+    return reply if budgets is None else f"{reply}\n\n{budgets}"
 
 
 def describe_restore(result: RestoreResult) -> str:

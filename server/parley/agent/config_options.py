@@ -7,11 +7,15 @@ options are plain dicts in the protocol's shape; a change is applied by `Session
 The options: `model` (category `model`), `thought_level` (category `thought_level`) when the
 session's model takes a thinking level (`Settings.thought_levels`: Anthropic's extended
 thinking `off`/`low`/`medium`/`high`, OpenAI's reasoning effort `low`/`medium`/`high`), and
-`tool_policy`. A model without one has no `thought_level` option, so setting it is refused.
+`tool_policy`, and `budget` (always offered, so a budget can be set without config.toml):
+what the session may spend in US dollars, "none" or one of `BUDGETS` (and config.toml's
+`[budget] session_usd`, the session's value until it chooses another). A model without a
+thinking level has no `thought_level` option, so setting it is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,9 +25,18 @@ from parley.core.thought_levels import ThoughtLevel
 MODEL = "model"
 TOOL_POLICY = "tool_policy"
 THOUGHT_LEVEL = "thought_level"
+BUDGET = "budget"
+NO_BUDGET = "none"
+# The session budgets offered, in USD.
+BUDGETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 
 # What `Sessions.configure` is given for each option.
-_CONFIGURE_ARGUMENT = {MODEL: "model", TOOL_POLICY: "tool_policy", THOUGHT_LEVEL: "thought_level"}
+_CONFIGURE_ARGUMENT = {
+    MODEL: "model",
+    TOOL_POLICY: "tool_policy",
+    THOUGHT_LEVEL: "thought_level",
+    BUDGET: "budget",
+}
 
 TOOL_POLICIES: Mapping[ToolPolicy, tuple[str, str]] = {
     "hybrid": (
@@ -52,12 +65,16 @@ def session_config_options(
     model_infos: Iterable[Mapping[str, Any]],
     thought_levels: Iterable[ThoughtLevel] = (),
     thought_level: ThoughtLevel | None = None,
+    *,
+    budget: str = NO_BUDGET,
+    configured_budget: float | None = None,
 ) -> list[dict[str, Any]]:
     """The options of a session whose model and tool policy are these. `model_infos` are
     the configured models (`ProviderRegistry.model_infos`): each available one is offered,
     and the session's own model even when it is not listed. `thought_levels` are those the
     model takes (none: no `thought_level` option), `thought_level` the session's (its
-    current value)."""
+    current value); `budget` the session's (`budget_value`), `configured_budget` config.toml's
+    `session_usd`, offered too."""
     models = [info["id"] for info in model_infos if info.get("available")]
     if model not in models:
         models.insert(0, model)
@@ -102,7 +119,44 @@ def session_config_options(
             ],
         }
     )
+    options.append(_budget_option(budget, configured_budget))
     return options
+
+
+def usd_value(dollars: float) -> str:
+    """A budget as an option's value: "0.5", "2", "12.75"."""
+    return f"{dollars:g}"
+
+
+def budget_value(budget: str | None, configured: float | None) -> str:
+    """The session's `budget` option value: its own, else config.toml's, else "none"."""
+    if budget is not None:
+        return budget
+    return NO_BUDGET if configured is None else usd_value(configured)
+
+
+def _budget_option(budget: str, configured: float | None) -> dict[str, Any]:
+    amounts = {usd_value(dollars): dollars for dollars in BUDGETS}
+    if configured is not None:
+        amounts[usd_value(configured)] = configured
+    if budget != NO_BUDGET:
+        with contextlib.suppress(ValueError):  # a value Parley never stores
+            amounts.setdefault(budget, float(budget))
+    choices = [{"value": NO_BUDGET, "name": "No budget", "description": "Spend without a limit"}]
+    for value, dollars in sorted(amounts.items(), key=lambda item: item[1]):
+        description = "config.toml's session_usd" if dollars == configured else None
+        choice = {"value": value, "name": f"${dollars:.2f}"}
+        if description:
+            choice["description"] = description
+        choices.append(choice)
+    return {
+        "id": BUDGET,
+        "name": "Budget",
+        "description": "What this session may spend (USD); a turn past it does not start",
+        "type": "select",
+        "currentValue": budget,
+        "options": choices,
+    }
 
 
 def requested_change(config_id: str, value: Any, options: list[dict[str, Any]]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class Session:
     system_prompt: str | None = None
     tool_format: ToolFormat | None = None  # None: the model's configured format
     thought_level: ThoughtLevel | None = None  # None: the model's default
+    budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
     history: list[Message] = attrs.field(factory=list)
     title: str | None = None
@@ -98,6 +99,7 @@ class Session:
                 system_prompt=self.system_prompt,
                 tool_format=self.tool_format,
                 thought_level=self.thought_level,
+                budget=self.budget,
                 turns=self.totals.turns,
                 rounds=self.totals.rounds,
                 created_at=self.created_at,

@@ -18,7 +18,12 @@ import attrs
 
 from parley.agent.checkpoints import FileRestore, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
-from parley.agent.config_options import InvalidChoice, requested_change, session_config_options
+from parley.agent.config_options import (
+    InvalidChoice,
+    budget_value,
+    requested_change,
+    session_config_options,
+)
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
@@ -156,6 +161,7 @@ class Sessions:
             system_prompt=stored.system_prompt,
             tool_format=stored.tool_format,  # type: ignore[arg-type]
             thought_level=stored.thought_level,  # type: ignore[arg-type]
+            budget=stored.budget,
             auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
             history=self.store.messages(stored.id),
             title=stored.title,
@@ -212,7 +218,13 @@ class Sessions:
         if level not in levels:  # none chosen, or one this model (now) does not take
             level = self.settings.default_thought_level(session.model)
         return session_config_options(
-            session.model, session.tool_policy, self.providers.model_infos(), levels, level
+            session.model,
+            session.tool_policy,
+            self.providers.model_infos(),
+            levels,
+            level,
+            budget=budget_value(session.budget, self.settings.budget.session_usd),
+            configured_budget=self.settings.budget.session_usd,
         )
 
     def announce_commands(self, session_id: str) -> None:
@@ -375,6 +387,7 @@ class Sessions:
         tool_format: ToolFormat | None = None,
         auto_approve: list[str] | None = None,
         thought_level: ThoughtLevel | None = None,
+        budget: str | None = None,
         announce: bool = True,
     ) -> None:
         """Change what is given (None: unchanged); the turn applies it from its next round.
@@ -398,6 +411,8 @@ class Sessions:
         session.model = new_model
         if thought_level is not None:
             session.thought_level = thought_level
+        if budget is not None:
+            session.budget = budget
         if tool_format is not None:
             session.tool_format = tool_format
         if tool_policy is not None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent import budgets
 from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
@@ -152,6 +153,10 @@ class Turn:
     # --- the turn, top to bottom --------------------------------------------------------
 
     async def run(self) -> TurnResult:
+        spent = budgets.overrun(self.session, self.settings)
+        if spent is not None:  # no model call; the prompt is not kept (ACP's `refusal`)
+            self._send(updates.message_chunk(new_id("msg"), spent.explain(starting=True)))
+            return self._result("refusal")
         self._set_title_from_prompt()
         self.session.add_message(self.prompt)
         self.session.count_turn()
@@ -194,6 +199,8 @@ class Turn:
             )
             if not calls:
                 return _STOP_REASONS.get(completion.finish_reason, "end_turn")
+            if self._stopped_by_budget():
+                return "max_turn_requests"
             if await self._run_tools(calls):
                 return "end_turn"  # the circuit breaker tripped
         return "max_turn_requests"
@@ -334,6 +341,16 @@ class Turn:
         self._unanswered = list(message.tool_calls)
         if message.text or message.thinking or message.tool_calls:
             self.session.add_message(message)
+
+    def _stopped_by_budget(self) -> bool:
+        """After a round that calls tools: past a budget, no further model call. Its calls
+        are not run (the model would never see their results); the user is told why."""
+        spent = budgets.overrun(self.session, self.settings)
+        if spent is None:
+            return False
+        self._send(updates.message_chunk(new_id("msg"), spent.explain(starting=False)))
+        self._settle_interrupted("Not run: the turn stopped at its budget.")
+        return True
 
     # --- tools --------------------------------------------------------------------------
 
