@@ -457,7 +457,7 @@ async def test_a_change_made_outside_set_config_option_is_announced(
     )
     (announced,) = client.updates_of(session, "config_option_update")
     current = {o["id"]: o["currentValue"] for o in announced["configOptions"]}
-    assert current == {"model": "openai:gpt-4.1", "tool_policy": "hybrid"}
+    assert current == {"model": "openai:gpt-4.1", "tool_policy": "hybrid", "budget": "none"}
     # A change the options do not show (autoApprove) is not announced.
     await client.request("_parley/session/configure", {"sessionId": session, "autoApprove": []})
     assert len(client.updates_of(session, "config_option_update")) == 1
