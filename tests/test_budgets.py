@@ -85,10 +85,13 @@ async def test_the_day_budget_counts_every_session(
         third = await new_session(run, workspace)
         refused = await run.conn.prompt(session_id=third, prompt=[text_block("Hi.")])
         why = run.editor.text_of(third)
+        listed = await run.conn.list_sessions()
     assert len(fake.requests) == before
     assert refused.stop_reason == "refusal"
     assert "Today's model calls spent $1.1200 of its $1.00 budget" in why
     assert "budget.day_usd" in why
+    # Refused at its first prompt, the third session was never stored.
+    assert {session.session_id for session in listed.sessions} == {first, second}
     assert "today $1.1200 spent of $1.00, $0.0000 left" in cost
     run.recording.assert_conformant()
 

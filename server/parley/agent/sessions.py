@@ -26,7 +26,7 @@ from parley.agent.config_options import (
 )
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, new_id
-from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats
+from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by_budget
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
@@ -244,6 +244,10 @@ class Sessions:
         if session.running_turn is not None or session.id in self._restoring:
             raise SessionInUse(BUSY_HERE)
         self._check_content(session, content)
+        if not session.stored:  # refused at once, a session nobody used stays unstored
+            refused = refused_by_budget(session, self.settings, self.ports)
+            if refused is not None:
+                return refused
         session.start_storing()  # the first prompt stores a new session
         try:
             self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)

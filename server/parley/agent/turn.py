@@ -153,10 +153,9 @@ class Turn:
     # --- the turn, top to bottom --------------------------------------------------------
 
     async def run(self) -> TurnResult:
-        spent = budgets.overrun(self.session, self.settings)
-        if spent is not None:  # no model call; the prompt is not kept (ACP's `refusal`)
-            self._send(updates.message_chunk(new_id("msg"), spent.explain(starting=True)))
-            return self._result("refusal")
+        refused = refused_by_budget(self.session, self.settings, self.ports)
+        if refused is not None:
+            return refused
         self._set_title_from_prompt()
         self.session.add_message(self.prompt)
         self.session.count_turn()
@@ -527,6 +526,17 @@ class Turn:
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
+
+
+def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) -> TurnResult | None:
+    """A turn past its session's or the day's budget does not start: no model call, the
+    prompt not kept (ACP's `refusal`), and the user is told why. None: it may start."""
+    spent = budgets.overrun(session, settings)
+    if spent is None:
+        return None
+    why = spent.explain(starting=True)
+    ports.send_update(session.id, updates.message_chunk(new_id("msg"), why))
+    return TurnResult("refusal", TurnStats(model=session.model), attrs.evolve(session.totals))
 
 
 async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:
