@@ -9,6 +9,7 @@ reply of (1,000,000 in, 100,000 out) costs $0.56.
 from __future__ import annotations
 
 import os
+from datetime import datetime, time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from acp import RequestError
 from acp.helpers import text_block
 from acp_client import AcpRun, acp_server
 from conftest import server_env
+from parley.agent.budgets import day_start
+from parley.agent.session import now_iso
 from parley.config import ConfigError, load_settings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 
@@ -178,3 +181,27 @@ def test_budgets_load_from_config_toml(tmp_path: Path) -> None:
     path.write_text("[budget]\nsession_usd = 2\nday_usd = 10.5\n", encoding="utf-8")
     settings = load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path)})
     assert (settings.budget.session_usd, settings.budget.day_usd) == (2.0, 10.5)
+
+
+async def test_calls_of_unknown_price_never_block(
+    fake: FakeLLM, tmp_path: Path, workspace: Path
+) -> None:
+    fake.set_script([Reply(text="ok", usage=COSTLY)])
+    env = env_with_budget(fake, tmp_path / "home", "session_usd = 0.5\nday_usd = 0.5")
+    env["PARLEY_MODEL"] = "openai:a-model-nobody-prices"
+    async with acp_server(env) as run:
+        await run.initialize()
+        session_id = await new_session(run, workspace)
+        results = [
+            await run.conn.prompt(session_id=session_id, prompt=[text_block(text)])
+            for text in ("Hi.", "Again.")
+        ]
+    assert [result.stop_reason for result in results] == ["end_turn", "end_turn"]
+    assert len(fake.requests) == 2  # both turns called the model
+    run.recording.assert_conformant()
+
+
+def test_the_day_starts_at_local_midnight_in_the_stores_time_format() -> None:
+    start = day_start()
+    assert start.endswith("Z") and start <= now_iso()
+    assert datetime.fromisoformat(start).astimezone().time() == time(0, 0)
