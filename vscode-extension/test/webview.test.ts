@@ -756,7 +756,8 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.deepEqual(await posted(page), [{ type: 'undoTurn', turn: 4 }]);
 
     await host.apply({ type: 'turnUndo', turn: 4, state: 'undoing' });
-    await turn.locator('button:disabled').waitFor({ timeout: 5000 });
+    // The click disables the button at once; the host's 'undoing' state relabels it.
+    await turn.locator('button:disabled', { hasText: 'Undoing…' }).waitFor({ timeout: 5000 });
     assert.equal(await turn.locator('button').innerText(), 'Undoing…');
     await host.apply(
       {
