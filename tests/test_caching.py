@@ -11,7 +11,9 @@ from typing import Any
 
 from conftest import MODELS, WEATHER_TOOL
 from parley.client import ParleyClient
+from parley.config import load_settings
 from parley.core.conversation import TextBlock, UserMessage
+from parley.core.usage import Usage, find_price
 from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 from parley.providers.anthropic_provider import AnthropicProvider
 from parley.providers.base import ModelRequest
@@ -243,3 +245,36 @@ async def test_a_round_without_discarded_stream_wastes_nothing(
     session = await client.new_session(str(workspace))
     result = await client.prompt(session, "Hi")
     assert parley_meta(result)["turn"]["wastedTokensEstimate"] == 0
+
+
+# --- configuration ---------------------------------------------------------------------
+
+
+def test_the_cache_key_setting_and_cache_prices_come_from_config(tmp_path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[providers.lmstudio]\n"
+        'base_url = "http://localhost:1234/v1"\n'
+        "prompt_cache_key = true\n"
+        "[providers.openai]\n"
+        "prompt_cache_key = false\n"
+        '[prices."lmstudio:qwen"]\n'
+        "input = 1.0\noutput = 2.0\ncached_read = 0.1\ncached_write = 1.25\n"
+    )
+    settings = load_settings({"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)})
+    assert settings.providers["lmstudio"].prompt_cache_key
+    assert not settings.providers["openai"].prompt_cache_key  # turned off
+    assert not settings.providers["ollama"].prompt_cache_key
+    defaults = load_settings({"PARLEY_CONFIG": str(tmp_path / "none.toml")})
+    assert defaults.providers["openai"].prompt_cache_key
+    price = find_price("lmstudio:qwen", settings.prices)
+    assert price is not None
+    breakdown = price.breakdown(Usage(1000, 100, cached_read_tokens=500, cached_write_tokens=200))
+    assert breakdown.to_wire() == {
+        "uncachedInput": 0.0003,
+        "cacheReads": 0.00005,
+        "cacheWrites": 0.00025,
+        "output": 0.0002,
+        "currency": "USD",
+    }
+    assert price.cost(Usage(1000, 100, cached_read_tokens=500, cached_write_tokens=200)) == 0.0008
