@@ -14,7 +14,7 @@ from parley.client import ParleyClient
 from parley.config import load_settings
 from parley.core.conversation import TextBlock, UserMessage
 from parley.core.usage import Usage, find_price
-from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
+from parley.fakellm import FakeLLM, Pacing, PromptCache, Reply, ScriptedToolCall
 from parley.providers.anthropic_provider import AnthropicProvider
 from parley.providers.base import ModelRequest
 from parley.providers.openai_provider import prompt_cache_key_of
@@ -278,3 +278,28 @@ def test_the_cache_key_setting_and_cache_prices_come_from_config(tmp_path) -> No
         "currency": "USD",
     }
     assert price.cost(Usage(1000, 100, cached_read_tokens=500, cached_write_tokens=200)) == 0.0008
+
+
+# --- a fake that caches like the real APIs -----------------------------------------------
+
+
+async def test_the_fallback_reads_its_whole_prompt_from_the_cache(
+    client: ParleyClient, fake: FakeLLM, provider: str, workspace
+) -> None:
+    """With breakpoints (Anthropic) or the cache key (OpenAI), the synchronous call of a
+    hybrid round reads the prompt its closed stream just sent from the cache, and the next
+    round reads it too."""
+    fake.prompt_cache = PromptCache(min_tokens=1)
+    client.editor_tool_handler = answer_weather
+    fake.set_script([Reply(tool_calls=(WEATHER,)), Reply(text="Sunny.")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Weather in Paris?")
+
+    calls = [u["_meta"]["parley"]["call"] for u in client.updates_of(session, "usage_update")]
+    sync, next_round = calls
+    assert sync["inputTokens"] > 0
+    assert sync["cachedReadTokens"] == sync["inputTokens"]  # the fallback's whole input
+    assert sync["cachedWriteTokens"] == 0
+    assert 0 < next_round["cachedReadTokens"] < next_round["inputTokens"]
+    if provider == "anthropic":  # the new part is written for the next round
+        assert next_round["cachedWriteTokens"] > 0
