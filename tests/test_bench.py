@@ -31,6 +31,8 @@ ROW_LABELS = [
     "7a. Loading a session of 5,000 messages",
     "7b. Server memory (RSS) after that load",
     "8. First prompt of a fresh server",
+    "9a. Hybrid fallback (anthropic:",
+    "9b. Hybrid fallback (openai:",
 ]
 # Rows with a baseline and a comparison.
 COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "7b.", "8."}

@@ -16,6 +16,7 @@ never written anywhere by Parley.
     base_url = "http://localhost:1234/v1"
     api_key_env = ""                  # none needed
     stall_timeout = 300               # a slow local model: overrides the one above
+    prompt_cache_key = false          # send OpenAI's prompt_cache_key (on for `openai` only)
 
     [models."ollama:qwen3"]
     context_window = 32768
@@ -34,7 +35,8 @@ never written anywhere by Parley.
     [prices."openai:gpt-4.1"]         # USD per million tokens
     input = 2.0
     output = 8.0
-    cached_read = 0.5
+    cached_read = 0.5                 # cache reads (default: the input price)
+    cached_write = 2.0                # cache writes (Anthropic's; default: the input price)
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class ProviderConfig:
     max_retries: int = 2  # the SDKs' retries, and a stream's that breaks off before any output
     timeout_seconds: float = 600.0  # connecting and sending a request
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    # Send OpenAI's `prompt_cache_key` (the session's, hashed): on for the openai preset;
+    # other OpenAI-compatible servers may refuse the unknown field.
+    prompt_cache_key: bool = False
 
 
 # The presets for local servers, whose models often reason inline in <think> tags.
@@ -208,7 +213,11 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
         ollama_host = f"http://{ollama_host}"
     return {
         "openai": ProviderConfig(
-            "openai", "openai", environ.get("OPENAI_BASE_URL") or None, "OPENAI_API_KEY"
+            "openai",
+            "openai",
+            environ.get("OPENAI_BASE_URL") or None,
+            "OPENAI_API_KEY",
+            prompt_cache_key=True,
         ),
         "anthropic": ProviderConfig(
             "anthropic", "anthropic", environ.get("ANTHROPIC_BASE_URL") or None, "ANTHROPIC_API_KEY"
@@ -288,6 +297,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             timeout_seconds=float(entry.get("timeout_seconds", 600.0)),
             stall_timeout=_seconds(
                 entry, "stall_timeout", stall_timeout, path, f"providers.{name}."
+            ),
+            prompt_cache_key=bool(
+                entry.get("prompt_cache_key", base.prompt_cache_key if base else False)
             ),
         )
 

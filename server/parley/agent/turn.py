@@ -32,7 +32,14 @@ from parley.core.conversation import (
 )
 from parley.core.errors import ProviderError
 from parley.core.thought_levels import Thinking
-from parley.core.usage import Usage, UsageTotals, cost_to_wire, find_price
+from parley.core.usage import (
+    CostBreakdown,
+    Usage,
+    UsageTotals,
+    cost_to_wire,
+    estimate_tokens,
+    find_price,
+)
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
@@ -90,6 +97,11 @@ class TurnStats:
     cost: float | None = 0.0  # None once a counted call had no known price
     usage: Usage = attrs.field(factory=Usage)
     usage_complete: bool = True  # False once a counted call reported no usage
+    # The priced calls' cost by kind of token (calls with no known price are not in it).
+    cost_breakdown: CostBreakdown = attrs.field(factory=CostBreakdown)
+    # Tokens the discarded streams cost (their prompt and what they streamed), estimated
+    # from characters: waste to show, never counted in `usage` or `cost`.
+    wasted_tokens_estimate: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -99,6 +111,8 @@ class TurnStats:
             "discardedStreams": self.discarded_streams,
             "toolCalls": self.tool_calls,
             "cost": cost_to_wire(self.cost),
+            "costBreakdown": self.cost_breakdown.to_wire(),
+            "wastedTokensEstimate": self.wasted_tokens_estimate,
             "model": self.model,
         }
 
@@ -220,6 +234,7 @@ class Turn:
             max_tokens=model_config.max_tokens,
             thinking_budget=thinking.budget_tokens,
             reasoning_effort=thinking.reasoning_effort,
+            cache_key=self.session.id,
         )
 
     # --- one model round, by policy -----------------------------------------------------
@@ -274,6 +289,7 @@ class Turn:
         # with the same request gives the complete calls, and is what this round counts.
         self.stats.discarded_streams += 1
         self.stats.sync_fallbacks += 1
+        self.stats.wasted_tokens_estimate += _discarded_stream_estimate(request, streamed_text)
         completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         self._show_sync_text(streamed_text, completion.text)
@@ -479,6 +495,8 @@ class Turn:
         model_id = self.stats.model
         price = find_price(model_id, self.settings.prices)
         cost = price.cost(usage) if price is not None else None
+        if price is not None:
+            self.stats.cost_breakdown += price.breakdown(usage)
         self.stats.usage = self.stats.usage + usage
         if cost is None or self.stats.cost is None:
             self.stats.cost = None
@@ -537,6 +555,21 @@ def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) ->
     why = spent.explain(starting=True)
     ports.send_update(session.id, updates.message_chunk(new_id("msg"), why))
     return TurnResult("refusal", TurnStats(model=session.model), attrs.evolve(session.totals))
+
+
+def _discarded_stream_estimate(request: ModelRequest, streamed_text: str) -> int:
+    """The tokens a discarded stream cost, roughly: its prompt (system, tools, messages as
+    characters / 4) and the text it streamed before the tool call cut it short."""
+    prompt_chars = len(request.system) + len(json.dumps([attrs.asdict(t) for t in request.tools]))
+    for message in request.messages:
+        if isinstance(message, AssistantMessage):
+            prompt_chars += len(message.text)
+            prompt_chars += sum(len(json.dumps(call.arguments)) for call in message.tool_calls)
+        elif isinstance(message, ToolResultMessage):
+            prompt_chars += len(message.content)
+        elif isinstance(message, UserMessage):
+            prompt_chars += len(message.as_text())
+    return estimate_tokens(prompt_chars) + estimate_tokens(len(streamed_text))
 
 
 async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:

@@ -1,9 +1,11 @@
 """Token usage and what it costs.
 
 `Usage` is one counted model call's tokens, normalised across providers: `input_tokens`
-counts every prompt token, cached or not (OpenAI's `prompt_tokens`; Anthropic's
-`input_tokens + cache_read_input_tokens + cache_creation_input_tokens`), and the cached
-counts are parts of it. Prices are US dollars per million tokens.
+counts every prompt token, cached or not (OpenAI's `prompt_tokens`, which includes its
+`prompt_tokens_details.cached_tokens`; Anthropic's `input_tokens + cache_read_input_tokens +
+cache_creation_input_tokens`, since Anthropic's `input_tokens` leaves both out), and the
+cached counts are parts of it. Prices are US dollars per million tokens; a call's cost splits
+into uncached input, cache reads, cache writes and output (`CostBreakdown`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,37 @@ class Usage:
 
 
 @attrs.frozen
+class CostBreakdown:
+    """What calls cost in US dollars, by the kind of token paid for."""
+
+    uncached_input: float = 0.0
+    cache_reads: float = 0.0
+    cache_writes: float = 0.0
+    output: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return round(self.uncached_input + self.cache_reads + self.cache_writes + self.output, 8)
+
+    def __add__(self, other: CostBreakdown) -> CostBreakdown:
+        return CostBreakdown(
+            uncached_input=self.uncached_input + other.uncached_input,
+            cache_reads=self.cache_reads + other.cache_reads,
+            cache_writes=self.cache_writes + other.cache_writes,
+            output=self.output + other.output,
+        )
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            "uncachedInput": round(self.uncached_input, 8),
+            "cacheReads": round(self.cache_reads, 8),
+            "cacheWrites": round(self.cache_writes, 8),
+            "output": round(self.output, 8),
+            "currency": "USD",
+        }
+
+
+@attrs.frozen
 class Price:
     """US dollars per million tokens. Cached prices default to the input price."""
 
@@ -54,20 +87,25 @@ class Price:
     cached_read: float | None = None
     cached_write: float | None = None
 
-    def cost(self, usage: Usage) -> float:
+    def breakdown(self, usage: Usage) -> CostBreakdown:
         cached_read = self.input if self.cached_read is None else self.cached_read
         cached_write = self.input if self.cached_write is None else self.cached_write
         uncached_input = usage.input_tokens - usage.cached_read_tokens - usage.cached_write_tokens
-        dollars = (
-            max(uncached_input, 0) * self.input
-            + usage.cached_read_tokens * cached_read
-            + usage.cached_write_tokens * cached_write
-            + usage.output_tokens * self.output
-        ) / 1_000_000
-        return round(dollars, 8)
+        return CostBreakdown(
+            uncached_input=max(uncached_input, 0) * self.input / 1_000_000,
+            cache_reads=usage.cached_read_tokens * cached_read / 1_000_000,
+            cache_writes=usage.cached_write_tokens * cached_write / 1_000_000,
+            output=usage.output_tokens * self.output / 1_000_000,
+        )
+
+    def cost(self, usage: Usage) -> float:
+        return self.breakdown(usage).total
 
 
 # List prices of well-known models (USD per million tokens), overridable in config.toml.
+# Cache reads: Anthropic 0.1x input, 5-minute cache writes 1.25x input; OpenAI's cached input
+# at its published discount (gpt-4.1 family 0.25x, gpt-4o 0.5x, gpt-5 family 0.1x, o4-mini 0.25x);
+# OpenAI bills no cache writes (its caching is automatic), so none are ever counted there.
 # A dated model id ("gpt-4o-2024-08-06") takes the price of its longest listed prefix.
 DEFAULT_PRICES: dict[str, Price] = {
     "openai:gpt-4.1": Price(2.0, 8.0, cached_read=0.5),
@@ -98,6 +136,11 @@ def find_price(model: str, prices: Mapping[str, Price]) -> Price | None:
         return prices[max(prefixes, key=len)]
     provider = model.split(":", 1)[0]
     return prices.get(f"{provider}:*")
+
+
+def estimate_tokens(characters: int) -> int:
+    """A rough token count for text of this many characters (about four per token)."""
+    return (characters + 3) // 4
 
 
 def cost_to_wire(amount: float | None) -> dict[str, object] | None:

@@ -6,10 +6,20 @@
 
 `script` says what is answered (replies, pacing, faults), `server` serves it, `openai_wire`
 and `anthropic_wire` render it, `recordings` replays recorded bodies, `codec` is the JSON
-form used by the control endpoints and `python -m parley.fakellm`.
+form used by the control endpoints and `python -m parley.fakellm`, `prompt_cache` computes
+usage as a provider's prompt cache would.
 """
 
+from parley.fakellm.prompt_cache import PromptCache
 from parley.fakellm.script import Fault, Pacing, RecordedRequest, Reply, ScriptedToolCall
 from parley.fakellm.server import FakeLLM
 
-__all__ = ["FakeLLM", "Fault", "Pacing", "RecordedRequest", "Reply", "ScriptedToolCall"]
+__all__ = [
+    "FakeLLM",
+    "Fault",
+    "Pacing",
+    "PromptCache",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedToolCall",
+]

@@ -52,6 +52,17 @@ def _tokens(reply: Reply) -> tuple[int, int]:
     return reply.usage if reply.usage is not None else (0, 0)
 
 
+def _input_usage(reply: Reply) -> dict[str, int]:
+    """Anthropic's input fields: `input_tokens` leaves out the cache's reads and writes."""
+    input_tokens, _ = _tokens(reply)
+    read, written = reply.cache or (0, 0)
+    return {
+        "input_tokens": max(input_tokens - read - written, 0),
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+    }
+
+
 def _thinking_signature(thinking: str) -> str:
     # Real signatures are opaque base64; a digest keeps ours stable for the same thinking.
     digest = hashlib.sha256(thinking.encode()).digest()
@@ -67,7 +78,7 @@ def _tool_use_id(scripted_id: str | None) -> str:
 
 
 def stream_events(reply: Reply, request_body: dict[str, Any]) -> list[bytes]:
-    input_tokens, output_tokens = _tokens(reply)
+    _, output_tokens = _tokens(reply)
     events = [
         sse_event(
             {
@@ -80,12 +91,7 @@ def stream_events(reply: Reply, request_body: dict[str, Any]) -> list[bytes]:
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": input_tokens,
-                        "cache_creation_input_tokens": 0,
-                        "cache_read_input_tokens": 0,
-                        "output_tokens": 1,
-                    },
+                    "usage": {**_input_usage(reply), "output_tokens": 1},
                 },
             },
             "message_start",
@@ -178,7 +184,7 @@ def message_body(reply: Reply, request_body: dict[str, Any]) -> dict[str, Any]:
         }
         for call in reply.tool_calls
     )
-    input_tokens, output_tokens = _tokens(reply)
+    _, output_tokens = _tokens(reply)
     return {
         "model": request_body.get("model", "fake-model"),
         "id": _message_id(),
@@ -187,12 +193,7 @@ def message_body(reply: Reply, request_body: dict[str, Any]) -> dict[str, Any]:
         "content": content,
         "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": input_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": output_tokens,
-        },
+        "usage": {**_input_usage(reply), "output_tokens": output_tokens},
     }
 
 

@@ -52,15 +52,18 @@ def _finish_reason(reply: Reply) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
-def _usage(reply: Reply) -> dict[str, int] | None:
+def _usage(reply: Reply) -> dict[str, Any] | None:
     if reply.usage is None:
         return None
     prompt_tokens, completion_tokens = reply.usage
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if reply.cache is not None:  # OpenAI's `prompt_tokens` includes the cached ones
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cache[0], "audio_tokens": 0}
+    return usage
 
 
 def _tool_call_id(scripted_id: str | None) -> str:

@@ -72,6 +72,11 @@ class Reply:
     - `finish_reason`: None means the natural one (OpenAI `tool_calls`/`stop`, Anthropic
       `tool_use`/`end_turn`); set it to send e.g. `stop` with a tool call.
     - `usage`: (input_tokens, output_tokens) reported for this reply; None reports none.
+      `input_tokens` is every prompt token, cached or not.
+    - `cache`: (read, written) prompt tokens, parts of `usage`'s input, reported in each
+      provider's real shape: Anthropic's `cache_read_input_tokens` and
+      `cache_creation_input_tokens` (its `input_tokens` is then the rest); OpenAI's
+      `prompt_tokens_details.cached_tokens` (reads only: OpenAI reports no writes).
     - `sync`: a different reply served to non-streaming requests (to test revisions).
     - `raw_stream` / `raw_json`: a recorded body (an `.sse` file, or a `.json` file whose `#`
       lines are stripped) served verbatim instead of rendering the fields above.
@@ -82,6 +87,7 @@ class Reply:
     tool_calls: tuple[ScriptedToolCall, ...] = ()
     finish_reason: str | None = None
     usage: tuple[int, int] | None = (10, 5)
+    cache: tuple[int, int] | None = None
     chunk_size: int = 4
     chunks: tuple[str, ...] | None = None
     pacing: Pacing = Pacing()

@@ -29,6 +29,7 @@ import attrs
 from parley.fakellm import anthropic_wire, openai_wire
 from parley.fakellm.codec import recorded_requests_to_json, replies_from_json
 from parley.fakellm.connection import LAST_CHUNK, ClientSocket, chunk_frame
+from parley.fakellm.prompt_cache import PromptCache
 from parley.fakellm.recordings import json_file_body, sse_file_events
 from parley.fakellm.script import Fault, RecordedRequest, Reply
 from parley.fakellm.wire import WireFormat, compact_json
@@ -300,6 +301,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(exchange, wire, 500, message="fake LLM: no script is set")
             return
         exchange.reply_index = choice.index
+        reply = choice.reply
+        if fake.prompt_cache is not None and reply.raw_stream is None and reply.raw_json is None:
+            reply = fake.prompt_cache.apply(wire.api, body, reply)
         fault = choice.fault
         if fault is not None and fault.kind == "http":
             self._send_error(exchange, wire, fault.status, fault.retry_after)
@@ -308,9 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"The gateway could not route this request. Request headers: {headers}"
             self._send_error(exchange, wire, fault.status, message=message)
         elif exchange.stream:
-            self._stream_reply(exchange, wire, choice.reply, fault)
+            self._stream_reply(exchange, wire, reply, fault)
         else:
-            self._answer_json_reply(exchange, wire, choice.reply, fault)
+            self._answer_json_reply(exchange, wire, reply, fault)
 
     def _answer_json_reply(
         self, exchange: _Exchange, wire: WireFormat, reply: Reply, fault: Fault | None
@@ -515,8 +519,14 @@ class FakeLLM:
     """
 
     def __init__(
-        self, script: Sequence[Reply] | None = None, host: str = "127.0.0.1", port: int = 0
+        self,
+        script: Sequence[Reply] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        prompt_cache: PromptCache | None = None,
     ) -> None:
+        # When set, usage is computed from each request as a provider's prompt cache would.
+        self.prompt_cache = prompt_cache
         self._host = host
         self._port = port
         self._script = _ScriptState(script or [])

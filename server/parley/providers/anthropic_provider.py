@@ -27,6 +27,13 @@ from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
 DEFAULT_MAX_TOKENS = 8192
+# Prompt caching: a breakpoint caches the prefix up to and including its block. Two of the
+# four a request may carry: the tools (or the system prompt when there are none), which stay
+# the same for a session, and the latest message, so the synchronous call of a hybrid round
+# and the next round read the whole prefix from the cache.
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+# Blocks that cannot carry a breakpoint.
+_UNCACHEABLE_BLOCKS = ("thinking", "redacted_thinking")
 # With thinking on, max_tokens counts the thinking too and must exceed its budget: at least
 # this much is left for the answer (the high level, 24576 + 4096, fits Opus 4's 32000).
 ANSWER_TOKENS_WITH_THINKING = 4096
@@ -115,6 +122,22 @@ def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]
 
 
+def add_cache_breakpoints(arguments: dict[str, Any]) -> None:
+    """Mark the stable prefix (the last tool, else the system prompt) and the last block of
+    the latest message as cache breakpoints (`arguments` is freshly built: changed in place)."""
+    if arguments.get("tools"):
+        arguments["tools"][-1]["cache_control"] = dict(CACHE_BREAKPOINT)
+    elif arguments.get("system"):
+        arguments["system"] = [
+            {"type": "text", "text": arguments["system"], "cache_control": dict(CACHE_BREAKPOINT)}
+        ]
+    messages = arguments.get("messages")
+    if messages and messages[-1]["content"]:
+        last_block = messages[-1]["content"][-1]
+        if last_block.get("type") not in _UNCACHEABLE_BLOCKS:
+            last_block["cache_control"] = dict(CACHE_BREAKPOINT)
+
+
 def _usage(usage: Any, output_tokens: int | None = None) -> Usage:
     cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
     cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
@@ -145,6 +168,7 @@ class AnthropicProvider(base.SDKProvider):
             arguments["system"] = request.system
         if request.tools:
             arguments["tools"] = to_anthropic_tools(request.tools)
+        add_cache_breakpoints(arguments)
         if request.thinking_budget:
             arguments["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
         return arguments

@@ -53,6 +53,9 @@ class ModelRequest:
     max_tokens: int | None = None
     thinking_budget: int | None = None  # Anthropic extended thinking: its budget in tokens
     reasoning_effort: str | None = None  # OpenAI reasoning models: low | medium | high
+    # Names the conversation for the provider's prompt cache (the session's id); a provider
+    # sends it where its server takes one (OpenAI's `prompt_cache_key`).
+    cache_key: str | None = None
 
 
 @attrs.frozen

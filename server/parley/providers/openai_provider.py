@@ -8,6 +8,7 @@ usage arrives only when asked for, in a last chunk with no choices.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -106,6 +107,11 @@ def usage_from_openai(usage: Any) -> Usage | None:
     )
 
 
+def prompt_cache_key_of(session_id: str) -> str:
+    """The cache key sent for a session: a digest, so the provider never sees the id."""
+    return "parley-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
 def _reasoning_of(delta_or_message: Any) -> str | None:
     """Reasoning text: `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning`
     (Ollama, OpenRouter). Newer SDKs declare the first; older ones keep both as extras."""
@@ -123,6 +129,12 @@ class OpenAIProvider(base.SDKProvider):
     sdk_client = openai.AsyncOpenAI
     sdk_timeout = openai.Timeout
 
+    def __init__(self, *, prompt_cache_key: bool = False, **settings: Any) -> None:
+        super().__init__(**settings)
+        # OpenAI routes requests with one `prompt_cache_key` to the same cache; other
+        # OpenAI-compatible servers may refuse the unknown field, so it is a provider setting.
+        self.prompt_cache_key = prompt_cache_key
+
     def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": request.model,
@@ -134,6 +146,8 @@ class OpenAIProvider(base.SDKProvider):
             arguments["max_completion_tokens"] = request.max_tokens
         if request.reasoning_effort:
             arguments["reasoning_effort"] = request.reasoning_effort
+        if self.prompt_cache_key and request.cache_key:
+            arguments["prompt_cache_key"] = prompt_cache_key_of(request.cache_key)
         return arguments
 
     def stream(self, request: base.ModelRequest) -> base.ModelStream:

@@ -1,0 +1,305 @@
+"""Prompt caching on by default (issue 14, item 1): `parley serve` as a subprocess, the fake
+LLM over HTTP with the real SDKs. Anthropic requests carry cache breakpoints, OpenAI requests
+a per-session `prompt_cache_key` (not for other OpenAI-compatible servers); cache usage in
+each provider's real shape is counted and priced exactly; a discarded stream's tokens are
+estimated as waste, never counted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from conftest import MODELS, WEATHER_TOOL
+from parley.client import ParleyClient
+from parley.config import load_settings
+from parley.core.conversation import TextBlock, UserMessage
+from parley.core.usage import Usage, find_price
+from parley.fakellm import FakeLLM, Pacing, PromptCache, Reply, ScriptedToolCall
+from parley.providers.anthropic_provider import AnthropicProvider
+from parley.providers.base import ModelRequest
+from parley.providers.openai_provider import prompt_cache_key_of
+
+EPHEMERAL = {"type": "ephemeral"}
+WEATHER = ScriptedToolCall("get_weather", {"city": "Paris"})
+
+
+def answer_weather(params: dict[str, Any]) -> dict[str, Any]:
+    return {"content": f"Sunny in {params['arguments']['city']}"}
+
+
+def parley_meta(result: dict[str, Any]) -> dict[str, Any]:
+    return result["_meta"]["parley"]
+
+
+def breakpoints_in(body: Any) -> int:
+    if isinstance(body, dict):
+        own = 1 if body.get("cache_control") == EPHEMERAL else 0
+        return own + sum(breakpoints_in(value) for value in body.values())
+    if isinstance(body, list):
+        return sum(breakpoints_in(value) for value in body)
+    return 0
+
+
+async def start(start_server: Callable[..., Any], model: str, **kwargs: Any) -> ParleyClient:
+    client = await start_server(model=model, **kwargs)
+    await client.initialize(tools=[WEATHER_TOOL])
+    return client
+
+
+# --- Anthropic: cache breakpoints -----------------------------------------------------
+
+
+async def test_anthropic_requests_mark_the_tools_and_the_latest_message(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace
+) -> None:
+    client = await start(start_server, MODELS["anthropic"])
+    client.editor_tool_handler = answer_weather
+    fake.set_script([Reply(tool_calls=(WEATHER,)), Reply(text="Sunny.")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Weather in Paris?")
+
+    requests = fake.wait_for_requests(3)
+    for request in requests:  # the stream, its synchronous fallback, the next round
+        body = request.body
+        assert body["tools"][-1]["cache_control"] == EPHEMERAL
+        assert all("cache_control" not in tool for tool in body["tools"][:-1])
+        assert body["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
+        assert breakpoints_in(body) == 2  # within the API's limit of four
+    stream, sync, next_round = requests
+    assert sync.body["messages"] == stream.body["messages"]  # the fallback reads the cache
+    last_block = next_round.body["messages"][-1]["content"][-1]
+    assert last_block["type"] == "tool_result"
+
+
+def test_anthropic_without_tools_marks_the_system_prompt() -> None:
+    provider = AnthropicProvider(name="anthropic", api_key="sk-ant-x", base_url=None)
+    arguments = provider._arguments(
+        ModelRequest(
+            model="claude-sonnet-4-5",
+            system="Be brief.",
+            messages=(UserMessage((TextBlock("hi"),)),),
+        )
+    )
+    assert arguments["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": EPHEMERAL}
+    ]
+    assert arguments["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
+    assert breakpoints_in(arguments) == 2
+
+
+# --- OpenAI: prompt_cache_key ---------------------------------------------------------
+
+
+async def test_openai_requests_carry_the_sessions_cache_key(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace
+) -> None:
+    client = await start(start_server, MODELS["openai"])
+    client.editor_tool_handler = answer_weather
+    fake.set_script([Reply(tool_calls=(WEATHER,)), Reply(text="Sunny.")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Weather in Paris?")
+    other = await client.new_session(str(workspace))
+    await client.prompt(other, "And now?")
+
+    requests = fake.wait_for_requests(4)
+    keys = [request.body.get("prompt_cache_key") for request in requests]
+    assert keys[:3] == [prompt_cache_key_of(session)] * 3
+    assert keys[3] == prompt_cache_key_of(other) != keys[0]
+    assert session not in str(keys)  # a digest: the provider never sees the session's id
+
+
+async def test_an_ollama_style_provider_gets_no_cache_key(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace
+) -> None:
+    ollama_host = fake.openai_base_url.removesuffix("/v1")
+    client = await start(start_server, "ollama:qwen3", extra_env={"OLLAMA_HOST": ollama_host})
+    fake.set_script([Reply(text="Hello.")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Hi")
+
+    (request,) = fake.wait_for_requests(1)
+    assert "prompt_cache_key" not in request.body
+
+
+# --- usage and cost of cache reads and writes ------------------------------------------
+
+
+async def test_anthropic_cache_usage_is_counted_and_priced(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace
+) -> None:
+    client = await start(start_server, MODELS["anthropic"])
+    # 1000 prompt tokens: 600 read from the cache, 300 written to it, 100 uncached.
+    fake.set_script([Reply(text="Cached answer.", usage=(1000, 100), cache=(600, 300))])
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "Hi")
+
+    (request,) = fake.wait_for_requests(1)
+    assert request.body["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
+    meta = parley_meta(result)
+    usage = meta["usage"]
+    assert usage["inputTokens"] == 1000  # Anthropic's input_tokens (100) + reads + writes
+    assert usage["cachedReadTokens"] == 600
+    assert usage["cachedWriteTokens"] == 300
+    assert usage["outputTokens"] == 100
+    # claude-sonnet-4-5: input 3, cache reads 0.3, cache writes 3.75, output 15 ($/M).
+    assert meta["turn"]["costBreakdown"] == {
+        "uncachedInput": 0.0003,
+        "cacheReads": 0.00018,
+        "cacheWrites": 0.001125,
+        "output": 0.0015,
+        "currency": "USD",
+    }
+    assert meta["turn"]["cost"] == {"amount": 0.003105, "currency": "USD"}
+    assert meta["session"]["cost"] == {"amount": 0.003105, "currency": "USD"}
+
+
+async def test_openai_cached_tokens_are_counted_and_priced(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace
+) -> None:
+    client = await start(start_server, MODELS["openai"])
+    # 1000 prompt tokens, of which 600 cached (OpenAI's prompt_tokens includes them).
+    fake.set_script([Reply(text="Cached answer.", usage=(1000, 100), cache=(600, 0))])
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "Hi")
+
+    meta = parley_meta(result)
+    usage = meta["usage"]
+    assert usage["inputTokens"] == 1000
+    assert usage["cachedReadTokens"] == 600
+    assert usage["cachedWriteTokens"] == 0
+    # gpt-4.1-mini: input 0.4, cached input 0.1, output 1.6 ($/M).
+    assert meta["turn"]["costBreakdown"] == {
+        "uncachedInput": 0.00016,
+        "cacheReads": 0.00006,
+        "cacheWrites": 0.0,
+        "output": 0.00016,
+        "currency": "USD",
+    }
+    assert meta["turn"]["cost"] == {"amount": 0.00038, "currency": "USD"}
+
+
+async def test_openai_synchronous_call_cache_usage_is_counted(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace
+) -> None:
+    """The hybrid round's synchronous call (a JSON answer) reports cached tokens too."""
+    client = await start(start_server, MODELS["openai"])
+    client.editor_tool_handler = answer_weather
+    fake.set_script(
+        [
+            Reply(
+                tool_calls=(WEATHER,),
+                usage=(500, 10),
+                sync=Reply(tool_calls=(WEATHER,), usage=(500, 10), cache=(400, 0)),
+            ),
+            Reply(text="Sunny.", usage=(600, 5), cache=(500, 0)),
+        ]
+    )
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "Weather in Paris?")
+
+    usage = parley_meta(result)["usage"]
+    assert usage["inputTokens"] == 1100  # the synchronous call and the next round
+    assert usage["cachedReadTokens"] == 900
+
+
+# --- waste: the discarded stream ------------------------------------------------------
+
+
+async def test_a_discarded_stream_is_estimated_as_waste_not_counted(
+    client: ParleyClient, fake: FakeLLM, workspace
+) -> None:
+    client.editor_tool_handler = answer_weather
+    streamed = "Let me check the weather for you."
+    fake.set_script(
+        [
+            Reply(
+                text=streamed,
+                tool_calls=(WEATHER,),
+                usage=(100, 20),
+                pacing=Pacing(chunks_per_second=100),
+                sync=Reply(text=streamed, tool_calls=(WEATHER,), usage=(120, 25)),
+            ),
+            Reply(text="It is sunny in Paris.", usage=(150, 8)),
+        ]
+    )
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "Weather in Paris?")
+
+    stream, _sync, _final = fake.wait_for_requests(3)
+    assert stream.client_hung_up
+    meta = parley_meta(result)
+    turn = meta["turn"]
+    assert turn["discardedStreams"] == 1
+    # The streamed text (33 characters: 9 tokens) and the prompt it was sent with.
+    assert turn["wastedTokensEstimate"] > 9
+    # Usage counts the synchronous call and the final round only: the accounting rule.
+    assert meta["usage"]["inputTokens"] == 120 + 150
+    assert meta["usage"]["outputTokens"] == 25 + 8
+    assert meta["session"]["inputTokens"] == 270
+
+
+async def test_a_round_without_discarded_stream_wastes_nothing(
+    client: ParleyClient, fake: FakeLLM, workspace
+) -> None:
+    fake.set_script([Reply(text="Hello.")])
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "Hi")
+    assert parley_meta(result)["turn"]["wastedTokensEstimate"] == 0
+
+
+# --- configuration ---------------------------------------------------------------------
+
+
+def test_the_cache_key_setting_and_cache_prices_come_from_config(tmp_path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[providers.lmstudio]\n"
+        'base_url = "http://localhost:1234/v1"\n'
+        "prompt_cache_key = true\n"
+        "[providers.openai]\n"
+        "prompt_cache_key = false\n"
+        '[prices."lmstudio:qwen"]\n'
+        "input = 1.0\noutput = 2.0\ncached_read = 0.1\ncached_write = 1.25\n"
+    )
+    settings = load_settings({"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)})
+    assert settings.providers["lmstudio"].prompt_cache_key
+    assert not settings.providers["openai"].prompt_cache_key  # turned off
+    assert not settings.providers["ollama"].prompt_cache_key
+    defaults = load_settings({"PARLEY_CONFIG": str(tmp_path / "none.toml")})
+    assert defaults.providers["openai"].prompt_cache_key
+    price = find_price("lmstudio:qwen", settings.prices)
+    assert price is not None
+    breakdown = price.breakdown(Usage(1000, 100, cached_read_tokens=500, cached_write_tokens=200))
+    assert breakdown.to_wire() == {
+        "uncachedInput": 0.0003,
+        "cacheReads": 0.00005,
+        "cacheWrites": 0.00025,
+        "output": 0.0002,
+        "currency": "USD",
+    }
+    assert price.cost(Usage(1000, 100, cached_read_tokens=500, cached_write_tokens=200)) == 0.0008
+
+
+# --- a fake that caches like the real APIs -----------------------------------------------
+
+
+async def test_the_fallback_reads_its_whole_prompt_from_the_cache(
+    client: ParleyClient, fake: FakeLLM, provider: str, workspace
+) -> None:
+    """With breakpoints (Anthropic) or the cache key (OpenAI), the synchronous call of a
+    hybrid round reads the prompt its closed stream just sent from the cache, and the next
+    round reads it too."""
+    fake.prompt_cache = PromptCache(min_tokens=1)
+    client.editor_tool_handler = answer_weather
+    fake.set_script([Reply(tool_calls=(WEATHER,)), Reply(text="Sunny.")])
+    session = await client.new_session(str(workspace))
+    await client.prompt(session, "Weather in Paris?")
+
+    calls = [u["_meta"]["parley"]["call"] for u in client.updates_of(session, "usage_update")]
+    sync, next_round = calls
+    assert sync["inputTokens"] > 0
+    assert sync["cachedReadTokens"] == sync["inputTokens"]  # the fallback's whole input
+    assert sync["cachedWriteTokens"] == 0
+    assert 0 < next_round["cachedReadTokens"] < next_round["inputTokens"]
+    if provider == "anthropic":  # the new part is written for the next round
+        assert next_round["cachedWriteTokens"] > 0
