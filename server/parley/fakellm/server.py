@@ -302,7 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
         exchange.reply_index = choice.index
         fault = choice.fault
         if fault is not None and fault.kind == "http":
-            self._send_error(exchange, wire, fault.status, fault.retry_after)
+            self._send_error(exchange, wire, fault.status, fault.retry_after, fault.message)
         elif fault is not None and fault.kind == "echo_headers":
             headers = "; ".join(f"{name}: {value}" for name, value in self.headers.items())
             message = f"The gateway could not route this request. Request headers: {headers}"
