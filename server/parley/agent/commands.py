@@ -40,14 +40,14 @@ COMMANDS = (
     ),
     Command("cost", "What this session has used and spent so far"),
     Command(
-        "compact",
-        "Summarise the older turns so the model sees a shorter conversation "
-        "(the history stays for replay and export)",
-    ),
-    Command(
         "undo",
         "Put the files the last editing turn changed back as they were before it "
         "(the conversation stays)",
+    ),
+    Command(
+        "compact",
+        "Summarise the older turns so the model sees a shorter conversation "
+        "(the history stays for replay and export)",
     ),
 )
 
