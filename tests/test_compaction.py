@@ -9,12 +9,15 @@ retry; the store keeps the full history for replay.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MODELS, WEATHER_TOOL
+from acp.helpers import text_block
+from acp_client import acp_server
+from conftest import MODELS, WEATHER_TOOL, server_env
 from parley.agent.compaction import (
     Compaction,
     compacted_view,
@@ -233,3 +236,27 @@ def test_the_view_summarises_whole_turns_and_prunes_only_old_outputs() -> None:
     assert isinstance(view[0], UserMessage) and "earlier" in view[0].as_text()
     outputs = [m.content for m in pruned(history, 2_000) if isinstance(m, ToolResultMessage)]
     assert [MARKER in text for text in outputs] == [True, True, False, False, False]
+
+
+async def test_compaction_on_the_wire_conforms_to_acp(fake: FakeLLM, tmp_path: Path) -> None:
+    """Long prompts past the window: the compaction update, `/compact` and
+    `_parley/session/compact` as an ACP client sees them, checked against ACP's schema."""
+    fake.set_script([Reply(text="Noted.")])
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = {**os.environ, **server_env(fake, tmp_path / "home")}
+    Path(env["PARLEY_CONFIG"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(env["PARLEY_CONFIG"]).write_text(f'[models."{MODEL}"]\ncontext_window = 10000\n')
+    async with acp_server(env) as run:
+        await run.initialize()
+        session_id = (await run.conn.new_session(cwd=str(workspace))).session_id
+        for turn in range(1, 4):
+            text = f"Part {turn}: " + "y" * 12_000
+            await run.conn.prompt(session_id=session_id, prompt=[text_block(text)])
+        assert sum(is_summary(r.body) for r in fake.requests) == 1
+        thoughts = run.recording.raw_updates(session_id, "agent_thought_chunk")
+        assert thoughts[-1]["content"]["text"].startswith("Compacted the conversation:")
+        await run.conn.prompt(session_id=session_id, prompt=[text_block("/compact")])
+        counts = await run.raw_request("_parley/session/compact", {"sessionId": session_id})
+        assert set(counts) == {"tokensBefore", "tokensAfter"}
+    run.recording.assert_conformant()
