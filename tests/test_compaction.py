@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from acp.helpers import text_block
 from acp_client import acp_server
@@ -21,10 +22,12 @@ from conftest import MODELS, WEATHER_TOOL, server_env
 from parley.agent.compaction import (
     Compaction,
     compacted_view,
+    is_context_exceeded,
     pruned,
     summary_cut,
 )
 from parley.client import ParleyClient
+from parley.config import ConfigError, load_settings
 from parley.core.conversation import (
     AssistantMessage,
     TextBlock,
@@ -34,6 +37,7 @@ from parley.core.conversation import (
 )
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.fakellm.script import Fault
+from parley.providers.errors import SDKErrors, provider_error
 
 MODEL = MODELS["openai"]
 MARKER = "removed to save context"
@@ -274,3 +278,38 @@ async def test_compaction_on_the_wire_conforms_to_acp(fake: FakeLLM, tmp_path: P
         counts = await run.raw_request("_parley/session/compact", {"sessionId": session_id})
         assert set(counts) == {"tokensBefore", "tokensAfter"}
     run.recording.assert_conformant()
+
+
+def test_the_threshold_is_configured_as_a_share_of_the_window(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    environ = {"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)}
+    config.write_text("")
+    assert load_settings(environ).compaction_threshold == 0.8
+    config.write_text("[compaction]\nthreshold = 0.5\n")
+    assert load_settings(environ).compaction_threshold == 0.5
+    for wrong in ("0", "1.5", "true", '"high"'):
+        config.write_text(f"[compaction]\nthreshold = {wrong}\n")
+        with pytest.raises(ConfigError, match=r"compaction\.threshold"):
+            load_settings(environ)
+
+
+@pytest.mark.parametrize(
+    ("body", "exceeded"),
+    [
+        ({"error": {"message": "Too long.", "code": "context_length_exceeded"}}, True),
+        ({"error": {"message": TOO_LONG["openai"], "code": None}}, True),
+        ({"type": "error", "error": {"message": TOO_LONG["anthropic"]}}, True),
+        ({"error": {"message": "Invalid value for 'temperature'.", "code": None}}, False),
+    ],
+)
+def test_a_context_length_error_is_told_from_other_refusals(
+    body: dict[str, Any], exceeded: bool
+) -> None:
+    import openai
+
+    request = httpx2.Request("POST", "https://api.example/v1/chat/completions")
+    response = httpx2.Response(400, request=request)
+    error = openai.BadRequestError("400", response=response, body=body)
+    translated = provider_error("openai", error, SDKErrors.of(openai, openai.OpenAIError))
+    assert translated.type == "invalid_request"
+    assert is_context_exceeded(translated) is exceeded
