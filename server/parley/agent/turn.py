@@ -216,16 +216,20 @@ class Turn:
                 return "end_turn"  # the circuit breaker tripped
         return "max_turn_requests"
 
-    async def _prepared_request(self, resolved: ResolvedModel, force: bool = False) -> ModelRequest:
+    async def _prepared_request(
+        self, resolved: ResolvedModel, force: bool = False, on_demand: bool = False
+    ) -> ModelRequest:
         """The round's request, compacted when it would pass the threshold (or, `force`d,
-        in any case): old tool outputs pruned first, then the older turns summarised."""
+        in any case): old tool outputs pruned first, then the older turns summarised. On
+        demand (`/compact`) the summary is made, and outputs pruned only as a round would."""
         request = self._request(resolved)
         self.tokens_before = self.tokens_after = request_tokens(request)
         window = self.settings.context_window(resolved.id)
         if window is None:
             return request
         limit = int(window * self.settings.compaction_threshold)
-        request = self._pruned(request, window, limit, force)
+        prune_all = force and not on_demand
+        request = self._pruned(request, window, limit, prune_all)
         if force or request_tokens(request) > limit:
             summarised = await summarise(
                 self.session.history,
@@ -236,7 +240,7 @@ class Turn:
             )
             if summarised is not None:
                 self.session.set_compaction(summarised[0])
-                request = self._pruned(self._request(resolved), window, limit, force)
+                request = self._pruned(self._request(resolved), window, limit, prune_all)
         self.tokens_after = request_tokens(request)
         if self.tokens_after < self.tokens_before:
             self._send(
@@ -264,7 +268,7 @@ class Turn:
         next request before and after."""
         resolved = self.providers.resolve(self.session.model, self.session.tool_format)
         self.stats.model = resolved.id
-        await self._prepared_request(resolved, force=True)
+        await self._prepared_request(resolved, force=True, on_demand=True)
         return self.tokens_before, self.tokens_after
 
     def _request(self, resolved: ResolvedModel) -> ModelRequest:
