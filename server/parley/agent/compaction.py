@@ -94,7 +94,8 @@ def compacted_view(history: Sequence[Message], compaction: Compaction | None) ->
     if compaction is None or not 0 < compaction.covers < len(history):
         return list(history)
     first, *rest = history[compaction.covers :]
-    assert isinstance(first, UserMessage)  # a compaction covers whole turns
+    if not isinstance(first, UserMessage):  # never so (a cut is at a user message): be safe
+        return list(history)
     summary = TextBlock(SUMMARY_HEADER + compaction.summary)
     return [UserMessage((summary, *first.content)), *rest]
 
