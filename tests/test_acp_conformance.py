@@ -428,8 +428,7 @@ async def test_the_slash_commands_are_advertised(acp_env: dict[str, str], worksp
         await run.editor.wait_for_update(session_id, "available_commands_update", timeout=5)
     (update, *_) = run.recording.raw_updates(session_id, "available_commands_update")
     names = {command["name"].lstrip("/") for command in update["availableCommands"]}
-    # Only commands that work are advertised: /compact joins when issue 14 (compaction) lands.
-    assert names >= {"model", "cost", "undo"}
+    assert names >= {"model", "cost", "undo", "compact"}
     run.recording.assert_conformant()
 
 

@@ -32,7 +32,7 @@ MODELS = [
         ("/cost", CommandCall("cost", "")),
         ("/undo", CommandCall("undo", "")),
         ("/costs", None),  # not an advertised command: a prompt for the model
-        ("/compact", None),  # not advertised until compaction exists
+        ("/compact", CommandCall("compact", "")),
         ("What does /cost mean?", None),
         ("/", None),
         ("", None),
@@ -51,9 +51,9 @@ def test_a_prompt_that_starts_with_context_is_not_a_command() -> None:
 
 def test_the_advertised_commands_are_those_that_run() -> None:
     advertised = available_commands()
-    assert [command["name"] for command in advertised] == ["model", "cost", "undo"]
+    assert [command["name"] for command in advertised] == ["model", "cost", "undo", "compact"]
     assert advertised[0]["input"] == {"hint": "provider:model"}
-    assert "input" not in advertised[1] and "input" not in advertised[2]
+    assert all("input" not in command for command in advertised[1:])
 
 
 def test_the_model_option_offers_the_available_models_and_the_sessions_own() -> None:

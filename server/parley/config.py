@@ -150,6 +150,8 @@ class Settings:
     kernel: KernelSettings = attrs.field(factory=KernelSettings)
     budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    # The share of a model's context window a request may fill before it is compacted.
+    compaction_threshold: float = 0.8
 
     def api_key(self, provider: ProviderConfig) -> str | None:
         if not provider.api_key_env:
@@ -375,7 +377,15 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         kernel=_kernel_settings(table.get("kernel", {}), path, providers.values()),
         budget=_budget(table.get("budget", {}), path),
         environ=environ,
+        compaction_threshold=_compaction_threshold(table.get("compaction", {}), path),
     )
+
+
+def _compaction_threshold(table: Mapping[str, Any], path: Path) -> float:
+    value = table.get("threshold", 0.8)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{path}: compaction.threshold must be a share of the window, 0 to 1")
+    return float(value)
 
 
 def _seconds(

@@ -40,6 +40,7 @@ from parley.protocol import permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
+    CompactParams,
     ConfigureParams,
     InitializeParams,
     ListSessionsParams,
@@ -100,6 +101,7 @@ class ParleyServer(JsonRPCServer):
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
             "_parley/session/restore": self.restore_session,
+            "_parley/session/compact": self.compact_session,
             "_parley/usage": self.usage,
             "_parley/models": self.models,
         }
@@ -319,6 +321,11 @@ class ParleyServer(JsonRPCServer):
             )
         result = await self.sessions.restore(params.session_id, params.turn)
         return result.to_wire()
+
+    async def compact_session(self, raw: Any) -> dict[str, Any]:
+        params = parse_params(CompactParams, raw)
+        before, after = await self.sessions.compact(params.session_id)
+        return {"tokensBefore": before, "tokensAfter": after}
 
     def usage(self, raw: Any) -> dict[str, Any]:
         """Totals from the store: since the session began, and across every session."""

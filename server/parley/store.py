@@ -117,6 +117,17 @@ MIGRATIONS = [
     ALTER TABLE sessions ADD COLUMN budget TEXT;
     CREATE INDEX usage_by_time ON usage (created_at);
     """,
+    # 7: compactions: the summary the model sees in place of the session's first `covers`
+    # messages (the messages stay, for replay and export); the latest one holds
+    """
+    CREATE TABLE compactions (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        covers INTEGER NOT NULL,  -- the number of messages, from the first, it summarises
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, covers)
+    )
+    """,
 ]
 
 # A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
@@ -362,6 +373,23 @@ class Store:
             (session_id, after),
         ).fetchall()
         return [decode_message(row["role"], _load_body(row["body"])) for row in rows]
+
+    def add_compaction(self, session_id: str, covers: int, summary: str, created_at: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO compactions (session_id, covers, summary, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (session_id, covers, summary, created_at),
+            )
+
+    def compaction(self, session_id: str) -> tuple[int, str] | None:
+        """The latest compaction: (the messages it covers, its summary), or None."""
+        row = self._db.execute(
+            "SELECT covers, summary FROM compactions WHERE session_id = ? "
+            "ORDER BY covers DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else (row["covers"], row["summary"])
 
     # --- checkpoints: what a turn's edits overwrote -----------------------------------------
 

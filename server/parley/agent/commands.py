@@ -2,7 +2,7 @@
 calling the model, and is answered with a short agent message.
 
 The commands are advertised (`available_commands_update`) when a session starts. Only those
-that work are listed; `/compact` joins when compaction exists.
+that work are listed.
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ COMMANDS = (
         "Put the files the last editing turn changed back as they were before it "
         "(the conversation stays)",
     ),
+    Command(
+        "compact",
+        "Summarise the older turns so the model sees a shorter conversation "
+        "(the history stays for replay and export)",
+    ),
 )
 
 
@@ -66,6 +71,8 @@ class CommandHost(Protocol):
     async def configure(self, session_id: str, *, model: str | None = None) -> None: ...
 
     async def restore(self, session_id: str, turn: int | None) -> RestoreResult: ...
+
+    async def compact(self, session_id: str) -> tuple[int, int]: ...
 
 
 def available_commands() -> list[dict[str, Any]]:
@@ -92,6 +99,11 @@ async def run_command(call: CommandCall, session: Session, host: CommandHost) ->
         return await _switch_model(call.argument, session, host)
     if call.name == "undo":
         return describe_restore(await host.restore(session.id, None))
+    if call.name == "compact":
+        before, after = await host.compact(session.id)
+        if after >= before:
+            return f"Nothing to compact: the model sees about {before:,} tokens."
+        return f"Compacted the conversation: {before:,} → {after:,} tokens (estimated)."
     return _cost(session, host.settings)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import attrs
 
+from parley.agent.compaction import Compaction
 from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
@@ -43,6 +44,11 @@ def title_from_prompt(text: str) -> str:
     return (cut if len(cut) > TITLE_LENGTH // 2 else line[:TITLE_LENGTH]) + "…"
 
 
+def load_compaction(store: Store, session_id: str) -> Compaction | None:
+    stored = store.compaction(session_id)
+    return None if stored is None else Compaction(*stored)
+
+
 @attrs.define
 class Session:
     """A session in memory. Every change that matters is written through to the store at
@@ -67,6 +73,8 @@ class Session:
     running_turn: asyncio.Task[object] | None = None
     # Written to the store? A new session is from its first prompt on (`start_storing`).
     stored: bool = True
+    # The summary the model sees in place of the oldest messages (agent/compaction.py).
+    compaction: Compaction | None = None
 
     def system_text(self) -> str:
         return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.cwd)
@@ -75,6 +83,11 @@ class Session:
         self.history.append(message)
         self.updated_at = now_iso()
         self.store.append_message(self.id, message, self.updated_at)
+
+    def set_compaction(self, compaction: Compaction) -> None:
+        self.compaction = compaction
+        if self.stored:
+            self.store.add_compaction(self.id, compaction.covers, compaction.summary, now_iso())
 
     def start_storing(self) -> None:
         """Store the session from now on (at its first prompt: an unused session is never
@@ -120,6 +133,7 @@ class Session:
         if stored is not None:
             self.title = stored.title
             self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
+            self.compaction = load_compaction(self.store, self.id)
         return start
 
     async def close(self) -> None:

@@ -25,7 +25,7 @@ from parley.agent.config_options import (
     session_config_options,
 )
 from parley.agent.replay import replay_updates, unanswered_calls
-from parley.agent.session import Session, new_id
+from parley.agent.session import Session, load_compaction, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by_budget
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
@@ -168,6 +168,7 @@ class Sessions:
             created_at=stored.created_at,
             updated_at=stored.updated_at,
             totals=self.store.usage_totals(stored.id),
+            compaction=load_compaction(self.store, stored.id),
         )
         self._open[session.id] = session
         return session
@@ -321,6 +322,30 @@ class Sessions:
         session = self._open.get(session_id)
         if session is not None and session.running_turn is not None:
             session.running_turn.cancel()
+
+    # --- compaction -------------------------------------------------------------------------
+
+    async def compact(self, session_id: str) -> tuple[int, int]:
+        """Summarise the session's older turns now (`/compact`, `_parley/session/compact`),
+        under its lease; the estimated tokens of the next request before and after."""
+        session = self.get(session_id)
+        if session.running_turn is not None or session_id in self._restoring:
+            raise SessionInUse(BUSY_HERE)
+        if not session.stored:
+            return 0, 0  # never prompted: nothing to compact
+        try:
+            self.store.take_lease(session_id, self.instance_id, LEASE_SECONDS)
+        except SessionBusy as busy:
+            raise SessionInUse(BUSY_ELSEWHERE) from busy
+        except SessionGone as gone:
+            await self.forget(session_id)
+            raise _unknown(session_id) from gone
+        try:
+            session.catch_up()
+            turn = Turn(session, UserMessage(()), self.ports, self.providers, self.settings)
+            return await turn.compact()
+        finally:
+            self.store.release_lease(session_id, self.instance_id)
 
     # --- checkpoints ------------------------------------------------------------------------
 

@@ -20,6 +20,13 @@ import attrs
 
 from parley.agent import budgets
 from parley.agent.checkpoints import TurnCheckpoints
+from parley.agent.compaction import (
+    compacted_view,
+    is_context_exceeded,
+    pruned,
+    request_tokens,
+    summarise,
+)
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
@@ -163,6 +170,8 @@ class Turn:
         # Anthropic takes one thinking setting per tool loop (a turn): a budget, once sent,
         # holds for the turn; a change of the level applies from the next turn.
         self._turn_budgets: dict[str, Thinking] = {}
+        # The last request's estimated tokens before and after compaction.
+        self.tokens_before = self.tokens_after = 0
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -202,7 +211,16 @@ class Turn:
             self.stats.model = resolved.id
             self.stats.rounds += 1
             self.session.count_round()
-            completion, call_ids = await self._model_round(resolved, self._request(resolved))
+            request = await self._prepared_request(resolved)
+            try:
+                completion, call_ids = await self._model_round(resolved, request)
+            except ProviderError as error:
+                if not is_context_exceeded(error) or self._streamed_text:
+                    raise
+                # Longer than the window after all (the estimate is rough): compact, once.
+                logger.info("Context length exceeded; compacting and retrying: %s", error)
+                request = await self._prepared_request(resolved, force=True)
+                completion, call_ids = await self._model_round(resolved, request)
             calls = tuple(
                 ToolCall(call.id, call.name, call.arguments, wire_id, call.arguments_error)
                 for call, wire_id in zip(completion.tool_calls, call_ids, strict=True)
@@ -218,9 +236,64 @@ class Turn:
                 return "end_turn"  # the circuit breaker tripped
         return "max_turn_requests"
 
+    async def _prepared_request(
+        self, resolved: ResolvedModel, force: bool = False, on_demand: bool = False
+    ) -> ModelRequest:
+        """The round's request, compacted when it would pass the threshold (or, `force`d,
+        in any case): old tool outputs pruned first, then the older turns summarised. On
+        demand (`/compact`) the summary is made, and outputs pruned only as a round would."""
+        request = self._request(resolved)
+        self.tokens_before = self.tokens_after = request_tokens(request)
+        window = self.settings.context_window(resolved.id)
+        if window is None:
+            return request
+        limit = int(window * self.settings.compaction_threshold)
+        prune_all = force and not on_demand
+        request = self._pruned(request, window, limit, prune_all)
+        if force or request_tokens(request) > limit:
+            summarised = await summarise(
+                self.session.history,
+                self.session.compaction,
+                resolved.model,
+                window,
+                lambda summary: self._summary_call(resolved, summary),
+            )
+            if summarised is not None:
+                self.session.set_compaction(summarised[0])
+                request = self._pruned(self._request(resolved), window, limit, prune_all)
+        self.tokens_after = request_tokens(request)
+        if self.tokens_after < self.tokens_before:
+            self._send(
+                updates.thought_chunk(
+                    new_id("thought"),
+                    f"Compacted the conversation: {self.tokens_before:,} → "
+                    f"{self.tokens_after:,} tokens (estimated).",
+                )
+            )
+        return request
+
+    def _pruned(self, request: ModelRequest, window: int, limit: int, force: bool) -> ModelRequest:
+        if not force and request_tokens(request) <= limit:
+            return request
+        return attrs.evolve(request, messages=tuple(pruned(request.messages, window)))
+
+    async def _summary_call(self, resolved: ResolvedModel, request: ModelRequest) -> Completion:
+        """The summary's one call: the session's model, synchronous, counted as any call."""
+        completion = await resolved.provider.complete(request)
+        self._count(completion.usage, "sync")
+        return completion
+
+    async def compact(self) -> tuple[int, int]:
+        """Compact the session's history now (`/compact`): the estimated tokens of the
+        next request before and after."""
+        resolved = self.providers.resolve(self.session.model, self.session.tool_format)
+        self.stats.model = resolved.id
+        await self._prepared_request(resolved, force=True, on_demand=True)
+        return self.tokens_before, self.tokens_after
+
     def _request(self, resolved: ResolvedModel) -> ModelRequest:
         model_config = self.settings.model_config(resolved.id)
-        messages = tuple(self.session.history)
+        messages = tuple(compacted_view(self.session.history, self.session.compaction))
         if not self.settings.takes_images(resolved.id):  # images of earlier prompts, as notes
             messages = without_images(messages)
         thinking = self.settings.thinking(resolved.id, self.session.thought_level)

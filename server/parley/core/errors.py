@@ -23,6 +23,7 @@ class ProviderError(Exception):
         type: str,
         status: int | None = None,
         retryable: bool = False,
+        context_exceeded: bool = False,
     ) -> None:
         message = redact(message)
         super().__init__(message)
@@ -31,6 +32,8 @@ class ProviderError(Exception):
         self.type = type
         self.status = status
         self.retryable = retryable
+        # The request was longer than the model's context window (compaction and a retry help).
+        self.context_exceeded = context_exceeded
 
     def to_wire_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"provider": self.provider, "type": self.type}

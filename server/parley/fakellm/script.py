@@ -46,6 +46,7 @@ class Fault:
       - "stall": stream `after_chunks` chunks, then send nothing for `stall_seconds`;
       - "echo_headers": answer `status` with an error body that quotes the request's headers,
         API key included, as a misconfigured gateway does.
+    `message`: the error body's message for "http" (None: the provider's usual one).
     `streaming_only`: the fault applies only to streaming requests (a synchronous call of
     the same round then succeeds).
     """
@@ -57,6 +58,7 @@ class Fault:
     stall_seconds: float = 30.0
     times: int = 1
     streaming_only: bool = False
+    message: str | None = None
 
 
 @attrs.frozen

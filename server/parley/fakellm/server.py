@@ -306,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
             reply = fake.prompt_cache.apply(wire.api, body, reply)
         fault = choice.fault
         if fault is not None and fault.kind == "http":
-            self._send_error(exchange, wire, fault.status, fault.retry_after)
+            self._send_error(exchange, wire, fault.status, fault.retry_after, fault.message)
         elif fault is not None and fault.kind == "echo_headers":
             headers = "; ".join(f"{name}: {value}" for name, value in self.headers.items())
             message = f"The gateway could not route this request. Request headers: {headers}"

@@ -178,6 +178,11 @@ class RestoreParams:
 
 
 @attrs.frozen
+class CompactParams:
+    session_id: str
+
+
+@attrs.frozen
 class UsageParams:
     session_id: str | None = None
 

@@ -64,6 +64,7 @@ def provider_error(name: str, error: Exception, sdk: SDKErrors) -> ProviderError
             type=kind,
             status=status,
             retryable=retryable,
+            context_exceeded=_context_exceeded(getattr(error, "body", None), detail),
         )
     if isinstance(error, sdk.timeout):
         return ProviderError(
@@ -120,6 +121,27 @@ def stream_interrupted(name: str, error: BaseException) -> ProviderError:
         type="stream_interrupted",
         retryable=True,
     )
+
+
+# How providers say a request is longer than the model's window: OpenAI's error code, and
+# the messages of OpenAI, Anthropic ("prompt is too long") and OpenAI-compatible servers.
+_CONTEXT_EXCEEDED_CODES = {"context_length_exceeded", "string_above_max_length"}
+_CONTEXT_EXCEEDED_WORDS = (
+    "context_length_exceeded",
+    "prompt is too long",
+    "maximum context length",
+    "context length",
+    "context window",
+    "too many tokens",
+)
+
+
+def _context_exceeded(body: object, detail: str) -> bool:
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and inner.get("code") in _CONTEXT_EXCEEDED_CODES:
+        return True
+    lowered = detail.lower()
+    return any(words in lowered for words in _CONTEXT_EXCEEDED_WORDS)
 
 
 def _error_message(body: object) -> str | None:
