@@ -104,6 +104,8 @@ async def test_an_image_reaches_the_model_in_its_providers_format(
             {
                 "type": "image",
                 "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+                # The latest message's last block is a prompt-cache breakpoint (docs/protocol.md).
+                "cache_control": {"type": "ephemeral"},
             },
         ]
 
