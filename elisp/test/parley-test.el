@@ -39,6 +39,14 @@
    nil 'session/update
    (list :sessionId parley-test--session :update (parley-test--json json))))
 
+(defun parley-test--usage-update (used call-in session-in session-out cost &optional size)
+  "Return a second-edition `usage_update' as JSON.
+The context holds USED tokens of SIZE; the call read CALL-IN tokens;
+the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
+  (format "{\"sessionUpdate\":\"usage_update\",\"used\":%d,%s\"cost\":{\"amount\":%s,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":%d,\"outputTokens\":1},\"session\":{\"inputTokens\":%d,\"outputTokens\":%d,\"cost\":{\"amount\":%s,\"currency\":\"USD\"},\"turns\":4,\"rounds\":9}}}}"
+          used (if size (format "\"size\":%d," size) "") cost call-in
+          session-in session-out cost))
+
 (defun parley-test--chunk (text &optional id kind)
   "Deliver a KIND (default agent_message_chunk) chunk TEXT with message ID."
   (parley-test--update
@@ -542,7 +550,7 @@ A RESULT that is a function is called with the params; one that is
                             :update (parley-test--json update))))
                    (funcall (plist-get args :success-fn)
                             (list :configOptions (parley-test--json parley-test--config-options)
-                                  :_meta '(:parley (:usage (:inputTokens 50 :outputTokens 7
+                                  :_meta '(:parley (:usage (:inputTokens 50 :outputTokens 7 :turns 3
                                                                      :cost (:amount 0.25 :currency "USD"))
                                                        :model "openai:gpt-4.1"))))))))
       (let ((buffer (parley-open-session "sess-old" "/tmp/project" "Capitals")))
@@ -558,7 +566,7 @@ A RESULT that is a function is called with the params; one that is
               (should (parley--config-option :id "tool_policy"))
               (let ((line (parley--header-line)))
                 (should (string-match-p "openai:gpt-4.1" line))
-                (should (string-match-p "tokens 50 in / 7 out  \\$0.250" line))
+                (should (string-match-p "tokens 50 in / 7 out  \\$0.250  3 turns" line))
                 (should (string-match-p "Capitals" line)))
               ;; Opening it again shows the same buffer.
               (should (eq (parley-open-session "sess-old" "/tmp/project") buffer)))
@@ -932,14 +940,6 @@ A RESULT that is a function is called with the params; one that is
       (should (eq (plist-get result :isError) t))
       (should (string-match-p "did not allow" (plist-get result :content)))
       (should-not parley-test--ran))))
-
-(defun parley-test--usage-update (used call-in session-in session-out cost &optional size)
-  "A second-edition `usage_update' as JSON: the context's USED tokens
-and SIZE, a call of CALL-IN input tokens, and the session's totals
-SESSION-IN, SESSION-OUT and COST (USD)."
-  (format "{\"sessionUpdate\":\"usage_update\",\"used\":%d,%s\"cost\":{\"amount\":%s,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":%d,\"outputTokens\":1},\"session\":{\"inputTokens\":%d,\"outputTokens\":%d,\"cost\":{\"amount\":%s,\"currency\":\"USD\"},\"turns\":4,\"rounds\":9}}}}"
-          used (if size (format "\"size\":%d," size) "") cost call-in
-          session-in session-out cost))
 
 (ert-deftest parley-usage-shows-server-totals-never-sums ()
   ;; The header line shows the session's totals exactly as the last
