@@ -13,8 +13,8 @@
 ;; the server's messages to the session's buffer (updates, permission
 ;; questions, Emacs tool calls, the server's exit), and runs the
 ;; session's turns: a prompt, its end (done, failed, cancelled) with
-;; the session's totals its result carries, and reloading the session, or starting a new
-;; one, after the server was restarted.
+;; the session's totals its result carries, and reloading the session,
+;; or starting a new one, after the server was restarted.
 
 ;;; Code:
 
