@@ -12,9 +12,9 @@
 ;; Each chat buffer holds one session of the server.  This file routes
 ;; the server's messages to the session's buffer (updates, permission
 ;; questions, Emacs tool calls, the server's exit), and runs the
-;; session's turns: a prompt, its end (done, failed, cancelled), the
-;; usage totals after it, and reloading the session, or starting a new
-;; one, after the server was restarted.
+;; session's turns: a prompt, its end (done, failed, cancelled) with
+;; the session's totals its result carries, and reloading the session,
+;; or starting a new one, after the server was restarted.
 
 ;;; Code:
 
@@ -369,29 +369,12 @@ A question still pending is answered `cancelled': its turn is over."
   (parley--finish-blocks)
   (force-mode-line-update))
 
-(defun parley--refresh-usage ()
-  "Ask the server for this session's usage totals and show them."
-  (let ((buffer (current-buffer))
-        (conn parley--conn))
-    (when (and conn (jsonrpc-running-p conn) parley--session-id)
-      (jsonrpc-async-request
-       conn '_parley/usage (list :sessionId parley--session-id)
-       :timeout parley-request-timeout
-       :success-fn
-       (lambda (result)
-         (let ((session (plist-get result :session)))
-           (when session
-             (parley--with-live-buffer buffer
-               (parley--record-usage 'session session)))))
-       :error-fn #'ignore
-       :timeout-fn #'ignore))))
-
 (defun parley--turn-done (result)
   "Finish the turn whose `session/prompt' RESULT arrived.
-Its usage is under `_meta.parley' (`usage', `turn', `session'); a
-server of the first edition sent `usage' at the root and the turn's
-statistics as `_meta.parley' itself, and no session totals, which are
-then asked for."
+Its `_meta.parley' holds the call's `usage', the turn's statistics
+\(`turn') and the session's totals (`session'), which the header line
+shows as they are.  A server of the first edition sent the statistics
+as `_meta.parley' itself, and no totals."
   (let* ((stop (plist-get result :stopReason))
          (meta (plist-get (plist-get result :_meta) :parley))
          (stats (or (plist-get meta :turn) meta))
@@ -404,9 +387,8 @@ then asked for."
         (when (eql (car parley--edited-turns) parley--turn-count)
           (setcar parley--edited-turns turns))
         (parley--renumber-last-turn turns)))
-    (if totals
-        (parley--record-usage 'totals totals)
-      (parley--record-usage 'turn (or (plist-get meta :usage) (plist-get result :usage))))
+    (when totals
+      (parley--record-usage 'totals totals))
     (parley--close-tail)
     (pcase stop
       ("end_turn" nil)
@@ -415,9 +397,7 @@ then asked for."
       ("max_turn_requests" (parley--insert-notice "[stopped: the turn reached its round limit]"))
       ("refusal" (parley--insert-notice "[the model refused to answer]" 'parley-error))
       (_ (parley--insert-notice (format "[stopped: %s]" stop))))
-    (parley--end-turn-state)
-    (unless totals
-      (parley--refresh-usage))))
+    (parley--end-turn-state)))
 
 (defun parley--turn-failed (err)
   "Show the error ERR that ended the turn."

@@ -710,11 +710,11 @@ With LIMIT, either is cut to `parley-tool-display-limit' characters."
 ;;;; Usage
 
 (cl-defstruct (parley--usage (:constructor parley--usage-create) (:copier nil))
-  "The tokens and cost of a session, as the header line shows them.
-IN and OUT are the session's tokens before this turn, TURN-IN and
-TURN-OUT this turn's so far; COST is the session's cost in USD (nil
-while unknown); USED and SIZE are the context's tokens and window."
-  (in 0) (out 0) (turn-in 0) (turn-out 0) cost used size)
+  "The session's totals as the server reports them, for the header line.
+IN and OUT are the session's tokens, COST its cost in USD and TURNS
+its turns (nil while unknown); USED and SIZE are the context's tokens
+and window.  The client never adds anything up: each report replaces."
+  (in 0) (out 0) cost turns used size)
 
 (defvar-local parley--usage nil
   "This buffer's `parley--usage'; only `parley--record-usage' changes it.")
@@ -723,50 +723,32 @@ while unknown); USED and SIZE are the context's tokens and window."
   "Record in this buffer's usage what SOURCE reports in DATA.
 SOURCE is one of:
   `round'    DATA is a `usage_update': the context's fill and window,
-             the session's cost, and in `_meta.parley' the call's usage
-             and the session's totals (`call', `session'); from a server
-             that sends only the call's usage there, the call's tokens
-             are added to the turn's;
-  `turn'     DATA is the usage of a turn that ended: its tokens join
-             the session's, and the next turn counts from zero;
-  `totals'   DATA is the session's totals, this turn's included;
-  `session'  DATA is the session's totals as the server stored them.
-Token counts missing from DATA count as zero; a cost that is not a
-number leaves the known one."
-  (let ((usage (or parley--usage (setq parley--usage (parley--usage-create))))
-        (tokens (lambda (key) (or (plist-get data key) 0)))
-        (cost nil))
+             the session's cost, and the session's totals in
+             `_meta.parley.session' (the call's own usage, `call', is
+             not needed);
+  `totals'   DATA is the session's totals (`UsageTotals'), from a
+             prompt's or a load's result.
+Token counts missing from DATA count as zero; a cost or turn count
+that is not a number leaves the known one."
+  (let ((usage (or parley--usage (setq parley--usage (parley--usage-create)))))
     (pcase-exhaustive source
       ('round
-       (let* ((meta (plist-get (plist-get data :_meta) :parley))
-              (size (plist-get data :size)))
+       (let ((size (plist-get data :size))
+             (totals (parley--meta data :session)))
          (setf (parley--usage-used usage) (plist-get data :used)
                ;; An unknown window is absent (an older server sent 0).
                (parley--usage-size usage) (and (numberp size) (> size 0) size))
-         (cond
-          ((plist-get meta :session)
-           (parley--record-usage 'totals (plist-get meta :session)))
-          ((and meta (not (plist-member meta :call)))
-           (cl-incf (parley--usage-turn-in usage) (or (plist-get meta :inputTokens) 0))
-           (cl-incf (parley--usage-turn-out usage) (or (plist-get meta :outputTokens) 0)))))
-       (setq cost (plist-get data :cost)))
-      ('turn
-       (cl-incf (parley--usage-in usage) (funcall tokens :inputTokens))
-       (cl-incf (parley--usage-out usage) (funcall tokens :outputTokens))
-       (setf (parley--usage-turn-in usage) 0
-             (parley--usage-turn-out usage) 0))
+         (when totals
+           (parley--record-usage 'totals totals))))
       ('totals
-       (setf (parley--usage-in usage) (funcall tokens :inputTokens)
-             (parley--usage-out usage) (funcall tokens :outputTokens)
-             (parley--usage-turn-in usage) 0
-             (parley--usage-turn-out usage) 0)
-       (setq cost (plist-get data :cost)))
-      ('session
-       (setf (parley--usage-in usage) (funcall tokens :inputTokens)
-             (parley--usage-out usage) (funcall tokens :outputTokens))
-       (setq cost (plist-get data :cost))))
-    (when (numberp (plist-get cost :amount))
-      (setf (parley--usage-cost usage) (plist-get cost :amount)))
+       (setf (parley--usage-in usage) (or (plist-get data :inputTokens) 0)
+             (parley--usage-out usage) (or (plist-get data :outputTokens) 0))
+       (when (natnump (plist-get data :turns))
+         (setf (parley--usage-turns usage) (plist-get data :turns)))))
+    ;; `cost' is the session's total in both shapes.
+    (let ((cost (plist-get data :cost)))
+      (when (numberp (plist-get cost :amount))
+        (setf (parley--usage-cost usage) (plist-get cost :amount))))
     (force-mode-line-update)))
 
 ;;;; Updates

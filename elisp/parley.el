@@ -297,14 +297,15 @@ changes."
 (defun parley--header-line ()
   "Return the header line of a chat buffer."
   (let* ((u (or parley--usage (parley--usage-create)))
-         (in (+ (parley--usage-in u) (parley--usage-turn-in u)))
-         (out (+ (parley--usage-out u) (parley--usage-turn-out u)))
-         (cost (parley--usage-cost u)))
+         (cost (parley--usage-cost u))
+         (turns (parley--usage-turns u)))
     (concat
      " " (propertize "Parley" 'face 'bold)
      " " (or parley--model "default model")
-     (format "  tokens %s in / %s out" (parley--tokens in) (parley--tokens out))
+     (format "  tokens %s in / %s out" (parley--tokens (parley--usage-in u))
+             (parley--tokens (parley--usage-out u)))
      (if (numberp cost) (concat "  " (parley--cost cost)) "")
+     (if turns (format "  %d turn%s" turns (if (= turns 1) "" "s")) "")
      (cond ((not (parley--usage-used u)) "")
            ((parley--usage-size u)
             (format "  context %s/%s" (parley--tokens (parley--usage-used u))
@@ -625,9 +626,9 @@ takes prompts as before.  Return the buffer."
                        parley--conn conn
                        parley--model (or (plist-get meta :model) parley--model))
                  (parley--session-result result)
-                 (parley--record-usage 'session (plist-get meta :usage))
-                 (parley--end-turn-state)
-                 (parley--refresh-usage))))
+                 (when (plist-get meta :usage)
+                   (parley--record-usage 'totals (plist-get meta :usage)))
+                 (parley--end-turn-state))))
            :error-fn
            (lambda (err)
              (parley--with-live-buffer buffer

@@ -149,7 +149,7 @@ the fake LLM.  The test is skipped when the server is not installed."
 ;;;; The tests
 
 (parley-it--deftest parley-it-streamed-answer-in-order
-  "A streamed answer appears in the buffer, in order, and usage is shown."
+  "A streamed answer appears in the buffer, in order, and the server's session totals are shown."
   (let ((words (mapconcat (lambda (i) (format "w%03d" i)) (number-sequence 1 60) " ")))
     (parley-it--script (list :text words :chunk_size 3 :usage [12 34]))
     (with-current-buffer (parley)
@@ -162,7 +162,15 @@ the fake LLM.  The test is skipped when the server is not installed."
       (should (equal (parley--current-input) ""))
       (parley-it--wait (lambda () (string-match-p "tokens 12 in / 34 out" (parley--header-line)))
                        "usage in the header line")
-      (should (string-match-p "openai:gpt-4.1-mini" (parley--header-line))))))
+      (should (string-match-p "openai:gpt-4.1-mini" (parley--header-line)))
+      ;; A second turn: the server's session totals, and nothing asked
+      ;; after the turn (no `_parley/usage').
+      (parley-it--script (list :text "Again." :usage [12 34]))
+      (parley-it--recording-methods
+        (parley-it--send "Once more")
+        (parley-it--wait-idle)
+        (should (equal sent '(session/prompt))))
+      (should (string-match-p "tokens 24 in / 68 out.*  2 turns" (parley--header-line))))))
 
 (parley-it--deftest parley-it-thoughts-folded
   "Thoughts stream into a section that folds when the answer starts."
@@ -543,7 +551,7 @@ first, as the edit tools require."
       (parley-it--wait-idle)
       ;; The session itself resumes, without a replay: the server can.
       (should (parley--server-supports :resume))
-      (should (equal (reverse (cl-remove '_parley/usage sent))
+      (should (equal (reverse sent)
                      '(session/resume session/prompt))))
     (should (string-match-p "\\`You\nOne\n\nParley\nBefore\\.\nError: The Parley server exited[^\0]*\
 The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n\\'"

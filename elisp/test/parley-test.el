@@ -39,6 +39,14 @@
    nil 'session/update
    (list :sessionId parley-test--session :update (parley-test--json json))))
 
+(defun parley-test--usage-update (used call-in session-in session-out cost &optional size)
+  "Return a second-edition `usage_update' as JSON.
+The context holds USED tokens of SIZE; the call read CALL-IN tokens;
+the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
+  (format "{\"sessionUpdate\":\"usage_update\",\"used\":%d,%s\"cost\":{\"amount\":%s,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":%d,\"outputTokens\":1},\"session\":{\"inputTokens\":%d,\"outputTokens\":%d,\"cost\":{\"amount\":%s,\"currency\":\"USD\"},\"turns\":4,\"rounds\":9}}}}"
+          used (if size (format "\"size\":%d," size) "") cost call-in
+          session-in session-out cost))
+
 (defun parley-test--chunk (text &optional id kind)
   "Deliver a KIND (default agent_message_chunk) chunk TEXT with message ID."
   (parley-test--update
@@ -343,18 +351,19 @@
 (ert-deftest parley-header-line-shows-model-usage-busy ()
   (parley-test--with-chat
     (setq parley--model "openai:gpt-4.1-mini" parley--busy t)
-    (parley-test--update
-     "{\"sessionUpdate\":\"usage_update\",\"used\":1200,\"size\":128000,\"cost\":{\"amount\":0.0021,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":100,\"outputTokens\":20,\"totalTokens\":120}}}")
+    (parley-test--update (parley-test--usage-update 1200 100 100 20 0.0021 128000))
     (let ((line (parley--header-line)))
       (should (string-match-p "openai:gpt-4.1-mini" line))
       (should (string-match-p "tokens 100 in / 20 out" line))
       (should (string-match-p "\\$0.00210" line))
+      (should (string-match-p "context 1200/128.0k" line))
       (should (string-match-p "working" line)))
-    (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 100 :outputTokens 20)
-                                     :_meta (:parley (:model "openai:gpt-4.1"))))
+    (parley--turn-done '(:stopReason "end_turn"
+                         :_meta (:parley (:turn (:model "openai:gpt-4.1")
+                                          :session (:inputTokens 100 :outputTokens 20 :turns 1)))))
     (let ((line (parley--header-line)))
       (should (string-match-p "openai:gpt-4.1 " line))
-      (should (string-match-p "tokens 100 in / 20 out" line))
+      (should (string-match-p "tokens 100 in / 20 out  \\$0.00210  1 turn  " line))
       (should-not (string-match-p "working" line)))))
 
 (ert-deftest parley-prompt-history ()
@@ -541,7 +550,7 @@ A RESULT that is a function is called with the params; one that is
                             :update (parley-test--json update))))
                    (funcall (plist-get args :success-fn)
                             (list :configOptions (parley-test--json parley-test--config-options)
-                                  :_meta '(:parley (:usage (:inputTokens 50 :outputTokens 7
+                                  :_meta '(:parley (:usage (:inputTokens 50 :outputTokens 7 :turns 3
                                                                      :cost (:amount 0.25 :currency "USD"))
                                                        :model "openai:gpt-4.1"))))))))
       (let ((buffer (parley-open-session "sess-old" "/tmp/project" "Capitals")))
@@ -557,7 +566,7 @@ A RESULT that is a function is called with the params; one that is
               (should (parley--config-option :id "tool_policy"))
               (let ((line (parley--header-line)))
                 (should (string-match-p "openai:gpt-4.1" line))
-                (should (string-match-p "tokens 50 in / 7 out  \\$0.250" line))
+                (should (string-match-p "tokens 50 in / 7 out  \\$0.250  3 turns" line))
                 (should (string-match-p "Capitals" line)))
               ;; Opening it again shows the same buffer.
               (should (eq (parley-open-session "sess-old" "/tmp/project") buffer)))
@@ -932,72 +941,55 @@ A RESULT that is a function is called with the params; one that is
       (should (string-match-p "did not allow" (plist-get result :content)))
       (should-not parley-test--ran))))
 
-(ert-deftest parley-usage-sums-rounds-turns-and-stored-totals ()
-  (parley-test--with-chat
-    (should (string-match-p "tokens 0 in / 0 out" (parley--header-line)))
-    ;; Two rounds of a turn add up; the cost is the session's.
-    (dolist (n '(10 20))
-      (parley-test--update
-       (format "{\"sessionUpdate\":\"usage_update\",\"used\":%d,\"size\":1000,\"cost\":{\"amount\":0.5,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":%d,\"outputTokens\":1}}}"
-               n n)))
-    (should (string-match-p "tokens 30 in / 2 out  \\$0.500  context 20/1000"
-                            (parley--header-line)))
-    ;; The turn ends: its usage joins the session's, counted once.
-    (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 30 :outputTokens 2)))
-    (should (string-match-p "tokens 30 in / 2 out" (parley--header-line)))
-    ;; The next turn counts on from there.
-    (parley-test--update
-     "{\"sessionUpdate\":\"usage_update\",\"used\":25,\"size\":1000,\"_meta\":{\"parley\":{\"inputTokens\":5,\"outputTokens\":1}}}")
-    (should (string-match-p "tokens 35 in / 3 out  \\$0.500" (parley--header-line)))
-    ;; The stored totals replace the session's; the turn's still show.
-    (parley--record-usage 'session '(:inputTokens 100 :outputTokens 10 :cost (:amount 2)))
-    (should (string-match-p "tokens 105 in / 11 out  \\$2.00" (parley--header-line)))))
+(ert-deftest parley-usage-shows-server-totals-never-sums ()
+  ;; The header line shows the session's totals exactly as the last
+  ;; report gave them: the calls' own usage (10, 20) is never added up,
+  ;; and totals that are not its sum prove it.  A turn's end asks the
+  ;; server nothing.
+  (parley-test--with-fake-server
+      `((session/prompt
+         . ,(lambda (_params)
+              (parley-test--update (parley-test--usage-update 20 10 1000 50 0.5 1000))
+              (should (string-match-p "tokens 1000 in / 50 out  \\$0.500  4 turns  context 20/1000"
+                                      (parley--header-line)))
+              (parley-test--update (parley-test--usage-update 1264 20 777 66 0.75))
+              (let ((line (parley--header-line)))
+                (should (string-match-p "tokens 777 in / 66 out  \\$0.750  4 turns  context 1264  "
+                                        line))
+                ;; No window is shown when the server does not know it.
+                (should-not (string-match-p "1264/" line)))
+              (parley-test--json
+               "{\"stopReason\":\"end_turn\",\"_meta\":{\"parley\":{\"usage\":{\"inputTokens\":30,\"outputTokens\":2},\"turn\":{\"rounds\":2,\"model\":\"anthropic:claude-sonnet-4-5\",\"cost\":{\"amount\":0.002,\"currency\":\"USD\"}},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.0126,\"currency\":\"USD\"},\"turns\":5,\"rounds\":11}}}}"))))
+    (parley-test--with-chat
+      (setq parley--conn 'fake-connection)
+      (should (string-match-p "tokens 0 in / 0 out" (parley--header-line)))
+      (should-not (string-match-p "turn\\|\\$" (parley--header-line)))
+      (goto-char (point-max))
+      (insert "Count")
+      (parley-send)
+      (should (equal (mapcar #'car (reverse requests)) '(session/prompt)))
+      (let ((line (parley--header-line)))
+        (should (string-match-p "anthropic:claude-sonnet-4-5" line))
+        ;; The prompt result's session totals, not the turn's nor a sum.
+        (should (string-match-p "tokens 4300 in / 200 out  \\$0.013  5 turns  context 1264" line))
+        (should-not (string-match-p "working" line))))))
 
-(ert-deftest parley-usage-second-edition-shapes ()
-  ;; `usage_update' carries the call's usage and the session's totals
-  ;; under `_meta.parley'; the prompt result carries `usage', `turn' and
-  ;; `session' there, nothing at its root but `stopReason'.
-  (parley-test--with-chat
-    (setq parley--busy t)
-    (parley-test--update
-     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":1200,\"outputTokens\":64,\"totalTokens\":1264},\"session\":{\"inputTokens\":3000,\"outputTokens\":100,\"totalTokens\":3100,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"turns\":2,\"rounds\":3}}}}")
-    (let ((line (parley--header-line)))
-      (should (string-match-p "tokens 3000 in / 100 out  \\$0.010  context 1264  " line))
-      ;; No window is shown when the server does not know it.
-      (should-not (string-match-p "1264/" line)))
-    ;; A second call of the same turn: the totals replace, never add.
-    (parley-test--update
-     "{\"sessionUpdate\":\"usage_update\",\"used\":1400,\"size\":128000,\"cost\":{\"amount\":0.012,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"call\":{\"inputTokens\":1300,\"outputTokens\":100},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.012,\"currency\":\"USD\"}}}}}")
-    (should (string-match-p "tokens 4300 in / 200 out  \\$0.012  context 1400/128.0k"
-                            (parley--header-line)))
-    (let (refreshed)
-      (cl-letf (((symbol-function 'parley--refresh-usage) (lambda () (setq refreshed t))))
-        (parley--turn-done
-         (parley-test--json
-          "{\"stopReason\":\"end_turn\",\"_meta\":{\"parley\":{\"usage\":{\"inputTokens\":2500,\"outputTokens\":164},\"turn\":{\"rounds\":2,\"model\":\"anthropic:claude-sonnet-4-5\",\"cost\":{\"amount\":0.002,\"currency\":\"USD\"}},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.0126,\"currency\":\"USD\"},\"turns\":3,\"rounds\":5}}}}")))
-      ;; The result had the totals: nothing more to ask the server.
-      (should-not refreshed))
-    (let ((line (parley--header-line)))
-      (should (string-match-p "anthropic:claude-sonnet-4-5" line))
-      (should (string-match-p "tokens 4300 in / 200 out  \\$0.013" line))
-      (should-not (string-match-p "working" line)))))
-
-(ert-deftest parley-usage-unknown-window-from-older-server ()
-  ;; A first-edition server sent `size: 0' for an unknown window.
+(ert-deftest parley-usage-from-older-server ()
+  ;; A first-edition server sent `size: 0' for an unknown window, the
+  ;; call's usage as `_meta.parley' itself and no totals: the header
+  ;; keeps what it knows (the context, the cost) and sums nothing.
   (parley-test--with-chat
     (parley-test--update
-     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"size\":0,\"_meta\":{\"parley\":{\"inputTokens\":1200,\"outputTokens\":64}}}")
+     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"size\":0,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":1200,\"outputTokens\":64}}}")
     (let ((line (parley--header-line)))
-      (should (string-match-p "tokens 1200 in / 64 out  context 1264" line))
+      (should (string-match-p "tokens 0 in / 0 out  \\$0.010  context 1264" line))
       (should-not (string-match-p "1264/0" line)))
     ;; Its prompt result: `usage' at the root, the statistics as `_meta.parley'.
-    (let (refreshed)
-      (cl-letf (((symbol-function 'parley--refresh-usage) (lambda () (setq refreshed t))))
-        (parley--turn-done
-         (parley-test--json
-          "{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1200,\"outputTokens\":64},\"_meta\":{\"parley\":{\"rounds\":1,\"model\":\"openai:gpt-4.1\"}}}")))
-      (should refreshed))
-    (should (string-match-p "openai:gpt-4.1  tokens 1200 in / 64 out" (parley--header-line)))))
+    (parley--turn-done
+     (parley-test--json
+      "{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1200,\"outputTokens\":64},\"_meta\":{\"parley\":{\"rounds\":1,\"model\":\"openai:gpt-4.1\"}}}"))
+    (should (string-match-p "openai:gpt-4.1  tokens 0 in / 0 out  \\$0.010  context 1264"
+                            (parley--header-line)))))
 
 (ert-deftest parley-with-live-buffer-skips-killed-buffers ()
   (let ((buffer (generate-new-buffer " parley-test-live")))
