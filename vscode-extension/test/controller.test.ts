@@ -56,17 +56,28 @@ async function withController(script: PeerScript, fn: (ctl: ChatController, peer
 }
 
 describe('chat controller: usage', () => {
+  const BREAKDOWN = { uncachedInput: 0.1, cacheReads: 0.05, cacheWrites: 0.02, output: 0.08, currency: 'USD' };
+
   it('shows the session totals of the prompt result, without asking _parley/usage', async () => {
     await withController(
       {
         initialize: INITIALIZE,
         'session/new': { result: { sessionId: '$session' } },
-        'session/prompt': { result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: SESSION } } } },
+        'session/prompt': {
+          result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: { ...TURN, costBreakdown: BREAKDOWN, wastedTokensEstimate: 40 }, session: SESSION } } },
+        },
         '_parley/usage': { result: { total: SESSION, session: SESSION } },
       },
       async (ctl, peer) => {
         assert.equal(await ctl.send('hello'), 'end_turn');
-        assert.deepEqual(ctl.state.meta.usage, { sessionTokens: 150, inputTokens: 120, outputTokens: 30, cost: { amount: 0.25, currency: 'USD' }, turns: 4 });
+        assert.deepEqual(ctl.state.meta.usage, {
+          sessionTokens: 150,
+          inputTokens: 120,
+          outputTokens: 30,
+          cost: { amount: 0.25, currency: 'USD' },
+          turns: 4,
+          lastTurn: { costBreakdown: BREAKDOWN, wastedTokensEstimate: 40 },
+        });
         assert.deepEqual(peer.received('_parley/usage'), []);
       },
     );
