@@ -300,49 +300,80 @@ describe('chat state reducer', () => {
     assert.deepEqual(s.entries[0].context, [{ label: 'geometry.py', uri: 'file:///w/geometry.py#L1-L3' }]);
   });
 
-  it('tracks usage, cost and title', () => {
+  it('tracks the context window, cost and title', () => {
     const s = run(
-      {
-        sessionUpdate: 'usage_update',
-        used: 500,
-        size: 1000,
-        cost: { amount: 0.01, currency: 'USD' },
-        _meta: { parley: { inputTokens: 400, outputTokens: 100, totalTokens: 500 } },
-      },
-      { sessionUpdate: 'usage_update', used: 800, size: 1000, _meta: { parley: { inputTokens: 250, outputTokens: 50, totalTokens: 300 } } },
+      { sessionUpdate: 'usage_update', used: 500, size: 1000, cost: { amount: 0.01, currency: 'USD' } },
+      { sessionUpdate: 'usage_update', used: 800, size: 1000 },
       { sessionUpdate: 'session_info_update', title: 'Areas' },
       { sessionUpdate: 'something_new_and_unknown' },
     );
+    // No session totals sent: no tokens shown.
     assert.deepEqual(s.meta.usage, {
-      sessionTokens: 800,
-      inputTokens: 650,
-      outputTokens: 150,
+      sessionTokens: 0,
+      inputTokens: 0,
+      outputTokens: 0,
       contextUsed: 800,
       contextSize: 1000,
       cost: { amount: 0.01, currency: 'USD' },
     });
     assert.equal(s.meta.title, 'Areas');
+    // A first-edition size of 0 means no window either.
+    assert.equal(run({ sessionUpdate: 'usage_update', used: 30, size: 0 }).meta.usage.contextSize, undefined);
   });
 
-  it('takes the session totals from usage_update when the server sends them (second edition)', () => {
+  it('shows exactly the session totals usage_update carries, never a sum of the calls', () => {
+    const usd = (amount: number) => ({ amount, currency: 'USD' });
+    const call = (inputTokens: number, outputTokens: number) => ({ inputTokens, outputTokens, totalTokens: inputTokens + outputTokens });
+    // The totals deliberately differ from any sum of the calls (as after a reload, or calls the
+    // client never saw): the view must show the server's numbers as they are.
+    const first = { inputTokens: 5000, outputTokens: 700, totalTokens: 5700, cachedReadTokens: 4000, cost: usd(0.5), turns: 3, rounds: 7 };
+    const second = { inputTokens: 5600, outputTokens: 760, totalTokens: 6360, cachedReadTokens: 4500, cost: usd(0.6), turns: 3, rounds: 8 };
+    const updates: SessionUpdate[] = [
+      { sessionUpdate: 'usage_update', used: 700, cost: usd(0.5), _meta: { parley: { call: call(300, 20), session: first } } },
+      { sessionUpdate: 'usage_update', used: 760, cost: usd(0.6), _meta: { parley: { call: call(400, 60), session: second } } },
+    ];
+    const afterFirst = run(updates[0]);
+    assert.deepEqual(afterFirst.meta.usage, {
+      sessionTokens: 5700,
+      inputTokens: 5000,
+      outputTokens: 700,
+      cachedReadTokens: 4000,
+      contextUsed: 700,
+      cost: usd(0.5),
+      turns: 3,
+    });
+    const s = run(...updates);
+    // The second call's totals replace the first's: not 5700 + 460, nor 320 + 460.
+    assert.deepEqual(s.meta.usage, {
+      sessionTokens: 6360,
+      inputTokens: 5600,
+      outputTokens: 760,
+      cachedReadTokens: 4500,
+      contextUsed: 760,
+      cost: usd(0.6),
+      turns: 3,
+    });
+    // A call's usage alone (no session totals) changes no count.
+    const t = run(...updates, { sessionUpdate: 'usage_update', used: 900, _meta: { parley: { call: call(1000, 1000) } } });
+    assert.deepEqual({ ...t.meta.usage, contextUsed: 760 }, s.meta.usage);
+  });
+
+  it("takes the prompt result's totals as they are, with the last turn's cost breakdown", () => {
+    const costBreakdown = { uncachedInput: 0.01, cacheReads: 0.002, cacheWrites: 0.003, output: 0.02, currency: 'USD' };
     const session = { inputTokens: 900, outputTokens: 100, totalTokens: 1000, cost: { amount: 0.5, currency: 'USD' }, turns: 2, rounds: 3 };
     const s = run(
-      { type: 'usageTotals', totals: { ...session, inputTokens: 1, outputTokens: 1, totalTokens: 2 } },
-      {
-        sessionUpdate: 'usage_update',
-        used: 700,
-        cost: { amount: 0.5, currency: 'USD' },
-        _meta: { parley: { call: { inputTokens: 300, outputTokens: 20, totalTokens: 320 }, session } },
-      },
+      { sessionUpdate: 'usage_update', used: 700, _meta: { parley: { session: { ...session, totalTokens: 99999 } } } },
+      { type: 'usageTotals', totals: session, turn: { rounds: 1, costBreakdown, wastedTokensEstimate: 42 } },
     );
-    // The totals are the session's (not added to what was shown), and no window is shown: size is absent.
-    assert.deepEqual(s.meta.usage, { sessionTokens: 1000, inputTokens: 900, outputTokens: 100, contextUsed: 700, cost: { amount: 0.5, currency: 'USD' }, turns: 2 });
-    // A call without session totals adds up; a first-edition size of 0 means no window either.
-    const t = run(
-      { sessionUpdate: 'usage_update', used: 10, size: 1000, _meta: { parley: { call: { inputTokens: 8, outputTokens: 2, totalTokens: 10 } } } },
-      { sessionUpdate: 'usage_update', used: 30, size: 0, _meta: { parley: { call: { inputTokens: 15, outputTokens: 5, totalTokens: 20 } } } },
-    );
-    assert.deepEqual(t.meta.usage, { sessionTokens: 30, inputTokens: 23, outputTokens: 7, contextUsed: 30 });
+    assert.deepEqual(s.meta.usage, {
+      sessionTokens: 1000,
+      inputTokens: 900,
+      outputTokens: 100,
+      contextUsed: 700,
+      cost: { amount: 0.5, currency: 'USD' },
+      turns: 2,
+      lastTurn: { costBreakdown, wastedTokensEstimate: 42 },
+    });
   });
 
   it('keeps the configuration options; the model and the tool policy follow theirs', () => {

@@ -56,37 +56,65 @@ async function withController(script: PeerScript, fn: (ctl: ChatController, peer
 }
 
 describe('chat controller: usage', () => {
+  const BREAKDOWN = { uncachedInput: 0.1, cacheReads: 0.05, cacheWrites: 0.02, output: 0.08, currency: 'USD' };
+
   it('shows the session totals of the prompt result, without asking _parley/usage', async () => {
     await withController(
       {
         initialize: INITIALIZE,
         'session/new': { result: { sessionId: '$session' } },
-        'session/prompt': { result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: TURN, session: SESSION } } } },
+        'session/prompt': {
+          result: { stopReason: 'end_turn', _meta: { parley: { usage: USAGE, turn: { ...TURN, costBreakdown: BREAKDOWN, wastedTokensEstimate: 40 }, session: SESSION } } },
+        },
         '_parley/usage': { result: { total: SESSION, session: SESSION } },
       },
       async (ctl, peer) => {
         assert.equal(await ctl.send('hello'), 'end_turn');
-        assert.deepEqual(ctl.state.meta.usage, { sessionTokens: 150, inputTokens: 120, outputTokens: 30, cost: { amount: 0.25, currency: 'USD' }, turns: 4 });
+        assert.deepEqual(ctl.state.meta.usage, {
+          sessionTokens: 150,
+          inputTokens: 120,
+          outputTokens: 30,
+          cost: { amount: 0.25, currency: 'USD' },
+          turns: 4,
+          lastTurn: { costBreakdown: BREAKDOWN, wastedTokensEstimate: 40 },
+        });
         assert.deepEqual(peer.received('_parley/usage'), []);
       },
     );
   });
 
-  it('asks _parley/usage after a turn when the result has no session totals (first edition)', async () => {
+  it('shows the totals of the usage_updates during a turn, and asks no _parley/usage after it', async () => {
+    const call = { inputTokens: 7, outputTokens: 1, totalTokens: 8 };
+    // Totals that are no sum of the calls: the view must show them as they are.
+    const during = { ...SESSION, inputTokens: 1000, outputTokens: 200, totalTokens: 1200, cachedReadTokens: 900, cost: { amount: 0.3, currency: 'USD' } };
+    const costBreakdown = { uncachedInput: 0.01, cacheReads: 0.001, cacheWrites: 0, output: 0.004, currency: 'USD' };
     await withController(
       {
         initialize: INITIALIZE,
         'session/new': { result: { sessionId: '$session' } },
-        'session/prompt': { result: { stopReason: 'end_turn', usage: USAGE, _meta: { parley: TURN } } },
+        'session/prompt': {
+          before: [
+            { sessionId: '$session', update: { sessionUpdate: 'usage_update', used: 8, cost: during.cost, _meta: { parley: { call, session: during } } } },
+          ],
+          // The prompt answers without session totals: what the usage_update said stays.
+          result: { stopReason: 'end_turn', _meta: { parley: { usage: call, turn: { ...TURN, costBreakdown } } } },
+        },
         '_parley/usage': { result: { total: SESSION, session: SESSION } },
       },
       async (ctl, peer) => {
-        await ctl.send('hello');
-        await peer.waitFor('_parley/usage');
-        for (let i = 0; i < 100 && ctl.state.meta.usage.sessionTokens === 0; i++) {
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
-        assert.equal(ctl.state.meta.usage.sessionTokens, 150);
+        assert.equal(await ctl.send('hello'), 'end_turn');
+        assert.deepEqual(ctl.state.meta.usage, {
+          sessionTokens: 1200,
+          inputTokens: 1000,
+          outputTokens: 200,
+          cachedReadTokens: 900,
+          contextUsed: 8,
+          cost: { amount: 0.3, currency: 'USD' },
+          turns: 4,
+        });
+        // Give a stray after-turn request time to arrive before saying there was none.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        assert.deepEqual(peer.received('_parley/usage'), []);
       },
     );
   });

@@ -18,7 +18,6 @@ import {
   type SessionUpdate,
   isSessionUpdate,
   promptUsage,
-  usageUpdateParts,
 } from '../src/client/protocol';
 import { Peer } from './peer';
 
@@ -96,15 +95,6 @@ describe('usage in either edition of the contract', () => {
     assert.deepEqual(promptUsage({ stopReason: 'end_turn', _meta: { parley: { usage, turn, session } } }), { usage, turn, session });
     assert.deepEqual(promptUsage({ stopReason: 'end_turn', usage, _meta: { parley: turn } }), { usage, turn });
     assert.deepEqual(promptUsage({ stopReason: 'cancelled' }), {});
-  });
-
-  it('reads a usage_update: {call, session}, or the call flat (first edition)', () => {
-    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1, _meta: { parley: { call: usage, session } } }), {
-      call: usage,
-      session,
-    });
-    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1, size: 0, _meta: { parley: usage } }), { call: usage });
-    assert.deepEqual(usageUpdateParts({ sessionUpdate: 'usage_update', used: 1 }), {});
   });
 });
 

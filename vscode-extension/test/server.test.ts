@@ -129,6 +129,10 @@ describe('protocol client against parley serve', () => {
     const kinds = state.entries.map((e) => e.kind);
     assert.deepEqual(kinds, ['thought', 'agent']);
     assert.equal(state.entries[1].kind === 'agent' && state.entries[1].text, text);
+    // The session's totals from the usage_updates alone (no result, no _parley/usage).
+    assert.equal(state.meta.usage.sessionTokens, 150);
+    assert.equal(state.meta.usage.inputTokens, 120);
+    assert.equal(state.meta.usage.outputTokens, 30);
 
     const usage = await client.usage(sessionId);
     assert.equal(usage.session?.inputTokens, 120);

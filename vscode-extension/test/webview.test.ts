@@ -372,7 +372,12 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       used: 1830,
       size: 128000,
       cost: { amount: 0.0021, currency: 'USD' },
-      _meta: { parley: { inputTokens: 1700, outputTokens: 130, totalTokens: 1830 } },
+      _meta: {
+        parley: {
+          call: { inputTokens: 1700, outputTokens: 130, totalTokens: 1830 },
+          session: { inputTokens: 1700, outputTokens: 130, totalTokens: 1830, cost: { amount: 0.0021, currency: 'USD' }, turns: 1, rounds: 1 },
+        },
+      },
     });
     await host.update({ sessionUpdate: 'session_info_update', title: 'Area of a rectangle' });
     await host.apply({ type: 'turnEnded', stopReason: 'end_turn' });

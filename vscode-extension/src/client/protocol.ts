@@ -48,6 +48,15 @@ export interface UsageTotals extends Usage {
   rounds: number;
 }
 
+/** What a turn's priced calls cost, by the kind of token paid for. */
+export interface CostBreakdown {
+  uncachedInput: number;
+  cacheReads: number;
+  cacheWrites: number;
+  output: number;
+  currency: string;
+}
+
 export interface TurnStats {
   rounds: number;
   streamedRounds: number;
@@ -57,6 +66,9 @@ export interface TurnStats {
   cost: Cost | null;
   model: string;
   usageComplete?: boolean;
+  costBreakdown?: CostBreakdown;
+  /** Tokens the discarded streams cost, estimated: never counted in `usage` or `cost`. */
+  wastedTokensEstimate?: number;
 }
 
 export interface ModelInfo {
@@ -360,19 +372,8 @@ export interface UsageUpdate {
   size?: number;
   /** The session's total cost. */
   cost?: Cost | null;
-  /** The contract's `{call, session}`; a first-edition server sends the call's usage flat. */
-  _meta?: { parley?: Partial<Usage> & { call?: Usage; session?: UsageTotals } };
-}
-
-/** What a `usage_update` says of the call and the session, from either edition's shape. */
-export function usageUpdateParts(update: UsageUpdate): { call?: Partial<Usage>; session?: UsageTotals } {
-  const parley = update._meta?.parley;
-  if (!parley) {
-    return {};
-  }
-  const { call, session, ...flat } = parley;
-  const flatCall = Object.keys(flat).length > 0 ? flat : undefined;
-  return { call: call ?? flatCall, ...(session ? { session } : {}) };
+  /** The call's usage and the session's running totals (the view shows the totals as they are). */
+  _meta?: { parley?: { call?: Usage; session?: UsageTotals } };
 }
 
 export interface SessionInfoUpdate {

@@ -149,14 +149,25 @@ export interface UsageView {
   /** Context tokens in use and the window size (last `usage_update`). */
   contextUsed?: number;
   contextSize?: number;
-  /** Tokens counted in this session (input + output). */
+  /**
+   * The session's totals exactly as the server last sent them (`usage_update`'s
+   * `_meta.parley.session`, the prompt's and `session/load`'s results): never summed here.
+   * Tokens counted in this session (input + output).
+   */
   sessionTokens: number;
   inputTokens: number;
   outputTokens: number;
+  /** Input tokens read from the provider's prompt cache, when the server counts them. */
+  cachedReadTokens?: number;
   /** Session cost; null when a model's price is unknown. */
   cost?: { amount: number; currency: string } | null;
   /** Turns in the session so far (the last turn's number), when the server said. */
   turns?: number;
+  /** The last turn's cost by kind of token, and the discarded streams' estimated tokens, when the server said. */
+  lastTurn?: {
+    costBreakdown?: { uncachedInput: number; cacheReads: number; cacheWrites: number; output: number; currency: string };
+    wastedTokensEstimate?: number;
+  };
 }
 
 /** A select the server offers for the session (ACP `configOptions`): model, tool policy, … */

@@ -32,9 +32,9 @@ import {
   type SessionUpdate,
   type ToolCall,
   type ToolCallUpdate,
+  type TurnStats,
   type UsageTotals,
   type UsageUpdate,
-  usageUpdateParts,
 } from '../client/protocol';
 import { blockText, contentViews, locationViews, relativeTo } from './toolView';
 
@@ -61,7 +61,8 @@ export type ChatEvent =
   | { type: 'clear' }
   | { type: 'setEntries'; entries: Entry[] }
   | { type: 'meta'; patch: Partial<ViewMeta> }
-  | { type: 'usageTotals'; totals: UsageTotals }
+  /** The session's totals (and the turn's stats) from a prompt's or `session/load`'s result: shown as they are. */
+  | { type: 'usageTotals'; totals: UsageTotals; turn?: Partial<TurnStats> }
   /** The session's configuration options (from `session/new`, `load`, `resume`, `set_config_option`). */
   | { type: 'configOptions'; options: SessionConfigOption[] };
 
@@ -157,8 +158,16 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return { ...state, meta: { ...state.meta, ...event.patch } };
     case 'configOptions':
       return applyConfigOptions(state, event.options);
-    case 'usageTotals':
-      return { ...state, meta: { ...state.meta, usage: { ...state.meta.usage, ...sessionUsage(event.totals) } } };
+    case 'usageTotals': {
+      const usage: UsageView = { ...state.meta.usage, ...sessionUsage(event.totals) };
+      const lastTurn = event.turn ? lastTurnView(event.turn) : {};
+      if (Object.keys(lastTurn).length > 0) {
+        usage.lastTurn = lastTurn;
+      } else {
+        delete usage.lastTurn;
+      }
+      return { ...state, meta: { ...state.meta, usage } };
+    }
   }
 }
 
@@ -398,25 +407,33 @@ function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
   if (update.cost !== undefined) {
     usage.cost = update.cost;
   }
-  const { call, session } = usageUpdateParts(update);
+  // The session's running totals replace what was shown; the call's own usage is never added.
+  const session = update._meta?.parley?.session;
   if (session) {
     Object.assign(usage, sessionUsage(session));
-  } else if (call) {
-    usage.inputTokens += call.inputTokens ?? 0;
-    usage.outputTokens += call.outputTokens ?? 0;
-    usage.sessionTokens += call.totalTokens ?? (call.inputTokens ?? 0) + (call.outputTokens ?? 0);
   }
   return { ...state, meta: { ...state.meta, usage } };
 }
 
 /** The view's session counts from the server's totals. */
-function sessionUsage(t: UsageTotals): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cost' | 'turns'> {
+function sessionUsage(
+  t: UsageTotals,
+): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cachedReadTokens' | 'cost' | 'turns'> {
   return {
     sessionTokens: t.totalTokens,
     inputTokens: t.inputTokens,
     outputTokens: t.outputTokens,
     cost: t.cost,
+    ...(typeof t.cachedReadTokens === 'number' ? { cachedReadTokens: t.cachedReadTokens } : {}),
     ...(typeof t.turns === 'number' ? { turns: t.turns } : {}),
+  };
+}
+
+/** What the view keeps of a turn's stats: its cost breakdown and waste, when the server sent them. */
+function lastTurnView(turn: Partial<TurnStats>): NonNullable<UsageView['lastTurn']> {
+  return {
+    ...(turn.costBreakdown ? { costBreakdown: turn.costBreakdown } : {}),
+    ...(typeof turn.wastedTokensEstimate === 'number' ? { wastedTokensEstimate: turn.wastedTokensEstimate } : {}),
   };
 }
 

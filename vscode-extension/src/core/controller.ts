@@ -347,8 +347,6 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.openSession = sessionId;
     if (parley?.usage) {
       this.dispatch({ type: 'usageTotals', totals: parley.usage });
-    } else {
-      await this.refreshUsage();
     }
     return 'resumed';
   }
@@ -483,8 +481,6 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       }
       if (parley?.usage) {
         this.dispatch({ type: 'usageTotals', totals: parley.usage });
-      } else {
-        await this.refreshUsage();
       }
     } catch (err) {
       // Back to the session we had.
@@ -533,7 +529,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.meta({ busy: true, context: [] });
     try {
       const result = await client.prompt(sessionId, blocks);
-      const { session } = promptUsage(result);
+      const { session, turn } = promptUsage(result);
       // The session's count of turns after this one is this turn's number.
       this.dispatch({
         type: 'turnEnded',
@@ -541,10 +537,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         turn: session?.turns || undefined,
         edited: [...this.writtenThisTurn],
       });
+      // The session's totals come with the result (and each usage_update): nothing to ask or add up.
       if (session) {
-        this.dispatch({ type: 'usageTotals', totals: session });
-      } else {
-        void this.refreshUsage(); // a first-edition server sends no session totals
+        this.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
       }
       this.emit('turnEnded', result.stopReason);
       return result.stopReason;
@@ -717,7 +712,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return result;
   }
 
-  // ---- models and usage ----
+  // ---- models ----
 
   async refreshModels(): Promise<ModelInfo[]> {
     await this.ensureStarted();
@@ -780,21 +775,6 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       }
     } else if (fallback) {
       await this.client.configure({ sessionId, ...fallback });
-    }
-  }
-
-  async refreshUsage(): Promise<void> {
-    const sessionId = this.state.meta.sessionId;
-    if (!sessionId || !this.client?.running) {
-      return;
-    }
-    try {
-      const result = await this.client.usage(sessionId);
-      if (result.session) {
-        this.dispatch({ type: 'usageTotals', totals: result.session });
-      }
-    } catch (err) {
-      this.log(`[parley] _parley/usage failed: ${describeError(err)}`);
     }
   }
 

@@ -72,7 +72,18 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   tip.appendMarkdown(
     `Session tokens: ${m.usage.sessionTokens} (input ${m.usage.inputTokens}, output ${m.usage.outputTokens})\n\n`,
   );
+  if (m.usage.cachedReadTokens) {
+    tip.appendMarkdown(`Read from the prompt cache: ${m.usage.cachedReadTokens} input tokens\n\n`);
+  }
   tip.appendMarkdown(`Cost: ${m.usage.cost ? `$${m.usage.cost.amount.toFixed(4)} ${m.usage.cost.currency}` : 'unknown'}`);
+  const breakdown = m.usage.lastTurn?.costBreakdown;
+  if (breakdown) {
+    const usd = (n: number) => `$${n.toFixed(4)}`;
+    tip.appendMarkdown(
+      `\n\nLast turn: input ${usd(breakdown.uncachedInput)}, cache reads ${usd(breakdown.cacheReads)}, ` +
+        `cache writes ${usd(breakdown.cacheWrites)}, output ${usd(breakdown.output)}`,
+    );
+  }
   item.tooltip = tip;
 }
 

@@ -549,7 +549,8 @@ function renderMeta(m: ViewMeta): void {
     parts.push(`context ${Math.round((100 * m.usage.contextUsed) / m.usage.contextSize)}%`);
   }
   usageEl.textContent = parts.join(' · ');
-  usageEl.title = `Input ${m.usage.inputTokens} · output ${m.usage.outputTokens} tokens this session`;
+  const cached = m.usage.cachedReadTokens ? ` (${m.usage.cachedReadTokens} from the cache)` : '';
+  usageEl.title = `Input ${m.usage.inputTokens}${cached} · output ${m.usage.outputTokens} tokens this session`;
 
   // The commands may have changed under an open menu.
   if (document.activeElement === promptBox) {
