@@ -71,8 +71,11 @@ class BenchSizes:
     tool_start_text_chunks: int
     kernel_evals: int
     parser_chunks: int
-    session_messages: int = 5000
     static_package_modules: int = 300
+    # Row 7: the sessions loaded (`--quick` skips the 50,000-message one).
+    session_sizes: tuple[int, ...] = (5000, 50000)
+    # Row 10: the estimated tokens of the history compacted.
+    compaction_tokens: int = 150_000
 
 
 FULL = BenchSizes(
@@ -92,6 +95,7 @@ QUICK = BenchSizes(
     tool_start_text_chunks=20,
     kernel_evals=5,
     parser_chunks=5000,
+    session_sizes=(5000,),
 )
 
 LATENCY_PACE = 100.0  # chunks per second: a fast model
@@ -562,11 +566,17 @@ def markdown_table(rows: Sequence[Row]) -> str:
 # --- 7. loading a long session ------------------------------------------------------------------
 
 
-def write_long_session(home: Path, workspace: Path, messages: int) -> str:
+LONG_SESSION_ID = "sess_bench_long_session_{messages}"
+TOOL_OUTPUT_LINE = "def area(w, h):\n    return w * h\n"
+
+
+def write_long_session(
+    home: Path, workspace: Path, messages: int, *, tool_output_lines: int = 5
+) -> str:
     """A stored session of `messages` messages: rounds of a prompt, an assistant message with
     a tool call, the tool's result, and the answer — what a day of work leaves behind."""
     store = Store.open_in(home)
-    session_id = "sess_bench_long_session"
+    session_id = LONG_SESSION_ID.format(messages=messages)
     now = now_iso()
     store.save_session(
         StoredSession(
@@ -584,14 +594,13 @@ def write_long_session(home: Path, workspace: Path, messages: int) -> str:
             now,
         )
     )
+    output = TOOL_OUTPUT_LINE * tool_output_lines
     for n in range(messages // 4):
         call = ToolCall(f"call_{n}", "read_file", {"path": "geometry.py"}, f"wire_{n}")
         for message in (
             UserMessage((TextBlock(f"Question {n}: what does area do here?"),)),
             AssistantMessage("Let me read the file.", (), (call,), f"msg_{n}_a"),
-            ToolResultMessage(
-                call.id, call.name, "def area(w, h):\n    return w * h\n" * 5, wire_id=call.wire_id
-            ),
+            ToolResultMessage(call.id, call.name, output, wire_id=call.wire_id),
             AssistantMessage(
                 f"Answer {n}: it multiplies width by height. " * 4, message_id=f"msg_{n}_b"
             ),
@@ -608,10 +617,15 @@ def rss_megabytes(pid: int) -> float:
     return float("nan")
 
 
-async def session_load_rows(fake: FakeLLM, home: Path, sizes: BenchSizes) -> list[Row]:
+async def timed_session_load(
+    fake: FakeLLM, home: Path, messages: int
+) -> tuple[float, int, float, float]:
+    """A fresh server loads a stored session of `messages` messages: seconds of
+    `session/load` (its replay included), the updates replayed, and the server's RSS in MB
+    right after `initialize` and after the load."""
     workspace = home / "workspace"
     workspace.mkdir(exist_ok=True)
-    session_id = write_long_session(home / "data", workspace, sizes.session_messages)
+    session_id = write_long_session(home / "data", workspace, messages)
     client = await ParleyClient.spawn(env=server_environment(fake, home))
     try:
         await client.initialize()
@@ -619,26 +633,40 @@ async def session_load_rows(fake: FakeLLM, home: Path, sizes: BenchSizes) -> lis
         idle = rss_megabytes(client.process.pid)
         started = time.monotonic()
         await client.request(
-            "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+            "session/load",
+            {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []},
+            timeout=600,
         )
         elapsed = time.monotonic() - started
         replayed = len(client.updates_of(session_id))
         loaded = rss_megabytes(client.process.pid)
     finally:
         await client.stop()
-    return [
-        Row(
-            measure=f"7a. Loading a session of {sizes.session_messages:,} messages: "
-            f"`session/load` reads it and replays {replayed:,} updates to the client",
-            parley=ms(elapsed),
-        ),
-        Row(
-            measure="7b. Server memory (RSS) after that load (baseline: right after `initialize`)",
-            parley=f"{loaded:.0f} MB",
-            baseline=f"{idle:.0f} MB",
-            compared=f"+{loaded - idle:.0f} MB",
-        ),
-    ]
+    return elapsed, replayed, idle, loaded
+
+
+async def session_load_rows(fake: FakeLLM, home: Path, sizes: BenchSizes) -> list[Row]:
+    rows = []
+    for index, messages in enumerate(sizes.session_sizes):
+        elapsed, replayed, idle, loaded = await timed_session_load(fake, home, messages)
+        letters = "ab" if index == 0 else "cd"
+        target = verdict("< 200 ms", elapsed < 0.2) if messages == 5000 else "—"
+        rows += [
+            Row(
+                measure=f"7{letters[0]}. Loading a session of {messages:,} messages: "
+                f"`session/load` reads it and replays {replayed:,} updates to the client",
+                parley=ms(elapsed),
+                target=target,
+            ),
+            Row(
+                measure=f"7{letters[1]}. Server memory (RSS) after loading {messages:,} messages "
+                "(baseline: right after `initialize`)",
+                parley=f"{loaded:.0f} MB",
+                baseline=f"{idle:.0f} MB",
+                compared=f"+{loaded - idle:.0f} MB",
+            ),
+        ]
+    return rows
 
 
 # --- 8. the first prompt after start -------------------------------------------------------------
@@ -721,6 +749,59 @@ async def cache_rows(fake: FakeLLM, home: Path) -> list[Row]:
     return rows
 
 
+# --- 10. compacting a long history ---------------------------------------------------------
+
+# The window configured for row 10: the 150k-token history does not fit, so it must compact.
+COMPACTION_WINDOW = 128_000
+COMPACTION_MESSAGES = 200  # 50 rounds; the tool outputs make up the tokens
+
+
+async def compaction_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
+    """`_parley/session/compact` on a stored session of about `compaction_tokens` estimated
+    tokens; the fake answers the summary call."""
+    from parley.agent.compaction import CHARS_PER_TOKEN
+
+    workspace = home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    rounds = COMPACTION_MESSAGES // 4
+    lines = sizes.compaction_tokens * CHARS_PER_TOKEN // (rounds * len(TOOL_OUTPUT_LINE))
+    session_id = write_long_session(
+        home / "compaction-data", workspace, COMPACTION_MESSAGES, tool_output_lines=lines
+    )
+    config = home / "compaction-config.toml"
+    config.write_text(f'[models."openai:{BENCH_MODEL}"]\ncontext_window = {COMPACTION_WINDOW}\n')
+    env = {
+        **server_environment(fake, home),
+        "PARLEY_HOME": str(home / "compaction-data"),
+        "PARLEY_CONFIG": str(config),
+    }
+    fake.set_script([Reply(text="The user asked about `area` in geometry.py many times. " * 8)])
+    client = await ParleyClient.spawn(env=env)
+    try:
+        await client.initialize()
+        await client.request(
+            "session/resume", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        )
+        started = time.monotonic()
+        counts = await client.request(
+            "_parley/session/compact", {"sessionId": session_id}, timeout=120
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        await client.stop()
+    before, after = counts["tokensBefore"], counts["tokensAfter"]
+    return Row(
+        measure=f"10. Compacting a history of {before:,} estimated tokens "
+        f"({COMPACTION_MESSAGES} messages, window {COMPACTION_WINDOW:,}): "
+        "`_parley/session/compact`, the summary call answered by the fake (baseline: the "
+        "tokens before)",
+        parley=f"{ms(elapsed)}, {after:,} tokens after",
+        baseline=f"{before:,} tokens",
+        compared=f"{after / max(before, 1):.1%} of the tokens",
+        target=verdict("under the window", after < COMPACTION_WINDOW),
+    )
+
+
 async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
     with FakeLLM() as fake:
         parley = await ParleyUnderTest.start(fake, home)
@@ -734,6 +815,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         session_load = await session_load_rows(fake, home, sizes)
         first_prompt = await first_prompt_row(fake, home, sizes)
         caching = await cache_rows(fake, home)
+        compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)
     return [
@@ -747,14 +829,21 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         *session_load,
         first_prompt,
         *caching,
+        compaction,
     ]
 
 
-def run_benchmarks(quick: bool = False) -> int:
+async def collect_session_load_rows(sizes: BenchSizes, home: Path) -> list[Row]:
+    with FakeLLM() as fake:
+        return await session_load_rows(fake, home, sizes)
+
+
+def run_benchmarks(quick: bool = False, only_session_load: bool = False) -> int:
     sizes = QUICK if quick else FULL
+    collect = collect_session_load_rows if only_session_load else collect_rows
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="parley-bench-") as home:
-        rows = asyncio.run(collect_rows(sizes, Path(home)))
+        rows = asyncio.run(collect(sizes, Path(home)))
     print(markdown_table(rows))
     print()
     for note in METHOD_NOTES:

@@ -54,6 +54,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="measure speed against the bare SDK; prints a table")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
+    bench.add_argument(
+        "--session-load",
+        action="store_true",
+        help="only row 7: loading long sessions (with --quick, only the 5,000-message one)",
+    )
     return parser
 
 
@@ -135,7 +140,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "bench":
         from parley.bench import run_benchmarks
 
-        return run_benchmarks(quick=args.quick)
+        return run_benchmarks(quick=args.quick, only_session_load=args.session_load)
     return 2
 
 

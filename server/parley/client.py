@@ -46,7 +46,6 @@ class ParleyClient(ParleyJsonRPCClient):
         self.editor_tool_handler: EditorToolHandler | None = None
         self._update_event = asyncio.Event()
 
-        @self.feature("session/update")
         def _on_update(params: dict[str, Any]) -> None:
             session_id = params.get("sessionId", "")
             update = params.get("update", {})
@@ -54,6 +53,9 @@ class ParleyClient(ParleyJsonRPCClient):
             self._update_event.set()
             if self.on_update is not None:
                 self.on_update(session_id, update)
+
+        # Straight from the reader, not through pygls' dispatch: a replay is thousands.
+        self.protocol.plain_notification_handlers["session/update"] = _on_update
 
         @self.feature("session/request_permission")
         async def _on_permission(params: dict[str, Any]) -> dict[str, Any]:

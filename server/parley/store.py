@@ -371,8 +371,9 @@ class Store:
         rows = self._db.execute(
             "SELECT role, body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
             (session_id, after),
-        ).fetchall()
-        return [decode_message(row["role"], _load_body(row["body"])) for row in rows]
+        )
+        # Row by row, not `fetchall`: the stored bodies are not all held beside the messages.
+        return [decode_message(role, _load_body(body)) for role, body in rows]
 
     def add_compaction(self, session_id: str, covers: int, summary: str, created_at: str) -> None:
         with self._transaction() as db:

@@ -6,6 +6,7 @@ result gets one that says it was interrupted, so the provider accepts the histor
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from parley.core.conversation import (
@@ -45,23 +46,22 @@ def unanswered_calls(history: list[Message]) -> list[ToolResultMessage]:
 
 def replay_updates(
     history: list[Message], tools: ToolRegistry, start: int = 0
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     """The updates that show `history[start:]` as a client first saw it, in order (a window
-    that was behind is shown only the turns it missed); each call titled as `tools` shows it."""
+    that was behind is shown only the turns it missed); each call titled as `tools` shows it.
+    Made one at a time, so a replay is sent as it is built, never held whole."""
     results = {m.tool_call_id: m for m in history if isinstance(m, ToolResultMessage)}
-    shown: list[dict[str, Any]] = []
-    for position, message in enumerate(history[start:], start):
+    for position in range(start, len(history)):
+        message = history[position]
         if isinstance(message, UserMessage):
             for block in message.content:
-                shown.append(updates.user_chunk(f"user_{position}", _user_content(block)))
+                yield updates.user_chunk(f"user_{position}", _user_content(block))
         elif isinstance(message, AssistantMessage):
             for thought in message.thinking:
                 if thought.text:
-                    shown.append(
-                        updates.thought_chunk(f"{message.message_id}_thought", thought.text)
-                    )
+                    yield updates.thought_chunk(f"{message.message_id}_thought", thought.text)
             if message.text:
-                shown.append(updates.message_chunk(message.message_id, message.text))
+                yield updates.message_chunk(message.message_id, message.text)
             for call in message.tool_calls:
                 result = results.get(call.id)
                 view = updates.call_view(tools.view_of(call.name, call.arguments))
@@ -79,8 +79,7 @@ def replay_updates(
                         result.raw_output, result.content, result.is_error
                     )
                     update["content"] = [updates.text_content(result.content)]
-                shown.append(update)
-    return shown
+                yield update
 
 
 def _user_content(block: ContentBlock) -> dict[str, Any]:

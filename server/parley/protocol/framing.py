@@ -249,6 +249,9 @@ async def _resynchronise(source: _Input) -> bool:
     return False
 
 
+FLUSH_BYTES = 64 * 1024  # a pipe's buffer: a burst this long is written at once
+
+
 class FrameWriter:
     """A pygls writer that frames and flushes messages.
 
@@ -262,10 +265,17 @@ class FrameWriter:
         self._stream = stream
         self._suffix = b"\n" if framing == "ndjson" else b""
         self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def write(self, data: bytes) -> None:
         self._pending.append(data + self._suffix if self._suffix else data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= FLUSH_BYTES:
+            # A long burst (a replay of thousands of updates) leaves as it is built: the
+            # client parses while the server goes on, and it is never held whole in memory.
+            self.flush()  # the flush scheduled for the end of this turn finds nothing left
+            return
         if len(self._pending) > 1:
             return  # a flush is already scheduled
         try:
@@ -281,6 +291,7 @@ class FrameWriter:
             return
         data = b"".join(self._pending)
         self._pending.clear()
+        self._pending_bytes = 0
         self._stream.write(data)
         self._stream.flush()
 
