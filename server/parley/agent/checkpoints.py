@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import os
 import posixpath
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,12 @@ import attrs
 
 from parley.agent.session import now_iso
 from parley.store import Checkpoint, Store
-from parley.tools.confined import open_confined, open_confined_directory, printable_name
+from parley.tools.confined import (
+    open_confined,
+    open_confined_directory,
+    printable_name,
+    replace_at,
+)
 
 # `Checkpoint.written` of a file Parley left absent.
 ABSENT = ""
@@ -248,21 +252,8 @@ def _write(root: Path, path: str, content: bytes, mode: int | None) -> None:
     never followed)."""
     folder, name = _split(root, path)
     directory = _directory(root, folder, create=True)
-    temporary = f".{name}.parley-{uuid.uuid4().hex[:8]}"
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temporary, flags, 0o600, dir_fd=directory)
-        try:
-            with open(fd, "wb", closefd=True) as out:
-                out.write(content)
-                out.flush()
-                os.fchmod(out.fileno(), 0o644 if mode is None else mode)
-                os.fsync(out.fileno())
-            os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary, dir_fd=directory)
-            raise
+        replace_at(directory, name, content, 0o644 if mode is None else mode)
     finally:
         os.close(directory)
 

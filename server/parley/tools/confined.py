@@ -17,11 +17,13 @@ found again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import posixpath
 import re
+import secrets
 import stat
 from pathlib import Path
 from typing import BinaryIO
@@ -308,3 +310,25 @@ def _status_at(directory_fd: int, name: str) -> tuple[str, os.stat_result | None
         except FileNotFoundError:
             continue
     return name, None
+
+
+def replace_at(directory_fd: int, name: str, data: bytes, mode: int | None) -> None:
+    """`data` as the whole content of `name` in the open directory, atomically: written to a
+    temporary file beside it (never through a symlink), synced, then renamed over it, so a
+    reader sees the old file or the new one, never part of one. The file gets `mode`, or a
+    new file's default permissions (0o666 less the umask) when `mode` is None."""
+    temporary = f".{name}.parley-{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o666 if mode is None else 0o600, dir_fd=directory_fd)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            if mode is not None:
+                os.fchmod(file.fileno(), mode)
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=directory_fd)
+        raise

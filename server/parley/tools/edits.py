@@ -15,12 +15,10 @@ with the old file's mode). Each asks the user first, showing the diff.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import logging
 import os
 import posixpath
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ from parley.tools.confined import (
     open_confined,
     open_confined_parent,
     printable_name,
+    replace_at,
 )
 from parley.tools.file_ledger import FileLedger
 from parley.tools.workspace import (
@@ -474,21 +473,7 @@ def write_atomically(workspace: Path, relative: str, text: str) -> str:
                     "not written."
                 )
             mode = stat.S_IMODE(status.st_mode)
-        temporary = f".{name}.parley-{secrets.token_hex(4)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temporary, flags, 0o666 if mode is None else 0o600, dir_fd=directory_fd)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                if mode is not None:
-                    os.fchmod(file.fileno(), mode)
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary, dir_fd=directory_fd)
-            raise
+        replace_at(directory_fd, name, data, mode)
     finally:
         os.close(directory_fd)
     return relative
