@@ -17,6 +17,7 @@ never written anywhere by Parley.
     api_key_env = ""                  # none needed
     stall_timeout = 300               # a slow local model: overrides the one above
     prompt_cache_key = false          # send OpenAI's prompt_cache_key (on for `openai` only)
+    continue_streamed = false         # hybrid: continue streamed text (on: vllm, llamacpp, ollama)
 
     [models."ollama:qwen3"]
     context_window = 32768
@@ -86,6 +87,10 @@ class ProviderConfig:
     # Send OpenAI's `prompt_cache_key` (the session's, hashed): on for the openai preset;
     # other OpenAI-compatible servers may refuse the unknown field.
     prompt_cache_key: bool = False
+    # Hybrid rounds: the synchronous call continues the text already streamed (a trailing
+    # assistant message, with vLLM's `continue_final_message`) instead of generating it
+    # again. On for the local presets, whose servers can; OpenAI and Anthropic cannot.
+    continue_streamed: bool = False
 
 
 # The presets for local servers, whose models often reason inline in <think> tags.
@@ -225,13 +230,28 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
             "anthropic", "anthropic", environ.get("ANTHROPIC_BASE_URL") or None, "ANTHROPIC_API_KEY"
         ),
         "ollama": ProviderConfig(
-            "ollama", "openai", f"{ollama_host.rstrip('/')}/v1", None, default_api_key="ollama"
+            "ollama",
+            "openai",
+            f"{ollama_host.rstrip('/')}/v1",
+            None,
+            default_api_key="ollama",
+            continue_streamed=True,
         ),
         "llamacpp": ProviderConfig(
-            "llamacpp", "openai", "http://localhost:8080/v1", None, default_api_key="llamacpp"
+            "llamacpp",
+            "openai",
+            "http://localhost:8080/v1",
+            None,
+            default_api_key="llamacpp",
+            continue_streamed=True,
         ),
         "vllm": ProviderConfig(
-            "vllm", "openai", "http://localhost:8000/v1", None, default_api_key="vllm"
+            "vllm",
+            "openai",
+            "http://localhost:8000/v1",
+            None,
+            default_api_key="vllm",
+            continue_streamed=True,
         ),
         # The scripted model of `parley demo`: the CLI starts the fake LLM and says where.
         "demo": ProviderConfig(
@@ -302,6 +322,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             ),
             prompt_cache_key=bool(
                 entry.get("prompt_cache_key", base.prompt_cache_key if base else False)
+            ),
+            continue_streamed=bool(
+                entry.get("continue_streamed", base.continue_streamed if base else False)
             ),
         )
 

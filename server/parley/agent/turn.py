@@ -363,7 +363,14 @@ class Turn:
         self.stats.discarded_streams += 1
         self.stats.sync_fallbacks += 1
         self.stats.wasted_tokens_estimate += _discarded_stream_estimate(request, streamed_text)
-        completion = await resolved.provider.complete(request)
+        if streamed_text and resolved.provider.continues_streamed_text:
+            # The server continues the streamed text: the call generates only the rest.
+            completion = await resolved.provider.complete(
+                attrs.evolve(request, continue_from=streamed_text)
+            )
+            completion = attrs.evolve(completion, text=streamed_text + completion.text)
+        else:
+            completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         self._show_sync_text(streamed_text, completion.text)
         return completion, self._announce_calls(completion.tool_calls)

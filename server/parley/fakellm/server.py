@@ -91,6 +91,8 @@ class _ScriptState:
             for message in (messages if isinstance(messages, list) else [])
             if isinstance(message, dict) and message.get("role") == "assistant"
         )
+        if assistant_turns and messages[-1].get("role") == "assistant":
+            assistant_turns -= 1  # a final assistant message to continue is no earlier turn
         with self._lock:
             if not self._replies:
                 return None

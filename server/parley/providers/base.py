@@ -56,6 +56,9 @@ class ModelRequest:
     # Names the conversation for the provider's prompt cache (the session's id); a provider
     # sends it where its server takes one (OpenAI's `prompt_cache_key`).
     cache_key: str | None = None
+    # Hybrid rounds on servers that continue a partial reply: the text already streamed,
+    # sent as a final assistant message for the model to continue (the reply is the rest).
+    continue_from: str | None = None
 
 
 @attrs.frozen
@@ -312,6 +315,8 @@ class SDKStream(ModelStream):
 
 class Provider(ABC):
     name: str
+    # The server continues a final assistant message (`ModelRequest.continue_from`).
+    continues_streamed_text: bool = False
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> ModelStream: ...

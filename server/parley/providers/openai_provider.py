@@ -129,8 +129,11 @@ class OpenAIProvider(base.SDKProvider):
     sdk_client = openai.AsyncOpenAI
     sdk_timeout = openai.Timeout
 
-    def __init__(self, *, prompt_cache_key: bool = False, **settings: Any) -> None:
+    def __init__(
+        self, *, prompt_cache_key: bool = False, continue_streamed: bool = False, **settings: Any
+    ) -> None:
         super().__init__(**settings)
+        self.continues_streamed_text = continue_streamed
         # OpenAI routes requests with one `prompt_cache_key` to the same cache; other
         # OpenAI-compatible servers may refuse the unknown field, so it is a provider setting.
         self.prompt_cache_key = prompt_cache_key
@@ -148,6 +151,14 @@ class OpenAIProvider(base.SDKProvider):
             arguments["reasoning_effort"] = request.reasoning_effort
         if self.prompt_cache_key and request.cache_key:
             arguments["prompt_cache_key"] = prompt_cache_key_of(request.cache_key)
+        if request.continue_from and self.continues_streamed_text:
+            # A trailing assistant message: llama.cpp and Ollama continue it (prefill);
+            # vLLM does with `continue_final_message` and no new generation prompt.
+            arguments["messages"].append({"role": "assistant", "content": request.continue_from})
+            arguments["extra_body"] = {
+                "continue_final_message": True,
+                "add_generation_prompt": False,
+            }
         return arguments
 
     def stream(self, request: base.ModelRequest) -> base.ModelStream:

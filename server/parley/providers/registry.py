@@ -123,7 +123,11 @@ class ProviderRegistry:
             return AnthropicProvider(**model_settings)
         from parley.providers.openai_provider import OpenAIProvider
 
-        return OpenAIProvider(prompt_cache_key=config.prompt_cache_key, **model_settings)
+        return OpenAIProvider(
+            prompt_cache_key=config.prompt_cache_key,
+            continue_streamed=config.continue_streamed,
+            **model_settings,
+        )
 
     def model_infos(self) -> list[dict[str, Any]]:
         """`ModelInfo`s for `_parley/models` and `initialize`: configured models, and the

@@ -271,5 +271,10 @@ class TextToolProvider(_ParsingProvider):
 class ThinkTagProvider(_ParsingProvider):
     """`<think>`/`<thinking>` sections of the text become thoughts; nothing else changes."""
 
+    def __init__(self, inner: Provider) -> None:
+        super().__init__(inner)
+        # The streamed text holds no <think> section: the server continues the answer.
+        self.continues_streamed_text = inner.continues_streamed_text
+
     def _new_parser(self) -> TextParser:
         return ThinkTagParser()
