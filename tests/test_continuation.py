@@ -8,6 +8,7 @@ from typing import Any
 
 from conftest import MODELS, WEATHER_TOOL
 from parley.client import ParleyClient
+from parley.config import load_settings
 from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 
 WEATHER = ScriptedToolCall("get_weather", {"city": "Paris"})
@@ -87,3 +88,14 @@ async def test_openai_sync_call_is_unchanged(
     assert sync.body["messages"] == stream.body["messages"]
     assert "continue_final_message" not in sync.body
     assert client.text_of(session) == STREAMED + REST + " Sunny."
+
+
+def test_on_for_the_local_presets_off_elsewhere_and_overridable(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[providers.vllm]\ncontinue_streamed = false\n[providers.lmstudio]\nkind = "openai"\n'
+        "[providers.mine]\ncontinue_streamed = true\n"
+    )
+    providers = load_settings({"PARLEY_CONFIG": str(config)}).providers
+    on = {name for name, provider in providers.items() if provider.continue_streamed}
+    assert on == {"ollama", "llamacpp", "mine"}
