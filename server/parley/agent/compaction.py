@@ -27,10 +27,10 @@ from parley.core.conversation import (
     UserMessage,
 )
 from parley.core.errors import ProviderError
+from parley.core.usage import CHARS_PER_TOKEN, estimate_tokens
 from parley.providers.base import Completion, ModelRequest
 from parley.tools.base import ToolSpec
 
-CHARS_PER_TOKEN = 4
 # Tool outputs this recent are never pruned: the last few, and those in the window's last part.
 PROTECTED_TOOL_RESULTS = 3
 PROTECTED_SHARE = 0.2
@@ -57,10 +57,6 @@ class Compaction:
 
     covers: int
     summary: str
-
-
-def estimate_tokens(text_chars: int) -> int:
-    return (text_chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 def message_chars(message: Message) -> int:

@@ -362,7 +362,10 @@ class Turn:
         # with the same request gives the complete calls, and is what this round counts.
         self.stats.discarded_streams += 1
         self.stats.sync_fallbacks += 1
-        self.stats.wasted_tokens_estimate += _discarded_stream_estimate(request, streamed_text)
+        # Never counted in usage (the rule): the prompt it was sent and what it streamed.
+        self.stats.wasted_tokens_estimate += request_tokens(request) + estimate_tokens(
+            len(streamed_text)
+        )
         if streamed_text and resolved.provider.continues_streamed_text:
             # The server continues the streamed text: the call generates only the rest.
             completion = await resolved.provider.complete(
@@ -635,21 +638,6 @@ def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) ->
     why = spent.explain(starting=True)
     ports.send_update(session.id, updates.message_chunk(new_id("msg"), why))
     return TurnResult("refusal", TurnStats(model=session.model), attrs.evolve(session.totals))
-
-
-def _discarded_stream_estimate(request: ModelRequest, streamed_text: str) -> int:
-    """The tokens a discarded stream cost, roughly: its prompt (system, tools, messages as
-    characters / 4) and the text it streamed before the tool call cut it short."""
-    prompt_chars = len(request.system) + len(json.dumps([attrs.asdict(t) for t in request.tools]))
-    for message in request.messages:
-        if isinstance(message, AssistantMessage):
-            prompt_chars += len(message.text)
-            prompt_chars += sum(len(json.dumps(call.arguments)) for call in message.tool_calls)
-        elif isinstance(message, ToolResultMessage):
-            prompt_chars += len(message.content)
-        elif isinstance(message, UserMessage):
-            prompt_chars += len(message.as_text())
-    return estimate_tokens(prompt_chars) + estimate_tokens(len(streamed_text))
 
 
 async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:

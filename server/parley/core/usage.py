@@ -138,9 +138,12 @@ def find_price(model: str, prices: Mapping[str, Price]) -> Price | None:
     return prices.get(f"{provider}:*")
 
 
+CHARS_PER_TOKEN = 4  # about, for English text and code: what the estimates below assume
+
+
 def estimate_tokens(characters: int) -> int:
     """A rough token count for text of this many characters (about four per token)."""
-    return (characters + 3) // 4
+    return (characters + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 def cost_to_wire(amount: float | None) -> dict[str, object] | None:
