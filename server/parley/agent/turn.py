@@ -243,14 +243,14 @@ class Turn:
         in any case): old tool outputs pruned first, then the older turns summarised. On
         demand (`/compact`) the summary is made, and outputs pruned only as a round would."""
         request = self._request(resolved)
-        self.tokens_before = self.tokens_after = request_tokens(request)
+        tokens = self.tokens_before = self.tokens_after = request_tokens(request)
         window = self.settings.context_window(resolved.id)
         if window is None:
             return request
         limit = int(window * self.settings.compaction_threshold)
         prune_all = force and not on_demand
-        request = self._pruned(request, window, limit, prune_all)
-        if force or request_tokens(request) > limit:
+        request, tokens = self._pruned(request, tokens, window, limit, prune_all)
+        if force or tokens > limit:
             summarised = await summarise(
                 self.session.history,
                 self.session.compaction,
@@ -260,8 +260,11 @@ class Turn:
             )
             if summarised is not None:
                 self.session.set_compaction(summarised[0])
-                request = self._pruned(self._request(resolved), window, limit, prune_all)
-        self.tokens_after = request_tokens(request)
+                request = self._request(resolved)
+                request, tokens = self._pruned(
+                    request, request_tokens(request), window, limit, prune_all
+                )
+        self.tokens_after = tokens
         if self.tokens_after < self.tokens_before:
             self._send(
                 updates.thought_chunk(
@@ -272,10 +275,15 @@ class Turn:
             )
         return request
 
-    def _pruned(self, request: ModelRequest, window: int, limit: int, force: bool) -> ModelRequest:
-        if not force and request_tokens(request) <= limit:
-            return request
-        return attrs.evolve(request, messages=tuple(pruned(request.messages, window)))
+    def _pruned(
+        self, request: ModelRequest, tokens: int, window: int, limit: int, force: bool
+    ) -> tuple[ModelRequest, int]:
+        """The request with old tool outputs pruned when it has `tokens` over `limit` (or
+        `force`d), and its tokens then."""
+        if not force and tokens <= limit:
+            return request, tokens
+        request = attrs.evolve(request, messages=tuple(pruned(request.messages, window)))
+        return request, request_tokens(request)
 
     async def _summary_call(self, resolved: ResolvedModel, request: ModelRequest) -> Completion:
         """The summary's one call: the session's model, synchronous, counted as any call."""
@@ -362,10 +370,9 @@ class Turn:
         # with the same request gives the complete calls, and is what this round counts.
         self.stats.discarded_streams += 1
         self.stats.sync_fallbacks += 1
-        # Never counted in usage (the rule): the prompt it was sent and what it streamed.
-        self.stats.wasted_tokens_estimate += request_tokens(request) + estimate_tokens(
-            len(streamed_text)
-        )
+        # Never counted in usage (the rule): the prompt it was sent (this round's request,
+        # estimated by `_prepared_request`) and what it streamed.
+        self.stats.wasted_tokens_estimate += self.tokens_after + estimate_tokens(len(streamed_text))
         if streamed_text and resolved.provider.continues_streamed_text:
             # The server continues the streamed text: the call generates only the rest.
             completion = await resolved.provider.complete(
