@@ -597,15 +597,16 @@ class Turn:
             usage = Usage()
         model_id = self.stats.model
         price = find_price(model_id, self.settings.prices)
-        cost = price.cost(usage) if price is not None else None
-        if price is not None:
-            self.stats.cost_breakdown += price.breakdown(usage)
+        breakdown = price.breakdown(usage) if price is not None else None
+        cost = breakdown.total if breakdown is not None else None
+        if breakdown is not None:
+            self.stats.cost_breakdown += breakdown
         self.stats.usage = self.stats.usage + usage
         if cost is None or self.stats.cost is None:
             self.stats.cost = None
         else:
             self.stats.cost += cost
-        self.session.count_usage(call, model_id, usage, cost)
+        self.session.count_usage(call, model_id, usage, cost, breakdown)
         totals = self.session.totals
         window = self.settings.context_window(model_id)
         if window is None:
