@@ -21,6 +21,7 @@ ROW_LABELS = [
     "4a. Prompt → tool start, `hybrid`, tool call seen in the stream",
     "4b. Prompt → tool start, `hybrid`, tool call shown only by the finish reason",
     "4c. Prompt → tool start, `stream`",
+    "4d. Prompt → tool start, `hybrid` with continuation",
     "5a. Python kernel cold start",
     "5b. Kernel round trip",
     "5c. `python_describe` from the source (griffe, nothing imported) on a package of 300",
@@ -36,7 +37,7 @@ ROW_LABELS = [
     "10. Compacting a history of",
 ]
 # Rows with a baseline and a comparison.
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "7b.", "8.", "10."}
+COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "7b.", "8.", "10."}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

@@ -6,18 +6,22 @@ estimated as waste, never counted."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from conftest import MODELS, WEATHER_TOOL
+from parley.agent.commands import describe_totals
 from parley.client import ParleyClient
 from parley.config import load_settings
 from parley.core.conversation import TextBlock, UserMessage
-from parley.core.usage import Usage, find_price
+from parley.core.usage import DEFAULT_PRICES, Usage, find_price
 from parley.fakellm import FakeLLM, Pacing, PromptCache, Reply, ScriptedToolCall
 from parley.providers.anthropic_provider import AnthropicProvider
 from parley.providers.base import ModelRequest
 from parley.providers.openai_provider import prompt_cache_key_of
+from parley.store import MIGRATIONS, Store
 
 EPHEMERAL = {"type": "ephemeral"}
 WEATHER = ScriptedToolCall("get_weather", {"city": "Paris"})
@@ -200,6 +204,115 @@ async def test_openai_synchronous_call_cache_usage_is_counted(
     usage = parley_meta(result)["usage"]
     assert usage["inputTokens"] == 1100  # the synchronous call and the next round
     assert usage["cachedReadTokens"] == 900
+
+
+# --- the session's cost split ------------------------------------------------------------
+
+# claude-sonnet-4-5 ($/M): input 3, cache reads 0.3, cache writes 3.75, output 15. Two turns
+# of (input, output, cache read, cache written): the second reads what the first wrote.
+SPLIT_TURNS = ((1000, 100, 0, 900), (1220, 60, 900, 250))
+
+
+def expected_split(turns: tuple[tuple[int, int, int, int], ...]) -> dict[str, Any]:
+    """Each call priced on its own, in exact fractions, then summed: what the session's
+    `costBreakdown` must say."""
+    uncached = reads = writes = output = Fraction(0)
+    for input_tokens, output_tokens, read, written in turns:
+        uncached += Fraction(3 * (input_tokens - read - written), 10**6)
+        reads += Fraction(3 * read, 10**7)
+        writes += Fraction(375 * written, 10**8)
+        output += Fraction(15 * output_tokens, 10**6)
+    return {
+        "uncachedInput": round(float(uncached), 8),
+        "cacheReads": round(float(reads), 8),
+        "cacheWrites": round(float(writes), 8),
+        "output": round(float(output), 8),
+        "currency": "USD",
+    }
+
+
+async def test_the_sessions_cost_split_sums_its_calls_and_survives_a_reload(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace, tmp_path
+) -> None:
+    home = tmp_path / "home"
+    fake.set_script(
+        [
+            Reply(text=f"Answer {n}.", usage=(i, o), cache=(read, written))
+            for n, (i, o, read, written) in enumerate(SPLIT_TURNS)
+        ]
+    )
+    client = await start(start_server, MODELS["anthropic"], home=home)
+    session = await client.new_session(str(workspace))
+    first = await client.prompt(session, "One")
+    second = await client.prompt(session, "Two")
+
+    one, both = expected_split(SPLIT_TURNS[:1]), expected_split(SPLIT_TURNS)
+    assert both == {  # by hand: 100 + 70 uncached, 900 read, 900 + 250 written, 160 out
+        "uncachedInput": 0.00051,
+        "cacheReads": 0.00027,
+        "cacheWrites": 0.0043125,
+        "output": 0.0024,
+        "currency": "USD",
+    }
+    assert parley_meta(first)["session"]["costBreakdown"] == one
+    assert parley_meta(second)["session"]["costBreakdown"] == both
+    # Each usage_update carries the running split, as the prompt result does.
+    running = [
+        u["_meta"]["parley"]["session"]["costBreakdown"]
+        for u in client.updates_of(session, "usage_update")
+    ]
+    assert running == [one, both]
+    total = parley_meta(second)["session"]["cost"]["amount"]
+    assert total == round(sum(v for k, v in both.items() if k != "currency"), 8)
+    shown = len(client.text_of(session))
+    await client.prompt(session, "/cost")
+    told = client.text_of(session)[shown:]
+    assert (
+        "cost $0.0075 (uncached input $0.0005, cache reads $0.0003, cache writes $0.0043, "
+        "output $0.0024)" in told
+    )
+
+    # A fresh server reads the split back from the store, summed the same.
+    reloaded = await start(start_server, MODELS["anthropic"], home=home)
+    loaded = await reloaded.load_session(session, str(workspace))
+    assert loaded["_meta"]["parley"]["usage"]["costBreakdown"] == both
+    usage = await reloaded.request("_parley/usage", {"sessionId": session})
+    assert usage["session"]["costBreakdown"] == both
+
+
+def test_calls_stored_before_the_split_count_in_the_cost_alone(tmp_path) -> None:
+    """A database from before migration 8: its calls keep their cost, in no part of the
+    split; calls counted since are split; `/cost` says so."""
+    path = tmp_path / "parley.sqlite3"
+    old = sqlite3.connect(path)
+    for number, script in enumerate(MIGRATIONS[:7], start=1):
+        old.executescript(script)
+        old.execute(f"PRAGMA user_version = {number}")
+    old.execute(
+        "INSERT INTO sessions (id, cwd, model, tool_policy, created_at, updated_at, rounds) "
+        "VALUES ('s', '/w', 'anthropic:claude-sonnet-4-5', 'hybrid', 't', 't', 2)"
+    )
+    old.execute(
+        "INSERT INTO usage (session_id, call, model, input_tokens, output_tokens, "
+        "thought_tokens, cached_read_tokens, cached_write_tokens, cost, created_at) "
+        "VALUES ('s', 'stream', 'anthropic:claude-sonnet-4-5', 1000, 100, 0, 0, 0, 0.0045, 't')"
+    )
+    old.commit()
+    old.close()
+
+    store = Store(path)
+    price = find_price("anthropic:claude-sonnet-4-5", DEFAULT_PRICES)
+    assert price is not None
+    usage = Usage(1000, 100, cached_read_tokens=800)
+    split = price.breakdown(usage)
+    store.record_usage("s", "stream", "anthropic:claude-sonnet-4-5", usage, split.total, "u", split)
+    totals = store.usage_totals("s")
+    store.close()
+
+    assert totals.cost == 0.0045 + split.total
+    assert totals.cost_breakdown == split  # only the call counted since
+    assert totals.to_wire()["costBreakdown"] == split.to_wire()
+    assert "earlier calls not split $0.0045" in describe_totals(totals)
 
 
 # --- waste: the discarded stream ------------------------------------------------------

@@ -169,8 +169,10 @@ class ParleyUnderTest:
         client.editor_tool_handler = answer_weather
 
     @classmethod
-    async def start(cls, fake: FakeLLM, home: Path) -> ParleyUnderTest:
-        client = await ParleyClient.spawn(env=server_environment(fake, home))
+    async def start(
+        cls, fake: FakeLLM, home: Path, env: dict[str, str] | None = None
+    ) -> ParleyUnderTest:
+        client = await ParleyClient.spawn(env={**server_environment(fake, home), **(env or {})})
         await client.initialize(tools=[WEATHER_TOOL])
         workspace = home / "workspace"
         workspace.mkdir(exist_ok=True)
@@ -401,7 +403,21 @@ async def seconds_to_tool_start(
     return tool_started[0] - started
 
 
-async def tool_start_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes) -> list[Row]:
+def continuation_environment(fake: FakeLLM, home: Path) -> dict[str, str]:
+    """A server whose model is a `vllm` preset's (`continue_streamed` on), served by the
+    fake, with its own data."""
+    config = home / "continuation-config.toml"
+    config.write_text(f'[providers.vllm]\nbase_url = "{fake.openai_base_url}"\n')
+    return {
+        "PARLEY_MODEL": f"vllm:{BENCH_MODEL}",
+        "PARLEY_HOME": str(home / "continuation-data"),
+        "PARLEY_CONFIG": str(config),
+    }
+
+
+async def tool_start_rows(
+    parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes, home: Path
+) -> list[Row]:
     text = numbered_chunks(sizes.tool_start_text_chunks)
     with_tool_call = Reply(chunks=text, tool_calls=(WEATHER_CALL,), pacing=TOOL_START_PACE)
     streamed_chunks = fake_chunk_count(with_tool_call)
@@ -425,12 +441,29 @@ async def tool_start_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSi
     early = await seconds_to_tool_start(parley, fake, with_tool_call, sync, "hybrid")
     waiting = await seconds_to_tool_start(parley, fake, finish_only, sync, "hybrid")
     streamed = await seconds_to_tool_start(parley, fake, with_tool_call, sync, "stream")
+    # 4d: the synchronous call continues the streamed text, so the model generates only the
+    # call: the fake answers with the call alone, after the time it takes to generate it.
+    rest = realistic_sync_reply(Reply(tool_calls=(WEATHER_CALL,)), streamed_chunks=unshown_chunks)
+    continuing = await ParleyUnderTest.start(fake, home, continuation_environment(fake, home))
+    try:
+        # Warmed up as the first server is by the rows before: its SDK imported, connected.
+        fake.set_script([Reply(text="Ready.")])
+        await continuing.timed_prompt(lambda _update, _arrived: None)
+        continued = await seconds_to_tool_start(continuing, fake, with_tool_call, rest, "hybrid")
+    finally:
+        await continuing.stop()
+    sync_calls = [request for request in fake.requests if not request.stream]
+    if not sync_calls or not sync_calls[0].body.get("continue_final_message"):
+        raise RuntimeError("4d: the synchronous call did not continue the streamed text")
     scenario = (
         f"{sizes.tool_start_text_chunks} text chunks then a tool call, first token after "
         f"{TOOL_START_PACE.first_token_delay:g} s, {TOOL_START_PACE.chunks_per_second:g} chunks/s"
     )
     soonest = min(
-        (early, "hybrid, early close"), (waiting, "hybrid, waiting"), (streamed, "stream")
+        (early, "hybrid, early close"),
+        (waiting, "hybrid, waiting"),
+        (streamed, "stream"),
+        (continued, "hybrid with continuation"),
     )[1]
     return [
         Row(
@@ -452,7 +485,16 @@ async def tool_start_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSi
             parley=ms(streamed),
             baseline=f"4a: {ms(early)}",
             compared=f"{streamed / early:.2f}x",
-            target=f"soonest of 4a to 4c: {soonest}",
+            target=f"soonest of 4a to 4d: {soonest}",
+        ),
+        Row(
+            measure="4d. Prompt → tool start, `hybrid` with continuation (`continue_streamed`, "
+            "a `vllm` provider: early close + a synchronous call that continues the streamed "
+            "text and generates only the call)",
+            parley=ms(continued),
+            baseline=f"4a: {ms(early)}; 4c: {ms(streamed)}",
+            compared=f"{continued / early:.2f}x of 4a; {continued / streamed:.2f}x of 4c",
+            target=verdict("sooner than 4a", continued < early),
         ),
     ]
 
@@ -546,7 +588,8 @@ METHOD_NOTES = (
     "its number, and the client (or the bare SDK) records when it got it; both run in this "
     "process, on one clock; the comparison is Parley's percentile minus the SDK's.",
     "Row 4: the synchronous call is made as slow as a real one (the time to generate the "
-    "whole reply at the same pace), and in 4b the stream pauses while the model generates the "
+    "whole reply at the same pace; in 4d, where it continues the streamed text, the time to "
+    "generate the call alone), and in 4b the stream pauses while the model generates the "
     "call it does not show.",
 )
 
@@ -808,7 +851,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         try:
             throughput = await throughput_row(parley, fake, sizes)
             latency = await latency_rows(parley, fake, sizes)
-            tool_start = await tool_start_rows(parley, fake, sizes)
+            tool_start = await tool_start_rows(parley, fake, sizes, home)
         finally:
             await parley.stop()
         cold_start = await cold_start_row(fake, home, sizes)

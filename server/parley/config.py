@@ -17,7 +17,9 @@ never written anywhere by Parley.
     api_key_env = ""                  # none needed
     stall_timeout = 300               # a slow local model: overrides the one above
     prompt_cache_key = false          # send OpenAI's prompt_cache_key (on for `openai` only)
-    continue_streamed = false         # hybrid: continue streamed text (on: vllm, llamacpp, ollama)
+    continue_streamed = false         # hybrid: continue the streamed text, in the server's form:
+                                      # "vllm", "prefill" (llama.cpp, Ollama) or "deepseek"; true:
+                                      # the preset's (on: vllm, llamacpp, ollama, deepseek)
 
     [models."ollama:qwen3"]
     context_window = 32768
@@ -47,7 +49,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -70,6 +72,14 @@ FALLBACK_MODEL = "openai:gpt-4.1-mini"
 DEFAULT_STALL_TIMEOUT = 60.0
 
 
+# How a server is asked to continue a partial assistant message (docs/local-models.md):
+# "vllm": a trailing assistant message with `continue_final_message` and no generation
+# prompt; "prefill": a trailing assistant message alone (llama.cpp's server, Ollama);
+# "deepseek": a trailing assistant message marked `prefix` (DeepSeek's beta API).
+ContinuationForm = Literal["vllm", "prefill", "deepseek"]
+CONTINUATION_FORMS: tuple[ContinuationForm, ...] = get_args(ContinuationForm)
+
+
 class ConfigError(Exception):
     """The configuration file cannot be used; the message says where and why."""
 
@@ -87,10 +97,10 @@ class ProviderConfig:
     # Send OpenAI's `prompt_cache_key` (the session's, hashed): on for the openai preset;
     # other OpenAI-compatible servers may refuse the unknown field.
     prompt_cache_key: bool = False
-    # Hybrid rounds: the synchronous call continues the text already streamed (a trailing
-    # assistant message, with vLLM's `continue_final_message`) instead of generating it
-    # again. On for the local presets, whose servers can; OpenAI and Anthropic cannot.
-    continue_streamed: bool = False
+    # Hybrid rounds: the synchronous call continues the text already streamed instead of
+    # generating it again, in the form this server understands (None: it cannot, the call
+    # is a full one). On for the presets whose servers can; OpenAI and Anthropic cannot.
+    continue_streamed: ContinuationForm | None = None
 
 
 # The presets for local servers, whose models often reason inline in <think> tags.
@@ -235,7 +245,7 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
             f"{ollama_host.rstrip('/')}/v1",
             None,
             default_api_key="ollama",
-            continue_streamed=True,
+            continue_streamed="prefill",
         ),
         "llamacpp": ProviderConfig(
             "llamacpp",
@@ -243,7 +253,7 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
             "http://localhost:8080/v1",
             None,
             default_api_key="llamacpp",
-            continue_streamed=True,
+            continue_streamed="prefill",
         ),
         "vllm": ProviderConfig(
             "vllm",
@@ -251,7 +261,15 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
             "http://localhost:8000/v1",
             None,
             default_api_key="vllm",
-            continue_streamed=True,
+            continue_streamed="vllm",
+        ),
+        # DeepSeek's prefix completion is a beta feature: its beta base URL serves it.
+        "deepseek": ProviderConfig(
+            "deepseek",
+            "openai",
+            "https://api.deepseek.com/beta",
+            "DEEPSEEK_API_KEY",
+            continue_streamed="deepseek",
         ),
         # The scripted model of `parley demo`: the CLI starts the fake LLM and says where.
         "demo": ProviderConfig(
@@ -323,9 +341,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             prompt_cache_key=bool(
                 entry.get("prompt_cache_key", base.prompt_cache_key if base else False)
             ),
-            continue_streamed=bool(
-                entry.get("continue_streamed", base.continue_streamed if base else False)
-            ),
+            continue_streamed=_continuation_form(entry, base, path, name),
         )
 
     models = {model.id: model for model in _BUILTIN_MODELS}
@@ -402,6 +418,24 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         environ=environ,
         compaction_threshold=_compaction_threshold(table.get("compaction", {}), path),
     )
+
+
+def _continuation_form(
+    entry: Mapping[str, Any], base: ProviderConfig | None, path: Path, name: str
+) -> ContinuationForm | None:
+    """`continue_streamed`: a form's name, or false; true (what it was before it named a
+    form) is the preset's form, or vLLM's, the form `true` always sent."""
+    if "continue_streamed" not in entry:
+        return base.continue_streamed if base else None
+    value = entry["continue_streamed"]
+    if value is False:
+        return None
+    if value is True:
+        return (base.continue_streamed if base else None) or "vllm"
+    if value in CONTINUATION_FORMS:
+        return value  # type: ignore[no-any-return]
+    forms = ", ".join(f'"{form}"' for form in CONTINUATION_FORMS)
+    raise ConfigError(f"{path}: providers.{name}.continue_streamed must be {forms}, or false")
 
 
 def _compaction_threshold(table: Mapping[str, Any], path: Path) -> float:

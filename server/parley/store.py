@@ -32,7 +32,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from parley.core.usage import Usage, UsageTotals
+from parley.core.usage import CostBreakdown, Usage, UsageTotals
 
 DATABASE_NAME = "parley.db"
 BUSY_TIMEOUT_MS = 10_000
@@ -127,6 +127,14 @@ MIGRATIONS = [
         created_at TEXT NOT NULL,
         PRIMARY KEY (session_id, covers)
     )
+    """,
+    # 8: each counted call's cost by kind of token (core.usage.CostBreakdown), NULL with an
+    # unknown price, and in the calls counted before this (their `cost` is not split)
+    """
+    ALTER TABLE usage ADD COLUMN cost_uncached_input REAL;
+    ALTER TABLE usage ADD COLUMN cost_cache_reads REAL;
+    ALTER TABLE usage ADD COLUMN cost_cache_writes REAL;
+    ALTER TABLE usage ADD COLUMN cost_output REAL
     """,
 ]
 
@@ -483,13 +491,26 @@ class Store:
         usage: Usage,
         cost: float | None,
         created_at: str,
+        breakdown: CostBreakdown | None = None,
     ) -> None:
+        """One counted call; `breakdown` splits its `cost` (None with an unknown price)."""
+        parts = (
+            (None,) * 4
+            if breakdown is None
+            else (
+                breakdown.uncached_input,
+                breakdown.cache_reads,
+                breakdown.cache_writes,
+                breakdown.output,
+            )
+        )
         self._db.execute(
             """
             INSERT INTO usage (session_id, call, model, input_tokens, output_tokens,
                                thought_tokens, cached_read_tokens, cached_write_tokens,
-                               cost, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                               cost, created_at, cost_uncached_input, cost_cache_reads,
+                               cost_cache_writes, cost_output)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             (
                 session_id,
@@ -502,6 +523,7 @@ class Store:
                 usage.cached_write_tokens,
                 cost,
                 created_at,
+                *parts,
             ),
         )
 
@@ -520,7 +542,9 @@ class Store:
             f"""
             SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
                    COALESCE(SUM(thought_tokens), 0), COALESCE(SUM(cached_read_tokens), 0),
-                   COALESCE(SUM(cached_write_tokens), 0), SUM(cost), COUNT(*) - COUNT(cost)
+                   COALESCE(SUM(cached_write_tokens), 0), SUM(cost), COUNT(*) - COUNT(cost),
+                   COALESCE(SUM(cost_uncached_input), 0), COALESCE(SUM(cost_cache_reads), 0),
+                   COALESCE(SUM(cost_cache_writes), 0), COALESCE(SUM(cost_output), 0)
             FROM usage {where}
             """,
             args,
@@ -536,6 +560,7 @@ class Store:
             cost_complete=row[6] == 0,
             turns=counts[0],
             rounds=counts[1],
+            cost_breakdown=None if row[5] is None else CostBreakdown(*row[7:11]),
         )
 
 

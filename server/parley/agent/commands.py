@@ -170,9 +170,31 @@ def describe_totals(totals: UsageTotals) -> str:
     if totals.cost is None:
         cost = "cost unknown (no price is known for the models used)"
     elif totals.cost_complete:
-        cost = f"cost ${totals.cost:.4f}"
+        cost = f"cost ${totals.cost:.4f}{_cost_split(totals)}"
     else:
-        cost = f"cost at least ${totals.cost:.4f} (some calls' prices are unknown)"
+        cost = (
+            f"cost at least ${totals.cost:.4f}{_cost_split(totals)} "
+            "(some calls' prices are unknown)"
+        )
     turns = f"{totals.turns} turn{'s' * (totals.turns != 1)}"
     rounds = f"{totals.rounds} model round{'s' * (totals.rounds != 1)}"
     return f"{turns}, {rounds}; {tokens}; {cost}."
+
+
+def _cost_split(totals: UsageTotals) -> str:
+    """What the cost went on, its parts that are not zero: " (uncached input $…, cache
+    reads $…, …)"; "" when nothing of it is split."""
+    split = totals.cost_breakdown
+    if split is None or totals.cost is None or not split.total:
+        return ""
+    parts = [
+        ("uncached input", split.uncached_input),
+        ("cache reads", split.cache_reads),
+        ("cache writes", split.cache_writes),
+        ("output", split.output),
+    ]
+    shown = [f"{name} ${amount:.4f}" for name, amount in parts if amount]
+    unsplit = totals.cost - split.total
+    if unsplit >= 0.00005:  # calls counted before the store kept the split
+        shown.append(f"earlier calls not split ${unsplit:.4f}")
+    return f" ({', '.join(shown)})"

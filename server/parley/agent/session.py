@@ -13,7 +13,7 @@ from parley.agent.compaction import Compaction
 from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
-from parley.core.usage import Usage, UsageTotals
+from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
 
@@ -150,6 +150,15 @@ class Session:
         self.totals.rounds += 1
         self.store.count_round(self.id)
 
-    def count_usage(self, call: str, model: str, usage: Usage, cost: float | None) -> None:
-        self.totals.add_call(usage, cost)
-        self.store.record_usage(self.id, call, model, usage, cost, now_iso())
+    def count_usage(
+        self,
+        call: str,
+        model: str,
+        usage: Usage,
+        cost: float | None,
+        breakdown: CostBreakdown | None = None,
+    ) -> None:
+        """Count one model call in the session's totals and the store; `breakdown`, the
+        split of `cost`, is None when the price is unknown."""
+        self.totals.add_call(usage, cost, breakdown)
+        self.store.record_usage(self.id, call, model, usage, cost, now_iso(), breakdown)

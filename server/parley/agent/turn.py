@@ -374,16 +374,29 @@ class Turn:
         # estimated by `_prepared_request`) and what it streamed.
         self.stats.wasted_tokens_estimate += self.tokens_after + estimate_tokens(len(streamed_text))
         if streamed_text and resolved.provider.continues_streamed_text:
-            # The server continues the streamed text: the call generates only the rest.
-            completion = await resolved.provider.complete(
-                attrs.evolve(request, continue_from=streamed_text)
-            )
-            completion = attrs.evolve(completion, text=streamed_text + completion.text)
+            completion = await self._continued_call(resolved, request, streamed_text)
         else:
             completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         self._show_sync_text(streamed_text, completion.text)
         return completion, self._announce_calls(completion.tool_calls)
+
+    async def _continued_call(
+        self, resolved: ResolvedModel, request: ModelRequest, streamed_text: str
+    ) -> Completion:
+        """The synchronous call continues the streamed text: it generates only the rest. A
+        server that refuses the continued request (llama.cpp with thinking on, a chat
+        template that cannot) gets today's full call; a refused request bills nothing."""
+        try:
+            rest = await resolved.provider.complete(
+                attrs.evolve(request, continue_from=streamed_text)
+            )
+        except ProviderError as error:
+            if error.status not in (400, 422) or error.context_exceeded:
+                raise
+            logger.info("continuing the streamed text was refused, a full call: %s", error)
+            return await resolved.provider.complete(request)
+        return attrs.evolve(rest, text=streamed_text + rest.text)
 
     def _show_sync_text(self, streamed: str, text: str) -> None:
         """Show the synchronous call's text where it differs from what was streamed: what
@@ -584,15 +597,16 @@ class Turn:
             usage = Usage()
         model_id = self.stats.model
         price = find_price(model_id, self.settings.prices)
-        cost = price.cost(usage) if price is not None else None
-        if price is not None:
-            self.stats.cost_breakdown += price.breakdown(usage)
+        breakdown = price.breakdown(usage) if price is not None else None
+        cost = breakdown.total if breakdown is not None else None
+        if breakdown is not None:
+            self.stats.cost_breakdown += breakdown
         self.stats.usage = self.stats.usage + usage
         if cost is None or self.stats.cost is None:
             self.stats.cost = None
         else:
             self.stats.cost += cost
-        self.session.count_usage(call, model_id, usage, cost)
+        self.session.count_usage(call, model_id, usage, cost, breakdown)
         totals = self.session.totals
         window = self.settings.context_window(model_id)
         if window is None:

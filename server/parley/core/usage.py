@@ -159,18 +159,32 @@ class UsageTotals:
     cost_complete: bool = True  # False once some counted call had no known price
     turns: int = 0
     rounds: int = 0
+    # `cost` by kind of token: None exactly when `cost` is. Calls stored before the store
+    # kept the split (its migration 8) are in `cost` and in no part of it.
+    cost_breakdown: CostBreakdown | None = None
 
-    def add_call(self, usage: Usage, cost: float | None) -> None:
+    def add_call(
+        self, usage: Usage, cost: float | None, breakdown: CostBreakdown | None = None
+    ) -> None:
+        """Add a counted call: its usage, and its cost (None: no known price) with the
+        cost's split when known."""
         self.usage = self.usage + usage
         if cost is None:
             self.cost_complete = False
-        else:
-            self.cost = (self.cost or 0.0) + cost
+            return
+        self.cost = (self.cost or 0.0) + cost
+        self.cost_breakdown = (self.cost_breakdown or CostBreakdown()) + (
+            breakdown or CostBreakdown()
+        )
 
     def to_wire(self) -> dict[str, object]:
+        breakdown = self.cost_breakdown
+        if breakdown is None and self.cost is not None:
+            breakdown = CostBreakdown()  # priced calls, none of them split
         return {
             **self.usage.to_wire(),
             "cost": cost_to_wire(self.cost),
+            "costBreakdown": None if breakdown is None else breakdown.to_wire(),
             "turns": self.turns,
             "rounds": self.rounds,
         }

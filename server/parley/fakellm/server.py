@@ -5,9 +5,10 @@ Content-Length; streams use `Transfer-Encoding: chunked`, one HTTP chunk per SSE
 connection dropped mid-stream is a protocol error the SDKs raise (an unterminated chunked
 body) rather than a clean end of the body.
 
-Endpoints: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), and for
-tests written in other languages `POST /_fake/script` (replace the script with a JSON list of
-replies, see `codec`) and `GET /_fake/requests` (the recorded requests as JSON).
+Endpoints: `POST /v1/chat/completions` (OpenAI; also `/beta/chat/completions`, as under
+DeepSeek's beta base URL), `POST /v1/messages` (Anthropic), and for tests written in other
+languages `POST /_fake/script` (replace the script with a JSON list of replies, see `codec`)
+and `GET /_fake/requests` (the recorded requests as JSON).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from parley.fakellm.wire import WireFormat, compact_json
 
 _WIRES: dict[str, WireFormat] = {
     openai_wire.WIRE.path: openai_wire.WIRE,
+    # Under DeepSeek's beta base URL (`…/beta`, its chat prefix completion): the OpenAI wire.
+    "/beta/chat/completions": openai_wire.WIRE,
     anthropic_wire.WIRE.path: anthropic_wire.WIRE,
 }
 FAULT_KINDS = frozenset({"http", "drop", "error_event", "stall", "echo_headers"})

@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 
+from parley.config import ContinuationForm
 from parley.core.conversation import (
     AssistantMessage,
     ImageBlock,
@@ -112,6 +113,20 @@ def prompt_cache_key_of(session_id: str) -> str:
     return "parley-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
 
 
+def continuation_of(
+    form: ContinuationForm, text: str
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """What asks a server to continue `text`, a partial reply, in its form: the trailing
+    assistant message, and the request's extra fields. Sources in docs/local-models.md."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if form == "deepseek":
+        message["prefix"] = True  # DeepSeek's chat prefix completion (its beta base URL)
+    if form == "vllm":
+        # Without these, vLLM's chat template closes the message and starts a new one.
+        return message, {"continue_final_message": True, "add_generation_prompt": False}
+    return message, None  # "prefill": llama.cpp's server and Ollama continue it as it is
+
+
 def _reasoning_of(delta_or_message: Any) -> str | None:
     """Reasoning text: `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning`
     (Ollama, OpenRouter). Newer SDKs declare the first; older ones keep both as extras."""
@@ -130,10 +145,15 @@ class OpenAIProvider(base.SDKProvider):
     sdk_timeout = openai.Timeout
 
     def __init__(
-        self, *, prompt_cache_key: bool = False, continue_streamed: bool = False, **settings: Any
+        self,
+        *,
+        prompt_cache_key: bool = False,
+        continue_streamed: ContinuationForm | None = None,
+        **settings: Any,
     ) -> None:
         super().__init__(**settings)
-        self.continues_streamed_text = continue_streamed
+        self.continuation = continue_streamed
+        self.continues_streamed_text = continue_streamed is not None
         # OpenAI routes requests with one `prompt_cache_key` to the same cache; other
         # OpenAI-compatible servers may refuse the unknown field, so it is a provider setting.
         self.prompt_cache_key = prompt_cache_key
@@ -151,14 +171,11 @@ class OpenAIProvider(base.SDKProvider):
             arguments["reasoning_effort"] = request.reasoning_effort
         if self.prompt_cache_key and request.cache_key:
             arguments["prompt_cache_key"] = prompt_cache_key_of(request.cache_key)
-        if request.continue_from and self.continues_streamed_text:
-            # A trailing assistant message: llama.cpp and Ollama continue it (prefill);
-            # vLLM does with `continue_final_message` and no new generation prompt.
-            arguments["messages"].append({"role": "assistant", "content": request.continue_from})
-            arguments["extra_body"] = {
-                "continue_final_message": True,
-                "add_generation_prompt": False,
-            }
+        if request.continue_from and self.continuation is not None:
+            message, extra_body = continuation_of(self.continuation, request.continue_from)
+            arguments["messages"].append(message)
+            if extra_body:
+                arguments["extra_body"] = extra_body
         return arguments
 
     def stream(self, request: base.ModelRequest) -> base.ModelStream:
