@@ -45,9 +45,10 @@ def test_chat_streams_the_answer_to_stdout(fake: FakeLLM, tmp_path: Path, worksp
         "chat", "What is area?", "--cwd", str(workspace), env=server_env(fake, tmp_path)
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Width times height."
-    assert "[thinking] Easy." in done.stderr
-    assert "openai:gpt-4.1-mini" in done.stderr
+    assert done.stdout == "Width times height.\n"
+    assert "\n│ Easy.\n" in done.stderr  # the thought on a line of its own, marked
+    assert "openai:gpt-4.1-mini · 1 round · 0 tool calls" in done.stderr
+    assert "stream(s)" not in done.stderr
 
 
 def test_chat_json_prints_one_update_per_line(fake: FakeLLM, tmp_path: Path, workspace) -> None:

@@ -115,6 +115,22 @@ def summarize_tool_result(text: str | None, error: str | None = None) -> str:
     return "\n".join(lines) if lines else "(no output)"
 
 
+def error_line(text: str | None, raw_output: Any = None) -> str | None:
+    """A failed call's error line: its `rawOutput.error` (`ZeroDivisionError: division by
+    zero`, or the error's text), else a traceback's last line, else None (the result's
+    first line says it)."""
+    error = raw_output.get("error") if isinstance(raw_output, Mapping) else None
+    if isinstance(error, Mapping) and error.get("message") is not None:
+        kind = error.get("type")
+        return f"{kind}: {error['message']}" if kind else str(error["message"])
+    if isinstance(error, str) and error.strip():
+        return error.strip().splitlines()[0]
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback (most recent call last)"):
+        return lines[-1].strip()
+    return None
+
+
 def _cut(line: str) -> str:
     return line if len(line) <= SUMMARY_WIDTH else line[:SUMMARY_WIDTH] + "…"
 
