@@ -61,19 +61,28 @@ def code_argument(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | 
     return None
 
 
+def tool_input_parts(tool: str, raw_input: Any) -> list[tuple[str, str]]:
+    """A tool's input as (language, text) parts: its code argument, if any, in its language
+    (`python`, `elisp`, `sh`), and the other arguments, if any, as `json` (see `_json`)."""
+    if not isinstance(raw_input, Mapping):
+        return [("json", _json(raw_input, 0))]
+    code = code_argument(tool, raw_input)
+    if code is None:
+        return [("json", _json(raw_input, 0))]
+    key, language = code
+    parts = [(language, str(raw_input[key]).rstrip("\n"))]
+    rest = {name: value for name, value in raw_input.items() if name != key}
+    return [*parts, ("json", _json(rest, 0))] if rest else parts
+
+
 def format_tool_input(tool: str, raw_input: Any) -> str:
     """A tool's input for reading: its code argument as a fenced code block in its language
     (the other arguments, if any, follow as JSON); any other input as JSON indented by two
     spaces, a string with newlines shown as its lines rather than `\\n` escapes."""
-    if not isinstance(raw_input, Mapping):
-        return _json(raw_input, 0)
-    code = code_argument(tool, raw_input)
-    if code is None:
-        return _json(raw_input, 0)
-    key, language = code
-    block = f"```{language}\n{str(raw_input[key]).rstrip(chr(10))}\n```"
-    rest = {name: value for name, value in raw_input.items() if name != key}
-    return f"{block}\n{_json(rest, 0)}" if rest else block
+    return "\n".join(
+        text if language == "json" else f"```{language}\n{text}\n```"
+        for language, text in tool_input_parts(tool, raw_input)
+    )
 
 
 def _json(value: Any, indent: int) -> str:
@@ -138,26 +147,38 @@ def _cut(line: str) -> str:
 # --- times --------------------------------------------------------------------------------
 
 
-def format_time(when: str | datetime | None, now: datetime | None = None) -> str:
-    """Local time: today `14:05`, this year `Nov 22 14:05`, older `2025-11-22 14:05`.
-    `when` is a datetime or an ISO 8601 text as the store writes it (UTC, `Z`); a text that
-    is not one is returned as it is."""
-    if when is None:
-        return ""
+def _local(when: str | datetime) -> datetime | None:
+    """`when` in local time: a datetime, or an ISO 8601 text as the store writes it (UTC,
+    `Z`); None for a text that is not one."""
     if isinstance(when, str):
         try:
-            parsed = datetime.fromisoformat(when.replace("Z", "+00:00"))
+            when = datetime.fromisoformat(when.replace("Z", "+00:00"))
         except ValueError:
-            return when
-    else:
-        parsed = when
-    local = parsed.astimezone()
+            return None
+    return when.astimezone()
+
+
+def format_time(when: str | datetime | None, now: datetime | None = None) -> str:
+    """Local time: today `14:05`, this year `Nov 22 14:05`, older `2025-11-22 14:05`.
+    A text that is not a time is returned as it is."""
+    if when is None:
+        return ""
+    local = _local(when)
+    if local is None:
+        return str(when)
     today = (now or datetime.now()).astimezone()
     if local.date() == today.date():
         return local.strftime("%H:%M")
     if local.year == today.year:
         return f"{local.strftime('%b')} {local.day} {local.strftime('%H:%M')}"
     return local.strftime("%Y-%m-%d %H:%M")
+
+
+def format_full_time(when: str | datetime) -> str:
+    """Local time with its date, `2025-11-22 14:05`: for what is read on another day (an
+    exported transcript)."""
+    local = _local(when)
+    return local.strftime("%Y-%m-%d %H:%M") if local is not None else str(when)
 
 
 # --- why a turn stopped, and what it did ---------------------------------------------------

@@ -215,7 +215,8 @@ class Turn:
             if self._overrun is not None:
                 return self._overrun.stop_text(starting=False)
             limit = self.settings.max_turn_requests
-            return f"Stopped: the turn reached its limit of {limit} model requests."
+            requests = "model request" if limit == 1 else "model requests"
+            return f"Stopped: the turn reached its limit of {limit} {requests}."
         if stop_reason == "max_tokens":
             limit = self.settings.model_config(self.stats.model).max_tokens
             figure = f" ({limit:,} tokens)" if limit else ""
