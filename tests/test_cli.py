@@ -643,3 +643,17 @@ def test_chat_continues_the_last_session(fake: FakeLLM, tmp_path: Path, workspac
     assert done.stdout == "Yes.\n"
     sent = fake.requests[-1].body["messages"]
     assert [m["content"] for m in sent[1:]] == ["Second question", "Second", "Sure?"]
+
+
+def test_the_chat_imports_no_client_library_before_the_server_starts() -> None:
+    """`parley chat` starts the server first and imports pygls (and lsprotocol, a second of
+    imports) while the server imports its own: the command's modules must not import it."""
+    probe = (
+        "import sys, parley.cli, parley.chat, parley.transcript, parley.display\n"
+        "print(sorted(m for m in ('pygls', 'lsprotocol', 'openai', 'anthropic') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
