@@ -623,6 +623,8 @@ def read_prompt(prompt: str) -> str | None:
     """The prompt: `-` reads it from stdin (all of it); None when that is empty."""
     if prompt != "-":
         return prompt
+    if sys.stdin.isatty():
+        print("parley: type the prompt, then Ctrl-D on a line of its own.", file=sys.stderr)
     text = sys.stdin.read()
     return text if text.strip() else None
 
