@@ -657,3 +657,15 @@ def test_the_chat_imports_no_client_library_before_the_server_starts() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_chat_with_another_model_than_the_default(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script([Reply(thinking="Hm.", text="Width times height.")])
+    env = server_env(fake, tmp_path)  # the default model is OpenAI's
+    done = run_parley(
+        "chat", "Area?", "--model", "anthropic:claude-sonnet-4-5", "--cwd", str(workspace), env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Width times height.\n"
+    assert fake.requests[0].api == "anthropic"
+    assert "anthropic:claude-sonnet-4-5 · 1 round" in done.stderr

@@ -541,6 +541,12 @@ async def _start_server(env: dict[str, str] | None) -> ParleyClient:
     return client
 
 
+def _server_env(env: dict[str, str] | None, model: str | None) -> dict[str, str] | None:
+    """The server preloads its default model's SDK (a second of imports) while it starts:
+    make that the model this turn will use, not one it won't."""
+    return {**(env or {}), "PARLEY_MODEL": model} if model else env
+
+
 async def chat(
     prompt: str,
     *,
@@ -551,10 +557,12 @@ async def chat(
     allow_all: bool = False,
     tool_policy: str | None = None,
     env: dict[str, str] | None = None,
+    session_model: str | None = None,
 ) -> int:
+    """`session_model`: the model of the session `session_id` (when the caller knows it)."""
     view = TerminalView(sys.stdout, sys.stderr, as_json, cwd)
     asker = PermissionAsker(view, cwd)
-    client = await _start_server(env)
+    client = await _start_server(_server_env(env, model or session_model))
     from pygls.exceptions import JsonRpcException
 
     stopper = TurnStopper(client, asker, view)
@@ -646,6 +654,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             as_json=args.json,
             allow_all=args.yes,
             tool_policy=args.tool_policy,
+            session_model=getattr(args, "session_model", None),
         )
     )
 

@@ -150,7 +150,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             store = Store.open_in(settings.home)  # its server would fail on it: say why here
             try:
                 if args.session is not None:
-                    args.session = find_session(store, args.session).id
+                    stored = find_session(store, args.session)
+                    args.session, args.session_model = stored.id, stored.model
             except UnknownSession as error:
                 print(f"parley: {error}", file=sys.stderr)
                 return 1
