@@ -74,8 +74,9 @@ class TerminalView:
         self._titles: dict[str, str] = {}  # toolCallId → its latest title
         self._names: dict[str, str] = {}  # toolCallId → the tool's name
         self._announced: set[str] = set()  # the calls whose `→` line is shown
-        self._err_mid_line = False
-        self._out_mid_line = False
+        # The last write, to either stream, left its line open (they may share a terminal).
+        self._mid_line = False
+        self._out_mid_line = False  # stdout's own last line is open
         self._thinking = False  # the last thing shown on stderr is a thought
         self.colour = _colours(err)
 
@@ -89,11 +90,12 @@ class TerminalView:
             return
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
-            self._end_thought(before_answer=True)
+            new_message = self._message_id not in (None, update.get("messageId"))
+            self._end_thought(blank_line=not new_message)  # a new message adds its own
             if update.get("_meta", {}).get("parley", {}).get("replaces"):
                 self.note("(the model revised its text; the revision follows)")
                 self.answer("\n")
-            elif self._message_id not in (None, update.get("messageId")):
+            elif new_message:
                 self.answer("\n\n")  # a new message: a new paragraph
             self._message_id = update.get("messageId")
             self.answer(update["content"]["text"])
@@ -108,27 +110,19 @@ class TerminalView:
         if not text:
             return
         if not self._thinking:
-            if self._out_mid_line:  # the answer's line on a shared terminal
-                self._write(self.err, "\n")
-            self._write(self.err, ("\n" if self._err_mid_line else "") + "\n")
-            self._err_mid_line = False
+            self._write(self.err, ("\n" if self._mid_line else "") + "\n")  # a blank line
             self._thinking = True
-        pieces = text.split("\n")
-        for index, piece in enumerate(pieces):
+        for index, piece in enumerate(text.split("\n")):
             if index:
                 self._write(self.err, "\n")
-                self._err_mid_line = False
             if piece:
-                start = "" if self._err_mid_line else self.THOUGHT_MARK
+                start = "" if self._mid_line else self.THOUGHT_MARK
                 self._write(self.err, self._dim(start + piece))
-                self._err_mid_line = True
 
-    def _end_thought(self, before_answer: bool = False) -> None:
-        """After thoughts: their line ends (and a blank line before the answer)."""
+    def _end_thought(self, blank_line: bool = False) -> None:
+        """After thoughts: their line ends (and a blank line follows, before the answer)."""
         if self._thinking:
-            ending = "\n" if self._err_mid_line else ""
-            self._write(self.err, ending + ("\n" if before_answer else ""))
-            self._err_mid_line = False
+            self._write(self.err, ("\n" if self._mid_line else "") + ("\n" if blank_line else ""))
             self._thinking = False
 
     def _show_tool(self, update: dict[str, Any]) -> None:
@@ -171,13 +165,11 @@ class TerminalView:
 
     def note(self, text: str) -> None:
         """A note for the person watching, on stderr, set off by a blank line."""
-        self._write(self.err, f"\n{text}\n")
-        self._err_mid_line = False
+        self._write(self.err, ("\n" if self._mid_line else "") + f"\n{text}\n")
 
     def line(self, text: str) -> None:
         """One line on stderr, on a line of its own."""
-        self._write(self.err, ("\n" if self._err_mid_line else "") + text + "\n")
-        self._err_mid_line = False
+        self._write(self.err, ("\n" if self._mid_line else "") + text + "\n")
 
     def block(self, text: str, safe: bool = False) -> None:
         """Lines on stderr, indented by two spaces (a tool's input, a diff)."""
@@ -188,6 +180,8 @@ class TerminalView:
         return f"\x1b[2m{text}\x1b[0m" if self.colour else text
 
     def _write(self, stream: TextIO, text: str) -> None:
+        if text and not (stream is self.out and self.output_closed):
+            self._mid_line = not text.endswith("\n")
         try:
             stream.write(text)
             stream.flush()
