@@ -83,6 +83,10 @@ def test_other_input_is_indented_json_with_multiline_strings_on_their_own_lines(
     )
     assert "\\n" not in shown
     assert format_tool_input("list_files", {}) == "{}"
+    assert (
+        format_tool_input("notes", {"items": ["a\nb"]}) == '{\n  "items": [\n    a\n    b\n  ]\n}'
+    )
+    assert format_tool_input("echo", "one\ntwo") == "one\ntwo"
 
 
 def test_a_result_summary_drops_section_labels_and_keeps_three_lines() -> None:

@@ -100,6 +100,8 @@ def _json(value: Any, indent: int) -> str:
     if isinstance(value, list | tuple) and value:
         items = ",\n".join(f"{inner}{_json(item, indent + 2)}" for item in value)
         return f"[\n{items}\n{pad}]"
+    if isinstance(value, str) and "\n" in value:  # its lines, each at this indentation
+        return f"\n{pad}".join(value.rstrip("\n").split("\n"))
     return json.dumps(value, ensure_ascii=False)
 
 
