@@ -136,15 +136,20 @@ class TurnResult:
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
-        parley: dict[str, Any] = {
-            "usage": self.stats.usage.to_wire(),
-            "turn": self.stats.to_wire(),
-            "session": self.session_totals.to_wire(),
-            "usageComplete": self.stats.usage_complete,
+        wire: dict[str, Any] = {
+            "stopReason": self.stop_reason,
+            "_meta": {
+                "parley": {
+                    "usage": self.stats.usage.to_wire(),
+                    "turn": self.stats.to_wire(),
+                    "session": self.session_totals.to_wire(),
+                    "usageComplete": self.stats.usage_complete,
+                }
+            },
         }
         if self.stop_text is not None:
-            parley["stopText"] = self.stop_text
-        return {"stopReason": self.stop_reason, "_meta": {"parley": parley}}
+            wire["_meta"]["parley"]["stopText"] = self.stop_text
+        return wire
 
 
 class Turn:
