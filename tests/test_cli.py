@@ -45,9 +45,10 @@ def test_chat_streams_the_answer_to_stdout(fake: FakeLLM, tmp_path: Path, worksp
         "chat", "What is area?", "--cwd", str(workspace), env=server_env(fake, tmp_path)
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Width times height."
-    assert "[thinking] Easy." in done.stderr
-    assert "openai:gpt-4.1-mini" in done.stderr
+    assert done.stdout == "Width times height.\n"
+    assert "\n│ Easy.\n" in done.stderr  # the thought on a line of its own, marked
+    assert "openai:gpt-4.1-mini · 1 round · 0 tool calls" in done.stderr
+    assert "stream(s)" not in done.stderr
 
 
 def test_chat_json_prints_one_update_per_line(fake: FakeLLM, tmp_path: Path, workspace) -> None:
@@ -179,7 +180,7 @@ def test_yes_runs_the_tool_and_stdout_holds_only_the_answer(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "It is 42.\n"
     assert marker.read_text() == "ran"
-    assert "python_eval" in done.stderr and "Let me run it." in done.stderr
+    assert "→ Run Python" in done.stderr and "│ Let me run it." in done.stderr
 
 
 def start_chat(*args: str, env: dict[str, str], **popen: object) -> subprocess.Popen[bytes]:
@@ -490,3 +491,181 @@ def test_an_edit_tool_call_is_asked_with_its_diff_on_the_terminal(
     assert stdout == b"Edited.\n"
     assert (workspace / "geometry.py").read_text().startswith('"""Plane shapes."""')
     assert "Edited: geometry.py" in stderr.decode()
+
+
+# --- scripts: the prompt on stdin, only the answer on stdout, sessions as JSON, ids -------
+
+
+def test_chat_dash_reads_the_prompt_from_stdin(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script([Reply(text="Width times height.")])
+    done = subprocess.run(
+        [sys.executable, "-m", "parley", "chat", "-", "--cwd", str(workspace)],
+        input="What does area do?\nAnswer in one line.\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, **server_env(fake, tmp_path)},
+        timeout=60,
+        start_new_session=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Width times height.\n"
+    sent = json.dumps(fake.requests[0].body)
+    assert "What does area do?\\nAnswer in one line." in sent
+    assert '"-"' not in sent
+
+
+def test_chat_dash_with_nothing_on_stdin_says_so(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    done = run_parley("chat", "-", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert done.returncode == 2
+    assert "the prompt on stdin is empty" in done.stderr
+    assert not fake.requests
+
+
+def test_stdout_holds_only_the_answer_and_stderr_shows_the_rest_apart(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    code = "import math\nprint('hello')\nmath.pi * 2"
+    fake.set_script(
+        [
+            Reply(
+                thinking="Let me compute.\nWith Python.",
+                tool_calls=(ScriptedToolCall("python_eval", {"code": code}),),
+            ),
+            Reply(tool_calls=(ScriptedToolCall("python_eval", {"code": "1/0"}),)),
+            Reply(thinking="Got it.", text="It is **6.28**.\n\nDone."),
+        ]
+    )
+    done = run_parley(
+        "chat", "2 pi?", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It is **6.28**.\n\nDone.\n"
+    err = done.stderr
+    assert "\n│ Let me compute.\n│ With Python.\n" in err  # thoughts marked, line by line
+    assert "\n│ Got it.\n\n" in err  # and a blank line before the answer
+    # The call under its title, the code as code, the result's meaningful lines.
+    assert "→ Run Python\n  ```python\n  import math\n  print('hello')\n  math.pi * 2\n  ```" in err
+    assert "✓ Run Python: hello\n  value: 6.28" in err
+    assert "stdout:" not in err
+    assert "✗ Run Python: ZeroDivisionError: division by zero\n" in err  # the error first
+    summary = [line for line in err.splitlines() if line.strip()][-1]
+    assert summary.startswith("openai:gpt-4.1-mini · 3 rounds · 2 tool calls · ")
+    assert "stream(s)" not in err and "closed early" not in err
+
+
+def test_why_the_turn_stopped_goes_to_stderr(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    env = server_env(fake, tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text("max_turn_requests = 1\n")
+    env["PARLEY_CONFIG"] = str(config)
+    fake.set_script([Reply(text="Reading.", tool_calls=(READ_GEOMETRY,)), Reply(text="never")])
+    done = run_parley("chat", "Read it.", "--cwd", str(workspace), env=env)
+    assert done.returncode == 1
+    assert done.stdout == "Reading.\n"
+    assert "Stopped: the turn reached its limit of 1 model request.\n" in done.stderr
+
+
+READ_GEOMETRY = ScriptedToolCall("read_file", {"path": "geometry.py"})
+
+
+def two_sessions(fake: FakeLLM, env: dict[str, str], workspace: Path) -> None:
+    for prompt, answer in (("First question", "First answer."), ("Second question", "Second")):
+        fake.set_script([Reply(text=answer)])
+        done = run_parley("chat", prompt, "--cwd", str(workspace), env=env)
+        assert done.returncode == 0, done.stderr
+
+
+def test_sessions_json_is_an_array_that_parses(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    env = server_env(fake, tmp_path)
+    two_sessions(fake, env, workspace)
+    listed = json.loads(run_parley("sessions", "--json", env=env).stdout)
+    assert [s["title"] for s in listed] == ["Second question", "First question"]  # newest first
+    for session in listed:
+        assert session["id"].startswith("sess_")
+        assert session["cwd"] == str(workspace) and session["model"] == "openai:gpt-4.1-mini"
+        assert session["createdAt"].endswith("Z") and session["updatedAt"].endswith("Z")
+        assert session["turns"] == 1
+        assert session["usage"]["inputTokens"] == 10 and session["usage"]["outputTokens"] == 5
+    assert json.loads(run_parley("sessions", "--json", "--limit", "1", env=env).stdout)[0][
+        "title"
+    ] == ("Second question")
+
+
+def test_sessions_shows_local_times(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    env = {**server_env(fake, tmp_path), "TZ": "Asia/Kolkata"}  # UTC+05:30: never UTC's clock
+    two_sessions(fake, env, workspace)
+    newest = json.loads(run_parley("sessions", "--json", env=env).stdout)[0]
+    stamp = datetime.fromisoformat(newest["updatedAt"].replace("Z", "+00:00"))
+    local = stamp.astimezone(ZoneInfo("Asia/Kolkata")).strftime("%H:%M")
+    row = run_parley("sessions", env=env).stdout.splitlines()[1]
+    assert row.startswith(newest["id"]) and f" {local} " in row
+    assert "T" not in row.split()[1] and "Z" not in row.split()[1]
+
+
+def test_export_last_and_unique_id_prefixes(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    env = server_env(fake, tmp_path)
+    two_sessions(fake, env, workspace)
+    newest, oldest = (s["id"] for s in json.loads(run_parley("sessions", "--json", env=env).stdout))
+
+    last = run_parley("export", "last", env=env)
+    assert last.returncode == 0, last.stderr
+    assert "# Second question" in last.stdout and "## Parley\n\nSecond\n" in last.stdout
+    assert run_parley("export", newest, env=env).stdout == last.stdout
+
+    # The shortest prefix that only one id starts with, with or without `sess_`.
+    length = next(n for n in range(6, 30) if newest[:n] != oldest[:n])
+    by_prefix = run_parley("export", newest[:length], env=env)
+    assert by_prefix.returncode == 0, by_prefix.stderr
+    assert by_prefix.stdout == last.stdout
+    without_sess = run_parley("export", newest[5:length], "--format", "json", env=env)
+    assert json.loads(without_sess.stdout)["session"]["id"] == newest
+
+    ambiguous = run_parley("export", "sess_", env=env)
+    assert ambiguous.returncode == 1 and not ambiguous.stdout
+    assert "'sess_' is the start of several sessions' ids:" in ambiguous.stderr
+    assert newest in ambiguous.stderr and oldest in ambiguous.stderr
+    assert "Second question" in ambiguous.stderr and "First question" in ambiguous.stderr
+
+    unknown = run_parley("export", "nosuchsession", env=env)
+    assert unknown.returncode == 1
+    assert "no session 'nosuchsession' (see `parley sessions`)" in unknown.stderr
+
+
+def test_chat_continues_the_last_session(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    env = server_env(fake, tmp_path)
+    two_sessions(fake, env, workspace)
+    fake.set_script([Reply(text="Yes.")])
+    done = run_parley("chat", "Sure?", "--session", "last", "--cwd", str(workspace), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Yes.\n"
+    sent = fake.requests[-1].body["messages"]
+    assert [m["content"] for m in sent[1:]] == ["Second question", "Second", "Sure?"]
+
+
+def test_the_chat_imports_no_client_library_before_the_server_starts() -> None:
+    """`parley chat` starts the server first and imports pygls (and lsprotocol, a second of
+    imports) while the server imports its own: the command's modules must not import it."""
+    probe = (
+        "import sys, parley.cli, parley.chat, parley.transcript, parley.display\n"
+        "print(sorted(m for m in ('pygls', 'lsprotocol', 'openai', 'anthropic') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_chat_with_another_model_than_the_default(fake: FakeLLM, tmp_path: Path, workspace) -> None:
+    fake.set_script([Reply(thinking="Hm.", text="Width times height.")])
+    env = server_env(fake, tmp_path)  # the default model is OpenAI's
+    done = run_parley(
+        "chat", "Area?", "--model", "anthropic:claude-sonnet-4-5", "--cwd", str(workspace), env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Width times height.\n"
+    assert fake.requests[0].api == "anthropic"
+    assert "anthropic:claude-sonnet-4-5 · 1 round" in done.stderr

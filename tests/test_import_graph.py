@@ -19,6 +19,7 @@ PACKAGE_DIR = Path(parley.__file__).parent
 LAYERS = {
     "parley.core": "core",
     "parley.child_env": "core",  # a leaf like core: the environment a child gets
+    "parley.display": "core",  # a leaf like core: the display rules (docs/display.md)
     "parley.tools": "tools",
     "parley.config": "config",
     "parley.store": "store",
@@ -47,6 +48,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "protocol": ("parley.core", "parley.tools.base"),
     "agent": (
         "parley.core",
+        "parley.display",
         "parley.config",
         "parley.store",
         "parley.providers",

@@ -1,8 +1,11 @@
 """`parley chat` and `parley demo`: one prompt from the command line, the answer streamed.
 
-The answer goes to stdout as it arrives; thoughts and tool activity go to stderr, so
-`parley chat "…" > answer.md` keeps only the answer. `--json` prints every update as one
-JSON line instead, and nothing else.
+The answer goes to stdout as it arrives, and nothing else does: thoughts (each line marked
+`│ `, dimmed on a terminal), tool activity (the call, its input with code as code, the
+first lines of its result, an edit's diff), why the turn stopped and the turn's summary go to
+stderr, so `parley chat "…" > answer.md` keeps only the answer. `--json` prints every update
+as one JSON line instead, and nothing else. The display rules are docs/display.md's
+(`parley/display.py`).
 
 A tool that needs permission is asked about on the controlling terminal (`/dev/tty`), or on
 stderr when stdin is a terminal and there is no `/dev/tty`; with no way to ask, the call is
@@ -28,12 +31,19 @@ import termios
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from pygls.exceptions import JsonRpcException
-
-from parley.client import ParleyClient
 from parley.config import Settings
+from parley.display import (
+    error_line,
+    format_tool_input,
+    stop_text,
+    summarize_tool_result,
+    turn_summary,
+)
+
+if TYPE_CHECKING:  # imported when the server is already starting (it takes a second)
+    from parley.client import ParleyClient
 
 DEMO_MODEL = "demo:scripted"
 DEMO_PROMPT = "What does geometry.area compute, and is it right for a 3 by 4 rectangle?"
@@ -42,6 +52,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head` reports
 CANCEL_GRACE_SECONDS = 10.0  # how long a cancelled turn may take to answer before we leave
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
+DONE = ("completed", "failed")  # a tool call's final statuses
 
 
 class TerminalView:
@@ -51,16 +62,23 @@ class TerminalView:
     `on_output_closed` is told, so the turn can end: nobody reads the answer any more.
     """
 
-    def __init__(self, out: TextIO, err: TextIO, as_json: bool) -> None:
-        self.out, self.err, self.as_json = out, err, as_json
+    THOUGHT_MARK = "│ "
+
+    def __init__(self, out: TextIO, err: TextIO, as_json: bool, cwd: Path | None = None) -> None:
+        self.out, self.err, self.as_json, self.cwd = out, err, as_json, cwd
         self.edits = EditedFiles()
         self.on_output_closed: Callable[[], None] = lambda: None
         self.output_closed = False
         self.stopped = False  # the turn is being cancelled: what it still sends is not shown
-        self._last_kind = ""
         self._message_id: str | None = None
-        self._titles: dict[str, str] = {}
-        self._err_mid_line = False
+        self._titles: dict[str, str] = {}  # toolCallId → its latest title
+        self._names: dict[str, str] = {}  # toolCallId → the tool's name
+        self._announced: set[str] = set()  # the calls whose `→` line is shown
+        # The last write, to either stream, left its line open (they may share a terminal).
+        self._mid_line = False
+        self._out_mid_line = False  # stdout's own last line is open
+        self._thinking = False  # the last thing shown on stderr is a thought
+        self.colour = _colours(err)
 
     def show(self, session_id: str, update: dict[str, Any]) -> None:
         if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
@@ -72,56 +90,98 @@ class TerminalView:
             return
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
+            new_message = self._message_id not in (None, update.get("messageId"))
+            self._end_thought(blank_line=not new_message)  # a new message adds its own
             if update.get("_meta", {}).get("parley", {}).get("replaces"):
                 self.note("(the model revised its text; the revision follows)")
                 self.answer("\n")
-            elif self._message_id not in (None, update.get("messageId")):
+            elif new_message:
                 self.answer("\n\n")  # a new message: a new paragraph
             self._message_id = update.get("messageId")
             self.answer(update["content"]["text"])
         elif kind == "agent_thought_chunk":
-            if self._last_kind != kind:
-                self._write(self.err, "\n[thinking] ")
-            self._write(self.err, update["content"]["text"])
-            self._err_mid_line = True
-        elif kind == "tool_call":
-            self._titles[update["toolCallId"]] = update["title"]
-            self.note(f"→ {update['title']}")
-        elif kind == "tool_call_update":
-            self._show_tool_update(update)
-        self._last_kind = kind or ""
+            self._thought(update["content"].get("text", ""))
+        elif kind in ("tool_call", "tool_call_update"):
+            self._end_thought()
+            self._show_tool(update)
 
-    def _show_tool_update(self, update: dict[str, Any]) -> None:
-        title = update.get("title") or self._titles.get(update["toolCallId"], "tool")
-        self._titles[update["toolCallId"]] = title
-        if "rawInput" in update:
-            self.note(f"  {title} {json.dumps(update['rawInput'])[:200]}")
+    def _thought(self, text: str) -> None:
+        """Thoughts on lines of their own on stderr, each marked (and dimmed on a terminal)."""
+        if not text:
+            return
+        if not self._thinking:
+            self._write(self.err, ("\n" if self._mid_line else "") + "\n")  # a blank line
+            self._thinking = True
+        for index, piece in enumerate(text.split("\n")):
+            if index:
+                self._write(self.err, "\n")
+            if piece:
+                start = "" if self._mid_line else self.THOUGHT_MARK
+                self._write(self.err, self._dim(start + piece))
+
+    def _end_thought(self, blank_line: bool = False) -> None:
+        """After thoughts: their line ends (and a blank line follows, before the answer)."""
+        if self._thinking:
+            self._write(self.err, ("\n" if self._mid_line else "") + ("\n" if blank_line else ""))
+            self._thinking = False
+
+    def _show_tool(self, update: dict[str, Any]) -> None:
+        """A call once its input is known (`→ Title` and the input, code as code), then its
+        result's first lines (`✓`/`✗`) and an edit's diffs."""
+        call_id = str(update.get("toolCallId"))
+        if call_id not in self._names:  # the first update's title is the tool's name
+            self._names[call_id] = _tool_name(update)
+        if update.get("title"):
+            self._titles[call_id] = terminal_safe(str(update["title"]))
+        title = self._titles.get(call_id, "a tool")
         status = update.get("status")
-        if status in ("completed", "failed"):
-            text = ""
-            texts = [c for c in update.get("content") or () if c.get("type") == "content"]
-            if texts:
-                text = texts[0]["content"].get("text", "")
-            first_line = text.strip().splitlines()[0][:120] if text.strip() else ""
-            mark = "✓" if status == "completed" else "✗"
-            self.note(f"{mark} {title}: {first_line}")
+        if call_id not in self._announced and ("rawInput" in update or status in DONE):
+            self._announced.add(call_id)
+            self.note(f"→ {title}")
+            if "rawInput" in update:
+                self.block(format_tool_input(self._names[call_id], update["rawInput"]))
+        if status not in DONE:
+            return
+        items = [c for c in update.get("content") or () if isinstance(c, dict)]
+        text = "\n".join(
+            c["content"].get("text", "")
+            for c in items
+            if c.get("type") == "content" and isinstance(c.get("content"), dict)
+        )
+        error = error_line(text, update.get("rawOutput")) if status == "failed" else None
+        lines = summarize_tool_result(text, error).splitlines()
+        mark = "✓" if status == "completed" else "✗"
+        self.line(f"{mark} {title}: {terminal_safe(lines[0])}")
+        for more in lines[1:]:
+            self.line(f"  {terminal_safe(more)}")
+        for diff in (c for c in items if c.get("type") == "diff"):
+            self.block("\n".join(diff_lines(diff, self.cwd, self.colour)), safe=True)
 
     def answer(self, text: str) -> None:
         """Text for stdout: the answer (or, with --json, JSON lines) and nothing else."""
-        if not self.output_closed:
+        if not self.output_closed and text:
             self._write(self.out, text)
+            self._out_mid_line = not text.endswith("\n")
 
     def note(self, text: str) -> None:
         """A note for the person watching, on stderr, set off by a blank line."""
-        self._write(self.err, f"\n{text}\n")
-        self._err_mid_line = False
+        self._write(self.err, ("\n" if self._mid_line else "") + f"\n{text}\n")
 
     def line(self, text: str) -> None:
         """One line on stderr, on a line of its own."""
-        self._write(self.err, ("\n" if self._err_mid_line else "") + text + "\n")
-        self._err_mid_line = False
+        self._write(self.err, ("\n" if self._mid_line else "") + text + "\n")
+
+    def block(self, text: str, safe: bool = False) -> None:
+        """Lines on stderr, indented by two spaces (a tool's input, a diff)."""
+        for line in text.splitlines() or [""]:
+            self.line("  " + (line if safe else terminal_safe(line)))
+
+    def _dim(self, text: str) -> str:
+        return f"\x1b[2m{text}\x1b[0m" if self.colour else text
 
     def _write(self, stream: TextIO, text: str) -> None:
+        if text and not (stream is self.out and self.output_closed):
+            self._mid_line = not text.endswith("\n")
         try:
             stream.write(text)
             stream.flush()
@@ -130,6 +190,24 @@ class TerminalView:
             if stream is self.out and not self.output_closed:
                 self.output_closed = True
                 self.on_output_closed()
+
+
+def _tool_name(update: dict[str, Any]) -> str:
+    """The tool's own name (for its code argument): Parley's `_meta.parley.tool`, else the
+    title when it is one word."""
+    meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
+    name = (meta.get("parley") or {}).get("tool") if isinstance(meta, dict) else None
+    if isinstance(name, str):
+        return name
+    title = str(update.get("title") or "")
+    return title if " " not in title else ""
+
+
+def _colours(stream: TextIO) -> bool:
+    """Colour on `stream`: a terminal, and the user did not ask for none (NO_COLOR)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return stream.isatty() and not os.environ.get("NO_COLOR")
+    return False
 
 
 class EditedFiles:
@@ -432,18 +510,35 @@ class TurnStopper:
 
 
 async def _start_server(env: dict[str, str] | None) -> ParleyClient:
-    client = ParleyClient()
-    # In a session of its own: Ctrl-C at the terminal reaches only this process (which cancels
-    # the turn over the protocol), and nothing the server runs can open our terminal.
-    await client.start_io(
+    from parley.protocol.framing import MAX_FRAME_BYTES
+
+    # The server starts first, and this process imports the client (pygls, a second of
+    # imports) while the server imports its own. In a session of its own: Ctrl-C at the
+    # terminal reaches only this process (which cancels the turn over the protocol), and
+    # nothing the server runs can open our terminal.
+    server = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "parley",
         "serve",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=MAX_FRAME_BYTES,
         env={**os.environ, **(env or {})},
         start_new_session=True,
     )
+    from parley.client import ParleyClient
+
+    client = ParleyClient()
+    client.attach(server)
     return client
+
+
+def _server_env(env: dict[str, str] | None, model: str | None) -> dict[str, str] | None:
+    """The server preloads its default model's SDK (a second of imports) while it starts:
+    make that the model this turn will use, not one it won't."""
+    return {**(env or {}), "PARLEY_MODEL": model} if model else env
 
 
 async def chat(
@@ -456,10 +551,14 @@ async def chat(
     allow_all: bool = False,
     tool_policy: str | None = None,
     env: dict[str, str] | None = None,
+    session_model: str | None = None,
 ) -> int:
-    view = TerminalView(sys.stdout, sys.stderr, as_json)
+    """`session_model`: the model of the session `session_id` (when the caller knows it)."""
+    view = TerminalView(sys.stdout, sys.stderr, as_json, cwd)
     asker = PermissionAsker(view, cwd)
-    client = await _start_server(env)
+    client = await _start_server(_server_env(env, model or session_model))
+    from pygls.exceptions import JsonRpcException
+
     stopper = TurnStopper(client, asker, view)
     view.on_output_closed = stopper.output_closed
     loop = asyncio.get_running_loop()
@@ -500,11 +599,15 @@ async def chat(
         loop.remove_signal_handler(signal.SIGINT)  # only now: Ctrl-C while stopping exits at once
     if as_json:
         view.answer(json.dumps({"sessionId": session_id, "result": result}) + "\n")
-    else:
+    elif view._out_mid_line:
         view.answer("\n")
     if stopper.exit_code is not None:
         return stopper.exit_code
     if not as_json:
+        view.line("")
+        why = stop_text(result)
+        if why:
+            view.line(why)
         view.line(_summary(result, session_id))
         edited = [shown_path(path, cwd) for path in view.edits.paths()]
         if edited:
@@ -513,30 +616,39 @@ async def chat(
 
 
 def _summary(result: dict[str, Any], session_id: str) -> str:
-    usage, stats = result["_meta"]["parley"]["usage"], result["_meta"]["parley"]["turn"]
-    cost = stats["cost"]
-    price = f"${cost['amount']:.4f}" if cost else "cost unknown"
-    return (
-        f"\n[{result['stopReason']}] {stats['model']} · {stats['rounds']} round(s), "
-        f"{stats['toolCalls']} tool call(s), {stats['discardedStreams']} stream(s) closed early "
-        f"· {usage['inputTokens']} in / {usage['outputTokens']} out · {price} · "
-        f"session {session_id}"
-    )
+    """The turn in one line (docs/display.md's turn summary), and the session to continue."""
+    parley = result.get("_meta", {}).get("parley", {})
+    return f"{turn_summary(parley.get('turn', {}), parley.get('usage', {}))} · session {session_id}"
+
+
+def read_prompt(prompt: str) -> str | None:
+    """The prompt: `-` reads it from stdin (all of it); None when that is empty."""
+    if prompt != "-":
+        return prompt
+    if sys.stdin.isatty():
+        print("parley: type the prompt, then Ctrl-D on a line of its own.", file=sys.stderr)
+    text = sys.stdin.read()
+    return text if text.strip() else None
 
 
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     cwd = Path(args.cwd or os.getcwd()).resolve()
+    prompt = read_prompt(args.prompt)
+    if prompt is None:
+        print("parley: the prompt on stdin is empty", file=sys.stderr)
+        return 2
     if args.model == "demo":
-        return run_demo(prompt=args.prompt, as_json=args.json)
+        return run_demo(prompt=prompt, as_json=args.json)
     return asyncio.run(
         chat(
-            args.prompt,
+            prompt,
             model=args.model,
             cwd=cwd,
             session_id=args.session,
             as_json=args.json,
             allow_all=args.yes,
             tool_policy=args.tool_policy,
+            session_model=getattr(args, "session_model", None),
         )
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -35,9 +36,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     chat = commands.add_parser("chat", help="ask once; the answer streams to stdout")
-    chat.add_argument("prompt", help="what to ask")
+    chat.add_argument("prompt", help="what to ask; - reads it from stdin")
     chat.add_argument("--model", help="provider:model, or 'demo' for the scripted model")
-    chat.add_argument("--session", help="continue this session")
+    chat.add_argument(
+        "--session", help="continue this session: its id, a unique start of it, or 'last'"
+    )
     chat.add_argument("--json", action="store_true", help="print each update as a JSON line")
     chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
     chat.add_argument("--cwd", help="the workspace (default: the current directory)")
@@ -47,9 +50,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("demo", help="a full hybrid turn with a tool call, offline (scripted)")
 
-    commands.add_parser("sessions", help="list the stored sessions, newest first")
+    sessions = commands.add_parser("sessions", help="list the stored sessions, newest first")
+    sessions.add_argument("--json", action="store_true", help="as a JSON array")
+    sessions.add_argument("--limit", type=int, default=50, help="at most this many (50)")
     export = commands.add_parser("export", help="write a session's transcript to stdout")
-    export.add_argument("session", help="the session id (see `parley sessions`)")
+    export.add_argument(
+        "session", help="the session: its id, a unique start of it, or 'last' (the newest)"
+    )
     export.add_argument("--format", choices=["markdown", "json"], default="markdown")
 
     bench = commands.add_parser("bench", help="measure speed against the bare SDK; prints a table")
@@ -91,6 +98,15 @@ def _set_up_logging(level: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        # What is left is only the exit: without this, the interpreter's last collection
+        # goes through every object the SDKs and pygls made (half a second, per process).
+        gc.freeze()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # a bad $PARLEY_LOG_LEVEL (argparse checks only flags)
@@ -127,10 +143,20 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             from parley.chat import run_chat, run_demo
             from parley.store import Store
+            from parley.transcript import UnknownSession, find_session
 
             if args.command == "demo":
                 return run_demo()
-            Store.open_in(settings.home).close()  # its server would fail on it: say why here
+            store = Store.open_in(settings.home)  # its server would fail on it: say why here
+            try:
+                if args.session is not None:
+                    stored = find_session(store, args.session)
+                    args.session, args.session_model = stored.id, stored.model
+            except UnknownSession as error:
+                print(f"parley: {error}", file=sys.stderr)
+                return 1
+            finally:
+                store.close()
             return run_chat(args, settings)
         except KeyboardInterrupt:  # Ctrl-C before the chat's own handler is in place
             print("Cancelled.", file=sys.stderr)
@@ -146,16 +172,25 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _read_store(args: argparse.Namespace, settings: Settings) -> int:
     from parley.store import Store
-    from parley.transcript import export_json, export_markdown, sessions_table
+    from parley.transcript import (
+        UnknownSession,
+        export_json,
+        export_markdown,
+        find_session,
+        sessions_json,
+        sessions_table,
+    )
 
     store = Store.open_in(settings.home)
     try:
         if args.command == "sessions":
-            print(sessions_table(store))
+            listing = sessions_json if args.json else sessions_table
+            print(listing(store, limit=args.limit))
             return 0
-        session = store.session(args.session)
-        if session is None:
-            print(f"parley: no session {args.session!r} (see `parley sessions`)", file=sys.stderr)
+        try:
+            session = find_session(store, args.session)
+        except UnknownSession as error:
+            print(f"parley: {error}", file=sys.stderr)
             return 1
         render = export_json if args.format == "json" else export_markdown
         print(render(store, session))

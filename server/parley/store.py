@@ -300,6 +300,16 @@ class Store:
         ).fetchall()
         return [_stored_session(row) for row in rows]
 
+    def sessions_with_id_prefix(self, prefix: str, limit: int = 10) -> list[StoredSession]:
+        """The sessions whose id starts with `prefix`, newest first (`parley export 1a2b`)."""
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._db.execute(
+            "SELECT * FROM sessions WHERE id LIKE ? ESCAPE '\\' "
+            "ORDER BY updated_at DESC, id LIMIT ?",
+            (pattern, limit),
+        ).fetchall()
+        return [_stored_session(row) for row in rows]
+
     def delete_session(self, session_id: str, holder: str) -> bool:
         """Delete the session unless another server holds its lease (`SessionBusy`)."""
         with self._transaction() as db:

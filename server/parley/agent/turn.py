@@ -70,6 +70,8 @@ CIRCUIT_BREAKER_ERRORS = 5
 TOOL_RESULT_LIMIT = 100_000
 
 _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
+# Why a turn stopped, for the stop reasons whose text has no figures (docs/display.md).
+STOP_TEXTS = {"cancelled": "Stopped.", "refusal": "The model refused to answer."}
 
 
 class TurnPorts(Protocol):
@@ -129,10 +131,12 @@ class TurnResult:
     stop_reason: str
     stats: TurnStats
     session_totals: UsageTotals  # the session's, this turn included
+    # Why the turn stopped, for the user (docs/display.md); None for `end_turn`.
+    stop_text: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
-        return {
+        wire: dict[str, Any] = {
             "stopReason": self.stop_reason,
             "_meta": {
                 "parley": {
@@ -143,6 +147,9 @@ class TurnResult:
                 }
             },
         }
+        if self.stop_text is not None:
+            wire["_meta"]["parley"]["stopText"] = self.stop_text
+        return wire
 
 
 class Turn:
@@ -172,6 +179,7 @@ class Turn:
         self._turn_budgets: dict[str, Thinking] = {}
         # The last request's estimated tokens before and after compaction.
         self.tokens_before = self.tokens_after = 0
+        self._overrun: budgets.Overrun | None = None  # the budget that stopped the turn
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -202,7 +210,23 @@ class Turn:
         return self._result(stop_reason)
 
     def _result(self, stop_reason: str) -> TurnResult:
-        return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals))
+        return TurnResult(
+            stop_reason, self.stats, attrs.evolve(self.session.totals), self._stop_text(stop_reason)
+        )
+
+    def _stop_text(self, stop_reason: str) -> str | None:
+        """Why the turn stopped, with its figures (`_meta.parley.stopText`)."""
+        if stop_reason == "max_turn_requests":
+            if self._overrun is not None:
+                return self._overrun.stop_text(starting=False)
+            limit = self.settings.max_turn_requests
+            requests = "model request" if limit == 1 else "model requests"
+            return f"Stopped: the turn reached its limit of {limit} {requests}."
+        if stop_reason == "max_tokens":
+            limit = self.settings.model_config(self.stats.model).max_tokens
+            figure = f" ({limit:,} tokens)" if limit else ""
+            return f"The answer was cut off: the model reached its output token limit{figure}."
+        return STOP_TEXTS.get(stop_reason)
 
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
@@ -466,6 +490,7 @@ class Turn:
         spent = budgets.overrun(self.session, self.settings)
         if spent is None:
             return False
+        self._overrun = spent
         self._send(updates.message_chunk(new_id("msg"), spent.explain(starting=False)))
         self._settle_interrupted("Not run: the turn stopped at its budget.")
         return True
@@ -658,7 +683,12 @@ def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) ->
         return None
     why = spent.explain(starting=True)
     ports.send_update(session.id, updates.message_chunk(new_id("msg"), why))
-    return TurnResult("refusal", TurnStats(model=session.model), attrs.evolve(session.totals))
+    return TurnResult(
+        "refusal",
+        TurnStats(model=session.model),
+        attrs.evolve(session.totals),
+        spent.stop_text(starting=True),
+    )
 
 
 async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:

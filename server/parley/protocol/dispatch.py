@@ -412,6 +412,11 @@ class ParleyJsonRPCClient(JsonRPCClient):
             limit=MAX_FRAME_BYTES,
             **kwargs,
         )
+        self.attach(server)
+
+    def attach(self, server: asyncio.subprocess.Process) -> None:
+        """Talk to a server process already started with pipes for stdin, stdout, stderr
+        (`parley chat` starts it before importing this module, to overlap the two imports)."""
         assert server.stdin is not None and server.stdout is not None
         self._server = server
         self.protocol.set_writer(server.stdin)
