@@ -147,10 +147,11 @@ from END only to the last newline."
   (let ((fence (parley-markdown--state-fence state)))
     (when fence
       ;; Closed by the end of the answer.
-      (parley-markdown--code-block (car fence) (cdr fence)
-                                   (save-excursion (goto-char (cdr fence))
-                                                   (line-beginning-position 2))
-                                   end end)
+      (parley-markdown--writing
+        (parley-markdown--code-block (car fence) (cdr fence)
+                                     (min end (progn (goto-char (cdr fence))
+                                                     (line-beginning-position 2)))
+                                     end end))
       (set-marker (cdr fence) nil)
       (setf (parley-markdown--state-fence state) nil)))
   (parley-markdown-forget state))

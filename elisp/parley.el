@@ -372,8 +372,10 @@ WINDOW is by default the window last selected before the chat's."
   (let* ((code (cdr (parley--code-block-here)))
          (window (or window (parley--insert-target))))
     (with-selected-window window
-      (when buffer-read-only (user-error "Buffer %s is read-only" (current-buffer)))
-      (insert code))
+      ;; Selecting the window selected already does not make its buffer current.
+      (with-current-buffer (window-buffer window)
+        (barf-if-buffer-read-only)
+        (insert code)))
     (message "Inserted the code into %s" (window-buffer window))
     code))
 
@@ -384,6 +386,7 @@ WINDOW is by default the window last selected before the chat's."
         (header (get-text-property beg 'parley-header))
         (body (get-text-property beg 'parley-body)))
     (cond
+     ((string-empty-p text) text)
      ((eq face 'parley-user-header) "## You")
      ((eq face 'parley-agent-header) "## Parley")
      (header
