@@ -410,9 +410,14 @@ A provider's failure (`parley--provider-error') says how to retry."
         (data (plist-get err :data)))
     ;; A dead server is reported by `parley--on-shutdown', with its stderr.
     (unless (eql code -1)
-      ;; The server's stderr up to here belongs to this error, not a later crash.
+      ;; The server's stderr up to here belongs to this error, not a later
+      ;; crash; so does what it still logs about it (stderr is another pipe).
       (when (and parley--conn (jsonrpc-running-p parley--conn))
-        (parley--stderr-reported parley--conn))
+        (let ((conn parley--conn))
+          (parley--stderr-reported conn)
+          (run-at-time 1 nil (lambda ()
+                               (when (jsonrpc-running-p conn)
+                                 (parley--stderr-reported conn))))))
       (let ((message (or (plist-get err :message) "the turn failed"))
             (provider (plist-get data :provider)))
         (parley--insert-error
