@@ -394,9 +394,7 @@ as `_meta.parley' itself, and no totals."
       (parley--record-usage 'totals totals))
     (parley--close-tail)
     ;; Why it stopped, as the server says (`stopText'), or docs/display.md.
-    (pcase (parley-display-stop result)
-      (`(,text . warning) (parley--insert-notice text 'parley-warning))
-      (`(,text . ,_) (parley--insert-notice text)))
+    (parley--insert-stop result)
     (parley--end-turn-state)))
 
 (defconst parley--provider-error -32001

@@ -299,6 +299,13 @@ the text property `parley-turn'.")
   (parley--close-tail)
   (parley--emit (parley--props (concat text "\n") 'face (or face 'parley-notice))))
 
+(defun parley--insert-stop (result)
+  "Show why the turn whose prompt RESULT this is stopped, if it says.
+The server's `stopText', or the fallback of docs/display.md."
+  (pcase (parley-display-stop result)
+    (`(,text . warning) (parley--insert-notice text 'parley-warning))
+    (`(,text . ,_) (parley--insert-notice text))))
+
 (defun parley--insert-error (text)
   "Insert the error TEXT in the transcript."
   (parley--insert-notice (concat "Error: " text) 'parley-error))
@@ -798,7 +805,12 @@ that is not a number leaves the known one."
       (let ((block (parley--new-block 'message id)))
         (parley--start-markdown block)
         (parley--append block (parley--props text))
-        (parley--advance-markdown block text))))))
+        (parley--advance-markdown block text))))
+    ;; A replayed answer cut short: the mark its turn ended with.
+    (pcase (parley--meta update :stopReason)
+      ('nil nil)
+      ("failed" (parley--insert-error "the turn failed here."))
+      (reason (parley--insert-stop (list :stopReason reason))))))
 
 (defun parley--start-markdown (block)
   "Start fontifying the Markdown of the message BLOCK, if answers are."

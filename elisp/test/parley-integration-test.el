@@ -411,7 +411,7 @@ the fake LLM.  The test is skipped when the server is not installed."
       (parley-cancel)
       (parley-it--wait-idle 5)
       (should (< (- (float-time) start) 3)))
-    (should (string-match-p "\\[cancelled\\]\n\\'" (parley-it--transcript)))
+    (should (string-match-p "a\nStopped\\.\n\\'" (parley-it--transcript)))
     (parley-it--script (list :text "Fresh answer."))
     (parley-it--send "Again")
     (parley-it--wait-idle)
@@ -788,6 +788,28 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
       ;; Before: the crash report quoted the last lines of stderr, that warning.
       (should-not (string-match-p "The Parley server exited[^\0]*openai answered 400"
                                   (parley-it--transcript))))))
+
+(parley-it--deftest parley-it-cancelled-mark-replayed
+  "A cancelled turn keeps its mark in the transcript and when the session is reopened."
+  (parley-it--script
+   (list :text (make-string 2000 ?a) :chunk_size 2
+         :pacing (list :chunks_per_second 40)))
+  (let (session-id)
+    (with-current-buffer (parley)
+      (setq session-id parley--session-id)
+      (parley-it--send "Write a lot")
+      (parley-it--wait (lambda () (string-match-p "aaaa" (parley-it--transcript)))
+                       "the first chunks")
+      (parley-cancel)
+      (parley-it--wait-idle 5)
+      (should (string-match-p "a\nStopped\\.\n\\'" (parley-it--transcript)))
+      (should (eq (get-text-property (- parley--output 3) 'face) 'parley-notice))
+      (kill-buffer))
+    (with-current-buffer (parley-open-session session-id
+                                              (directory-file-name parley-it--workspace))
+      (parley-it--wait-idle 30)
+      (should (string-match-p "You\nWrite a lot\n\nParley\naaa+\nStopped\\.\n\\'"
+                              (parley-it--transcript))))))
 
 (parley-it--deftest parley-it-picker-shows-local-times
   "The session picker shows readable local times, not the server's UTC stamps."

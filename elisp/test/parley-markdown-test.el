@@ -179,5 +179,17 @@
     (parley--turn-failed '(:code -32603 :message "Internal error."))
     (should (string-match-p "Error: Internal error\\.\n\\'" (parley-test--transcript)))))
 
+(ert-deftest parley-markdown-replayed-turn-marks ()
+  ;; session/load replays an answer cut short with the stop reason of its turn.
+  (parley-test--with-chat
+    (parley-test--chunk "Partial" nil "user_message_chunk")
+    (parley-test--update
+     "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"half an ans\"},\"messageId\":\"m1\",\"_meta\":{\"parley\":{\"stopReason\":\"cancelled\"}}}")
+    (parley-test--chunk "Broken" nil "user_message_chunk")
+    (parley-test--update
+     "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"cut\"},\"messageId\":\"m2\",\"_meta\":{\"parley\":{\"stopReason\":\"failed\"}}}")
+    (should (equal (parley-test--transcript)
+                   "You\nPartial\n\nParley\nhalf an ans\nStopped.\n\nYou\nBroken\n\nParley\ncut\nError: the turn failed here.\n"))))
+
 (provide 'parley-markdown-test)
 ;;; parley-markdown-test.el ends here
