@@ -30,7 +30,7 @@
 ;;;; Usage
 
 (defun parley-display-tokens (n)
-  "Return the token count N as docs/display.md says (`950', `1.2k', `12k', `1.2M')."
+  "Return the token count N by docs/display.md: `950', `1.2k', `12k', `1.2M'."
   (let ((n (or n 0)))
     (cond ((< n 1000) (number-to-string n))
           ((< n 10000) (format "%.1fk" (/ n 1000.0)))
@@ -129,7 +129,7 @@ A string with newlines is shown as its lines, each indented below."
      (t (parley-display--json-scalar value)))))
 
 (defun parley-display--json-scalar (value)
-  "Return the JSON text of the scalar VALUE (as jsonrpc.el parses it)."
+  "Return the JSON text of the scalar VALUE, parsed by jsonrpc.el."
   (cond ((eq value :json-false) "false")
         ((eq value t) "true")
         ((null value) "null")
@@ -186,9 +186,10 @@ With ERROR, the summary of a failed call, which starts with ERROR's line."
         (t time)))
 
 (defun parley-display-time (time &optional now)
-  "Return TIME in local time: today `14:05', this year `Nov 22 14:05', older
-`2025-11-22 14:05'.  TIME is an ISO 8601 string (as the server sends),
-a Lisp time or seconds; NOW (default the current time) decides which.
+  "Return TIME in local time, briefly.
+Today `14:05', this year `Nov 22 14:05', older `2025-11-22 14:05'.
+TIME is an ISO 8601 string (as the server sends), a Lisp time or
+seconds; NOW (default the current time) decides which.
 An unreadable TIME is returned as it is."
   (let ((parsed (parley-display--parse-time time)))
     (if (not parsed)

@@ -300,7 +300,7 @@ the text property `parley-turn'.")
   (parley--emit (parley--props (concat text "\n") 'face (or face 'parley-notice))))
 
 (defun parley--insert-stop (result)
-  "Show why the turn whose prompt RESULT this is stopped, if it says.
+  "Show why the turn of the prompt RESULT stopped, when it did early.
 The server's `stopText', or the fallback of docs/display.md."
   (pcase (parley-display-stop result)
     (`(,text . warning) (parley--insert-notice text 'parley-warning))
@@ -809,7 +809,7 @@ that is not a number leaves the known one."
     ;; A replayed answer cut short: the mark its turn ended with.
     (pcase (parley--meta update :stopReason)
       ('nil nil)
-      ("failed" (parley--insert-error "the turn failed here."))
+      ("failed" (parley--insert-notice "Error: the turn failed here" 'parley-error))
       (reason (parley--insert-stop (list :stopReason reason))))))
 
 (defun parley--start-markdown (block)

@@ -330,7 +330,7 @@ The status comes first, so that a narrow window still shows it."
      (if parley--title (concat "  " (propertize parley--title 'face 'italic)) ""))))
 
 (defun parley--mode-line-status ()
-  "Return the status the mode line shows after the mode's name."
+  "Return the status for the mode line, after the mode's name."
   (pcase (parley--status)
     ('nil "")
     (`(,glyph ,_ ,face)
@@ -361,7 +361,7 @@ The status comes first, so that a narrow window still shows it."
     (cdr block)))
 
 (defun parley--insert-target ()
-  "Return the window whose buffer the code goes into: the last other one used."
+  "Return the window to insert code into: the last other one used."
   (or (get-mru-window nil nil t)
       (user-error "No other window to insert the code into")))
 

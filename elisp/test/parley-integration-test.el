@@ -827,7 +827,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
     (dolist (label offered)
       (should-not (string-match-p "[0-9]T[0-9]\\|Z\\'" label))
       ;; Today's: the time alone.
-      (should (string-match-p "  [0-2][0-9]:[0-5][0-9]\\'" label)))))
+      (should (string-match-p "  [0-2][0-9]:[0-5][0-9]\\(  \\[sess_[^]]*\\]\\)?\\'" label)))))
 
 (provide 'parley-integration-test)
 ;;; parley-integration-test.el ends here

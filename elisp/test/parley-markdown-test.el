@@ -189,7 +189,7 @@
     (parley-test--update
      "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"cut\"},\"messageId\":\"m2\",\"_meta\":{\"parley\":{\"stopReason\":\"failed\"}}}")
     (should (equal (parley-test--transcript)
-                   "You\nPartial\n\nParley\nhalf an ans\nStopped.\n\nYou\nBroken\n\nParley\ncut\nError: the turn failed here.\n"))))
+                   "You\nPartial\n\nParley\nhalf an ans\nStopped.\n\nYou\nBroken\n\nParley\ncut\nError: the turn failed here\n"))))
 
 (provide 'parley-markdown-test)
 ;;; parley-markdown-test.el ends here
