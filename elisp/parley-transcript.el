@@ -453,15 +453,17 @@ POS is in the section's header or body, or just after it."
             (substring text 0 parley-tool-display-limit)
             (- (length text) parley-tool-display-limit))))
 
-(defun parley--input-string (title input)
+(defun parley--input-string (title input &optional full)
   "Return the INPUT of the tool call TITLE as body lines, indented.
 Code (docs/display.md, `parley-display-tool-input') is fontified in
-its language; any other input is indented JSON."
-  (pcase-let ((`(,language . ,text) (parley-display-tool-input title input)))
+its language; any other input is indented JSON.  It is cut to
+`parley-tool-display-limit' characters unless FULL."
+  (pcase-let ((`(,language . ,text) (parley-display-tool-input title input))
+              (cut (if full #'identity #'parley--limit)))
     (if language
-        (parley--props (parley--code-block (parley--limit text)
+        (parley--props (parley--code-block (funcall cut text)
                                            (parley-markdown-mode-for language)))
-      (parley--props (concat (parley--indent (parley--limit text)) "\n")
+      (parley--props (concat (parley--indent (funcall cut text)) "\n")
                      'face 'parley-tool-body))))
 
 (defun parley--tool-body (block)
@@ -606,6 +608,24 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
         (parley--edit-string block diffs)
       (parley--call-string block))))
 
+(defun parley--result-summary (block)
+  "Return the summary of the finished tool BLOCK's result, or nil.
+The rule of docs/display.md, `parley-display-tool-summary'."
+  (let ((status (parley--block-status block)))
+    (when (member status '("completed" "failed"))
+      (let ((text (mapconcat (lambda (item)
+                               (let ((text (plist-get (plist-get item :content) :text)))
+                                 (if (stringp text) (concat text "\n") "")))
+                             (parley--block-content block) "")))
+        (when (string-empty-p (string-trim text))
+          (let ((raw (parley--block-raw-output block)))
+            (setq text (cond ((stringp raw) raw)
+                             ((and (consp raw) (stringp (plist-get raw :content)))
+                              (plist-get raw :content))
+                             (raw (parley--json-brief raw))
+                             (t "")))))
+        (parley-display-tool-summary text)))))
+
 (defun parley--call-string (block)
   "Return the transcript text of the tool BLOCK that is not an edit.
 The header is the title, the status and the file locations; the body,
@@ -623,8 +643,10 @@ folded unless the block is expanded, the input, content and output."
                             " " title " ")
                     'parley-header block
                     'face (if superseded 'parley-tool-superseded 'parley-tool-header))
-     (parley--props (concat "[" (car status) "]")
-                    'parley-header block 'face (cdr status))
+     (apply #'parley--props (concat "[" (car status) "]")
+            'parley-header block 'face (cdr status)
+            (let ((summary (parley--result-summary block)))
+              (and summary (list 'help-echo summary))))
      (parley--props (parley--locations-string block) 'parley-header block)
      (if (string-empty-p body)
          ""

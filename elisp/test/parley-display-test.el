@@ -94,5 +94,21 @@
           (should (equal (parley-display-time "not a time" now) "not a time"))))
     (set-time-zone-rule nil)))
 
+(ert-deftest parley-display-tool-summary-on-the-status ()
+  ;; A finished call's status says its result's summary when pointed at.
+  (require 'parley)
+  (let ((buffer (parley--make-buffer temporary-file-directory "sess-display")))
+    (unwind-protect
+        (with-current-buffer buffer
+          (parley--update '(:sessionUpdate "tool_call" :toolCallId "c1" :title "python_eval"
+                            :status "in_progress" :rawInput (:code "print(42)")))
+          (parley--update '(:sessionUpdate "tool_call_update" :toolCallId "c1" :status "completed"
+                            :content [(:type "content"
+                                       :content (:type "text" :text "stdout:\n42\n"))]))
+          (goto-char (point-min))
+          (search-forward "[done]")
+          (should (equal (get-text-property (1- (point)) 'help-echo) "42")))
+      (kill-buffer buffer))))
+
 (provide 'parley-display-test)
 ;;; parley-display-test.el ends here

@@ -284,7 +284,7 @@ the fake LLM.  The test is skipped when the server is not installed."
       (with-current-buffer (parley)
         (parley-it--send "Compute in Emacs")
         (parley-it--question)
-        (should (string-match-p "Parley asks permission: elisp_eval (execute)\n  code:\n    (progn (setq parley-it--evaluated t) (\\* 6 7 1000))\n"
+        (should (string-match-p "Parley asks permission: elisp_eval (execute)\n    (progn (setq parley-it--evaluated t) (\\* 6 7 1000))\n"
                                 (parley-it--transcript)))
         (should-not parley-it--evaluated)
         (parley-it--answer "y")

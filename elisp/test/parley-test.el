@@ -1091,7 +1091,7 @@ signalled, or nil."
                     ;; The question shows the tool and its code in full, and the keys.
                     (should (string-match-p
                              (concat "Parley asks permission: python_eval (execute)\n"
-                                     "  code:\n    import os\n    os.remove('precious.txt')\n"
+                                     "    import os\n    os.remove('precious.txt')\n"
                                      "  \\[y\\] Allow once   \\[a\\] Allow always   \\[n\\] Reject\n")
                              (parley-test--visible-transcript)))
                     ;; Parley says it waits, and shows the buffer without selecting it.
@@ -1208,7 +1208,7 @@ signalled, or nil."
         (parley-test--wait (lambda () parley--questions))
         (should (string-match-p
                  (concat "Parley asks permission: Edit notes.txt (edit)\n"
-                         "  path: notes.txt\n  line: 3\n"
+                         "    {\n      \"path\": \"notes.txt\",\n      \"line\": 3\n    }\n"
                          "    Replace a line\n"
                          "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,6 \\+1,6 @@\n"
                          "     one\n     two\n     three\n    -four\n    \\+FOUR\n"
@@ -1248,7 +1248,7 @@ signalled, or nil."
           (let ((text (parley-test--transcript)))
             (should (string-match-p
                      (concat "Parley asks permission: Run Python (execute)\n"
-                             (if input "  code:\n" "")
+                             ;; The code once, as code: from the input or the content.
                              "    print(6 \\* 7)\n  \\[y\\] Allow   \\[n\\] Reject\n")
                      text))
             (should (= 1 (cl-count-if (lambda (l) (string-match-p "print" l))
@@ -1334,7 +1334,7 @@ signalled, or nil."
             ;; inline too, and `n' does not evaluate.
             (let ((answer (funcall call "call_10" "(setq parley-test--ran t)")))
               (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
-              (should (string-match-p "Emacs asks before it evaluates elisp_eval.*\n  code:\n    (setq parley-test--ran t)\n  \\[y\\] Evaluate   \\[n\\] Do not evaluate"
+              (should (string-match-p "Emacs asks before it evaluates elisp_eval.*\n    (setq parley-test--ran t)\n  \\[y\\] Evaluate   \\[n\\] Do not evaluate"
                                       (parley-test--transcript)))
               (should-not (parley-test--type chat "n" (parley-test--question-pos)))
               (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
