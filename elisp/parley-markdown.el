@@ -85,17 +85,38 @@ A language not listed uses the mode LANGUAGE-mode when there is one."
                      (intern-soft (concat language "-mode")))))
       (and mode (fboundp mode) mode))))
 
+(defvar parley-markdown--mode-buffers nil
+  "Alist (MODE . BUFFER): a hidden buffer per major mode that fontifies code.
+Setting a mode up costs more than fontifying a block (python-mode:
+about 1 ms), so each mode's buffer is made once and reused.")
+
+(defun parley-markdown--mode-buffer (mode)
+  "Return the hidden buffer in MODE that fontifies code, made once."
+  (let ((buffer (cdr (assq mode parley-markdown--mode-buffers))))
+    (unless (buffer-live-p buffer)
+      (setq buffer (generate-new-buffer (format " *parley code %s*" mode)))
+      (with-current-buffer buffer
+        ;; Quietly: python-mode, for one, says how it guessed the indentation.
+        (let ((inhibit-message t) (message-log-max nil))
+          ;; Its hooks are delayed, and never run.
+          (delay-mode-hooks (funcall mode)))
+        (setq buffer-undo-list t))
+      (setf (alist-get mode parley-markdown--mode-buffers) buffer))
+    buffer))
+
 (defun parley-markdown-face-runs (text mode)
   "Return the faces MODE's font lock gives TEXT, as a list of (FROM TO FACE).
-FROM and TO are 0-based offsets in TEXT.  MODE runs in a temporary
-buffer with its hooks delayed, so they never run."
+FROM and TO are 0-based offsets in TEXT.  MODE runs in a hidden buffer
+with its hooks delayed, so they never run."
   (let (runs)
-    (with-temp-buffer
-      (insert text)
-      ;; Quietly: python-mode, for one, says how it guessed the indentation.
+    (with-current-buffer (parley-markdown--mode-buffer mode)
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert text))
+      ;; Fontify it all again: the buffer was fontified for other text.
+      (setq font-lock-fontified nil)
       (let ((inhibit-message t) (message-log-max nil))
-        (delay-mode-hooks (funcall mode)))
-      (font-lock-ensure)
+        (font-lock-ensure))
       (let ((pos (point-min)))
         (while (< pos (point-max))
           (let ((next (next-single-property-change pos 'face nil (point-max)))

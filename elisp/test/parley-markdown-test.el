@@ -84,6 +84,11 @@
     (should (eq (get-text-property (parley-test--pos "```python") 'face) 'parley-markdown-markup))
     ;; Inline Markdown is not looked for inside a code block.
     (should (eq (get-text-property (1+ (parley-test--pos "`it`")) 'face) 'parley-markdown-code))
+    ;; Another Python block: the mode's buffer, reused, fontifies it afresh.
+    (parley-test--chunk "```py\nimport os\nx = \"s\"\n```\n")
+    (should (eq (get-text-property (parley-test--pos "import") 'face) 'font-lock-keyword-face))
+    (should (eq (get-text-property (parley-test--pos "\"s\"") 'face) 'font-lock-string-face))
+    (should-not (get-text-property (parley-test--pos " = \"s") 'face))
     (parley-test--chunk "```sh\necho hi\n```\nand an open one:\n```elisp\n(setq a 1)")
     (parley--turn-done '(:stopReason "end_turn"))
     ;; The end of the answer closes it.
