@@ -379,6 +379,11 @@ WINDOW is by default the window last selected before the chat's."
     (message "Inserted the code into %s" (window-buffer window))
     code))
 
+(defun parley--thought-p (section)
+  "Return non-nil when SECTION is a thought.
+SECTION is the value of a `parley-header' or `parley-body' property."
+  (not (and (parley--block-p section) (eq (parley--block-kind section) 'tool))))
+
 (defun parley--export-line (beg end)
   "Return the transcript's line from BEG to END (its newline excluded) as Markdown."
   (let ((text (buffer-substring-no-properties beg end))
@@ -391,12 +396,12 @@ WINDOW is by default the window last selected before the chat's."
      ((eq face 'parley-agent-header) "## Parley")
      (header
       (let ((text (string-trim (replace-regexp-in-string "\\`[▾▸] " "" text))))
-        (cond ((not (parley--block-p header)) (format "> **%s**" text))
+        (cond ((parley--thought-p header) (format "> **%s**" text))
               ((memq (char-after beg) (list parley--arrow-open parley--arrow-closed))
                (format "- **%s**" text))
               (t (format "  %s" text)))))
      ;; A thought's text, as a quote; a tool's input and output are left out.
-     (body (and (not (parley--block-p body)) (concat "> " text)))
+     (body (and (parley--thought-p body) (concat "> " text)))
      ((memq face '(parley-notice parley-warning)) (format "*%s*" text))
      ((eq face 'parley-error) (format "**%s**" text))
      (t text))))

@@ -147,6 +147,8 @@
   (parley-test--with-fake-server
       `((session/prompt
          . ,(lambda (_params)
+              (parley-test--chunk "Weighing it." "t1" "agent_thought_chunk")
+              (parley-test--update "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run Python\",\"kind\":\"execute\",\"status\":\"completed\",\"rawInput\":{\"code\":\"print(1)\"}}")
               (parley-test--chunk "## Answer\n```python\nprint(1)\n```\n" "m1")
               (parley-test--json
                "{\"stopReason\":\"cancelled\",\"_meta\":{\"parley\":{\"session\":{\"inputTokens\":1,\"outputTokens\":1,\"turns\":1}}}}"))))
@@ -161,16 +163,16 @@
                           (with-temp-buffer (insert-file-contents file) (buffer-string)))))
         (delete-file file)
         (should (string-match-p "\\`# A talk\n" text))
-        (should (string-match-p "## You\nShow code\n\n## Parley\n## Answer\n```python\nprint(1)\n```\n\\*Stopped\\.\\*\n\\'"
+        (should (string-match-p "## You\nShow code\n\n## Parley\n> \\*\\*Thinking\\*\\*\n> Weighing it\\.\n- \\*\\*Run Python \\[done\\]\\*\\*\n## Answer\n```python\nprint(1)\n```\n\\*Stopped\\.\\*\n\\'"
                                 text)))
       (with-current-buffer (parley-export nil)
-        (should (string-match-p "## Parley\n## Answer" (buffer-string))))
+        (should (string-match-p "## Parley\n> \\*\\*Thinking" (buffer-string))))
       ;; Retry sends the same prompt again, shown again.
       (parley-retry)
       (should (equal (mapcar #'car requests) '(session/prompt session/prompt)))
       (should (equal (plist-get (cdar requests) :prompt)
                      (plist-get (cdadr requests) :prompt)))
-      (should (string-match-p "Stopped\\.\n\nYou\nShow code\n\nParley\n## Answer"
+      (should (string-match-p "Stopped\\.\n\nYou\nShow code\n\nParley\n▸ Thinking\nWeighing it\\.\n▸ Run Python \\[done\\]\n\\(.\\|\n\\)*## Answer"
                               (parley-test--transcript))))))
 
 (ert-deftest parley-markdown-provider-error-offers-retry ()
