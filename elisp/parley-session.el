@@ -22,7 +22,6 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'parley-connection)
-(require 'parley-display)
 (require 'parley-files)
 (require 'parley-question)
 (require 'parley-tools)
