@@ -78,7 +78,11 @@ reply itself (with `parley--reply'), now or once the user answered."
 
 (defclass parley--rpc-connection (jsonrpc-process-connection)
   ((expected-exit :initform nil :accessor parley--expected-exit
-                  :documentation "Non-nil when Emacs itself stopped the server."))
+                  :documentation "Non-nil when Emacs itself stopped the server.")
+   (stderr-seen :initform nil :accessor parley--stderr-seen
+                :documentation "Marker in the stderr buffer: the end of what was reported.
+The stderr buffer outlives a server: what an earlier server, or this
+one before an error already shown, wrote is not this crash's."))
   :documentation "The connection to a `parley serve' process.")
 
 (cl-defmethod jsonrpc-connection-send ((conn parley--rpc-connection)
@@ -184,6 +188,7 @@ a generic ACP client would show both."
                 :on-shutdown #'parley--on-shutdown
                 (parley--events-initargs))))
     (setq parley--connection conn)
+    (parley--stderr-reported conn)
     (condition-case err
         (setq parley--server-info
               (parley--request conn 'initialize (parley--initialize-params)))
@@ -199,10 +204,23 @@ a generic ACP client would show both."
       parley--connection
     (parley--start-server)))
 
+(defun parley--stderr-reported (conn)
+  "Mark what CONN's server wrote to stderr so far as reported (or not its crash's)."
+  (parley--with-live-buffer (ignore-errors (jsonrpc-stderr-buffer conn))
+    (let ((seen (parley--stderr-seen conn)))
+      (if (markerp seen)
+          (set-marker seen (point-max))
+        (setf (parley--stderr-seen conn) (copy-marker (point-max)))))))
+
 (defun parley--stderr-tail (conn &optional lines)
-  "Return the last LINES (default 8) lines CONN's server wrote to stderr."
+  "Return the last LINES (default 8) lines CONN's server wrote to stderr.
+Only what it wrote since the last error reported (see
+`parley--stderr-reported'): an older traceback is not this one's."
   (or (parley--with-live-buffer (ignore-errors (jsonrpc-stderr-buffer conn))
-        (save-excursion
+        (save-excursion (save-restriction
+          (let ((seen (parley--stderr-seen conn)))
+            (when (and (markerp seen) (marker-buffer seen))
+              (narrow-to-region seen (point-max))))
           (goto-char (point-max))
           (skip-chars-backward " \t\n")
           ;; Leave out the line Emacs adds when the process ends.
@@ -216,7 +234,7 @@ a generic ACP client would show both."
             (if (= (point) end)
                 ""
               (concat "\n" (buffer-substring-no-properties
-                            (line-beginning-position) end))))))
+                            (line-beginning-position) end)))))))
       ""))
 
 (defun parley-shutdown ()

@@ -88,24 +88,11 @@ items of the tool call, the edits asked about."
 
 ;;;; The text of a question
 
-(defun parley--question-input (input mode)
-  "Return the tool INPUT for a question: every field in full.
-A string field with several lines, or named code, is a block fontified
-by MODE."
-  (cond
-   ((null input) "")
-   ((and (consp input) (keywordp (car input)))
-    (cl-loop for (key value) on input by #'cddr
-             concat
-             (let ((name (substring (symbol-name key) 1)))
-               (if (and (stringp value)
-                        (or (eq key :code) (string-search "\n" value)))
-                   (concat (parley--props (format "  %s:\n" name) 'face 'parley-tool-body)
-                           (parley--props (parley--code-block value mode)))
-                 (parley--props (format "  %s: %s\n" name
-                                        (if (stringp value) value (parley--json-brief value)))
-                                'face 'parley-tool-body)))))
-   (t (parley--props (concat "  " (parley--json-brief input) "\n") 'face 'parley-tool-body))))
+(defun parley--question-input (title input)
+  "Return the INPUT of the tool call TITLE for a question: all of it.
+Code is a block in its language, any other input indented JSON
+\(docs/display.md, through `parley--input-string')."
+  (if input (parley--input-string title input t) ""))
 
 (defun parley--question-choices (options diff)
   "Return the line of clickable choices for OPTIONS, with their keys.
@@ -140,7 +127,7 @@ TOOL is the ACP tool call: its title, kind, rawInput and content."
          (mode (parley--code-mode title)))
     (concat
      (parley--props (concat header "\n") 'face 'parley-question-header)
-     (parley--question-input (if diffs (parley--without-edit-texts input) input) mode)
+     (parley--question-input title (if diffs (parley--without-edit-texts input) input))
      (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")
      (parley--question-choices options diffs))))

@@ -65,7 +65,9 @@ last update of each kind is kept.")
   (parley--approvals "Hash table: toolCallId to `once' or `always', as the user answered.")
   (parley--always-approved "Names of tools the user allowed always in this session.")
   (parley--edited-turns
-   "The turns whose edits completed and were not undone, newest first."))
+   "The turns whose edits completed and were not undone, newest first.")
+  (parley--last-prompt
+   "The ContentBlocks of the last prompt sent, which `parley-retry' sends again."))
 
 ;;;; Config options
 
@@ -172,6 +174,7 @@ While the session is re-activated silently, nothing is shown."
 Run M-x parley-restart to start it again."
                        (process-status proc) (process-exit-status proc)
                        (parley--stderr-tail conn))))
+    (parley--stderr-reported conn)
     (dolist (buffer (parley--chat-buffers))
       (with-current-buffer buffer
         (when (or (eq parley--conn conn) parley--busy)
@@ -375,8 +378,7 @@ Its `_meta.parley' holds the call's `usage', the turn's statistics
 \(`turn') and the session's totals (`session'), which the header line
 shows as they are.  A server of the first edition sent the statistics
 as `_meta.parley' itself, and no totals."
-  (let* ((stop (plist-get result :stopReason))
-         (meta (plist-get (plist-get result :_meta) :parley))
+  (let* ((meta (plist-get (plist-get result :_meta) :parley))
          (stats (or (plist-get meta :turn) meta))
          (totals (plist-get meta :session)))
     (setq parley--busy nil)
@@ -390,31 +392,43 @@ as `_meta.parley' itself, and no totals."
     (when totals
       (parley--record-usage 'totals totals))
     (parley--close-tail)
-    (pcase stop
-      ("end_turn" nil)
-      ("cancelled" (parley--insert-notice "[cancelled]"))
-      ("max_tokens" (parley--insert-notice "[stopped: the answer reached the token limit]"))
-      ("max_turn_requests" (parley--insert-notice "[stopped: the turn reached its round limit]"))
-      ("refusal" (parley--insert-notice "[the model refused to answer]" 'parley-error))
-      (_ (parley--insert-notice (format "[stopped: %s]" stop))))
+    ;; Why it stopped, as the server says (`stopText'), or docs/display.md.
+    (parley--insert-stop result)
     (parley--end-turn-state)))
 
+(defconst parley--provider-error -32001
+  "The JSON-RPC error code of a model provider's failure: worth a retry.")
+
 (defun parley--turn-failed (err)
-  "Show the error ERR that ended the turn."
+  "Show the error ERR that ended the turn.
+A provider's failure (`parley--provider-error') says how to retry."
   (setq parley--busy nil)
   (let ((code (plist-get err :code))
         (data (plist-get err :data)))
     ;; A dead server is reported by `parley--on-shutdown', with its stderr.
     (unless (eql code -1)
+      ;; The server's stderr up to here belongs to this error, not a later
+      ;; crash; so does what it still logs about it (stderr is another pipe).
+      (when (and parley--conn (jsonrpc-running-p parley--conn))
+        (let ((conn parley--conn))
+          (parley--stderr-reported conn)
+          (run-at-time 1 nil (lambda ()
+                               (when (jsonrpc-running-p conn)
+                                 (parley--stderr-reported conn))))))
       (let ((message (or (plist-get err :message) "the turn failed"))
             (provider (plist-get data :provider)))
         (parley--insert-error
-         (if (and (stringp provider) (not (string-search provider message)))
-             (format "%s (provider %s%s)" message provider
-                     (if (plist-get data :status)
-                         (format ", status %s" (plist-get data :status))
-                       ""))
-           message)))))
+         (concat
+          (if (and (stringp provider) (not (string-search provider message)))
+              (format "%s (provider %s%s)" message provider
+                      (if (plist-get data :status)
+                          (format ", status %s" (plist-get data :status))
+                        ""))
+            message)
+          (if (and (eql code parley--provider-error) parley--last-prompt)
+              (substitute-command-keys
+               "\nRetry: \\<parley-chat-mode-map>\\[parley-retry] sends the prompt again.")
+            ""))))))
   (parley--end-turn-state))
 
 (defun parley--with-session (fn)
@@ -488,7 +502,8 @@ session, without the history above." why))
 (defun parley--prompt (blocks)
   "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
   (let ((buffer (current-buffer)))
-    (setq parley--busy t)
+    (setq parley--busy t
+          parley--last-prompt blocks)
     (force-mode-line-update)
     (parley--with-session
      (lambda (conn)

@@ -24,8 +24,8 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'parley-diff)
-
-(declare-function markdown-mode "ext:markdown-mode" ())
+(require 'parley-display)
+(require 'parley-markdown)
 
 (defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
@@ -45,8 +45,10 @@
   :type 'integer)
 
 (defcustom parley-fontify-markdown t
-  "Non-nil means answers are fontified as Markdown when a turn ends.
-This needs the `markdown-mode' package; without it nothing happens."
+  "Non-nil means answers are fontified as Markdown while they stream.
+Each line is fontified when it is complete, a fenced code block with
+its language's major mode once it is closed; see parley-markdown.el.
+No package is needed."
   :type 'boolean)
 
 ;;;; Faces
@@ -96,6 +98,9 @@ This needs the `markdown-mode' package; without it nothing happens."
 (defface parley-notice '((t :inherit shadow :slant italic))
   "Face for notices in the transcript (cancelled, turn statistics).")
 
+(defface parley-warning '((t :inherit warning))
+  "Face for warnings in the transcript (an answer cut off, a refusal).")
+
 ;;;; Chat buffers
 
 (defun parley--chat-buffers ()
@@ -133,8 +138,11 @@ BEG and END markers around it.  A tool block also has TITLE, STATUS,
 INPUT (rawInput), CONTENT (a list of ACP tool call content items),
 RAW-OUTPUT, LOCATIONS (a list of plists with :path and :line),
 SUPERSEDED (non-nil when the server ended the call because the model
-did not make it) and EXPANDED."
-  kind id beg end title status input content raw-output locations superseded expanded)
+did not make it) and EXPANDED.  A message block has MARKDOWN, the
+state of its Markdown fontification (`parley-markdown-start'), while
+it streams."
+  kind id beg end title status input content raw-output locations superseded expanded
+  markdown)
 
 ;;;; JSON as text
 
@@ -197,7 +205,8 @@ costs the same however long the buffer is."
     (let ((b parley--tail))
       (setq parley--tail nil)
       (when (eq (parley--block-kind b) 'thought)
-        (parley--finish-thought b))))
+        (parley--finish-thought b))
+      (parley--finish-markdown b)))
   (let ((end (marker-position parley--output)))
     (when (and (> end (point-min))
                (/= (char-before end) ?\n))
@@ -289,6 +298,13 @@ the text property `parley-turn'.")
   "Insert TEXT on its own line in FACE (default `parley-notice')."
   (parley--close-tail)
   (parley--emit (parley--props (concat text "\n") 'face (or face 'parley-notice))))
+
+(defun parley--insert-stop (result)
+  "Show why the turn of the prompt RESULT stopped, when it did early.
+The server's `stopText', or the fallback of docs/display.md."
+  (pcase (parley-display-stop result)
+    (`(,text . warning) (parley--insert-notice text 'parley-warning))
+    (`(,text . ,_) (parley--insert-notice text))))
 
 (defun parley--insert-error (text)
   "Insert the error TEXT in the transcript."
@@ -437,21 +453,18 @@ POS is in the section's header or body, or just after it."
             (substring text 0 parley-tool-display-limit)
             (- (length text) parley-tool-display-limit))))
 
-(defun parley--input-text (input)
-  "Return the tool INPUT (a plist or other JSON value) as readable lines."
-  (if (and (consp input) (keywordp (car input)))
-      (mapconcat (lambda (pair)
-                   (let ((value (cadr pair)))
-                     (format "%s: %s" (substring (symbol-name (car pair)) 1)
-                             (if (stringp value)
-                                 (if (string-search "\n" value)
-                                     (concat "\n" (parley--indent value))
-                                   value)
-                               (parley--json-brief value)))))
-                 (cl-loop for (key value) on input by #'cddr
-                          collect (list key value))
-                 "\n")
-    (parley--json-brief input)))
+(defun parley--input-string (title input &optional full)
+  "Return the INPUT of the tool call TITLE as body lines, indented.
+Code (docs/display.md, `parley-display-tool-input') is fontified in
+its language; any other input is indented JSON.  It is cut to
+`parley-tool-display-limit' characters unless FULL."
+  (pcase-let ((`(,language . ,text) (parley-display-tool-input title input))
+              (cut (if full #'identity #'parley--limit)))
+    (if language
+        (parley--props (parley--code-block (funcall cut text)
+                                           (parley-markdown-mode-for language)))
+      (parley--props (concat (parley--indent (funcall cut text)) "\n")
+                     'face 'parley-tool-body))))
 
 (defun parley--tool-body (block)
   "Return the body of the tool BLOCK's section: input, content and output.
@@ -467,8 +480,7 @@ Each part starts with a newline and does not end with one."
                          (string-trim-right text "\n")))))
     (concat
      (if input
-         (funcall part "input" (parley--props (parley--indent (parley--limit (parley--input-text input)))
-                                              'face 'parley-tool-body))
+         (funcall part "input" (parley--input-string (parley--block-title block) input))
        "")
      (cond ((not (string-empty-p content))
             ;; Before the call ends, its content is what it is about
@@ -596,6 +608,24 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
         (parley--edit-string block diffs)
       (parley--call-string block))))
 
+(defun parley--result-summary (block)
+  "Return the summary of the finished tool BLOCK's result, or nil.
+The rule of docs/display.md, `parley-display-tool-summary'."
+  (let ((status (parley--block-status block)))
+    (when (member status '("completed" "failed"))
+      (let ((text (mapconcat (lambda (item)
+                               (let ((text (plist-get (plist-get item :content) :text)))
+                                 (if (stringp text) (concat text "\n") "")))
+                             (parley--block-content block) "")))
+        (when (string-empty-p (string-trim text))
+          (let ((raw (parley--block-raw-output block)))
+            (setq text (cond ((stringp raw) raw)
+                             ((and (consp raw) (stringp (plist-get raw :content)))
+                              (plist-get raw :content))
+                             (raw (parley--json-brief raw))
+                             (t "")))))
+        (parley-display-tool-summary text)))))
+
 (defun parley--call-string (block)
   "Return the transcript text of the tool BLOCK that is not an edit.
 The header is the title, the status and the file locations; the body,
@@ -613,8 +643,10 @@ folded unless the block is expanded, the input, content and output."
                             " " title " ")
                     'parley-header block
                     'face (if superseded 'parley-tool-superseded 'parley-tool-header))
-     (parley--props (concat "[" (car status) "]")
-                    'parley-header block 'face (cdr status))
+     (apply #'parley--props (concat "[" (car status) "]")
+            'parley-header block 'face (cdr status)
+            (let ((summary (parley--result-summary block)))
+              (and summary (list 'help-echo summary))))
      (parley--props (parley--locations-string block) 'parley-header block)
      (if (string-empty-p body)
          ""
@@ -672,7 +704,7 @@ A field it has replaces the one shown; the others stay."
   (let ((code (copy-sequence (string-trim-right code "\n+"))))
     (when (and mode (<= (length code) parley--fontify-limit))
       (condition-case nil
-          (pcase-dolist (`(,from ,to ,face) (parley--face-runs code mode))
+          (pcase-dolist (`(,from ,to ,face) (parley-markdown-face-runs code mode))
             (put-text-property from to 'face face code))
         (error nil)))                   ; plain text is still the code
     (concat (parley--indent code) "\n")))
@@ -776,16 +808,51 @@ that is not a number leaves the known one."
     (cond
      (old
       ;; A revision: the synchronous call's text replaces what streamed.
+      (when (parley--block-markdown old)
+        (parley-markdown-forget (parley--block-markdown old))
+        (setf (parley--block-markdown old) nil))
       (parley--replace old (parley--props text))
+      (parley--start-markdown old)
+      (unless (eq old parley--tail)
+        (parley--finish-markdown old))
       (when id (puthash (cons 'message id) old parley--blocks)))
      ((string-empty-p text))
      ((and parley--tail
            (eq (parley--block-kind parley--tail) 'message)
            (or (null id) (equal id (parley--block-id parley--tail))))
-      (parley--extend parley--tail text))
+      (parley--extend parley--tail text)
+      (parley--advance-markdown parley--tail text))
      (t
       (parley--ensure-role 'agent)
-      (parley--append (parley--new-block 'message id) (parley--props text))))))
+      (let ((block (parley--new-block 'message id)))
+        (parley--start-markdown block)
+        (parley--append block (parley--props text))
+        (parley--advance-markdown block text))))
+    ;; A replayed answer cut short: the mark its turn ended with.
+    (pcase (parley--meta update :stopReason)
+      ('nil nil)
+      ("failed" (parley--insert-notice "Error: the turn failed here" 'parley-error))
+      (reason (parley--insert-stop (list :stopReason reason))))))
+
+(defun parley--start-markdown (block)
+  "Start fontifying the Markdown of the message BLOCK, if answers are."
+  (when parley-fontify-markdown
+    (setf (parley--block-markdown block)
+          (parley-markdown-start (parley--block-beg block)))))
+
+(defun parley--advance-markdown (block text)
+  "Fontify the lines of BLOCK that TEXT, just added, completed.
+Only a chunk with a newline completes lines: the others cost nothing."
+  (let ((state (parley--block-markdown block)))
+    (when (and state (string-search "\n" text))
+      (parley-markdown-advance state (parley--block-end block)))))
+
+(defun parley--finish-markdown (block)
+  "Fontify the rest of the message BLOCK, which is complete."
+  (let ((state (parley--block-markdown block)))
+    (when state
+      (setf (parley--block-markdown block) nil)
+      (parley-markdown-finish state (parley--block-end block)))))
 
 (defun parley--on-thought (update)
   "Show the `agent_thought_chunk' UPDATE."
@@ -834,44 +901,11 @@ that is not a number leaves the known one."
 
 ;;;; The end of a turn
 
-(defun parley--face-runs (text mode)
-  "Return the faces MODE's font lock gives TEXT, as a list of (FROM TO FACE).
-FROM and TO are 0-based offsets in TEXT."
-  (let (runs)
-    (with-temp-buffer
-      (insert text)
-      ;; Quietly: python-mode, for one, says how it guessed the indentation.
-      (let ((inhibit-message t) (message-log-max nil))
-        (delay-mode-hooks (funcall mode)))
-      (font-lock-ensure)
-      (let ((pos (point-min)))
-        (while (< pos (point-max))
-          (let ((next (next-single-property-change pos 'face nil (point-max)))
-                (face (get-text-property pos 'face)))
-            (when face (push (list (1- pos) (1- next) face) runs))
-            (setq pos next)))))
-    runs))
-
-(defun parley--fontify-region (beg end)
-  "Fontify the Markdown between BEG and END, when `markdown-mode' is there."
-  (when (and parley-fontify-markdown (< beg end)
-             (require 'markdown-mode nil t))
-    (let ((runs (parley--face-runs (buffer-substring-no-properties beg end)
-                                   #'markdown-mode)))
-      (parley--writing
-        (pcase-dolist (`(,from ,to ,face) runs)
-          (put-text-property (+ beg from) (+ beg to) 'face face))))))
-
 (defun parley--finish-blocks ()
-  "Forget the blocks of the turn that ended; fontify its answers."
+  "Forget the blocks of the turn that ended; finish fontifying its answers."
   (parley--close-tail)
   (when parley--blocks
-    (maphash (lambda (_key block)
-               (when (and (eq (parley--block-kind block) 'message)
-                          (marker-position (parley--block-beg block)))
-                 (parley--fontify-region (parley--block-beg block)
-                                         (parley--block-end block))))
-             parley--blocks)
+    (maphash (lambda (_key block) (parley--finish-markdown block)) parley--blocks)
     (maphash (lambda (_key block)
                (set-marker (parley--block-beg block) nil)
                (set-marker (parley--block-end block) nil))

@@ -33,6 +33,14 @@
 ;;   C-c C-q                   go to the permission question Parley waits on
 ;;   C-c C-d                   show the diff of the edit at point
 ;;   C-c C-u                   undo the last editing turn (C-u: from the turn at point)
+;;   C-c C-r                   send the last prompt again (after a provider error)
+;;   C-c C-e                   export the conversation as Markdown (C-u: to a buffer)
+;;   C-c C-w / C-c C-i         copy / insert in the other window the code block
+;;                             at point, or the last one
+;;
+;; Answers are fontified as Markdown while they stream, without any
+;; package: headings, emphasis, `code', lists, links (RET or a click
+;; follows them), and fenced code blocks in their language's mode.
 ;;
 ;; A permission question appears in the transcript, with the tool and
 ;; its input (an edit's diff); `y' allows once, `a' always, `n'
@@ -56,6 +64,9 @@
 ;;   parley-question.el    permission questions, asked inline
 ;;   parley-transcript.el  the transcript: chunks, thoughts, tool
 ;;                         calls, edits, notices, usage
+;;   parley-markdown.el    Markdown fontified line by line as it streams
+;;   parley-display.el     the display rules (docs/display.md): tokens,
+;;                         cost, context, stop texts, tool input, times
 ;;   parley-diff.el        the diffs of edits, computed in Lisp
 ;;   parley-files.el       fs/read_text_file, fs/write_text_file
 ;;   parley-connection.el  the `parley serve' process and JSON-RPC
@@ -69,6 +80,8 @@
 (require 'subr-x)
 (require 'url-util)
 (require 'parley-connection)
+(require 'parley-display)
+(require 'parley-markdown)
 (require 'parley-question)
 (require 'parley-session)
 (require 'parley-tools)
@@ -278,51 +291,182 @@ changes."
     (parley--undo-turn turn)
     (message "Parley: undoing turn %d…" turn)))
 
-;;;; Header line
+;;;; Header line and mode line
 
-(defun parley--tokens (n)
-  "Return the token count N briefly."
-  (cond ((null n) "0")
-        ((>= n 1000000) (format "%.1fM" (/ n 1000000.0)))
-        ((>= n 10000) (format "%.1fk" (/ n 1000.0)))
-        (t (number-to-string n))))
-
-(defun parley--cost (amount)
-  "Return the USD AMOUNT with as many decimals as make it readable."
-  (format (cond ((>= amount 1) "$%.2f")
-                ((>= amount 0.01) "$%.3f")
-                (t "$%.5f"))
-          amount))
+(defun parley--status ()
+  "Return what the session is doing, as (GLYPH WORDS FACE); nil when idle."
+  (cond (parley--questions
+         (list "●" (substitute-command-keys
+                    "waiting for you: \\<parley-chat-mode-map>\\[parley-goto-question] \
+goes to the question")
+               'warning))
+        (parley--busy (list "●" "working" 'warning))
+        ((not (and parley--conn (jsonrpc-running-p parley--conn)))
+         (list "○" "not connected" 'shadow))))
 
 (defun parley--header-line ()
-  "Return the header line of a chat buffer."
+  "Return the header line of a chat buffer.
+The status comes first, so that a narrow window still shows it."
   (let* ((u (or parley--usage (parley--usage-create)))
          (cost (parley--usage-cost u))
-         (turns (parley--usage-turns u)))
+         (turns (parley--usage-turns u))
+         (status (parley--status)))
     (concat
-     " " (propertize "Parley" 'face 'bold)
+     " "
+     (if status
+         (concat (propertize (concat (nth 0 status) " " (nth 1 status)) 'face (nth 2 status))
+                 "  ")
+       "")
+     (propertize "Parley" 'face 'bold)
      " " (or parley--model "default model")
-     (format "  tokens %s in / %s out" (parley--tokens (parley--usage-in u))
-             (parley--tokens (parley--usage-out u)))
-     (if (numberp cost) (concat "  " (parley--cost cost)) "")
+     (format "  tokens %s in / %s out" (parley-display-tokens (parley--usage-in u))
+             (parley-display-tokens (parley--usage-out u)))
+     (if (numberp cost) (concat "  " (parley-display-cost cost)) "")
      (if turns (format "  %d turn%s" turns (if (= turns 1) "" "s")) "")
-     (cond ((not (parley--usage-used u)) "")
-           ((parley--usage-size u)
-            (format "  context %s/%s" (parley--tokens (parley--usage-used u))
-                    (parley--tokens (parley--usage-size u))))
-           ;; The model's window is unknown: the fill alone.
-           (t (format "  context %s" (parley--tokens (parley--usage-used u)))))
+     (if (parley--usage-used u)
+         (concat "  " (parley-display-context (parley--usage-used u) (parley--usage-size u)))
+       "")
      (if parley--context (format "  +%d context" (length parley--context)) "")
-     (if parley--title (concat "  " (propertize parley--title 'face 'italic)) "")
-     (cond (parley--questions
-            (propertize (substitute-command-keys
-                         "  ● waiting for you: \\<parley-chat-mode-map>\\[parley-goto-question] \
-goes to the question")
-                        'face 'warning))
-           (parley--busy (propertize "  ● working" 'face 'warning))
-           ((not (and parley--conn (jsonrpc-running-p parley--conn)))
-            (propertize "  ○ not connected" 'face 'shadow))
-           (t "")))))
+     (if parley--title (concat "  " (propertize parley--title 'face 'italic)) ""))))
+
+(defun parley--mode-line-status ()
+  "Return the status for the mode line, after the mode's name."
+  (pcase (parley--status)
+    ('nil "")
+    (`(,glyph ,_ ,face)
+     (propertize (concat " " glyph (cond (parley--questions "waiting")
+                                         (parley--busy "working")
+                                         (t "off")))
+                 'face face))))
+
+(put 'parley--mode-line-status 'risky-local-variable t)
+
+;;;; Code blocks and export
+
+(defun parley--code-block-here ()
+  "Return the code block at point, else the last one, as (LANGUAGE . CODE)."
+  (parley--check-buffer)
+  (or (parley-markdown-code-at (point))
+      (parley-markdown-last-code parley--start parley--output)
+      (user-error "No code block in this conversation")))
+
+(defun parley-copy-code-block ()
+  "Copy the code of the code block at point, or of the last one, to the kill ring."
+  (interactive)
+  (let ((block (parley--code-block-here)))
+    (kill-new (cdr block))
+    (message "Copied %d line%s of %s" (1+ (cl-count ?\n (cdr block)))
+             (if (cl-find ?\n (cdr block)) "s" "")
+             (if (car block) (if (string-empty-p (car block)) "code" (car block)) "code"))
+    (cdr block)))
+
+(defun parley--insert-target ()
+  "Return the window to insert code into: the last other one used."
+  (or (get-mru-window nil nil t)
+      (user-error "No other window to insert the code into")))
+
+(defun parley-insert-code-block (&optional window)
+  "Insert the code block at point, or the last one, at point in WINDOW.
+WINDOW is by default the window last selected before the chat's."
+  (interactive)
+  (let* ((code (cdr (parley--code-block-here)))
+         (window (or window (parley--insert-target))))
+    (with-selected-window window
+      ;; Selecting the window selected already does not make its buffer current.
+      (with-current-buffer (window-buffer window)
+        (barf-if-buffer-read-only)
+        (insert code)))
+    (message "Inserted the code into %s" (window-buffer window))
+    code))
+
+(defun parley--thought-p (section)
+  "Return non-nil when SECTION is a thought.
+SECTION is the value of a `parley-header' or `parley-body' property."
+  (not (and (parley--block-p section) (eq (parley--block-kind section) 'tool))))
+
+(defun parley--export-line (beg end)
+  "Return the transcript's line from BEG to END (its newline excluded) as Markdown."
+  (let ((text (buffer-substring-no-properties beg end))
+        (face (get-text-property beg 'face))
+        (header (get-text-property beg 'parley-header))
+        (body (get-text-property beg 'parley-body)))
+    (cond
+     ((string-empty-p text) text)
+     ((eq face 'parley-user-header) "## You")
+     ((eq face 'parley-agent-header) "## Parley")
+     (header
+      (let ((text (string-trim (replace-regexp-in-string "\\`[▾▸] " "" text))))
+        (cond ((parley--thought-p header) (format "> **%s**" text))
+              ((memq (char-after beg) (list parley--arrow-open parley--arrow-closed))
+               (format "- **%s**" text))
+              (t (format "  %s" text)))))
+     ;; A thought's text, as a quote; a tool's input and output are left out.
+     (body (and (parley--thought-p body) (concat "> " text)))
+     ((memq face '(parley-notice parley-warning)) (format "*%s*" text))
+     ((eq face 'parley-error) (format "**%s**" text))
+     (t text))))
+
+(defun parley--export-markdown ()
+  "Return this buffer's conversation as Markdown."
+  (let ((lines nil))
+    (save-excursion
+      (goto-char parley--start)
+      (while (< (point) parley--output)
+        (let* ((beg (point))
+               (end (min parley--output (line-end-position)))
+               (line (parley--export-line beg end)))
+          (when line (push line lines))
+          (goto-char (min parley--output (1+ end))))))
+    (concat "# " (or parley--title "Parley session") "\n\n"
+            (format "Session %s%s, exported %s.\n\n" parley--session-id
+                    (if parley--model (format " (%s)" parley--model) "")
+                    (parley-display-time (current-time)))
+            (string-join (nreverse lines) "\n") "\n")))
+
+(defun parley-export (file)
+  "Write this conversation as Markdown to FILE, or show it in a buffer.
+Interactively, with a prefix argument, or when FILE is nil, the
+Markdown goes to the buffer *parley export*, which is returned."
+  (interactive
+   (progn (parley--check-buffer)
+          (list (unless current-prefix-arg
+                  (read-file-name "Export the conversation to: " nil nil nil
+                                  (concat (replace-regexp-in-string
+                                           "[^[:alnum:]_.-]+" "-"
+                                           (or parley--title parley--session-id "parley"))
+                                          ".md"))))))
+  (parley--check-buffer)
+  (let ((markdown (parley--export-markdown)))
+    (if file
+        (progn (with-temp-file file (insert markdown))
+               (message "Exported the conversation to %s" file)
+               file)
+      (let ((buffer (get-buffer-create "*parley export*")))
+        (with-current-buffer buffer
+          (let ((inhibit-read-only t))
+            (erase-buffer)
+            (insert markdown))
+          (if (fboundp 'markdown-mode) (funcall 'markdown-mode) (text-mode))
+          (goto-char (point-min)))
+        (when (called-interactively-p 'any) (pop-to-buffer buffer))
+        buffer))))
+
+(defun parley-retry ()
+  "Send the last prompt again, as it was sent (its context included)."
+  (interactive)
+  (parley--check-buffer)
+  (when parley--busy
+    (user-error "Parley is still answering (C-c C-k cancels)"))
+  (unless parley--last-prompt
+    (user-error "No prompt to retry in this buffer"))
+  (let* ((blocks parley--last-prompt)
+         (text (mapconcat (lambda (b) (if (equal (plist-get b :type) "text")
+                                          (plist-get b :text)
+                                        ""))
+                          blocks ""))
+         (context (cl-remove-if (lambda (b) (equal (plist-get b :type) "text")) blocks)))
+    (parley--render-prompt text context)
+    (parley--prompt blocks)))
 
 ;;;; The mode
 
@@ -342,6 +486,10 @@ goes to the question")
     (define-key map (kbd "C-c C-q") #'parley-goto-question)
     (define-key map (kbd "C-c C-d") #'parley-show-diff)
     (define-key map (kbd "C-c C-u") #'parley-undo-turn)
+    (define-key map (kbd "C-c C-r") #'parley-retry)
+    (define-key map (kbd "C-c C-e") #'parley-export)
+    (define-key map (kbd "C-c C-w") #'parley-copy-code-block)
+    (define-key map (kbd "C-c C-i") #'parley-insert-code-block)
     map)
   "Keymap of `parley-chat-mode'.")
 
@@ -352,6 +500,7 @@ The transcript is read-only; type your prompt below it.
 \\{parley-chat-mode-map}"
   :group 'parley
   (setq-local header-line-format '(:eval (parley--header-line)))
+  (setq mode-name '("Parley" (:eval (parley--mode-line-status))))
   (setq-local parley--blocks (make-hash-table :test #'equal))
   (setq-local parley--approvals (make-hash-table :test #'equal))
   (add-to-invisibility-spec '(parley-hidden . t))
@@ -370,7 +519,8 @@ The transcript is read-only; type your prompt below it.
     (let ((end-of-transcript (point)))
       (setq parley--start end-of-transcript)
       (insert (propertize "\n" 'read-only t)
-              (propertize parley-prompt-string 'face 'parley-prompt
+              ;; A field: C-a in the input stops after it.
+              (propertize parley-prompt-string 'face 'parley-prompt 'field 'parley-prompt
                           'read-only t 'rear-nonsticky t))
       (setq parley--input (point-marker))
       ;; Made after the prompt is in, which it would otherwise precede.
@@ -569,9 +719,7 @@ With a prefix argument NEW, start a new session in a new buffer."
     (mapcar (lambda (s)
               (let* ((title (or (plist-get s :title) "(untitled)"))
                      (date (let ((d (plist-get s :updatedAt)))
-                             (cond ((numberp d) (format-time-string "%Y-%m-%d %H:%M" d))
-                                   ((stringp d) d)
-                                   (t ""))))
+                             (if (or (numberp d) (stringp d)) (parley-display-time d) "")))
                      (label (format "%s  %s" title date)))
                 (when (gethash label seen)
                   (setq label (format "%s  [%s]" label (plist-get s :sessionId))))

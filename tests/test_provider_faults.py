@@ -184,6 +184,10 @@ async def test_a_stream_that_breaks_off_after_text_ends_the_turn_and_keeps_the_t
         "session/load", {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
     )
     assert second.text_of(session) == shown + "Fresh answer."
+    # ... with the mark of its failed turn on the part that was cut short.
+    replayed = second.updates_of(session, "agent_message_chunk")
+    assert replayed[0]["_meta"] == {"parley": {"stopReason": "failed"}}
+    assert "_meta" not in replayed[-1]
 
 
 # --- stalls --------------------------------------------------------------------------------

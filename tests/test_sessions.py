@@ -489,3 +489,34 @@ async def test_close_cancels_the_running_turn_and_keeps_what_it_said(
     await client.load_session(session, str(workspace))  # stored, with the cancelled turn
     replayed = client.updates_of(session, "user_message_chunk")
     assert replayed[-1]["content"]["text"] == "Talk slowly."
+
+
+async def test_a_cancelled_turn_is_replayed_with_its_stop_reason(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    first = await started(start_server, home)
+    session = await first.new_session(str(workspace))
+    fake.set_script([Reply(text="slow " * 400, pacing=Pacing(chunks_per_second=40))])
+    running = asyncio.ensure_future(first.prompt(session, "Talk slowly."))
+    await first.wait_for_update(
+        session, lambda u: u["sessionUpdate"] == "agent_message_chunk", timeout=30
+    )
+    first.cancel(session)
+    assert (await asyncio.wait_for(running, 5))["stopReason"] == "cancelled"
+    fake.set_script([Reply(text="Done in full.")])
+    await first.prompt(session, "Again.")
+    await first.stop()
+
+    # A new server replays the cut-short answer with why it stopped; the whole one without.
+    second = await started(start_server, home)
+    await second.load_session(session, str(workspace))
+    answers = second.updates_of(session, "agent_message_chunk")
+    assert [a["content"]["text"].startswith("slow") for a in answers] == [True, False]
+    assert answers[0]["_meta"] == {"parley": {"stopReason": "cancelled"}}
+    assert "_meta" not in answers[1]
+    # What the provider is sent next is unchanged: the text, no mark.
+    fake.set_script([Reply(text="ok")])
+    await second.prompt(session, "Go on.")
+    sent = fake.requests[-1].body["messages"]
+    assert sent[2]["role"] == "assistant" and sent[2]["content"].startswith("slow")

@@ -72,25 +72,63 @@ GCS and GC-SECONDS: the garbage collections during the run."
       (accept-process-output nil 0.05))
     (or (funcall predicate) (error "Benchmark timed out"))))
 
-(defun parley-bench--update-json (i)
-  "Return the framed session/update message of chunk I."
+(defun parley-bench--update-json (i &optional text)
+  "Return the framed session/update message of chunk I, of TEXT (default \"abc \")."
   (let ((json (json-serialize
                (list :jsonrpc "2.0" :method "session/update"
                      :params (list :sessionId "bench"
                                    :update (list :sessionUpdate "agent_message_chunk"
                                                  :content (list :type "text"
-                                                                :text parley-bench--chunk)
+                                                                :text (or text parley-bench--chunk))
                                                  :messageId (if (< i 0) "m0" "m1")))))))
-    (format "Content-Length: %d\r\n\r\n%s" (string-bytes json) json)))
+    (encode-coding-string
+     (format "Content-Length: %d\r\n\r\n%s" (string-bytes json) json) 'utf-8)))
 
-(defun parley-bench--write-stream ()
-  "Write the framed stream of `parley-bench-chunks' updates; return the file."
+(defconst parley-bench--markdown
+  "## Step %d\nRun `make test` with **care** and *attention*, see [the docs](https://example.com/docs).\n\
+- an item with `code`\n- another item\n```python\ndef double(x):\n    return x * 2  # twice\n```\n\
+Plain prose that goes on for a while before its line ends.\n\n"
+  "One section of the Markdown answer the Markdown row streams (%d: its number).")
+
+(defun parley-bench--markdown-chunks ()
+  "Return `parley-bench-chunks' chunks of 6 characters of a long Markdown answer."
+  (let ((text (with-temp-buffer
+                (let ((i 0))
+                  (while (< (buffer-size) (* 6 parley-bench-chunks))
+                    (insert (format parley-bench--markdown (cl-incf i)))))
+                (buffer-string))))
+    (cl-loop for i below parley-bench-chunks
+             collect (substring text (* 6 i) (* 6 (1+ i))))))
+
+(defun parley-bench--write-stream (&optional chunks)
+  "Write the framed stream of `parley-bench-chunks' updates; return the file.
+CHUNKS are the texts of the chunks; by default each is \"abc \"."
   (let ((file (make-temp-file "parley-bench-stream-")))
     (with-temp-file file
       (set-buffer-multibyte nil)
-      (let ((one (parley-bench--update-json 1)))
-        (dotimes (_ parley-bench-chunks) (insert one))))
+      (if chunks
+          (dolist (chunk chunks) (insert (parley-bench--update-json 1 chunk)))
+        (let ((one (parley-bench--update-json 1)))
+          (dotimes (_ parley-bench-chunks) (insert one)))))
     file))
+
+(defvar parley-bench--fontified nil
+  "What the Markdown row fontified: (HEADINGS . CODE-BLOCKS), counted at its end.")
+
+(defun parley-bench--count-fontified ()
+  "Count the headings and code blocks fontified in the current buffer."
+  (let ((headings 0) (blocks 0) (pos (point-min)))
+    (while (< pos (point-max))
+      (let ((next (next-single-property-change pos 'face nil (point-max))))
+        (when (eq (get-text-property pos 'face) 'parley-markdown-heading)
+          (cl-incf headings))
+        (setq pos next)))
+    (setq pos (point-min))
+    (while (< pos (point-max))
+      (let ((next (next-single-property-change pos 'parley-code nil (point-max))))
+        (when (get-text-property pos 'parley-code) (cl-incf blocks))
+        (setq pos next)))
+    (cons headings blocks)))
 
 (defun parley-bench--connection (name command dispatcher)
   "Return a jsonrpc connection NAME running COMMAND; DISPATCHER gets notifications."
@@ -106,9 +144,10 @@ GCS and GC-SECONDS: the garbage collections during the run."
    :on-shutdown #'ignore
    (car (parley--events-initargs)) (cadr (parley--events-initargs))))
 
-(defun parley-bench--replay (file with-buffer)
-  "Consume the stream in FILE, into a chat buffer when WITH-BUFFER."
-  (let* ((run (parley-bench--new (if with-buffer "parley buffer" "bare jsonrpc loop")))
+(defun parley-bench--replay (file with-buffer &optional name)
+  "Consume the stream in FILE, into a chat buffer when WITH-BUFFER.
+NAME names the consumer in the table."
+  (let* ((run (parley-bench--new (or name (if with-buffer "parley buffer" "bare jsonrpc loop"))))
          (buffer (and with-buffer (parley--make-buffer temporary-file-directory "bench")))
          (dispatcher
           (if with-buffer
@@ -128,6 +167,9 @@ GCS and GC-SECONDS: the garbage collections during the run."
     (setf (parley-bench--run-total run) (- (float-time) start))
     (when buffer
       (setf (parley-bench--run-chars run) (buffer-size buffer))
+      (with-current-buffer buffer
+        (parley--end-turn-state)
+        (setq parley-bench--fontified (parley-bench--count-fontified)))
       (kill-buffer buffer))
     (ignore-errors (jsonrpc-shutdown conn))
     run))
@@ -269,12 +311,26 @@ otherwise it holds arrival times and the spacing is averaged."
         (progn
           ;; A warm-up, so that neither side pays for loading code.
           (let* ((parley-bench-chunks 500)
-                 (warm-up (parley-bench--write-stream)))
+                 (warm-up (parley-bench--write-stream))
+                 (markdown (parley-bench--write-stream (parley-bench--markdown-chunks))))
             (parley-bench--replay warm-up t)
-            (delete-file warm-up))
+            ;; This one loads python-mode, which the Markdown row then uses.
+            (parley-bench--replay markdown t)
+            (delete-file warm-up)
+            (delete-file markdown))
           (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file nil))) rows)
           (push (cons "replay" (parley-bench--gc-counted (parley-bench--replay file t))) rows))
       (delete-file file))
+    ;; Markdown fontified as it streams: every completed line, code
+    ;; blocks in python-mode once closed.
+    (let ((markdown (parley-bench--write-stream (parley-bench--markdown-chunks))))
+      (unwind-protect
+          (let ((parley-fontify-markdown t))
+            (push (cons "replay" (parley-bench--gc-counted
+                                  (parley-bench--replay markdown t
+                                                        "parley buffer, Markdown fontified")))
+                  rows))
+        (delete-file markdown)))
     (if (parley-test-env-missing)
         (message "(server runs skipped: %s)" (parley-test-env-missing))
       (parley-bench--start-fake)
@@ -292,6 +348,9 @@ otherwise it holds arrival times and the spacing is averaged."
     (princ "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
     (dolist (row (nreverse rows))
       (princ (concat (parley-bench--row (car row) (cdr row)) "\n")))
+    (princ (format "\nMarkdown row: chunks of 6 characters of a Markdown answer (headings, emphasis,
+inline code, links, lists, a Python block per section); %d headings and %d code blocks were
+fontified while it streamed.\n" (car parley-bench--fontified) (cdr parley-bench--fontified)))
     (princ "\nwall: time between chunk arrivals (jsonrpc.el parsing included); insert: time in
 the chat buffer's handler for a chunk; a garbage collection that lands in the handler shows
 in the mean, not the median.  replay: the framed updates piped in by `cat' (Emacs alone);

@@ -228,7 +228,7 @@ Return its result, or (error CODE MESSAGE)."
         ;; The diff, its path relative to the workspace, in diff-mode's
         ;; faces; not the old and new texts of the input besides.
         (should (string-match-p
-                 (concat "Parley asks permission: Edit app.py (edit)\n  path: app.py\n"
+                 (concat "Parley asks permission: Edit app.py (edit)\n    {\n      \"path\": \"app.py\"\n    }\n"
                          "    --- app.py\n    \\+\\+\\+ app.py\n    @@ -1,2 \\+1,2 @@\n"
                          "    -x = 1\n    \\+x = 10\n     y = 2\n"
                          "  \\[y\\] Allow   \\[n\\] Reject   \\[d\\] Diff in a buffer\n")

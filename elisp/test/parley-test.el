@@ -162,14 +162,14 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
     (should (= 1 (cl-count-if (lambda (l) (string-match-p "read_file" l))
                               (split-string (parley-test--transcript) "\n"))))
     (should-not (string-match-p "README" (parley-test--visible-transcript)))
-    (should (string-match-p "path: README.md" (parley-test--transcript)))
+    (should (string-match-p "\"path\": \"README.md\"" (parley-test--transcript)))
     (should (string-match-p "# Title" (parley-test--transcript)))
     (let ((face (get-text-property (parley-test--pos "done") 'face)))
       (should (eq face 'parley-status-done)))
     ;; TAB expands it.
     (goto-char (parley-test--pos "read_file"))
     (parley-tab)
-    (should (string-match-p "▾ read_file \\[done\\]\n  input:\n    path: README.md\n  output:\n    # Title\n    body\n"
+    (should (string-match-p "▾ read_file \\[done\\]\n  input:\n    {\n      \"path\": \"README.md\"\n    }\n  output:\n    # Title\n    body\n"
                             (parley-test--visible-transcript)))
     ;; Text after the tool goes below it.
     (parley-test--chunk "Done reading." "m2")
@@ -210,12 +210,12 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
     ;; The arguments arrive: the same code is not repeated.
     (parley-test--update
      "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"p1\",\"status\":\"in_progress\",\"rawInput\":{\"code\":\"print(6 * 7)\"}}")
-    (should (string-match-p "▾ Run Python \\[running\\]\n  input:\n    code: print(6 \\* 7)\n\\'"
+    (should (string-match-p "▾ Run Python \\[running\\]\n  input:\n    print(6 \\* 7)\n\\'"
                             (parley-test--visible-transcript)))
     ;; Its result replaces the content.
     (parley-test--update
      "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"p1\",\"status\":\"completed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"42\"}}]}")
-    (should (string-match-p "▾ Run Python \\[done\\]\n  input:\n    code: print(6 \\* 7)\n  output:\n    42\n\\'"
+    (should (string-match-p "▾ Run Python \\[done\\]\n  input:\n    print(6 \\* 7)\n  output:\n    42\n\\'"
                             (parley-test--visible-transcript)))))
 
 (ert-deftest parley-tool-call-locations-open-the-file ()
@@ -325,7 +325,13 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
     (should (string-match-p "partial\nError: .*provider openai, status 429" (parley-test--transcript)))
     (setq parley--busy t)
     (parley--turn-done '(:stopReason "cancelled" :usage (:inputTokens 3 :outputTokens 2)))
-    (should (string-match-p "\\[cancelled\\]\n\\'" (parley-test--transcript)))))
+    (should (string-match-p "\nStopped\\.\n\\'" (parley-test--transcript)))
+    ;; The server's own words, when it sends them, in the warning face.
+    (parley--turn-done '(:stopReason "max_turn_requests"
+                         :_meta (:parley (:stopText "Stopped: the turn reached its limit of 25 model requests."))))
+    (should (string-match-p "\nStopped: the turn reached its limit of 25 model requests\\.\n\\'"
+                            (parley-test--transcript)))
+    (should (eq (get-text-property (parley-test--pos "Stopped: the turn") 'face) 'parley-warning))))
 
 (ert-deftest parley-replayed-user-messages ()
   (parley-test--with-chat
@@ -355,15 +361,20 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
     (let ((line (parley--header-line)))
       (should (string-match-p "openai:gpt-4.1-mini" line))
       (should (string-match-p "tokens 100 in / 20 out" line))
-      (should (string-match-p "\\$0.00210" line))
-      (should (string-match-p "context 1200/128.0k" line))
+      (should (string-match-p "\\$0.0021" line))
+      (should (string-match-p "context 1.2k/128k (1%)" line))
+      ;; The status first: a narrow window cuts off the end, not it.
+      (should (string-prefix-p " ● working  Parley" line))
+      ;; The mode line too (format-mode-line gives "" in batch: its parts).
+      (should (equal mode-name (quote ("Parley" (:eval (parley--mode-line-status))))))
+      (should (equal (parley--mode-line-status) " ●working"))
       (should (string-match-p "working" line)))
     (parley--turn-done '(:stopReason "end_turn"
                          :_meta (:parley (:turn (:model "openai:gpt-4.1")
                                           :session (:inputTokens 100 :outputTokens 20 :turns 1)))))
     (let ((line (parley--header-line)))
       (should (string-match-p "openai:gpt-4.1 " line))
-      (should (string-match-p "tokens 100 in / 20 out  \\$0.00210  1 turn  " line))
+      (should (string-match-p "tokens 100 in / 20 out  \\$0.0021  1 turn" line))
       (should-not (string-match-p "working" line)))))
 
 (ert-deftest parley-prompt-history ()
@@ -469,26 +480,6 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
     (parley--end-turn-state)
     (should (= 0 (hash-table-count parley--blocks)))))
 
-(ert-deftest parley-markdown-fontified-at-turn-end ()
-  ;; With `markdown-mode' around (here a stand-in), answers get its faces
-  ;; once the turn ends; without it nothing happens.
-  (let ((had (featurep 'markdown-mode)))
-    (unless had
-      (define-derived-mode markdown-mode text-mode "Md"
-        "A stand-in for markdown-mode in tests."
-        (setq-local font-lock-defaults '((("\\*\\*[^*]+\\*\\*" . 'bold)) t)))
-      (provide 'markdown-mode))
-    (unwind-protect
-        (parley-test--with-chat
-          (parley-test--chunk "Plain and **strong** text." "m1")
-          (parley--turn-done '(:stopReason "end_turn" :usage (:inputTokens 1 :outputTokens 1)))
-          (should (eq (get-text-property (parley-test--pos "**strong**") 'face) 'bold))
-          (should-not (get-text-property (parley-test--pos "Plain") 'face))
-          (should (get-text-property (parley-test--pos "Plain") 'read-only)))
-      (unless had
-        (setq features (delq 'markdown-mode features))
-        (fmakunbound 'markdown-mode)))))
-
 (ert-deftest parley-json-brief-with-and-without-native-json ()
   (let ((value '(:path "a.txt" :flags [1 2] :deep :json-false)))
     (should (equal (parley--json-brief value) "{\"path\":\"a.txt\",\"flags\":[1,2],\"deep\":false}"))
@@ -566,7 +557,7 @@ A RESULT that is a function is called with the params; one that is
               (should (parley--config-option :id "tool_policy"))
               (let ((line (parley--header-line)))
                 (should (string-match-p "openai:gpt-4.1" line))
-                (should (string-match-p "tokens 50 in / 7 out  \\$0.250  3 turns" line))
+                (should (string-match-p "tokens 50 in / 7 out  \\$0.2500  3 turns" line))
                 (should (string-match-p "Capitals" line)))
               ;; Opening it again shows the same buffer.
               (should (eq (parley-open-session "sess-old" "/tmp/project") buffer)))
@@ -950,14 +941,14 @@ A RESULT that is a function is called with the params; one that is
       `((session/prompt
          . ,(lambda (_params)
               (parley-test--update (parley-test--usage-update 20 10 1000 50 0.5 1000))
-              (should (string-match-p "tokens 1000 in / 50 out  \\$0.500  4 turns  context 20/1000"
+              (should (string-match-p "tokens 1.0k in / 50 out  \\$0.5000  4 turns  context 20/1.0k (2%)"
                                       (parley--header-line)))
               (parley-test--update (parley-test--usage-update 1264 20 777 66 0.75))
               (let ((line (parley--header-line)))
-                (should (string-match-p "tokens 777 in / 66 out  \\$0.750  4 turns  context 1264  "
+                (should (string-match-p "tokens 777 in / 66 out  \\$0.7500  4 turns  context 1.3k\\'"
                                         line))
                 ;; No window is shown when the server does not know it.
-                (should-not (string-match-p "1264/" line)))
+                (should-not (string-match-p "1.3k/" line)))
               (parley-test--json
                "{\"stopReason\":\"end_turn\",\"_meta\":{\"parley\":{\"usage\":{\"inputTokens\":30,\"outputTokens\":2},\"turn\":{\"rounds\":2,\"model\":\"anthropic:claude-sonnet-4-5\",\"cost\":{\"amount\":0.002,\"currency\":\"USD\"}},\"session\":{\"inputTokens\":4300,\"outputTokens\":200,\"cost\":{\"amount\":0.0126,\"currency\":\"USD\"},\"turns\":5,\"rounds\":11}}}}"))))
     (parley-test--with-chat
@@ -971,7 +962,7 @@ A RESULT that is a function is called with the params; one that is
       (let ((line (parley--header-line)))
         (should (string-match-p "anthropic:claude-sonnet-4-5" line))
         ;; The prompt result's session totals, not the turn's nor a sum.
-        (should (string-match-p "tokens 4300 in / 200 out  \\$0.013  5 turns  context 1264" line))
+        (should (string-match-p "tokens 4.3k in / 200 out  \\$0.0126  5 turns  context 1.3k" line))
         (should-not (string-match-p "working" line))))))
 
 (ert-deftest parley-usage-from-older-server ()
@@ -982,13 +973,13 @@ A RESULT that is a function is called with the params; one that is
     (parley-test--update
      "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"size\":0,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":1200,\"outputTokens\":64}}}")
     (let ((line (parley--header-line)))
-      (should (string-match-p "tokens 0 in / 0 out  \\$0.010  context 1264" line))
-      (should-not (string-match-p "1264/0" line)))
+      (should (string-match-p "tokens 0 in / 0 out  \\$0.0100  context 1.3k" line))
+      (should-not (string-match-p "/0" line)))
     ;; Its prompt result: `usage' at the root, the statistics as `_meta.parley'.
     (parley--turn-done
      (parley-test--json
       "{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1200,\"outputTokens\":64},\"_meta\":{\"parley\":{\"rounds\":1,\"model\":\"openai:gpt-4.1\"}}}"))
-    (should (string-match-p "openai:gpt-4.1  tokens 0 in / 0 out  \\$0.010  context 1264"
+    (should (string-match-p "openai:gpt-4.1  tokens 0 in / 0 out  \\$0.0100  context 1.3k"
                             (parley--header-line)))))
 
 (ert-deftest parley-with-live-buffer-skips-killed-buffers ()
@@ -1100,7 +1091,7 @@ signalled, or nil."
                     ;; The question shows the tool and its code in full, and the keys.
                     (should (string-match-p
                              (concat "Parley asks permission: python_eval (execute)\n"
-                                     "  code:\n    import os\n    os.remove('precious.txt')\n"
+                                     "    import os\n    os.remove('precious.txt')\n"
                                      "  \\[y\\] Allow once   \\[a\\] Allow always   \\[n\\] Reject\n")
                              (parley-test--visible-transcript)))
                     ;; Parley says it waits, and shows the buffer without selecting it.
@@ -1217,7 +1208,7 @@ signalled, or nil."
         (parley-test--wait (lambda () parley--questions))
         (should (string-match-p
                  (concat "Parley asks permission: Edit notes.txt (edit)\n"
-                         "  path: notes.txt\n  line: 3\n"
+                         "    {\n      \"path\": \"notes.txt\",\n      \"line\": 3\n    }\n"
                          "    Replace a line\n"
                          "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,6 \\+1,6 @@\n"
                          "     one\n     two\n     three\n    -four\n    \\+FOUR\n"
@@ -1257,7 +1248,7 @@ signalled, or nil."
           (let ((text (parley-test--transcript)))
             (should (string-match-p
                      (concat "Parley asks permission: Run Python (execute)\n"
-                             (if input "  code:\n" "")
+                             ;; The code once, as code: from the input or the content.
                              "    print(6 \\* 7)\n  \\[y\\] Allow   \\[n\\] Reject\n")
                      text))
             (should (= 1 (cl-count-if (lambda (l) (string-match-p "print" l))
@@ -1288,7 +1279,7 @@ signalled, or nil."
                   (parley--turn-done '(:stopReason "cancelled"))
                   (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
                   (should (equal (car answer) '(:outcome (:outcome "cancelled"))))
-                  (should (string-match-p "Cancelled: python_eval\n\\[cancelled\\]\n\\'"
+                  (should (string-match-p "Cancelled: python_eval\nStopped\\.\n\\'"
                                           (parley-test--transcript)))
                   (should-not parley--questions)))
               ;; The chat buffer is killed during the turn: the turn is
@@ -1343,7 +1334,7 @@ signalled, or nil."
             ;; inline too, and `n' does not evaluate.
             (let ((answer (funcall call "call_10" "(setq parley-test--ran t)")))
               (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
-              (should (string-match-p "Emacs asks before it evaluates elisp_eval.*\n  code:\n    (setq parley-test--ran t)\n  \\[y\\] Evaluate   \\[n\\] Do not evaluate"
+              (should (string-match-p "Emacs asks before it evaluates elisp_eval.*\n    (setq parley-test--ran t)\n  \\[y\\] Evaluate   \\[n\\] Do not evaluate"
                                       (parley-test--transcript)))
               (should-not (parley-test--type chat "n" (parley-test--question-pos)))
               (parley-test--wait (lambda () (not (eq (car answer) 'pending))))

@@ -15,6 +15,8 @@
   (add-to-list 'load-path here)
   (load (expand-file-name "parley-test" here) nil t)
   (load (expand-file-name "parley-edits-test" here) nil t)
+  (load (expand-file-name "parley-display-test" here) nil t)
+  (load (expand-file-name "parley-markdown-test" here) nil t)
   (load (expand-file-name "parley-integration-test" here) nil t))
 
 (let* ((result-file (car command-line-args-left))

@@ -633,7 +633,9 @@ def encode_message(message: Message) -> tuple[str, dict[str, Any]]:
     if isinstance(message, UserMessage):
         return "user", {"content": [_encode_block(block) for block in message.content]}
     if isinstance(message, AssistantMessage):
+        stopped = {"stopped": message.stopped} if message.stopped else {}
         return "assistant", {
+            **stopped,
             "text": message.text,
             "messageId": message.message_id,
             "thinking": [
@@ -678,6 +680,7 @@ def decode_message(role: str, body: dict[str, Any]) -> Message:
                 for c in body["toolCalls"]
             ),
             message_id=body.get("messageId", ""),
+            stopped=body.get("stopped"),
         )
     return ToolResultMessage(
         tool_call_id=body["toolCallId"],

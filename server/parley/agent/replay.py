@@ -61,7 +61,11 @@ def replay_updates(
                 if thought.text:
                     yield updates.thought_chunk(f"{message.message_id}_thought", thought.text)
             if message.text:
-                yield updates.message_chunk(message.message_id, message.text)
+                chunk = updates.message_chunk(message.message_id, message.text)
+                if message.stopped:
+                    # The turn was cut short here: the client shows its mark again.
+                    chunk["_meta"] = {"parley": {"stopReason": message.stopped}}
+                yield chunk
             for call in message.tool_calls:
                 result = results.get(call.id)
                 view = updates.call_view(tools.view_of(call.name, call.arguments))

@@ -196,7 +196,9 @@ class Turn:
         try:
             stop_reason = await self._rounds()
         except asyncio.CancelledError:
-            self._settle_interrupted("The user cancelled this call before it finished.")
+            self._settle_interrupted(
+                "The user cancelled this call before it finished.", stopped="cancelled"
+            )
             return self._result("cancelled")
         except Exception as error:
             # Whatever ended the turn (a provider failure, or a bug anywhere below), the next
@@ -204,7 +206,8 @@ class Turn:
             self._settle_interrupted(
                 "An error with the model provider interrupted this call."
                 if isinstance(error, ProviderError)
-                else "An internal error in Parley interrupted this call."
+                else "An internal error in Parley interrupted this call.",
+                stopped="failed",
             )
             raise
         return self._result(stop_reason)
@@ -647,12 +650,15 @@ class Turn:
             )
         )
 
-    def _settle_interrupted(self, reason: str) -> None:
-        """Leave a history the provider accepts: keep the text streamed so far, and answer
-        every call of the last assistant message that has no result yet."""
+    def _settle_interrupted(self, reason: str, stopped: str | None = None) -> None:
+        """Leave a history the provider accepts: keep the text streamed so far (marked
+        `stopped`, why the turn ended there), and answer every call of the last assistant
+        message that has no result yet."""
         if self._streamed_text:
             self.session.add_message(
-                AssistantMessage("".join(self._streamed_text), message_id=self._message_id)
+                AssistantMessage(
+                    "".join(self._streamed_text), message_id=self._message_id, stopped=stopped
+                )
             )
         self._streamed_text = None
         for call_id, _ in self._announced:

@@ -107,6 +107,9 @@ class AssistantMessage:
     thinking: tuple[ThinkingBlock, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     message_id: str = ""  # the messageId of its agent_message_chunk updates
+    # Why the turn ended right after this text, when it was cut short: "cancelled" or
+    # "failed". A reloaded session shows the mark again (replay sends it as stopReason).
+    stopped: str | None = None
 
 
 @attrs.frozen(eq=False)

@@ -1,0 +1,114 @@
+;;; parley-display-test.el --- Tests of the display rules (parley-display.el)  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The rules of docs/display.md, as parley-display.el implements them:
+;; each example of the document is a case here.
+
+;;; Code:
+
+(require 'ert)
+(require 'parley-display)
+
+(ert-deftest parley-display-tokens-thresholds ()
+  (should (equal (parley-display-tokens nil) "0"))
+  (should (equal (parley-display-tokens 950) "950"))
+  (should (equal (parley-display-tokens 999) "999"))
+  (should (equal (parley-display-tokens 1000) "1.0k"))
+  (should (equal (parley-display-tokens 1234) "1.2k"))
+  (should (equal (parley-display-tokens 12345) "12k"))
+  (should (equal (parley-display-tokens 999999) "999k"))
+  (should (equal (parley-display-tokens 1234567) "1.2M")))
+
+(ert-deftest parley-display-cost-decimals ()
+  (should (equal (parley-display-cost 1.25) "$1.25"))
+  (should (equal (parley-display-cost 0.0123) "$0.0123"))
+  (should (equal (parley-display-cost 0) "$0"))
+  (should (equal (parley-display-cost 0.0) "$0"))
+  (should (equal (parley-display-cost nil) "cost unknown")))
+
+(ert-deftest parley-display-context-never-slash-zero ()
+  (should (equal (parley-display-context 12000 200000) "context 12k/200k (6%)"))
+  (should (equal (parley-display-context 12000 nil) "context 12k"))
+  (should (equal (parley-display-context 1264 0) "context 1.3k")))
+
+(ert-deftest parley-display-stop-text-server-first ()
+  (should-not (parley-display-stop '(:stopReason "end_turn")))
+  (should (equal (parley-display-stop '(:stopReason "cancelled")) '("Stopped." . info)))
+  (should (equal (parley-display-stop '(:stopReason "max_tokens"))
+                 '("The answer was cut off: the model reached its output token limit." . warning)))
+  (should (equal (parley-display-stop '(:stopReason "max_turn_requests"))
+                 '("Stopped: the turn reached its limit of model requests." . warning)))
+  (should (equal (parley-display-stop '(:stopReason "refusal"))
+                 '("The model refused to answer." . warning)))
+  (should (equal (parley-display-stop '(:stopReason "odd")) '("Turn ended: odd." . info)))
+  ;; The server's sentence wins over the table.
+  (should (equal (parley-display-stop
+                  '(:stopReason "max_turn_requests"
+                    :_meta (:parley (:stopText "Stopped: the turn reached its limit of 25 model requests."))))
+                 '("Stopped: the turn reached its limit of 25 model requests." . warning))))
+
+(ert-deftest parley-display-tool-input-code-and-json ()
+  (should (equal (parley-display-tool-input "python_eval" '(:code "print(1)\nprint(2)\n"))
+                 '("python" . "print(1)\nprint(2)")))
+  (should (equal (parley-display-tool-input "Run Python" '(:code "x = 1"))
+                 '("python" . "x = 1")))
+  (should (equal (parley-display-tool-input "elisp_eval" '(:form "(+ 1 2)"))
+                 '("elisp" . "(+ 1 2)")))
+  (should (equal (parley-display-tool-input "run_shell" '(:command "ls -l"))
+                 '("sh" . "ls -l")))
+  (should (equal (parley-display-tool-input "read_file" '(:path "a.txt" :limit 3 :deep :json-false))
+                 '(nil . "{\n  \"path\": \"a.txt\",\n  \"limit\": 3,\n  \"deep\": false\n}")))
+  ;; A string with newlines on its own lines, not as \n escapes.
+  (should (equal (parley-display-tool-input "write_file" '(:path "a.py" :content "a = 1\nb = 2\n"))
+                 '(nil . "{\n  \"path\": \"a.py\",\n  \"content\":\n    a = 1\n    b = 2\n}")))
+  (should (equal (parley-display-tool-input "t" '(:items [1 "two"]))
+                 '(nil . "{\n  \"items\": [\n    1,\n    \"two\"\n  ]\n}"))))
+
+(ert-deftest parley-display-tool-summary-meaningful-lines ()
+  (should (equal (parley-display-tool-summary "stdout:\n42\n\nstderr:\n") "42"))
+  (should (equal (parley-display-tool-summary "result:\na\nb\nc\nd") "a\nb\nc"))
+  (should (equal (parley-display-tool-summary "  \n") "(no output)"))
+  (should (equal (parley-display-tool-summary nil) "(no output)"))
+  (should (equal (parley-display-tool-summary (make-string 130 ?x))
+                 (concat (make-string 120 ?x) "…")))
+  (should (equal (parley-display-tool-summary "stdout:\nsome\n" "NameError: x")
+                 "NameError: x\nsome")))
+
+(ert-deftest parley-display-time-today-year-older ()
+  (unwind-protect
+      (progn
+        (set-time-zone-rule "UTC")
+        (let* ((now (encode-time (list 0 30 15 22 11 2026 nil nil nil)))
+               (today (encode-time (list 0 5 14 22 11 2026 nil nil nil)))
+               (this-year (encode-time (list 0 5 14 1 3 2026 nil nil nil)))
+               (older (encode-time (list 0 5 14 22 11 2025 nil nil nil))))
+          (should (equal (parley-display-time today now) "14:05"))
+          (should (equal (parley-display-time this-year now) "Mar 1 14:05"))
+          (should (equal (parley-display-time older now) "2025-11-22 14:05"))
+          ;; The server's UTC stamps, in local time (here UTC, then UTC+1).
+          (should (equal (parley-display-time "2026-11-22T11:37:06.697Z" now) "11:37"))
+          (should (equal (parley-display-time "2025-01-02T03:04:05Z" now) "2025-01-02 03:04"))
+          (set-time-zone-rule "XXX-1")
+          (should (equal (parley-display-time "2026-11-22T11:37:06.697Z" now) "12:37"))
+          (should (equal (parley-display-time "not a time" now) "not a time"))))
+    (set-time-zone-rule nil)))
+
+(ert-deftest parley-display-tool-summary-on-the-status ()
+  ;; A finished call's status says its result's summary when pointed at.
+  (require 'parley)
+  (let ((buffer (parley--make-buffer temporary-file-directory "sess-display")))
+    (unwind-protect
+        (with-current-buffer buffer
+          (parley--update '(:sessionUpdate "tool_call" :toolCallId "c1" :title "python_eval"
+                            :status "in_progress" :rawInput (:code "print(42)")))
+          (parley--update '(:sessionUpdate "tool_call_update" :toolCallId "c1" :status "completed"
+                            :content [(:type "content"
+                                       :content (:type "text" :text "stdout:\n42\n"))]))
+          (goto-char (point-min))
+          (search-forward "[done]")
+          (should (equal (get-text-property (1- (point)) 'help-echo) "42")))
+      (kill-buffer buffer))))
+
+(provide 'parley-display-test)
+;;; parley-display-test.el ends here
