@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -65,7 +67,12 @@ class Session:
     thought_level: ThoughtLevel | None = None  # None: the model's default
     budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
-    history: list[Message] = attrs.field(factory=list)
+    # The conversation (`history`), None until it is first needed: a session opened from the
+    # store reads it then, not to be loaded; a replay streams it from the store instead.
+    _history: list[Message] | None = attrs.field(factory=list)
+    # The number of messages in the conversation, held or not (`length` only with `history`
+    # None: the stored messages this session has, from the first).
+    _length: int = 0
     title: str | None = None
     created_at: str = attrs.field(factory=now_iso)
     updated_at: str = attrs.field(factory=now_iso)
@@ -76,11 +83,37 @@ class Session:
     # The summary the model sees in place of the oldest messages (agent/compaction.py).
     compaction: Compaction | None = None
 
+    def __attrs_post_init__(self) -> None:
+        if self._history is not None:
+            self._length = len(self._history)
+
+    @property
+    def history(self) -> list[Message]:
+        if self._history is None:
+            self._history = self.store.messages(self.id, upto=self._length)
+        return self._history
+
+    def messages(self, start: int = 0) -> Iterator[Message]:
+        """The conversation from message `start` on, without reading it all into memory if
+        it is not yet (a replay)."""
+        if self._history is not None:
+            return itertools.islice(self._history, start, None)
+        return self.store.iter_messages(self.id, after=start, upto=self._length)
+
+    def last_exchange(self) -> Sequence[Message]:
+        """The conversation's end, from its last prompt or assistant message on (or all of
+        it): enough to find the calls a killed server left without a result."""
+        if self._history is not None:
+            return self._history
+        return self.store.last_exchange(self.id, upto=self._length)
+
     def system_text(self) -> str:
         return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.cwd)
 
     def add_message(self, message: Message) -> None:
-        self.history.append(message)
+        if self._history is not None:
+            self._history.append(message)
+        self._length += 1
         self.updated_at = now_iso()
         self.store.append_message(self.id, message, self.updated_at)
 
@@ -124,10 +157,12 @@ class Session:
         """Take in what another server (another window on this session) stored since this
         one read the session: messages, title, approvals. Returns where the missed messages
         start in the history."""
-        start = len(self.history)
-        missed = self.store.messages(self.id, after=start)
-        if missed:
-            self.history.extend(missed)
+        start = self._length
+        end = self.store.message_count(self.id)
+        if end > start:
+            if self._history is not None:
+                self._history.extend(self.store.messages(self.id, after=start, upto=end))
+            self._length = end
             self.totals = self.store.usage_totals(self.id)
         stored = self.store.session(self.id)
         if stored is not None:
