@@ -88,6 +88,7 @@ class ParleyServer(JsonRPCServer):
         self.client_reads_files = False  # the client offers fs/read_text_file
         self.client_writes_files = False  # the client offers fs/write_text_file
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
+        self.sdk_preload_started = False  # see `_preload_sdk`
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -201,7 +202,6 @@ class ParleyServer(JsonRPCServer):
         file_system = params.client_capabilities.fs or {}
         self.client_writes_files = file_system.get("writeTextFile") is True
         self.wants_revisions = params.client_capabilities.meta.parley.revisions
-        self.providers.preload()  # the first prompt need not wait for the SDK's import
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -351,7 +351,17 @@ class ParleyServer(JsonRPCServer):
         """What the answer to a session's start holds (its config options); its slash
         commands are announced right after the answer, when the client knows the session."""
         self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
+        self.protocol.after_the_answer(self._preload_sdk)
         return {"configOptions": self.sessions.config_options(session)}
+
+    def _preload_sdk(self) -> None:
+        """The first prompt need not wait for the SDK's import: it starts in a thread once
+        the first session is open and answered, not at `initialize`, where it would take
+        the CPU from a `session/load`'s replay (the import holds the GIL for ~0.2 s)."""
+        if not self.sdk_preload_started:
+            self.sdk_preload_started = True
+            # After the answer is flushed (the flush is already scheduled).
+            asyncio.get_running_loop().call_soon(self.providers.preload)
 
     async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
         """Start the MCP servers a client listed for an open session (session/new, load,
