@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
 
 from parley.agent.compaction import Compaction
+from parley.agent.history import History
 from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
@@ -46,6 +46,12 @@ def title_from_prompt(text: str) -> str:
     return (cut if len(cut) > TITLE_LENGTH // 2 else line[:TITLE_LENGTH]) + "…"
 
 
+def _as_history(messages: Iterable[Message] | None) -> History | None:
+    if messages is None or isinstance(messages, History):
+        return messages
+    return History(messages)
+
+
 def load_compaction(store: Store, session_id: str) -> Compaction | None:
     stored = store.compaction(session_id)
     return None if stored is None else Compaction(*stored)
@@ -69,7 +75,7 @@ class Session:
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
     # The conversation (`history`), None until it is first needed: a session opened from the
     # store reads it then, not to be loaded; a replay streams it from the store instead.
-    _history: list[Message] | None = attrs.field(factory=list)
+    _history: History | None = attrs.field(factory=list, converter=_as_history)
     # The number of messages in the conversation, held or not (`length` only with `history`
     # None: the stored messages this session has, from the first).
     _length: int = 0
@@ -88,16 +94,23 @@ class Session:
             self._length = len(self._history)
 
     @property
-    def history(self) -> list[Message]:
+    def history(self) -> History:
+        """The conversation; in memory only from the compaction's cut on (`History`)."""
         if self._history is None:
-            self._history = self.store.messages(self.id, upto=self._length)
+            covers = self.compaction.covers if self.compaction is not None else 0
+            offset = covers if covers < self._length else 0
+            held = self.store.messages(self.id, after=offset, upto=self._length)
+            self._history = History(held, offset, self._read_messages)
         return self._history
+
+    def _read_messages(self, start: int, stop: int) -> list[Message]:
+        return self.store.messages(self.id, after=start, upto=stop)
 
     def messages(self, start: int = 0) -> Iterator[Message]:
         """The conversation from message `start` on, without reading it all into memory if
         it is not yet (a replay)."""
-        if self._history is not None:
-            return itertools.islice(self._history, start, None)
+        if self._history is not None and start >= self._history.offset:
+            return iter(self._history[start:])
         return self.store.iter_messages(self.id, after=start, upto=self._length)
 
     def last_exchange(self) -> Sequence[Message]:
@@ -121,6 +134,12 @@ class Session:
         self.compaction = compaction
         if self.stored:
             self.store.add_compaction(self.id, compaction.covers, compaction.summary, now_iso())
+            self._hold_compacted()
+
+    def _hold_compacted(self) -> None:
+        """Let go of the messages the compaction covers (the store keeps them)."""
+        if self._history is not None and self.compaction is not None:
+            self._history.hold_from(self.compaction.covers, self._read_messages)
 
     def start_storing(self) -> None:
         """Store the session from now on (at its first prompt: an unused session is never
@@ -169,6 +188,7 @@ class Session:
             self.title = stored.title
             self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
             self.compaction = load_compaction(self.store, self.id)
+            self._hold_compacted()
         return start
 
     async def close(self) -> None:
