@@ -71,6 +71,8 @@ PROVIDER_ERROR_CODE = -32001
 RESOURCE_NOT_FOUND_CODE = -32002  # ACP's: an unknown or deleted session
 SESSION_BUSY_CODE = -32003  # Parley's: a turn runs in the session, here or in another window
 SESSIONS_PAGE_SIZE = 50
+# The SDK's import starts this long after `initialize` (or sooner, see `_preload_sdk`).
+PRELOAD_DELAY_SECONDS = 0.3
 
 
 class ParleyServer(JsonRPCServer):
@@ -88,6 +90,8 @@ class ParleyServer(JsonRPCServer):
         self.client_reads_files = False  # the client offers fs/read_text_file
         self.client_writes_files = False  # the client offers fs/write_text_file
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
+        self.sdk_preload_started = False  # see `_preload_sdk`
+        self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -201,7 +205,7 @@ class ParleyServer(JsonRPCServer):
         file_system = params.client_capabilities.fs or {}
         self.client_writes_files = file_system.get("writeTextFile") is True
         self.wants_revisions = params.client_capabilities.meta.parley.revisions
-        self.providers.preload()  # the first prompt need not wait for the SDK's import
+        asyncio.get_running_loop().call_later(PRELOAD_DELAY_SECONDS, self._preload_sdk)
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -232,8 +236,12 @@ class ParleyServer(JsonRPCServer):
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
-        session = await self.sessions.load(params.session_id, Path(params.cwd))
-        await self.start_mcp_servers(session.id, params.mcp_servers)
+        self.loads_running += 1
+        try:
+            session = await self.sessions.load(params.session_id, Path(params.cwd))
+            await self.start_mcp_servers(session.id, params.mcp_servers)
+        finally:
+            self.loads_running -= 1
         totals = self.store.usage_totals(session.id)
         return {
             **self._started(session),
@@ -351,7 +359,19 @@ class ParleyServer(JsonRPCServer):
         """What the answer to a session's start holds (its config options); its slash
         commands are announced right after the answer, when the client knows the session."""
         self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
+        self.protocol.after_the_answer(self._preload_sdk)
         return {"configOptions": self.sessions.config_options(session)}
+
+    def _preload_sdk(self) -> None:
+        """The first prompt need not wait for the SDK's import: it starts in a thread
+        PRELOAD_DELAY_SECONDS after `initialize`, or once the first session is open and
+        answered if that comes first. Not at `initialize` itself: an editor that reopens a
+        session sends `session/load` at once, and the import (~0.2 s of CPU, under the GIL)
+        would slow its replay (the timer's call, during a load, leaves it to the answer's)."""
+        if not self.sdk_preload_started and not self.loads_running:
+            self.sdk_preload_started = True
+            # After the answer is flushed (the flush is already scheduled).
+            asyncio.get_running_loop().call_soon(self.providers.preload)
 
     async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
         """Start the MCP servers a client listed for an open session (session/new, load,

@@ -138,6 +138,8 @@ MIGRATIONS = [
     """,
 ]
 
+# Above any message's seq: `upto` when it is not given (SQLite's largest integer).
+_LAST_SEQ = 2**63 - 1
 # A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -384,14 +386,40 @@ class Store:
             )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (created_at, session_id))
 
-    def messages(self, session_id: str, after: int = 0) -> list[Message]:
-        """The conversation in order; `after`: skip the first so many messages."""
+    def messages(self, session_id: str, after: int = 0, upto: int | None = None) -> list[Message]:
+        """The conversation in order; `after`: skip the first so many messages; `upto`: stop
+        after the first so many."""
+        return list(self.iter_messages(session_id, after, upto))
+
+    def iter_messages(
+        self, session_id: str, after: int = 0, upto: int | None = None
+    ) -> Iterator[Message]:
+        """`messages`, decoded one at a time as they are read: a replay streams them, never
+        holding the conversation whole. Consume it before the next write to the store."""
+        # The seqs of a session's messages are 1, 2, 3…: the nth message has seq n.
         rows = self._db.execute(
-            "SELECT role, body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
-            (session_id, after),
+            "SELECT role, body FROM messages WHERE session_id = ? AND seq > ? AND seq <= ? "
+            "ORDER BY seq",
+            (session_id, after, _LAST_SEQ if upto is None else upto),
         )
-        # Row by row, not `fetchall`: the stored bodies are not all held beside the messages.
-        return [decode_message(role, _load_body(body)) for role, body in rows]
+        for role, body in rows:
+            yield decode_message(role, _load_body(body))
+
+    def message_count(self, session_id: str) -> int:
+        row = self._db.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def last_exchange(self, session_id: str, upto: int) -> list[Message]:
+        """The first `upto` messages' tail from the last prompt or assistant message on (the
+        results that follow it): what `agent/replay.unanswered_calls` looks at."""
+        row = self._db.execute(
+            "SELECT seq FROM messages WHERE session_id = ? AND seq <= ? AND role != 'tool' "
+            "ORDER BY seq DESC LIMIT 1",
+            (session_id, upto),
+        ).fetchone()
+        return self.messages(session_id, after=0 if row is None else row[0] - 1, upto=upto)
 
     def add_compaction(self, session_id: str, covers: int, summary: str, created_at: str) -> None:
         with self._transaction() as db:

@@ -6,7 +6,8 @@ result gets one that says it was interrupted, so the provider accepts the histor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from parley.core.conversation import (
@@ -15,6 +16,7 @@ from parley.core.conversation import (
     ImageBlock,
     Message,
     TextBlock,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -24,7 +26,7 @@ from parley.tools.registry import ToolRegistry
 INTERRUPTED = "Interrupted: Parley stopped before this call finished; it may not have run."
 
 
-def unanswered_calls(history: list[Message]) -> list[ToolResultMessage]:
+def unanswered_calls(history: Sequence[Message]) -> list[ToolResultMessage]:
     """Results for the calls of the last assistant message that have none."""
     for position in range(len(history) - 1, -1, -1):
         message = history[position]
@@ -45,45 +47,80 @@ def unanswered_calls(history: list[Message]) -> list[ToolResultMessage]:
 
 
 def replay_updates(
-    history: list[Message], tools: ToolRegistry, start: int = 0
+    messages: Iterable[Message], tools: ToolRegistry, start: int = 0
 ) -> Iterator[dict[str, Any]]:
-    """The updates that show `history[start:]` as a client first saw it, in order (a window
-    that was behind is shown only the turns it missed); each call titled as `tools` shows it.
-    Made one at a time, so a replay is sent as it is built, never held whole."""
-    results = {m.tool_call_id: m for m in history if isinstance(m, ToolResultMessage)}
-    for position in range(start, len(history)):
-        message = history[position]
-        if isinstance(message, UserMessage):
-            for block in message.content:
-                yield updates.user_chunk(f"user_{position}", _user_content(block))
-        elif isinstance(message, AssistantMessage):
-            for thought in message.thinking:
-                if thought.text:
-                    yield updates.thought_chunk(f"{message.message_id}_thought", thought.text)
-            if message.text:
-                chunk = updates.message_chunk(message.message_id, message.text)
-                if message.stopped:
-                    # The turn was cut short here: the client shows its mark again.
-                    chunk["_meta"] = {"parley": {"stopReason": message.stopped}}
-                yield chunk
-            for call in message.tool_calls:
-                result = results.get(call.id)
-                view = updates.call_view(tools.view_of(call.name, call.arguments))
-                view.pop("content", None)  # what it showed before it ran: the output follows
-                update = updates.tool_call(
-                    call.wire_id,
-                    view.pop("title"),
-                    tools.kind_of(call.name),
-                    status="failed" if result is None or result.is_error else "completed",
-                    raw_input=call.arguments,
-                )
-                update.update(view)
-                if result is not None:
-                    update["rawOutput"] = updates.raw_output(
-                        result.raw_output, result.content, result.is_error
-                    )
-                    update["content"] = [updates.text_content(result.content)]
-                yield update
+    """The updates that show `messages` (the conversation from its message `start` on) as a
+    client first saw it, in order (a window that was behind is shown only the turns it
+    missed); each call titled as `tools` shows it, with the result that followed it.
+
+    Streamed: a message is read, shown and dropped, so a replay is sent as it is built and
+    the conversation is never held whole. Only an assistant message whose calls still await
+    their results is held back (with what follows it) until they arrive, or the end."""
+    held: deque[tuple[int, Message]] = deque()
+    awaited: set[str] = set()  # the held calls' ids without a result yet
+    results: dict[str, ToolResultMessage] = {}  # the held calls' results, by call id
+    for position, message in enumerate(messages, start):
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id in awaited:
+                awaited.discard(message.tool_call_id)
+                results[message.tool_call_id] = message
+        elif held or (isinstance(message, AssistantMessage) and message.tool_calls):
+            held.append((position, message))
+            if isinstance(message, AssistantMessage):
+                awaited.update(call.id for call in message.tool_calls)
+        else:
+            yield from _message_updates(position, message, results, tools)
+        while held and not _awaits_results(held[0][1], awaited):
+            yield from _message_updates(*held.popleft(), results, tools)
+    while held:  # calls never answered: shown failed
+        yield from _message_updates(*held.popleft(), results, tools)
+
+
+def _awaits_results(message: Message, awaited: set[str]) -> bool:
+    return isinstance(message, AssistantMessage) and any(
+        call.id in awaited for call in message.tool_calls
+    )
+
+
+def _message_updates(
+    position: int, message: Message, results: dict[str, ToolResultMessage], tools: ToolRegistry
+) -> Iterator[dict[str, Any]]:
+    """The updates of one user or assistant message; its calls' results are taken out of
+    `results` (a later call with the same id waits for its own)."""
+    if isinstance(message, UserMessage):
+        for block in message.content:
+            yield updates.user_chunk(f"user_{position}", _user_content(block))
+    elif isinstance(message, AssistantMessage):
+        for thought in message.thinking:
+            if thought.text:
+                yield updates.thought_chunk(f"{message.message_id}_thought", thought.text)
+        if message.text:
+            chunk = updates.message_chunk(message.message_id, message.text)
+            if message.stopped:
+                # The turn was cut short here: the client shows its mark again.
+                chunk["_meta"] = {"parley": {"stopReason": message.stopped}}
+            yield chunk
+        for call in message.tool_calls:
+            yield _call_update(call, results.pop(call.id, None), tools)
+
+
+def _call_update(
+    call: ToolCall, result: ToolResultMessage | None, tools: ToolRegistry
+) -> dict[str, Any]:
+    view = updates.call_view(tools.view_of(call.name, call.arguments))
+    view.pop("content", None)  # what it showed before it ran: the output follows
+    update = updates.tool_call(
+        call.wire_id,
+        view.pop("title"),
+        tools.kind_of(call.name),
+        status="failed" if result is None or result.is_error else "completed",
+        raw_input=call.arguments,
+    )
+    update.update(view)
+    if result is not None:
+        update["rawOutput"] = updates.raw_output(result.raw_output, result.content, result.is_error)
+        update["content"] = [updates.text_content(result.content)]
+    return update
 
 
 def _user_content(block: ContentBlock) -> dict[str, Any]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
 
 from parley.agent.compaction import Compaction
+from parley.agent.history import History
 from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
@@ -44,6 +46,12 @@ def title_from_prompt(text: str) -> str:
     return (cut if len(cut) > TITLE_LENGTH // 2 else line[:TITLE_LENGTH]) + "…"
 
 
+def _as_history(messages: Iterable[Message] | None) -> History | None:
+    if messages is None or isinstance(messages, History):
+        return messages
+    return History(messages)
+
+
 def load_compaction(store: Store, session_id: str) -> Compaction | None:
     stored = store.compaction(session_id)
     return None if stored is None else Compaction(*stored)
@@ -65,7 +73,12 @@ class Session:
     thought_level: ThoughtLevel | None = None  # None: the model's default
     budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
     auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
-    history: list[Message] = attrs.field(factory=list)
+    # The conversation (`history`), None until it is first needed: a session opened from the
+    # store reads it then, not to be loaded; a replay streams it from the store instead.
+    _history: History | None = attrs.field(factory=list, converter=_as_history)
+    # The number of messages in the conversation, held or not (`length` only with `history`
+    # None: the stored messages this session has, from the first).
+    _length: int = 0
     title: str | None = None
     created_at: str = attrs.field(factory=now_iso)
     updated_at: str = attrs.field(factory=now_iso)
@@ -76,11 +89,44 @@ class Session:
     # The summary the model sees in place of the oldest messages (agent/compaction.py).
     compaction: Compaction | None = None
 
+    def __attrs_post_init__(self) -> None:
+        if self._history is not None:
+            self._length = len(self._history)
+
+    @property
+    def history(self) -> History:
+        """The conversation; in memory only from the compaction's cut on (`History`)."""
+        if self._history is None:
+            covers = self.compaction.covers if self.compaction is not None else 0
+            offset = covers if covers < self._length else 0
+            held = self.store.messages(self.id, after=offset, upto=self._length)
+            self._history = History(held, offset, self._read_messages)
+        return self._history
+
+    def _read_messages(self, start: int, stop: int) -> list[Message]:
+        return self.store.messages(self.id, after=start, upto=stop)
+
+    def messages(self, start: int = 0) -> Iterator[Message]:
+        """The conversation from message `start` on, without reading it all into memory if
+        it is not yet (a replay)."""
+        if self._history is not None and start >= self._history.offset:
+            return iter(self._history[start:])
+        return self.store.iter_messages(self.id, after=start, upto=self._length)
+
+    def last_exchange(self) -> Sequence[Message]:
+        """The conversation's end, from its last prompt or assistant message on (or all of
+        it): enough to find the calls a killed server left without a result."""
+        if self._history is not None:
+            return self._history
+        return self.store.last_exchange(self.id, upto=self._length)
+
     def system_text(self) -> str:
         return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.cwd)
 
     def add_message(self, message: Message) -> None:
-        self.history.append(message)
+        if self._history is not None:
+            self._history.append(message)
+        self._length += 1
         self.updated_at = now_iso()
         self.store.append_message(self.id, message, self.updated_at)
 
@@ -88,6 +134,12 @@ class Session:
         self.compaction = compaction
         if self.stored:
             self.store.add_compaction(self.id, compaction.covers, compaction.summary, now_iso())
+            self._hold_compacted()
+
+    def _hold_compacted(self) -> None:
+        """Let go of the messages the compaction covers (the store keeps them)."""
+        if self._history is not None and self.compaction is not None:
+            self._history.hold_from(self.compaction.covers, self._read_messages)
 
     def start_storing(self) -> None:
         """Store the session from now on (at its first prompt: an unused session is never
@@ -124,16 +176,19 @@ class Session:
         """Take in what another server (another window on this session) stored since this
         one read the session: messages, title, approvals. Returns where the missed messages
         start in the history."""
-        start = len(self.history)
-        missed = self.store.messages(self.id, after=start)
-        if missed:
-            self.history.extend(missed)
+        start = self._length
+        end = self.store.message_count(self.id)
+        if end > start:
+            if self._history is not None:
+                self._history.extend(self.store.messages(self.id, after=start, upto=end))
+            self._length = end
             self.totals = self.store.usage_totals(self.id)
         stored = self.store.session(self.id)
         if stored is not None:
             self.title = stored.title
             self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
             self.compaction = load_compaction(self.store, self.id)
+            self._hold_compacted()
         return start
 
     async def close(self) -> None:

@@ -146,7 +146,7 @@ class Sessions:
             finally:
                 self.store.release_lease(session.id, self.instance_id)
         if replay:
-            for update in replay_updates(session.history, session.tools):
+            for update in replay_updates(session.messages(), session.tools):
                 self.ports.send_update(session.id, update)
         return session
 
@@ -163,7 +163,8 @@ class Sessions:
             thought_level=stored.thought_level,  # type: ignore[arg-type]
             budget=stored.budget,
             auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
-            history=self.store.messages(stored.id),
+            history=None,  # read when first needed: a replay streams it from the store
+            length=self.store.message_count(stored.id),
             title=stored.title,
             created_at=stored.created_at,
             updated_at=stored.updated_at,
@@ -293,7 +294,7 @@ class Sessions:
         in and show them, so the user and the model see the same conversation."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        for update in replay_updates(session.history, session.tools, start):
+        for update in replay_updates(session.messages(start), session.tools, start):
             self.ports.send_update(session.id, update)
 
     async def _run_turn(
@@ -516,7 +517,7 @@ class Sessions:
 def _mend_unanswered(session: Session) -> None:
     """A killed server leaves calls without results: answer them, so the provider takes the
     history. Only under the session's lease: another window's running calls are not dead."""
-    for result in unanswered_calls(session.history):
+    for result in unanswered_calls(session.last_exchange()):
         session.add_message(result)
 
 

@@ -71,6 +71,10 @@ def _reject_constant(name: str) -> None:
     raise _NotJson(f"{name} is not JSON")
 
 
+# One decoder for every message: `json.loads` with an option builds a new one per call.
+_JSON_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _decode(body: bytes) -> str:
     """The body as text; bytes that are not UTF-8 become U+FFFD rather than fail the message."""
     try:
@@ -95,7 +99,7 @@ def _without_lone_surrogates(value: Any) -> Any:
 def parse_json(text: str) -> Any:
     """JSON text as Python values, lone surrogates repaired; raises ValueError or
     RecursionError (nested deeper than Python reads)."""
-    value = json.loads(text, parse_constant=_reject_constant)
+    value = _JSON_DECODER.decode(text)
     if "\\u" in text and _SURROGATE_ESCAPE.search(text):
         value = _without_lone_surrogates(value)
     return value

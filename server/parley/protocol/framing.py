@@ -45,6 +45,8 @@ _READ_BYTES = 64 * 1024
 _CONTENT_LENGTH = re.compile(rb"content-length:", re.IGNORECASE)
 _HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*(.*?)[ \t]*\r?\n?")
 _LENGTH_VALUE = re.compile(rb"[0-9]{1,15}")
+# The header block every client we know sends: one line, then the blank one.
+_USUAL_HEADER = re.compile(rb"Content-Length: ([0-9]{1,15})\r\n\r\n")
 
 
 @attrs.frozen
@@ -96,6 +98,19 @@ class _Input:
             return False
         self._buffer += chunk
         return True
+
+    def usual_header(self) -> int | None:
+        """The length in a usual header block (`_USUAL_HEADER`) at the start of what has
+        arrived, consumed; None, consuming nothing, for anything else. One match instead of
+        a line-by-line parse: a replay sends thousands of messages."""
+        header = _USUAL_HEADER.match(self._buffer)
+        if header is None:
+            return None
+        length = int(header.group(1))
+        if length > MAX_FRAME_BYTES:
+            return None  # refused by the full parse
+        del self._buffer[: header.end()]
+        return length
 
     def unread(self, data: bytes) -> None:
         self._buffer[:0] = data
@@ -171,6 +186,13 @@ class _FramingError(Exception):
 
 async def _read_lsp(source: _Input) -> AsyncIterator[Frame]:
     while True:
+        usual = source.usual_header()
+        if usual is not None:
+            body = await source.exactly(usual)
+            if body is None:
+                return
+            yield body
+            continue
         try:
             length = await _header_block(source)
         except _FramingError as error:
