@@ -1,0 +1,340 @@
+/**
+ * A message's body in the chat view's real page (headless Chromium): code blocks (highlighted,
+ * labelled, Copy and Insert, sideways scrolling, visible in dark and light themes), task lists,
+ * and the streaming benchmark — a 2,000-line answer with code blocks, chunk by chunk, with a
+ * table of the page's work per chunk and the structural property that makes it flat: finished
+ * blocks are never rendered again.
+ */
+
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import type { Browser, Page } from 'playwright-core';
+
+import { type ChatState, initialState, reduce } from '../src/core/chatState';
+import { viewMessages } from '../src/core/webviewHtml';
+import type { AgentEntry, HostToView } from '../src/common/view';
+import {
+  CHROMIUM,
+  OUTPUT,
+  haveChromium,
+  launchChromium,
+  openChatPage,
+  postToPage,
+  postedByPage,
+  setTheme,
+  textContrasts,
+} from './webviewPage';
+
+/** The host's messages for one streamed agent chunk, through the real reducer. */
+function agentChunk(state: ChatState, text: string): { state: ChatState; messages: HostToView[] } {
+  const next = reduce(state, {
+    type: 'update',
+    update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: { type: 'text', text } },
+  });
+  return { state: next, messages: viewMessages(state, next) };
+}
+
+/** Posts a whole answer as one message, then ends the turn (the message stops streaming). */
+async function showAnswer(page: Page, text: string): Promise<void> {
+  let state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+  await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
+  const chunk = agentChunk(state, text);
+  state = chunk.state;
+  for (const m of chunk.messages) {
+    await postToPage(page, m);
+  }
+  const ended = reduce(state, { type: 'turnEnded', stopReason: 'end_turn' });
+  for (const m of viewMessages(state, ended)) {
+    await postToPage(page, m);
+  }
+}
+
+const PYTHON = [
+  'from dataclasses import dataclass',
+  '',
+  '@dataclass',
+  'class Rectangle:',
+  '    width: float',
+  '    height: float',
+  '',
+  '    def area(self) -> float:',
+  '        """The area, in square units."""',
+  '        return self.width * self.height  # a comment that makes this line much longer than the view is wide',
+  '',
+  'print(Rectangle(3, 4).area(), "done", 0x1F, True)',
+].join('\n');
+
+const SAMPLE = [
+  'Use `Rectangle.area()` like this:',
+  '',
+  '```python',
+  PYTHON,
+  '```',
+  '',
+  'And in the shell:',
+  '',
+  '```bash',
+  'python -m pip install --upgrade "geometry>=2.0" && echo ok',
+  '```',
+  '',
+  '- [x] write the class',
+  '- [ ] test it',
+  '',
+].join('\n');
+
+describe('message bodies in the chat view page', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
+  let browser: Browser;
+
+  before(async () => {
+    browser = await launchChromium();
+    fs.mkdirSync(OUTPUT, { recursive: true });
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it('code blocks: highlighted, labelled, scrolling sideways, visible in dark and light themes', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 300, height: 700 });
+    await showAnswer(page, SAMPLE);
+    const blocks = page.locator('.entry-agent .code-block');
+    assert.equal(await blocks.count(), 2);
+    assert.deepEqual(await page.locator('.code-block .code-lang').allInnerTexts(), ['python', 'bash']);
+    assert.deepEqual(await blocks.first().locator('.code-head button').allInnerTexts(), ['Copy', 'Insert']);
+    // Highlighted: the keyword, the string, the comment are spans of their own.
+    const python = blocks.first().locator('pre code');
+    assert.equal(await python.innerText(), `${PYTHON}\n`);
+    assert.ok((await python.locator('.hljs-keyword').allInnerTexts()).includes('def'));
+    assert.ok((await python.locator('.hljs-string').allInnerTexts()).includes('"done"'));
+    assert.equal(await python.locator('.hljs-comment').count(), 1);
+    // No wrapping: the long line scrolls sideways, inside the block (the page does not).
+    const pre = blocks.first().locator('pre');
+    const widths = await pre.evaluate((el) => ({ scroll: el.scrollWidth, client: el.clientWidth, whiteSpace: getComputedStyle(el).whiteSpace }));
+    assert.equal(widths.whiteSpace, 'pre');
+    assert.ok(widths.scroll > widths.client, `the long line overflows the block: ${JSON.stringify(widths)}`);
+    assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, 'the page does not scroll sideways');
+    // Task lists: disabled checkboxes, no literal brackets.
+    const boxes = page.locator('.entry-agent li input[type="checkbox"]');
+    assert.equal(await boxes.count(), 2);
+    assert.deepEqual(await boxes.evaluateAll((els) => els.map((e) => [(e as HTMLInputElement).checked, (e as HTMLInputElement).disabled])), [
+      [true, true],
+      [false, true],
+    ]);
+    assert.ok(!(await page.locator('.entry-agent').innerText()).includes('[ ]'));
+
+    for (const kind of ['vscode-dark', 'vscode-light'] as const) {
+      await setTheme(page, kind);
+      const look = await page.evaluate(() => {
+        const bg = (sel: string) => getComputedStyle(document.querySelector(sel)!).backgroundColor;
+        return { view: getComputedStyle(document.body).backgroundColor, block: bg('.code-block'), inline: bg('.entry-agent p code') };
+      });
+      // Code stands out from the view: the block's background and inline code's are not the view's.
+      assert.notEqual(look.block, look.view, `${kind}: a code block has a background of its own`);
+      assert.notEqual(look.inline, 'rgba(0, 0, 0, 0)', `${kind}: inline code has a background`);
+      const tokens = await textContrasts(page, '.code-block [class^="hljs-"]', look.block);
+      assert.ok(tokens.length > 10);
+      const faint = tokens.filter((t) => t.ratio < 4.5);
+      assert.deepEqual(faint, [], `${kind}: every token readable on the code background`);
+      const shot = path.join(OUTPUT, `chat-view-code-${kind.slice('vscode-'.length)}.png`);
+      await page.locator('.entry-agent').screenshot({ path: shot });
+    }
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it('Copy puts the block\'s text on the clipboard; Insert sends it to the host', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700, clipboard: true });
+    await showAnswer(page, SAMPLE);
+    await page.locator('.code-block').first().locator('button.code-copy').click();
+    await page.waitForFunction(() => document.querySelector('.code-block button.code-copy')?.textContent === 'Copied');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), PYTHON);
+
+    await page.locator('.code-block').nth(1).locator('button.code-insert').click();
+    const inserts = (await postedByPage(page)).filter((m) => m.type === 'insertCode');
+    assert.deepEqual(inserts, [{ type: 'insertCode', text: 'python -m pip install --upgrade "geometry>=2.0" && echo ok' }]);
+    // Reached by keyboard: Tab from the first block's Copy goes to its Insert.
+    await page.locator('.code-block').first().locator('button.code-copy').focus();
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'Insert python code at the cursor');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it('benchmark: a 2,000-line answer streams with flat per-chunk work, and finished blocks are never rendered again', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 440, height: 900 });
+    const answer = longAnswer(2000);
+    const ends: number[] = [];
+    for (let i = 0; i < answer.length; i += CHUNK) {
+      ends.push(Math.min(answer.length, i + CHUNK));
+    }
+    // The host's message for a chunk, through the real reducer: one upsert of the agent entry.
+    let state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+    await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
+    const first = agentChunk(state, answer.slice(0, ends[0]));
+    state = first.state;
+    assert.equal(first.messages.length, 1);
+    const message = first.messages[0];
+    assert.ok(message.type === 'entries' && message.upserts.length === 1 && message.upserts[0].kind === 'agent');
+    const template = message.upserts[0];
+
+    const result = await page.evaluate(streamInPage, { template, answer, ends, interval: INTERVAL_MS });
+    const tenth = Math.floor(ends.length / 10);
+    const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const firstTenth = avg(result.work.slice(0, tenth));
+    const lastTenth = avg(result.work.slice(-tenth));
+    const total = result.work.reduce((a, b) => a + b, 0);
+    const build = process.env.PARLEY_WEBVIEW_DIR ? `build in ${process.env.PARLEY_WEBVIEW_DIR}` : 'this build';
+    console.log(
+      [
+        '',
+        `Streaming benchmark (${build}): ${answer.split('\n').length} lines, ${answer.length} chars, ${ends.length} chunks of ${CHUNK} chars every ${INTERVAL_MS} ms`,
+        '| measure | value |',
+        '| --- | --- |',
+        `| page work per chunk, first tenth | ${firstTenth.toFixed(3)} ms |`,
+        `| page work per chunk, last tenth | ${lastTenth.toFixed(3)} ms |`,
+        `| last tenth / first tenth | ${(lastTenth / firstTenth).toFixed(2)} |`,
+        `| total page work | ${total.toFixed(0)} ms |`,
+        `| frames that rendered | ${result.frames} |`,
+        `| last chunk (as sent) to the view finished | ${result.lag.toFixed(1)} ms |`,
+        `| streaming wall time (model: ${((ends.length * INTERVAL_MS) / 1000).toFixed(1)} s) | ${(result.wall / 1000).toFixed(1)} s |`,
+        `| early finished blocks re-rendered or removed | ${result.touched} of ${result.marked} |`,
+        '',
+      ].join('\n'),
+    );
+    // The structure that makes the cost flat: the blocks finished at a tenth of the stream are
+    // the same DOM nodes at the end, and nothing inside them changed.
+    assert.ok(result.marked > 20, `blocks finished early: ${result.marked}`);
+    assert.equal(result.touched, 0, 'finished blocks were rendered again');
+    // The streamed message shows what the whole answer rendered at once shows.
+    assert.equal(result.complete, true, 'the last line is shown');
+    const streamed = result.shape;
+    await showAnswer(page, answer);
+    const atOnce = await page.locator('.entry-agent .markdown').evaluate(shapeOf);
+    assert.deepEqual(streamed, atOnce);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+});
+
+const CHUNK = 24;
+const INTERVAL_MS = 4;
+
+/** A model's long answer: headings, paragraphs, lists, task items and code blocks, `lines` lines or a few more. */
+function longAnswer(lines: number): string {
+  const out: string[] = [];
+  for (let n = 1; out.length < lines; n++) {
+    out.push(`## Step ${n}: parse part ${n}`, '');
+    out.push(`Paragraph ${n} explains \`parse_${n}()\`, **why** it matters and [the docs](https://example.com/${n}); it runs`, 'over two lines, as a model writes them.', '');
+    out.push('```python', `def parse_${n}(text: str) -> list[int]:`, `    """Part ${n}: the numbers in text."""`, '    out = []');
+    for (let k = 0; k < 12; k++) {
+      out.push(`    out.append(int(text[${k}:${k + 2}], 16) + ${n * k})  # field ${k}`);
+    }
+    out.push('    return out', '```', '');
+    out.push(`- item one of step ${n}`, '- item two with `code`', `- [x] done ${n}`, '');
+    if (n % 3 === 0) {
+      out.push('```ts', `export function step${n}(xs: number[]): number {`, '  return xs.reduce((a, b) => a + b, 0);', '}', '```', '');
+    }
+  }
+  out.push('END OF ANSWER');
+  return out.join('\n');
+}
+
+/** The rendered body's shape: top-level tags, then its text without the code blocks' headers. */
+function shapeOf(body: Element): { tags: string[]; text: string } {
+  const clone = body.cloneNode(true) as Element;
+  for (const head of Array.from(clone.querySelectorAll('.code-head'))) {
+    head.remove();
+  }
+  return { tags: Array.from(clone.children).map((c) => c.tagName), text: clone.textContent ?? '' };
+}
+
+/**
+ * Runs in the page: streams `answer` as the host would (one `entries` message per chunk, each
+ * with the text so far, sent on a model's schedule: chunk k at k × `interval` ms), timing the
+ * page's work per chunk — the message handler with the message's deserialisation, and the
+ * animation frames after it, each with the layout it causes.
+ */
+async function streamInPage(args: { template: AgentEntry; answer: string; ends: number[]; interval: number }) {
+  const { template, answer, ends, interval } = args;
+  const work = new Array<number>(ends.length).fill(0);
+  let current = 0;
+  let frames = 0;
+  const raf = window.requestAnimationFrame.bind(window);
+  window.requestAnimationFrame = (cb) =>
+    raf((t) => {
+      const s = performance.now();
+      cb(t);
+      void document.body.offsetHeight;
+      work[current] += performance.now() - s;
+      frames++;
+    });
+  const frame = () => new Promise<void>((r) => raf(() => r()));
+  const body = () => document.querySelector('.entry-agent .markdown');
+  const send = (k: number, streaming: boolean) => {
+    const message = { type: 'entries', upserts: [{ ...template, text: answer.slice(0, ends[k]), streaming }], removed: [] };
+    const s = performance.now();
+    const data: unknown = structuredClone(message);
+    window.dispatchEvent(new MessageEvent('message', { data }));
+    void document.body.offsetHeight;
+    work[k] += performance.now() - s;
+  };
+  // Finished blocks at a tenth of the stream: all but the last few top-level nodes, watched.
+  const marked: Node[] = [];
+  const records: MutationRecord[] = [];
+  const observer = new MutationObserver((rs) => records.push(...rs));
+  const t0 = performance.now();
+  for (let k = 0; k < ends.length; k++) {
+    const due = t0 + k * interval;
+    const wait = due - performance.now();
+    if (wait > 0) {
+      await new Promise((r) => setTimeout(r, wait));
+    }
+    current = k;
+    send(k, true);
+    if (k === Math.floor(ends.length / 10)) {
+      await frame();
+      const root = body()!;
+      marked.push(...Array.from(root.children).slice(0, -4));
+      observer.observe(root, { childList: true, subtree: true, characterData: true, attributes: true });
+    }
+  }
+  const lastDue = t0 + (ends.length - 1) * interval;
+  // Finished: the last line is on the page (checked after each frame's rendering).
+  let lag = 0;
+  for (;;) {
+    await frame();
+    if (body()?.textContent?.includes('END OF ANSWER')) {
+      lag = performance.now() - lastDue;
+      break;
+    }
+  }
+  const wall = performance.now() - t0;
+  send(ends.length - 1, false); // the turn ends
+  await frame();
+  records.push(...observer.takeRecords());
+  observer.disconnect();
+  const touchedNodes = new Set<Node>();
+  for (const node of marked) {
+    if (!node.isConnected || records.some((r) => node.contains(r.target) || Array.from(r.removedNodes).includes(node as ChildNode))) {
+      touchedNodes.add(node);
+    }
+  }
+  const root = body()!;
+  const clone = root.cloneNode(true) as Element;
+  for (const head of Array.from(clone.querySelectorAll('.code-head'))) {
+    head.remove();
+  }
+  return {
+    work,
+    frames,
+    lag,
+    wall,
+    marked: marked.length,
+    touched: touchedNodes.size,
+    complete: (root.textContent ?? '').includes('END OF ANSWER'),
+    shape: { tags: Array.from(clone.children).map((c) => c.tagName), text: clone.textContent ?? '' },
+  };
+}
