@@ -318,7 +318,7 @@ async function streamInPage(args: { template: AgentEntry; answer: string; ends: 
   observer.disconnect();
   const touchedNodes = new Set<Node>();
   for (const node of marked) {
-    if (!node.isConnected || records.some((r) => node.contains(r.target) || Array.from(r.removedNodes).includes(node as ChildNode))) {
+    if (!node.isConnected || records.some((r) => node.contains(r.target) || Array.from(r.removedNodes).includes(node))) {
       touchedNodes.add(node);
     }
   }

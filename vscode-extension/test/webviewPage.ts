@@ -230,7 +230,7 @@ export async function textContrasts(page: Page, selector: string, background: st
     return els.map((el) => {
       const colour = getComputedStyle(el).color;
       const l = lum(parse(colour));
-      return { cls: el.className, colour, ratio: (Math.max(l, b) + 0.05) / (Math.min(l, b) + 0.05) };
+      return { cls: el.getAttribute('class') ?? '', colour, ratio: (Math.max(l, b) + 0.05) / (Math.min(l, b) + 0.05) };
     });
   }, background);
 }
