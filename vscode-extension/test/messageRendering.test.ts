@@ -163,6 +163,27 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     await context.close();
   });
 
+  it('a message cut into blocks renders as the whole text rendered at once does', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700 });
+    await showAnswer(page, TRICKY);
+    const split = await page.locator('.entry-agent .markdown').evaluate(shapeOf);
+    // The same text through markdown-it in one piece (its <pre> is our code block's <div>).
+    const whole = await page.evaluate((text) => {
+      const factory = (window as unknown as { markdownit: (o: object) => { render(s: string): string } }).markdownit;
+      const template = document.createElement('template');
+      template.innerHTML = factory({ html: false, linkify: true }).render(text);
+      const root = template.content;
+      return {
+        tags: Array.from(root.children).map((c) => (c.tagName === 'PRE' ? 'DIV' : c.tagName)),
+        text: root.textContent ?? '',
+      };
+    }, TRICKY);
+    assert.deepEqual(split.tags, whole.tags);
+    assert.equal(split.text, whole.text);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   it('benchmark: a 2,000-line answer streams with flat per-chunk work, and finished blocks are never rendered again', async () => {
     const { context, page, problems } = await openChatPage(browser, { width: 440, height: 900 });
     const answer = longAnswer(2000);
@@ -218,6 +239,71 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     await context.close();
   });
 });
+
+/** Markdown whose blocks are easy to cut wrongly: loose and nested lists, fences in lists and
+ * with blank lines, ~~~ fences, setext headings, tables, quotes, indented code, a lazy line. */
+const TRICKY = [
+  'Intro paragraph',
+  'Setext heading',
+  '==============',
+  '',
+  '1. first item',
+  '',
+  '2. second item, loose',
+  '',
+  '   continued inside the item',
+  '',
+  '   ```python',
+  '   def f():',
+  '',
+  '       return 1',
+  '   ```',
+  '',
+  '3. third',
+  '   - nested',
+  '',
+  '   - nested loose',
+  '',
+  'After the list.',
+  '# Heading right after',
+  'A paragraph',
+  '```',
+  'fence interrupting it',
+  '',
+  '# not a heading inside a fence',
+  '```',
+  'text right after a fence',
+  '',
+  '~~~~md',
+  '```',
+  'a backtick fence inside a tilde fence',
+  '```',
+  '~~~~',
+  '',
+  '| a | b |',
+  '| - | - |',
+  '| 1 | 2 |',
+  '',
+  '> quoted',
+  'lazy continuation',
+  '',
+  '> another quote',
+  '',
+  '    indented code',
+  '',
+  '    more indented code',
+  '',
+  '- a',
+  '- b',
+  '',
+  '',
+  '- c after two blank lines',
+  '',
+  '```js',
+  'const unclosed = true;',
+  '',
+  'still code',
+].join('\n');
 
 const CHUNK = 24;
 const INTERVAL_MS = 4;

@@ -48,13 +48,10 @@ function highlighted(code: string, lang: string): string | undefined {
   }
 }
 
-/** The fence rule: a labelled block with Copy and Insert, its code highlighted. */
+/** The fence rule (and the indented code rule): a labelled block with Copy and Insert, its code highlighted. */
 function codeBlockRule(md: MarkdownIt): void {
   const escape = md.utils.escapeHtml;
-  md.renderer.rules.fence = (tokens: Token[], idx: number, _options, env: RenderEnv) => {
-    const token = tokens[idx];
-    const code = token.content;
-    const lang = fenceLanguage(token.info);
+  const block = (code: string, lang: string, env: RenderEnv | undefined): string => {
     const tooLong = env?.open === true && code.split('\n', OPEN_HIGHLIGHT_MAX_LINES + 2).length > OPEN_HIGHLIGHT_MAX_LINES;
     const html = tooLong ? undefined : highlighted(code, lang);
     const codeClass = html !== undefined ? `hljs language-${escape(lang)}` : lang ? `language-${escape(lang)}` : '';
@@ -69,6 +66,9 @@ function codeBlockRule(md: MarkdownIt): void {
       `</div>\n`
     );
   };
+  md.renderer.rules.fence = (tokens: Token[], idx: number, _options, env: RenderEnv) =>
+    block(tokens[idx].content, fenceLanguage(tokens[idx].info), env);
+  md.renderer.rules.code_block = (tokens: Token[], idx: number, _options, env: RenderEnv) => block(tokens[idx].content, '', env);
 }
 
 const TASK = /^\[([ xX])\][ \t]/;
