@@ -163,6 +163,29 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     await context.close();
   });
 
+  it('a streamed thought shows its text so far, each chunk appended', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700 });
+    let state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+    await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
+    const thought = 'The user wants the area.\nI should read geometry.py <b>first</b>, then run it.';
+    for (let i = 0; i < thought.length; i += 5) {
+      const next = reduce(state, {
+        type: 'update',
+        update: { sessionUpdate: 'agent_thought_chunk', messageId: 't1', content: { type: 'text', text: thought.slice(i, i + 5) } },
+      });
+      for (const m of viewMessages(state, next)) {
+        await postToPage(page, m);
+      }
+      state = next;
+    }
+    const body = page.locator('.thought-body');
+    assert.equal(await body.evaluate((el) => el.textContent), thought);
+    assert.ok((await body.evaluate((el) => el.childNodes.length)) > 1, 'appended, not replaced');
+    assert.equal(await body.locator('b').count(), 0);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   it('a message cut into blocks renders as the whole text rendered at once does', async () => {
     const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700 });
     await showAnswer(page, TRICKY);

@@ -24,7 +24,7 @@ import type {
   ViewToHost,
 } from '../common/view';
 import { handleCodeBlockButtons } from './codeBlocks.js';
-import { onRenderFrame, renderMessage } from './messageRenderer.js';
+import { onRenderFrame, renderMessage, renderPlainText } from './messageRenderer.js';
 
 interface VsCodeApi {
   postMessage(message: unknown): void;
@@ -199,7 +199,7 @@ function updateThought(el: HTMLElement, entry: ThoughtEntry): void {
     summary.textContent = entry.streaming ? 'Thinking…' : 'Thought';
   }
   if (body) {
-    body.textContent = entry.text;
+    renderPlainText(body, entry.text);
   }
 }
 

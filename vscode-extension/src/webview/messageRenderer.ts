@@ -113,3 +113,19 @@ export function renderMessage(body: HTMLElement, text: string, streaming: boolea
     stream.render();
   }
 }
+
+/** The text each plain-text body (a thought) shows. */
+const plainTexts = new WeakMap<HTMLElement, string>();
+
+/** Shows `text` as plain text in `body`, appending only what was added to the text shown. */
+export function renderPlainText(body: HTMLElement, text: string): void {
+  const shown = plainTexts.get(body);
+  if (shown !== undefined && text.startsWith(shown)) {
+    if (text.length > shown.length) {
+      body.append(text.slice(shown.length));
+    }
+  } else {
+    body.textContent = text;
+  }
+  plainTexts.set(body, text);
+}
