@@ -98,7 +98,8 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
   });
 
   it('code blocks: highlighted, labelled, scrolling sideways, visible in dark and light themes', async () => {
-    const { context, page, problems } = await openChatPage(browser, { width: 300, height: 700 });
+    // The default sidebar width; twice the pixels, so the screenshots can be read closely.
+    const { context, page, problems } = await openChatPage(browser, { width: 300, height: 700, scale: 2 });
     await showAnswer(page, SAMPLE);
     const blocks = page.locator('.entry-agent .code-block');
     assert.equal(await blocks.count(), 2);

@@ -108,8 +108,11 @@ export interface ChatPage {
 }
 
 /** Opens the chat page (CSP and all) in a new context, after the page script said `ready`. */
-export async function openChatPage(browser: Browser, options: { width: number; height: number; clipboard?: boolean }): Promise<ChatPage> {
-  const context = await browser.newContext({ viewport: { width: options.width, height: options.height }, deviceScaleFactor: 1 });
+export async function openChatPage(
+  browser: Browser,
+  options: { width: number; height: number; clipboard?: boolean; scale?: number },
+): Promise<ChatPage> {
+  const context = await browser.newContext({ viewport: { width: options.width, height: options.height }, deviceScaleFactor: options.scale ?? 1 });
   if (options.clipboard) {
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: ORIGIN });
   }
