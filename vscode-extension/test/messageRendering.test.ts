@@ -21,6 +21,7 @@ import {
   OUTPUT,
   haveChromium,
   launchChromium,
+  nextFrames,
   openChatPage,
   postToPage,
   postedByPage,
@@ -183,6 +184,54 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     assert.equal(await body.evaluate((el) => el.textContent), thought);
     assert.ok((await body.evaluate((el) => el.childNodes.length)) > 1, 'appended, not replaced');
     assert.equal(await body.locator('b').count(), 0);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it('a revision that does not extend the streamed text replaces it, with no empty frame', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700 });
+    let state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+    await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
+    const send = async (update: Parameters<typeof reduce>[1]) => {
+      const next = reduce(state, update);
+      for (const m of viewMessages(state, next)) {
+        await postToPage(page, m);
+      }
+      state = next;
+    };
+    for (const piece of ['## Area\n\nThe area is ', '12 squre', ' units.\n\n```python\narea(3, 4)\n']) {
+      await send({ type: 'update', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: { type: 'text', text: piece } } });
+      await nextFrames(page);
+    }
+    const body = page.locator('.entry-agent .markdown');
+    assert.match(await body.innerText(), /squre/);
+    // Watch every frame from the revision on: the body is never empty.
+    await page.evaluate(() => {
+      const w = window as unknown as { __emptyFrames: number };
+      w.__emptyFrames = 0;
+      const watch = () => {
+        if (!document.querySelector('.entry-agent .markdown')?.textContent) {
+          w.__emptyFrames++;
+        }
+        requestAnimationFrame(watch);
+      };
+      requestAnimationFrame(watch);
+    });
+    await send({
+      type: 'update',
+      update: {
+        sessionUpdate: 'agent_message_chunk',
+        messageId: 'm2',
+        content: { type: 'text', text: '## Area\n\nThe area is **12** square units:\n\n```python\n>>> area(3, 4)\n12\n```\n' },
+        _meta: { parley: { replaces: 'm1' } },
+      },
+    });
+    await nextFrames(page);
+    const text = await body.innerText();
+    assert.ok(!text.includes('squre'), text);
+    assert.equal(await body.locator('strong').innerText(), '12');
+    assert.equal(await body.locator('.code-block code').innerText(), '>>> area(3, 4)\n12\n');
+    assert.equal(await page.evaluate(() => (window as unknown as { __emptyFrames: number }).__emptyFrames), 0);
     assert.deepEqual(problems, []);
     await context.close();
   });

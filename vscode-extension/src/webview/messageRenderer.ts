@@ -34,21 +34,27 @@ class StreamedMarkdown {
 
   constructor(private readonly root: HTMLElement) {}
 
+  /** The text shown until the next render replaces it all (a revision), if any. */
+  private stale = false;
+
   /** The new text; when it does not extend the old one (a revision), all is rendered anew. */
   set(text: string): void {
-    if (!text.startsWith(this.text)) {
-      this.root.replaceChildren();
-      this.splitter = new BlockSplitter();
-      this.finished = 0;
-      this.tail = [];
-      this.tailText = undefined;
-    }
+    this.stale ||= !text.startsWith(this.text);
     this.text = text;
   }
 
   /** Renders what changed: newly finished blocks once, then the open block. */
   render(): void {
     const text = this.text;
+    if (this.stale) {
+      // The old text stays on the page until the new one replaces it: no empty frame.
+      this.stale = false;
+      this.root.replaceChildren();
+      this.splitter = new BlockSplitter();
+      this.finished = 0;
+      this.tail = [];
+      this.tailText = undefined;
+    }
     for (const cut of this.splitter.push(text)) {
       this.replaceTail(nodes(text.slice(this.finished, cut), {}));
       this.tail = [];
