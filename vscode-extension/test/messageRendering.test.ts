@@ -258,61 +258,31 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
   });
 
   it('benchmark: a 2,000-line answer streams with flat per-chunk work, and finished blocks are never rendered again', async () => {
-    const { context, page, problems } = await openChatPage(browser, { width: 440, height: 900 });
-    const answer = longAnswer(2000);
-    const ends: number[] = [];
-    for (let i = 0; i < answer.length; i += CHUNK) {
-      ends.push(Math.min(answer.length, i + CHUNK));
-    }
-    // The host's message for a chunk, through the real reducer: one upsert of the agent entry.
-    let state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
-    await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
-    const first = agentChunk(state, answer.slice(0, ends[0]));
-    state = first.state;
-    assert.equal(first.messages.length, 1);
-    const message = first.messages[0];
-    assert.ok(message.type === 'entries' && message.upserts.length === 1 && message.upserts[0].kind === 'agent');
-    const template = message.upserts[0];
-
-    const result = await page.evaluate(streamInPage, { template, answer, ends, interval: INTERVAL_MS });
-    const tenth = Math.floor(ends.length / 10);
-    const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    const firstTenth = avg(result.work.slice(0, tenth));
-    const lastTenth = avg(result.work.slice(-tenth));
-    const total = result.work.reduce((a, b) => a + b, 0);
-    const build = process.env.PARLEY_WEBVIEW_DIR ? `build in ${process.env.PARLEY_WEBVIEW_DIR}` : 'this build';
-    console.log(
-      [
-        '',
-        `Streaming benchmark (${build}): ${answer.split('\n').length} lines, ${answer.length} chars, ${ends.length} chunks of ${CHUNK} chars every ${INTERVAL_MS} ms`,
-        '| measure | value |',
-        '| --- | --- |',
-        `| page work per chunk, first tenth | ${firstTenth.toFixed(3)} ms |`,
-        `| page work per chunk, last tenth | ${lastTenth.toFixed(3)} ms |`,
-        `| last tenth / first tenth | ${(lastTenth / firstTenth).toFixed(2)} |`,
-        `| total page work | ${total.toFixed(0)} ms |`,
-        `| of which in animation frames (${result.frames} frames) | ${result.frameWork.toFixed(0)} ms |`,
-        `| last chunk handled to the view finished | ${result.lagSent.toFixed(1)} ms, ${result.lagFrames} frame(s) |`,
-        `| last chunk due (the model's schedule) to the view finished | ${result.lag.toFixed(1)} ms |`,
-        `| streaming wall time (model: ${((ends.length * INTERVAL_MS) / 1000).toFixed(1)} s) | ${(result.wall / 1000).toFixed(1)} s |`,
-        `| early finished blocks re-rendered or removed | ${result.touched} of ${result.marked} |`,
-        '',
-      ].join('\n'),
-    );
+    const result = await benchmark(browser, 'a 2,000-line answer with code blocks', longAnswer(2000), false);
     // The structure that makes the cost flat: the blocks finished at a tenth of the stream are
     // the same DOM nodes at the end, and nothing inside them changed.
     assert.ok(result.marked > 20, `blocks finished early: ${result.marked}`);
     assert.equal(result.touched, 0, 'finished blocks were rendered again');
-    // The streamed message shows what the whole answer rendered at once shows.
-    assert.equal(result.complete, true, 'the last line is shown');
-    const streamed = result.shape;
-    await showAnswer(page, answer);
-    const atOnce = await page.locator('.entry-agent .markdown').evaluate(shapeOf);
-    assert.deepEqual(streamed, atOnce);
-    assert.deepEqual(problems, []);
-    await context.close();
+  });
+
+  it('benchmark: one 2,000-line code block grows line by line, its early lines not rendered again while it is open', async () => {
+    const answer = oneBlock(2000);
+    // Until its closing line arrives (then it is highlighted, once).
+    const result = await benchmark(browser, 'one 2,000-line code block', answer, true, answer.lastIndexOf('\n```\n'));
+    assert.ok(result.marked > 10, `lines of code shown early: ${result.marked}`);
+    assert.equal(result.touched, 0, 'the open block\'s early lines were rendered again');
   });
 });
+
+/** A file in one code block, `lines` lines or a few more. */
+function oneBlock(lines: number): string {
+  const out = ['Here is the file:', '', '```python'];
+  for (let k = 0; out.length < lines; k++) {
+    out.push(`def f${k}(x: int) -> int:`, `    """Step ${k}."""`, `    return x * ${k}  # line ${k}`, '');
+  }
+  out.push('```', '', 'END OF ANSWER');
+  return out.join('\n');
+}
 
 /** Markdown whose blocks are easy to cut wrongly: loose and nested lists, fences in lists and
  * with blank lines, ~~~ fences, setext headings, tables, quotes, indented code, a lazy line. */
@@ -379,6 +349,70 @@ const TRICKY = [
   'still code',
 ].join('\n');
 
+/**
+ * Streams `answer` into a fresh page as the host would, prints the table, and checks that the
+ * streamed message shows what the whole answer rendered at once shows. `markOpenCode`: also
+ * watch the lines of the code block still open at a tenth of the stream.
+ */
+async function benchmark(browser: Browser, title: string, answer: string, markOpenCode: boolean, until = answer.length) {
+  const { context, page, problems } = await openChatPage(browser, { width: 440, height: 900 });
+  const ends: number[] = [];
+  for (let i = 0; i < answer.length; i += CHUNK) {
+    ends.push(Math.min(answer.length, i + CHUNK));
+  }
+  // The host's message for a chunk, through the real reducer: one upsert of the agent entry.
+  const state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+  await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
+  const first = agentChunk(state, answer.slice(0, ends[0]));
+  assert.equal(first.messages.length, 1);
+  const message = first.messages[0];
+  assert.ok(message.type === 'entries' && message.upserts.length === 1 && message.upserts[0].kind === 'agent');
+  const template = message.upserts[0];
+
+  const checkBefore = ends.findIndex((end) => end > until);
+  const result = await page.evaluate(streamInPage, {
+    template,
+    answer,
+    ends,
+    interval: INTERVAL_MS,
+    markOpenCode,
+    checkBefore: checkBefore === -1 ? ends.length : checkBefore,
+  });
+  const tenth = Math.floor(ends.length / 10);
+  const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const firstTenth = avg(result.work.slice(0, tenth));
+  const lastTenth = avg(result.work.slice(-tenth));
+  const total = result.work.reduce((a, b) => a + b, 0);
+  const build = process.env.PARLEY_WEBVIEW_DIR ? `build in ${process.env.PARLEY_WEBVIEW_DIR}` : 'this build';
+  console.log(
+    [
+      '',
+      `Streaming benchmark, ${title} (${build}): ${answer.split('\n').length} lines, ${answer.length} chars, ${ends.length} chunks of ${CHUNK} chars every ${INTERVAL_MS} ms`,
+      '| measure | value |',
+      '| --- | --- |',
+      `| page work per chunk, first tenth | ${firstTenth.toFixed(3)} ms |`,
+      `| page work per chunk, last tenth | ${lastTenth.toFixed(3)} ms |`,
+      `| last tenth / first tenth | ${(lastTenth / firstTenth).toFixed(2)} |`,
+      `| total page work | ${total.toFixed(0)} ms |`,
+      `| of which in animation frames (${result.frames} frames) | ${result.frameWork.toFixed(0)} ms |`,
+      `| last chunk handled to the view finished | ${result.lagSent.toFixed(1)} ms, ${result.lagFrames} frame(s) |`,
+      `| last chunk due (the model's schedule) to the view finished | ${result.lag.toFixed(1)} ms |`,
+      `| the turn's end (the message final) handled in | ${result.finalWork.toFixed(1)} ms |`,
+      `| streaming wall time (model: ${((ends.length * INTERVAL_MS) / 1000).toFixed(1)} s) | ${(result.wall / 1000).toFixed(1)} s |`,
+      `| nodes shown at a tenth, re-rendered or removed ${until < answer.length ? 'before the block closed' : 'later'} | ${result.touched} of ${result.marked} |`,
+      '',
+    ].join('\n'),
+  );
+  // The streamed message shows what the whole answer rendered at once shows.
+  assert.equal(result.complete, true, 'the last line is shown');
+  await showAnswer(page, answer);
+  const atOnce = await page.locator('.entry-agent .markdown').evaluate(shapeOf);
+  assert.deepEqual(result.shape, atOnce);
+  assert.deepEqual(problems, []);
+  await context.close();
+  return result;
+}
+
 const CHUNK = 24;
 const INTERVAL_MS = 4;
 
@@ -417,8 +451,16 @@ function shapeOf(body: Element): { tags: string[]; text: string } {
  * page's work per chunk — the message handler with the message's deserialisation, and the
  * animation frames after it, each with the layout it causes.
  */
-async function streamInPage(args: { template: AgentEntry; answer: string; ends: number[]; interval: number }) {
-  const { template, answer, ends, interval } = args;
+async function streamInPage(args: {
+  template: AgentEntry;
+  answer: string;
+  ends: number[];
+  interval: number;
+  markOpenCode: boolean;
+  /** The chunk before which to count the watched nodes touched. */
+  checkBefore: number;
+}) {
+  const { template, answer, ends, interval, markOpenCode, checkBefore } = args;
   const work = new Array<number>(ends.length).fill(0);
   let current = 0;
   let frames = 0;
@@ -448,6 +490,17 @@ async function streamInPage(args: { template: AgentEntry; answer: string; ends: 
   const marked: Node[] = [];
   const records: MutationRecord[] = [];
   const observer = new MutationObserver((rs) => records.push(...rs));
+  const countTouched = () => {
+    records.push(...observer.takeRecords());
+    const touchedNodes = new Set<Node>();
+    for (const node of marked) {
+      if (!node.isConnected || records.some((r) => node.contains(r.target) || Array.from(r.removedNodes).includes(node))) {
+        touchedNodes.add(node);
+      }
+    }
+    return touchedNodes.size;
+  };
+  let touched = 0;
   const t0 = performance.now();
   for (let k = 0; k < ends.length; k++) {
     const due = t0 + k * interval;
@@ -455,12 +508,19 @@ async function streamInPage(args: { template: AgentEntry; answer: string; ends: 
     if (wait > 0) {
       await new Promise((r) => setTimeout(r, wait));
     }
+    if (k === checkBefore) {
+      touched = countTouched();
+    }
     current = k;
     send(k, true);
     if (k === Math.floor(ends.length / 10)) {
       await frame();
       const root = body()!;
       marked.push(...Array.from(root.children).slice(0, -4));
+      const openCode = root.lastElementChild?.querySelector('pre code');
+      if (markOpenCode && openCode) {
+        marked.push(...Array.from(openCode.childNodes).slice(0, -1));
+      }
       observer.observe(root, { childList: true, subtree: true, characterData: true, attributes: true });
     }
   }
@@ -480,16 +540,14 @@ async function streamInPage(args: { template: AgentEntry; answer: string; ends: 
     }
   }
   const wall = performance.now() - t0;
+  const beforeFinal = work[ends.length - 1];
   send(ends.length - 1, false); // the turn ends
+  const finalWork = work[ends.length - 1] - beforeFinal;
   await frame();
-  records.push(...observer.takeRecords());
-  observer.disconnect();
-  const touchedNodes = new Set<Node>();
-  for (const node of marked) {
-    if (!node.isConnected || records.some((r) => node.contains(r.target) || Array.from(r.removedNodes).includes(node))) {
-      touchedNodes.add(node);
-    }
+  if (checkBefore >= ends.length) {
+    touched = countTouched();
   }
+  observer.disconnect();
   const root = body()!;
   const clone = root.cloneNode(true) as Element;
   for (const head of Array.from(clone.querySelectorAll('.code-head'))) {
@@ -502,10 +560,12 @@ async function streamInPage(args: { template: AgentEntry; answer: string; ends: 
     lag,
     lagSent,
     lagFrames,
+    finalWork,
     wall,
     marked: marked.length,
-    touched: touchedNodes.size,
+    touched,
     complete: (root.textContent ?? '').includes('END OF ANSWER'),
     shape: { tags: Array.from(clone.children).map((c) => c.tagName), text: clone.textContent ?? '' },
   };
 }
+

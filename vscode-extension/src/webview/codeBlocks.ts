@@ -27,7 +27,7 @@ export interface RenderEnv {
 }
 
 /** An open fence longer than this is shown plain until it closes, to keep each frame short. */
-const OPEN_HIGHLIGHT_MAX_LINES = 300;
+const OPEN_HIGHLIGHT_MAX_LINES = 200;
 
 /** The language a fence's info string names (its first word), safe for a class name. */
 function fenceLanguage(info: string): string {

@@ -29,9 +29,21 @@ interface OpenFence {
   topLevel: boolean;
 }
 
+/** A fence at column 0 that is still open: it is the whole open block. */
+export interface OpenTopFence {
+  /** Offset of its opening line (where the open block starts). */
+  start: number;
+  /** Offset of its first line of code. */
+  codeStart: number;
+  /** Its lines of code so far. */
+  lines: number;
+}
+
 export class BlockSplitter {
-  /** Offset of the first line not yet looked at. */
+  /** Offset of the first line not yet looked at (the text before it is whole lines). */
   private scanned = 0;
+  /** The open block, when it is a fence at column 0 still open. */
+  openTopFence: OpenTopFence | undefined;
   /** Offset where the open block starts. */
   private blockStart = 0;
   private fence: OpenFence | undefined;
@@ -58,6 +70,11 @@ export class BlockSplitter {
   }
 
   /** A cut this line makes (before or after it), if any. */
+  /** Where the complete lines looked at end. */
+  get scannedTo(): number {
+    return this.scanned;
+  }
+
   private line(line: string, start: number, end: number): number | undefined {
     if (this.fence) {
       const fence = this.fence;
@@ -66,6 +83,8 @@ export class BlockSplitter {
         if (fence.topLevel) {
           return this.cut(end);
         }
+      } else if (this.openTopFence) {
+        this.openTopFence.lines++;
       }
       return undefined;
     }
@@ -89,11 +108,15 @@ export class BlockSplitter {
     this.blockHasList ||= isItem;
     if (opener) {
       this.fence = { ...opener, topLevel };
+      if (topLevel) {
+        this.openTopFence = { start, codeStart: end, lines: 0 };
+      }
     }
     return cut;
   }
 
   private cut(at: number): number {
+    this.openTopFence = undefined;
     this.blockStart = at;
     this.blockHasText = false;
     this.blockHasList = false;

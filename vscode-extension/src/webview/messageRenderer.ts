@@ -8,7 +8,11 @@
 import type { default as MarkdownIt } from 'markdown-it';
 
 import { type RenderEnv, createMarkdown } from './codeBlocks.js';
-import { BlockSplitter } from './markdownBlocks.js';
+import { BlockSplitter, type OpenTopFence } from './markdownBlocks.js';
+
+/** An open code block up to this many lines is rendered (highlighted) again each frame; a
+ *  longer one grows line by line, plain until it closes. */
+const OPEN_FENCE_RENDER_MAX_LINES = 80;
 
 const md: MarkdownIt | undefined = createMarkdown();
 
@@ -31,6 +35,8 @@ class StreamedMarkdown {
   /** The open block's nodes, the last children of `root`. */
   private tail: ChildNode[] = [];
   private tailText: string | undefined;
+  /** A long open code block shown line by line: its code element, how far the text shown goes. */
+  private openFence: { start: number; code: HTMLElement; shownTo: number; partial: HTMLElement } | undefined;
 
   constructor(private readonly root: HTMLElement) {}
 
@@ -43,8 +49,8 @@ class StreamedMarkdown {
     this.text = text;
   }
 
-  /** Renders what changed: newly finished blocks once, then the open block. */
-  render(): void {
+  /** Renders what changed: newly finished blocks once, then the open block (all of it when `final`). */
+  render(final = false): void {
     const text = this.text;
     if (this.stale) {
       // The old text stays on the page until the new one replaces it: no empty frame.
@@ -54,18 +60,61 @@ class StreamedMarkdown {
       this.finished = 0;
       this.tail = [];
       this.tailText = undefined;
+      this.openFence = undefined;
     }
     for (const cut of this.splitter.push(text)) {
       this.replaceTail(nodes(text.slice(this.finished, cut), {}));
       this.tail = [];
       this.tailText = undefined;
+      this.openFence = undefined;
       this.finished = cut;
     }
+    const fence = this.splitter.openTopFence;
+    if (fence && !final && fence.lines > OPEN_FENCE_RENDER_MAX_LINES) {
+      this.appendToOpenFence(text, fence);
+      return;
+    }
+    this.openFence = undefined;
     const open = text.slice(this.finished);
     if (open !== this.tailText) {
       this.replaceTail(open ? nodes(open, { open: true }) : []);
       this.tailText = open;
     }
+  }
+
+  /**
+   * A long open code block: its new lines appended as plain text, the line being written
+   * replaced, so a frame costs what arrived, not the block so far. It is highlighted once,
+   * when it closes (a finished block).
+   */
+  private appendToOpenFence(text: string, fence: OpenTopFence): void {
+    let shown = this.openFence;
+    if (shown?.start !== fence.start) {
+      // Its head (label, Copy, Insert) as the block would have it, with the code as text.
+      const head = nodes(text.slice(this.finished, fence.codeStart), { open: true });
+      this.replaceTail(head);
+      this.tailText = undefined;
+      const block = head.find((n): n is HTMLElement => n instanceof HTMLElement && n.classList.contains('code-block'));
+      const code = block?.querySelector<HTMLElement>('pre code');
+      if (!code) {
+        return;
+      }
+      // Lines in blocks of their own: the browser lays out what was added, not the whole code.
+      const partial = document.createElement('span');
+      partial.className = 'code-lines';
+      code.replaceChildren(partial);
+      shown = { start: fence.start, code, shownTo: fence.codeStart, partial };
+      this.openFence = shown;
+    }
+    const whole = this.splitter.scannedTo;
+    if (whole > shown.shownTo) {
+      const lines = document.createElement('span');
+      lines.className = 'code-lines';
+      lines.textContent = text.slice(shown.shownTo, whole);
+      shown.partial.before(lines);
+      shown.shownTo = whole;
+    }
+    shown.partial.textContent = text.slice(whole);
   }
 
   private replaceTail(next: ChildNode[]): void {
@@ -116,7 +165,7 @@ export function renderMessage(body: HTMLElement, text: string, streaming: boolea
     frame ||= requestAnimationFrame(renderDirty);
   } else {
     dirty.delete(stream);
-    stream.render();
+    stream.render(true);
   }
 }
 
