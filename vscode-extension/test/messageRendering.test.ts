@@ -236,6 +236,39 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     await context.close();
   });
 
+  it('a long code block shows its lines so far while it streams, then highlighted when it closes', async () => {
+    const { context, page, problems } = await openChatPage(browser, { width: 300, height: 500, scale: 2 });
+    let state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+    await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
+    const code = Array.from({ length: 120 }, (_, k) => `value_${k} = compute(${k}, "label ${k}")  # step ${k}`).join('\n');
+    const answer = `The file:\n\n\`\`\`python\n${code}\n\`\`\`\n\nDone.`;
+    const send = async (text: string) => {
+      const next = reduce(state, { type: 'update', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: { type: 'text', text } } });
+      for (const m of viewMessages(state, next)) {
+        await postToPage(page, m);
+      }
+      state = next;
+    };
+    const codeEl = page.locator('.entry-agent .code-block code');
+    // 100 lines and half of the next: past the length that is rendered whole each frame.
+    const cut = answer.indexOf('value_100 = comp') + 'value_100 = comp'.length;
+    for (let i = 0; i < cut; i += 400) {
+      await send(answer.slice(i, Math.min(cut, i + 400)));
+      await nextFrames(page);
+    }
+    assert.equal(await codeEl.evaluate((el) => el.textContent), `${code.slice(0, code.indexOf('value_100'))}value_100 = comp`);
+    assert.equal(await codeEl.locator('.hljs-string').count(), 0, 'plain while open');
+    assert.equal(await page.locator('.code-block .code-lang').innerText(), 'python');
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-code-streaming-dark.png') });
+    await send(answer.slice(cut));
+    await nextFrames(page);
+    assert.equal(await codeEl.evaluate((el) => el.textContent), `${code}\n`);
+    assert.equal(await codeEl.locator('.hljs-string').count(), 120, 'highlighted once closed');
+    assert.equal(await page.locator('.entry-agent .markdown > p').last().innerText(), 'Done.');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   it('a message cut into blocks renders as the whole text rendered at once does', async () => {
     const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700 });
     await showAnswer(page, TRICKY);
