@@ -189,7 +189,7 @@ function updateAgent(el: HTMLElement, entry: AgentEntry): void {
     body = h('div', { class: 'markdown' });
     el.append(body);
   }
-  renderMessage(body, entry.text, entry.streaming);
+  renderMessage(body, entry.text, entry.streaming, entry.revised);
 }
 
 function updateThought(el: HTMLElement, entry: ThoughtEntry): void {

@@ -13,6 +13,8 @@ import { BlockSplitter, type OpenTopFence } from './markdownBlocks.js';
 /** An open code block up to this many lines is rendered (highlighted) again each frame; a
  *  longer one grows line by line, plain until it closes. */
 const OPEN_FENCE_RENDER_MAX_LINES = 80;
+/** How many of the old text's last characters an appended chunk is checked against. */
+const TAIL_CHECK = 64;
 
 const md: MarkdownIt | undefined = createMarkdown();
 
@@ -43,10 +45,22 @@ class StreamedMarkdown {
   /** The text shown until the next render replaces it all (a revision), if any. */
   private stale = false;
 
-  /** The new text; when it does not extend the old one (a revision), all is rendered anew. */
-  set(text: string): void {
-    this.stale ||= !text.startsWith(this.text);
+  private revised = false;
+
+  /**
+   * The new text; when it does not extend the old one (a revision), all is rendered anew.
+   * The host's reducer only appends to a message that was not revised, so then a look at the
+   * old text's last characters in the new one suffices (comparing all of it would make each
+   * chunk cost the length of the message); a revised message is compared in full.
+   */
+  set(text: string, revised: boolean): void {
+    const old = this.text;
+    const extended =
+      text.length >= old.length &&
+      (revised || this.revised ? text.startsWith(old) : text.startsWith(old.slice(-TAIL_CHECK), Math.max(0, old.length - TAIL_CHECK)));
+    this.stale ||= !extended;
     this.text = text;
+    this.revised = revised;
   }
 
   /** Renders what changed: newly finished blocks once, then the open block (all of it when `final`). */
@@ -151,15 +165,16 @@ export function onRenderFrame(wrapper: (render: () => void) => void): void {
 /**
  * Shows `text` as Markdown in `body`. While `streaming`, at the next animation frame (one
  * render for all the chunks of a frame); otherwise now, so a finished message is complete
- * as soon as its last update is handled.
+ * as soon as its last update is handled. `revised`: the message's text was replaced by a
+ * revision (the entry's `revised`), so it may differ anywhere from the text shown.
  */
-export function renderMessage(body: HTMLElement, text: string, streaming: boolean): void {
+export function renderMessage(body: HTMLElement, text: string, streaming: boolean, revised = false): void {
   let stream = streams.get(body);
   if (!stream) {
     stream = new StreamedMarkdown(body);
     streams.set(body, stream);
   }
-  stream.set(text);
+  stream.set(text, revised);
   if (streaming) {
     dirty.add(stream);
     frame ||= requestAnimationFrame(renderDirty);
