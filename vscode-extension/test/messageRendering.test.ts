@@ -415,6 +415,8 @@ async function benchmark(browser: Browser, title: string, answer: string, markOp
   const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const firstTenth = avg(result.work.slice(0, tenth));
   const lastTenth = avg(result.work.slice(-tenth));
+  const firstParsed = avg(result.parsed.slice(0, tenth));
+  const lastParsed = avg(result.parsed.slice(-tenth));
   const total = result.work.reduce((a, b) => a + b, 0);
   const build = process.env.PARLEY_WEBVIEW_DIR ? `build in ${process.env.PARLEY_WEBVIEW_DIR}` : 'this build';
   console.log(
@@ -426,6 +428,7 @@ async function benchmark(browser: Browser, title: string, answer: string, markOp
       `| page work per chunk, first tenth | ${firstTenth.toFixed(3)} ms |`,
       `| page work per chunk, last tenth | ${lastTenth.toFixed(3)} ms |`,
       `| last tenth / first tenth | ${(lastTenth / firstTenth).toFixed(2)} |`,
+      `| Markdown parsed per chunk, first tenth → last tenth (independent of the machine's load) | ${firstParsed.toFixed(0)} → ${lastParsed.toFixed(0)} chars, ratio ${(lastParsed / firstParsed).toFixed(2)} |`,
       `| total page work | ${total.toFixed(0)} ms |`,
       `| of which in animation frames (${result.frames} frames) | ${result.frameWork.toFixed(0)} ms |`,
       `| last chunk handled to the view finished | ${result.lagSent.toFixed(1)} ms, ${result.lagFrames} frame(s) |`,
@@ -495,6 +498,8 @@ async function streamInPage(args: {
 }) {
   const { template, answer, ends, interval, markOpenCode, checkBefore } = args;
   const work = new Array<number>(ends.length).fill(0);
+  const parsed = new Array<number>(ends.length).fill(0);
+  const counter = window as unknown as { __markdownChars: number };
   let current = 0;
   let frames = 0;
   let frameWork = 0;
@@ -502,7 +507,9 @@ async function streamInPage(args: {
   window.requestAnimationFrame = (cb) =>
     raf((t) => {
       const s = performance.now();
+      const chars = counter.__markdownChars;
       cb(t);
+      parsed[current] += counter.__markdownChars - chars;
       void document.body.offsetHeight;
       const spent = performance.now() - s;
       work[current] += spent;
@@ -514,8 +521,10 @@ async function streamInPage(args: {
   const send = (k: number, streaming: boolean) => {
     const message = { type: 'entries', upserts: [{ ...template, text: answer.slice(0, ends[k]), streaming }], removed: [] };
     const s = performance.now();
+    const chars = counter.__markdownChars;
     const data: unknown = structuredClone(message);
     window.dispatchEvent(new MessageEvent('message', { data }));
+    parsed[k] += counter.__markdownChars - chars;
     void document.body.offsetHeight;
     work[k] += performance.now() - s;
   };
@@ -588,6 +597,7 @@ async function streamInPage(args: {
   }
   return {
     work,
+    parsed,
     frames,
     frameWork,
     lag,

@@ -129,8 +129,28 @@ export async function openChatPage(
     return route.abort();
   });
   await page.addInitScript((theme: Record<string, string>) => {
-    const w = window as unknown as { __posted: unknown[]; __state: unknown; acquireVsCodeApi: () => unknown };
+    const w = window as unknown as { __posted: unknown[]; __state: unknown; acquireVsCodeApi: () => unknown; __markdownChars: number };
     w.__posted = [];
+    // Counts the characters markdown-it renders (the benchmark's measure of work that does not
+    // depend on the machine's speed): wraps the factory the vendor script sets.
+    type Md = { render(src: string, env?: unknown): string };
+    w.__markdownChars = 0;
+    let factory: ((options: unknown) => Md) | undefined;
+    Object.defineProperty(window, 'markdownit', {
+      configurable: true,
+      get: () => factory,
+      set: (real: (options: unknown) => Md) => {
+        factory = (options: unknown) => {
+          const md = real(options);
+          const render = md.render.bind(md);
+          md.render = (src: string, env?: unknown) => {
+            w.__markdownChars += src.length;
+            return render(src, env);
+          };
+          return md;
+        };
+      },
+    });
     w.acquireVsCodeApi = () => ({
       postMessage: (m: unknown) => w.__posted.push(m),
       getState: () => w.__state,
