@@ -124,7 +124,7 @@ describe('the extension in a stand-in VS Code', () => {
     assert.ok(nonce && nonce.length >= 16, 'scripts by nonce');
     assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
     const scripts = [...html.matchAll(/<script ([^>]*)>/g)].map((m) => m[1]);
-    assert.equal(scripts.length, 2);
+    assert.equal(scripts.length, 3); // markdown-it, highlight.js, the page script
     for (const s of scripts) {
       assert.ok(s.includes(`nonce="${nonce}"`));
       assert.match(s, /src="https:\/\/stub\.vscode-cdn\.net\/[^"]+"/);
@@ -154,6 +154,44 @@ describe('the extension in a stand-in VS Code', () => {
       return `${uri.fsPath}@${selection.start.line}:${selection.start.character}`;
     });
     assert.deepEqual(at, [`${path.join(dirs.workspace, 'geometry.py')}@9:0`, `${path.join(dirs.workspace, 'pkg/mod.py')}@0:0`]);
+  });
+
+  it('inserts a code block\'s text at the active editor\'s cursors, and says so when no editor is open', async () => {
+    const view = stub.showView('parley.chatView');
+    const window = stub.exports.window as Record<string, unknown>;
+    const replaced: { at: string; text: string }[] = [];
+    const document = { uri: StubUri.file(path.join(dirs.workspace, 'geometry.py')) };
+    const selections = [
+      { start: { line: 2, character: 4 }, end: { line: 2, character: 4 } },
+      { start: { line: 7, character: 0 }, end: { line: 7, character: 0 } },
+    ];
+    const editor = {
+      document,
+      viewColumn: 1,
+      selections,
+      edit: (build: (edit: { replace: (range: { start: { line: number; character: number } }, text: string) => void }) => void) => {
+        build({ replace: (range, text) => replaced.push({ at: `${range.start.line}:${range.start.character}`, text }) });
+        return Promise.resolve(true);
+      },
+    };
+    const shownBefore = stub.shownDocuments.length;
+    window.activeTextEditor = editor;
+    try {
+      view.receive({ type: 'insertCode', text: 'print(area(3, 4))' });
+      await until(() => (stub.shownDocuments.length > shownBefore ? true : undefined), 'the editor focused');
+      assert.deepEqual(replaced, [
+        { at: '2:4', text: 'print(area(3, 4))' },
+        { at: '7:0', text: 'print(area(3, 4))' },
+      ]);
+    } finally {
+      window.activeTextEditor = undefined;
+    }
+    const before = stub.messages.length;
+    view.receive({ type: 'insertCode', text: 'x = 1' });
+    const said = await until(() => (stub.messages.length > before ? stub.messages[stub.messages.length - 1] : undefined), 'a message');
+    assert.equal(said.level, 'info');
+    assert.match(said.text, /open a file in an editor/);
+    stub.messages.splice(before);
   });
 
   it('serves proposed edits as virtual documents, and says so when an edit is no longer pending', async () => {

@@ -252,6 +252,7 @@ export class VscodeStub {
       FileType: { File: 1, Directory: 2 },
       window: {
         activeTextEditor: undefined,
+        visibleTextEditors: [],
         tabGroups: { all: [] },
         onDidChangeActiveTextEditor: () => disposable,
         createOutputChannel: () => channel,

@@ -147,12 +147,10 @@ async function contrasts(page: Page, selector: string): Promise<{ text: number; 
 }
 
 async function serve(page: Page, html: string): Promise<void> {
+  // The page script's modules and vendor scripts (out/webview/**/*.js), and the style sheet.
+  const webviewFile = (p: string) =>
+    p.endsWith('.js') && !p.includes('..') ? { file: path.join(ROOT, 'out', 'webview', p), type: 'text/javascript' } : undefined;
   const files: Record<string, { file: string; type: string }> = {
-    '/main.js': { file: path.join(ROOT, 'out', 'webview', 'main.js'), type: 'text/javascript' },
-    '/vendor/markdown-it.min.js': {
-      file: path.join(ROOT, 'out', 'webview', 'vendor', 'markdown-it.min.js'),
-      type: 'text/javascript',
-    },
     '/chat.css': { file: path.join(ROOT, 'media', 'chat.css'), type: 'text/css' },
   };
   await page.route(`${ORIGIN}/**`, async (route) => {
@@ -161,7 +159,7 @@ async function serve(page: Page, html: string): Promise<void> {
       await route.fulfill({ status: 200, contentType: 'text/html', body: html });
       return;
     }
-    const f = files[url.pathname];
+    const f = files[url.pathname] ?? webviewFile(url.pathname);
     if (!f) {
       await route.fulfill({ status: 404, body: 'not found' });
       return;
@@ -278,6 +276,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       nonce: 'testnonce0123456789abcdef',
       scriptUri: `${ORIGIN}/main.js`,
       markdownItUri: `${ORIGIN}/vendor/markdown-it.min.js`,
+      highlightUri: `${ORIGIN}/vendor/highlight.min.js`,
       styleUri: `${ORIGIN}/chat.css`,
     });
     await serve(page, html);

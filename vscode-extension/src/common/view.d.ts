@@ -249,4 +249,6 @@ export type ViewToHost =
   | { type: 'undoTurn'; turn: number }
   /** Open a file a tool call touched, at its line (1-based). */
   | { type: 'openLocation'; path: string; line?: number }
+  /** Insert a code block's text at the cursor of the active text editor (replacing its selection). */
+  | { type: 'insertCode'; text: string }
   | { type: 'restart' };

@@ -13,6 +13,8 @@ export interface ChatPageResources {
   nonce: string;
   scriptUri: string;
   markdownItUri: string;
+  /** highlight.js's browser build (code blocks). */
+  highlightUri: string;
   styleUri: string;
 }
 
@@ -65,6 +67,7 @@ export function chatPageHtml(r: ChatPageResources): string {
   </footer>
 </div>
 <script nonce="${r.nonce}" src="${escapeAttr(r.markdownItUri)}"></script>
+<script nonce="${r.nonce}" src="${escapeAttr(r.highlightUri)}"></script>
 <script nonce="${r.nonce}" type="module" src="${escapeAttr(r.scriptUri)}"></script>
 </body>
 </html>`;

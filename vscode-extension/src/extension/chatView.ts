@@ -30,6 +30,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
       nonce: makeNonce(),
       scriptUri: view.webview.asWebviewUri(vscode.Uri.joinPath(script, 'main.js')).toString(),
       markdownItUri: view.webview.asWebviewUri(vscode.Uri.joinPath(script, 'vendor', 'markdown-it.min.js')).toString(),
+      highlightUri: view.webview.asWebviewUri(vscode.Uri.joinPath(script, 'vendor', 'highlight.min.js')).toString(),
       styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.css')).toString(),
     });
     view.webview.onDidReceiveMessage((m: ViewToHost) => this.onMessage(m));

@@ -263,6 +263,9 @@ async function handleViewMessage(
       case 'openLocation':
         await openLocation(m.path, m.line);
         break;
+      case 'insertCode':
+        await insertAtCursor(m.text);
+        break;
       case 'undoTurn':
         await ctl.undoTurn(m.turn).catch(() => undefined); // shown in the view
         break;
@@ -288,6 +291,28 @@ export async function openLocation(file: string, line?: number): Promise<void> {
   const uri = vscode.Uri.file(path.isAbsolute(file) ? file : path.join(workspaceRoot(), file));
   const at = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
   await vscode.window.showTextDocument(uri, { selection: new vscode.Range(at, at), preview: true });
+}
+
+/**
+ * A code block's Insert button: the text at the cursor of the active text editor (replacing
+ * the selection, at every cursor), then the focus in that editor. The chat view has the focus
+ * when the button is clicked, so the editor is the last active one, else a visible one.
+ */
+export async function insertAtCursor(text: string): Promise<void> {
+  const editor = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
+  if (!editor) {
+    void vscode.window.showInformationMessage('Parley: open a file in an editor to insert the code there.');
+    return;
+  }
+  const done = await editor.edit((edit) => {
+    for (const selection of editor.selections) {
+      edit.replace(selection, text);
+    }
+  });
+  if (!done) {
+    throw new Error('the editor did not take the code (is the file read-only?)');
+  }
+  await vscode.window.showTextDocument(editor.document, editor.viewColumn);
 }
 
 /** The choice a dialog or notification about an edit adds to the server's options. */

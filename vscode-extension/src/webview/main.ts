@@ -23,6 +23,8 @@ import type {
   ViewMeta,
   ViewToHost,
 } from '../common/view';
+import { handleCodeBlockButtons } from './codeBlocks.js';
+import { onRenderFrame, renderMessage, renderPlainText } from './messageRenderer.js';
 
 interface VsCodeApi {
   postMessage(message: unknown): void;
@@ -30,19 +32,9 @@ interface VsCodeApi {
   setState(state: unknown): void;
 }
 
-interface MarkdownIt {
-  render(src: string): string;
-}
-
 declare function acquireVsCodeApi(): VsCodeApi;
-declare global {
-  interface Window {
-    markdownit?: (options: Record<string, unknown>) => MarkdownIt;
-  }
-}
 
 const vscode = acquireVsCodeApi();
-const md: MarkdownIt | undefined = window.markdownit?.({ html: false, linkify: true, breaks: false, typographer: false });
 
 function post(message: ViewToHost): void {
   vscode.postMessage(message);
@@ -94,15 +86,6 @@ function h<K extends keyof HTMLElementTagNameMap>(
     el.append(c);
   }
   return el;
-}
-
-function renderMarkdown(target: HTMLElement, text: string): void {
-  if (md) {
-    // markdown-it with html: false escapes any HTML in the text.
-    target.innerHTML = md.render(text);
-  } else {
-    target.textContent = text;
-  }
 }
 
 function formatTokens(n: number): string {
@@ -206,7 +189,7 @@ function updateAgent(el: HTMLElement, entry: AgentEntry): void {
     body = h('div', { class: 'markdown' });
     el.append(body);
   }
-  renderMarkdown(body, entry.text);
+  renderMessage(body, entry.text, entry.streaming, entry.revised);
 }
 
 function updateThought(el: HTMLElement, entry: ThoughtEntry): void {
@@ -216,7 +199,7 @@ function updateThought(el: HTMLElement, entry: ThoughtEntry): void {
     summary.textContent = entry.streaming ? 'Thinking…' : 'Thought';
   }
   if (body) {
-    body.textContent = entry.text;
+    renderPlainText(body, entry.text);
   }
 }
 
@@ -831,6 +814,16 @@ window.addEventListener('message', (event: MessageEvent<HostToView>) => {
     case 'focus':
       promptBox.focus();
       break;
+  }
+});
+
+handleCodeBlockButtons(transcript, (text) => post({ type: 'insertCode', text }));
+// A message renders at the next frame: keep the transcript at the bottom if it was there.
+onRenderFrame((render) => {
+  const stick = isNearBottom();
+  render();
+  if (stick) {
+    transcript.scrollTop = transcript.scrollHeight;
   }
 });
 
