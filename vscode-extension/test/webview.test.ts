@@ -149,6 +149,8 @@ async function contrasts(page: Page, selector: string): Promise<{ text: number; 
 async function serve(page: Page, html: string): Promise<void> {
   const files: Record<string, { file: string; type: string }> = {
     '/main.js': { file: path.join(ROOT, 'out', 'webview', 'main.js'), type: 'text/javascript' },
+    // main.js (out/webview) imports ../common/display.js: the display rules the host shares.
+    '/common/display.js': { file: path.join(ROOT, 'out', 'common', 'display.js'), type: 'text/javascript' },
     '/vendor/markdown-it.min.js': {
       file: path.join(ROOT, 'out', 'webview', 'vendor', 'markdown-it.min.js'),
       type: 'text/javascript',

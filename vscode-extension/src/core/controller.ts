@@ -534,6 +534,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       this.dispatch({
         type: 'turnEnded',
         stopReason: result.stopReason,
+        stopText: result._meta?.parley?.stopText,
         turn: session?.turns || undefined,
         edited: [...this.writtenThisTurn],
       });

@@ -9,6 +9,7 @@ import { describeError } from '../client/client';
 import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
+import { formatCost, formatTokens } from '../common/display';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
@@ -53,15 +54,11 @@ function readSettings(): ControllerSettings {
   };
 }
 
-function formatTokens(n: number): string {
-  return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
-}
-
 function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   const m = state.meta;
   const model = m.model ? m.model.slice(m.model.indexOf(':') + 1) : 'Parley';
   const icon = m.busy ? '$(sync~spin)' : m.serverState === 'exited' ? '$(error)' : '$(comment-discussion)';
-  const cost = m.usage.cost ? ` · $${m.usage.cost.amount.toFixed(4)}` : '';
+  const cost = m.usage.cost ? ` · ${formatCost(m.usage.cost)}` : '';
   item.text = `${icon} ${model} · ${formatTokens(m.usage.sessionTokens)} tok${cost}`;
   const tip = new vscode.MarkdownString(undefined, true);
   tip.appendMarkdown(`**Parley** — ${m.serverState}\n\n`);
@@ -75,10 +72,10 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   if (m.usage.cachedReadTokens) {
     tip.appendMarkdown(`Read from the prompt cache: ${m.usage.cachedReadTokens} input tokens\n\n`);
   }
-  tip.appendMarkdown(`Cost: ${m.usage.cost ? `$${m.usage.cost.amount.toFixed(4)} ${m.usage.cost.currency}` : 'unknown'}`);
+  tip.appendMarkdown(`Cost: ${m.usage.cost ? `${formatCost(m.usage.cost)} ${m.usage.cost.currency}` : 'unknown'}`);
   const breakdown = m.usage.lastTurn?.costBreakdown;
   if (breakdown) {
-    const usd = (n: number) => `$${n.toFixed(4)}`;
+    const usd = formatCost;
     tip.appendMarkdown(
       `\n\nLast turn: input ${usd(breakdown.uncachedInput)}, cache reads ${usd(breakdown.cacheReads)}, ` +
         `cache writes ${usd(breakdown.cacheWrites)}, output ${usd(breakdown.output)}`,

@@ -23,6 +23,7 @@ import type {
   ViewMeta,
   ViewToHost,
 } from '../common/view';
+import { formatContext, formatCost, formatTime, formatTokens } from '../common/display.js';
 
 interface VsCodeApi {
   postMessage(message: unknown): void;
@@ -103,19 +104,6 @@ function renderMarkdown(target: HTMLElement, text: string): void {
   } else {
     target.textContent = text;
   }
-}
-
-function formatTokens(n: number): string {
-  if (n >= 1_000_000) {
-    return `${(n / 1_000_000).toFixed(1)}M`;
-  }
-  if (n >= 10_000) {
-    return `${Math.round(n / 1000)}k`;
-  }
-  if (n >= 1000) {
-    return `${(n / 1000).toFixed(1)}k`;
-  }
-  return String(n);
 }
 
 function isNearBottom(): boolean {
@@ -543,10 +531,10 @@ function renderMeta(m: ViewMeta): void {
   }
   parts.push(`${formatTokens(m.usage.sessionTokens)} tokens`);
   if (m.usage.cost) {
-    parts.push(`$${m.usage.cost.amount.toFixed(4)}`);
+    parts.push(formatCost(m.usage.cost));
   }
-  if (m.usage.contextUsed !== undefined && m.usage.contextSize) {
-    parts.push(`context ${Math.round((100 * m.usage.contextUsed) / m.usage.contextSize)}%`);
+  if (m.usage.contextUsed !== undefined) {
+    parts.push(formatContext(m.usage.contextUsed, m.usage.contextSize));
   }
   usageEl.textContent = parts.join(' · ');
   const cached = m.usage.cachedReadTokens ? ` (${m.usage.cachedReadTokens} from the cache)` : '';
@@ -649,7 +637,7 @@ function renderSessions(sessions: SessionRow[]): void {
     sessionList.append(h('li', { class: 'muted' }, 'No sessions yet in this workspace.'));
   }
   for (const s of sessions) {
-    const when = s.updatedAt ? new Date(s.updatedAt).toLocaleString() : '';
+    const when = s.updatedAt ? formatTime(s.updatedAt) : '';
     const li = h(
       'li',
       { class: s.current ? 'current' : '', tabindex: '0', 'data-session-id': s.sessionId },
