@@ -60,6 +60,11 @@ describe('the extension in a stand-in VS Code', () => {
     subscriptions: [] as { dispose(): unknown }[],
     extensionUri: StubUri.file(EXT_ROOT),
     extension: { packageJSON: pkg },
+    // What the extension keeps per workspace (the notices of each session).
+    workspaceState: (() => {
+      const kept = new Map<string, unknown>();
+      return { get: (key: string, dflt?: unknown) => kept.get(key) ?? dflt, update: (key: string, value: unknown) => Promise.resolve(void kept.set(key, value)) };
+    })(),
   };
 
   before(async () => {

@@ -151,6 +151,7 @@ async function serve(page: Page, html: string): Promise<void> {
     '/main.js': { file: path.join(ROOT, 'out', 'webview', 'main.js'), type: 'text/javascript' },
     // main.js (out/webview) imports ../common/display.js: the display rules the host shares.
     '/common/display.js': { file: path.join(ROOT, 'out', 'common', 'display.js'), type: 'text/javascript' },
+    '/announce.js': { file: path.join(ROOT, 'out', 'webview', 'announce.js'), type: 'text/javascript' },
     '/vendor/markdown-it.min.js': {
       file: path.join(ROOT, 'out', 'webview', 'vendor', 'markdown-it.min.js'),
       type: 'text/javascript',

@@ -18,6 +18,7 @@ import { ChatViewProvider } from './chatView';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
+import { exportSession, workspaceNotices } from './sessionFiles';
 
 const MAX_FILE_BYTES = 512 * 1024;
 
@@ -98,6 +99,7 @@ export function activate(context: vscode.ExtensionContext): void {
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
     log: (line) => output.info(line),
+    notices: workspaceNotices(context.workspaceState),
     onPermissionAsked: (params, signal) =>
       askPermission(params, signal, chatView.visible, () => openProposedDiffs(ctl, proposedEdits, params)),
   });
@@ -249,7 +251,21 @@ async function handleViewMessage(
         await ctl.newSession();
         break;
       case 'listSessions':
-        view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()) });
+        view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
+        break;
+      case 'retry':
+        await ctl.retry().catch(() => undefined); // shown in the view
+        break;
+      case 'exportSession':
+        await exportSession(ctl, m.sessionId, workspaceRoot());
+        break;
+      case 'deleteSession':
+        try {
+          await ctl.deleteSession(m.sessionId);
+        } finally {
+          // The list as the server has it now: without the row, or with it back if that failed.
+          view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
+        }
         break;
       case 'loadSession':
         await ctl.loadSession(m.sessionId);
