@@ -144,7 +144,7 @@ describe('the extension in a stand-in VS Code', () => {
     assert.equal(options.enableScripts, true);
     assert.deepEqual(
       options.localResourceRoots.map((u) => path.relative(EXT_ROOT, u.fsPath)).sort(),
-      ['media', path.join('out', 'webview')],
+      ['media', path.join('out', 'common'), path.join('out', 'webview')],
     );
   });
 
