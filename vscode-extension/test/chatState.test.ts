@@ -279,6 +279,13 @@ describe('chat state reducer', () => {
     // The server's sentence for the stop, when it sends one, instead of the fallback.
     const limited = reduce(s, { type: 'turnEnded', stopReason: 'max_turn_requests', stopText: 'Stopped: the turn reached its limit of 25 model requests.' });
     assert.deepEqual(summary(limited.entries).slice(-1), ['notice:warning:Stopped: the turn reached its limit of 25 model requests.']);
+    // An error card's Retry goes once another prompt is sent: it would no longer send the one that failed.
+    const failed = reduce(limited, { type: 'notice', level: 'error', text: 'Rate limit.', action: { label: 'Retry', message: { type: 'retry' } } });
+    const card = failed.entries[failed.entries.length - 1];
+    assert.equal(card.kind === 'notice' && card.action?.label, 'Retry');
+    const next = reduce(failed, { type: 'userPrompt', text: 'something else', context: [] });
+    const after = next.entries.find((e) => e.id === card.id);
+    assert.ok(after?.kind === 'notice' && after.action === undefined && after.text === 'Rate limit.');
   });
 
   it('replays user messages (session/load) including embedded resources', () => {

@@ -101,7 +101,7 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return applyUpdate(state, event.update);
     case 'userPrompt': {
       const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-      return withNumberedEntry(state, finishStreaming(state.entries), entry);
+      return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
     }
     case 'permissionAsked': {
       const { params } = event;
@@ -223,6 +223,24 @@ function appendNotice(
 ): ChatState {
   const entry: NoticeEntry = { kind: 'notice', id: entryId(state, 'notice'), level, text, ...(action ? { action } : {}) };
   return withNumberedEntry(state, state.entries, entry);
+}
+
+/**
+ * Error cards without their Retry: once another prompt goes (or the same one again), Retry
+ * would no longer send the prompt that failed.
+ */
+function withoutRetry(entries: Entry[]): Entry[] {
+  let changed = false;
+  const out = entries.map((e) => {
+    if (e.kind === 'notice' && e.action?.message.type === 'retry') {
+      changed = true;
+      const rest: NoticeEntry = { ...e };
+      delete rest.action;
+      return rest;
+    }
+    return e;
+  });
+  return changed ? out : entries;
 }
 
 /** Mark streamed text and thoughts as complete (entries that change get new identities). */
