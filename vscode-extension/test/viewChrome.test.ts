@@ -35,7 +35,7 @@ const THOUGHT_LEVEL = {
   ],
 };
 
-function ask(requestId: string, sessionId: string): ChatEvent {
+function ask(requestId: string, sessionId: string, code = 'import statistics\nprint(statistics.mean([3, 4, 5]))'): ChatEvent {
   return {
     type: 'permissionAsked',
     requestId,
@@ -45,7 +45,7 @@ function ask(requestId: string, sessionId: string): ChatEvent {
         toolCallId: `call_${requestId}`,
         title: 'Run Python',
         kind: 'execute',
-        rawInput: { code: 'import statistics\nprint(statistics.mean([3, 4, 5]))' },
+        rawInput: { code },
       },
       options: [
         { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
@@ -117,6 +117,10 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     });
     await host.update({ sessionUpdate: 'tool_call', toolCallId: 't1', title: 'Run Python', kind: 'execute', status: 'completed', rawInput: { code: 'x' }, rawOutput: { content: 'y'.repeat(300) } });
     await host.apply({ type: 'notice', level: 'error', text: `Provider error: ${'z'.repeat(200)}` });
+    // A permission card whose code has a long line, and the tool card opened (its output one long line).
+    await host.apply(ask('w1', 's-1', `values = [${'1234, '.repeat(40)}]`));
+    await page.locator('.entry-tool summary').first().click();
+    assert.equal(await page.locator('.entry-tool .tool-output pre').isVisible(), true);
     for (const width of [280, 300]) {
       await page.setViewportSize({ width, height: 760 });
       assert.deepEqual(await scrollsSideways(page), [], `${width} px`);
