@@ -23,7 +23,7 @@ import type {
   ViewMeta,
   ViewToHost,
 } from '../common/view';
-import { formatContext, formatCost, formatTime, formatTokens } from '../common/display.js';
+import { formatContext, formatCost, formatTime, formatTokens, summarizeToolResult } from '../common/display.js';
 import { Announcer } from './announce.js';
 
 interface VsCodeApi {
@@ -140,7 +140,8 @@ function createEntry(entry: Entry): HTMLElement {
         h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
         h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
       );
-      el.append(details, h('div', { class: 'tool-locations' }));
+      // Folded, a finished call shows its result's first lines (docs/display.md's summary).
+      el.append(details, h('div', { class: 'tool-summary' }), h('div', { class: 'tool-locations' }));
       break;
     }
     default:
@@ -329,6 +330,12 @@ function updateTool(el: HTMLElement, entry: ToolEntry): void {
   if (output) {
     output.hidden = entry.output === undefined;
     set('.tool-output pre', entry.output ?? '');
+  }
+  const summary = el.querySelector<HTMLElement>('.tool-summary');
+  if (summary) {
+    const done = (entry.status === 'completed' || entry.status === 'failed') && !entry.superseded && entry.output !== undefined;
+    summary.hidden = !done;
+    summary.textContent = done ? summarizeToolResult(entry.output ?? '') : '';
   }
 }
 
