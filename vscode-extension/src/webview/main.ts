@@ -562,12 +562,17 @@ function renderMeta(m: ViewMeta): void {
     noticesSaid = 0;
     status.say('Parley is answering…');
   } else if (!m.busy && wasBusy) {
-    const answer = lastAnswerText();
-    if (answer) {
-      status.say(`Parley answered: ${answer}`);
-    } else if (noticesSaid === 0) {
-      status.say('Parley finished.'); // unless a notice ("Stopped.", an error) said why
-    }
+    // Read once the answer's last chunk is on the page (text is drawn at most once a frame).
+    requestAnimationFrame(() =>
+      setTimeout(() => {
+        const answer = lastAnswerText();
+        if (answer) {
+          status.say(`Parley answered: ${answer}`);
+        } else if (noticesSaid === 0) {
+          status.say('Parley finished.'); // unless a notice ("Stopped.", an error) said why
+        }
+      }, 0),
+    );
   }
   sendButton.hidden = m.busy;
   stopButton.hidden = !m.busy;
