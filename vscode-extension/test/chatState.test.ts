@@ -276,6 +276,16 @@ describe('chat state reducer', () => {
       'notice:info:Stopped.',
     ]);
     assert.equal(s.meta.busy, false);
+    // The server's sentence for the stop, when it sends one, instead of the fallback.
+    const limited = reduce(s, { type: 'turnEnded', stopReason: 'max_turn_requests', stopText: 'Stopped: the turn reached its limit of 25 model requests.' });
+    assert.deepEqual(summary(limited.entries).slice(-1), ['notice:warning:Stopped: the turn reached its limit of 25 model requests.']);
+    // An error card's Retry goes once another prompt is sent: it would no longer send the one that failed.
+    const failed = reduce(limited, { type: 'notice', level: 'error', text: 'Rate limit.', action: { label: 'Retry', message: { type: 'retry' } } });
+    const card = failed.entries[failed.entries.length - 1];
+    assert.equal(card.kind === 'notice' && card.action?.label, 'Retry');
+    const next = reduce(failed, { type: 'userPrompt', text: 'something else', context: [] });
+    const after = next.entries.find((e) => e.id === card.id);
+    assert.ok(after?.kind === 'notice' && after.action === undefined && after.text === 'Rate limit.');
   });
 
   it('replays user messages (session/load) including embedded resources', () => {
@@ -468,9 +478,9 @@ describe('chat state reducer', () => {
     assert.ok(!first.entries.some((e) => e.id === cleared.entries[0].id), 'a cleared id is not given again');
   });
 
-  it('formats tool input for people', () => {
+  it('formats tool input by the display rules: code as code, the rest as two-space JSON', () => {
     assert.equal(formatInput({ code: 'a\nb' }), 'a\nb');
-    assert.equal(formatInput({ path: 'x.py', startLine: 3 }), 'path: x.py\nstartLine: 3');
+    assert.equal(formatInput({ path: 'x.py', startLine: 3 }), '{\n  "path": "x.py",\n  "startLine": 3\n}');
     assert.equal(formatInput({ nested: { a: 1 } }), '{\n  "nested": {\n    "a": 1\n  }\n}');
   });
 });

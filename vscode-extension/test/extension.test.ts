@@ -60,6 +60,11 @@ describe('the extension in a stand-in VS Code', () => {
     subscriptions: [] as { dispose(): unknown }[],
     extensionUri: StubUri.file(EXT_ROOT),
     extension: { packageJSON: pkg },
+    // What the extension keeps per workspace (the notices of each session).
+    workspaceState: (() => {
+      const kept = new Map<string, unknown>();
+      return { get: (key: string, dflt?: unknown) => kept.get(key) ?? dflt, update: (key: string, value: unknown) => Promise.resolve(void kept.set(key, value)) };
+    })(),
   };
 
   before(async () => {
@@ -139,7 +144,7 @@ describe('the extension in a stand-in VS Code', () => {
     assert.equal(options.enableScripts, true);
     assert.deepEqual(
       options.localResourceRoots.map((u) => path.relative(EXT_ROOT, u.fsPath)).sort(),
-      ['media', path.join('out', 'webview')],
+      ['media', path.join('out', 'common'), path.join('out', 'webview')],
     );
   });
 
@@ -302,6 +307,53 @@ describe('the extension in a stand-in VS Code', () => {
     assert.equal(sessions.sessions.length, 1);
     assert.equal(sessions.sessions[0].current, true);
     await stub.commands.get('parley.restartServer')!();
+    assert.equal(stub.messages.filter((m) => m.level === 'error').length, 0, JSON.stringify(stub.messages));
+  });
+
+  it("the chat view's Retry, Export and Delete go through the host to the server", async (t) => {
+    if (skipServer) {
+      t.skip(`server part: ${skipServer}`);
+      return;
+    }
+    const view = stub.showView('parley.chatView');
+    const entries = () =>
+      view.posted.flatMap((m) => (m.type === 'entries' ? (m as Extract<HostToView, { type: 'entries' }>).upserts : []));
+    const lastMeta = () => (view.posted.filter((m) => m.type === 'meta').pop() as Extract<HostToView, { type: 'meta' }> | undefined)?.meta;
+    // The page (re)loads: the host resets it to the session it has.
+    view.receive({ type: 'ready' });
+    const reset = await until(() => view.posted.find((m) => m.type === 'reset') as Extract<HostToView, { type: 'reset' }> | undefined, 'reset');
+    const before = reset.state.meta.sessionId;
+    view.receive({ type: 'newSession' });
+    await until(() => (lastMeta()?.sessionId && lastMeta()?.sessionId !== before && !lastMeta()?.busy ? true : undefined), 'a new session');
+    const sessionId = lastMeta()!.sessionId!;
+
+    // A provider failure: the error card offers Retry; Retry sends the same prompt, which now works.
+    await fake!.script([{ text: 'Recovered after the retry.', fault: { kind: 'http', status: 401, times: 1 } }]);
+    view.receive({ type: 'send', text: 'Please answer' });
+    const card = await until(() => entries().find((e) => e.kind === 'notice' && e.level === 'error'), 'the error card');
+    assert.deepEqual(card.kind === 'notice' && card.action, { label: 'Retry', message: { type: 'retry' } });
+    view.receive(card.kind === 'notice' ? card.action!.message : {});
+    await until(() => entries().find((e) => e.kind === 'agent' && e.text === 'Recovered after the retry.'), 'the answer after Retry');
+    assert.equal(entries().filter((e) => e.kind === 'user' && e.text === 'Please answer').length, 2, 'the same prompt, sent again');
+
+    // Export: a save dialog, then the session's Markdown in the chosen file.
+    const target = path.join(dirs.workspace, 'exported.md');
+    stub.saveAnswer = StubUri.file(target);
+    view.receive({ type: 'exportSession', sessionId });
+    const markdown = await until(() => stub.disk.get(target), 'the exported file');
+    assert.match(markdown, /## You\n\nPlease answer\n/);
+    assert.match(markdown, /> \*\*Error:\*\* .*401/);
+    assert.match(markdown, /## Parley\n\nRecovered after the retry\.\n/);
+    assert.equal((stub.saveDialogs.at(-1) as { saveLabel?: string }).saveLabel, 'Export');
+
+    // Delete (the view has asked): the server forgets it, the list comes back without it, a new session is shown.
+    const lists = () => view.posted.filter((m) => m.type === 'sessions') as Extract<HostToView, { type: 'sessions' }>[];
+    const listed = lists().length;
+    view.receive({ type: 'deleteSession', sessionId });
+    const list = await until(() => (lists().length > listed ? lists().at(-1) : undefined), 'the list after Delete');
+    assert.equal(list.canDelete, true);
+    assert.ok(!list.sessions.some((s) => s.sessionId === sessionId), 'the deleted session is gone');
+    await until(() => (lastMeta()?.sessionId && lastMeta()?.sessionId !== sessionId ? true : undefined), 'a new session shown');
     assert.equal(stub.messages.filter((m) => m.level === 'error').length, 0, JSON.stringify(stub.messages));
   });
 });

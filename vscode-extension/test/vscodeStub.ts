@@ -112,6 +112,9 @@ export class VscodeStub {
   readonly statusItems: { text: string; tooltip: unknown; command?: string; shown: boolean }[] = [];
   readonly messages: { level: string; text: string }[] = [];
   readonly log: string[] = [];
+  /** The save dialogs asked (their options), and the file the next one answers (none: cancelled). */
+  readonly saveDialogs: unknown[] = [];
+  saveAnswer: StubUri | undefined;
   /** Documents shown with `window.showTextDocument`, and how. */
   readonly shownDocuments: { uri: StubUri; options: unknown }[] = [];
   settings: Record<string, unknown> = {};
@@ -269,6 +272,10 @@ export class VscodeStub {
         showWarningMessage: message('warning'),
         showInformationMessage: message('info'),
         showInputBox: () => Promise.resolve(undefined),
+        showSaveDialog: (options: unknown) => {
+          stub.saveDialogs.push(options);
+          return Promise.resolve(stub.saveAnswer);
+        },
         showQuickPick: () => Promise.resolve(undefined),
         showTextDocument: (uri: StubUri, options: unknown) => {
           stub.shownDocuments.push({ uri, options });
@@ -313,6 +320,10 @@ export class VscodeStub {
           readFile: (uri: StubUri) => {
             const text = stub.disk.get(uri.fsPath);
             return text === undefined ? Promise.reject(notFound(uri.fsPath)) : Promise.resolve(new TextEncoder().encode(text));
+          },
+          writeFile: (uri: StubUri, bytes: Uint8Array) => {
+            stub.disk.set(uri.fsPath, new TextDecoder().decode(bytes));
+            return Promise.resolve();
           },
           stat: (uri: StubUri) =>
             stub.disk.has(uri.fsPath)

@@ -151,6 +151,8 @@ async function serve(page: Page, html: string): Promise<void> {
   const webviewFile = (p: string) =>
     p.endsWith('.js') && !p.includes('..') ? { file: path.join(ROOT, 'out', 'webview', p), type: 'text/javascript' } : undefined;
   const files: Record<string, { file: string; type: string }> = {
+    // main.js (out/webview) imports ../common/display.js: the display rules the host shares.
+    '/common/display.js': { file: path.join(ROOT, 'out', 'common', 'display.js'), type: 'text/javascript' },
     '/chat.css': { file: path.join(ROOT, 'media', 'chat.css'), type: 'text/css' },
   };
   await page.route(`${ORIGIN}/**`, async (route) => {

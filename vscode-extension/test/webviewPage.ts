@@ -185,9 +185,11 @@ export async function openChatPage(
     const file =
       url.pathname === '/chat.css'
         ? path.join(ROOT, 'media', 'chat.css')
-        : url.pathname.endsWith('.js') && !url.pathname.includes('..')
-          ? path.join(WEBVIEW_DIR, url.pathname)
-          : undefined;
+        : !url.pathname.endsWith('.js') || url.pathname.includes('..')
+          ? undefined
+          : url.pathname.startsWith('/common/') // main.js imports ../common/display.js
+            ? path.join(ROOT, 'out', url.pathname)
+            : path.join(WEBVIEW_DIR, url.pathname);
     if (!file || !fs.existsSync(file)) {
       return route.fulfill({ status: 404, body: 'not found' });
     }

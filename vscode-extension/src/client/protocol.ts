@@ -218,7 +218,15 @@ export interface PromptResult {
    * The contract's `{usage, turn, session}`; the first edition put the turn's stats here
    * flat (`rounds`, `toolCalls`, …), which `promptUsage` still reads.
    */
-  _meta?: { parley?: Partial<TurnStats> & { usage?: Usage; turn?: TurnStats; session?: UsageTotals } };
+  _meta?: {
+    parley?: Partial<TurnStats> & {
+      usage?: Usage;
+      turn?: TurnStats;
+      session?: UsageTotals;
+      /** Why the turn stopped, as the chat says it (every stop reason but `end_turn`). */
+      stopText?: string;
+    };
+  };
 }
 
 /** A prompt result's usage: the turn's, its stats and the session's totals, from either edition's shape. */

@@ -228,7 +228,8 @@ export type HostToView =
   | { type: 'reset'; state: ViewState }
   | { type: 'entries'; upserts: Entry[]; removed: string[] }
   | { type: 'meta'; meta: ViewMeta }
-  | { type: 'sessions'; sessions: SessionRow[] }
+  /** The history list; `canDelete`: the server offers `session/delete`. */
+  | { type: 'sessions'; sessions: SessionRow[]; canDelete?: boolean }
   | { type: 'focus' };
 
 export type ViewToHost =
@@ -251,4 +252,10 @@ export type ViewToHost =
   | { type: 'openLocation'; path: string; line?: number }
   /** Insert a code block's text at the cursor of the active text editor (replacing its selection). */
   | { type: 'insertCode'; text: string }
-  | { type: 'restart' };
+  | { type: 'restart' }
+  /** Send the last prompt again (the error card's Retry, after a provider failure). */
+  | { type: 'retry' }
+  /** Save a session's transcript as Markdown (the host asks where). */
+  | { type: 'exportSession'; sessionId: string }
+  /** Delete a stored session (the view has asked the user to confirm). */
+  | { type: 'deleteSession'; sessionId: string };

@@ -36,6 +36,7 @@ import {
   type UsageTotals,
   type UsageUpdate,
 } from '../client/protocol';
+import { stopNotice, toolInputParts } from '../common/display';
 import { blockText, contentViews, locationViews, relativeTo } from './toolView';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
@@ -52,9 +53,10 @@ export type ChatEvent =
    * `stopReason`: a `StopReason`, or another value, shown as it is. `turn`: the turn's number
    * (from the session's totals), when known; `edited`: the files written through the editor
    * in it. A numbered turn that edited files (those, or by its edit tool calls) ends with a
-   * turn entry that offers "Undo turn".
+   * turn entry that offers "Undo turn". `stopText`: the server's sentence for the stop
+   * (`_meta.parley.stopText`), shown instead of the fallback text.
    */
-  | { type: 'turnEnded'; stopReason: string; turn?: number; edited?: string[] }
+  | { type: 'turnEnded'; stopReason: string; stopText?: string; turn?: number; edited?: string[] }
   /** "Undo turn" for `turn`: asked (`undoing`), done (`undone`, with what the server did), or failed (`ready`). */
   | { type: 'turnUndo'; turn: number; state: TurnEntry['undo']; restored?: RestoredFile[] }
   | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
@@ -99,7 +101,7 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return applyUpdate(state, event.update);
     case 'userPrompt': {
       const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-      return withNumberedEntry(state, finishStreaming(state.entries), entry);
+      return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
     }
     case 'permissionAsked': {
       const { params } = event;
@@ -140,7 +142,7 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
         const entry: TurnEntry = { kind: 'turn', id: `turn-${event.turn}`, turn: event.turn, files: edited, undo: 'ready' };
         next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
       }
-      const notice = stopReasonNotice(event.stopReason);
+      const notice = stopNotice(event.stopReason, event.stopText);
       if (notice) {
         next = appendNotice(next, notice.level, notice.text);
       }
@@ -213,23 +215,6 @@ function applyTurnUndo(state: ChatState, turn: number, undo: TurnEntry['undo'], 
   return changed ? { ...state, entries } : state;
 }
 
-function stopReasonNotice(stopReason: string): { level: NoticeEntry['level']; text: string } | undefined {
-  switch (stopReason) {
-    case 'end_turn':
-      return undefined;
-    case 'cancelled':
-      return { level: 'info', text: 'Stopped.' };
-    case 'max_tokens':
-      return { level: 'warning', text: 'The answer was cut off: the model reached its output token limit.' };
-    case 'max_turn_requests':
-      return { level: 'warning', text: 'Stopped: the turn reached its limit of model requests.' };
-    case 'refusal':
-      return { level: 'warning', text: 'The model refused to answer.' };
-    default:
-      return { level: 'info', text: `Turn ended: ${stopReason}.` };
-  }
-}
-
 function appendNotice(
   state: ChatState,
   level: NoticeEntry['level'],
@@ -238,6 +223,24 @@ function appendNotice(
 ): ChatState {
   const entry: NoticeEntry = { kind: 'notice', id: entryId(state, 'notice'), level, text, ...(action ? { action } : {}) };
   return withNumberedEntry(state, state.entries, entry);
+}
+
+/**
+ * Error cards without their Retry: once another prompt goes (or the same one again), Retry
+ * would no longer send the prompt that failed.
+ */
+function withoutRetry(entries: Entry[]): Entry[] {
+  let changed = false;
+  const out = entries.map((e) => {
+    if (e.kind === 'notice' && e.action?.message.type === 'retry') {
+      changed = true;
+      const rest: NoticeEntry = { ...e };
+      delete rest.action;
+      return rest;
+    }
+    return e;
+  });
+  return changed ? out : entries;
 }
 
 /** Mark streamed text and thoughts as complete (entries that change get new identities). */
@@ -559,30 +562,19 @@ function formatOutput(raw: unknown): string {
 }
 
 /**
- * A tool's input as a person reads it: an object of plain values as `key: value` lines, with
- * multi-line strings (code) shown as they are; anything else as pretty JSON.
+ * A tool's input as shown (`docs/display.md`, `formatToolInput`): a code argument as the
+ * code itself (the card shows it as code), anything else as two-space JSON whose multi-line
+ * strings are written as their lines. The wire does not name the tool: its arguments do.
  */
 export function formatInput(value: unknown): string | undefined {
-  if (value && typeof value === 'object' && !Array.isArray(value)) {
-    const entries = Object.entries(value as Record<string, unknown>);
-    const plain = entries.every(([, v]) => v === null || ['string', 'number', 'boolean'].includes(typeof v));
-    if (plain && entries.length > 0) {
-      // Code alone is shown as code, even on one line.
-      const [firstKey, firstValue] = entries[0];
-      if (entries.length === 1 && typeof firstValue === 'string' && (firstValue.includes('\n') || firstKey === 'code')) {
-        return firstValue;
-      }
-      return entries
-        .map(([k, v]) => {
-          if (typeof v === 'string' && v.includes('\n')) {
-            return `${k}:\n${v.replace(/^/gm, '  ')}`;
-          }
-          return `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`;
-        })
-        .join('\n');
-    }
+  if (value === undefined || value === null) {
+    return undefined;
   }
-  return formatValue(value);
+  if (typeof value === 'string') {
+    return value;
+  }
+  const parts = toolInputParts(undefined, value);
+  return parts.kind === 'code' ? parts.code : parts.text;
 }
 
 function formatValue(value: unknown): string | undefined {

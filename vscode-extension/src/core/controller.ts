@@ -46,7 +46,9 @@ import {
   labelForUri,
   reduce,
 } from './chatState';
-import type { ContextItem, ModelOption, SessionRow, ViewState } from '../common/view';
+import type { ContextItem, Entry, ModelOption, NoticeEntry, SessionRow, ViewState } from '../common/view';
+import { PROVIDER_ERROR } from '../common/display';
+import { transcriptMarkdown } from './transcriptMarkdown';
 import { type EditorFiles, WorkspaceFileAccess } from './fileAccess';
 import { relativeTo } from './toolView';
 
@@ -77,7 +79,31 @@ export interface ControllerHost {
   onPermissionAsked?(params: RequestPermissionParams, signal: AbortSignal): Promise<string | null>;
   log?(line: string): void;
   clientInfo?: { name: string; version: string };
+  /**
+   * Where the notices of a session ("Stopped.", errors, a crash) are kept: the server's
+   * replay brings back its messages, not what the chat said about them. E.g. VS Code's
+   * workspace state; without it, a reload shows no notices.
+   */
+  notices?: NoticeKeeper;
 }
+
+/** A notice kept across reloads, and where it goes: after the answer to the `afterPrompt`-th prompt. */
+export interface KeptNotice {
+  level: NoticeEntry['level'];
+  text: string;
+  /** How many prompts came before it in the session (0: before the first). */
+  afterPrompt: number;
+  /** That prompt's text, to find it again if the replay numbers prompts differently. */
+  promptText?: string;
+}
+
+export interface NoticeKeeper {
+  get(sessionId: string): KeptNotice[];
+  set(sessionId: string, notices: KeptNotice[]): void;
+}
+
+/** The most notices kept per session (the latest). */
+const MAX_KEPT_NOTICES = 50;
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
@@ -122,6 +148,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private undoing = false;
   /** The files the server wrote through the editor in the running turn. */
   private writtenThisTurn = new Set<string>();
+  /** The last prompt sent in this session, as sent: what Retry sends again. */
+  private lastPrompt: { text: string; items: ContextItem[]; blocks: ContentBlock[] } | undefined;
+  /** Sessions loaded only to read their replay (Export), and where their updates go. */
+  private readonly collectors = new Map<string, (n: SessionNotification) => void>();
+  /** Session titles from the last history list (Export names its file by them). */
+  private readonly listedTitles = new Map<string, string>();
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -186,7 +218,10 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       },
     });
     client.on('update', (n) => {
-      if (n.sessionId === this.state.meta.sessionId) {
+      const collect = this.collectors.get(n.sessionId);
+      if (collect) {
+        collect(n);
+      } else if (n.sessionId === this.state.meta.sessionId) {
         this.dispatch({ type: 'update', update: n.update });
       } else if (this.opening > 0) {
         this.early.push(n); // perhaps the session being opened: its id is not known yet
@@ -233,12 +268,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (!info.expected) {
       const what = info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
       const tail = info.stderrTail.slice(-3).join('\n');
-      this.dispatch({
+      this.keepingNotices(() =>
+        this.dispatch({
         type: 'notice',
         level: 'error',
-        text: `The Parley server stopped unexpectedly (${what}).${tail ? `\n${tail}` : ''}`,
-        action: { label: 'Restart server', message: { type: 'restart' } },
-      });
+          text: `The Parley server stopped unexpectedly (${what}).${tail ? `\n${tail}` : ''}`,
+          action: { label: 'Restart server', message: { type: 'restart' } },
+        }),
+      );
     }
   }
 
@@ -387,6 +424,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     const { sessionId } = result;
     const previous = this.openSession;
+    this.lastPrompt = undefined;
     this.dispatch({ type: 'clear' });
     this.meta({
       sessionId,
@@ -437,7 +475,17 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return sessions;
   }
 
+  /** A session's title, as last listed (or the one shown). */
+  sessionTitle(sessionId: string): string | undefined {
+    return sessionId === this.state.meta.sessionId ? (this.state.meta.title ?? this.listedTitles.get(sessionId)) : this.listedTitles.get(sessionId);
+  }
+
   sessionRows(sessions: SessionSummary[]): SessionRow[] {
+    for (const s of sessions) {
+      if (s.title) {
+        this.listedTitles.set(s.sessionId, s.title);
+      }
+    }
     return sessions.map((s) => ({
       sessionId: s.sessionId,
       title: s.title || '(untitled)',
@@ -470,6 +518,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const parley = result._meta?.parley;
       // The replay's last turn is the session's last: numbered, it offers "Undo turn" if it edited files.
       this.dispatch({ type: 'turnEnded', stopReason: 'end_turn', turn: parley?.usage?.turns || undefined });
+      // What the chat said about its turns (the replay does not carry it), back in place.
+      const kept = this.host.notices?.get(sessionId) ?? [];
+      if (kept.length) {
+        this.dispatch({ type: 'setEntries', entries: withKeptNotices(this.state.entries, kept) });
+      }
+      this.lastPrompt = undefined;
       this.meta({ loading: false, model: parley?.model ?? this.state.meta.model, configOptions: [] });
       this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
       if (parley?.model) {
@@ -491,9 +545,73 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
   }
 
+  /** The server offers `session/delete` (the history list's Delete). */
+  get canDeleteSessions(): boolean {
+    return Boolean(this.client?.initializeResult?.agentCapabilities?.sessionCapabilities?.delete);
+  }
+
+  /** Delete a stored session (and its kept notices); the session shown is replaced by a new one. */
   async deleteSession(sessionId: string): Promise<void> {
     await this.ensureStarted();
     await this.requireClient().deleteSession(sessionId);
+    this.host.notices?.set(sessionId, []);
+    if (sessionId === this.state.meta.sessionId) {
+      this.openSession = undefined;
+      this.sessionPromise = undefined;
+      await this.newSession();
+    }
+  }
+
+  /**
+   * A session's transcript as Markdown: the one shown from the view's entries; another by
+   * reading its `session/load` replay aside (the view is not touched), with its kept notices.
+   */
+  async exportMarkdown(sessionId: string, title?: string): Promise<string> {
+    if (sessionId === this.state.meta.sessionId) {
+      return transcriptMarkdown(this.state.meta.title ?? title, this.state.entries);
+    }
+    await this.ensureStarted();
+    const client = this.requireClient();
+    let state = reduce(initialState(), { type: 'meta', patch: { sessionId, cwd: this.host.workspaceRoot() } });
+    this.collectors.set(sessionId, (n) => {
+      state = reduce(state, { type: 'update', update: n.update });
+    });
+    try {
+      await client.loadSession(sessionId, this.host.workspaceRoot());
+    } finally {
+      this.collectors.delete(sessionId);
+    }
+    if (sessionId !== this.openSession && client.sessionCapabilities.close) {
+      await closeQuietly(client, sessionId, (line) => this.log(line));
+    }
+    state = reduce(state, { type: 'turnEnded', stopReason: 'end_turn' });
+    const kept = this.host.notices?.get(sessionId) ?? [];
+    return transcriptMarkdown(title, kept.length ? withKeptNotices(state.entries, kept) : state.entries);
+  }
+
+  /** Runs `change`, then keeps the notices it added to the session's entries (see `NoticeKeeper`). */
+  private keepingNotices(change: () => void): void {
+    const before = new Set(this.state.entries.map((e) => e.id));
+    change();
+    const sessionId = this.state.meta.sessionId;
+    const keeper = this.host.notices;
+    if (!sessionId || !keeper) {
+      return;
+    }
+    const added: KeptNotice[] = [];
+    let prompts = 0;
+    let promptText: string | undefined;
+    for (const e of this.state.entries) {
+      if (e.kind === 'user') {
+        prompts += 1;
+        promptText = e.text;
+      } else if (e.kind === 'notice' && !before.has(e.id)) {
+        added.push({ level: e.level, text: e.text, afterPrompt: prompts, ...(promptText !== undefined ? { promptText } : {}) });
+      }
+    }
+    if (added.length) {
+      keeper.set(sessionId, [...keeper.get(sessionId), ...added].slice(-MAX_KEPT_NOTICES));
+    }
   }
 
   // ---- prompts ----
@@ -517,13 +635,34 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       throw new Error('A turn is already running; stop it first.');
     }
     const sessionId = await this.ensureSession();
-    const client = this.requireClient();
     const items = [...this.state.meta.context, ...extra.items];
     const blocks: ContentBlock[] = [...this.contextBlocks, ...extra.blocks];
     if (text.trim()) {
       blocks.unshift({ type: 'text', text });
     }
     this.contextBlocks = [];
+    return this.runPrompt(sessionId, text, items, blocks);
+  }
+
+  /**
+   * Send the last prompt of this session again, as it was sent (its text and attachments):
+   * the error card's Retry after a provider failure.
+   */
+  async retry(): Promise<string> {
+    if (this.state.meta.busy) {
+      throw new Error('A turn is already running; stop it first.');
+    }
+    const last = this.lastPrompt;
+    if (!last) {
+      throw new Error('There is no prompt to send again in this session.');
+    }
+    const sessionId = await this.ensureSession();
+    return this.runPrompt(sessionId, last.text, last.items, last.blocks);
+  }
+
+  private async runPrompt(sessionId: string, text: string, items: ContextItem[], blocks: ContentBlock[]): Promise<string> {
+    const client = this.requireClient();
+    this.lastPrompt = { text, items, blocks };
     this.writtenThisTurn = new Set();
     this.dispatch({ type: 'userPrompt', text, context: items });
     this.meta({ busy: true, context: [] });
@@ -531,12 +670,13 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const result = await client.prompt(sessionId, blocks);
       const { session, turn } = promptUsage(result);
       // The session's count of turns after this one is this turn's number.
-      this.dispatch({
+      this.keepingNotices(() => this.dispatch({
         type: 'turnEnded',
         stopReason: result.stopReason,
+        stopText: result._meta?.parley?.stopText,
         turn: session?.turns || undefined,
         edited: [...this.writtenThisTurn],
-      });
+      }));
       // The session's totals come with the result (and each usage_update): nothing to ask or add up.
       if (session) {
         this.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
@@ -546,7 +686,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     } catch (err) {
       if (!(err instanceof ServerExitedError)) {
         this.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
-        this.dispatch({ type: 'notice', level: 'error', text: describeError(err) });
+        // A provider's failure may pass: the card offers to send the same prompt again.
+        const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
+        this.keepingNotices(() =>
+          this.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) }),
+        );
       }
       this.meta({ busy: false });
       this.emit('turnEnded', 'error');
@@ -784,6 +928,41 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
     return this.client;
   }
+}
+
+/** The JSON-RPC error code of `err`, if it is a JSON-RPC error. */
+function errorCode(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/**
+ * `entries` (a replay) with the kept notices back in place: each at the end of the answer to
+ * its prompt — the `afterPrompt`-th, or the last prompt with its text when the replay counts
+ * differently — and at the end when neither is found.
+ */
+export function withKeptNotices(entries: Entry[], kept: KeptNotice[]): Entry[] {
+  const out = [...entries];
+  let next = 0;
+  for (const n of kept) {
+    const prompts = out.flatMap((e, i) => (e.kind === 'user' ? [i] : []));
+    let at = n.afterPrompt === 0 ? -1 : prompts[n.afterPrompt - 1];
+    const prompt = at === undefined || at < 0 ? undefined : out[at];
+    if (n.afterPrompt > 0 && (prompt?.kind !== 'user' || (n.promptText !== undefined && prompt.text !== n.promptText))) {
+      const byText = prompts.filter((i) => {
+        const e = out[i];
+        return e.kind === 'user' && e.text === n.promptText;
+      });
+      at = byText.length ? byText[byText.length - 1] : out.length - 1;
+    }
+    // After the answer: before the next prompt.
+    let end = (at ?? out.length - 1) + 1;
+    while (end < out.length && out[end].kind !== 'user') {
+      end++;
+    }
+    out.splice(end, 0, { kind: 'notice', id: `kept-notice-${++next}`, level: n.level, text: n.text });
+  }
+  return out;
 }
 
 /** What a restore did, as a notice: the files put back and those removed. */

@@ -42,8 +42,10 @@ export function chatPageHtml(r: ChatPageResources): string {
     <select id="tool-policy" title="How the server gets tool calls from the model" aria-label="Tool policy"></select>
     <span id="config-options"></span>
     <span class="spacer"></span>
-    <button id="sessions-button" class="secondary" title="Show past sessions">History</button>
-    <button id="new-button" class="secondary" title="Start a new session">New</button>
+    <span class="toolbar-buttons">
+      <button id="sessions-button" class="secondary" title="Show past sessions" aria-label="History: show past sessions" aria-controls="sessions" aria-expanded="false">History</button>
+      <button id="new-button" class="secondary" title="Start a new session" aria-label="New session">New</button>
+    </span>
   </header>
   <section id="sessions" hidden aria-label="Sessions">
     <div class="sessions-head"><span>Sessions</span><button id="sessions-close" class="icon" title="Close" aria-label="Close">×</button></div>
@@ -51,7 +53,8 @@ export function chatPageHtml(r: ChatPageResources): string {
   </section>
   <div id="banner" hidden></div>
   <div id="announcer" class="visually-hidden" aria-live="assertive"></div>
-  <main id="transcript" role="log" aria-live="polite">
+  <div id="status" class="visually-hidden" role="status" aria-live="polite"></div>
+  <main id="transcript" aria-label="Conversation">
     <div id="empty" class="empty">Ask Parley about your code. It can read your workspace, run Python in a live kernel, and look at your editor.</div>
   </main>
   <footer id="composer">

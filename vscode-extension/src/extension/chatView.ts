@@ -24,7 +24,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     this.view = view;
     const media = vscode.Uri.joinPath(this.extensionUri, 'media');
     const script = vscode.Uri.joinPath(this.extensionUri, 'out', 'webview');
-    view.webview.options = { enableScripts: true, localResourceRoots: [media, script] };
+    // The page's modules shared with the host (display rules) are built next to it, in out/common.
+    const common = vscode.Uri.joinPath(this.extensionUri, 'out', 'common');
+    view.webview.options = { enableScripts: true, localResourceRoots: [media, script, common] };
     view.webview.html = chatPageHtml({
       cspSource: view.webview.cspSource,
       nonce: makeNonce(),

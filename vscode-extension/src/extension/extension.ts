@@ -9,6 +9,7 @@ import { describeError } from '../client/client';
 import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
+import { formatCost, formatTokens } from '../common/display';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
@@ -17,6 +18,7 @@ import { ChatViewProvider } from './chatView';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
+import { exportSession, workspaceNotices } from './sessionFiles';
 
 const MAX_FILE_BYTES = 512 * 1024;
 
@@ -53,15 +55,11 @@ function readSettings(): ControllerSettings {
   };
 }
 
-function formatTokens(n: number): string {
-  return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
-}
-
 function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   const m = state.meta;
   const model = m.model ? m.model.slice(m.model.indexOf(':') + 1) : 'Parley';
   const icon = m.busy ? '$(sync~spin)' : m.serverState === 'exited' ? '$(error)' : '$(comment-discussion)';
-  const cost = m.usage.cost ? ` · $${m.usage.cost.amount.toFixed(4)}` : '';
+  const cost = m.usage.cost ? ` · ${formatCost(m.usage.cost)}` : '';
   item.text = `${icon} ${model} · ${formatTokens(m.usage.sessionTokens)} tok${cost}`;
   const tip = new vscode.MarkdownString(undefined, true);
   tip.appendMarkdown(`**Parley** — ${m.serverState}\n\n`);
@@ -75,10 +73,10 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   if (m.usage.cachedReadTokens) {
     tip.appendMarkdown(`Read from the prompt cache: ${m.usage.cachedReadTokens} input tokens\n\n`);
   }
-  tip.appendMarkdown(`Cost: ${m.usage.cost ? `$${m.usage.cost.amount.toFixed(4)} ${m.usage.cost.currency}` : 'unknown'}`);
+  tip.appendMarkdown(`Cost: ${m.usage.cost ? `${formatCost(m.usage.cost)} ${m.usage.cost.currency}` : 'unknown'}`);
   const breakdown = m.usage.lastTurn?.costBreakdown;
   if (breakdown) {
-    const usd = (n: number) => `$${n.toFixed(4)}`;
+    const usd = formatCost;
     tip.appendMarkdown(
       `\n\nLast turn: input ${usd(breakdown.uncachedInput)}, cache reads ${usd(breakdown.cacheReads)}, ` +
         `cache writes ${usd(breakdown.cacheWrites)}, output ${usd(breakdown.output)}`,
@@ -101,6 +99,7 @@ export function activate(context: vscode.ExtensionContext): void {
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
     log: (line) => output.info(line),
+    notices: workspaceNotices(context.workspaceState),
     onPermissionAsked: (params, signal) =>
       askPermission(params, signal, chatView.visible, () => openProposedDiffs(ctl, proposedEdits, params)),
   });
@@ -252,7 +251,21 @@ async function handleViewMessage(
         await ctl.newSession();
         break;
       case 'listSessions':
-        view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()) });
+        view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
+        break;
+      case 'retry':
+        await ctl.retry().catch(() => undefined); // shown in the view
+        break;
+      case 'exportSession':
+        await exportSession(ctl, m.sessionId, workspaceRoot());
+        break;
+      case 'deleteSession':
+        try {
+          await ctl.deleteSession(m.sessionId);
+        } finally {
+          // The list as the server has it now: without the row, or with it back if that failed.
+          view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
+        }
         break;
       case 'loadSession':
         await ctl.loadSession(m.sessionId);

@@ -25,6 +25,8 @@ import type {
 } from '../common/view';
 import { handleCodeBlockButtons } from './codeBlocks.js';
 import { onRenderFrame, renderMessage, renderPlainText } from './messageRenderer.js';
+import { formatContext, formatCost, formatTime, formatTokens, summarizeToolResult } from '../common/display.js';
+import { Announcer } from './announce.js';
 
 interface VsCodeApi {
   postMessage(message: unknown): void;
@@ -62,6 +64,8 @@ const chips = byId<HTMLElement>('context-chips');
 const sessionsPanel = byId<HTMLElement>('sessions');
 const sessionList = byId<HTMLElement>('session-list');
 const announcer = byId<HTMLElement>('announcer');
+/** Says what is new (a polite status region): the transcript itself is not live. */
+const status = new Announcer(byId<HTMLElement>('status'));
 
 let meta: ViewMeta | undefined;
 /** Each shown entry's element, by entry id. */
@@ -86,19 +90,6 @@ function h<K extends keyof HTMLElementTagNameMap>(
     el.append(c);
   }
   return el;
-}
-
-function formatTokens(n: number): string {
-  if (n >= 1_000_000) {
-    return `${(n / 1_000_000).toFixed(1)}M`;
-  }
-  if (n >= 10_000) {
-    return `${Math.round(n / 1000)}k`;
-  }
-  if (n >= 1000) {
-    return `${(n / 1000).toFixed(1)}k`;
-  }
-  return String(n);
 }
 
 function isNearBottom(): boolean {
@@ -132,7 +123,8 @@ function createEntry(entry: Entry): HTMLElement {
         h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
         h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
       );
-      el.append(details, h('div', { class: 'tool-locations' }));
+      // Folded, a finished call shows its result's first lines (docs/display.md's summary).
+      el.append(details, h('div', { class: 'tool-summary' }), h('div', { class: 'tool-locations' }));
       break;
     }
     default:
@@ -322,6 +314,12 @@ function updateTool(el: HTMLElement, entry: ToolEntry): void {
     output.hidden = entry.output === undefined;
     set('.tool-output pre', entry.output ?? '');
   }
+  const summary = el.querySelector<HTMLElement>('.tool-summary');
+  if (summary) {
+    const done = (entry.status === 'completed' || entry.status === 'failed') && !entry.superseded && entry.output !== undefined;
+    summary.hidden = !done;
+    summary.textContent = done ? summarizeToolResult(entry.output ?? '') : '';
+  }
 }
 
 /** What an answered permission card says, on its one line. */
@@ -462,6 +460,32 @@ function updateTurn(el: HTMLElement, entry: TurnEntry): void {
   el.append(button);
 }
 
+/** Who says a message: "You" or "Parley", shown above it and naming it for a screen reader. */
+const SPEAKER: Partial<Record<Entry['kind'], string>> = { user: 'You', agent: 'Parley' };
+
+function labelSpeaker(el: HTMLElement, entry: Entry): void {
+  const speaker = SPEAKER[entry.kind];
+  if (speaker && el.dataset.speaker !== speaker) {
+    el.dataset.speaker = speaker;
+    el.setAttribute('role', 'article');
+    el.setAttribute('aria-label', speaker);
+  }
+}
+
+/** The text of the answer to the last prompt (its agent messages), as shown. */
+function lastAnswerText(): string {
+  const entries = [...transcript.querySelectorAll<HTMLElement>('.entry')];
+  let start = entries.length;
+  while (start > 0 && !entries[start - 1].classList.contains('entry-user')) {
+    start--;
+  }
+  return entries
+    .slice(start)
+    .filter((el) => el.classList.contains('entry-agent'))
+    .map((el) => el.innerText.trim())
+    .join('\n');
+}
+
 function upsert(entries: Entry[], removed: string[]): void {
   const stick = isNearBottom();
   for (const id of removed) {
@@ -472,12 +496,17 @@ function upsert(entries: Entry[], removed: string[]): void {
     const shown = rendered.get(entry.id);
     if (shown) {
       updateEntry(shown, entry);
+      labelSpeaker(shown, entry);
     } else {
       const el = createEntry(entry);
+      labelSpeaker(el, entry);
       rendered.set(entry.id, el);
       transcript.append(el);
       if (entry.kind === 'permission' && !entry.answer) {
         askForAttention(el, entry);
+      } else if (entry.kind === 'notice' && !resetting) {
+        status.say(entry.text);
+        noticesSaid += 1;
       }
     }
   }
@@ -487,19 +516,47 @@ function upsert(entries: Entry[], removed: string[]): void {
   }
 }
 
+/** Notices said since the running turn began (one says why a turn ended). */
+let noticesSaid = 0;
+
+/** A reset shows what was there before: nothing of it is announced as new. */
+let resetting = false;
+
 function reset(entries: Entry[]): void {
   for (const el of rendered.values()) {
     el.remove();
   }
   rendered.clear();
-  upsert(entries, []);
+  resetting = true;
+  try {
+    upsert(entries, []);
+  } finally {
+    resetting = false;
+  }
   transcript.scrollTop = transcript.scrollHeight;
 }
 
 // ---- meta ----
 
 function renderMeta(m: ViewMeta): void {
+  const wasBusy = meta?.busy ?? false;
   meta = m;
+  if (m.busy && !wasBusy) {
+    noticesSaid = 0;
+    status.say('Parley is answering…');
+  } else if (!m.busy && wasBusy) {
+    // Read once the answer's last chunk is on the page (text is drawn at most once a frame).
+    requestAnimationFrame(() =>
+      setTimeout(() => {
+        const answer = lastAnswerText();
+        if (answer) {
+          status.say(`Parley answered: ${answer}`);
+        } else if (noticesSaid === 0) {
+          status.say('Parley finished.'); // unless a notice ("Stopped.", an error) said why
+        }
+      }, 0),
+    );
+  }
   sendButton.hidden = m.busy;
   stopButton.hidden = !m.busy;
   sendButton.disabled = m.loading;
@@ -526,10 +583,10 @@ function renderMeta(m: ViewMeta): void {
   }
   parts.push(`${formatTokens(m.usage.sessionTokens)} tokens`);
   if (m.usage.cost) {
-    parts.push(`$${m.usage.cost.amount.toFixed(4)}`);
+    parts.push(formatCost(m.usage.cost));
   }
-  if (m.usage.contextUsed !== undefined && m.usage.contextSize) {
-    parts.push(`context ${Math.round((100 * m.usage.contextUsed) / m.usage.contextSize)}%`);
+  if (m.usage.contextUsed !== undefined) {
+    parts.push(formatContext(m.usage.contextUsed, m.usage.contextSize));
   }
   usageEl.textContent = parts.join(' · ');
   const cached = m.usage.cachedReadTokens ? ` (${m.usage.cachedReadTokens} from the cache)` : '';
@@ -626,32 +683,100 @@ function renderPickers(m: ViewMeta): void {
   );
 }
 
-function renderSessions(sessions: SessionRow[]): void {
+/**
+ * The history list: each row opens its session, and offers Export (Markdown, saved by the
+ * host) and — when the server can delete sessions — Delete, which asks first in the row.
+ */
+function renderSessions(sessions: SessionRow[], canDelete: boolean): void {
   sessionList.replaceChildren();
   if (sessions.length === 0) {
     sessionList.append(h('li', { class: 'muted' }, 'No sessions yet in this workspace.'));
   }
   for (const s of sessions) {
-    const when = s.updatedAt ? new Date(s.updatedAt).toLocaleString() : '';
-    const li = h(
-      'li',
-      { class: s.current ? 'current' : '', tabindex: '0', 'data-session-id': s.sessionId },
-      h('span', { class: 'session-title' }, s.title),
-      h('span', { class: 'session-time' }, when),
-    );
-    const open = () => {
-      sessionsPanel.hidden = true;
-      post({ type: 'loadSession', sessionId: s.sessionId });
-    };
-    li.addEventListener('click', open);
-    li.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter') {
-        open();
-      }
-    });
-    sessionList.append(li);
+    sessionList.append(sessionRow(s, canDelete));
   }
-  sessionsPanel.hidden = false;
+  setSessionsOpen(true);
+}
+
+function setSessionsOpen(open: boolean): void {
+  sessionsPanel.hidden = !open;
+  byId('sessions-button').setAttribute('aria-expanded', String(open));
+}
+
+function sessionRow(s: SessionRow, canDelete: boolean): HTMLElement {
+  const when = s.updatedAt ? formatTime(s.updatedAt) : '';
+  const li = h('li', { class: s.current ? 'current' : '', 'data-session-id': s.sessionId });
+  const openButton = h(
+    'button',
+    { class: 'session-open', title: `Open “${s.title}”${s.current ? ' (the session shown)' : ''}` },
+    h('span', { class: 'session-title' }, s.title),
+    h('span', { class: 'session-time' }, when),
+  );
+  const open = () => {
+    setSessionsOpen(false);
+    post({ type: 'loadSession', sessionId: s.sessionId });
+  };
+  openButton.addEventListener('click', (e) => {
+    e.stopPropagation();
+    open();
+  });
+  li.addEventListener('click', open);
+  const exportButton = h(
+    'button',
+    { class: 'secondary session-export', title: `Save “${s.title}” as Markdown`, 'aria-label': `Export “${s.title}” as Markdown` },
+    'Export',
+  );
+  exportButton.addEventListener('click', (e) => {
+    e.stopPropagation();
+    post({ type: 'exportSession', sessionId: s.sessionId });
+  });
+  const actions = h('span', { class: 'session-actions' }, exportButton);
+  if (canDelete) {
+    const deleteButton = h(
+      'button',
+      { class: 'secondary session-delete', title: `Delete “${s.title}” from the store`, 'aria-label': `Delete “${s.title}”` },
+      'Delete',
+    );
+    deleteButton.addEventListener('click', (e) => {
+      e.stopPropagation();
+      confirmDelete(li, s, actions);
+    });
+    actions.append(deleteButton);
+  }
+  li.append(openButton, actions);
+  return li;
+}
+
+/** Delete asks in the row: "Delete “title”?" with Delete and Keep; Keep (or Escape) takes it back. */
+function confirmDelete(li: HTMLElement, s: SessionRow, actions: HTMLElement): void {
+  const question = h('span', { class: 'session-confirm-text', id: `confirm-${s.sessionId}` }, `Delete “${s.title}”? It cannot be undone.`);
+  const yes = h('button', { class: 'danger session-confirm-delete', 'aria-describedby': question.id }, 'Delete');
+  const no = h('button', { class: 'secondary session-confirm-keep' }, 'Keep');
+  const box = h('span', { class: 'session-confirm', role: 'group', 'aria-label': 'Confirm delete' }, question, yes, no);
+  const back = () => {
+    box.replaceWith(actions);
+    actions.querySelector<HTMLButtonElement>('.session-delete')?.focus();
+  };
+  yes.addEventListener('click', (e) => {
+    e.stopPropagation();
+    yes.disabled = true;
+    no.disabled = true;
+    li.classList.add('deleting');
+    post({ type: 'deleteSession', sessionId: s.sessionId });
+  });
+  no.addEventListener('click', (e) => {
+    e.stopPropagation();
+    back();
+  });
+  box.addEventListener('click', (e) => e.stopPropagation());
+  box.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      e.preventDefault();
+      back();
+    }
+  });
+  actions.replaceWith(box);
+  no.focus(); // the safe answer first: Enter keeps the session
 }
 
 // ---- input ----
@@ -788,11 +913,11 @@ byId('sessions-button').addEventListener('click', () => {
   if (sessionsPanel.hidden) {
     post({ type: 'listSessions' });
   } else {
-    sessionsPanel.hidden = true;
+    setSessionsOpen(false);
   }
 });
 byId('sessions-close').addEventListener('click', () => {
-  sessionsPanel.hidden = true;
+  setSessionsOpen(false);
 });
 
 window.addEventListener('message', (event: MessageEvent<HostToView>) => {
@@ -809,7 +934,7 @@ window.addEventListener('message', (event: MessageEvent<HostToView>) => {
       renderMeta(msg.meta);
       break;
     case 'sessions':
-      renderSessions(msg.sessions);
+      renderSessions(msg.sessions, msg.canDelete ?? false);
       break;
     case 'focus':
       promptBox.focus();

@@ -1,0 +1,192 @@
+/**
+ * The display rules of `docs/display.md`, in the one place the VS Code extension keeps them:
+ * token, cost and context figures, tool input and result texts, times, and the stop-reason
+ * texts (the server's `stopText` first). Used by the extension host (status bar, reducer) and
+ * by the webview, so it imports nothing and touches no DOM or Node API.
+ */
+
+/** `950`, `1.2k`, `12k`, `999k`, `1.2M`. */
+export function formatTokens(n: number): string {
+  if (n >= 1_000_000) {
+    return `${(n / 1_000_000).toFixed(1)}M`;
+  }
+  if (n >= 10_000) {
+    // 999,600 rounds to 1000k: say it as millions instead.
+    const k = Math.round(n / 1000);
+    return k >= 1000 ? `${(n / 1_000_000).toFixed(1)}M` : `${k}k`;
+  }
+  if (n >= 1000) {
+    // 9,960 rounds to 10.0k: the next band's form.
+    const k = (n / 1000).toFixed(1);
+    return k === '10.0' ? '10k' : `${k}k`;
+  }
+  return String(Math.round(n));
+}
+
+/** `$1.25` from $1, `$0.0123` below, `$0` for zero, `cost unknown` for none. */
+export function formatCost(cost: { amount: number; currency?: string } | number | null | undefined): string {
+  if (cost === null || cost === undefined) {
+    return 'cost unknown';
+  }
+  const amount = typeof cost === 'number' ? cost : cost.amount;
+  if (amount === 0) {
+    return '$0';
+  }
+  return `$${amount.toFixed(Math.abs(amount) >= 1 ? 2 : 4)}`;
+}
+
+/** `context 12k/200k (6%)` with a known window, `context 12k` without one (never `/0`). */
+export function formatContext(used: number, size?: number | null): string {
+  if (!size) {
+    return `context ${formatTokens(used)}`;
+  }
+  return `context ${formatTokens(used)}/${formatTokens(size)} (${Math.round((100 * used) / size)}%)`;
+}
+
+/**
+ * The code argument of a tool and its language: `code` of `python_eval`, `form` of
+ * `elisp_eval`, `command` of any tool. With no tool name (the wire does not always carry
+ * one), `code` and `form` are taken as Parley's `python_eval` and `elisp_eval` would have them.
+ */
+function codeArgument(tool: string | undefined, input: Record<string, unknown>): { code: string; language: string } | undefined {
+  const name = tool?.toLowerCase();
+  if ((name === undefined || name === 'python_eval') && typeof input.code === 'string') {
+    return { code: input.code, language: 'python' };
+  }
+  if ((name === undefined || name === 'elisp_eval') && typeof input.form === 'string') {
+    return { code: input.form, language: 'elisp' };
+  }
+  if (typeof input.command === 'string') {
+    return { code: input.command, language: 'sh' };
+  }
+  return undefined;
+}
+
+/** A tool's input split as `formatToolInput` shows it: its code argument, or JSON text. */
+export function toolInputParts(
+  tool: string | undefined,
+  input: unknown,
+): { kind: 'code'; code: string; language: string } | { kind: 'json'; text: string } {
+  if (input !== null && typeof input === 'object' && !Array.isArray(input)) {
+    const code = codeArgument(tool, input as Record<string, unknown>);
+    if (code) {
+      return { kind: 'code', ...code };
+    }
+  }
+  return { kind: 'json', text: jsonWithLines(input, '') };
+}
+
+/**
+ * A tool's input as Markdown: a code argument as a fenced code block in its language;
+ * anything else as JSON indented by two spaces, where a string that holds newlines is
+ * written as its lines (after `|`, indented), not with `\n` escapes.
+ */
+export function formatToolInput(tool: string | undefined, input: unknown): string {
+  if (input === undefined) {
+    return '';
+  }
+  const parts = toolInputParts(tool, input);
+  if (parts.kind === 'json') {
+    return parts.text;
+  }
+  const fence = parts.code.includes('```') ? '````' : '```';
+  return `${fence}${parts.language}\n${parts.code.replace(/\n$/, '')}\n${fence}`;
+}
+
+/** Two-space JSON, where a string with newlines is written as its lines (indented), not `\n` escapes. */
+function jsonWithLines(value: unknown, indent: string): string {
+  if (typeof value === 'string' && value.includes('\n')) {
+    const inner = `${indent}  `;
+    return `|\n${value.replace(/\n$/, '').split('\n').map((l) => inner + l).join('\n')}`;
+  }
+  if (Array.isArray(value)) {
+    if (value.length === 0) {
+      return '[]';
+    }
+    const inner = `${indent}  `;
+    return `[\n${value.map((v) => inner + jsonWithLines(v, inner)).join(',\n')}\n${indent}]`;
+  }
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+    if (entries.length === 0) {
+      return '{}';
+    }
+    const inner = `${indent}  `;
+    return `{\n${entries.map(([k, v]) => `${inner}${JSON.stringify(k)}: ${jsonWithLines(v, inner)}`).join(',\n')}\n${indent}}`;
+  }
+  return JSON.stringify(value) ?? String(value);
+}
+
+/** Lines that only label a section of a tool's output. */
+const SECTION_LABEL = /^\s*(stdout|stderr|result):\s*$/i;
+const SUMMARY_LINES = 3;
+const SUMMARY_WIDTH = 120;
+
+/**
+ * A tool result's summary: its first three non-blank lines after dropping section labels
+ * (`stdout:` …), each cut at 120 characters with `…`; `(no output)` when nothing is left.
+ * A failed call's summary starts with its error line (`error`, when given).
+ */
+export function summarizeToolResult(text: string, error?: string): string {
+  const lines = text
+    .split(/\r?\n/)
+    .filter((l) => l.trim() !== '' && !SECTION_LABEL.test(l))
+    .map((l) => l.trimEnd());
+  if (error?.trim()) {
+    const first = error.trim().split(/\r?\n/)[0];
+    if (lines[0] !== first) {
+      lines.unshift(first);
+    }
+  }
+  if (lines.length === 0) {
+    return '(no output)';
+  }
+  return lines
+    .slice(0, SUMMARY_LINES)
+    .map((l) => (l.length > SUMMARY_WIDTH ? `${l.slice(0, SUMMARY_WIDTH - 1)}…` : l))
+    .join('\n');
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** Local time: today `14:05`, this year `Nov 22 14:05`, older `2025-11-22 14:05`. */
+export function formatTime(when: Date | string | number, now: Date = new Date()): string {
+  const d = when instanceof Date ? when : new Date(when);
+  if (Number.isNaN(d.getTime())) {
+    return '';
+  }
+  const two = (n: number) => String(n).padStart(2, '0');
+  const clock = `${two(d.getHours())}:${two(d.getMinutes())}`;
+  if (d.getFullYear() !== now.getFullYear()) {
+    return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${clock}`;
+  }
+  if (d.getMonth() !== now.getMonth() || d.getDate() !== now.getDate()) {
+    return `${MONTHS[d.getMonth()]} ${d.getDate()} ${clock}`;
+  }
+  return clock;
+}
+
+export type NoticeLevel = 'info' | 'warning' | 'error';
+
+/**
+ * What the chat says when a turn stops for `stopReason` (nothing for `end_turn`): the
+ * server's `stopText` (the prompt result's `_meta.parley.stopText`) when it sent one, else
+ * the fallback table of `docs/display.md`.
+ */
+export function stopNotice(stopReason: string, stopText?: string): { level: NoticeLevel; text: string } | undefined {
+  if (stopReason === 'end_turn') {
+    return undefined;
+  }
+  const fallback = STOP_FALLBACK[stopReason] ?? { level: 'info', text: `Turn ended: ${stopReason}.` };
+  return stopText?.trim() ? { level: fallback.level, text: stopText.trim() } : fallback;
+}
+
+const STOP_FALLBACK: Record<string, { level: NoticeLevel; text: string }> = {
+  cancelled: { level: 'info', text: 'Stopped.' },
+  max_tokens: { level: 'warning', text: 'The answer was cut off: the model reached its output token limit.' },
+  max_turn_requests: { level: 'warning', text: 'Stopped: the turn reached its limit of model requests.' },
+  refusal: { level: 'warning', text: 'The model refused to answer.' },
+};
+
+/** The JSON-RPC error code of a provider failure: the chat offers Retry for it. */
+export const PROVIDER_ERROR = -32001;

@@ -1,0 +1,93 @@
+/** The display rules of docs/display.md, as `src/common/display.ts` keeps them for the host and the view. */
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import {
+  formatContext,
+  formatCost,
+  formatTime,
+  formatTokens,
+  formatToolInput,
+  stopNotice,
+  summarizeToolResult,
+} from '../src/common/display';
+
+describe('display rules', () => {
+  it('formatTokens: the number, one decimal k below 10,000, whole k below a million, then M', () => {
+    const cases: [number, string][] = [
+      [0, '0'],
+      [950, '950'],
+      [999, '999'],
+      [1000, '1.0k'],
+      [1234, '1.2k'],
+      [9_949, '9.9k'],
+      [9_960, '10k'],
+      [12_345, '12k'],
+      [999_000, '999k'],
+      [999_600, '1.0M'],
+      [1_234_567, '1.2M'],
+    ];
+    for (const [n, want] of cases) {
+      assert.equal(formatTokens(n), want, `formatTokens(${n})`);
+    }
+  });
+
+  it('formatCost: two decimals from $1, four below, $0 for zero, words for unknown', () => {
+    assert.equal(formatCost({ amount: 1.254, currency: 'USD' }), '$1.25');
+    assert.equal(formatCost(0.01234), '$0.0123');
+    assert.equal(formatCost(0), '$0');
+    assert.equal(formatCost(null), 'cost unknown');
+    assert.equal(formatCost(undefined), 'cost unknown');
+  });
+
+  it('formatContext: used/window (percent) when the window is known, never /0', () => {
+    assert.equal(formatContext(12_000, 200_000), 'context 12k/200k (6%)');
+    assert.equal(formatContext(1264, 0), 'context 1.3k');
+    assert.equal(formatContext(1264), 'context 1.3k');
+  });
+
+  it('formatToolInput: a code argument as a code block in its language, else JSON with multi-line strings as lines', () => {
+    assert.equal(formatToolInput('python_eval', { code: 'x = 1\nprint(x)\n' }), '```python\nx = 1\nprint(x)\n```');
+    assert.equal(formatToolInput('elisp_eval', { form: '(+ 1 2)' }), '```elisp\n(+ 1 2)\n```');
+    assert.equal(formatToolInput('run_shell', { command: 'ls -la', timeout: 5 }), '```sh\nls -la\n```');
+    assert.equal(formatToolInput('read_file', { path: 'a.py', startLine: 3 }), '{\n  "path": "a.py",\n  "startLine": 3\n}');
+    const shown = formatToolInput('write_file', { path: 'a.py', text: 'line one\nline two' });
+    assert.equal(shown, '{\n  "path": "a.py",\n  "text": |\n    line one\n    line two\n}');
+    assert.doesNotMatch(shown, /\\n/, 'no \\n escapes');
+    assert.equal(formatToolInput('x', {}), '{}');
+  });
+
+  it('summarizeToolResult: three meaningful lines, section labels dropped, cut at 120 with …', () => {
+    assert.equal(summarizeToolResult('stdout:\nhello\n\nworld\nstderr:\n\nthird\nfourth'), 'hello\nworld\nthird');
+    assert.equal(summarizeToolResult('stdout:\n\nresult:\n'), '(no output)');
+    const long = 'x'.repeat(200);
+    const cut = summarizeToolResult(long);
+    assert.equal(cut.length, 120);
+    assert.ok(cut.endsWith('…'));
+    assert.equal(summarizeToolResult('stderr:\nTraceback…', 'ZeroDivisionError: division by zero'), 'ZeroDivisionError: division by zero\nTraceback…');
+  });
+
+  it('formatTime: local clock today, month and day this year, the full date before', () => {
+    const now = new Date(2026, 10, 25, 16, 0);
+    assert.equal(formatTime(new Date(2026, 10, 25, 14, 5), now), '14:05');
+    assert.equal(formatTime(new Date(2026, 10, 22, 9, 7), now), 'Nov 22 09:07');
+    assert.equal(formatTime(new Date(2025, 10, 22, 14, 5), now), '2025-11-22 14:05');
+    assert.equal(formatTime(new Date(2026, 10, 22, 14, 5).toISOString(), now), 'Nov 22 14:05', 'an ISO stamp, shown local');
+    assert.equal(formatTime('not a date', now), '');
+  });
+
+  it("stopNotice: the server's stopText first, else the fallback table; nothing for end_turn", () => {
+    assert.equal(stopNotice('end_turn'), undefined);
+    assert.equal(stopNotice('end_turn', 'ignored'), undefined);
+    assert.deepEqual(stopNotice('cancelled'), { level: 'info', text: 'Stopped.' });
+    assert.deepEqual(stopNotice('max_tokens'), { level: 'warning', text: 'The answer was cut off: the model reached its output token limit.' });
+    assert.deepEqual(stopNotice('max_turn_requests'), { level: 'warning', text: 'Stopped: the turn reached its limit of model requests.' });
+    assert.deepEqual(stopNotice('refusal'), { level: 'warning', text: 'The model refused to answer.' });
+    assert.deepEqual(stopNotice('budget'), { level: 'info', text: 'Turn ended: budget.' });
+    assert.deepEqual(stopNotice('max_turn_requests', 'Stopped: the turn reached its limit of 25 model requests.'), {
+      level: 'warning',
+      text: 'Stopped: the turn reached its limit of 25 model requests.',
+    });
+  });
+});

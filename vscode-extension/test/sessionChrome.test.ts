@@ -1,0 +1,188 @@
+/**
+ * The chat controller against the real `parley serve` and the fake LLM, for what the view's
+ * chrome asks of it: Retry after a provider failure, notices kept across a reload, Export
+ * (Markdown) and Delete from the history list.
+ */
+
+import assert from 'node:assert/strict';
+import { after, before, describe, it, type TestContext } from 'node:test';
+
+import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
+import { FakeLLM, PARLEY, serverEnv, serverUnavailable, tempDirs } from './harness';
+
+let skipReason: string | undefined;
+let fake: FakeLLM | undefined;
+
+function skipIfNoServer(t: TestContext): boolean {
+  if (skipReason) {
+    t.skip(skipReason);
+    return true;
+  }
+  return false;
+}
+
+/** Kept notices in memory, as VS Code's workspace state keeps them across window reloads. */
+function memoryKeeper(): NoticeKeeper & { kept: Map<string, KeptNotice[]> } {
+  const kept = new Map<string, KeptNotice[]>();
+  return { kept, get: (id) => kept.get(id) ?? [], set: (id, notices) => void kept.set(id, notices) };
+}
+
+/** What the chat shows, one line per entry. */
+function shown(ctl: ChatController): string[] {
+  return ctl.state.entries.map((e) => {
+    switch (e.kind) {
+      case 'user':
+        return `you: ${e.text}`;
+      case 'agent':
+        return `parley: ${e.text}`;
+      case 'notice':
+        return `${e.level}: ${e.text}${e.action ? ` [${e.action.label}]` : ''}`;
+      default:
+        return e.kind;
+    }
+  });
+}
+
+describe('chat controller, for the view chrome, against parley serve', () => {
+  let dirs: ReturnType<typeof tempDirs>;
+  const controllers: ChatController[] = [];
+
+  const controller = (notices?: NoticeKeeper): ChatController => {
+    const ctl = new ChatController({
+      workspaceRoot: () => dirs.workspace,
+      settings: () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } }),
+      notices,
+    });
+    controllers.push(ctl);
+    return ctl;
+  };
+
+  before(async () => {
+    skipReason = await serverUnavailable();
+    if (skipReason) {
+      return;
+    }
+    fake = await FakeLLM.start();
+    dirs = tempDirs();
+  });
+
+  after(async () => {
+    for (const ctl of controllers) {
+      await ctl.dispose();
+    }
+    await fake?.stop();
+    dirs?.cleanup();
+  });
+
+  it('a provider failure shows its message with Retry, which sends the same prompt again', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const ctl = controller();
+    // The first request fails (the fault fires once); the same reply answers the next one.
+    await fake!.script([{ text: 'Now it works.', fault: { kind: 'http', status: 401, times: 1 } }]);
+    await assert.rejects(ctl.send('What is 6 * 7?'));
+    const card = ctl.state.entries[ctl.state.entries.length - 1];
+    assert.ok(card.kind === 'notice' && card.level === 'error', JSON.stringify(card));
+    assert.match(card.text, /\[openai 401/);
+    assert.deepEqual(card.action, { label: 'Retry', message: { type: 'retry' } });
+
+    assert.equal(await ctl.retry(), 'end_turn');
+    assert.deepEqual(shown(ctl).slice(-2), ['you: What is 6 * 7?', 'parley: Now it works.']);
+    // The model got the same question the second time.
+    const requests = await fake!.requests();
+    const asked = requests.map((r) => JSON.stringify(r.body.messages?.filter((m) => m.role === 'user').at(-1)?.content));
+    assert.equal(asked.length, 2);
+    assert.match(asked[1], /What is 6 \* 7\?/);
+    assert.equal(asked[1], asked[0]);
+  });
+
+  it('an error that is not the provider\'s offers no Retry; Retry with no prompt sent says so', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const ctl = controller();
+    await ctl.ensureSession();
+    await assert.rejects(ctl.retry(), /no prompt to send again/);
+  });
+
+  it('"Stopped." and an error notice come back in place when the session is loaded again (a reload)', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const keeper = memoryKeeper();
+    const first = controller(keeper);
+    await fake!.script([{ text: 'First answer.' }]);
+    await first.send('First question');
+    await fake!.script([{ text: 'x'.repeat(4000), chunk_size: 4, pacing: { chunks_per_second: 50 } }]);
+    const turn = first.send('Second question, stopped');
+    await waitUntil(() => first.state.entries.some((e) => e.kind === 'agent' && e.text.length > 0 && e.text.startsWith('x')));
+    await first.cancel();
+    assert.equal(await turn, 'cancelled');
+    await fake!.script([{ text: 'never', fault: { kind: 'http', status: 401, times: 1 } }]);
+    await assert.rejects(first.send('Third question, failing'));
+    assert.ok(shown(first).at(-1)?.endsWith('[Retry]'), shown(first).join('\n'));
+    await fake!.script([{ text: 'Fourth answer.' }]);
+    await first.send('Fourth question');
+    const sessionId = first.sessionId!;
+    const before = shown(first).filter((l) => !l.startsWith('parley: x'));
+    assert.ok(before.includes('info: Stopped.'), before.join('\n'));
+    const failed = before.filter((l) => l.startsWith('error: '));
+    assert.equal(failed.length, 1, before.join('\n'));
+    assert.ok(!failed[0].endsWith('[Retry]'), 'another prompt went since: Retry would not send the one that failed');
+    await first.dispose();
+
+    // A new window: a new controller, the same workspace state, the session loaded from the store.
+    const second = controller(keeper);
+    await second.loadSession(sessionId);
+    const after = shown(second).filter((l) => !l.startsWith('parley: x'));
+    const noticeAt = (lines: string[], prefix: string) => lines.findIndex((l) => l.startsWith(prefix));
+    assert.ok(noticeAt(after, 'info: Stopped.') > after.indexOf('you: Second question, stopped'), after.join('\n'));
+    assert.ok(noticeAt(after, 'info: Stopped.') < after.indexOf('you: Third question, failing'), after.join('\n'));
+    const error = after.find((l) => l.startsWith('error: '));
+    assert.ok(error, after.join('\n'));
+    assert.ok(error.includes('[openai 401'), error);
+    assert.ok(!error.endsWith('[Retry]'), 'after a reload there is no prompt to retry here');
+    assert.ok(noticeAt(after, 'error: ') > after.indexOf('you: Third question, failing'), after.join('\n'));
+    assert.ok(noticeAt(after, 'error: ') < after.indexOf('you: Fourth question'), after.join('\n'));
+    assert.equal(after[after.length - 1], 'parley: Fourth answer.');
+  });
+
+  it('Export gives a session as Markdown (the one shown, and another without touching the view); Delete removes it', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const keeper = memoryKeeper();
+    const ctl = controller(keeper);
+    await fake!.script([{ text: 'The **area** is `w * h`.' }]);
+    await ctl.send('How is the area computed?');
+    const exported = ctl.sessionId!;
+    const shownMarkdown = await ctl.exportMarkdown(exported);
+    assert.match(shownMarkdown, /^# /);
+    assert.match(shownMarkdown, /## You\n\nHow is the area computed\?\n\n## Parley\n\nThe \*\*area\*\* is `w \* h`\.\n/);
+
+    // Another session is shown now; the first is exported from its replay, the view untouched.
+    await ctl.newSession();
+    const entriesBefore = ctl.state.entries;
+    const rows = ctl.sessionRows(await ctl.listSessions());
+    assert.ok(rows.some((r) => r.sessionId === exported));
+    const markdown = await ctl.exportMarkdown(exported);
+    assert.match(markdown, /## You\n\nHow is the area computed\?\n\n## Parley\n\nThe \*\*area\*\* is `w \* h`\.\n/);
+    assert.equal(ctl.state.entries, entriesBefore, 'the view is not touched');
+
+    assert.equal(ctl.canDeleteSessions, true, 'the server offers session/delete');
+    await ctl.deleteSession(exported);
+    const after = await ctl.listSessions();
+    assert.ok(!after.some((s) => s.sessionId === exported), 'the deleted session is no longer listed');
+  });
+});
+
+async function waitUntil(ok: () => boolean, timeoutMs = 10000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > end) {
+      throw new Error('timed out');
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
