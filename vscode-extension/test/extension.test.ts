@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
 import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs } from './harness';
-import { StubUri, VscodeStub } from './vscodeStub';
+import { StubMemento, StubUri, VscodeStub } from './vscodeStub';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
 
@@ -60,6 +60,7 @@ describe('the extension in a stand-in VS Code', () => {
     subscriptions: [] as { dispose(): unknown }[],
     extensionUri: StubUri.file(EXT_ROOT),
     extension: { packageJSON: pkg },
+    workspaceState: new StubMemento(),
   };
 
   before(async () => {

@@ -75,9 +75,18 @@ export interface ControllerHost {
    * optionId (e.g. from a modal dialog), or null to leave it to the inline buttons.
    */
   onPermissionAsked?(params: RequestPermissionParams, signal: AbortSignal): Promise<string | null>;
-  log?(line: string): void;
+  /** A line for the log: the server's stderr (level `server`: the line says its own) and the controller's. */
+  log?(line: string, level?: LogLevel): void;
+  /**
+   * Why the server may not start now (e.g. VS Code's Restricted Mode), or undefined when it
+   * may. Asked each time the server would start; the reason is shown in the view.
+   */
+  serverBlocked?(): string | undefined;
   clientInfo?: { name: string; version: string };
 }
+
+/** How a log line is written: the controller's lines have a level, the server's say their own. */
+export type LogLevel = 'info' | 'warn' | 'error' | 'server';
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
@@ -122,6 +131,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private undoing = false;
   /** The files the server wrote through the editor in the running turn. */
   private writtenThisTurn = new Set<string>();
+  /** Session titles from the last `session/list`, for a session opened by id alone (the History list). */
+  private readonly titles = new Map<string, string>();
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -144,8 +155,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.dispatch({ type: 'meta', patch });
   }
 
-  private log(line: string): void {
-    this.host.log?.(line);
+  private log(line: string, level: LogLevel = 'info'): void {
+    this.host.log?.(line, level);
   }
 
   // ---- server lifecycle ----
@@ -164,11 +175,22 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   private async startServer(): Promise<void> {
+    const blocked = this.host.serverBlocked?.();
+    if (blocked) {
+      this.meta({ serverState: 'stopped', busy: false, loading: false });
+      if (!this.state.entries.some((e) => e.kind === 'notice' && e.text === blocked)) {
+        this.dispatch({ type: 'notice', level: 'warning', text: blocked });
+      }
+      this.log(`Not starting the server: ${blocked}`, 'warn');
+      throw new Error(blocked);
+    }
     const settings = this.host.settings();
+    const cwd = settings.server.cwd ?? this.host.workspaceRoot();
+    this.log(`Starting the Parley server: ${[settings.server.command, ...(settings.server.args ?? ['serve'])].join(' ')} (in ${cwd})`);
     this.meta({ serverState: 'starting' });
     const files = this.host.files ? new WorkspaceFileAccess(() => this.host.workspaceRoot(), this.host.files) : undefined;
     const client = new ParleyClient({
-      server: { ...settings.server, cwd: settings.server.cwd ?? this.host.workspaceRoot() },
+      server: { ...settings.server, cwd },
       tools: this.host.editorTools?.specs ?? [],
       clientInfo: this.host.clientInfo,
       handlers: {
@@ -192,7 +214,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         this.early.push(n); // perhaps the session being opened: its id is not known yet
       }
     });
-    client.on('log', (line) => this.log(line));
+    client.on('log', (line) => this.log(line, 'server'));
     client.on('exit', (info) => {
       if (this.client === client) {
         this.onServerExit(info);
@@ -203,12 +225,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const init = await client.start();
       const parley = init._meta?.parley;
       this.defaultModel = parley?.defaultModel;
+      this.log(`The server is ready (default model ${parley?.defaultModel ?? 'unknown'}).`);
       this.meta({
         serverState: 'ready',
         models: toModelOptions(parley?.models ?? []),
         model: this.chosenModel ?? (settings.defaultModel || undefined) ?? parley?.defaultModel,
       });
     } catch (err) {
+      this.log(`The server did not start: ${describeError(err)}`, 'error');
       this.meta({ serverState: 'exited', busy: false, loading: false });
       this.dispatch({
         type: 'notice',
@@ -230,8 +254,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.sessionPromise = undefined;
     this.openSession = undefined;
     this.meta({ serverState: info.expected ? 'stopped' : 'exited', busy: false, loading: false });
+    const what = info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
+    this.log(`The server ${info.expected ? 'stopped' : 'stopped unexpectedly'} (${what}).`, info.expected ? 'info' : 'error');
     if (!info.expected) {
-      const what = info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
       const tail = info.stderrTail.slice(-3).join('\n');
       this.dispatch({
         type: 'notice',
@@ -325,6 +350,38 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   /**
+   * Open a session kept from before, e.g. the one open when the window was reloaded: loaded
+   * from the store (its history replays into the view, its title kept). When it cannot be
+   * (deleted meanwhile), a new session starts and the view says why.
+   */
+  restoreSession(sessionId: string, title?: string): Promise<string> {
+    if (this.openSession && this.client?.running) {
+      return Promise.resolve(this.openSession);
+    }
+    if (!this.sessionPromise) {
+      this.sessionPromise = (async () => {
+        await this.ensureStarted();
+        try {
+          await this.loadSession(sessionId, title);
+          return sessionId;
+        } catch (err) {
+          this.log(`Could not reopen session ${sessionId}: ${describeError(err)}`, 'warn');
+          const fresh = await this.newSession();
+          this.dispatch({
+            type: 'notice',
+            level: 'warning',
+            text: `The conversation open before could not be reopened (${describeError(err)}). This is a new session.`,
+          });
+          return fresh;
+        }
+      })().finally(() => {
+        this.sessionPromise = undefined;
+      });
+    }
+    return this.sessionPromise;
+  }
+
+  /**
    * Open the session shown again on the running server: `session/resume` when the server
    * advertises it (no replay: the view keeps what it shows), else `session/load`.
    */
@@ -348,6 +405,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (parley?.usage) {
       this.dispatch({ type: 'usageTotals', totals: parley.usage });
     }
+    this.log(`Resumed session ${sessionId}.`);
     return 'resumed';
   }
 
@@ -364,7 +422,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (!sessionId || !client?.running || !client.sessionCapabilities.close) {
       return;
     }
-    await closeQuietly(client, sessionId, (line) => this.log(line));
+    this.log(`Closing session ${sessionId} in the server.`);
+    await closeQuietly(client, sessionId, (line) => this.log(line, 'warn'));
   }
 
   async newSession(): Promise<string> {
@@ -403,6 +462,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
     this.openSession = sessionId;
     this.sessionPromise = undefined;
+    this.log(`New session ${sessionId} (stored from its first prompt).`);
     this.replayEarly(sessionId);
     if (previous && previous !== sessionId && client.sessionCapabilities.close) {
       await closeQuietly(client, previous, (line) => this.log(line));
@@ -429,6 +489,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     for (let page = 0; page < 20; page++) {
       const result = await client.listSessions({ cwd: this.host.workspaceRoot(), cursor });
       sessions.push(...result.sessions);
+      for (const s of result.sessions) {
+        if (s.title) {
+          this.titles.set(s.sessionId, s.title);
+        }
+      }
       if (!result.nextCursor || sessions.length >= 200) {
         break;
       }
@@ -446,8 +511,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }));
   }
 
-  /** Load a stored session: the view is cleared and the server replays its history. */
-  async loadSession(sessionId: string, title?: string): Promise<void> {
+  /**
+   * Load a stored session: the view is cleared and the server replays its history. Without a
+   * title, the one the last `session/list` gave it (`session/load` does not say it).
+   */
+  async loadSession(sessionId: string, title: string | undefined = this.titles.get(sessionId)): Promise<void> {
     await this.ensureStarted();
     const client = this.requireClient();
     if (this.state.meta.busy && this.state.meta.sessionId) {
@@ -482,7 +550,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       if (parley?.usage) {
         this.dispatch({ type: 'usageTotals', totals: parley.usage });
       }
+      this.log(`Loaded session ${sessionId}${title ? ` (${title})` : ''}.`);
     } catch (err) {
+      this.log(`Could not load session ${sessionId}: ${describeError(err)}`, 'warn');
       // Back to the session we had.
       this.dispatch({ type: 'setEntries', entries: before.entries });
       const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage } = before.meta;
