@@ -51,6 +51,7 @@ const CONVERSATION: FakeReply[] = [
   { text: 'Let me check.', tool_calls: [{ name: 'python_eval', arguments: { code: 'print(6 * 7)' } }] }, // permission
   { text: 'It prints 42.' },
   { text: SLOW, chunk_size: 4, pacing: { chunks_per_second: 20 } }, // Stop
+  { text: 'The perimeter is `2 * (width + height)`.' }, // after the reload: the server logs its request
 ];
 
 /** code-server's entry point: $PARLEY_CODE_SERVER, else installed (or found cached) by the script. */
@@ -300,6 +301,36 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('#send-button').waitFor({ state: 'visible' });
   }
 
+  /**
+   * A code block and inline code have a background that differs from the sidebar's (as drawn:
+   * the colours composited on a canvas), by at least 12 in the sum of the RGB channels.
+   */
+  async function codeStandsOut(chat: FrameLocator, theme: string): Promise<void> {
+    const differences = await chat.locator('.entry-agent').first().evaluate((agent) => {
+      const canvas = agent.ownerDocument.createElement('canvas');
+      canvas.width = canvas.height = 1;
+      const ctx = canvas.getContext('2d')!;
+      const sidebar = getComputedStyle(agent.ownerDocument.documentElement).getPropertyValue('--vscode-sideBar-background').trim();
+      const drawn = (colours: string[]) => {
+        ctx.clearRect(0, 0, 1, 1);
+        for (const c of colours) {
+          ctx.fillStyle = c;
+          ctx.fillRect(0, 0, 1, 1);
+        }
+        return Array.from(ctx.getImageData(0, 0, 1, 1).data.slice(0, 3));
+      };
+      const base = drawn([sidebar]);
+      const diff = (el: Element | null) => {
+        const rgb = drawn([sidebar, el ? getComputedStyle(el).backgroundColor : sidebar]);
+        return rgb.reduce((sum, v, i) => sum + Math.abs(v - base[i]), 0);
+      };
+      return { sidebar, block: diff(agent.querySelector('pre')), inline: diff(agent.querySelector(':not(pre) > code')) };
+    });
+    assert.ok(differences.sidebar, 'VS Code gave the page its sidebar colour');
+    assert.ok(differences.block >= 12, `${theme}: a code block stands out from the sidebar (${JSON.stringify(differences)})`);
+    assert.ok(differences.inline >= 12, `${theme}: inline code stands out from the sidebar (${JSON.stringify(differences)})`);
+  }
+
   async function sidebarShot(name: string): Promise<void> {
     await page.locator('.part.sidebar').screenshot({ path: path.join(OUTPUT, `workbench-${name}.png`) });
   }
@@ -422,18 +453,24 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     if (skip) {
       return t.skip(skip);
     }
+    const chat = chatFrame(page);
+    await send(chat, 'And the perimeter?');
+    await chat.locator('.entry-agent', { hasText: 'The perimeter is' }).waitFor();
+    await turnEnded(chat);
     await runCommand('Parley: Show Server Log');
     // The channel's editor: the extension's lines since the reload (Monaco writes spaces as U+00A0).
     const output = page.locator('.part.panel .monaco-editor .view-lines');
     await output.waitFor();
     let text = '';
-    for (let i = 0; i < 100 && !/Loaded session/.test(text); i++) {
-      text = (await output.innerText()).replace(/\u00a0/g, ' ');
+    for (let i = 0; i < 100 && !/HTTP Request: POST/.test(text); i++) {
+      text = (await output.innerText()).replace(/\s+/g, ' '); // wrapped lines joined again
       await delay(100);
     }
     assert.match(text, /\[info\] Starting the Parley server: \S+parley serve \(in /);
     assert.match(text, /\[info\] The server is ready/);
     assert.match(text, /\[info\] Loaded session sess_\w+ \(How do I compute the area of a rectangle\?\)/);
+    // The server's stderr, at the channel's level (Info): its request to the model.
+    assert.match(text, /\[info\] \[server\] httpx\S*: HTTP Request: POST http:\/\/127\.0\.0\.1:\d+\/v1\//);
     await page.locator('.part.panel').screenshot({ path: path.join(OUTPUT, 'workbench-server-log.png') });
     await page.keyboard.press('Control+J'); // hide the panel again
   });
@@ -445,16 +482,14 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     const chat = chatFrame(page);
     await chat.locator('.entry-agent pre').first().scrollIntoViewIfNeeded();
     await sidebarShot('dark');
+    await codeStandsOut(chat, 'Dark Modern');
+    assert.equal(await page.locator('.monaco-workbench.vs-dark').count(), 1, 'Dark Modern is a dark theme');
+    // Light Modern in the profile's settings.json, read as the window opens again.
     writeSettings(profile, fake!, LIGHT);
-    await page.locator('.monaco-workbench.vs').waitFor(); // VS Code picked up the settings file
-    await delay(500); // the webview gets the new colours by message
-    await chat.locator('.entry-agent pre').first().scrollIntoViewIfNeeded();
+    const light = await openWindow(true);
+    await page.locator('.monaco-workbench.vs').waitFor();
+    await light.locator('.entry-agent pre').first().scrollIntoViewIfNeeded();
     await sidebarShot('light');
-    const background = await chat.locator('.entry-agent pre').first().evaluate((pre) => {
-      const bg = getComputedStyle(pre).backgroundColor;
-      const body = getComputedStyle(pre.ownerDocument.body).backgroundColor;
-      return { bg, body };
-    });
-    assert.notEqual(background.bg, background.body, 'a code block has its own background in Light Modern');
+    await codeStandsOut(light, 'Light Modern');
   });
 });
