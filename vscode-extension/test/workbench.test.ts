@@ -101,13 +101,15 @@ function makeProfile(): Profile {
   return p;
 }
 
-function writeSettings(p: Profile, fake: FakeLLM, theme: string): void {
+function writeSettings(p: Profile, fake: FakeLLM, theme: string, trust = false): void {
   const settings = {
     'workbench.colorTheme': theme,
     'workbench.startupEditor': 'none',
     'workbench.tips.enabled': false,
     'workbench.secondarySideBar.defaultVisibility': 'hidden',
-    'security.workspace.trust.enabled': false,
+    // Workspace trust off, but for the Restricted Mode test (untrusted, and no prompt asking).
+    'security.workspace.trust.enabled': trust,
+    'security.workspace.trust.startupPrompt': 'never',
     'extensions.autoCheckUpdates': false,
     'extensions.autoUpdate': false,
     'telemetry.telemetryLevel': 'off',
@@ -119,7 +121,7 @@ function writeSettings(p: Profile, fake: FakeLLM, theme: string): void {
 }
 
 /** Starts code-server; resolves once it listens. */
-async function startCodeServer(entry: string, p: Profile, port: number, log: string[]): Promise<ChildProcess> {
+async function startCodeServer(entry: string, p: Profile, port: number, log: string[], trust = false): Promise<ChildProcess> {
   const proc = spawn(
     process.execPath,
     [
@@ -136,7 +138,7 @@ async function startCodeServer(entry: string, p: Profile, port: number, log: str
       p.extensions,
       '--disable-telemetry',
       '--disable-update-check',
-      '--disable-workspace-trust',
+      ...(trust ? [] : ['--disable-workspace-trust']),
       '--disable-getting-started-override',
       p.workspace,
     ],
@@ -491,5 +493,30 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await light.locator('.entry-agent pre').first().scrollIntoViewIfNeeded();
     await sidebarShot('light');
     await codeStandsOut(light, 'Light Modern');
+  });
+
+  it('in Restricted Mode shows the chat saying why Parley is off, and starts no server', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    // The same profile, with workspace trust on: the folder was never trusted.
+    await stopProcess(codeServer);
+    writeSettings(profile, fake!, DARK, true);
+    const port = await freePort();
+    codeServer = await startCodeServer(codeServerEntry(), profile, port, codeServerLog, true);
+    url = `http://127.0.0.1:${port}/?folder=${encodeURIComponent(profile.workspace)}`;
+    const chat = await openWindow(false);
+    await page.getByText('Restricted Mode', { exact: true }).first().waitFor(); // the workbench's status bar item
+    await chat.locator('.entry-notice', { hasText: 'Parley is off in Restricted Mode' }).waitFor();
+    await sidebarShot('restricted');
+    await send(chat, 'Are you there?');
+    await delay(1000);
+    assert.equal(await chat.locator('.entry-agent').count(), 0, 'no answer: no server');
+    await runCommand('Parley: Show Server Log');
+    const output = page.locator('.part.panel .monaco-editor .view-lines');
+    await output.waitFor();
+    const text = (await output.innerText()).replace(/\s+/g, ' ');
+    assert.match(text, /\[warning\] Not starting the server: Parley is off in Restricted Mode/);
+    assert.doesNotMatch(text, /Starting the Parley server/);
   });
 });
