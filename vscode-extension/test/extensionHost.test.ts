@@ -82,6 +82,8 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
   let fake: FakeLLM | undefined;
   let skip: string | undefined;
   let context: { subscriptions: { dispose(): unknown }[]; [k: string]: unknown } | undefined;
+  /** The session with a prompt that the reload test made (the Restricted Mode test reopens it). */
+  let stored: string | undefined;
 
   /** A window: the extension activated with this workspace's state (as a reload does). */
   function openWindow(): void {
@@ -160,6 +162,7 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
     let view = stub.showView('parley.chatView');
     view.receive({ type: 'ready' });
     const first = await until(() => shown(view).meta?.sessionId, 'a session');
+    stored = first;
     // An empty session is neither kept for the next window nor stored by the server.
     assert.equal(workspaceState.get(ext.OPEN_SESSION_KEY), undefined);
     assert.ok(stub.log.some((l) => l.startsWith('Starting the Parley server: ')), stub.log.join('\n'));
@@ -221,9 +224,12 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
     await closeWindow();
   });
 
-  it('in Restricted Mode says why Parley is off and starts no server, until the folder is trusted', async (t) => {
+  it('in Restricted Mode says why Parley is off and starts no server; trusted, it reopens the kept session', async (t) => {
     stub.trusted = false;
     stub.log.length = 0;
+    if (stored) {
+      await workspaceState.update(ext.OPEN_SESSION_KEY, { sessionId: stored, title: 'How many sides has a triangle?' });
+    }
     try {
       openWindow();
       const view = stub.showView('parley.chatView');
@@ -242,7 +248,10 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
       stub.trusted = true;
       assert.equal(stub.trustListeners.length, 1, 'one window listens');
       stub.trustListeners[0]();
-      await until(() => (shown(view).meta?.serverState === 'ready' && shown(view).meta?.sessionId ? true : undefined), 'the server after trust');
+      // The session kept from the last window, not a new one: held back, not forgotten.
+      await until(() => (shown(view).meta?.sessionId === stored && !shown(view).meta?.loading ? true : undefined), 'the kept session after trust');
+      assert.equal(shown(view).meta?.title, 'How many sides has a triangle?');
+      assert.ok(shown(view).entries.some((e) => e.kind === 'agent' && e.text === 'Triangles have three sides.'));
     } finally {
       stub.trusted = true;
       if (context) {

@@ -131,6 +131,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private undoing = false;
   /** The files the server wrote through the editor in the running turn. */
   private writtenThisTurn = new Set<string>();
+  /** The session `ensureSession` opens when the view shows none (`restoreOnOpen`). */
+  private toRestore: { sessionId: string; title?: string } | undefined;
   /** Session titles from the last `session/list`, for a session opened by id alone (the History list). */
   private readonly titles = new Map<string, string>();
 
@@ -332,6 +334,23 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private async openOrResume(): Promise<string> {
     await this.ensureStarted();
     const previous = this.state.meta.sessionId;
+    const kept = previous ? undefined : this.toRestore;
+    if (kept) {
+      this.toRestore = undefined;
+      try {
+        await this.loadSession(kept.sessionId, kept.title);
+        return kept.sessionId;
+      } catch (err) {
+        this.log(`Could not reopen session ${kept.sessionId}: ${describeError(err)}`, 'warn');
+        const fresh = await this.newSession();
+        this.dispatch({
+          type: 'notice',
+          level: 'warning',
+          text: `The conversation open before could not be reopened (${describeError(err)}). This is a new session.`,
+        });
+        return fresh;
+      }
+    }
     if (previous) {
       try {
         await this.reopen(previous);
@@ -350,35 +369,13 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   /**
-   * Open a session kept from before, e.g. the one open when the window was reloaded: loaded
-   * from the store (its history replays into the view, its title kept). When it cannot be
-   * (deleted meanwhile), a new session starts and the view says why.
+   * A session to open at the next `ensureSession` instead of a new one: the one open when the
+   * window was reloaded. It is loaded from the store (its history replays into the view, its
+   * title kept); when it cannot be (deleted meanwhile), a new session starts and the view says
+   * why. Forgotten once tried, or when the user opens or starts another session first.
    */
-  restoreSession(sessionId: string, title?: string): Promise<string> {
-    if (this.openSession && this.client?.running) {
-      return Promise.resolve(this.openSession);
-    }
-    if (!this.sessionPromise) {
-      this.sessionPromise = (async () => {
-        await this.ensureStarted();
-        try {
-          await this.loadSession(sessionId, title);
-          return sessionId;
-        } catch (err) {
-          this.log(`Could not reopen session ${sessionId}: ${describeError(err)}`, 'warn');
-          const fresh = await this.newSession();
-          this.dispatch({
-            type: 'notice',
-            level: 'warning',
-            text: `The conversation open before could not be reopened (${describeError(err)}). This is a new session.`,
-          });
-          return fresh;
-        }
-      })().finally(() => {
-        this.sessionPromise = undefined;
-      });
-    }
-    return this.sessionPromise;
+  restoreOnOpen(sessionId: string, title?: string): void {
+    this.toRestore = { sessionId, title };
   }
 
   /**
@@ -427,6 +424,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   async newSession(): Promise<string> {
+    this.toRestore = undefined;
     await this.ensureStarted();
     const client = this.requireClient();
     const settings = this.host.settings();
@@ -516,6 +514,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
    * title, the one the last `session/list` gave it (`session/load` does not say it).
    */
   async loadSession(sessionId: string, title: string | undefined = this.titles.get(sessionId)): Promise<void> {
+    this.toRestore = undefined;
     await this.ensureStarted();
     const client = this.requireClient();
     if (this.state.meta.busy && this.state.meta.sessionId) {

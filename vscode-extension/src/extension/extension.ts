@@ -178,23 +178,16 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   controller = ctl;
 
-  // The session open in the chat, kept for the next window (a reload reopens it).
+  // The session open in the chat, kept for the next window: a reload reopens it.
   let kept = context.workspaceState.get<OpenSession>(OPEN_SESSION_KEY);
-  let restore = kept;
-  const openSession = async () => {
-    const saved = restore;
-    restore = undefined; // once per window: later the chat's own session is the one to open
-    if (saved && !ctl.state.meta.sessionId) {
-      await ctl.restoreSession(saved.sessionId, saved.title);
-    } else {
-      await ctl.ensureSession();
-    }
-  };
+  if (kept) {
+    ctl.restoreOnOpen(kept.sessionId, kept.title);
+  }
 
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
     (m: ViewToHost) => {
-      void handleViewMessage(ctl, chatView, proposedEdits, m, openSession);
+      void handleViewMessage(ctl, chatView, proposedEdits, m);
     },
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
@@ -273,7 +266,7 @@ export function activate(context: vscode.ExtensionContext): void {
     // Trusted at last: start what Restricted Mode held back, if the chat is open.
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
       if (chatView.visible) {
-        void openSession().catch(() => undefined);
+        void ctl.ensureSession().catch(() => undefined);
       }
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
@@ -320,7 +313,6 @@ async function handleViewMessage(
   view: ChatViewProvider,
   proposedEdits: ProposedEditDocuments,
   m: ViewToHost,
-  openSession: () => Promise<void>,
 ): Promise<void> {
   try {
     switch (m.type) {
@@ -329,7 +321,7 @@ async function handleViewMessage(
         // Start the server and a session as soon as the chat is shown: after a window reload,
         // the session that was open. A failure is shown in the chat (with a Restart button),
         // not in a pop-up as well.
-        await openSession().catch(() => undefined);
+        await ctl.ensureSession().catch(() => undefined);
         break;
       case 'send':
         await ctl.send(m.text).catch(() => undefined); // shown in the view
