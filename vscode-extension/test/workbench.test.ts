@@ -385,6 +385,9 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('.entry-user', { hasText: 'How do I compute the area of a rectangle?' }).waitFor();
     // The server titles the session from the first prompt; the view shows it.
     await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
+    // With a code block in it, the chat still does not scroll sideways at 300 px.
+    const transcript = await chat.locator('#transcript').evaluate((t) => ({ client: t.clientWidth, scroll: t.scrollWidth }));
+    assert.ok(transcript.scroll <= transcript.client, `the chat does not scroll sideways (${transcript.scroll} > ${transcript.client})`);
   });
 
   it('asks permission before running Python, and runs it when allowed', async (t) => {
