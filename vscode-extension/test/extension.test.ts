@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
 import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs } from './harness';
-import { StubUri, VscodeStub } from './vscodeStub';
+import { StubMemento, StubUri, VscodeStub } from './vscodeStub';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
 
@@ -60,11 +60,7 @@ describe('the extension in a stand-in VS Code', () => {
     subscriptions: [] as { dispose(): unknown }[],
     extensionUri: StubUri.file(EXT_ROOT),
     extension: { packageJSON: pkg },
-    // What the extension keeps per workspace (the notices of each session).
-    workspaceState: (() => {
-      const kept = new Map<string, unknown>();
-      return { get: (key: string, dflt?: unknown) => kept.get(key) ?? dflt, update: (key: string, value: unknown) => Promise.resolve(void kept.set(key, value)) };
-    })(),
+    workspaceState: new StubMemento(),
   };
 
   before(async () => {

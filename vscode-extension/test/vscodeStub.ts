@@ -37,6 +37,25 @@ export class StubUri {
 
 const disposable = { dispose: () => undefined };
 
+/** `ExtensionContext.workspaceState`: kept across activations when the same one is passed again. */
+export class StubMemento {
+  readonly values = new Map<string, unknown>();
+  get<T>(key: string, dflt?: T): T | undefined {
+    return this.values.has(key) ? (this.values.get(key) as T) : dflt;
+  }
+  update(key: string, value: unknown): Promise<void> {
+    if (value === undefined) {
+      this.values.delete(key);
+    } else {
+      this.values.set(key, value);
+    }
+    return Promise.resolve();
+  }
+  keys(): readonly string[] {
+    return [...this.values.keys()];
+  }
+}
+
 /** A position in a text, as `vscode.Position`. */
 interface Pos {
   line: number;
@@ -122,6 +141,12 @@ export class VscodeStub {
   exports: Record<string, unknown> = {};
   diagnostics: [StubUri, unknown[]][] = [];
   workspaceRoot = '/tmp';
+  /** `workspace.isTrusted` (false: Restricted Mode). */
+  trusted = true;
+  /** The output channel's `logLevel` (vscode.LogLevel: 3 is Info), as the extension finds it at activation. */
+  logLevel: number | undefined = undefined;
+  /** The workspace trust listeners (`workspace.onDidGrantWorkspaceTrust`). */
+  readonly trustListeners: (() => void)[] = [];
   /** Files on the stand-in's disk (by path), which `workspace.fs` reads and a save writes. */
   readonly disk = new Map<string, string>();
   /** The open text documents (`workspace.textDocuments`). */
@@ -232,6 +257,10 @@ export class VscodeStub {
       ) {}
     }
     const channel = {
+      get logLevel() {
+        return stub.logLevel;
+      },
+      debug: (s: string) => stub.log.push(s),
       info: (s: string) => stub.log.push(s),
       warn: (s: string) => stub.log.push(s),
       error: (s: string) => stub.log.push(s),
@@ -252,6 +281,7 @@ export class VscodeStub {
       TabInputNotebook,
       TabInputTextDiff,
       StatusBarAlignment: { Left: 1, Right: 2 },
+      LogLevel: { Off: 0, Trace: 1, Debug: 2, Info: 3, Warning: 4, Error: 5 },
       FileType: { File: 1, Directory: 2 },
       window: {
         activeTextEditor: undefined,
@@ -304,6 +334,13 @@ export class VscodeStub {
           },
         }),
         onDidChangeConfiguration: () => disposable,
+        get isTrusted() {
+          return stub.trusted;
+        },
+        onDidGrantWorkspaceTrust: (fn: () => void) => {
+          stub.trustListeners.push(fn);
+          return { dispose: () => stub.trustListeners.splice(stub.trustListeners.indexOf(fn), 1) };
+        },
         get textDocuments() {
           return stub.documents.filter((d) => !d.isClosed);
         },

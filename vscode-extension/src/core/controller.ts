@@ -77,7 +77,13 @@ export interface ControllerHost {
    * optionId (e.g. from a modal dialog), or null to leave it to the inline buttons.
    */
   onPermissionAsked?(params: RequestPermissionParams, signal: AbortSignal): Promise<string | null>;
-  log?(line: string): void;
+  /** A line for the log: the server's stderr (level `server`: the line says its own) and the controller's. */
+  log?(line: string, level?: LogLevel): void;
+  /**
+   * Why the server may not start now (e.g. VS Code's Restricted Mode), or undefined when it
+   * may. Asked each time the server would start; the reason is shown in the view.
+   */
+  serverBlocked?(): string | undefined;
   clientInfo?: { name: string; version: string };
   /**
    * Where the notices of a session ("Stopped.", errors, a crash) are kept: the server's
@@ -104,6 +110,9 @@ export interface NoticeKeeper {
 
 /** The most notices kept per session (the latest). */
 const MAX_KEPT_NOTICES = 50;
+
+/** How a log line is written: the controller's lines have a level, the server's say their own. */
+export type LogLevel = 'info' | 'warn' | 'error' | 'server';
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
@@ -152,8 +161,10 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private lastPrompt: { text: string; items: ContextItem[]; blocks: ContentBlock[] } | undefined;
   /** Sessions loaded only to read their replay (Export), and where their updates go. */
   private readonly collectors = new Map<string, (n: SessionNotification) => void>();
-  /** Session titles from the last history list (Export names its file by them). */
-  private readonly listedTitles = new Map<string, string>();
+  /** The session `ensureSession` opens when the view shows none (`restoreOnOpen`). */
+  private toRestore: { sessionId: string; title?: string } | undefined;
+  /** Session titles from the last `session/list`, for a session opened or exported by id alone (the History list). */
+  private readonly titles = new Map<string, string>();
 
   constructor(private readonly host: ControllerHost) {
     super();
@@ -176,8 +187,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.dispatch({ type: 'meta', patch });
   }
 
-  private log(line: string): void {
-    this.host.log?.(line);
+  private log(line: string, level: LogLevel = 'info'): void {
+    this.host.log?.(line, level);
   }
 
   // ---- server lifecycle ----
@@ -196,11 +207,22 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   private async startServer(): Promise<void> {
+    const blocked = this.host.serverBlocked?.();
+    if (blocked) {
+      this.meta({ serverState: 'stopped', busy: false, loading: false });
+      if (!this.state.entries.some((e) => e.kind === 'notice' && e.text === blocked)) {
+        this.dispatch({ type: 'notice', level: 'warning', text: blocked });
+      }
+      this.log(`Not starting the server: ${blocked}`, 'warn');
+      throw new Error(blocked);
+    }
     const settings = this.host.settings();
+    const cwd = settings.server.cwd ?? this.host.workspaceRoot();
+    this.log(`Starting the Parley server: ${[settings.server.command, ...(settings.server.args ?? ['serve'])].join(' ')} (in ${cwd})`);
     this.meta({ serverState: 'starting' });
     const files = this.host.files ? new WorkspaceFileAccess(() => this.host.workspaceRoot(), this.host.files) : undefined;
     const client = new ParleyClient({
-      server: { ...settings.server, cwd: settings.server.cwd ?? this.host.workspaceRoot() },
+      server: { ...settings.server, cwd },
       tools: this.host.editorTools?.specs ?? [],
       clientInfo: this.host.clientInfo,
       handlers: {
@@ -227,7 +249,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         this.early.push(n); // perhaps the session being opened: its id is not known yet
       }
     });
-    client.on('log', (line) => this.log(line));
+    client.on('log', (line) => this.log(line, 'server'));
     client.on('exit', (info) => {
       if (this.client === client) {
         this.onServerExit(info);
@@ -238,12 +260,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       const init = await client.start();
       const parley = init._meta?.parley;
       this.defaultModel = parley?.defaultModel;
+      this.log(`The server is ready (default model ${parley?.defaultModel ?? 'unknown'}).`);
       this.meta({
         serverState: 'ready',
         models: toModelOptions(parley?.models ?? []),
         model: this.chosenModel ?? (settings.defaultModel || undefined) ?? parley?.defaultModel,
       });
     } catch (err) {
+      this.log(`The server did not start: ${describeError(err)}`, 'error');
       this.meta({ serverState: 'exited', busy: false, loading: false });
       this.dispatch({
         type: 'notice',
@@ -265,8 +289,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.sessionPromise = undefined;
     this.openSession = undefined;
     this.meta({ serverState: info.expected ? 'stopped' : 'exited', busy: false, loading: false });
+    const what = info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
+    this.log(`The server ${info.expected ? 'stopped' : 'stopped unexpectedly'} (${what}).`, info.expected ? 'info' : 'error');
     if (!info.expected) {
-      const what = info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
       const tail = info.stderrTail.slice(-3).join('\n');
       this.keepingNotices(() =>
         this.dispatch({
@@ -344,6 +369,23 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private async openOrResume(): Promise<string> {
     await this.ensureStarted();
     const previous = this.state.meta.sessionId;
+    const kept = previous ? undefined : this.toRestore;
+    if (kept) {
+      this.toRestore = undefined;
+      try {
+        await this.loadSession(kept.sessionId, kept.title);
+        return kept.sessionId;
+      } catch (err) {
+        this.log(`Could not reopen session ${kept.sessionId}: ${describeError(err)}`, 'warn');
+        const fresh = await this.newSession();
+        this.dispatch({
+          type: 'notice',
+          level: 'warning',
+          text: `The conversation open before could not be reopened (${describeError(err)}). This is a new session.`,
+        });
+        return fresh;
+      }
+    }
     if (previous) {
       try {
         await this.reopen(previous);
@@ -359,6 +401,16 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       }
     }
     return this.newSession();
+  }
+
+  /**
+   * A session to open at the next `ensureSession` instead of a new one: the one open when the
+   * window was reloaded. It is loaded from the store (its history replays into the view, its
+   * title kept); when it cannot be (deleted meanwhile), a new session starts and the view says
+   * why. Forgotten once tried, or when the user opens or starts another session first.
+   */
+  restoreOnOpen(sessionId: string, title?: string): void {
+    this.toRestore = { sessionId, title };
   }
 
   /**
@@ -385,6 +437,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (parley?.usage) {
       this.dispatch({ type: 'usageTotals', totals: parley.usage });
     }
+    this.log(`Resumed session ${sessionId}.`);
     return 'resumed';
   }
 
@@ -401,10 +454,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     if (!sessionId || !client?.running || !client.sessionCapabilities.close) {
       return;
     }
-    await closeQuietly(client, sessionId, (line) => this.log(line));
+    this.log(`Closing session ${sessionId} in the server.`);
+    await closeQuietly(client, sessionId, (line) => this.log(line, 'warn'));
   }
 
   async newSession(): Promise<string> {
+    this.toRestore = undefined;
     await this.ensureStarted();
     const client = this.requireClient();
     const settings = this.host.settings();
@@ -441,6 +496,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
     this.openSession = sessionId;
     this.sessionPromise = undefined;
+    this.log(`New session ${sessionId} (stored from its first prompt).`);
     this.replayEarly(sessionId);
     if (previous && previous !== sessionId && client.sessionCapabilities.close) {
       await closeQuietly(client, previous, (line) => this.log(line));
@@ -467,6 +523,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     for (let page = 0; page < 20; page++) {
       const result = await client.listSessions({ cwd: this.host.workspaceRoot(), cursor });
       sessions.push(...result.sessions);
+      for (const s of result.sessions) {
+        if (s.title) {
+          this.titles.set(s.sessionId, s.title);
+        }
+      }
       if (!result.nextCursor || sessions.length >= 200) {
         break;
       }
@@ -477,15 +538,10 @@ export class ChatController extends EventEmitter<ControllerEvents> {
 
   /** A session's title, as last listed (or the one shown). */
   sessionTitle(sessionId: string): string | undefined {
-    return sessionId === this.state.meta.sessionId ? (this.state.meta.title ?? this.listedTitles.get(sessionId)) : this.listedTitles.get(sessionId);
+    return sessionId === this.state.meta.sessionId ? (this.state.meta.title ?? this.titles.get(sessionId)) : this.titles.get(sessionId);
   }
 
   sessionRows(sessions: SessionSummary[]): SessionRow[] {
-    for (const s of sessions) {
-      if (s.title) {
-        this.listedTitles.set(s.sessionId, s.title);
-      }
-    }
     return sessions.map((s) => ({
       sessionId: s.sessionId,
       title: s.title || '(untitled)',
@@ -494,8 +550,12 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }));
   }
 
-  /** Load a stored session: the view is cleared and the server replays its history. */
-  async loadSession(sessionId: string, title?: string): Promise<void> {
+  /**
+   * Load a stored session: the view is cleared and the server replays its history. Without a
+   * title, the one the last `session/list` gave it (`session/load` does not say it).
+   */
+  async loadSession(sessionId: string, title: string | undefined = this.titles.get(sessionId)): Promise<void> {
+    this.toRestore = undefined;
     await this.ensureStarted();
     const client = this.requireClient();
     if (this.state.meta.busy && this.state.meta.sessionId) {
@@ -536,7 +596,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
       if (parley?.usage) {
         this.dispatch({ type: 'usageTotals', totals: parley.usage });
       }
+      this.log(`Loaded session ${sessionId}${title ? ` (${title})` : ''}.`);
     } catch (err) {
+      this.log(`Could not load session ${sessionId}: ${describeError(err)}`, 'warn');
       // Back to the session we had.
       this.dispatch({ type: 'setEntries', entries: before.entries });
       const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage } = before.meta;

@@ -12,7 +12,8 @@ import type { ViewState, ViewToHost } from '../common/view';
 import { formatCost, formatTokens } from '../common/display';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
-import { ChatController, type ControllerSettings, resourceContext } from '../core/controller';
+import { ChatController, type ControllerSettings, type LogLevel, resourceContext } from '../core/controller';
+import type { ChatState } from '../core/chatState';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
@@ -22,13 +23,78 @@ import { exportSession, workspaceNotices } from './sessionFiles';
 
 const MAX_FILE_BYTES = 512 * 1024;
 
+/** The workspaceState key of the session open in the chat, reopened after a window reload. */
+export const OPEN_SESSION_KEY = 'parley.openSession';
+
+/** What the chat says in Restricted Mode (and the log). */
+export const RESTRICTED_MODE_TEXT =
+  'Parley is off in Restricted Mode: it runs a server that executes code and edits files in this ' +
+  "workspace (and would use the workspace's own .venv/bin/parley). Trust the folder " +
+  '(Workspaces: Manage Workspace Trust) to use Parley here.';
+
+/** The session to reopen after a reload: one with a prompt in it (an empty one is not stored). */
+export interface OpenSession {
+  sessionId: string;
+  title?: string;
+}
+
+export function sessionToKeep(state: ChatState): OpenSession | undefined {
+  const { sessionId, title } = state.meta;
+  if (!sessionId || !state.entries.some((e) => e.kind === 'user')) {
+    return undefined;
+  }
+  return title ? { sessionId, title } : { sessionId };
+}
+
+/** The server's log level, from the output channel's (the user sets it with "Set Log Level…"). */
+export function serverLogLevel(level: vscode.LogLevel | undefined): string | undefined {
+  switch (level) {
+    case undefined:
+      return undefined;
+    case vscode.LogLevel.Trace:
+    case vscode.LogLevel.Debug:
+      return 'DEBUG';
+    case vscode.LogLevel.Info:
+      return 'INFO';
+    case vscode.LogLevel.Warning:
+      return 'WARNING';
+    default:
+      return 'ERROR';
+  }
+}
+
+const SERVER_LOG_LINE = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$/;
+
+/**
+ * Writes log lines to the output channel at their level. The server's stderr lines
+ * ("2026-11-25 03:40:00,123 WARNING parley.x: …") go at the level they name, without their
+ * timestamp (the channel adds its own); a line that names none (a traceback's) at the level of
+ * the line before it.
+ */
+export function logWriter(output: vscode.LogOutputChannel): (line: string, level?: LogLevel) => void {
+  let serverLevel: 'debug' | 'info' | 'warn' | 'error' = 'info';
+  return (line, level = 'info') => {
+    if (level !== 'server') {
+      output[level](line);
+      return;
+    }
+    const m = SERVER_LOG_LINE.exec(line);
+    if (m) {
+      serverLevel = m[1] === 'DEBUG' ? 'debug' : m[1] === 'INFO' ? 'info' : m[1] === 'WARNING' ? 'warn' : 'error';
+      output[serverLevel](`[server] ${m[2]}`);
+    } else {
+      output[serverLevel](line.startsWith('[parley]') ? line : `[server] ${line}`);
+    }
+  };
+}
+
 let controller: ChatController | undefined;
 
 function workspaceRoot(): string {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
 }
 
-function readSettings(): ControllerSettings {
+function readSettings(logLevel?: vscode.LogLevel): ControllerSettings {
   const c = vscode.workspace.getConfiguration('parley');
   const root = workspaceRoot();
   let command = c.get<string>('serverCommand', 'parley').trim() || 'parley';
@@ -41,6 +107,11 @@ function readSettings(): ControllerSettings {
     }
   }
   const env: Record<string, string> = {};
+  // The server logs on stderr at the channel's level, unless the settings say otherwise.
+  const level = serverLogLevel(logLevel);
+  if (level && !process.env.PARLEY_LOG_LEVEL) {
+    env.PARLEY_LOG_LEVEL = level;
+  }
   for (const [k, v] of Object.entries(c.get<Record<string, unknown>>('serverEnv', {}))) {
     if (typeof v === 'string') {
       env[k] = v;
@@ -94,16 +165,23 @@ export function activate(context: vscode.ExtensionContext): void {
 
   const ctl: ChatController = new ChatController({
     workspaceRoot,
-    settings: readSettings,
+    settings: () => readSettings(output.logLevel),
+    serverBlocked: () => (vscode.workspace.isTrusted === false ? RESTRICTED_MODE_TEXT : undefined),
     clientInfo: { name: 'parley-vscode', version },
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
-    log: (line) => output.info(line),
+    log: logWriter(output),
     notices: workspaceNotices(context.workspaceState),
     onPermissionAsked: (params, signal) =>
       askPermission(params, signal, chatView.visible, () => openProposedDiffs(ctl, proposedEdits, params)),
   });
   controller = ctl;
+
+  // The session open in the chat, kept for the next window: a reload reopens it.
+  let kept = context.workspaceState.get<OpenSession>(OPEN_SESSION_KEY);
+  if (kept) {
+    ctl.restoreOnOpen(kept.sessionId, kept.title);
+  }
 
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
@@ -124,6 +202,14 @@ export function activate(context: vscode.ExtensionContext): void {
   ctl.on('state', (prev, next) => {
     for (const m of viewMessages(prev, next)) {
       chatView.post(m);
+    }
+    // No session yet (the window just opened) or one loading: nothing to change.
+    if ((prev.entries !== next.entries || prev.meta !== next.meta) && next.meta.sessionId && !next.meta.loading) {
+      const keep = sessionToKeep(next);
+      if (keep?.sessionId !== kept?.sessionId || keep?.title !== kept?.title) {
+        kept = keep;
+        void context.workspaceState.update(OPEN_SESSION_KEY, keep);
+      }
     }
     if (prev.meta !== next.meta) {
       updateStatusBar(status, next);
@@ -176,6 +262,12 @@ export function activate(context: vscode.ExtensionContext): void {
       }),
     ),
     vscode.commands.registerCommand('parley.showLog', () => output.show()),
+    // Trusted at last: start what Restricted Mode held back, if the chat is open.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      if (chatView.visible) {
+        void ctl.ensureSession().catch(() => undefined);
+      }
+    }),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration('parley')) {
         return;
@@ -225,8 +317,9 @@ async function handleViewMessage(
     switch (m.type) {
       case 'ready':
         view.post({ type: 'reset', state: ctl.state });
-        // Start the server and a session as soon as the chat is shown. A failure is shown
-        // in the chat (with a Restart button), not in a pop-up as well.
+        // Start the server and a session as soon as the chat is shown: after a window reload,
+        // the session that was open. A failure is shown in the chat (with a Restart button),
+        // not in a pop-up as well.
         await ctl.ensureSession().catch(() => undefined);
         break;
       case 'send':

@@ -1,0 +1,525 @@
+/**
+ * The packaged extension in a real VS Code workbench: code-server (VS Code 1.100.3 in a
+ * browser, installed by scripts/install-code-server.sh) with a fresh profile, the .vsix
+ * installed into it, the real `parley serve` against the fake LLM, and headless Chromium
+ * driving the workbench at the default sidebar width (300 px) as a user would: streaming,
+ * a permission request, Stop, History, a window reload, the server log, both themes.
+ *
+ * The chat is a webview: two iframes deep (VS Code's host frame, then the page's frame).
+ * Screenshots go to test-output/workbench-*.png.
+ */
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import { after, afterEach, before, describe, it } from 'node:test';
+
+import { type Browser, type FrameLocator, type Page, chromium } from 'playwright-core';
+
+import { type FakeReply, FakeLLM, PARLEY, delay, serverEnv, serverUnavailable } from './harness';
+
+const EXT_ROOT = path.resolve(__dirname, '..', '..');
+const OUTPUT = path.join(EXT_ROOT, 'test-output');
+const VSIX = path.join(EXT_ROOT, 'parley-vscode.vsix');
+const INSTALL = path.join(EXT_ROOT, 'scripts', 'install-code-server.sh');
+const CHROMIUM = process.env.PARLEY_CHROMIUM ?? '/usr/bin/chromium';
+const DARK = 'Default Dark Modern';
+const LIGHT = 'Default Light Modern';
+
+const ANSWER = [
+  'Here is the **area** of a rectangle:',
+  '',
+  '```python',
+  'def area(width, height):',
+  '    return width * height',
+  '```',
+  '',
+  'Call it with `area(3, 4)`.',
+].join('\n');
+const SLOW = 'This answer streams slowly so that it can be stopped half way. '.repeat(30);
+
+/**
+ * The fake LLM's replies for the one conversation the test has: it answers a request with the
+ * reply at the number of assistant messages so far, so the script is the whole conversation.
+ */
+const CONVERSATION: FakeReply[] = [
+  { text: ANSWER, chunk_size: 4, pacing: { chunks_per_second: 15 } }, // streaming, for about 3 s
+  { text: 'Let me check.', tool_calls: [{ name: 'python_eval', arguments: { code: 'print(6 * 7)' } }] }, // permission
+  { text: 'It prints 42.' },
+  { text: SLOW, chunk_size: 4, pacing: { chunks_per_second: 20 } }, // Stop
+  { text: 'The perimeter is `2 * (width + height)`.' }, // after the reload: the server logs its request
+];
+
+/** code-server's entry point: $PARLEY_CODE_SERVER, else installed (or found cached) by the script. */
+function codeServerEntry(): string {
+  const given = process.env.PARLEY_CODE_SERVER;
+  if (given) {
+    return given;
+  }
+  const out = execFileSync(INSTALL, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 900_000 });
+  return out.trim().split('\n').pop() ?? '';
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+interface Profile {
+  base: string;
+  userData: string;
+  extensions: string;
+  workspace: string;
+  home: string;
+  settingsFile: string;
+}
+
+function makeProfile(): Profile {
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'parley-workbench-'));
+  const p = {
+    base,
+    userData: path.join(base, 'user-data'),
+    extensions: path.join(base, 'extensions'),
+    workspace: path.join(base, 'workspace'),
+    home: path.join(base, 'parley-home'),
+    settingsFile: path.join(base, 'user-data', 'User', 'settings.json'),
+  };
+  for (const dir of [path.dirname(p.settingsFile), p.extensions, p.workspace, p.home]) {
+    fs.mkdirSync(dir, { recursive: true });
+  }
+  fs.writeFileSync(path.join(p.workspace, 'geometry.py'), 'def area(width, height):\n    return width * height\n');
+  return p;
+}
+
+function writeSettings(p: Profile, fake: FakeLLM, theme: string, trust = false): void {
+  const settings = {
+    'workbench.colorTheme': theme,
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'workbench.secondarySideBar.defaultVisibility': 'hidden',
+    // Workspace trust off, but for the Restricted Mode test (untrusted, and no prompt asking).
+    'security.workspace.trust.enabled': trust,
+    'security.workspace.trust.startupPrompt': 'never',
+    'extensions.autoCheckUpdates': false,
+    'extensions.autoUpdate': false,
+    'telemetry.telemetryLevel': 'off',
+    'remote.autoForwardPorts': false,
+    'parley.serverCommand': PARLEY,
+    'parley.serverEnv': serverEnv(fake, p.home),
+  };
+  fs.writeFileSync(p.settingsFile, JSON.stringify(settings, null, 2));
+}
+
+/** Starts code-server; resolves once it listens. */
+async function startCodeServer(entry: string, p: Profile, port: number, log: string[], trust = false): Promise<ChildProcess> {
+  const proc = spawn(
+    process.execPath,
+    [
+      entry,
+      '--config',
+      path.join(p.base, 'code-server.yaml'),
+      '--auth',
+      'none',
+      '--bind-addr',
+      `127.0.0.1:${port}`,
+      '--user-data-dir',
+      p.userData,
+      '--extensions-dir',
+      p.extensions,
+      '--disable-telemetry',
+      '--disable-update-check',
+      ...(trust ? [] : ['--disable-workspace-trust']),
+      '--disable-getting-started-override',
+      p.workspace,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: p.base } },
+  );
+  const lines = readline.createInterface({ input: proc.stdout });
+  proc.stderr.on('data', (d: Buffer) => log.push(d.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`code-server did not start:\n${log.join('')}`)), 60_000);
+    lines.on('line', (line) => {
+      log.push(line);
+      if (line.includes('HTTP server listening')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`code-server exited (${code}):\n${log.join('\n')}`));
+    });
+  });
+  return proc;
+}
+
+async function stopProcess(proc: ChildProcess | undefined): Promise<void> {
+  if (!proc || proc.exitCode !== null || proc.signalCode !== null) {
+    return;
+  }
+  const exited = new Promise((resolve) => proc.once('exit', resolve));
+  proc.kill('SIGTERM');
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** The chat page inside the workbench: VS Code's webview host frame, then the page's own frame. */
+function chatFrame(page: Page): FrameLocator {
+  return page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+}
+
+const haveChromium = fs.existsSync(CHROMIUM);
+
+describe('the extension in a real VS Code workbench (code-server)', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
+  let skip: string | undefined;
+  let fake: FakeLLM | undefined;
+  let profile: Profile;
+  let codeServer: ChildProcess | undefined;
+  let browser: Browser | undefined;
+  let page: Page;
+  let url = '';
+  const codeServerLog: string[] = [];
+  const started = Date.now();
+
+  before(async () => {
+    skip = await serverUnavailable();
+    if (skip) {
+      return;
+    }
+    assert.ok(fs.existsSync(VSIX), `the packaged extension ${VSIX} (npm run package)`);
+    const entry = codeServerEntry();
+    assert.ok(fs.existsSync(entry), `code-server at ${entry}`);
+    profile = makeProfile();
+    fake = await FakeLLM.start();
+    writeSettings(profile, fake, DARK);
+    // The packaged .vsix, installed as a user would (`code-server --install-extension`).
+    const installed = execFileSync(
+      process.execPath,
+      [entry, '--config', path.join(profile.base, 'code-server.yaml'), '--user-data-dir', profile.userData, '--extensions-dir', profile.extensions, '--install-extension', VSIX],
+      { encoding: 'utf8', env: { ...process.env, XDG_CONFIG_HOME: profile.base } },
+    );
+    assert.match(installed, /successfully installed/);
+    const port = await freePort();
+    codeServer = await startCodeServer(entry, profile, port, codeServerLog);
+    url = `http://127.0.0.1:${port}/?folder=${encodeURIComponent(profile.workspace)}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
+    page = await context.newPage();
+    page.setDefaultTimeout(30_000);
+    fs.mkdirSync(OUTPUT, { recursive: true });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await stopProcess(codeServer);
+    await fake?.stop();
+    if (profile) {
+      fs.rmSync(profile.base, { recursive: true, force: true });
+    }
+    console.log(`# workbench test: ${((Date.now() - started) / 1000).toFixed(1)} s in all`);
+  });
+
+  // PARLEY_WORKBENCH_DEBUG=1: the whole window after each test, to see what a failure saw.
+  afterEach(async (t) => {
+    if (process.env.PARLEY_WORKBENCH_DEBUG && page) {
+      const name = t.name.replace(/[^a-z]+/gi, '-').slice(0, 40);
+      await page.screenshot({ path: path.join(OUTPUT, `workbench-debug-${name}.png`) });
+      const requests = (await fake?.requests()) ?? [];
+      console.log(`# ${t.name}: ${requests.map((r) => `${r.api} stream=${r.stream} reply=${r.reply_index} status=${r.status}`).join('; ')}`);
+    }
+  });
+
+  /**
+   * Runs a command from the command palette (F1), by its title. The palette lists the commands
+   * known when it opens: while the window starts, it is opened again until the command is there.
+   */
+  async function runCommand(title: string): Promise<void> {
+    const input = page.locator('.quick-input-widget input');
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+    for (let attempt = 1; ; attempt++) {
+      await page.keyboard.press('F1');
+      await input.waitFor();
+      await input.fill(`>${title}`);
+      try {
+        await row.waitFor({ timeout: 5000 });
+        break;
+      } catch (err) {
+        await page.keyboard.press('Escape');
+        if (attempt === 6) {
+          throw err;
+        }
+      }
+    }
+    await input.press('Enter');
+    await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
+  }
+
+  /** Opens the window, and the Parley view with "Parley: Open Chat" (whatever the sidebar shows). */
+  async function openWindow(reload: boolean): Promise<FrameLocator> {
+    if (reload) {
+      await page.reload();
+    } else {
+      await page.goto(url);
+    }
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    await page.locator('.activitybar .action-item a[aria-label^="Parley"]').first().waitFor({ timeout: 60_000 });
+    await runCommand('Parley: Open Chat');
+    const chat = chatFrame(page);
+    await chat.locator('#prompt').waitFor();
+    return chat;
+  }
+
+  async function send(chat: FrameLocator, text: string): Promise<void> {
+    await chat.locator('#prompt').fill(text);
+    await chat.locator('#prompt').press('Enter');
+  }
+
+  async function turnEnded(chat: FrameLocator): Promise<void> {
+    await chat.locator('#stop-button').waitFor({ state: 'hidden' });
+    await chat.locator('#send-button').waitFor({ state: 'visible' });
+  }
+
+  /**
+   * A code block and inline code have a background that differs from the sidebar's (as drawn:
+   * the colours composited on a canvas), by at least 12 in the sum of the RGB channels.
+   */
+  async function codeStandsOut(chat: FrameLocator, theme: string): Promise<void> {
+    const differences = await chat.locator('.entry-agent').first().evaluate((agent) => {
+      const canvas = agent.ownerDocument.createElement('canvas');
+      canvas.width = canvas.height = 1;
+      const ctx = canvas.getContext('2d')!;
+      const sidebar = getComputedStyle(agent.ownerDocument.documentElement).getPropertyValue('--vscode-sideBar-background').trim();
+      const drawn = (colours: string[]) => {
+        ctx.clearRect(0, 0, 1, 1);
+        for (const c of colours) {
+          ctx.fillStyle = c;
+          ctx.fillRect(0, 0, 1, 1);
+        }
+        return Array.from(ctx.getImageData(0, 0, 1, 1).data.slice(0, 3));
+      };
+      const base = drawn([sidebar]);
+      const diff = (el: Element | null) => {
+        const rgb = drawn([sidebar, el ? getComputedStyle(el).backgroundColor : sidebar]);
+        return rgb.reduce((sum, v, i) => sum + Math.abs(v - base[i]), 0);
+      };
+      return { sidebar, block: diff(agent.querySelector('pre')), inline: diff(agent.querySelector(':not(pre) > code')) };
+    });
+    assert.ok(differences.sidebar, 'VS Code gave the page its sidebar colour');
+    assert.ok(differences.block >= 12, `${theme}: a code block stands out from the sidebar (${JSON.stringify(differences)})`);
+    assert.ok(differences.inline >= 12, `${theme}: inline code stands out from the sidebar (${JSON.stringify(differences)})`);
+  }
+
+  async function sidebarShot(name: string): Promise<void> {
+    await page.locator('.part.sidebar').screenshot({ path: path.join(OUTPUT, `workbench-${name}.png`) });
+  }
+
+  it('activates, and the chat fits the default sidebar without scrolling sideways', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = await openWindow(false);
+    const sidebar = await page.locator('.part.sidebar').boundingBox();
+    assert.equal(sidebar?.width, 300, 'the default sidebar width');
+    // Every toolbar button is inside the view, and nothing scrolls sideways.
+    const layout = await chat.locator('body').evaluate((body) => {
+      const doc = body.ownerDocument.documentElement;
+      const buttons = Array.from(body.querySelectorAll<HTMLElement>('#toolbar button, #toolbar select'))
+        .filter((b) => b.offsetParent !== null)
+        .map((b) => ({ name: b.textContent?.trim() || b.getAttribute('aria-label') || b.id, right: b.getBoundingClientRect().right }));
+      return { width: doc.clientWidth, scrollWidth: doc.scrollWidth, buttons };
+    });
+    assert.ok(layout.width <= 300, `the page is at most the sidebar's width (${layout.width})`);
+    assert.ok(layout.scrollWidth <= layout.width, `no sideways scroll (${layout.scrollWidth} > ${layout.width})`);
+    for (const b of layout.buttons) {
+      assert.ok(b.right <= layout.width, `${b.name} is inside the view (${b.right} > ${layout.width})`);
+    }
+    await chat.locator('#toolbar').getByText('New', { exact: true }).waitFor();
+  });
+
+  it('streams an answer into the chat', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await fake!.script(CONVERSATION);
+    await send(chat, 'How do I compute the area of a rectangle?');
+    const agent = chat.locator('.entry-agent').last();
+    // Seen while it streams: part of the text, and the Stop button.
+    await chat.locator('#stop-button').waitFor({ state: 'visible' });
+    await agent.getByText('Here is the').waitFor();
+    // The lengths seen while Stop is shown: the answer grows in steps.
+    const seen = new Set<number>();
+    while (await chat.locator('#stop-button').isVisible()) {
+      seen.add((await agent.innerText()).length);
+      await delay(100);
+    }
+    await turnEnded(chat);
+    const full = await agent.innerText();
+    assert.ok([...seen].filter((n) => n < full.length).length >= 3, `streamed in steps: ${[...seen].join(', ')} of ${full.length}`);
+    assert.match(full, /Here is the area of a rectangle:/);
+    assert.match(await agent.locator('pre code').innerText(), /def area\(width, height\):\n {4}return width \* height/);
+    await chat.locator('.entry-user', { hasText: 'How do I compute the area of a rectangle?' }).waitFor();
+    // The server titles the session from the first prompt; the view shows it.
+    await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
+    // With a code block in it, the chat still does not scroll sideways at 300 px.
+    const transcript = await chat.locator('#transcript').evaluate((t) => ({ client: t.clientWidth, scroll: t.scrollWidth }));
+    assert.ok(transcript.scroll <= transcript.client, `the chat does not scroll sideways (${transcript.scroll} > ${transcript.client})`);
+  });
+
+  it('asks permission before running Python, and runs it when allowed', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await send(chat, 'What does print(6 * 7) print?');
+    const card = chat.locator('.entry-permission').last();
+    await card.getByText('Parley asks permission').waitFor();
+    await sidebarShot('permission-dark');
+    await card.locator('button[data-kind="allow_once"]').click();
+    await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
+    await turnEnded(chat);
+    await chat.locator('.entry-tool', { hasText: '42' }).first().waitFor();
+  });
+
+  it('stops a streaming turn with Stop', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await send(chat, 'Tell me something long.');
+    const agent = chat.locator('.entry-agent').last();
+    await agent.getByText('This answer streams').waitFor();
+    await chat.locator('#stop-button').click();
+    await turnEnded(chat);
+    await chat.getByText(/Stopped/).last().waitFor();
+    const shown = (await agent.innerText()).length;
+    assert.ok(shown < SLOW.length, `stopped half way (${shown} of ${SLOW.length} characters)`);
+  });
+
+  it('reopens a session from History with its title, and New stores no empty session', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await chat.locator('#new-button').click();
+    await chat.locator('#empty').waitFor({ state: 'visible' });
+    assert.equal(await chat.locator('.entry-user').count(), 0, 'New shows an empty chat');
+    await chat.locator('#sessions-button').click();
+    const rows = chat.locator('#session-list li[data-session-id]');
+    await rows.first().waitFor();
+    const titles = await chat.locator('#session-list .session-title').allInnerTexts();
+    assert.deepEqual(titles, ['How do I compute the area of a rectangle?'], 'one stored session: the one with prompts');
+    await rows.first().click();
+    await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
+    await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
+    await sidebarShot('history-reopened');
+  });
+
+  it('brings the open conversation back after a window reload, with its title', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = await openWindow(true);
+    await chat.locator('.entry-user', { hasText: 'How do I compute the area of a rectangle?' }).waitFor();
+    await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
+    await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
+    // Reloading stored no new session.
+    await chat.locator('#sessions-button').click();
+    await chat.locator('#session-list li[data-session-id]').first().waitFor();
+    assert.deepEqual(await chat.locator('#session-list .session-title').allInnerTexts(), ['How do I compute the area of a rectangle?']);
+    await chat.locator('#sessions-close').click();
+  });
+
+  it('shows the server log: the server\'s stderr and the extension\'s own lines', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await send(chat, 'And the perimeter?');
+    await chat.locator('.entry-agent', { hasText: 'The perimeter is' }).waitFor();
+    await turnEnded(chat);
+    await runCommand('Parley: Show Server Log');
+    // The channel's editor: the extension's lines since the reload (Monaco writes spaces as U+00A0).
+    const output = page.locator('.part.panel .monaco-editor .view-lines');
+    await output.waitFor();
+    let text = '';
+    for (let i = 0; i < 100 && !/HTTP Request: POST/.test(text); i++) {
+      text = (await output.innerText()).replace(/\s+/g, ' '); // wrapped lines joined again
+      await delay(100);
+    }
+    assert.match(text, /\[info\] Starting the Parley server: \S+parley serve \(in /);
+    assert.match(text, /\[info\] The server is ready/);
+    assert.match(text, /\[info\] Loaded session sess_\w+ \(How do I compute the area of a rectangle\?\)/);
+    // The server's stderr, at the channel's level (Info): its request to the model.
+    assert.match(text, /\[info\] \[server\] httpx\S*: HTTP Request: POST http:\/\/127\.0\.0\.1:\d+\/v1\//);
+    await page.locator('.part.panel').screenshot({ path: path.join(OUTPUT, 'workbench-server-log.png') });
+    await page.keyboard.press('Control+J'); // hide the panel again
+  });
+
+  it('renders code in Dark Modern and Light Modern', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await chat.locator('.entry-agent pre').first().scrollIntoViewIfNeeded();
+    await sidebarShot('dark');
+    await codeStandsOut(chat, 'Dark Modern');
+    assert.equal(await page.locator('.monaco-workbench.vs-dark').count(), 1, 'Dark Modern is a dark theme');
+    // Light Modern in the profile's settings.json, read as the window opens again.
+    writeSettings(profile, fake!, LIGHT);
+    const light = await openWindow(true);
+    await page.locator('.monaco-workbench.vs').waitFor();
+    await light.locator('.entry-agent pre').first().scrollIntoViewIfNeeded();
+    await sidebarShot('light');
+    await codeStandsOut(light, 'Light Modern');
+  });
+
+  it('in Restricted Mode shows the chat saying why Parley is off, and starts no server', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    // The same profile, with workspace trust on: the folder was never trusted.
+    await stopProcess(codeServer);
+    writeSettings(profile, fake!, DARK, true);
+    const port = await freePort();
+    codeServer = await startCodeServer(codeServerEntry(), profile, port, codeServerLog, true);
+    url = `http://127.0.0.1:${port}/?folder=${encodeURIComponent(profile.workspace)}`;
+    const chat = await openWindow(false);
+    await page.getByText('Restricted Mode', { exact: true }).first().waitFor(); // the workbench's status bar item
+    await chat.locator('.entry-notice', { hasText: 'Parley is off in Restricted Mode' }).waitFor();
+    await sidebarShot('restricted');
+    await send(chat, 'Are you there?');
+    await delay(1000);
+    assert.equal(await chat.locator('.entry-agent').count(), 0, 'no answer: no server');
+    await runCommand('Parley: Show Server Log');
+    const output = page.locator('.part.panel .monaco-editor .view-lines');
+    await output.waitFor();
+    const text = (await output.innerText()).replace(/\s+/g, ' ');
+    assert.match(text, /\[warning\] Not starting the server: Parley is off in Restricted Mode/);
+    assert.doesNotMatch(text, /Starting the Parley server/);
+  });
+});
