@@ -326,7 +326,7 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
         const rgb = drawn([sidebar, el ? getComputedStyle(el).backgroundColor : sidebar]);
         return rgb.reduce((sum, v, i) => sum + Math.abs(v - base[i]), 0);
       };
-      return { sidebar, block: diff(agent.querySelector('pre')), inline: diff(agent.querySelector(':not(pre) > code')) };
+      return { sidebar, block: diff(agent.querySelector('.code-block') ?? agent.querySelector('pre')), inline: diff(agent.querySelector(':not(pre) > code')) };
     });
     assert.ok(differences.sidebar, 'VS Code gave the page its sidebar colour');
     assert.ok(differences.block >= 12, `${theme}: a code block stands out from the sidebar (${JSON.stringify(differences)})`);
