@@ -24,7 +24,7 @@ import {
   nextFrames,
   openChatPage,
   postToPage,
-  postedByPage,
+  posted,
   setTheme,
   textContrasts,
 } from './webviewPage';
@@ -155,7 +155,7 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), PYTHON);
 
     await page.locator('.code-block').nth(1).locator('button.code-insert').click();
-    const inserts = (await postedByPage(page)).filter((m) => m.type === 'insertCode');
+    const inserts = (await posted(page)).filter((m) => m.type === 'insertCode');
     assert.deepEqual(inserts, [{ type: 'insertCode', text: 'python -m pip install --upgrade "geometry>=2.0" && echo ok' }]);
     // Reached by keyboard: Tab from the first block's Copy goes to its Insert.
     await page.locator('.code-block').first().locator('button.code-copy').focus();

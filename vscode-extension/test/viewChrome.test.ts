@@ -10,10 +10,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import type { Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 
 import type { ChatEvent } from '../src/core/chatState';
-import { DARK, Host, LIGHT, OUTPUT, type ViewPage, clearPosted, haveChromium, openViewPage, posted, setTheme } from './viewPage';
+import { type ChatPage, Host, OUTPUT, type ThemeKind, clearPosted, haveChromium, launchChromium, openChatPage, posted, setTheme } from './webviewPage';
 
 const WIDTH = 280;
 
@@ -83,16 +83,18 @@ async function clipped(page: Page, selector: string): Promise<string[]> {
 }
 
 describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no Chromium' }, () => {
-  let view: ViewPage;
+  let browser: Browser;
+  let view: ChatPage;
   let page: Page;
 
   before(async () => {
-    view = await openViewPage(WIDTH, 760);
+    browser = await launchChromium();
+    view = await openChatPage(browser, { width: WIDTH, height: 760 });
     page = view.page;
   });
 
   after(async () => {
-    await view?.browser.close();
+    await browser?.close();
   });
 
   it('the toolbar fits: no sideways scrolling, every control inside the view, at 280 and 300 px', async () => {
@@ -323,13 +325,10 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     );
     await host.apply(ask('p1', 's-shot'));
     await page.locator('.entry-permission').waitFor({ state: 'visible', timeout: 5000 });
-    const themes: [Record<string, string>, 'vscode-dark' | 'vscode-light'][] = [
-      [DARK, 'vscode-dark'],
-      [LIGHT, 'vscode-light'],
-    ];
+    const themes: ThemeKind[] = ['vscode-dark', 'vscode-light'];
     fs.mkdirSync(OUTPUT, { recursive: true });
-    for (const [theme, kind] of themes) {
-      await setTheme(page, theme, kind);
+    for (const kind of themes) {
+      await setTheme(page, kind);
       await page.screenshot({ path: path.join(OUTPUT, `chat-view-permission-${kind.slice(7)}.png`) });
     }
     await host.apply({ type: 'permissionAnswered', requestId: 'p1', cancelled: true });
@@ -344,13 +343,13 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     );
     const card = page.locator('.entry-notice.notice-error');
     await card.waitFor({ state: 'visible', timeout: 5000 });
-    for (const [theme, kind] of themes) {
-      await setTheme(page, theme, kind);
+    for (const kind of themes) {
+      await setTheme(page, kind);
       const [fg, bg] = await card.evaluate((el) => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]);
       assert.notEqual(fg, bg);
       await page.screenshot({ path: path.join(OUTPUT, `chat-view-error-${kind.slice(7)}.png`) });
     }
-    await setTheme(page, DARK, 'vscode-dark');
+    await setTheme(page, 'vscode-dark');
     assert.deepEqual(view.problems, []);
   });
 });

@@ -9,84 +9,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { type Browser, type Page, chromium } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 
 import type { ChatEvent } from '../src/core/chatState';
-import { type ChatState, initialState, reduce } from '../src/core/chatState';
-import { chatPageHtml, viewMessages } from '../src/core/webviewHtml';
-import type { HostToView } from '../src/common/view';
-import type { SessionUpdate } from '../src/client/protocol';
-
-const ROOT = path.resolve(__dirname, '..', '..');
-const OUTPUT = path.join(ROOT, 'test-output');
-const ORIGIN = 'https://parley-webview.test';
-const CHROMIUM = process.env.PARLEY_CHROMIUM ?? '/usr/bin/chromium';
-
-// VS Code's Dark Modern colours for the variables the page uses (VS Code injects these).
-const THEME: Record<string, string> = {
-  '--vscode-font-family': 'system-ui, "Ubuntu", "Droid Sans", sans-serif',
-  '--vscode-font-size': '13px',
-  '--vscode-editor-font-family': '"Droid Sans Mono", "monospace", monospace',
-  '--vscode-editor-font-size': '12px',
-  '--vscode-foreground': '#cccccc',
-  '--vscode-descriptionForeground': '#9d9d9d',
-  '--vscode-sideBar-background': '#181818',
-  '--vscode-panel-border': '#2b2b2b',
-  '--vscode-input-background': '#313131',
-  '--vscode-input-foreground': '#cccccc',
-  '--vscode-input-border': '#3c3c3c',
-  '--vscode-button-background': '#0078d4',
-  '--vscode-button-foreground': '#ffffff',
-  '--vscode-button-secondaryBackground': '#313131',
-  '--vscode-button-secondaryForeground': '#cccccc',
-  '--vscode-badge-background': '#616161',
-  '--vscode-badge-foreground': '#f8f8f8',
-  '--vscode-textLink-foreground': '#4daafc',
-  '--vscode-textCodeBlock-background': '#2b2b2b',
-  '--vscode-dropdown-background': '#313131',
-  '--vscode-dropdown-border': '#3c3c3c',
-  '--vscode-dropdown-foreground': '#cccccc',
-  '--vscode-focusBorder': '#0078d4',
-  '--vscode-diffEditor-insertedLineBackground': 'rgba(155, 185, 85, 0.2)',
-  '--vscode-diffEditor-removedLineBackground': 'rgba(255, 0, 0, 0.2)',
-  '--vscode-gitDecoration-addedResourceForeground': '#81b88b',
-  '--vscode-gitDecoration-deletedResourceForeground': '#c74e39',
-};
-
-// VS Code's Light Modern colours for the same variables.
-const LIGHT_THEME: Record<string, string> = {
-  ...THEME,
-  '--vscode-foreground': '#3b3b3b',
-  '--vscode-descriptionForeground': '#3b3b3b',
-  '--vscode-sideBar-background': '#f8f8f8',
-  '--vscode-panel-border': '#e5e5e5',
-  '--vscode-input-background': '#ffffff',
-  '--vscode-input-foreground': '#3b3b3b',
-  '--vscode-input-border': '#cecece',
-  '--vscode-button-secondaryBackground': '#e5e5e5',
-  '--vscode-button-secondaryForeground': '#3b3b3b',
-  '--vscode-textCodeBlock-background': '#f8f8f8',
-  '--vscode-dropdown-background': '#ffffff',
-  '--vscode-dropdown-border': '#cecece',
-  '--vscode-dropdown-foreground': '#3b3b3b',
-  '--vscode-textLink-foreground': '#005fb8',
-  '--vscode-gitDecoration-addedResourceForeground': '#587c0c',
-  '--vscode-gitDecoration-deletedResourceForeground': '#ad0707',
-};
-
-/** Sets the page's theme variables and body class, as VS Code does when the theme changes. */
-async function setTheme(page: Page, theme: Record<string, string>, kind: 'vscode-dark' | 'vscode-light'): Promise<void> {
-  await page.evaluate(
-    ([vars, cls]) => {
-      for (const [k, v] of Object.entries(vars)) {
-        document.documentElement.style.setProperty(k, v);
-      }
-      document.body.classList.remove('vscode-dark', 'vscode-light');
-      document.body.classList.add(cls);
-    },
-    [theme, kind] as const,
-  );
-}
+import { CHROMIUM, Host, OUTPUT, type ThemeKind, haveChromium, launchChromium, openChatPage, posted, setTheme } from './webviewPage';
 
 /**
  * For each element matching `selector`: the contrast ratio (WCAG) of its text, and of its
@@ -146,146 +72,16 @@ async function contrasts(page: Page, selector: string): Promise<{ text: number; 
   });
 }
 
-async function serve(page: Page, html: string): Promise<void> {
-  // The page script's modules and vendor scripts (out/webview/**/*.js), and the style sheet.
-  const webviewFile = (p: string) =>
-    p.endsWith('.js') && !p.includes('..') ? { file: path.join(ROOT, 'out', 'webview', p), type: 'text/javascript' } : undefined;
-  const files: Record<string, { file: string; type: string }> = {
-    // main.js (out/webview) imports ../common/display.js: the display rules the host shares.
-    '/common/display.js': { file: path.join(ROOT, 'out', 'common', 'display.js'), type: 'text/javascript' },
-    '/chat.css': { file: path.join(ROOT, 'media', 'chat.css'), type: 'text/css' },
-  };
-  await page.route(`${ORIGIN}/**`, async (route) => {
-    const url = new URL(route.request().url());
-    if (url.pathname === '/index.html') {
-      await route.fulfill({ status: 200, contentType: 'text/html', body: html });
-      return;
-    }
-    const f = files[url.pathname] ?? webviewFile(url.pathname);
-    if (!f) {
-      await route.fulfill({ status: 404, body: 'not found' });
-      return;
-    }
-    if (!fs.existsSync(f.file)) {
-      await route.fulfill({ status: 404, body: `missing ${f.file}` });
-      return;
-    }
-    await route.fulfill({ status: 200, contentType: f.type, body: fs.readFileSync(f.file) });
-  });
-}
-
-/** The host side of the test: the real reducer, and the messages the extension would post. */
-class Host {
-  state: ChatState = initialState();
-  constructor(private readonly page: Page) {}
-
-  async send(message: HostToView): Promise<void> {
-    await this.page.evaluate((m) => window.postMessage(m, '*'), message);
-  }
-
-  async apply(...events: ChatEvent[]): Promise<void> {
-    for (const event of events) {
-      const next = reduce(this.state, event);
-      const messages = viewMessages(this.state, next);
-      this.state = next;
-      for (const m of messages) {
-        await this.send(m);
-      }
-    }
-  }
-
-  update(update: SessionUpdate): Promise<void> {
-    return this.apply({ type: 'update', update });
-  }
-
-  async chunks(kind: 'agent_message_chunk' | 'agent_thought_chunk', messageId: string, text: string, size = 7): Promise<void> {
-    for (let i = 0; i < text.length; i += size) {
-      await this.update({ sessionUpdate: kind, messageId, content: { type: 'text', text: text.slice(i, i + size) } });
-    }
-  }
-}
-
-async function posted(page: Page): Promise<unknown[]> {
-  return page.evaluate(() => (window as unknown as { __posted: unknown[] }).__posted);
-}
-
-const haveChromium = fs.existsSync(CHROMIUM);
-
 describe('chat view page in headless Chromium', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
   let browser: Browser;
   let page: Page;
-  const problems: string[] = [];
+  let problems: string[];
 
   before(async () => {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
-    const context = await browser.newContext({ viewport: { width: 440, height: 1100 }, deviceScaleFactor: 1 });
-    page = await context.newPage();
-    page.on('console', (msg) => {
-      if (msg.type() === 'error' || msg.type() === 'warning') {
-        problems.push(`console ${msg.type()}: ${msg.text()}`);
-      }
-    });
-    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    // Anything not served by the stand-in webview origin is a remote resource: refuse it.
-    await page.route(/^(?!https:\/\/parley-webview\.test\/).*/, (route) => {
-      problems.push(`remote request: ${route.request().url()}`);
-      return route.abort();
-    });
-    await page.addInitScript((theme: Record<string, string>) => {
-      const w = window as unknown as { __posted: unknown[]; __state: unknown; acquireVsCodeApi: () => unknown };
-      w.__posted = [];
-      w.__state = undefined;
-      let acquired = false;
-      w.acquireVsCodeApi = () => {
-        if (acquired) {
-          throw new Error('acquireVsCodeApi called twice');
-        }
-        acquired = true;
-        return {
-          postMessage: (m: unknown) => w.__posted.push(m),
-          getState: () => w.__state,
-          setState: (s: unknown) => {
-            w.__state = s;
-          },
-        };
-      };
-      const applyTheme = () => {
-        for (const [k, v] of Object.entries(theme)) {
-          document.documentElement.style.setProperty(k, v);
-        }
-        document.body?.classList.add('vscode-dark');
-      };
-      if (document.documentElement) {
-        applyTheme();
-      }
-      document.addEventListener('DOMContentLoaded', applyTheme);
-    }, THEME);
-    const html = chatPageHtml({
-      cspSource: ORIGIN,
-      nonce: 'testnonce0123456789abcdef',
-      scriptUri: `${ORIGIN}/main.js`,
-      markdownItUri: `${ORIGIN}/vendor/markdown-it.min.js`,
-      highlightUri: `${ORIGIN}/vendor/highlight.min.js`,
-      styleUri: `${ORIGIN}/chat.css`,
-    });
-    await serve(page, html);
-    await page.goto(`${ORIGIN}/index.html`);
-    await page.waitForFunction(() =>
-      (window as unknown as { __posted: { type: string }[] }).__posted.some((m) => m.type === 'ready'),
-    );
+    browser = await launchChromium();
+    const view = await openChatPage(browser, { width: 440, height: 1100 });
+    page = view.page;
+    problems = view.problems;
   });
 
   after(async () => {
@@ -682,12 +478,9 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
 
     // Readable in both themes: the text and the signs stand out from the added and removed
     // lines' tints, which differ from each other and from unchanged lines.
-    const themes: [Record<string, string>, 'vscode-dark' | 'vscode-light'][] = [
-      [THEME, 'vscode-dark'],
-      [LIGHT_THEME, 'vscode-light'],
-    ];
-    for (const [theme, kind] of themes) {
-      await setTheme(page, theme, kind);
+    const themes: ThemeKind[] = ['vscode-dark', 'vscode-light'];
+    for (const kind of themes) {
+      await setTheme(page, kind);
       const added = await contrasts(page, '.entry-permission .diff-add');
       const removed = await contrasts(page, '.entry-permission .diff-del');
       const unchanged = await contrasts(page, '.entry-permission .diff-ctx');
@@ -707,7 +500,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       fs.mkdirSync(OUTPUT, { recursive: true });
       await card.screenshot({ path: path.join(OUTPUT, `chat-view-diff-${kind.slice('vscode-'.length)}.png`) });
     }
-    await setTheme(page, THEME, 'vscode-dark');
+    await setTheme(page, 'vscode-dark');
 
     // "Open diff" for each file asks the host for the editor's diff view of that file.
     const openButtons = card.locator('button.diff-open');

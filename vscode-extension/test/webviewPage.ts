@@ -1,8 +1,10 @@
 /**
  * The chat view's real page in headless Chromium (Debian's, driven by playwright-core) with a
- * stand-in for the VS Code webview API, for the message rendering tests: the page's HTML with
- * its CSP, its script modules and vendor scripts from out/webview (or `PARLEY_WEBVIEW_DIR`, to
- * measure another build), VS Code's theme variables for Dark Modern and Light Modern.
+ * stand-in for the VS Code webview API — the one harness of the view's page tests
+ * (webview.test.ts, viewChrome.test.ts, messageRendering.test.ts): the page's HTML with its
+ * CSP, its script modules and vendor scripts from out/webview (or `PARLEY_WEBVIEW_DIR`, to
+ * measure another build), VS Code's theme variables for Dark Modern and Light Modern, and the
+ * host side (the real reducer and host→view bridge).
  */
 
 import * as fs from 'node:fs';
@@ -10,8 +12,10 @@ import * as path from 'node:path';
 
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 
+import type { SessionUpdate } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
-import { chatPageHtml } from '../src/core/webviewHtml';
+import { type ChatEvent, type ChatState, initialState, reduce } from '../src/core/chatState';
+import { chatPageHtml, viewMessages } from '../src/core/webviewHtml';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 export const OUTPUT = path.join(ROOT, 'test-output');
@@ -35,16 +39,26 @@ export const DARK: Record<string, string> = {
   '--vscode-panel-border': '#2b2b2b',
   '--vscode-input-background': '#313131',
   '--vscode-input-foreground': '#cccccc',
+  '--vscode-input-border': '#3c3c3c',
   '--vscode-button-background': '#0078d4',
   '--vscode-button-foreground': '#ffffff',
   '--vscode-button-secondaryBackground': '#313131',
   '--vscode-button-secondaryForeground': '#cccccc',
+  '--vscode-badge-background': '#616161',
+  '--vscode-badge-foreground': '#f8f8f8',
   '--vscode-toolbar-hoverBackground': 'rgba(90, 93, 94, 0.31)',
   '--vscode-textLink-foreground': '#4daafc',
   '--vscode-textCodeBlock-background': '#2b2b2b',
   '--vscode-textPreformat-background': '#3c3c3c',
   '--vscode-textPreformat-foreground': '#d0d0d0',
+  '--vscode-dropdown-background': '#313131',
+  '--vscode-dropdown-border': '#3c3c3c',
+  '--vscode-dropdown-foreground': '#cccccc',
   '--vscode-focusBorder': '#0078d4',
+  '--vscode-errorForeground': '#f85149',
+  '--vscode-inputValidation-errorBorder': '#be1100',
+  '--vscode-inputValidation-errorBackground': '#5a1d1d',
+  '--vscode-inputValidation-warningBorder': '#b89500',
   '--vscode-debugTokenExpression-name': '#c586c0',
   '--vscode-debugTokenExpression-string': '#ce9178',
   '--vscode-debugTokenExpression-boolean': '#4e94ce',
@@ -71,6 +85,8 @@ export const LIGHT: Record<string, string> = {
   '--vscode-panel-border': '#e5e5e5',
   '--vscode-input-background': '#ffffff',
   '--vscode-input-foreground': '#3b3b3b',
+  '--vscode-input-border': '#cecece',
+  '--vscode-button-background': '#005fb8',
   '--vscode-button-secondaryBackground': '#e5e5e5',
   '--vscode-button-secondaryForeground': '#3b3b3b',
   '--vscode-toolbar-hoverBackground': 'rgba(184, 184, 184, 0.31)',
@@ -78,6 +94,11 @@ export const LIGHT: Record<string, string> = {
   '--vscode-textCodeBlock-background': '#f8f8f8',
   '--vscode-textPreformat-background': 'rgba(0, 0, 0, 0.12)',
   '--vscode-textPreformat-foreground': '#3b3b3b',
+  '--vscode-dropdown-background': '#ffffff',
+  '--vscode-dropdown-border': '#cecece',
+  '--vscode-dropdown-foreground': '#3b3b3b',
+  '--vscode-errorForeground': '#e51400',
+  '--vscode-inputValidation-errorBackground': '#f2dede',
   '--vscode-debugTokenExpression-name': '#9b46b0',
   '--vscode-debugTokenExpression-string': '#a31515',
   '--vscode-debugTokenExpression-boolean': '#0000ff',
@@ -124,6 +145,7 @@ export async function openChatPage(
     }
   });
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  // Anything not served by the stand-in webview origin is a remote resource: refuse it.
   await page.route(/^(?!https:\/\/parley-webview\.test\/).*/, (route) => {
     problems.push(`remote request: ${route.request().url()}`);
     return route.abort();
@@ -131,6 +153,7 @@ export async function openChatPage(
   await page.addInitScript((theme: Record<string, string>) => {
     const w = window as unknown as { __posted: unknown[]; __state: unknown; acquireVsCodeApi: () => unknown; __markdownChars: number };
     w.__posted = [];
+    w.__state = undefined;
     // Counts the characters markdown-it renders (the benchmark's measure of work that does not
     // depend on the machine's speed): wraps the factory the vendor script sets.
     type Md = { render(src: string, env?: unknown): string };
@@ -151,13 +174,21 @@ export async function openChatPage(
         };
       },
     });
-    w.acquireVsCodeApi = () => ({
-      postMessage: (m: unknown) => w.__posted.push(m),
-      getState: () => w.__state,
-      setState: (s: unknown) => {
-        w.__state = s;
-      },
-    });
+    // VS Code lets a page acquire the API once; a second call throws there, so here too.
+    let acquired = false;
+    w.acquireVsCodeApi = () => {
+      if (acquired) {
+        throw new Error('acquireVsCodeApi called twice');
+      }
+      acquired = true;
+      return {
+        postMessage: (m: unknown) => w.__posted.push(m),
+        getState: () => w.__state,
+        setState: (s: unknown) => {
+          w.__state = s;
+        },
+      };
+    };
     const applyTheme = () => {
       for (const [k, v] of Object.entries(theme)) {
         document.documentElement.style.setProperty(k, v);
@@ -222,8 +253,47 @@ export async function postToPage(page: Page, message: HostToView): Promise<void>
 }
 
 /** What the page posted to the host so far. */
-export async function postedByPage(page: Page): Promise<{ type: string; [k: string]: unknown }[]> {
+export async function posted(page: Page): Promise<{ type: string; [k: string]: unknown }[]> {
   return page.evaluate(() => (window as unknown as { __posted: { type: string }[] }).__posted);
+}
+
+/** Forgets what the page posted so far. */
+export async function clearPosted(page: Page): Promise<void> {
+  await page.evaluate(() => {
+    (window as unknown as { __posted: unknown[] }).__posted = [];
+  });
+}
+
+/** The host side: the real reducer, and the messages the extension would post. */
+export class Host {
+  state: ChatState = initialState();
+  constructor(private readonly page: Page) {}
+
+  async send(message: HostToView): Promise<void> {
+    await postToPage(this.page, message);
+  }
+
+  async apply(...events: ChatEvent[]): Promise<void> {
+    for (const event of events) {
+      const next = reduce(this.state, event);
+      const messages = viewMessages(this.state, next);
+      this.state = next;
+      for (const m of messages) {
+        await this.send(m);
+      }
+    }
+  }
+
+  update(update: SessionUpdate): Promise<void> {
+    return this.apply({ type: 'update', update });
+  }
+
+  /** Streams `text` as chunks of `size` characters of one message. */
+  async chunks(kind: 'agent_message_chunk' | 'agent_thought_chunk', messageId: string, text: string, size = 7): Promise<void> {
+    for (let i = 0; i < text.length; i += size) {
+      await this.update({ sessionUpdate: kind, messageId, content: { type: 'text', text: text.slice(i, i + size) } });
+    }
+  }
 }
 
 /** Waits until the page has drawn two more frames (a streamed message renders at the next one). */
