@@ -392,8 +392,11 @@ as `_meta.parley' itself, and no totals."
     (when totals
       (parley--record-usage 'totals totals))
     (parley--close-tail)
-    ;; Why it stopped, as the server says (`stopText'), or docs/display.md.
-    (parley--insert-stop result)
+    ;; Why it stopped, as the server says (`stopText'), or docs/display.md;
+    ;; not again when a notice said it.
+    (unless parley--noticed
+      (parley--insert-stop result))
+    (setq parley--noticed nil)
     (parley--end-turn-state)))
 
 (defconst parley--provider-error -32001
@@ -503,6 +506,7 @@ session, without the history above." why))
   "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
   (let ((buffer (current-buffer)))
     (setq parley--busy t
+          parley--noticed nil
           parley--last-prompt blocks)
     (force-mode-line-update)
     (parley--with-session

@@ -886,9 +886,25 @@ Only a chunk with a newline completes lines: the others cost nothing."
         (parley--append (parley--new-block 'user id)
                         (parley--props text 'face 'parley-user-text))))))
 
+(defvar-local parley--noticed nil
+  "Non-nil when a notice said why this turn stopped.
+The turn's `stopText' is then not shown again.")
+
+(defun parley--on-notice (update)
+  "Show the notice chunk UPDATE: Parley about the turn, not the answer.
+Shown once, as a notice in the warning face of a stop line; the
+turn's `stopText' is then left out (docs/display.md, notices)."
+  (let ((text (string-trim-right (parley--content-text (plist-get update :content)))))
+    (parley--fold-thoughts)
+    (unless (string-empty-p text)
+      (parley--insert-notice text 'parley-warning)
+      (setq parley--noticed t))))
+
 (defun parley--update (update)
   "Show the `session/update' UPDATE in the current chat buffer."
   (pcase (plist-get update :sessionUpdate)
+    ((and "agent_message_chunk" (guard (eq (parley--meta update :notice) t)))
+     (parley--on-notice update))
     ("agent_message_chunk" (parley--on-message update))
     ("agent_thought_chunk" (parley--on-thought update))
     ("user_message_chunk" (parley--on-user-chunk update))

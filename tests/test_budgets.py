@@ -58,6 +58,7 @@ async def test_a_turn_past_the_session_budget_does_not_call_the_provider(
         shown = len(run.editor.text_of(session_id))
         refused = await run.conn.prompt(session_id=session_id, prompt=[text_block("More.")])
         why = run.editor.text_of(session_id)[shown:]
+        chunks = run.recording.raw_updates(session_id, "agent_message_chunk")
         shown = len(run.editor.text_of(session_id))
         await run.conn.prompt(session_id=session_id, prompt=[text_block("/cost")])
         cost = run.editor.text_of(session_id)[shown:]
@@ -66,6 +67,10 @@ async def test_a_turn_past_the_session_budget_does_not_call_the_provider(
     assert refused.stop_reason == "refusal"  # the prompt is not kept
     assert "This session spent $0.5600 of its $0.50 budget" in why
     assert "not sent to the model" in why and "Budget" in why
+    # Parley speaking, not the model: the chunk says so (docs/display.md, notices).
+    assert chunks[-1]["content"]["text"] == why
+    assert chunks[-1]["_meta"] == {"parley": {"notice": True}}
+    assert all("_meta" not in chunk for chunk in chunks[:-1])  # the answer "ok" is not one
     assert "session budget $0.50, $0.0000 left" in cost
     run.recording.assert_conformant()
 
@@ -124,6 +129,41 @@ async def test_a_turn_that_crosses_the_budget_stops_after_the_round(
     )
     assert run.editor.updates_of(session_id, "tool_call")  # shown, never run
     run.recording.assert_conformant()
+
+
+async def test_the_budget_notice_is_marked_and_never_stored_as_the_models_words(
+    fake: FakeLLM, tmp_path: Path, workspace: Path
+) -> None:
+    fake.set_script(
+        [
+            Reply(text="Computing.", tool_calls=(EVAL,), usage=COSTLY),
+            Reply(text="It is 42."),
+        ]
+    )
+    env = env_with_budget(fake, tmp_path / "home", "session_usd = 0.5")
+    async with acp_server(env) as run:
+        await run.initialize()
+        session_id = await new_session(run, workspace)
+        await run.conn.prompt(session_id=session_id, prompt=[text_block("6 * 7?")])
+        chunks = run.recording.raw_updates(session_id, "agent_message_chunk")
+    async with acp_server(env) as again:
+        await again.initialize()
+        await again.conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
+        replayed = again.editor.text_of(session_id)
+        await again.conn.set_config_option(config_id="budget", session_id=session_id, value="none")
+        result = await again.conn.prompt(session_id=session_id, prompt=[text_block("Go on.")])
+    notices = [chunk for chunk in chunks if chunk.get("_meta", {}).get("parley", {}).get("notice")]
+    (notice,) = notices
+    assert "so the turn stops here" in notice["content"]["text"]
+    answer = "".join(chunk["content"]["text"] for chunk in chunks if chunk not in notices)
+    assert answer == "Computing."
+    # Not in the history: the replay does not show it, the model is never told it said it.
+    assert "Computing." in replayed and "so the turn stops here" not in replayed
+    assert result.stop_reason == "end_turn"
+    assert "so the turn stops here" not in str(fake.requests[-1].body)
+    assert "Computing." in str(fake.requests[-1].body)
+    run.recording.assert_conformant()
+    again.recording.assert_conformant()
 
 
 async def test_the_budget_option_is_offered_set_and_kept_through_resume(

@@ -565,6 +565,30 @@ def test_why_the_turn_stopped_goes_to_stderr(fake: FakeLLM, tmp_path: Path, work
     assert "Stopped: the turn reached its limit of 1 model request.\n" in done.stderr
 
 
+def test_a_budget_notice_goes_to_stderr_once_and_never_to_stdout(
+    fake: FakeLLM, tmp_path: Path, workspace
+) -> None:
+    env = server_env(fake, tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text("[budget]\nsession_usd = 0.5\n")
+    env["PARLEY_CONFIG"] = str(config)
+    costly = (1_000_000, 100_000)  # $0.56 on gpt-4.1-mini
+    fake.set_script(
+        [Reply(text="Reading.", tool_calls=(READ_GEOMETRY,), usage=costly), Reply(text="never")]
+    )
+    stopped = run_parley("chat", "Read it.", "--cwd", str(workspace), env=env)
+    refused = run_parley("chat", "More.", "--session", "last", "--cwd", str(workspace), env=env)
+    assert stopped.returncode == 1 and refused.returncode == 1
+    assert stopped.stdout == "Reading.\n"  # the model's answer, and only it
+    assert stopped.stderr.count("spent $0.5600 of its $0.50 budget, so the turn stops here") == 1
+    assert refused.stdout == ""  # no answer: nothing on stdout
+    why = "This session spent $0.5600 of its $0.50 budget, so this prompt was not sent"
+    assert refused.stderr.count(why) == 1
+    # Said once: the notice, not again as the result's stopText.
+    assert "Not started:" not in refused.stderr and "budget" not in stopped.stdout
+    assert "Stopped: this session's budget" not in stopped.stderr
+
+
 READ_GEOMETRY = ScriptedToolCall("read_file", {"path": "geometry.py"})
 
 

@@ -187,6 +187,37 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-tab)
     (should (string-match-p "consider" (parley-test--visible-transcript)))))
 
+(parley-it--deftest parley-it-budget-notice-once
+  "A budget that stops, then refuses, a turn is said once each, as a notice."
+  (let* ((config (make-temp-file "parley-budget-" nil ".toml" "[budget]\nsession_usd = 0.5\n"))
+         (parley-server-environment (cons (concat "PARLEY_CONFIG=" config)
+                                          parley-server-environment))
+         (stops "This session spent $0.5600 of its $0.50 budget, so the turn stops here.")
+         (refused "This session spent $0.5600 of its $0.50 budget, so this prompt was not sent"))
+    (unwind-protect
+        (progn
+          (parley-it--script
+           (list :text "Computing." :usage [1000000 100000]
+                 :tool_calls (vector (list :name "python_eval" :arguments (list :code "6 * 7"))))
+           (list :text "never"))
+          (with-current-buffer (parley)
+            (parley-it--send "6 * 7?")
+            (parley-it--wait-idle)
+            (parley-it--send "More.")
+            (parley-it--wait-idle)
+            (let ((shown (parley-it--transcript)))
+              (should (string-match-p (concat "Parley\nComputing\\.\n\\(?:.*\n\\)*"
+                                              (regexp-quote stops))
+                                      shown))
+              (should (= 1 (how-many (regexp-quote stops) parley--start parley--output)))
+              (should (= 1 (how-many (regexp-quote refused) parley--start parley--output)))
+              ;; Not repeated as the results' stopText.
+              (should-not (string-match-p "Stopped: this session's budget" shown))
+              (should-not (string-match-p "Not started:" shown))
+              (should-not (string-match-p "never" shown)))
+            (should (eq (get-text-property (parley-test--pos stops) 'face) 'parley-warning))))
+      (delete-file config))))
+
 (parley-it--deftest parley-it-tool-round
   "A tool round shows the tool's header, its result, and the final answer."
   (with-temp-file (expand-file-name "notes.txt" parley-it--workspace)

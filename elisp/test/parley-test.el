@@ -333,6 +333,37 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
                             (parley-test--transcript)))
     (should (eq (get-text-property (parley-test--pos "Stopped: the turn") 'face) 'parley-warning))))
 
+(ert-deftest parley-budget-notice-shown-once-not-as-answer ()
+  ;; A chunk with `_meta.parley.notice': a notice line, not answer text,
+  ;; and the turn's stopText (the same news) is not shown again.
+  (parley-test--with-chat
+    (setq parley--busy t)
+    (parley-test--chunk "Reading." "m1")
+    (parley-test--update
+     "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"This session spent $0.5600 of its $0.50 budget, so the turn stops here.\"},\"messageId\":\"msg_2\",\"_meta\":{\"parley\":{\"notice\":true}}}")
+    ;; The answer's block holds the answer only; the notice is no block.
+    (let ((answer (gethash '(message . "m1") parley--blocks)))
+      (should (equal (buffer-substring-no-properties (parley--block-beg answer)
+                                                     (parley--block-end answer))
+                     "Reading."))
+      (should-not (gethash '(message . "msg_2") parley--blocks)))
+    (parley--turn-done
+     '(:stopReason "max_turn_requests"
+       :_meta (:parley (:stopText "Stopped: this session's budget of $0.50 is spent ($0.5600 so far)."))))
+    (should (string-suffix-p
+             "Parley\nReading.\nThis session spent $0.5600 of its $0.50 budget, so the turn stops here.\n"
+             (parley-test--transcript)))
+    (should-not (string-match-p "Stopped: this session's budget" (parley-test--transcript)))
+    (should (eq (get-text-property (parley-test--pos "This session spent") 'face)
+                'parley-warning))
+    ;; The next turn, refused with no notice (an older server): its stopText.
+    (setq parley--busy t parley--noticed nil)
+    (parley--turn-done
+     '(:stopReason "refusal"
+       :_meta (:parley (:stopText "Not started: this session's budget of $0.50 is spent ($0.5600 so far)."))))
+    (should (string-suffix-p "\nNot started: this session's budget of $0.50 is spent ($0.5600 so far).\n"
+                             (parley-test--transcript)))))
+
 (ert-deftest parley-replayed-user-messages ()
   (parley-test--with-chat
     (parley-test--chunk "What is 2+2?" nil "user_message_chunk")

@@ -78,6 +78,7 @@ class TerminalView:
         self._mid_line = False
         self._out_mid_line = False  # stdout's own last line is open
         self._thinking = False  # the last thing shown on stderr is a thought
+        self.noticed = False  # a notice said why the turn stopped: its stopText is not repeated
         self.colour = _colours(err)
 
     def show(self, session_id: str, update: dict[str, Any]) -> None:
@@ -89,7 +90,14 @@ class TerminalView:
             self.answer(json.dumps({"sessionId": session_id, "update": update}) + "\n")
             return
         kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
+        if kind == "agent_message_chunk" and update.get("_meta", {}).get("parley", {}).get(
+            "notice"
+        ):
+            # Parley speaking about the turn, not the answer: stderr (docs/display.md, notices).
+            self._end_thought()
+            self.note(terminal_safe(update["content"].get("text", "")))
+            self.noticed = True
+        elif kind == "agent_message_chunk":
             new_message = self._message_id not in (None, update.get("messageId"))
             self._end_thought(blank_line=not new_message)  # a new message adds its own
             if update.get("_meta", {}).get("parley", {}).get("replaces"):
@@ -606,7 +614,7 @@ async def chat(
     if not as_json:
         view.line("")
         why = stop_text(result)
-        if why:
+        if why and not view.noticed:
             view.line(why)
         view.line(_summary(result, session_id))
         edited = [shown_path(path, cwd) for path in view.edits.paths()]

@@ -494,7 +494,7 @@ class Turn:
         if spent is None:
             return False
         self._overrun = spent
-        self._send(updates.message_chunk(new_id("msg"), spent.explain(starting=False)))
+        self._send(updates.notice_chunk(new_id("msg"), spent.explain(starting=False)))
         self._settle_interrupted("Not run: the turn stopped at its budget.")
         return True
 
@@ -688,7 +688,7 @@ def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) ->
     if spent is None:
         return None
     why = spent.explain(starting=True)
-    ports.send_update(session.id, updates.message_chunk(new_id("msg"), why))
+    ports.send_update(session.id, updates.notice_chunk(new_id("msg"), why))
     return TurnResult(
         "refusal",
         TurnStats(model=session.model),

@@ -21,6 +21,14 @@ def message_chunk(message_id: str, text: str, replaces: str | None = None) -> di
     return update
 
 
+def notice_chunk(message_id: str, text: str) -> dict[str, Any]:
+    """Parley speaking about the turn (a budget that refused or stopped it), not the model's
+    answer: a generic client shows it as a message, Parley's as a notice (docs/display.md)."""
+    update = message_chunk(message_id, text)
+    update["_meta"] = {"parley": {"notice": True}}
+    return update
+
+
 def thought_chunk(message_id: str, text: str) -> dict[str, Any]:
     return {
         "sessionUpdate": "agent_thought_chunk",
