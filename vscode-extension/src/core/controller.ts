@@ -41,6 +41,7 @@ import {
   type ChatEvent,
   type ChatState,
   MODEL_CATEGORY,
+  REPLAY_MARK_ID,
   TOOL_POLICY_OPTION,
   initialState,
   labelForUri,
@@ -1018,13 +1019,30 @@ export function withKeptNotices(entries: Entry[], kept: KeptNotice[]): Entry[] {
       at = byText.length ? byText[byText.length - 1] : out.length - 1;
     }
     // After the answer: before the next prompt.
-    let end = (at ?? out.length - 1) + 1;
+    const from = (at ?? out.length - 1) + 1;
+    let end = from;
     while (end < out.length && out[end].kind !== 'user') {
       end++;
+    }
+    // The replay's mark of the same stop (it came from the store) gives way to the kept notice.
+    for (let i = end - 1; i >= from; i--) {
+      if (isSameStop(out[i], n)) {
+        out.splice(i, 1);
+        end--;
+      }
     }
     out.splice(end, 0, { kind: 'notice', id: `kept-notice-${++next}`, level: n.level, text: n.text });
   }
   return out;
+}
+
+/** Whether `entry` is a replayed stop mark that says the stop `kept` says: "Stopped" for a cancel, an error for a failure. */
+function isSameStop(entry: Entry, kept: KeptNotice): boolean {
+  if (entry.kind !== 'notice' || !entry.id.startsWith(REPLAY_MARK_ID)) {
+    return false;
+  }
+  const reason = entry.id.slice(REPLAY_MARK_ID.length).split('-')[0];
+  return reason === 'cancelled' ? kept.text.startsWith('Stopped') : kept.level === 'error';
 }
 
 /** What a restore did, as a notice: the files put back and those removed. */
