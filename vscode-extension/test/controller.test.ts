@@ -639,6 +639,35 @@ describe('chat controller: stop marks after a reload', () => {
     });
   });
 
+  it("a notice chunk is shown once, as a warning, and kept so that a reload shows it (the replay has none)", async () => {
+    const refusal = "Not started: this session's budget of $1.00 is spent ($1.02 so far). Raise it with /budget.";
+    const script: PeerScript = {
+      initialize: INITIALIZE,
+      'session/new': { result: { sessionId: '$session' } },
+      'session/prompt': {
+        before: [
+          { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: text(refusal), _meta: { parley: { notice: true } } } },
+        ],
+        result: { stopReason: 'refusal', _meta: { parley: { stopText: "Not started: this session's budget of $1.00 is spent ($1.02 so far)." } } },
+      },
+    };
+    const kept: KeptNotice[] = [];
+    const peer = new Peer(script);
+    const ctl = new ChatController({
+      workspaceRoot: () => os.tmpdir(),
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+      notices: { get: () => [...kept], set: (_id, notices) => void kept.splice(0, kept.length, ...notices) },
+    });
+    try {
+      assert.equal(await ctl.send('go on'), 'refusal');
+      assert.deepEqual(shown(ctl), ['user: go on', `warning: ${refusal}`]);
+      assert.deepEqual(kept, [{ level: 'warning', text: refusal, afterPrompt: 1, promptText: 'go on' }]);
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
   it('a kept notice of the same stop is shown once: the replay mark gives way to it', async () => {
     const stopped: KeptNotice = { level: 'info', text: 'Stopped.', afterPrompt: 1, promptText: 'count to 100' };
     await withKept(replay('cancelled'), [stopped], async (ctl) => {

@@ -57,6 +57,11 @@ export const REPLAY_MARK_ID = 'stop-mark-';
 /** The id prefix of a notice chunk's notice. */
 const NOTICE_CHUNK_ID = 'parley-notice-';
 
+/** Whether `entry` is a notice chunk's notice (Parley's words about the turn, `_meta.parley.notice`). */
+export function isNoticeChunk(entry: Entry): boolean {
+  return entry.kind === 'notice' && entry.id.startsWith(NOTICE_CHUNK_ID);
+}
+
 export type ChatEvent =
   | { type: 'update'; update: SessionUpdate }
   | { type: 'userPrompt'; text: string; context: ContextItem[] }

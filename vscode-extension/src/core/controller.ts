@@ -44,6 +44,7 @@ import {
   REPLAY_MARK_ID,
   TOOL_POLICY_OPTION,
   initialState,
+  isNoticeChunk,
   labelForUri,
   reduce,
 } from './chatState';
@@ -652,9 +653,19 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return transcriptMarkdown(title, kept.length ? withKeptNotices(state.entries, kept) : state.entries);
   }
 
-  /** Runs `change`, then keeps the notices it added to the session's entries (see `NoticeKeeper`). */
-  private keepingNotices(change: () => void): void {
+  /**
+   * Runs `change`, then keeps the notices it added to the session's entries (see `NoticeKeeper`),
+   * and, given the entries a turn started with (`turnStart`), the turn's notice chunks too.
+   */
+  private keepingNotices(change: () => void, turnStart?: Set<string>): void {
     const before = new Set(this.state.entries.map((e) => e.id));
+    if (turnStart) {
+      for (const e of this.state.entries) {
+        if (isNoticeChunk(e) && !turnStart.has(e.id)) {
+          before.delete(e.id);
+        }
+      }
+    }
     change();
     const sessionId = this.state.meta.sessionId;
     const keeper = this.host.notices;
@@ -729,6 +740,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.writtenThisTurn = new Set();
     this.dispatch({ type: 'userPrompt', text, context: items });
     this.meta({ busy: true, context: [] });
+    // Parley's notices in the turn (notice chunks) are kept with its end: the replay has none.
+    const turnStart = new Set(this.state.entries.map((e) => e.id));
     try {
       const result = await client.prompt(sessionId, blocks);
       const { session, turn } = promptUsage(result);
@@ -739,7 +752,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         stopText: result._meta?.parley?.stopText,
         turn: session?.turns || undefined,
         edited: [...this.writtenThisTurn],
-      }));
+      }), turnStart);
       // The session's totals come with the result (and each usage_update): nothing to ask or add up.
       if (session) {
         this.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
@@ -753,6 +766,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
         this.keepingNotices(() =>
           this.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) }),
+          turnStart,
         );
       }
       this.meta({ busy: false });
