@@ -386,6 +386,81 @@ describe('chat state reducer', () => {
     });
   });
 
+  it("shows the session's cost split from usage_update and the prompt result, and drops it when the totals have none", () => {
+    const costBreakdown = { uncachedInput: 0.01, cacheReads: 0.002, cacheWrites: 0, output: 0.02, currency: 'USD' };
+    const session = { inputTokens: 900, outputTokens: 100, totalTokens: 1000, cost: { amount: 0.032, currency: 'USD' }, turns: 2, rounds: 3 };
+    const fromUpdate = run({ sessionUpdate: 'usage_update', used: 700, _meta: { parley: { session: { ...session, costBreakdown } } } });
+    assert.deepEqual(fromUpdate.meta.usage.costBreakdown, costBreakdown);
+    const fromResult = run({ type: 'usageTotals', totals: { ...session, costBreakdown } });
+    assert.deepEqual(fromResult.meta.usage.costBreakdown, costBreakdown);
+    // Totals without a split (no price known: null) leave none shown, not the last one.
+    const unpriced = reduce(fromResult, { type: 'usageTotals', totals: { ...session, cost: null, costBreakdown: null } });
+    assert.equal(unpriced.meta.usage.costBreakdown, undefined);
+    const unpricedUpdate = reduce(fromUpdate, {
+      type: 'update',
+      update: { sessionUpdate: 'usage_update', used: 800, _meta: { parley: { session: { ...session, cost: null, costBreakdown: null } } } },
+    });
+    assert.equal(unpricedUpdate.meta.usage.costBreakdown, undefined);
+  });
+
+  it('shows the mark of a replayed answer that was cut short, after it: "Stopped." or the failure', () => {
+    const stopped = (messageId: string, text: string, stopReason: string): SessionUpdate => ({
+      sessionUpdate: 'agent_message_chunk',
+      messageId,
+      content: { type: 'text', text },
+      _meta: { parley: { stopReason } },
+    });
+    const user = (t: string): SessionUpdate => ({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: t } });
+    const s = run(
+      user('count to 100'),
+      stopped('m1', 'one, two', 'cancelled'),
+      user('again'),
+      stopped('m2', 'one', 'failed'),
+      user('and once more'),
+      stopped('m3', 'done', 'end_turn'),
+      msg('m3', ' now'),
+      { type: 'turnEnded', stopReason: 'end_turn' },
+    );
+    assert.deepEqual(summary(s.entries), [
+      'user:count to 100',
+      'agent:one, two',
+      'notice:info:Stopped.',
+      'user:again',
+      'agent:one',
+      'notice:error:The turn failed here.',
+      'user:and once more',
+      'agent:done now',
+    ]);
+    assert.ok(s.entries.every((e) => e.kind !== 'agent' || !e.streaming));
+  });
+
+  it('shows a notice chunk as a warning notice, not answer text, and its turn\'s stop text not again', () => {
+    const notice = (text: string): SessionUpdate => ({
+      sessionUpdate: 'agent_message_chunk',
+      messageId: 'n1',
+      content: { type: 'text', text },
+      _meta: { parley: { notice: true } },
+    });
+    const refusal = 'Not started: this session\'s budget of $1.00 is spent ($1.02 so far).';
+    const s = run(
+      { type: 'userPrompt', text: 'go on', context: [] },
+      notice('Not started: this session\'s budget of $1.00 '),
+      notice('is spent ($1.02 so far).'),
+      { type: 'turnEnded', stopReason: 'refusal', stopText: refusal },
+    );
+    assert.deepEqual(summary(s.entries), ['user:go on', `notice:warning:${refusal}`]);
+    // The next turn's stop text is shown again: the notice was that turn's alone.
+    const next = run(
+      { type: 'userPrompt', text: 'go on', context: [] },
+      notice(refusal),
+      { type: 'turnEnded', stopReason: 'refusal', stopText: refusal },
+      { type: 'userPrompt', text: 'and now?', context: [] },
+      msg('m2', 'Partly'),
+      { type: 'turnEnded', stopReason: 'cancelled', stopText: 'Stopped.' },
+    );
+    assert.deepEqual(summary(next.entries), ['user:go on', `notice:warning:${refusal}`, 'user:and now?', 'agent:Partly', 'notice:info:Stopped.']);
+  });
+
   it('keeps the configuration options; the model and the tool policy follow theirs', () => {
     const options: SessionConfigOption[] = [
       {

@@ -12,7 +12,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
 
-import { ChatController } from '../src/core/controller';
+import { ChatController, type KeptNotice } from '../src/core/controller';
 import { fileNotFound } from '../src/core/fileAccess';
 import { Peer, type PeerScript } from './peer';
 
@@ -594,5 +594,96 @@ describe('chat controller: undo turn', () => {
         assert.deepEqual(peer.received('_parley/session/restore').map((r) => r.params), [{ sessionId: 'stored-1', turn: 3 }]);
       },
     );
+  });
+});
+
+describe('chat controller: stop marks after a reload', () => {
+  const replay = (stopReason: string): PeerScript => ({
+    initialize: INITIALIZE,
+    'session/load': {
+      before: [
+        { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('count to 100') } },
+        { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('one, two'), _meta: { parley: { stopReason } } } },
+        { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('thanks') } },
+        { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm2', content: text('You are welcome.') } },
+      ],
+      result: { _meta: { parley: { usage: { ...SESSION, turns: 2 }, model: 'openai:a' } } },
+    },
+  });
+  /** A controller whose kept notices are `kept` (as VS Code's workspace state would hold them). */
+  const withKept = async (script: PeerScript, kept: KeptNotice[], fn: (ctl: ChatController) => Promise<void>) => {
+    const peer = new Peer(script);
+    const ctl = new ChatController({
+      workspaceRoot: () => os.tmpdir(),
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+      notices: { get: () => kept, set: () => undefined },
+    });
+    try {
+      await fn(ctl);
+    } finally {
+      await ctl.dispose();
+    }
+  };
+  const shown = (ctl: ChatController) =>
+    ctl.state.entries.map((e) => (e.kind === 'notice' ? `${e.level}: ${e.text}` : `${e.kind}: ${'text' in e ? e.text : ''}`));
+
+  it('a session cut short elsewhere shows its mark from the replay, after the answer it cut', async () => {
+    await withKept(replay('cancelled'), [], async (ctl) => {
+      await ctl.loadSession('stored-1', 'Count');
+      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'info: Stopped.', 'user: thanks', 'agent: You are welcome.']);
+    });
+    await withKept(replay('failed'), [], async (ctl) => {
+      await ctl.loadSession('stored-1', 'Count');
+      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'error: The turn failed here.', 'user: thanks', 'agent: You are welcome.']);
+    });
+  });
+
+  it("a notice chunk is shown once, as a warning, and kept so that a reload shows it (the replay has none)", async () => {
+    const refusal = "Not started: this session's budget of $1.00 is spent ($1.02 so far). Raise it with /budget.";
+    const script: PeerScript = {
+      initialize: INITIALIZE,
+      'session/new': { result: { sessionId: '$session' } },
+      'session/prompt': {
+        before: [
+          { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: text(refusal), _meta: { parley: { notice: true } } } },
+        ],
+        result: { stopReason: 'refusal', _meta: { parley: { stopText: "Not started: this session's budget of $1.00 is spent ($1.02 so far)." } } },
+      },
+    };
+    const kept: KeptNotice[] = [];
+    const peer = new Peer(script);
+    const ctl = new ChatController({
+      workspaceRoot: () => os.tmpdir(),
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+      notices: { get: () => [...kept], set: (_id, notices) => void kept.splice(0, kept.length, ...notices) },
+    });
+    try {
+      assert.equal(await ctl.send('go on'), 'refusal');
+      assert.deepEqual(shown(ctl), ['user: go on', `warning: ${refusal}`]);
+      assert.deepEqual(kept, [{ level: 'warning', text: refusal, afterPrompt: 1, promptText: 'go on' }]);
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
+  it('a kept notice of the same stop is shown once: the replay mark gives way to it', async () => {
+    const stopped: KeptNotice = { level: 'info', text: 'Stopped.', afterPrompt: 1, promptText: 'count to 100' };
+    await withKept(replay('cancelled'), [stopped], async (ctl) => {
+      await ctl.loadSession('stored-1', 'Count');
+      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'info: Stopped.', 'user: thanks', 'agent: You are welcome.']);
+    });
+    const failed: KeptNotice = { level: 'error', text: 'The model provider failed: 500.', afterPrompt: 1, promptText: 'count to 100' };
+    await withKept(replay('failed'), [failed], async (ctl) => {
+      await ctl.loadSession('stored-1', 'Count');
+      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'error: The model provider failed: 500.', 'user: thanks', 'agent: You are welcome.']);
+    });
+    // A kept notice of something else (an undo) leaves the mark shown.
+    const undo: KeptNotice = { level: 'info', text: 'Undid turn 1: restored a.py. The conversation is kept.', afterPrompt: 1, promptText: 'count to 100' };
+    await withKept(replay('cancelled'), [undo], async (ctl) => {
+      await ctl.loadSession('stored-1', 'Count');
+      assert.deepEqual(shown(ctl).slice(1, 4), ['agent: one, two', 'info: Stopped.', `info: ${undo.text}`]);
+    });
   });
 });

@@ -20,7 +20,7 @@ import {
   type RequestPermissionResult,
   promptUsage,
 } from '../src/client/protocol';
-import { ChatController } from '../src/core/controller';
+import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
 import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
 
@@ -673,6 +673,48 @@ describe('server death and restart', () => {
       assert.equal(last.kind === 'agent' && last.text, 'Second answer.');
     } finally {
       await ctl.dispose();
+    }
+  });
+
+  it('a turn cancelled in one chat shows "Stopped." once after a load in another, with or without its kept notice', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const kept = new Map<string, KeptNotice[]>();
+    const keeper: NoticeKeeper = { get: (id) => kept.get(id) ?? [], set: (id, notices) => void kept.set(id, notices) };
+    const chat = (notices: NoticeKeeper) =>
+      new ChatController({
+        workspaceRoot: () => dirs.workspace,
+        settings: () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } }),
+        notices,
+      });
+    const stops = (ctl: ChatController) => ctl.state.entries.filter((e) => e.kind === 'notice' && e.text === 'Stopped.').length;
+    const first = chat(keeper);
+    let sessionId: string;
+    try {
+      await fake!.script([{ text: LONG_TEXT, chunk_size: 4, pacing: { chunks_per_second: 20 } }]);
+      const turn = first.send('Tell me a long story.');
+      while (!first.state.entries.some((e) => e.kind === 'agent' && e.text.length > 0)) {
+        await delay(20);
+      }
+      await first.cancel();
+      assert.equal(await turn, 'cancelled');
+      assert.equal(stops(first), 1);
+      sessionId = first.sessionId!;
+      assert.equal(kept.get(sessionId)?.length, 1, 'the first chat kept its notice');
+    } finally {
+      await first.dispose();
+    }
+    // Another window (an empty workspace state): the mark comes from the replay.
+    for (const notices of [{ get: () => [], set: () => undefined }, keeper]) {
+      const other = chat(notices);
+      try {
+        await other.loadSession(sessionId);
+        const kinds = other.state.entries.map((e) => (e.kind === 'notice' ? e.text : e.kind));
+        assert.deepEqual(kinds, ['user', 'agent', 'Stopped.'], notices === keeper ? 'with the kept notice' : 'without it');
+      } finally {
+        await other.dispose();
+      }
     }
   });
 });

@@ -46,6 +46,8 @@ export interface UsageTotals extends Usage {
   cost: Cost | null;
   turns: number;
   rounds: number;
+  /** `cost` by kind of token (null exactly when `cost` is); absent from an older server. */
+  costBreakdown?: CostBreakdown | null;
 }
 
 /** What a turn's priced calls cost, by the kind of token paid for. */
@@ -347,8 +349,12 @@ export interface AgentMessageChunk {
   sessionUpdate: 'agent_message_chunk';
   content: ContentBlock;
   messageId?: string;
-  /** `replaces`: a revision of the streamed message with that id (clients that opt in). */
-  _meta?: { parley?: { replaces?: string } };
+  /**
+   * `replaces`: a revision of the streamed message with that id (clients that opt in).
+   * `stopReason`: on a replay (`session/load`), the answer's turn was cut short here.
+   * `notice`: Parley speaking about the turn (e.g. why it did not start), not the model.
+   */
+  _meta?: { parley?: { replaces?: string; stopReason?: string; notice?: boolean } };
 }
 
 export interface AgentThoughtChunk {

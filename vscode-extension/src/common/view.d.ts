@@ -161,6 +161,8 @@ export interface UsageView {
   cachedReadTokens?: number;
   /** Session cost; null when a model's price is unknown. */
   cost?: { amount: number; currency: string } | null;
+  /** The session's cost by kind of token, when the server said. */
+  costBreakdown?: { uncachedInput: number; cacheReads: number; cacheWrites: number; output: number; currency: string };
   /** Turns in the session so far (the last turn's number), when the server said. */
   turns?: number;
   /** The last turn's cost by kind of token, and the discarded streams' estimated tokens, when the server said. */

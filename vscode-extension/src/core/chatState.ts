@@ -42,6 +42,24 @@ import { blockText, contentViews, locationViews, relativeTo } from './toolView';
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
   nextEntryId: number;
+  /** Parley said why the running turn stopped in a notice chunk: its stop text is not shown again. */
+  turnNoticed?: boolean;
+}
+
+/** The mark a replayed answer that was cut short carries (`_meta.parley.stopReason`), as the chat says it. */
+const REPLAY_MARKS: Record<string, { level: NoticeEntry['level']; text: string }> = {
+  cancelled: { level: 'info', text: 'Stopped.' },
+  failed: { level: 'error', text: 'The turn failed here.' },
+};
+
+/** The id prefix of a replayed stop mark's notice (`withKeptNotices` drops it for a kept one). */
+export const REPLAY_MARK_ID = 'stop-mark-';
+/** The id prefix of a notice chunk's notice. */
+const NOTICE_CHUNK_ID = 'parley-notice-';
+
+/** Whether `entry` is a notice chunk's notice (Parley's words about the turn, `_meta.parley.notice`). */
+export function isNoticeChunk(entry: Entry): boolean {
+  return entry.kind === 'notice' && entry.id.startsWith(NOTICE_CHUNK_ID);
 }
 
 export type ChatEvent =
@@ -101,7 +119,7 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return applyUpdate(state, event.update);
     case 'userPrompt': {
       const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-      return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
+      return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), turnNoticed: false };
     }
     case 'permissionAsked': {
       const { params } = event;
@@ -142,11 +160,12 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
         const entry: TurnEntry = { kind: 'turn', id: `turn-${event.turn}`, turn: event.turn, files: edited, undo: 'ready' };
         next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
       }
-      const notice = stopNotice(event.stopReason, event.stopText);
+      // A notice chunk already said why the turn stopped (docs/display.md, notice chunks).
+      const notice = state.turnNoticed ? undefined : stopNotice(event.stopReason, event.stopText);
       if (notice) {
         next = appendNotice(next, notice.level, notice.text);
       }
-      return { ...next, meta: { ...next.meta, busy: false } };
+      return { ...next, meta: { ...next.meta, busy: false }, turnNoticed: false };
     }
     case 'turnUndo':
       return applyTurnUndo(state, event.turn, event.state, event.restored);
@@ -162,6 +181,9 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return applyConfigOptions(state, event.options);
     case 'usageTotals': {
       const usage: UsageView = { ...state.meta.usage, ...sessionUsage(event.totals) };
+      if (!event.totals.costBreakdown) {
+        delete usage.costBreakdown;
+      }
       const lastTurn = event.turn ? lastTurnView(event.turn) : {};
       if (Object.keys(lastTurn).length > 0) {
         usage.lastTurn = lastTurn;
@@ -226,6 +248,22 @@ function appendNotice(
 }
 
 /**
+ * A notice chunk: Parley speaking about the turn, shown as a warning notice, not as answer
+ * text; its pieces join while they come one after another.
+ */
+function appendNoticeChunk(state: ChatState, text: string): ChatState {
+  const last = state.entries[state.entries.length - 1];
+  if (last?.kind === 'notice' && last.id.startsWith(NOTICE_CHUNK_ID)) {
+    return { ...replaceLast(state, { ...last, text: last.text + text }), turnNoticed: true };
+  }
+  if (text === '') {
+    return state;
+  }
+  const entry: NoticeEntry = { kind: 'notice', id: `${NOTICE_CHUNK_ID}${state.nextEntryId}`, level: 'warning', text };
+  return { ...withNumberedEntry(state, finishStreaming(state.entries), entry), turnNoticed: true };
+}
+
+/**
  * Error cards without their Retry: once another prompt goes (or the same one again), Retry
  * would no longer send the prompt that failed.
  */
@@ -280,11 +318,22 @@ function replaceLast(state: ChatState, entry: Entry): ChatState {
 function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
   switch (update.sessionUpdate) {
     case 'agent_message_chunk': {
-      const replaces = update._meta?.parley?.replaces;
+      const parley = update._meta?.parley;
+      if (parley?.notice === true) {
+        return appendNoticeChunk(state, blockText(update.content));
+      }
+      const replaces = parley?.replaces;
       if (typeof replaces === 'string') {
         return reviseMessage(state, replaces, blockText(update.content), update.messageId);
       }
-      return appendChunk(state, 'agent', blockText(update.content), update.messageId);
+      const next = appendChunk(state, 'agent', blockText(update.content), update.messageId);
+      const mark = typeof parley?.stopReason === 'string' ? REPLAY_MARKS[parley.stopReason] : undefined;
+      if (!mark) {
+        return next;
+      }
+      // A replayed answer that was cut short: its mark follows it, as it did when it stopped.
+      const entry: NoticeEntry = { kind: 'notice', id: `${REPLAY_MARK_ID}${parley?.stopReason}-${next.nextEntryId}`, ...mark };
+      return withNumberedEntry(next, finishStreaming(next.entries), entry);
     }
     case 'agent_thought_chunk':
       return appendChunk(state, 'thought', blockText(update.content), update.messageId);
@@ -413,6 +462,7 @@ function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
   // The session's running totals replace what was shown; the call's own usage is never added.
   const session = update._meta?.parley?.session;
   if (session) {
+    delete usage.costBreakdown;
     Object.assign(usage, sessionUsage(session));
   }
   return { ...state, meta: { ...state.meta, usage } };
@@ -421,7 +471,7 @@ function applyUsage(state: ChatState, update: UsageUpdate): ChatState {
 /** The view's session counts from the server's totals. */
 function sessionUsage(
   t: UsageTotals,
-): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cachedReadTokens' | 'cost' | 'turns'> {
+): Pick<UsageView, 'sessionTokens' | 'inputTokens' | 'outputTokens' | 'cachedReadTokens' | 'cost' | 'turns' | 'costBreakdown'> {
   return {
     sessionTokens: t.totalTokens,
     inputTokens: t.inputTokens,
@@ -429,6 +479,7 @@ function sessionUsage(
     cost: t.cost,
     ...(typeof t.cachedReadTokens === 'number' ? { cachedReadTokens: t.cachedReadTokens } : {}),
     ...(typeof t.turns === 'number' ? { turns: t.turns } : {}),
+    ...(t.costBreakdown ? { costBreakdown: t.costBreakdown } : {}),
   };
 }
 

@@ -10,6 +10,7 @@ import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
 import { formatCost, formatTokens } from '../common/display';
+import { statusTooltipMarkdown } from '../core/statusTooltip';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, type LogLevel, resourceContext } from '../core/controller';
@@ -132,28 +133,7 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   const icon = m.busy ? '$(sync~spin)' : m.serverState === 'exited' ? '$(error)' : '$(comment-discussion)';
   const cost = m.usage.cost ? ` · ${formatCost(m.usage.cost)}` : '';
   item.text = `${icon} ${model} · ${formatTokens(m.usage.sessionTokens)} tok${cost}`;
-  const tip = new vscode.MarkdownString(undefined, true);
-  tip.appendMarkdown(`**Parley** — ${m.serverState}\n\n`);
-  tip.appendMarkdown(`Model: \`${m.model ?? 'default'}\`\n\n`);
-  if (m.toolPolicy) {
-    tip.appendMarkdown(`Tool calls: ${m.toolPolicy}\n\n`);
-  }
-  tip.appendMarkdown(
-    `Session tokens: ${m.usage.sessionTokens} (input ${m.usage.inputTokens}, output ${m.usage.outputTokens})\n\n`,
-  );
-  if (m.usage.cachedReadTokens) {
-    tip.appendMarkdown(`Read from the prompt cache: ${m.usage.cachedReadTokens} input tokens\n\n`);
-  }
-  tip.appendMarkdown(`Cost: ${m.usage.cost ? `${formatCost(m.usage.cost)} ${m.usage.cost.currency}` : 'unknown'}`);
-  const breakdown = m.usage.lastTurn?.costBreakdown;
-  if (breakdown) {
-    const usd = formatCost;
-    tip.appendMarkdown(
-      `\n\nLast turn: input ${usd(breakdown.uncachedInput)}, cache reads ${usd(breakdown.cacheReads)}, ` +
-        `cache writes ${usd(breakdown.cacheWrites)}, output ${usd(breakdown.output)}`,
-    );
-  }
-  item.tooltip = tip;
+  item.tooltip = new vscode.MarkdownString(statusTooltipMarkdown(m), true);
 }
 
 export function activate(context: vscode.ExtensionContext): void {
