@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 
 import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
-import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, PARLEY, serverEnv, serverUnavailable, tempDirs, until } from './harness';
 import { StubMemento, StubUri, VscodeStub } from './vscodeStub';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
@@ -34,20 +34,6 @@ interface ExtensionModule {
   activate(context: unknown): void;
   deactivate(): Promise<void>;
   askPermission(params: RequestPermissionParams, signal: AbortSignal, viewVisible: boolean, openDiffs: () => Promise<void>): Promise<string | null>;
-}
-
-async function until<T>(fn: () => T | undefined, what: string, timeoutMs = 15000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined) {
-      return v;
-    }
-    if (Date.now() > end) {
-      throw new Error(`timed out waiting for ${what}`);
-    }
-    await delay(25);
-  }
 }
 
 describe('the extension in a stand-in VS Code', () => {

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 
 import type { HostToView, ViewState } from '../src/common/view';
 import type { LogLevel } from '../src/core/controller';
-import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs, until } from './harness';
 import { StubMemento, StubUri, type StubWebviewView, VscodeStub } from './vscodeStub';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
@@ -29,20 +29,6 @@ interface ExtensionModule {
   RESTRICTED_MODE_TEXT: string;
   logWriter(output: unknown): (line: string, level?: LogLevel) => void;
   serverLogLevel(level: number | undefined): string | undefined;
-}
-
-async function until<T>(fn: () => T | undefined, what: string, timeoutMs = 15000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined) {
-      return v;
-    }
-    if (Date.now() > end) {
-      throw new Error(`timed out waiting for ${what}`);
-    }
-    await delay(25);
-  }
 }
 
 type Meta = ViewState['meta'];

@@ -212,3 +212,18 @@ export function serverUnavailable(): Promise<string | undefined> {
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** Polls `fn` every 25 ms until it returns a value; fails after `timeoutMs`, naming `what`. */
+export async function until<T>(fn: () => T | undefined, what: string, timeoutMs = 15000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) {
+      return v;
+    }
+    if (Date.now() > end) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await delay(25);
+  }
+}
