@@ -89,11 +89,12 @@ def window_in_ollama_show(show: object) -> int | None:
     if not isinstance(show, Mapping):
         return None
     parameters = show.get("parameters")
-    if isinstance(parameters, str):
+    if isinstance(parameters, str):  # one "name value" a line, padded with spaces
         for line in parameters.splitlines():
             name, _, value = line.strip().partition(" ")
-            if name == "num_ctx" and value.strip().isascii() and value.strip().isdigit():
-                return sane_window(int(value.strip()))
+            value = value.strip()
+            if name == "num_ctx" and value.isascii() and value.isdigit() and len(value) < 16:
+                return sane_window(int(value))
     info = show.get("model_info")
     if not isinstance(info, Mapping):
         return None
@@ -106,7 +107,10 @@ def window_in_ollama_show(show: object) -> int | None:
 def server_root(base_url: str) -> str | None:
     """The server's root for its own endpoints: the base URL without its `/v1` (None for
     a URL that is not http or https)."""
-    parts = urlsplit(base_url)
+    try:
+        parts = urlsplit(base_url)
+    except ValueError:  # a malformed address (the SDK would have refused it already)
+        return None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return None
     path = parts.path.rstrip("/")
