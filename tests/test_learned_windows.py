@@ -44,8 +44,8 @@ FORMS: dict[str, tuple[ContextLimit, int | None]] = {
     "ollama /api/show": (ContextLimit(WINDOW, form="unstated", ollama_show="num_ctx"), WINDOW),
     "nothing says": (ContextLimit(WINDOW, form="unstated"), None),
 }
-# The store keeps what each source taught: one form of each is also checked after a restart.
-RESTARTED = {"llamacpp", "ollama /api/show", "nothing says"}
+# The store keeps what a refusal and an estimate taught: checked after a restart.
+RESTARTED = {"llamacpp", "nothing says"}
 
 
 def fake_tokens(request: RecordedRequest) -> int:
