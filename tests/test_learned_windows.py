@@ -144,3 +144,25 @@ async def test_a_turn_too_long_even_compacted_ends_clearly_and_the_next_prompt_w
     assert all(request.status == 200 for request in fake.requests[sent:])
     assert all(fake_tokens(request) < WINDOW for request in fake.requests[sent:])
     assert client.text_of(session).endswith("Sunny.")
+
+
+async def test_a_learned_window_wins_over_the_built_in_one_of_the_models_name(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    # A local server's model under a well-known name: Parley's table says 128,000 tokens.
+    fake.context_limit = ContextLimit(WINDOW, form="llamacpp")
+    fake.set_script(SCRIPT)
+    client = await started(start_server, tmp_path / "home", "openai:gpt-4o", [OUTPUT_CHARS])
+    session = await client.new_session(str(workspace), toolPolicy="sync")
+    await client.prompt(session, "Question 1: weather in Paris?")
+    assert set(sizes(client, session)) == {128_000}
+
+    result = await client.prompt(session, "Question 2: weather in Paris?")
+    assert result["stopReason"] == "end_turn"
+    assert [request.status for request in fake.requests].count(400) == 1
+    assert sizes(client, session)[-1] == WINDOW
+
+    shown = len(sizes(client, session))
+    await client.prompt(session, "Question 3: weather in Paris?")
+    assert [request.status for request in fake.requests].count(400) == 1
+    assert set(sizes(client, session)[shown:]) == {WINDOW}
