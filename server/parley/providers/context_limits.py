@@ -16,6 +16,7 @@ within `MIN_WINDOW`..`MAX_WINDOW`; anything else is no window.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -150,7 +151,7 @@ async def _json_answer(
                 data += piece
                 if len(data) > PROBE_MAX_BYTES:
                     return None
-        return json.loads(data)
+        return await asyncio.to_thread(json.loads, bytes(data))  # up to 4 MB: off the loop
     except (httpx2.HTTPError, ValueError, RecursionError) as error:
         logger.debug("Asking %s for the context window failed: %s", url, error)
         return None
