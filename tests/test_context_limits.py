@@ -8,6 +8,8 @@ yield exactly the window they name.
 
 from __future__ import annotations
 
+import http.server
+import threading
 from typing import Any
 
 import httpx2
@@ -21,6 +23,7 @@ from parley.providers.context_limits import (
     MAX_WINDOW,
     MIN_WINDOW,
     server_root,
+    window_from_server,
     window_in_message,
     window_in_ollama_show,
     window_in_props,
@@ -162,3 +165,37 @@ def test_any_400_body_becomes_a_provider_error_with_a_sane_window(body: Any, tex
     assert translated.status == 400
     assert is_sane(translated.window)
     assert translated.window is None or translated.context_exceeded
+
+
+class _HostileServer(http.server.BaseHTTPRequestHandler):
+    """`/props`: a body past the size cap; `/api/show`: not JSON."""
+
+    def do_GET(self) -> None:
+        body = b'{"default_generation_settings": {"n_ctx": 4096}, "pad": "' + b"x" * 5_000_000
+        self._answer(body + b'"}')
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer(b'{"parameters": "num_ctx 4096"')  # cut short
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+async def test_a_server_answering_too_much_or_badly_or_nothing_gives_no_window() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HostileServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        assert await window_from_server(base_url, "m", "sk-test") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert await window_from_server(base_url, "m", None) is None  # nobody listens now
