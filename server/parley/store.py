@@ -136,6 +136,18 @@ MIGRATIONS = [
     ALTER TABLE usage ADD COLUMN cost_cache_writes REAL;
     ALTER TABLE usage ADD COLUMN cost_output REAL
     """,
+    # 9: context windows learned from providers (a refusal that named one, the server's own
+    # answer, or half a refused request's estimate), by the provider's base URL and the model
+    """
+    CREATE TABLE learned_windows (
+        base_url TEXT NOT NULL,
+        model TEXT NOT NULL,  -- as sent to the provider
+        tokens INTEGER NOT NULL,
+        source TEXT NOT NULL,  -- message | server | estimate
+        learned_at TEXT NOT NULL,
+        PRIMARY KEY (base_url, model)
+    )
+    """,
 ]
 
 # Above any message's seq: `upto` when it is not given (SQLite's largest integer).
@@ -437,6 +449,25 @@ class Store:
             (session_id,),
         ).fetchone()
         return None if row is None else (row["covers"], row["summary"])
+
+    # --- context windows learned from providers -----------------------------------------
+
+    def learn_window(
+        self, base_url: str, model: str, tokens: int, source: str, learned_at: str
+    ) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO learned_windows (base_url, model, tokens, source, learned_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (base_url, model, tokens, source, learned_at),
+        )
+
+    def learned_window(self, base_url: str, model: str) -> int | None:
+        """The window learned for the model at that base URL, in tokens, or None."""
+        row = self._db.execute(
+            "SELECT tokens FROM learned_windows WHERE base_url = ? AND model = ?",
+            (base_url, model),
+        ).fetchone()
+        return None if row is None else row["tokens"]
 
     # --- checkpoints: what a turn's edits overwrote -----------------------------------------
 

@@ -24,6 +24,7 @@ from parley.agent.config_options import (
     requested_change,
     session_config_options,
 )
+from parley.agent.learned_windows import LearnedWindows
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
 from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by_budget
@@ -89,6 +90,10 @@ class Sessions:
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
     _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
     _restoring: set[str] = attrs.field(factory=set)  # sessions whose files are being restored
+    # Context windows providers told this server (agent/learned_windows.py), for every session.
+    _windows: LearnedWindows = attrs.field(
+        default=attrs.Factory(lambda sessions: LearnedWindows(sessions.store), takes_self=True)
+    )
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -300,7 +305,7 @@ class Sessions:
     async def _run_turn(
         self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
     ) -> TurnResult:
-        turn = Turn(session, prompt, self.ports, self.providers, self.settings)
+        turn = Turn(session, prompt, self.ports, self.providers, self.settings, self._windows)
         session.running_turn = asyncio.ensure_future(turn.run())
         renewing = asyncio.ensure_future(self._renew_lease(session.id))
         try:
@@ -343,7 +348,9 @@ class Sessions:
             raise _unknown(session_id) from gone
         try:
             session.catch_up()
-            turn = Turn(session, UserMessage(()), self.ports, self.providers, self.settings)
+            turn = Turn(
+                session, UserMessage(()), self.ports, self.providers, self.settings, self._windows
+            )
             return await turn.compact()
         finally:
             self.store.release_lease(session_id, self.instance_id)

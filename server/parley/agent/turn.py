@@ -27,6 +27,7 @@ from parley.agent.compaction import (
     request_tokens,
     summarise,
 )
+from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
 from parley.core.choices import PermissionDecision
@@ -160,12 +161,15 @@ class Turn:
         ports: TurnPorts,
         providers: ProviderRegistry,
         settings: Settings,
+        windows: LearnedWindows | None = None,
     ) -> None:
         self.session = session
         self.prompt = prompt
         self.ports = ports
         self.providers = providers
         self.settings = settings
+        self.windows = windows or LearnedWindows(session.store)
+        self._window: int | None = None  # the model's window in the latest request
         self.stats = TurnStats(model=session.model)
         # What is in flight, so a cancel or an error can leave a history the provider accepts.
         self._streamed_text: list[str] | None = None  # the current round's streamed text
@@ -244,10 +248,7 @@ class Turn:
             except ProviderError as error:
                 if not is_context_exceeded(error) or self._streamed_text:
                     raise
-                # Longer than the window after all (the estimate is rough): compact, once.
-                logger.info("Context length exceeded; compacting and retrying: %s", error)
-                request = await self._prepared_request(resolved, force=True)
-                completion, call_ids = await self._model_round(resolved, request)
+                completion, call_ids = await self._retried_shorter(resolved, error)
             calls = tuple(
                 ToolCall(call.id, call.name, call.arguments, wire_id, call.arguments_error)
                 for call, wire_id in zip(completion.tool_calls, call_ids, strict=True)
@@ -263,15 +264,39 @@ class Turn:
                 return "end_turn"  # the circuit breaker tripped
         return "max_turn_requests"
 
+    async def _retried_shorter(
+        self, resolved: ResolvedModel, refusal: ProviderError
+    ) -> tuple[Completion, list[str]]:
+        """The provider refused the round's request as longer than the model's window: learn
+        the window (the refusal's, the server's, or half the request), compact the
+        conversation to it and send the round once more. Its calls' `usage_update`s carry
+        the window learned."""
+        refused_tokens = self.tokens_after
+        learned = await self.windows.learn(resolved, refusal, refused_tokens, now_iso())
+        logger.info("Context length exceeded; compacting to %d tokens: %s", learned.tokens, refusal)
+        request = await self._prepared_request(resolved, force=True, window=learned.tokens)
+        try:
+            return await self._model_round(resolved, request)
+        except ProviderError as error:
+            if not is_context_exceeded(error) or self._streamed_text:
+                raise
+            sizes = (refused_tokens, self.tokens_after)
+            raise still_too_long(error, learned.tokens, *sizes) from error
+
     async def _prepared_request(
-        self, resolved: ResolvedModel, force: bool = False, on_demand: bool = False
+        self,
+        resolved: ResolvedModel,
+        force: bool = False,
+        on_demand: bool = False,
+        window: int | None = None,
     ) -> ModelRequest:
         """The round's request, compacted when it would pass the threshold (or, `force`d,
         in any case): old tool outputs pruned first, then the older turns summarised. On
-        demand (`/compact`) the summary is made, and outputs pruned only as a round would."""
+        demand (`/compact`) the summary is made, and outputs pruned only as a round would.
+        `window`: the size to compact to (a window just learned), else the model's."""
         request = self._request(resolved)
         tokens = self.tokens_before = self.tokens_after = request_tokens(request)
-        window = self.settings.context_window(resolved.id)
+        window = self._window = window or self.windows.window(resolved, self.settings)
         if window is None:
             return request
         limit = int(window * self.settings.compaction_threshold)
@@ -636,7 +661,7 @@ class Turn:
             self.stats.cost += cost
         self.session.count_usage(call, model_id, usage, cost, breakdown)
         totals = self.session.totals
-        window = self.settings.context_window(model_id)
+        window = self._window or self.settings.context_window(model_id)
         if window is None:
             return  # ACP's usage_update requires `size`: an unknown window is never sent as 0
         session_cost = totals.cost if totals.cost_complete else None
@@ -679,6 +704,23 @@ class Turn:
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
+
+
+def still_too_long(
+    refusal: ProviderError, window: int, refused_tokens: int, retried_tokens: int
+) -> ProviderError:
+    """The error a turn ends with when the compacted request is refused as well."""
+    return ProviderError(
+        f"The conversation is too long for this model's context window of {window:,} tokens, "
+        f"even compacted ({refused_tokens:,} → {retried_tokens:,} tokens, estimated). The next "
+        f"prompt compacts what this turn added; a shorter prompt or fewer files attached may "
+        f"be needed. ({refusal.message})",
+        provider=refusal.provider,
+        type="context_exceeded",
+        status=refusal.status,
+        context_exceeded=True,
+        window=window,
+    )
 
 
 def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) -> TurnResult | None:

@@ -24,6 +24,7 @@ class ProviderError(Exception):
         status: int | None = None,
         retryable: bool = False,
         context_exceeded: bool = False,
+        window: int | None = None,
     ) -> None:
         message = redact(message)
         super().__init__(message)
@@ -34,6 +35,8 @@ class ProviderError(Exception):
         self.retryable = retryable
         # The request was longer than the model's context window (compaction and a retry help).
         self.context_exceeded = context_exceeded
+        # The context window in tokens that such a refusal named, if it named one.
+        self.window = window
 
     def to_wire_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"provider": self.provider, "type": self.type}

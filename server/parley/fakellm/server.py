@@ -8,7 +8,9 @@ body) rather than a clean end of the body.
 Endpoints: `POST /v1/chat/completions` (OpenAI; also `/beta/chat/completions`, as under
 DeepSeek's beta base URL), `POST /v1/messages` (Anthropic), and for tests written in other
 languages `POST /_fake/script` (replace the script with a JSON list of replies, see `codec`)
-and `GET /_fake/requests` (the recorded requests as JSON).
+and `GET /_fake/requests` (the recorded requests as JSON). With a `context_limit`
+(`context_limit.py`): longer requests refused, and `GET /props` (llama.cpp) and
+`POST /api/show` (Ollama) when it says so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import attrs
 from parley.fakellm import anthropic_wire, openai_wire
 from parley.fakellm.codec import recorded_requests_to_json, replies_from_json
 from parley.fakellm.connection import LAST_CHUNK, ClientSocket, chunk_frame
+from parley.fakellm.context_limit import ContextLimit, ollama_show_body, props_body, refusal
 from parley.fakellm.prompt_cache import PromptCache
 from parley.fakellm.recordings import json_file_body, sse_file_events
 from parley.fakellm.script import Fault, RecordedRequest, Reply
@@ -260,6 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_llm_request(wire, path)
         elif path == "/_fake/script":
             self._set_script()
+        elif path == "/api/show" and (limit := self._limit_serving("ollama_show")):
+            self._read_body()
+            self._send_json(200, ollama_show_body(limit))
         else:
             self._read_body()
             self._send_json(404, {"error": f"fake LLM: no endpoint POST {path}"})
@@ -268,8 +274,18 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path == "/_fake/requests":
             self._send_json(200, recorded_requests_to_json(self.server.fake.requests))
+        elif path == "/props" and (limit := self._limit_serving("props")):
+            self._send_json(200, props_body(limit))
         else:
             self._send_json(404, {"error": f"fake LLM: no endpoint GET {path}"})
+
+    def _limit_serving(self, endpoint: str) -> ContextLimit | None:
+        """The context limit, when it serves a server's own `endpoint` (the ask recorded)."""
+        limit = self.server.fake.context_limit
+        if limit is None or not getattr(limit, endpoint):
+            return None
+        self.server.fake.window_questions.append(endpoint)
+        return limit
 
     # --- control endpoints -----------------------------------------------------------------
 
@@ -301,6 +317,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         exchange.body = body
         exchange.stream = bool(body.get("stream"))
+        too_long = refusal(fake.context_limit, wire.api, body) if fake.context_limit else None
+        if too_long is not None:
+            self._send_bytes(exchange, 400, compact_json(too_long).encode())
+            return
         choice = fake._script.choose(body, exchange.stream)
         if choice is None:
             self._send_error(exchange, wire, 500, message="fake LLM: no script is set")
@@ -529,9 +549,14 @@ class FakeLLM:
         host: str = "127.0.0.1",
         port: int = 0,
         prompt_cache: PromptCache | None = None,
+        context_limit: ContextLimit | None = None,
     ) -> None:
         # When set, usage is computed from each request as a provider's prompt cache would.
         self.prompt_cache = prompt_cache
+        # When set, longer requests are refused as the limit's server does (may be changed).
+        self.context_limit = context_limit
+        # The server endpoints asked about the window ("props", "ollama_show"), in order.
+        self.window_questions: list[str] = []
         self._host = host
         self._port = port
         self._script = _ScriptState(script or [])

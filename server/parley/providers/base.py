@@ -317,12 +317,18 @@ class Provider(ABC):
     name: str
     # The server continues a final assistant message (`ModelRequest.continue_from`).
     continues_streamed_text: bool = False
+    # Where the provider's server is: a window learned for a model is remembered by it.
+    base_url: str = ""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> ModelStream: ...
 
     @abstractmethod
     async def complete(self, request: ModelRequest) -> Completion: ...
+
+    async def window_from_server(self, model: str) -> int | None:
+        """The model's context window as its server reports it; None when it can't say."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional for providers without resources
         pass
@@ -356,6 +362,7 @@ class SDKProvider(Provider):
             max_retries=max_retries,
             timeout=self.sdk_timeout(timeout, read=stall_timeout),
         )
+        self.base_url = str(self._client.base_url)
 
     def _call_failed(self, error: Exception) -> ProviderError:
         """What a failed synchronous call means for the user."""

@@ -14,6 +14,7 @@ import attrs
 import httpx2
 
 from parley.core.errors import ProviderError
+from parley.providers.context_limits import window_in_refusal
 
 
 @attrs.frozen
@@ -58,13 +59,16 @@ def provider_error(name: str, error: Exception, sdk: SDKErrors) -> ProviderError
         retryable = status in (408, 409, 429) or status >= 500
         if retryable:
             hint = f"Still failing after retries. {hint or 'Try again in a moment.'}"
+        body = getattr(error, "body", None)
+        too_long = _context_exceeded(body, detail)
         return ProviderError(
             f"{name} answered {status} ({kind}): {detail} {hint}".strip(),
             provider=name,
             type=kind,
             status=status,
             retryable=retryable,
-            context_exceeded=_context_exceeded(getattr(error, "body", None), detail),
+            context_exceeded=too_long,
+            window=window_in_refusal(body, detail) if too_long else None,
         )
     if isinstance(error, sdk.timeout):
         return ProviderError(
@@ -123,22 +127,30 @@ def stream_interrupted(name: str, error: BaseException) -> ProviderError:
     )
 
 
-# How providers say a request is longer than the model's window: OpenAI's error code, and
-# the messages of OpenAI, Anthropic ("prompt is too long") and OpenAI-compatible servers.
+# How providers say a request is longer than the model's window: OpenAI's error code,
+# llama.cpp's error type, and the messages of OpenAI, Anthropic ("prompt is too long", "exceed
+# context limit"), llama.cpp ("exceeds the available context size") and other servers.
 _CONTEXT_EXCEEDED_CODES = {"context_length_exceeded", "string_above_max_length"}
+_CONTEXT_EXCEEDED_TYPES = {"exceed_context_size_error"}
 _CONTEXT_EXCEEDED_WORDS = (
     "context_length_exceeded",
+    "exceed_context_size_error",
     "prompt is too long",
     "maximum context length",
     "context length",
     "context window",
+    "context size",
+    "context limit",
     "too many tokens",
 )
 
 
 def _context_exceeded(body: object, detail: str) -> bool:
     inner = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(inner, dict) and inner.get("code") in _CONTEXT_EXCEEDED_CODES:
+    if isinstance(inner, dict) and (
+        str(inner.get("code")) in _CONTEXT_EXCEEDED_CODES
+        or str(inner.get("type")) in _CONTEXT_EXCEEDED_TYPES
+    ):
         return True
     lowered = detail.lower()
     return any(words in lowered for words in _CONTEXT_EXCEEDED_WORDS)

@@ -27,6 +27,7 @@ from parley.core.conversation import (
 from parley.core.errors import ProviderError
 from parley.core.usage import Usage
 from parley.providers import base, events
+from parley.providers.context_limits import window_from_server
 from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
@@ -180,6 +181,12 @@ class OpenAIProvider(base.SDKProvider):
 
     def stream(self, request: base.ModelRequest) -> base.ModelStream:
         return _OpenAIStream(self, self._arguments(request))
+
+    async def window_from_server(self, model: str) -> int | None:
+        """A local server's own answer (llama.cpp's `/props`, Ollama's `/api/show`)."""
+        api_key = self._client.api_key
+        key = None if api_key == "none" else api_key  # "none": the registry's stand-in
+        return await window_from_server(self.base_url, model, key)
 
     async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:

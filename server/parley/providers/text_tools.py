@@ -235,6 +235,7 @@ class _ParsingProvider(Provider):
     def __init__(self, inner: Provider) -> None:
         self.inner = inner
         self.name = inner.name
+        self.base_url = inner.base_url
 
     def _rewrite(self, request: ModelRequest) -> ModelRequest:
         return request
@@ -245,6 +246,9 @@ class _ParsingProvider(Provider):
     def stream(self, request: ModelRequest) -> ModelStream:
         inner_stream = self.inner.stream(self._rewrite(request))
         return _ParsedTextStream(inner_stream, _ReplyReader(self._new_parser()))
+
+    async def window_from_server(self, model: str) -> int | None:
+        return await self.inner.window_from_server(model)
 
     async def complete(self, request: ModelRequest) -> Completion:
         inner = await self.inner.complete(self._rewrite(request))
