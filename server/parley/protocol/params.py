@@ -131,9 +131,22 @@ class PromptBlock:
 
 
 @attrs.frozen
+class PromptOptions:
+    # The text is the prompt as it is, never a slash command (`parley chat` with text that
+    # did not come from a terminal: a piped document must not run `/undo`).
+    literal: bool = False
+
+
+@attrs.frozen
+class PromptMeta:
+    parley: PromptOptions = PromptOptions()
+
+
+@attrs.frozen
 class PromptParams:
     session_id: str
     prompt: list[PromptBlock]
+    meta: PromptMeta = PromptMeta()
 
 
 @attrs.frozen
