@@ -438,6 +438,8 @@ class Sessions:
             if stop.is_set() or not asking.done():
                 asking.cancel()
         if stop.is_set():
+            if asking.done() and not asking.cancelled():
+                asking.exception()  # retrieved: an answer that failed meanwhile is moot
             raise RestoreCancelled
         try:
             decision = asking.result()
