@@ -71,13 +71,10 @@ def test_piped_text_that_starts_with_undo_is_a_prompt_not_a_command(
     assert fake.requests[-1].body["messages"][-1]["content"] == document  # as text
     assert (root / "crlf.txt").read_bytes() == b"A" and (root / "made.py").exists()
 
-    # An argument in a script (stdin no terminal) is text too; --command runs it.
+    # An argument in a script (stdin no terminal) is text too (`--command` runs it:
+    # tests/test_checkpoints.py, test_parley_chat_undo).
     done = chat("/undo", "--session", session_id, "--cwd", str(root), env=env)
     assert done.returncode == 0 and (root / "made.py").exists()
-    done = chat("/undo", "--command", "--session", session_id, "--cwd", str(root), env=env)
-    assert done.returncode == 0, done.stderr
-    assert "Restored the files of turn 1" in done.stdout
-    assert (root / "crlf.txt").read_bytes() == CRLF_FILE and not (root / "made.py").exists()
 
 
 def test_command_refuses_a_prompt_that_is_no_command(fake: FakeLLM, tmp_path: Path) -> None:

@@ -235,7 +235,7 @@ def users_since(steps: list[Any], start: int, name: str) -> bool:
     return changed or (touched and state != parley_left)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=histories, which=st.integers(min_value=0, max_value=7))
 def test_a_restore_that_did_not_ask_lost_no_change_of_the_users(
     steps: list[Any], which: int
