@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import server_env
@@ -19,8 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from parley.agent.commands import parse_command
 from parley.chat import runs_commands
+from parley.client import ParleyClient
 from parley.core.conversation import TextBlock
 from parley.fakellm import FakeLLM, Reply
+from parley.protocol.params import PromptParams, parse_params
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from test_checkpoints import CRLF_FILE, journal_edits
 from test_cli import run_parley
 
@@ -121,3 +125,52 @@ def test_only_a_terminal_or_the_flag_runs_a_command(text: str, typed: bool) -> N
 def test_every_command_can_be_run_with_the_flag(name: str, rest: str) -> None:
     text = f" /{name} {rest}"
     assert runs_commands(text, explicit=True, typed=False) is True
+
+
+async def test_a_literal_prompt_is_never_a_command(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """`_meta.parley.literal` over the wire: `/cost` goes to the model as text; a literal that
+    is not a boolean is `-32602`, and the session goes on."""
+    client: ParleyClient = await start_server()
+    await client.initialize()
+    session_id = await client.new_session(str(workspace))
+    fake.set_script([Reply(text="Text about cost.")])
+    result = await client.prompt(session_id, "/cost", literal=True, timeout=60)
+    assert result["stopReason"] == "end_turn"
+    assert fake.requests[-1].body["messages"][-1]["content"] == "/cost"
+    bad = {"parley": {"literal": "yes"}, "other": {"client": "data"}}
+    with pytest.raises(JsonRpcException) as invalid:
+        await client.request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "/cost"}], "_meta": bad},
+        )
+    assert invalid.value.code == -32602 and "literal" in invalid.value.message
+    assert (await client.prompt(session_id, "/cost", timeout=30))["stopReason"] == "end_turn"
+    assert "This session so far" in client.text_of(session_id)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["parley", "literal", "x"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(meta=json_values)
+def test_only_a_literal_true_makes_a_prompt_literal(meta: Any) -> None:
+    """Whatever a client puts in `_meta`: the prompt is literal exactly when
+    `_meta.parley.literal` is `true`; a non-boolean there is invalid params, and anything
+    else in `_meta` is ignored."""
+    raw = {"sessionId": "s", "prompt": [{"type": "text", "text": "/undo"}], "_meta": meta}
+    parley = meta.get("parley") if isinstance(meta, dict) else None
+    literal = parley.get("literal", False) if isinstance(parley, dict) else False
+    params = parse_params(PromptParams, raw)
+    if isinstance(literal, bool):
+        assert params.literal is literal
+    else:
+        with pytest.raises(JsonRpcInvalidParams):
+            _ = params.literal

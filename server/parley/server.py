@@ -274,10 +274,10 @@ class ParleyServer(JsonRPCServer):
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
+        literal = params.literal  # checked first: a bad one is refused before any work
         # Linked files are read and images decoded: off the event loop.
         link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
-        literal = params.meta.parley.literal
         result = await self.sessions.prompt(params.session_id, content, literal=literal)
         return result.to_wire()
 
