@@ -19,7 +19,7 @@ from conftest import server_env
 from hypothesis import given
 from hypothesis import strategies as st
 from parley.agent.commands import parse_command
-from parley.chat import runs_commands
+from parley.chat import NotACommand, runs_commands
 from parley.client import ParleyClient
 from parley.core.conversation import TextBlock
 from parley.fakellm import FakeLLM, Reply
@@ -115,10 +115,11 @@ def test_only_a_terminal_or_the_flag_runs_a_command(text: str, typed: bool) -> N
     it, the invocation runs exactly what the server would take as a command."""
     assert runs_commands(text, explicit=False, typed=False) is False
     assert runs_commands(text, explicit=False, typed=True) is True
-    explicit = runs_commands(text, explicit=True, typed=typed)
-    is_command = parse_command((TextBlock(text),)) is not None
-    assert (explicit is True) == is_command
-    assert isinstance(explicit, str) != is_command
+    if parse_command((TextBlock(text),)) is not None:
+        assert runs_commands(text, explicit=True, typed=typed) is True
+    else:
+        with pytest.raises(NotACommand, match="--command runs a slash command"):
+            runs_commands(text, explicit=True, typed=typed)
 
 
 @given(name=st.sampled_from(["undo", "compact", "cost", "model"]), rest=st.text())

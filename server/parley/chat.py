@@ -683,15 +683,21 @@ def is_slash_command(text: str) -> bool:
     return text.lstrip().startswith("/") and parse_command((TextBlock(text),)) is not None
 
 
-def runs_commands(prompt: str, explicit: bool, typed: bool) -> bool | str:
+class NotACommand(ValueError):
+    """`--command` with a prompt that is no slash command."""
+
+
+def runs_commands(prompt: str, explicit: bool, typed: bool) -> bool:
     """Whether a slash command in the prompt runs: with `--command` (`explicit`: then the
-    prompt must be one), or when the prompt comes from a terminal (`typed`: stdin is one);
-    never from text piped in. A string: why the invocation is refused."""
+    prompt must be one, else `NotACommand`), or when the prompt comes from a terminal
+    (`typed`: stdin is one); never from text piped in."""
     if explicit:
         if is_slash_command(prompt):
             return True
         shown = terminal_safe(prompt.strip()[:60])
-        return f"--command runs a slash command (/undo, /compact, /cost, /model), not {shown!r}"
+        raise NotACommand(
+            f"--command runs a slash command (/undo, /compact, /cost, /model), not {shown!r}"
+        )
     return typed
 
 
@@ -701,9 +707,10 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     if prompt is None:
         print("parley: the prompt on stdin is empty", file=sys.stderr)
         return 2
-    commands = runs_commands(prompt, getattr(args, "slash_command", False), sys.stdin.isatty())
-    if isinstance(commands, str):
-        print(f"parley: {commands}", file=sys.stderr)
+    try:
+        commands = runs_commands(prompt, getattr(args, "slash_command", False), sys.stdin.isatty())
+    except NotACommand as error:
+        print(f"parley: {error}", file=sys.stderr)
         return 2
     if not commands and is_slash_command(prompt):
         print(
