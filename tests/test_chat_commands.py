@@ -151,13 +151,13 @@ async def test_a_literal_prompt_is_never_a_command(
     assert "This session so far" in client.text_of(session_id)
 
 
+def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keys = st.sampled_from(["parley", "literal", "x"])
+    return st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3)
+
+
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(["parley", "literal", "x"]), inner, max_size=3)
-    ),
-    max_leaves=8,
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5), containers, max_leaves=8
 )
 
 
