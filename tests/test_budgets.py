@@ -245,3 +245,30 @@ def test_the_day_starts_at_local_midnight_in_the_stores_time_format() -> None:
     start = day_start()
     assert start.endswith("Z") and start <= now_iso()
     assert datetime.fromisoformat(start).astimezone().time() == time(0, 0)
+
+
+async def test_compact_past_the_budget_makes_no_call_and_says_why(
+    fake: FakeLLM, tmp_path: Path, workspace: Path
+) -> None:
+    """`/compact`'s summary is a billed call: past a budget it is not made (issue 22)."""
+    fake.set_script([Reply(text="ok"), Reply(text="ok", usage=COSTLY), Reply(text="ok")])
+    env = env_with_budget(fake, tmp_path / "home", "session_usd = 0.5")
+    async with acp_server(env) as run:
+        await run.initialize()
+        session_id = await new_session(run, workspace)
+        for text in ("One.", "Two, which spends the budget."):
+            await run.conn.prompt(session_id=session_id, prompt=[text_block(text)])
+        before = len(fake.requests)
+        shown = len(run.editor.text_of(session_id))
+        result = await run.conn.prompt(session_id=session_id, prompt=[text_block("/compact")])
+        why = run.editor.text_of(session_id)[shown:]
+        chunk = run.recording.raw_updates(session_id, "agent_message_chunk")[-1]
+        with pytest.raises(RequestError) as refused:
+            await run.raw_request("_parley/session/compact", {"sessionId": session_id})
+    assert len(fake.requests) == before  # no summary call
+    assert result.stop_reason == "refusal"
+    assert why.startswith("This session spent $0.5600 of its $0.50 budget, so the conversation")
+    assert "not compacted" in why and "Budget" in why
+    assert chunk["_meta"] == {"parley": {"notice": True}}
+    assert refused.value.code == -32004 and "not compacted" in str(refused.value)
+    run.recording.assert_conformant()

@@ -475,7 +475,8 @@ async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
 
 
 def test_parley_chat_undo(fake: FakeLLM, root: Path, tmp_path: Path) -> None:
-    """`parley chat --session S /undo` restores the session's last editing turn."""
+    """`parley chat --session S --command /undo` restores the session's last editing turn
+    (a script: stdin is no terminal, so the flag says the prompt is a command)."""
     from conftest import server_env
     from test_cli import run_parley
 
@@ -485,7 +486,9 @@ def test_parley_chat_undo(fake: FakeLLM, root: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     session_id = done.stderr.rsplit("session ", 1)[1].split()[0]
     journal_edits(tmp_path / "home", session_id, 1, root, {"crlf.txt": b"A", "made.py": b"new"})
-    done = run_parley("chat", "/undo", "--session", session_id, "--cwd", str(root), env=env)
+    done = run_parley(
+        "chat", "/undo", "--command", "--session", session_id, "--cwd", str(root), env=env
+    )
     assert done.returncode == 0, done.stderr
     assert "Restored the files of turn 1" in done.stdout and "`made.py` removed" in done.stdout
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE and not (root / "made.py").exists()

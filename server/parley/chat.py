@@ -9,11 +9,14 @@ as one JSON line instead, and nothing else. The display rules are docs/display.m
 
 A tool that needs permission is asked about on the controlling terminal (`/dev/tty`), or on
 stderr when stdin is a terminal and there is no `/dev/tty`; with no way to ask, the call is
-rejected (`--yes` allows every call). An edit is shown as a unified diff (red and green when
-the question goes to a terminal and `NO_COLOR` is not set); the summary names the files the
-turn edited. Ctrl-C cancels the turn with one line on stderr and
-exits 130; a second Ctrl-C exits at once. When stdout's reader goes away (`| head`), the
-turn is cancelled and the command exits 141 (128 + SIGPIPE, like `yes | head`), quietly.
+rejected (`--yes` allows every call, but never a restore over the user's own changes).
+A prompt that starts with a slash command (`/undo`) runs it only when it comes from a
+terminal (stdin is one) or with `--command`: text piped in is sent as text. An edit is
+shown as a unified diff (red and green when the question goes to a terminal and `NO_COLOR`
+is not set); the summary names the files the turn edited. Ctrl-C cancels the turn with one
+line on stderr and exits 130; a second Ctrl-C exits at once. When stdout's reader goes away
+(`| head`), the turn is cancelled and the command exits 141 (128 + SIGPIPE, like
+`yes | head`), quietly.
 """
 
 from __future__ import annotations
@@ -354,6 +357,32 @@ def permission_question(
     return "\n".join(lines)
 
 
+HOW_TO_OVERWRITE = (
+    "to overwrite your own changes, run the command in a terminal without --yes "
+    "and answer its question"
+)
+
+
+def overwrites_user_changes(params: dict[str, Any]) -> bool:
+    """Whether the question is a restore's, before it overwrites the user's own changes."""
+    tool_call = params.get("toolCall")
+    meta = tool_call.get("_meta") if isinstance(tool_call, dict) else None
+    parley = meta.get("parley") if isinstance(meta, dict) else None
+    return isinstance(parley, dict) and parley.get("tool") == "restore"
+
+
+def allow_all_but_overwrites(view: TerminalView) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """`--yes`: every call is allowed, but never a restore over the user's own changes."""
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        if overwrites_user_changes(params):
+            view.line(f"parley: --yes does not overwrite your own changes: {HOW_TO_OVERWRITE}.")
+            return _selected(params, "reject_once")
+        return _selected(params, "allow_once")
+
+    return answer
+
+
 def _selected(params: dict[str, Any], kind: str) -> dict[str, Any]:
     """The answer choosing the request's option of this kind (ACP options carry a kind)."""
     options = params.get("options") if isinstance(params.get("options"), list) else []
@@ -441,9 +470,14 @@ class PermissionAsker:
             tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
             terminal = _Terminal.open()
             if terminal is None:
+                how = (
+                    HOW_TO_OVERWRITE
+                    if overwrites_user_changes(params)
+                    else "use --yes to allow every tool call"
+                )
                 self.view.line(
                     f"parley: did not {asked_action(tool_call)}: there is no terminal to ask on "
-                    "(use --yes to allow every tool call)."
+                    f"({how})."
                 )
                 return _selected(params, "reject_once")
             self._answer = asyncio.get_running_loop().create_future()
@@ -560,8 +594,10 @@ async def chat(
     tool_policy: str | None = None,
     env: dict[str, str] | None = None,
     session_model: str | None = None,
+    commands: bool = False,
 ) -> int:
-    """`session_model`: the model of the session `session_id` (when the caller knows it)."""
+    """`session_model`: the model of the session `session_id` (when the caller knows it);
+    `commands`: a prompt that starts with a slash command runs it (else it is plain text)."""
     view = TerminalView(sys.stdout, sys.stderr, as_json, cwd)
     asker = PermissionAsker(view, cwd)
     client = await _start_server(_server_env(env, model or session_model))
@@ -572,7 +608,7 @@ async def chat(
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stopper.interrupt)
     if allow_all:
-        client.permission_handler = lambda params: _selected(params, "allow_once")
+        client.permission_handler = allow_all_but_overwrites(view)
     else:
         client.permission_handler = asker.ask
     try:
@@ -591,7 +627,7 @@ async def chat(
             await client.load_session(session_id, str(cwd))
         client.on_update = view.show  # after the replay of a loaded session: only the answer
         stopper.session_id = session_id
-        result = await client.prompt(session_id, prompt)
+        result = await client.prompt(session_id, prompt, literal=not commands)
     except JsonRpcException as error:
         if stopper.exit_code is not None:
             return stopper.exit_code
@@ -639,12 +675,49 @@ def read_prompt(prompt: str) -> str | None:
     return text if text.strip() else None
 
 
+def is_slash_command(text: str) -> bool:
+    """Whether the server would run `text` as a slash command."""
+    from parley.agent.commands import parse_command
+    from parley.core.conversation import TextBlock
+
+    return text.lstrip().startswith("/") and parse_command((TextBlock(text),)) is not None
+
+
+class NotACommand(ValueError):
+    """`--command` with a prompt that is no slash command."""
+
+
+def runs_commands(prompt: str, explicit: bool, typed: bool) -> bool:
+    """Whether a slash command in the prompt runs: with `--command` (`explicit`: then the
+    prompt must be one, else `NotACommand`), or when the prompt comes from a terminal
+    (`typed`: stdin is one); never from text piped in."""
+    if explicit:
+        if is_slash_command(prompt):
+            return True
+        shown = terminal_safe(prompt.strip()[:60])
+        raise NotACommand(
+            f"--command runs a slash command (/undo, /compact, /cost, /model), not {shown!r}"
+        )
+    return typed
+
+
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     cwd = Path(args.cwd or os.getcwd()).resolve()
     prompt = read_prompt(args.prompt)
     if prompt is None:
         print("parley: the prompt on stdin is empty", file=sys.stderr)
         return 2
+    try:
+        commands = runs_commands(prompt, getattr(args, "slash_command", False), sys.stdin.isatty())
+    except NotACommand as error:
+        print(f"parley: {error}", file=sys.stderr)
+        return 2
+    if not commands and is_slash_command(prompt):
+        print(
+            "parley: the prompt is sent to the model as text: slash commands run only from a "
+            "terminal, or with --command.",
+            file=sys.stderr,
+        )
     if args.model == "demo":
         return run_demo(prompt=prompt, as_json=args.json)
     return asyncio.run(
@@ -657,6 +730,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             allow_all=args.yes,
             tool_policy=args.tool_policy,
             session_model=getattr(args, "session_model", None),
+            commands=commands,
         )
     )
 

@@ -42,7 +42,18 @@ def _build_parser() -> argparse.ArgumentParser:
         "--session", help="continue this session: its id, a unique start of it, or 'last'"
     )
     chat.add_argument("--json", action="store_true", help="print each update as a JSON line")
-    chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
+    chat.add_argument(
+        "--yes",
+        action="store_true",
+        help="allow every tool call without asking (never a restore over your own changes)",
+    )
+    chat.add_argument(
+        "--command",
+        dest="slash_command",
+        action="store_true",
+        help="run the prompt as a slash command (/undo, /compact, /cost, /model); without "
+        "it, only a prompt typed at a terminal runs one",
+    )
     chat.add_argument("--cwd", help="the workspace (default: the current directory)")
     chat.add_argument(
         "--tool-policy", choices=["hybrid", "stream", "sync"], help="how tool rounds are fetched"

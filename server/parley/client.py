@@ -125,12 +125,15 @@ class ParleyClient(ParleyJsonRPCClient):
         text: str,
         resources: Sequence[dict[str, Any]] = (),
         timeout: float | None = None,
+        literal: bool = False,
     ) -> dict[str, Any]:
+        """`literal`: the text is sent as it is, never run as a slash command."""
         blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
         blocks += [{"type": "resource", "resource": dict(resource)} for resource in resources]
-        return await self.request(
-            "session/prompt", {"sessionId": session_id, "prompt": blocks}, timeout
-        )
+        params: dict[str, Any] = {"sessionId": session_id, "prompt": blocks}
+        if literal:
+            params["_meta"] = {"parley": {"literal": True}}
+        return await self.request("session/prompt", params, timeout)
 
     def cancel(self, session_id: str) -> None:
         self.notify("session/cancel", {"sessionId": session_id})

@@ -24,6 +24,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
+from parley.agent.budgets import BudgetSpent
 from parley.agent.session import Session
 from parley.agent.sessions import (
     InvalidOptions,
@@ -70,6 +71,7 @@ PROTOCOL_VERSION = 1
 PROVIDER_ERROR_CODE = -32001
 RESOURCE_NOT_FOUND_CODE = -32002  # ACP's: an unknown or deleted session
 SESSION_BUSY_CODE = -32003  # Parley's: a turn runs in the session, here or in another window
+BUDGET_SPENT_CODE = -32004  # Parley's: a call on the user's behalf is past a budget
 SESSIONS_PAGE_SIZE = 50
 # The SDK's import starts this long after `initialize` (or sooner, see `_preload_sdk`).
 PRELOAD_DELAY_SECONDS = 0.3
@@ -192,9 +194,11 @@ class ParleyServer(JsonRPCServer):
 
     async def write_text_file(self, session_id: str, path: str, content: str) -> None:
         """The editor writes a file (into its buffer): `fs/write_text_file`."""
-        await self.protocol.request(
+        answer = await self.protocol.request(
             "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
         )
+        if not isinstance(answer, dict):  # ACP's answer is an object: anything else is no write
+            raise ValueError(f"the editor's answer to fs/write_text_file was {answer!r:.60}")
 
     # --- handlers -----------------------------------------------------------------------
 
@@ -270,10 +274,11 @@ class ParleyServer(JsonRPCServer):
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
+        literal = params.literal  # checked first: a bad one is refused before any work
         # Linked files are read and images decoded: off the event loop.
         link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
-        result = await self.sessions.prompt(params.session_id, content)
+        result = await self.sessions.prompt(params.session_id, content, literal=literal)
         return result.to_wire()
 
     def cancel(self, raw: Any) -> None:
@@ -413,6 +418,8 @@ def _as_json_rpc_errors() -> Iterator[None]:
         raise _not_found(error.message) from error
     except SessionInUse as error:
         raise JsonRpcServerError(error.message, SESSION_BUSY_CODE) from error
+    except BudgetSpent as error:
+        raise JsonRpcServerError(error.message, BUDGET_SPENT_CODE) from error
     except (InvalidOptions, UnsupportedContent) as error:
         raise JsonRpcInvalidParams(error.message) from error
     except ProviderError as error:

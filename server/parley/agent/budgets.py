@@ -4,7 +4,8 @@ A session's limit is its `budget` option (`Session.budget`: USD as text, or "non
 config.toml's `[budget] session_usd`; the day's is `[budget] day_usd`, over every session's
 counted calls since local midnight (the store's `usage` rows). Calls whose price is unknown
 count nothing, so they never block. A turn checks before its first round (past a budget, it
-does not start) and after each round that calls tools (past a budget, it stops there).
+does not start) and after each round that calls tools (past a budget, it stops there); a
+call made outside a turn (the summary of `/compact`) checks before it is made.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ class Overrun:
             f"({format_cost(self.spent)} so far)."
         )
 
-    def explain(self, *, starting: bool) -> str:
-        """For the user: why the turn does not start (`starting`) or stops, and what to do."""
+    def explain(self, *, starting: bool, not_done: str | None = None) -> str:
+        """For the user: why the turn does not start (`starting`) or stops, or why what the
+        user asked for was `not_done` (it needs a model call), and what to do."""
         what = "This session" if self.which == "session" else "Today's model calls"
         done = "so this prompt was not sent to the model" if starting else "so the turn stops here"
+        if not_done is not None:
+            done = f"so {not_done}"
         raise_it = (
             "choose a higher Budget in the session's options (or `budget.session_usd` in "
             "config.toml)"
@@ -50,6 +54,15 @@ class Overrun:
             f"{what} spent ${self.spent:.4f} of its ${self.limit:.2f} budget, {done}. "
             f"To go on, {raise_it}."
         )
+
+
+class BudgetSpent(Exception):
+    """A billed call (a summary for `/compact`) that is not made: a budget is spent."""
+
+    def __init__(self, spent: Overrun, not_done: str) -> None:
+        self.spent = spent
+        self.message = spent.explain(starting=True, not_done=not_done)
+        super().__init__(self.message)
 
 
 def session_limit(session: Session, settings: Settings) -> float | None:

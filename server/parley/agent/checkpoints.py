@@ -103,6 +103,9 @@ class FileRestore:
     content: bytes | None
     mode: int | None
     expected: str | None
+    # Between the turns being undone, someone else changed the file (a later turn found it
+    # otherwise than an earlier one left it): restoring it loses that change.
+    changed_between: bool = False
 
     @property
     def action(self) -> str:
@@ -125,6 +128,7 @@ class RestoreResult:
     files: tuple[FileRestore, ...] = ()  # those put back
     rejected: tuple[FileRestore, ...] = ()  # the user kept them: nothing was restored
     failures: tuple[tuple[FileRestore, str], ...] = ()  # (file, why it could not be)
+    cancelled: bool = False  # stopped (`session/cancel`) while asking: nothing was restored
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
@@ -132,13 +136,20 @@ class RestoreResult:
         }
         if self.rejected:
             wire["rejected"] = True
+        if self.cancelled:
+            wire["cancelled"] = True
         if self.failures:
             wire["failed"] = [{"path": file.path, "reason": why} for file, why in self.failures]
         return wire
 
 
-# Asked before files the user changed are overwritten: True to go on.
+# Asked before files the user changed are overwritten: True to go on; raises
+# `RestoreCancelled` when the restore is stopped while it waits for the answer.
 AskUser = Callable[[int, list[FileRestore]], Awaitable[bool]]
+
+
+class RestoreCancelled(Exception):
+    """The user stopped the restore while it asked them (`session/cancel`)."""
 
 
 def plan_restore(checkpoints: list[Checkpoint]) -> list[FileRestore]:
@@ -154,18 +165,20 @@ def plan_restore(checkpoints: list[Checkpoint]) -> list[FileRestore]:
             checkpoint.content,
             checkpoint.mode,
             newer.expected if newer is not None else checkpoint.written,
+            newer is not None and (newer.changed_between or newer.target != checkpoint.written),
         )
     return sorted(plan.values(), key=lambda file: file.path)
 
 
 def changed_since_written(plan: list[FileRestore]) -> list[FileRestore]:
-    """The files that are neither as Parley last left them nor already as the restore
-    would make them: restoring them would lose someone else's change. A file whose last
-    write was never recorded (the server died mid-call) counts as changed."""
+    """The files not already as the restore would make them that someone else changed:
+    now (not as Parley last left them), or between the turns undone (a later turn found
+    the file otherwise than an earlier one left it). Restoring them would lose that change.
+    A file whose write was never recorded (the server died mid-call) counts as changed."""
     changed = []
     for file in plan:
         now = fingerprint(Path(file.root), file.path)
-        if now != file.expected and now != file.target:
+        if now != file.target and (file.changed_between or now != file.expected):
             changed.append(file)
     return changed
 
@@ -179,9 +192,12 @@ async def restore_turn(store: Store, session_id: str, turn: int, ask: AskUser) -
     if not plan:
         store.drop_checkpoints(session_id, turn)
         return RestoreResult(turn)
-    changed = changed_since_written(plan)
-    if changed and not await ask(turn, changed):
-        return RestoreResult(turn, rejected=tuple(changed))
+    changed = await asyncio.to_thread(changed_since_written, plan)
+    try:
+        if changed and not await ask(turn, changed):
+            return RestoreResult(turn, rejected=tuple(changed))
+    except RestoreCancelled:
+        return RestoreResult(turn, cancelled=True)
     failures = await asyncio.to_thread(_apply, plan)
     failed = {file.path for file, _ in failures}
     restored = tuple(file for file in plan if file.path not in failed)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from parley.agent.budgets import describe_budgets
+from parley.agent.budgets import BudgetSpent, describe_budgets
 from parley.agent.checkpoints import RestoreResult
 from parley.agent.config_options import MODEL
 from parley.agent.session import Session
@@ -60,6 +60,16 @@ class CommandCall:
     argument: str  # the text after the name, stripped
 
 
+@attrs.frozen
+class CommandReply:
+    """What a command answers: its text (Markdown), and how the prompt ends."""
+
+    text: str
+    stop_reason: str = "end_turn"  # "cancelled": stopped; "refusal": a budget is spent
+    stop_text: str | None = None  # why it stopped (`_meta.parley.stopText`)
+    notice: bool = False  # Parley saying why nothing was done: a notice chunk
+
+
 class CommandHost(Protocol):
     """What the commands need from the sessions."""
 
@@ -93,18 +103,28 @@ def parse_command(content: tuple[ContentBlock, ...]) -> CommandCall | None:
     return CommandCall(name, argument[0].strip() if argument else "")
 
 
-async def run_command(call: CommandCall, session: Session, host: CommandHost) -> str:
-    """Run the command; returns the reply for the user (in Markdown)."""
+async def run_command(call: CommandCall, session: Session, host: CommandHost) -> CommandReply:
+    """Run the command; returns the reply for the user."""
     if call.name == "model":
-        return await _switch_model(call.argument, session, host)
+        return CommandReply(await _switch_model(call.argument, session, host))
     if call.name == "undo":
-        return describe_restore(await host.restore(session.id, None))
+        restored = await host.restore(session.id, None)
+        stop_reason = "cancelled" if restored.cancelled else "end_turn"
+        return CommandReply(describe_restore(restored), stop_reason)
     if call.name == "compact":
+        return await _compact(session, host)
+    return CommandReply(_cost(session, host.settings))
+
+
+async def _compact(session: Session, host: CommandHost) -> CommandReply:
+    try:
         before, after = await host.compact(session.id)
-        if after >= before:
-            return f"Nothing to compact: the model sees about {before:,} tokens."
-        return f"Compacted the conversation: {before:,} → {after:,} tokens (estimated)."
-    return _cost(session, host.settings)
+    except BudgetSpent as refused:
+        stop_text = refused.spent.stop_text(starting=True)
+        return CommandReply(refused.message, "refusal", stop_text, notice=True)
+    if after >= before:
+        return CommandReply(f"Nothing to compact: the model sees about {before:,} tokens.")
+    return CommandReply(f"Compacted the conversation: {before:,} → {after:,} tokens (estimated).")
 
 
 async def _switch_model(name: str, session: Session, host: CommandHost) -> str:
@@ -142,6 +162,8 @@ def describe_restore(result: RestoreResult) -> str:
     """What `/undo` did, for the user."""
     if result.turn is None:
         return "Nothing to undo: no turn of this session has edited files (or they were undone)."
+    if result.cancelled:
+        return f"Undo of turn {result.turn} cancelled: nothing was restored."
     if result.rejected:
         return f"Nothing was restored: you kept your changes to {_listed(result.rejected)}."
     lines = [f"Restored the files of turn {result.turn} as they were before it:"]

@@ -16,7 +16,8 @@ from typing import Any
 
 import attrs
 
-from parley.agent.checkpoints import FileRestore, RestoreResult, restore_turn
+from parley.agent.budgets import BudgetSpent, overrun
+from parley.agent.checkpoints import FileRestore, RestoreCancelled, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.config_options import (
     InvalidChoice,
@@ -89,7 +90,8 @@ class Sessions:
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
     _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
-    _restoring: set[str] = attrs.field(factory=set)  # sessions whose files are being restored
+    # The sessions whose files are being restored: each restore's stop (`session/cancel`).
+    _restoring: dict[str, asyncio.Event] = attrs.field(factory=dict)
     # Context windows providers told this server (agent/learned_windows.py), for every session.
     _windows: LearnedWindows = attrs.field(
         default=attrs.Factory(lambda sessions: LearnedWindows(sessions.store), takes_self=True)
@@ -241,11 +243,13 @@ class Sessions:
 
     # --- a turn ----------------------------------------------------------------------------
 
-    async def prompt(self, session_id: str, content: tuple[ContentBlock, ...]) -> TurnResult:
+    async def prompt(
+        self, session_id: str, content: tuple[ContentBlock, ...], *, literal: bool = False
+    ) -> TurnResult:
         """Run a turn under the session's lease; the other windows' turns are shown first.
-        A prompt that is a slash command runs the command instead."""
+        A prompt that is a slash command runs the command instead (unless `literal`)."""
         session = self.get(session_id)
-        command = parse_command(content)
+        command = None if literal else parse_command(content)
         if command is not None:
             return await self._run_command(session, command)
         if session.running_turn is not None or session.id in self._restoring:
@@ -278,10 +282,17 @@ class Sessions:
             self.store.release_lease(session.id, self.instance_id)
 
     async def _run_command(self, session: Session, command: CommandCall) -> TurnResult:
-        """No model call: the command's answer is an agent message (not in the history)."""
+        """The command's answer is an agent message (not in the history); a notice when it
+        says why nothing was done (a budget)."""
         reply = await run_command(command, session, self)
-        self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply))
-        return TurnResult("end_turn", TurnStats(model=session.model), attrs.evolve(session.totals))
+        chunk = updates.notice_chunk if reply.notice else updates.message_chunk
+        self.ports.send_update(session.id, chunk(new_id("msg"), reply.text))
+        return TurnResult(
+            reply.stop_reason,
+            TurnStats(model=session.model),
+            attrs.evolve(session.totals),
+            reply.stop_text,
+        )
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
         """Refuse, before any model call, what the session's model cannot take."""
@@ -328,6 +339,9 @@ class Sessions:
         session = self._open.get(session_id)
         if session is not None and session.running_turn is not None:
             session.running_turn.cancel()
+        restoring = self._restoring.get(session_id)
+        if restoring is not None:
+            restoring.set()
 
     # --- compaction -------------------------------------------------------------------------
 
@@ -348,6 +362,11 @@ class Sessions:
             raise _unknown(session_id) from gone
         try:
             session.catch_up()
+            spent = overrun(session, self.settings)  # the summary is a billed call
+            if spent is not None:
+                raise BudgetSpent(
+                    spent, "the conversation was not compacted (that takes a model call)"
+                )
             turn = Turn(
                 session, UserMessage(()), self.ports, self.providers, self.settings, self._windows
             )
@@ -366,8 +385,8 @@ class Sessions:
             return RestoreResult(None)  # never prompted: no turn edited anything
         if self.store.session(session_id) is None:
             raise _unknown(session_id)
-        if session is not None and (
-            session.running_turn is not None or session_id in self._restoring
+        if session_id in self._restoring or (
+            session is not None and session.running_turn is not None
         ):
             raise SessionInUse(BUSY_HERE)
         if turn is None:
@@ -380,21 +399,30 @@ class Sessions:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
         except SessionGone as gone:
             raise _unknown(session_id) from gone
-        self._restoring.add(session_id)
+        stop = self._restoring[session_id] = asyncio.Event()
+        # Held for as long as the restore runs (its question may wait on the user for long):
+        # another window's turn cannot start meanwhile and then be written over.
+        renewing = asyncio.ensure_future(self._renew_lease(session_id))
         try:
             return await restore_turn(
                 self.store,
                 session_id,
                 turn,
-                lambda turn, changed: self._may_overwrite(session_id, turn, changed),
+                lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
             )
         finally:
-            self._restoring.discard(session_id)
+            renewing.cancel()
+            del self._restoring[session_id]
             self.store.release_lease(session_id, self.instance_id)
 
-    async def _may_overwrite(self, session_id: str, turn: int, changed: list[FileRestore]) -> bool:
+    async def _may_overwrite(
+        self, session_id: str, turn: int, changed: list[FileRestore], stop: asyncio.Event
+    ) -> bool:
         """Ask the user (`session/request_permission`) before a restore overwrites files they
-        changed since Parley wrote them."""
+        changed since Parley wrote them. `stop` set (`session/cancel`) ends the question:
+        `RestoreCancelled`."""
+        if stop.is_set():
+            raise RestoreCancelled
         names = [file.shown for file in changed]
         call_id = new_id("restore")
         call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
@@ -406,8 +434,22 @@ class Sessions:
                 "those changes:\n" + "\n".join(f"- {name}" for name in names),
             ),
         )
+        asking = asyncio.ensure_future(
+            self.ports.request_permission(session_id, call, "edit", view)
+        )
+        stopping = asyncio.ensure_future(stop.wait())
         try:
-            decision = await self.ports.request_permission(session_id, call, "edit", view)
+            await asyncio.wait((asking, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if stop.is_set() or not asking.done():
+                asking.cancel()
+        if stop.is_set():
+            if asking.done() and not asking.cancelled():
+                asking.exception()  # retrieved: an answer that failed meanwhile is moot
+            raise RestoreCancelled
+        try:
+            decision = asking.result()
         except Exception as error:  # the editor could not ask: keep the user's changes
             logger.warning("Asking before a restore failed: %s", error)
             return False

@@ -134,6 +134,21 @@ class PromptBlock:
 class PromptParams:
     session_id: str
     prompt: list[PromptBlock]
+    meta: Any = None  # ACP's `_meta`, whatever a client puts there: see `literal`
+
+    @property
+    def literal(self) -> bool:
+        """`_meta.parley.literal`: the text is the prompt as it is, never a slash command
+        (`parley chat` with text that did not come from a terminal: a piped document must
+        not run `/undo`). Anything else in `_meta` is not Parley's and is ignored."""
+        parley = self.meta.get("parley") if isinstance(self.meta, dict) else None
+        literal = parley.get("literal", False) if isinstance(parley, dict) else False
+        if not isinstance(literal, bool):
+            got = _json_type(literal)
+            raise JsonRpcInvalidParams(
+                f"invalid params: _meta.parley.literal: expected a boolean, got {got}"
+            )
+        return literal
 
 
 @attrs.frozen

@@ -30,6 +30,8 @@ def permission_request(
             "kind": kind,
             "rawInput": call.arguments,
             **updates.call_view(view),
+            # Which tool asks ("restore": a restore overwriting the user's own changes).
+            "_meta": {"parley": {"tool": call.name}},
         },
         "options": PERMISSION_OPTIONS,
     }

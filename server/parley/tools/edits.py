@@ -45,8 +45,8 @@ from parley.tools.confined import (
 from parley.tools.file_ledger import FileLedger
 from parley.tools.workspace import (
     EDIT_MAX_BYTES,
+    EDITOR_READ_SECONDS,
     WorkspaceTool,
-    editor_text,
     looks_binary,
     requested_name,
 )
@@ -317,24 +317,34 @@ class EditTool(WorkspaceTool):
         except UnicodeDecodeError as exc:
             raise EditRefused(f"{target.shown} is not UTF-8 text, so it cannot be edited.") from exc
 
-    def check_on_disk(self, target: Target) -> None:
-        """Raise as `disk_text` would for a file that is not a regular file with one name."""
+    def check_on_disk(self, target: Target) -> bool:
+        """Raise as `disk_text` would for a file that is not a regular file with one name;
+        whether the file is there."""
         try:
             open_confined(self.workspace, target.relative).close()
         except (FileNotFoundError, NotADirectoryError):
-            pass
+            return False
         except IsADirectoryError as exc:
             raise EditRefused(f"{target.shown} is a directory.") from exc
+        return True
 
     async def current_text(self, target: Target, context: ToolContext) -> str | None:
         """The file's text now: the editor's buffer when the editor offers it, else the
-        disk; None when the file does not exist."""
+        disk; None when the file does not exist. An editor that offers it and cannot give
+        it refuses the edit: its buffer may hold unsaved changes the disk lacks."""
         if context.client_files is not None and printable_name(target.relative) == target.relative:
             # What is on disk is checked as for a disk edit (a FIFO, a hard link: refused).
-            await asyncio.to_thread(self.check_on_disk, target)
-            text = await editor_text(context, target.path)
-            if text is not None:
-                return text
+            on_disk = await asyncio.to_thread(self.check_on_disk, target)
+            try:
+                return await editor_buffer(context, target.path)
+            except EditorUnreadable as exc:
+                if not on_disk:
+                    return None  # a new file: the editor has no text of it to give
+                raise EditRefused(
+                    f"The editor could not give the text of {target.shown} ({exc}), so the "
+                    "edit was not made: its buffer may hold changes the disk lacks. Try again "
+                    "later, or ask the user to save or close the file."
+                ) from exc
         return await asyncio.to_thread(self.disk_text, target)
 
     def check_not_stale(self, target: Target, text: str) -> None:
@@ -434,6 +444,24 @@ class EditTool(WorkspaceTool):
                 raise EditRefused(message) from error
         self.known.record(target.path, text)
         return target
+
+
+class EditorUnreadable(Exception):
+    """The editor offers `fs/read_text_file` but did not give a file's text: why."""
+
+
+async def editor_buffer(context: ToolContext, path: str) -> str:
+    """The editor's text of `path` (its buffer, saved or not); `EditorUnreadable` when it
+    answers with an error, an answer without text, or not in time."""
+    assert context.client_files is not None
+    try:
+        async with asyncio.timeout(EDITOR_READ_SECONDS):
+            return await context.client_files.read_text_file(context.session_id, path)
+    except TimeoutError as exc:
+        raise EditorUnreadable(f"no answer in {EDITOR_READ_SECONDS:g} s") from exc
+    except Exception as error:  # the editor's JSON-RPC error, or an answer without text
+        reason = getattr(error, "message", None) or str(error) or type(error).__name__
+        raise EditorUnreadable(reason) from error
 
 
 def _refusal(error: Exception, path: Any) -> ToolResult:
