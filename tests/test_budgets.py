@@ -272,3 +272,36 @@ async def test_compact_past_the_budget_makes_no_call_and_says_why(
     assert chunk["_meta"] == {"parley": {"notice": True}}
     assert refused.value.code == -32004 and "not compacted" in str(refused.value)
     run.recording.assert_conformant()
+
+
+async def test_a_summary_that_crosses_the_budget_stops_the_turn_before_its_round(
+    fake: FakeLLM, tmp_path: Path, workspace: Path
+) -> None:
+    """Compaction's summary is a billed call made inside a turn: when it spends the budget,
+    the round it was made for is not sent (issue 22, item 5)."""
+    # Every request with no assistant message gets this reply: turn 1, then the summary.
+    fake.set_script([Reply(text="Read it.", usage=COSTLY)])  # $0.56 a call
+    home = tmp_path / "home"
+    env = env_with_budget(fake, home, "session_usd = 1.0")
+    config = Path(env["PARLEY_CONFIG"])
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + '\n[models."openai:gpt-4.1-mini"]\ncontext_window = 10000\n'
+        + "\n[compaction]\nthreshold = 0.8\n",
+        encoding="utf-8",
+    )
+    long_text = "word " * 4_000  # about 5,000 tokens
+    async with acp_server(env) as run:
+        await run.initialize()
+        session_id = await new_session(run, workspace)
+        first = await run.conn.prompt(session_id=session_id, prompt=[text_block(long_text)])
+        shown = len(run.editor.text_of(session_id))
+        second = await run.conn.prompt(session_id=session_id, prompt=[text_block(long_text)])
+        said = run.editor.text_of(session_id)[shown:]
+    assert first.stop_reason == "end_turn"
+    assert len(fake.requests) == 2  # turn 1, then the summary; no round after it
+    assert "<transcript>" in str(fake.requests[1].body["messages"][-1])
+    assert second.stop_reason == "max_turn_requests"
+    assert "This session spent $1.1200 of its $1.00 budget" in said
+    assert "so the turn stops here" in said and "Read it." not in said
+    run.recording.assert_conformant()

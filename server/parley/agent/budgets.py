@@ -4,8 +4,9 @@ A session's limit is its `budget` option (`Session.budget`: USD as text, or "non
 config.toml's `[budget] session_usd`; the day's is `[budget] day_usd`, over every session's
 counted calls since local midnight (the store's `usage` rows). Calls whose price is unknown
 count nothing, so they never block. A turn checks before its first round (past a budget, it
-does not start) and after each round that calls tools (past a budget, it stops there); a
-call made outside a turn (the summary of `/compact`) checks before it is made.
+does not start), after each round that calls tools and after a summary it made for a round
+(past a budget, it stops there); a call made outside a turn (the summary of `/compact`)
+checks before it is made.
 """
 
 from __future__ import annotations

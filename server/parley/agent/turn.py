@@ -184,6 +184,7 @@ class Turn:
         # The last request's estimated tokens before and after compaction.
         self.tokens_before = self.tokens_after = 0
         self._overrun: budgets.Overrun | None = None  # the budget that stopped the turn
+        self._summarised = False  # a summary call was made since the last budget check
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -243,12 +244,17 @@ class Turn:
             self.stats.rounds += 1
             self.session.count_round()
             request = await self._prepared_request(resolved)
+            if self._summary_spent_budget():
+                return "max_turn_requests"
             try:
                 completion, call_ids = await self._model_round(resolved, request)
             except ProviderError as error:
                 if not is_context_exceeded(error) or self._streamed_text:
                     raise
-                completion, call_ids = await self._retried_shorter(resolved, error)
+                retried = await self._retried_shorter(resolved, error)
+                if retried is None:
+                    return "max_turn_requests"
+                completion, call_ids = retried
             calls = tuple(
                 ToolCall(call.id, call.name, call.arguments, wire_id, call.arguments_error)
                 for call, wire_id in zip(completion.tool_calls, call_ids, strict=True)
@@ -266,15 +272,17 @@ class Turn:
 
     async def _retried_shorter(
         self, resolved: ResolvedModel, refusal: ProviderError
-    ) -> tuple[Completion, list[str]]:
+    ) -> tuple[Completion, list[str]] | None:
         """The provider refused the round's request as longer than the model's window: learn
         the window (the refusal's, the server's, or half the request), compact the
         conversation to it and send the round once more. Its calls' `usage_update`s carry
-        the window learned."""
+        the window learned. None: the summary spent the budget, so the round is not sent."""
         refused_tokens = self.tokens_after
         learned = await self.windows.learn(resolved, refusal, refused_tokens, now_iso())
         logger.info("Context length exceeded; compacting to %d tokens: %s", learned.tokens, refusal)
         request = await self._prepared_request(resolved, force=True, window=learned.tokens)
+        if self._summary_spent_budget():
+            return None
         try:
             return await self._model_round(resolved, request)
         except ProviderError as error:
@@ -339,9 +347,16 @@ class Turn:
 
     async def _summary_call(self, resolved: ResolvedModel, request: ModelRequest) -> Completion:
         """The summary's one call: the session's model, synchronous, counted as any call."""
+        self._summarised = True
         completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         return completion
+
+    def _summary_spent_budget(self) -> bool:
+        """After a summary made for the round (a billed call the budget check before it
+        did not see): past a budget, the round's own call is not made."""
+        summarised, self._summarised = self._summarised, False
+        return summarised and self._stopped_by_budget()
 
     async def compact(self) -> tuple[int, int]:
         """Compact the session's history now (`/compact`): the estimated tokens of the
