@@ -271,7 +271,8 @@ class ParleyServer(JsonRPCServer):
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
         # Linked files are read and images decoded: off the event loop.
-        link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
+        session = self.sessions.get(params.session_id)
+        link_reader = functools.partial(attach_link, session.root, given=session.cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
         result = await self.sessions.prompt(params.session_id, content)
         return result.to_wire()

@@ -18,7 +18,6 @@ import asyncio
 import difflib
 import logging
 import os
-import posixpath
 import stat
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,11 @@ from parley.tools.base import (
     declared_spec,
 )
 from parley.tools.confined import (
-    OutsideWorkspace,
     Refused,
+    Want,
     open_confined,
     open_confined_parent,
+    open_in_workspace,
     printable_name,
     replace_at,
 )
@@ -271,27 +271,17 @@ class EditTool(WorkspaceTool):
     # --- finding and reading the file ---
 
     def target(self, path: str) -> Target:
-        """Where `path` leads (the file need not exist; a missing directory is fine)."""
+        """Where `path` leads, as the gate resolves it (the file need not exist; a missing
+        directory is fine: `write` makes it, walking the path again through the gate)."""
         asked = requested_name(self.workspace, path)
         try:
-            directory_fd, _, relative = open_confined_parent(self.workspace, path)
-            os.close(directory_fd)
-        except FileNotFoundError:
-            # A directory on the way is missing: the file is new, and `write` makes the
-            # directories, walking the path again (confined) as it does.
-            relative = posixpath.normpath(os.path.expanduser(path))
-            if os.path.isabs(relative):
-                relative = os.path.relpath(relative, self.workspace)
-            if relative == ".." or relative.startswith("../"):
-                raise OutsideWorkspace(
-                    f"{asked!r} is outside the workspace ({self.workspace}); only paths inside "
-                    "it can be used."
-                ) from None
+            where = open_in_workspace(self.workspace, path, Want.WHERE)
         except NotADirectoryError as exc:
             raise EditRefused(f"{asked}: a part of this path is a file, not a directory.") from exc
-        except IsADirectoryError as exc:
-            raise EditRefused(f"{asked} is a directory.") from exc
-        return Target(str(self.workspace / relative), relative)
+        status = where.status
+        if where.relative == "." or (status is not None and stat.S_ISDIR(status.st_mode)):
+            raise EditRefused(f"{printable_name(where.relative)} is a directory.")
+        return Target(str(self.workspace / where.relative), where.relative)
 
     def disk_text(self, target: Target) -> str | None:
         """The file's text on disk; None when it does not exist."""
@@ -512,7 +502,7 @@ class EditFileTool(EditTool):
         try:
             target = self.target(arguments.path)
         except (EditRefused, Refused, OSError, ValueError) as exc:
-            return CallView(title, (self.located(arguments.path),), (str(exc),))
+            return CallView(title, self.shown(arguments.path)[1], (str(exc),))
         title = f"Edit {target.shown}"
         try:
             before = self.view_text(target)
@@ -585,7 +575,7 @@ class WriteFileTool(EditTool):
             target = self.target(arguments.path)
             before = self.view_text(target)
         except (EditRefused, Refused, OSError, ValueError) as exc:
-            return CallView(title, (self.located(arguments.path),), (str(exc),))
+            return CallView(title, self.shown(arguments.path)[1], (str(exc),))
         after = _as_written(before, arguments.content)
         title = f"{'Create' if before is None else 'Write'} {target.shown}"
         diff = Diff(target.wire_path, before, after)
