@@ -41,6 +41,7 @@ MAX_SYMLINKS = 40
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _ESCAPED_BYTE = re.compile(rb"\\x([0-9a-fA-F]{2})")
+_ESCAPE_TEXT = re.compile(r"\\x[0-9a-fA-F]{2}")
 
 
 class Refused(ValueError):
@@ -138,6 +139,8 @@ def open_in_workspace(root: Path, path: str, want: Want, *, create: bool = False
     Raises `OutsideWorkspace` or `Refused` (a sentence for the model), `FileNotFoundError`,
     `IsADirectoryError`, `NotADirectoryError`, or another `OSError`.
     """
+    if create:  # refused before anything is made: the whole path is looked at first
+        open_in_workspace(root, path, Want.WHERE)
     walk = _Walk(root, path)
     try:
         if want is Want.FILE:
@@ -193,7 +196,18 @@ class _Walk:
                 return candidate, os.stat(candidate, dir_fd=self.fds[-1], follow_symlinks=False)
             except FileNotFoundError:
                 continue
+        self.check_unlisted(name)
         return name, None
+
+    def check_unlisted(self, name: str) -> None:
+        """Refuse a name that is not there and looks escaped without standing for any name
+        (`\\x2e\\x2e`, `\\x2f`): it was never shown, and is not made."""
+        if _ESCAPE_TEXT.search(name) and _unescaped(name) is None:
+            raise Refused(
+                f"{printable_name(self.path)!r}: {printable_name(name)!r} is no file name in "
+                "the workspace; a \\xHH escape only shows a byte that is not UTF-8 text. "
+                "Write '.', '/' and other characters as themselves."
+            )
 
     def count_symlink(self) -> None:
         self.symlinks += 1
@@ -233,6 +247,7 @@ class _Walk:
             if not self.pending:
                 return name
             if self.missing:
+                self.check_unlisted(name)
                 self.missing.append(name)
                 continue
             actual, status = self.entry(name)
@@ -312,6 +327,7 @@ def _where(walk: _Walk) -> Opened:
             status = None if walk.missing else os.fstat(walk.fds[-1])
             return Opened(None, walk.relative(), status=status)
         if walk.missing:
+            walk.check_unlisted(name)
             return Opened(None, walk.relative(name), name)
         actual, status = walk.entry(name)
         if status is not None and stat.S_ISLNK(status.st_mode):

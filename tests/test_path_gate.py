@@ -1,0 +1,531 @@
+"""The gate (`confined.open_in_workspace`): every path a model, a client or a restore names
+becomes an opened file or directory inside the workspace, or a refusal the model is told.
+
+Over the wire (`parley serve` as a subprocess, the scripted model over HTTP): escaped names
+that once left the workspace (`\\x2e\\x2e`, `\\x2f`), and a workspace opened through a
+symlinked path, edited and undone. The property tests (tests/test_path_gate_properties.py)
+generate thousands of hostile paths against the tools in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from parley.agent.checkpoints import TurnCheckpoints, restore_turn
+from parley.client import ParleyClient, allow_all
+from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.store import Store
+from parley.tools.attachments import attach_link
+from parley.tools.base import ToolContext
+from parley.tools.confined import (
+    Refused,
+    Want,
+    _unescaped,
+    open_confined,
+    open_in_workspace,
+    printable_name,
+    workspace_root,
+)
+from parley.tools.edits import EditFileTool, WriteFileTool
+from parley.tools.file_ledger import FileLedger
+from parley.tools.python_tools import PythonWhoCallsTool
+from parley.tools.workspace import ListDirectoryTool, ReadFileTool, SearchFilesTool
+
+SECRET = "SECRET-OF-THE-PARENT-DIRECTORY"
+
+
+def call(name: str, **arguments: Any) -> ScriptedToolCall:
+    return ScriptedToolCall(name, arguments)
+
+
+def one_round_each(*calls: ScriptedToolCall) -> list[Reply]:
+    return [*(Reply(tool_calls=(c,)) for c in calls), Reply(text="Done.")]
+
+
+def tool_results(fake: FakeLLM) -> list[str]:
+    """The tool results the model was sent, in order (the longest request holds them all)."""
+    body = max((r.body for r in fake.requests), key=lambda body: len(body["messages"]))
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+@pytest.fixture
+def secret(workspace: Path) -> Path:
+    """A file in the workspace's parent directory, which no tool may read."""
+    path = workspace.parent / "secret.txt"
+    path.write_text(SECRET + "\n")
+    return path
+
+
+async def session_in(start_server: Any, cwd: Path) -> tuple[ParleyClient, str]:
+    client: ParleyClient = await start_server()
+    await client.initialize()
+    return client, await client.new_session(str(cwd))
+
+
+# --- escapes, over the wire ------------------------------------------------------------------
+
+
+async def test_escaped_dots_and_slashes_never_read_outside(
+    start_server: Any, fake: FakeLLM, workspace: Path, secret: Path
+) -> None:
+    hostname = Path("/etc/hostname")
+    fake.set_script(
+        one_round_each(
+            call("read_file", path="\\x2fetc\\x2fhostname"),
+            call("read_file", path="\\x2e\\x2e/secret.txt"),
+            call("list_directory", path="\\x2e\\x2e"),
+        )
+    )
+    client, session_id = await session_in(start_server, workspace)
+    await client.prompt(session_id, "Read around.", timeout=60)
+    results = tool_results(fake)
+    assert len(results) == 3
+    for result in results:
+        assert "no file name in the workspace" in result  # told why, in a sentence
+    sent = json.dumps([r.body for r in fake.requests])
+    assert SECRET not in sent
+    assert "secret.txt" not in results[2] and "workspace/" not in results[2]  # no listing
+    if hostname.exists() and hostname.read_text().strip():
+        assert f"1\\t{hostname.read_text().strip()}" not in sent
+    assert client.permission_requests == []
+
+
+async def test_escaped_writes_are_refused_before_any_question(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    planted = workspace.parent / "planted.txt"
+    planted.write_text("the user's own file\n")
+    fake.set_script(
+        one_round_each(
+            call("write_file", path="\\x2e\\x2e/planted.txt", content="PLANTED\n"),
+            call("write_file", path="\\x2e\\x2e/new.txt", content="PLANTED\n"),
+            call("read_file", path="\\x2e\\x2e/planted.txt"),
+            call("edit_file", path="\\x2e\\x2e/planted.txt", old_text="own", new_text="PLANTED"),
+        )
+    )
+    client, session_id = await session_in(start_server, workspace)
+    client.permission_handler = allow_all  # whatever were asked, it would be allowed
+    await client.prompt(session_id, "Plant it.", timeout=60)
+    assert client.permission_requests == []
+    assert planted.read_text() == "the user's own file\n"
+    assert not (workspace.parent / "new.txt").exists()
+    assert sorted(os.listdir(workspace.parent)) == ["home", "planted.txt", "workspace"]
+    assert sorted(os.listdir(workspace)) == ["geometry.py"]  # no literal \x2e\x2e made
+    for result in tool_results(fake):
+        assert "no file name in the workspace" in result
+
+
+# --- a workspace opened through a symlink ------------------------------------------------------
+
+
+async def test_a_symlinked_workspace_edits_and_undoes(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    alias = workspace.parent / "alias"
+    alias.symlink_to(workspace, target_is_directory=True)
+    source = workspace / "geometry.py"
+    before = source.read_bytes()
+    fake.set_script(
+        one_round_each(
+            call("read_file", path="geometry.py"),
+            call("edit_file", path="geometry.py", old_text="width * height", new_text="w * h"),
+        )
+    )
+    client, session_id = await session_in(start_server, alias)
+    client.permission_handler = allow_all
+    await client.prompt(session_id, "Shorten it.", timeout=60)
+    assert "Edited geometry.py" in tool_results(fake)[1]
+    assert b"return w * h" in source.read_bytes()
+    (asked,) = client.permission_requests
+    assert asked["toolCall"]["title"] == "Edit geometry.py"
+    assert asked["toolCall"]["locations"][0]["path"] == str(workspace / "geometry.py")
+
+    await client.prompt(session_id, "/undo", timeout=30)
+    assert "`geometry.py` restored" in client.text_of(session_id)
+    assert source.read_bytes() == before
+
+
+# --- titles name the file written --------------------------------------------------------------
+
+
+async def test_the_question_names_the_file_really_written(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "link").symlink_to("real", target_is_directory=True)
+    fake.set_script(
+        one_round_each(
+            call("write_file", path="link/new/made.txt", content="made\n"),
+            call("write_file", path="real/../top.txt", content="top\n"),
+        )
+    )
+    client, session_id = await session_in(start_server, workspace)
+    client.permission_handler = allow_all
+    await client.prompt(session_id, "Make them.", timeout=60)
+    made, top = client.permission_requests
+    assert made["toolCall"]["title"] == "Create real/new/made.txt"
+    assert made["toolCall"]["locations"] == [{"path": str(workspace / "real/new/made.txt")}]
+    assert top["toolCall"]["title"] == "Create top.txt"
+    assert (workspace / "real/new/made.txt").read_text() == "made\n"
+    assert (workspace / "top.txt").read_text() == "top\n"
+
+
+# --- the escape rule, in-process ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "component",
+    ["\\x2e\\x2e", "\\x2e", "\\x2f", "a\\x2fb", "\\x00", "\\x41", "\\xFF", "\\xc3\\xa9"],
+)
+def test_an_escape_decodes_only_to_a_name_it_shows_as(component: str) -> None:
+    assert _unescaped(component) is None
+
+
+def test_a_name_that_is_not_utf8_is_found_by_how_it_is_shown(tmp_path: Path) -> None:
+    name = os.fsdecode(b"bad\xff.py")
+    (tmp_path / name).write_text("x = 1\n")
+    assert printable_name(name) == "bad\\xff.py" and _unescaped("bad\\xff.py") == name
+    opened = open_in_workspace(workspace_root(tmp_path), "bad\\xff.py", Want.FILE)
+    assert opened.fd is not None
+    os.close(opened.fd)
+    assert opened.relative == name
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["\\x2e\\x2e/secret.txt", "\\x2fetc\\x2fpasswd", "a\\x00b", "a\0b", "../x", "/etc/passwd"],
+)
+def test_hostile_names_are_refused_in_a_sentence(tmp_path: Path, path: str) -> None:
+    for want in Want:
+        with pytest.raises(Refused) as refused:
+            open_in_workspace(workspace_root(tmp_path), path, want)
+        assert str(refused.value).startswith(repr(printable_name(path)))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("want", [Want.PARENT, Want.ENTRY])
+def test_a_refused_path_makes_no_directory_on_the_way(tmp_path: Path, want: Want) -> None:
+    for path in ["new/\\x2e\\x2e/x", "new/deeper/../../../x", "new/\\x2f/x"]:
+        with pytest.raises(Refused):
+            open_in_workspace(workspace_root(tmp_path), path, want, create=True)
+    assert os.listdir(tmp_path) == []
+
+
+# --- property tests: thousands of hostile paths against every file tool, in-process -------------
+#
+# A tree with canaries outside the workspace (their content, CANARY, and names only a listing
+# of outside could show) and, inside, symlinks (inside→inside, →outside, absolute, dangling,
+# loops), a hard link to an outside file, a name that is not UTF-8, and two entries a thread
+# keeps swapping while the tools run: `swap` (a symlink turned to outside and back) and `flip`
+# (a directory renamed away, a symlink to outside put in its place, then back). Each generated
+# path goes to each tool: what is read or written lies inside the workspace, or nothing
+# happened and the result says why; the outside tree is never changed; the title and location
+# of an edit name the file really written.
+
+CANARY = "CANARY-CONTENT-OUTSIDE"
+OUTSIDE_ONLY_NAMES = ("listed-only-outside.txt", "PARENT-ONLY-NAME.txt")
+INSIDE_FILES = {
+    "a.txt": "inside a\n",
+    "dir/b.txt": "inside b\n",
+    "dir/sub/c.py": "inside c\ncaller()\n",
+    "swap_real/f.txt": "inside f\n",
+    "flip/f.txt": "inside flip\n",
+    os.fsdecode(b"bad\xff.py"): "inside bad\n",
+}
+EXAMPLES = 2000
+PROPERTY = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+
+
+class HostileTree:
+    """base/outside (canaries), base/ws (the workspace: root), a swapping thread."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        outside = base / "outside"
+        (outside / "dir").mkdir(parents=True)
+        for name in ["canary.txt", "f.txt", "a.txt", "dir/b.txt", "canary.py", "hardlinked.txt"]:
+            (outside / name).write_text(f"{CANARY}\ncaller()  # {CANARY}\n")
+        (outside / OUTSIDE_ONLY_NAMES[0]).write_text(CANARY)
+        (base / OUTSIDE_ONLY_NAMES[1]).write_text(CANARY)
+        (base / "secret.txt").write_text(CANARY)
+        ws = base / "ws"
+        ws.mkdir()
+        self.root = workspace_root(ws)
+        self.reset()
+        links = {
+            "link_in": "dir",
+            "link_file": "a.txt",
+            "link_out": "../outside",
+            "link_abs_out": str(outside),
+            "link_abs_in": str(ws / "dir"),
+            "link_dangling_in": "dir/missing",
+            "link_dangling_out": "../outside/missing",
+            "dir/sub/back_out": "../../../outside/canary.txt",
+            "up": "..",
+            "self": ".",
+            "loop1": "loop2",
+            "loop2": "loop1",
+            "swap": "swap_real",
+        }
+        for name, target in links.items():
+            (ws / name).symlink_to(target)
+        os.link(outside / "hardlinked.txt", ws / "hard.txt")
+        os.mkfifo(ws / "fifo")
+        self.stopped = threading.Event()
+
+    def reset(self) -> None:
+        """The inside files' text as it was (an edit replaced it)."""
+        for relative, text in INSIDE_FILES.items():
+            path = self.root / relative
+            if os.path.isdir(path.parent) and not os.path.islink(path.parent):
+                with contextlib.suppress(OSError):
+                    path.write_text(text)
+            elif not os.path.lexists(path.parent):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+
+    def outside(self) -> dict[str, Any]:
+        """Everything outside the workspace: each entry's kind and content or target."""
+        seen: dict[str, Any] = {}
+        for directory, dirs, files in os.walk(self.base):
+            if Path(directory) == self.base:
+                dirs.remove("ws")
+            for name in dirs + files:
+                path = Path(directory, name)
+                relative = str(path.relative_to(self.base))
+                if path.is_symlink():
+                    seen[relative] = ("link", os.readlink(path))
+                elif path.is_file():
+                    seen[relative] = ("file", path.read_bytes(), path.stat().st_mode)
+                else:
+                    seen[relative] = ("dir", path.stat().st_mode)
+        return seen
+
+    def swap_once(self, n: int) -> None:
+        spare = self.root / "swap.new"
+        with contextlib.suppress(FileNotFoundError):
+            spare.unlink()
+        spare.symlink_to("../outside" if n % 2 else "swap_real")
+        os.replace(spare, self.root / "swap")
+        flip, away = self.root / "flip", self.root / "flip.away"
+        if n % 2:
+            os.rename(flip, away)
+            flip.symlink_to("../outside")
+        else:
+            flip.unlink()
+            os.rename(away, flip)
+
+    @contextlib.contextmanager
+    def swapping(self) -> Iterator[None]:
+        def run() -> None:
+            n = 0
+            while not self.stopped.is_set():
+                self.swap_once(n)
+                n += 1
+            if n % 2:  # leave `flip` a directory
+                self.swap_once(n)
+
+        self.stopped.clear()
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            self.stopped.set()
+            thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> HostileTree:
+    return HostileTree(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    with asyncio.Runner() as loop:
+        yield loop
+
+
+COMPONENTS = [
+    *("..", ".", "", "...", " ", "~", "~root", "x" * 300, "é" * 200),
+    *("\\x2e\\x2e", "\\x2e", "\\x2f", "\\x00", "\\x41", "\\xff", "\\xFF", "\\xc3\\xa9"),
+    *("\\x2fetc\\x2fhostname", "\\x2e\\x2e\\x2fsecret.txt", "bad\\xff.py", "bad\\xfe.py"),
+    *("\uff0f", "\u2215", "\u2024\u2024", "\uff0e\uff0e", "..\uff0f..", "\u2024", "\0", "a\0b"),
+    *("a.txt", "dir", "sub", "c.py", "b.txt", "f.txt", "new", "made.txt", "hard.txt", "fifo"),
+    *("link_in", "link_file", "link_out", "link_abs_out", "link_abs_in", "back_out"),
+    *("link_dangling_in", "link_dangling_out", "up", "self", "loop1", "swap", "swap_real"),
+    *("flip", "flip.away", "outside", "canary.txt", "canary.py", "secret.txt", "ws"),
+]
+
+
+@st.composite
+def hostile_paths(draw: st.DrawFn, root: Path) -> str:
+    base = root.parent
+    prefix = draw(
+        st.sampled_from(
+            [
+                *("", "", "", "/", f"{root}/", f"{base}/", f"{base}/outside/", "/etc/"),
+                *("~/", f"{root}/../", f"{root}/dir/../../", "//", "./"),
+            ]
+        )
+    )
+    component = st.one_of(st.sampled_from(COMPONENTS), st.text(max_size=6))
+    parts = draw(st.lists(component, min_size=1, max_size=6))
+    return prefix + "/".join(parts) + draw(st.sampled_from(["", "", "/"]))
+
+
+def tool_context(tree: HostileTree, journal: Any = None) -> ToolContext:
+    return ToolContext("s", "c", tree.root, edit_journal=journal)
+
+
+def assert_inside(tree: HostileTree, location: str) -> None:
+    root = str(tree.root)
+    assert location == root or location.startswith(root + "/"), location
+
+
+def read_back(tree: HostileTree, relative: str) -> str:
+    """A file's text, found as the gate finds the name it was shown by."""
+    with open_confined(tree.root, relative) as file:
+        return file.read().decode("utf-8", "replace")
+
+
+def test_reads_lists_and_attachments_stay_inside(tree: HostileTree, runner: asyncio.Runner) -> None:
+    read, listing = ReadFileTool(tree.root, FileLedger()), ListDirectoryTool(tree.root)
+    context = tool_context(tree)
+    before = tree.outside()
+
+    @PROPERTY
+    @given(path=hostile_paths(tree.root))
+    def check(path: str) -> None:
+        for tool, arguments in ((read, {"path": path}), (listing, {"path": path})):
+            result = runner.run(tool.run(arguments, context))
+            assert result.content.strip()  # a listing, a file or a sentence saying why
+            assert CANARY not in result.content
+            assert not any(name in result.content for name in OUTSIDE_ONLY_NAMES)
+            for location in tool.describe_call(arguments).locations:
+                assert_inside(tree, location.path)
+        attached = attach_link(tree.root, path)
+        assert CANARY not in str(attached)
+
+    with tree.swapping():
+        check()
+    assert tree.outside() == before
+
+
+def test_searches_stay_inside(tree: HostileTree, runner: asyncio.Runner) -> None:
+    search, who_calls = SearchFilesTool(tree.root), PythonWhoCallsTool(tree.root)
+    context = tool_context(tree)
+
+    @PROPERTY
+    @given(glob=st.one_of(st.none(), hostile_paths(tree.root)))
+    def check(glob: str | None) -> None:
+        arguments = {"pattern": "inside|CANARY-CONT[E]NT", "glob": glob}
+        result = runner.run(search.run(arguments, context))
+        assert CANARY not in result.content
+        calls = runner.run(who_calls.run({"name": "caller"}, context))
+        assert CANARY not in calls.content and "canary.py" not in calls.content
+
+    with tree.swapping():
+        check()
+    result = runner.run(search.run({"pattern": "inside"}, context))
+    assert "a.txt:1:inside a" in result.content  # the search does find what is inside
+
+
+def test_writes_and_edits_stay_inside_and_say_where(
+    tree: HostileTree, runner: asyncio.Runner, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    store = Store.open_in(tmp_path_factory.mktemp("home"))
+    ledger = FileLedger()
+    read, write, edit = (
+        ReadFileTool(tree.root, ledger),
+        WriteFileTool(tree.root, ledger),
+        EditFileTool(tree.root, ledger),
+    )
+    before = tree.outside()
+    turns = iter(range(1, 100_000))
+
+    def asked_then_run(tool: Any, arguments: dict[str, Any], journal: Any) -> None:
+        """As a turn runs an edit: the precheck, the question (its view), the call."""
+        context = tool_context(tree, journal)
+        failure = runner.run(tool.precheck(arguments, context))
+        if failure is not None:
+            assert failure.is_error and failure.content.strip() and CANARY not in failure.content
+            return
+        view = tool.describe_call(arguments)
+        result = runner.run(tool.run(arguments, context))
+        journal.record_written()
+        assert CANARY not in result.content
+        if result.is_error:
+            return
+        (location,) = view.locations
+        (diff,) = result.diffs
+        assert diff.path == location.path  # the question named the file written
+        assert_inside(tree, location.path)
+        shown = location.path.removeprefix(str(tree.root) + "/")
+        assert view.title.split(" ", 1)[1] == shown
+        assert diff.new_text in read_back(tree, shown) or "swap" in arguments["path"]
+
+    @PROPERTY
+    @given(path=hostile_paths(tree.root), old=st.sampled_from(["inside", CANARY, "caller()"]))
+    def check(path: str, old: str) -> None:
+        tree.reset()
+        turn = next(turns)
+        journal = TurnCheckpoints(store, "sess_gate", turn, tree.root)
+        asked_then_run(write, {"path": path, "content": f"WRITTEN {turn}\n"}, journal)
+        runner.run(read.run({"path": path}, tool_context(tree)))
+        asked_then_run(edit, {"path": path, "old_text": old, "new_text": "EDITED"}, journal)
+        for checkpoint in store.checkpoints("sess_gate", turn):
+            assert CANARY.encode() not in (checkpoint.content or b"")
+        runner.run(restore_turn(store, "sess_gate", turn, allow_everything))
+        assert tree.outside() == before
+
+    with tree.swapping():
+        check()
+    store.close()
+
+
+async def allow_everything(turn: int, changed: list[Any]) -> bool:
+    return True
+
+
+def test_restores_of_hostile_checkpoints_stay_inside(
+    tree: HostileTree, runner: asyncio.Runner, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A checkpoint names any path (as a tampered or old store could): a restore writes or
+    removes only inside the workspace."""
+    store = Store.open_in(tmp_path_factory.mktemp("home"))
+    before = tree.outside()
+    turns = iter(range(1, 100_000))
+
+    @PROPERTY
+    @given(path=hostile_paths(tree.root), content=st.sampled_from([None, b"RESTORED\n"]))
+    def check(path: str, content: bytes | None) -> None:
+        tree.reset()
+        turn = next(turns)
+        stored = path if os.path.isabs(path) else str(tree.root / path)
+        store.keep_checkpoint("sess_gate", turn, str(tree.root), stored, content, None, "now")
+        store.mark_written("sess_gate", turn, stored, "changed")
+        result = runner.run(restore_turn(store, "sess_gate", turn, allow_everything))
+        assert tree.outside() == before
+        for restored in result.files:
+            if content is not None:
+                assert read_back(tree, os.path.relpath(restored.path, tree.root)) == "RESTORED\n"
+
+    with tree.swapping():
+        check()
+    store.close()
