@@ -13,8 +13,11 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.agent.checkpoints import TurnCheckpoints, restore_turn
+from parley.agent.session import now_iso
 from parley.client import ParleyClient, allow_all
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from parley.store import Store
+from parley.store import Store, StoredSession
 from parley.tools.attachments import attach_link
 from parley.tools.base import ToolContext
 from parley.tools.confined import (
@@ -233,6 +237,7 @@ def test_a_refused_path_makes_no_directory_on_the_way(tmp_path: Path, want: Want
 # of an edit name the file really written.
 
 CANARY = "CANARY-CONTENT-OUTSIDE"
+FLIP_AWAY = ".flip-away-7f3a"  # where `flip` goes while a symlink stands in its place
 OUTSIDE_ONLY_NAMES = ("listed-only-outside.txt", "PARENT-ONLY-NAME.txt")
 INSIDE_FILES = {
     "a.txt": "inside a\n",
@@ -242,7 +247,10 @@ INSIDE_FILES = {
     "flip/f.txt": "inside flip\n",
     os.fsdecode(b"bad\xff.py"): "inside bad\n",
 }
-EXAMPLES = 2000
+# What an edit replaces: inside text, or text only the outside files have (never echoed).
+OLD_TEXTS = ["inside", "caller()  #", "caller()"]
+SWAP_PAUSE = 0.0002  # seconds between swaps: often, but not hogging the interpreter
+EXAMPLES = int(os.environ.get("GATE_EXAMPLES", "2000"))
 PROPERTY = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -264,9 +272,10 @@ class HostileTree:
         (base / OUTSIDE_ONLY_NAMES[1]).write_text(CANARY)
         (base / "secret.txt").write_text(CANARY)
         ws = base / "ws"
-        ws.mkdir()
+        for relative, text in INSIDE_FILES.items():
+            (ws / relative).parent.mkdir(parents=True, exist_ok=True)
+            (ws / relative).write_text(text)
         self.root = workspace_root(ws)
-        self.reset()
         links = {
             "link_in": "dir",
             "link_file": "a.txt",
@@ -289,70 +298,83 @@ class HostileTree:
         self.stopped = threading.Event()
 
     def reset(self) -> None:
-        """The inside files' text as it was (an edit replaced it)."""
+        """The inside files' text as it was (an edit replaced it); the swapped ones are
+        left to the swapping thread."""
         for relative, text in INSIDE_FILES.items():
             path = self.root / relative
-            if os.path.isdir(path.parent) and not os.path.islink(path.parent):
-                with contextlib.suppress(OSError):
-                    path.write_text(text)
-            elif not os.path.lexists(path.parent):
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if relative.startswith(("flip/", "swap_real/")):
+                continue
+            if not path.is_file() or path.read_text() != text:  # a restore may remove it
                 path.write_text(text)
 
-    def outside(self) -> dict[str, Any]:
-        """Everything outside the workspace: each entry's kind and content or target."""
-        seen: dict[str, Any] = {}
+    def outside(self) -> dict[str, tuple[int, ...]]:
+        """Everything outside the workspace: each entry's inode, mode, size and times (a
+        write, a replacement, a new or removed entry all change them)."""
+        seen = {}
         for directory, dirs, files in os.walk(self.base):
             if Path(directory) == self.base:
-                dirs.remove("ws")
-            for name in dirs + files:
-                path = Path(directory, name)
-                relative = str(path.relative_to(self.base))
-                if path.is_symlink():
-                    seen[relative] = ("link", os.readlink(path))
-                elif path.is_file():
-                    seen[relative] = ("file", path.read_bytes(), path.stat().st_mode)
-                else:
-                    seen[relative] = ("dir", path.stat().st_mode)
+                dirs[:] = [name for name in dirs if name not in ("ws", "home")]
+            for name in [".", *dirs, *files]:
+                status = os.lstat(os.path.join(directory, name))
+                seen[os.path.join(directory, name)] = (
+                    *(status.st_ino, status.st_mode, status.st_size, status.st_nlink),
+                    *(status.st_mtime_ns, status.st_ctime_ns),
+                )
         return seen
 
-    def swap_once(self, n: int) -> None:
+    def swap_once(self, out: bool) -> None:
+        """`swap` and `flip` lead outside (`out`), or back inside."""
         spare = self.root / "swap.new"
         with contextlib.suppress(FileNotFoundError):
             spare.unlink()
-        spare.symlink_to("../outside" if n % 2 else "swap_real")
+        spare.symlink_to("../outside" if out else "swap_real")
         os.replace(spare, self.root / "swap")
-        flip, away = self.root / "flip", self.root / "flip.away"
-        if n % 2:
-            os.rename(flip, away)
-            flip.symlink_to("../outside")
-        else:
+        flip, away = self.root / "flip", self.root / FLIP_AWAY
+        if out:
+            shutil.rmtree(away, ignore_errors=True)
+            with contextlib.suppress(OSError):  # a write made either meanwhile: not this time
+                os.rename(flip, away)
+                flip.symlink_to("../outside")
+        elif flip.is_symlink():
             flip.unlink()
             os.rename(away, flip)
 
     @contextlib.contextmanager
     def swapping(self) -> Iterator[None]:
         def run() -> None:
-            n = 0
-            while not self.stopped.is_set():
-                self.swap_once(n)
-                n += 1
-            if n % 2:  # leave `flip` a directory
-                self.swap_once(n)
+            out = False
+            while not self.stopped.wait(SWAP_PAUSE):
+                out = not out
+                self.swap_once(out)
+            if out:
+                self.swap_once(False)
 
         self.stopped.clear()
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            self.stopped.set()
-            thread.join(10)
+        with ThreadPoolExecutor(1) as pool:
+            swapped = pool.submit(run)
+            try:
+                yield
+            finally:
+                self.stopped.set()
+                swapped.result(timeout=10)  # the swapping itself did not fail
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> HostileTree:
-    return HostileTree(tmp_path_factory.mktemp("gate"))
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder in memory where there is one (/dev/shm): the writes fsync, thousands of
+    times, and a disk would make that most of these tests' time."""
+    if os.access("/dev/shm", os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="parley-gate-", dir="/dev/shm"))
+        yield folder
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("gate")
+
+
+@pytest.fixture(scope="module")
+def tree(scratch: Path) -> HostileTree:
+    (scratch / "tree").mkdir()
+    return HostileTree(scratch / "tree")
 
 
 @pytest.fixture(scope="module")
@@ -369,7 +391,7 @@ COMPONENTS = [
     *("a.txt", "dir", "sub", "c.py", "b.txt", "f.txt", "new", "made.txt", "hard.txt", "fifo"),
     *("link_in", "link_file", "link_out", "link_abs_out", "link_abs_in", "back_out"),
     *("link_dangling_in", "link_dangling_out", "up", "self", "loop1", "swap", "swap_real"),
-    *("flip", "flip.away", "outside", "canary.txt", "canary.py", "secret.txt", "ws"),
+    *("flip", FLIP_AWAY, "outside", "canary.txt", "canary.py", "secret.txt", "ws"),
 ]
 
 
@@ -396,6 +418,12 @@ def tool_context(tree: HostileTree, journal: Any = None) -> ToolContext:
 def assert_inside(tree: HostileTree, location: str) -> None:
     root = str(tree.root)
     assert location == root or location.startswith(root + "/"), location
+
+
+def swapped(path: str) -> bool:
+    """Whether `path` goes through what the swapping thread moves (where a file was
+    written may have moved since)."""
+    return any(name in path for name in ("swap", "flip", FLIP_AWAY))
 
 
 def read_back(tree: HostileTree, relative: str) -> str:
@@ -447,9 +475,9 @@ def test_searches_stay_inside(tree: HostileTree, runner: asyncio.Runner) -> None
 
 
 def test_writes_and_edits_stay_inside_and_say_where(
-    tree: HostileTree, runner: asyncio.Runner, tmp_path_factory: pytest.TempPathFactory
+    tree: HostileTree, runner: asyncio.Runner, scratch: Path
 ) -> None:
-    store = Store.open_in(tmp_path_factory.mktemp("home"))
+    store = session_store(scratch, tree)
     ledger = FileLedger()
     read, write, edit = (
         ReadFileTool(tree.root, ledger),
@@ -478,10 +506,13 @@ def test_writes_and_edits_stay_inside_and_say_where(
         assert_inside(tree, location.path)
         shown = location.path.removeprefix(str(tree.root) + "/")
         assert view.title.split(" ", 1)[1] == shown
-        assert diff.new_text in read_back(tree, shown) or "swap" in arguments["path"]
+        if not swapped(arguments["path"]):
+            assert diff.new_text in read_back(tree, shown)
 
     @PROPERTY
-    @given(path=hostile_paths(tree.root), old=st.sampled_from(["inside", CANARY, "caller()"]))
+    @given(
+        path=hostile_paths(tree.root), old=st.sampled_from(["inside", "caller()  #", "caller()"])
+    )
     def check(path: str, old: str) -> None:
         tree.reset()
         turn = next(turns)
@@ -499,16 +530,28 @@ def test_writes_and_edits_stay_inside_and_say_where(
     store.close()
 
 
+def session_store(scratch: Path, tree: HostileTree) -> Store:
+    """A store holding the session "sess_gate" in the workspace, for its checkpoints."""
+    store = Store.open_in(Path(tempfile.mkdtemp(dir=scratch)))
+    now = now_iso()
+    store.save_session(
+        StoredSession(
+            "sess_gate", str(tree.root), None, "openai:m", "hybrid", {}, None, None, 0, 0, now, now
+        )
+    )
+    return store
+
+
 async def allow_everything(turn: int, changed: list[Any]) -> bool:
     return True
 
 
 def test_restores_of_hostile_checkpoints_stay_inside(
-    tree: HostileTree, runner: asyncio.Runner, tmp_path_factory: pytest.TempPathFactory
+    tree: HostileTree, runner: asyncio.Runner, scratch: Path
 ) -> None:
     """A checkpoint names any path (as a tampered or old store could): a restore writes or
     removes only inside the workspace."""
-    store = Store.open_in(tmp_path_factory.mktemp("home"))
+    store = session_store(scratch, tree)
     before = tree.outside()
     turns = iter(range(1, 100_000))
 
@@ -523,8 +566,8 @@ def test_restores_of_hostile_checkpoints_stay_inside(
         result = runner.run(restore_turn(store, "sess_gate", turn, allow_everything))
         assert tree.outside() == before
         for restored in result.files:
-            if content is not None:
-                assert read_back(tree, os.path.relpath(restored.path, tree.root)) == "RESTORED\n"
+            if content is not None and not swapped(path):
+                assert read_back(tree, restored.path) == "RESTORED\n"
 
     with tree.swapping():
         check()

@@ -70,7 +70,10 @@ def attach_link(
 def _path_of(uri: str) -> str | None:
     """The file path a link names: a `file:` URI's path, or a bare path; None for other
     schemes (https: ...)."""
-    parsed = urlparse(uri)
+    try:
+        parsed = urlparse(uri)
+    except ValueError:  # "Invalid IPv6 URL" ('//[')
+        return None
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             return None
