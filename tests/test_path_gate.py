@@ -9,6 +9,7 @@ generate thousands of hostile paths against the tools in-process.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import json
@@ -572,3 +573,109 @@ def test_restores_of_hostile_checkpoints_stay_inside(
     with tree.swapping():
         check()
     store.close()
+
+
+# --- nothing else opens a workspace path ------------------------------------------------------
+#
+# Every call that touches the file system by name, in the modules that handle workspace paths
+# (the file tools and the checkpoints), must be the gate's (tools/confined.py) or be listed
+# here with why it is safe: a new tool that opens a path itself fails this test.
+
+SERVER = Path(__file__).resolve().parents[1] / "server" / "parley"
+FS_FUNCTIONS = {
+    *("open", "io.open", "os.open", "os.stat", "os.lstat", "os.listdir", "os.scandir"),
+    *("os.walk", "os.fwalk", "os.readlink", "os.mkdir", "os.makedirs", "os.unlink", "os.remove"),
+    *("os.rmdir", "os.replace", "os.rename", "os.link", "os.symlink", "os.chmod", "os.truncate"),
+    *("os.path.exists", "os.path.lexists", "os.path.isfile", "os.path.isdir", "os.path.islink"),
+    *("os.path.realpath", "os.path.getsize", "shutil.rmtree", "shutil.copyfile", "shutil.move"),
+}
+FS_METHODS = {
+    *("read_text", "read_bytes", "write_text", "write_bytes", "exists", "is_file", "is_dir"),
+    *("is_symlink", "iterdir", "glob", "rglob", "resolve", "stat", "lstat", "unlink", "mkdir"),
+    *("rmdir", "touch", "rename", "readlink", "symlink_to", "samefile", "walk", "open"),
+}
+# Modules of child processes (the kernel, MCP servers): what a child opens is the sandbox's
+# matter (tools/kernel.py's launcher); the server opens nothing there for a model's path.
+CHILD_MODULES = {"kernel.py", "kernel_main.py", "kernel_bench.py", "mcp.py"}
+STATIC_SOURCES = (
+    "module sources for the static Python tools, found on the kernel's import path: each "
+    "place is resolved and checked inside the workspace, its virtualenv or the standard "
+    "library, and regular, before griffe reads it (docs/security.md: limits)"
+)
+OPENED_BY_THE_GATE = "in a directory the gate opened, by descriptor, never followed"
+ALLOWED = {
+    ("workspace.py", "_repository_of", "os.path.lexists"): "a `.git` at or above the root",
+    ("workspace.py", "workspace_files", "os.fwalk"): (
+        "names only, from the resolved root, symlinks never followed (fwalk checks each "
+        "directory it enters is the one it listed); each file is then opened by the gate"
+    ),
+    ("workspace.py", "workspace_files", "os.stat"): OPENED_BY_THE_GATE,
+    ("workspace.py", "_list", "os.scandir"): OPENED_BY_THE_GATE,
+    ("workspace.py", "_list", ".is_dir"): OPENED_BY_THE_GATE,
+    ("workspace.py", "_describe", ".is_symlink"): OPENED_BY_THE_GATE,
+    ("workspace.py", "_describe", ".is_dir"): OPENED_BY_THE_GATE,
+    ("workspace.py", "_describe", ".stat"): OPENED_BY_THE_GATE,
+    ("edits.py", "write_atomically", "os.stat"): OPENED_BY_THE_GATE,
+    ("checkpoints.py", "_remove", "os.unlink"): OPENED_BY_THE_GATE,
+    **{
+        ("static_python.py", function, call): STATIC_SOURCES
+        for function, call in [
+            ("site_packages_dirs", ".glob"),
+            ("__init__", ".resolve"),
+            ("_resolve", ".resolve"),
+            ("_fingerprint", ".resolve"),
+            ("_fingerprint", "os.lstat"),
+            ("_fingerprint", ".stat"),
+            ("_workspace_modules", ".iterdir"),
+            ("_workspace_modules", ".is_dir"),
+            ("_workspace_modules", ".exists"),
+            ("_new_loader", ".resolve"),
+            ("_pth_files_are_safe", ".glob"),
+            ("_pth_files_are_safe", ".stat"),
+            ("_source_files", ".is_dir"),
+            ("_source_files", "os.walk"),
+        ]
+    },
+}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def file_system_calls(path: Path) -> set[tuple[str, str, str]]:
+    """(module, enclosing function, call) for each call that touches the file system by
+    name: `os.open`, `open`, `Path.read_text`, `.exists()` ..."""
+    found = set()
+
+    def visit(node: ast.AST, function: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        if isinstance(node, ast.Call):
+            dotted = _dotted(node.func)
+            if dotted in FS_FUNCTIONS:
+                found.add((path.name, function, dotted))
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in FS_METHODS:
+                found.add((path.name, function, "." + node.func.attr))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(path.read_text()), "<module>")
+    return found
+
+
+def test_only_the_gate_opens_workspace_paths() -> None:
+    modules = [
+        *(p for p in (SERVER / "tools").glob("*.py") if p.name not in CHILD_MODULES),
+        SERVER / "agent" / "checkpoints.py",
+    ]
+    calls = set().union(*(file_system_calls(p) for p in modules if p.name != "confined.py"))
+    unexplained = sorted(call for call in calls if call not in ALLOWED)
+    assert unexplained == [], "open workspace paths through tools/confined.py (the gate)"
+    assert sorted(set(ALLOWED) - calls) == []  # the list names no call that is gone
+    assert file_system_calls(SERVER / "tools" / "confined.py")  # the scan does see calls

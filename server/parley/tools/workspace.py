@@ -175,7 +175,7 @@ def workspace_files(root: Path) -> list[str]:
     out, tracked or not. Virtualenvs, `node_modules` and hidden directories are skipped.
     Names that are not UTF-8 are surrogate-escaped (show them with `printable_name`).
     """
-    root = root.resolve()
+    root = workspace_root(root)
     repository = _repository_of(root)
     rules = _IgnoreRules(repository, root) if repository else None
     listed = []
