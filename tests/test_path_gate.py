@@ -3,8 +3,9 @@ becomes an opened file or directory inside the workspace, or a refusal the model
 
 Over the wire (`parley serve` as a subprocess, the scripted model over HTTP): escaped names
 that once left the workspace (`\\x2e\\x2e`, `\\x2f`), and a workspace opened through a
-symlinked path, edited and undone. The property tests (tests/test_path_gate_properties.py)
-generate thousands of hostile paths against the tools in-process.
+symlinked path, edited and undone. In-process: the escape rule; property tests that send
+thousands of hostile paths to every file tool and restore (below); and a scan of the
+sources that fails on any file-system call by name outside the gate.
 """
 
 from __future__ import annotations
