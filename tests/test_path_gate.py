@@ -701,3 +701,16 @@ def test_only_the_gate_opens_workspace_paths() -> None:
     assert unexplained == [], "open workspace paths through tools/confined.py (the gate)"
     assert sorted(set(ALLOWED) - calls) == []  # the list names no call that is gone
     assert file_system_calls(SERVER / "tools" / "confined.py")  # the scan does see calls
+
+
+def test_a_restore_replaces_a_symlink_to_outside_and_never_follows_it(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (tmp_path / "outside.txt").write_text("outside")
+    (root / "kept.txt").symlink_to(tmp_path / "outside.txt")  # put there after the edit
+    entry = open_in_workspace(workspace_root(root), "kept.txt", Want.ENTRY, create=True)
+    assert entry.fd is not None and entry.name == "kept.txt"
+    os.close(entry.fd)
+    with pytest.raises(Refused):
+        open_in_workspace(workspace_root(root), "kept.txt", Want.PARENT, create=True)
+    assert (tmp_path / "outside.txt").read_text() == "outside"

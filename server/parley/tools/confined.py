@@ -140,7 +140,11 @@ def open_in_workspace(root: Path, path: str, want: Want, *, create: bool = False
     `IsADirectoryError`, `NotADirectoryError`, or another `OSError`.
     """
     if create:  # refused before anything is made: the whole path is looked at first
-        open_in_workspace(root, path, Want.WHERE)
+        looked_at = _Walk(root, path)
+        try:
+            _where(looked_at, follow=want is not Want.ENTRY)
+        finally:
+            looked_at.close()
     walk = _Walk(root, path)
     try:
         if want is Want.FILE:
@@ -319,8 +323,9 @@ def _holder(walk: _Walk, *, create: bool, follow: bool) -> Opened:
         return Opened(os.dup(walk.fds[-1]), walk.relative(actual), actual, status)
 
 
-def _where(walk: _Walk) -> Opened:
-    """Where the path leads, nothing opened at its end; symlinks resolved on the way."""
+def _where(walk: _Walk, *, follow: bool = True) -> Opened:
+    """Where the path leads, nothing opened at its end; symlinks resolved on the way (and
+    at its end, with `follow`)."""
     while True:
         name = walk.to_last(lexical=True)
         if name is None:
@@ -330,7 +335,7 @@ def _where(walk: _Walk) -> Opened:
             walk.check_unlisted(name)
             return Opened(None, walk.relative(name), name)
         actual, status = walk.entry(name)
-        if status is not None and stat.S_ISLNK(status.st_mode):
+        if follow and status is not None and stat.S_ISLNK(status.st_mode):
             walk.follow(actual)
             continue
         return Opened(None, walk.relative(actual), actual, status)
