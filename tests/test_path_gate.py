@@ -310,8 +310,9 @@ class HostileTree:
                 path.write_text(text)
 
     def outside(self) -> dict[str, tuple[int, ...]]:
-        """Everything outside the workspace: each entry's inode, mode, size and times (a
-        write, a replacement, a new or removed entry all change them)."""
+        """Everything outside the workspace: each entry's inode, mode, size and modification
+        time (a write, a replacement, a new or removed entry all change them; its link count
+        does not count: the workspace's name for `hardlinked.txt` may be replaced)."""
         seen = {}
         for directory, dirs, files in os.walk(self.base):
             if Path(directory) == self.base:
@@ -319,8 +320,7 @@ class HostileTree:
             for name in [".", *dirs, *files]:
                 status = os.lstat(os.path.join(directory, name))
                 seen[os.path.join(directory, name)] = (
-                    *(status.st_ino, status.st_mode, status.st_size, status.st_nlink),
-                    *(status.st_mtime_ns, status.st_ctime_ns),
+                    *(status.st_ino, status.st_mode, status.st_size, status.st_mtime_ns),
                 )
         return seen
 
@@ -714,3 +714,21 @@ def test_a_restore_replaces_a_symlink_to_outside_and_never_follows_it(tmp_path: 
     with pytest.raises(Refused):
         open_in_workspace(workspace_root(root), "kept.txt", Want.PARENT, create=True)
     assert (tmp_path / "outside.txt").read_text() == "outside"
+
+
+async def test_an_edit_writes_only_where_its_question_said(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "one").mkdir(parents=True)
+    (root / "two").mkdir()
+    (root / "link").symlink_to("one")
+    tool = WriteFileTool(root, FileLedger())
+    arguments = {"path": "link/new.txt", "content": "new\n"}
+    assert tool.describe_call(arguments).title == "Create one/new.txt"
+    (root / "link").unlink()
+    (root / "link").symlink_to("two")  # after the question, before the call
+    result = await tool.run(arguments, ToolContext("s", "c", root))
+    assert result.is_error and "led to one/new.txt when the user was asked" in result.content
+    assert not (root / "one" / "new.txt").exists() and not (root / "two" / "new.txt").exists()
+    assert tool.describe_call(arguments).title == "Create two/new.txt"  # asked again
+    assert not (await tool.run(arguments, ToolContext("s", "c", root))).is_error
+    assert (root / "two" / "new.txt").read_text() == "new\n"
