@@ -449,8 +449,13 @@ def read_back(tree: HostileTree, relative: str) -> str:
         return file.read().decode("utf-8", "replace")
 
 
-def test_reads_lists_and_attachments_stay_inside(tree: HostileTree, runner: asyncio.Runner) -> None:
+def test_reads_lists_searches_and_attachments_stay_inside(
+    tree: HostileTree, runner: asyncio.Runner
+) -> None:
+    """Each generated path goes to read_file, list_directory, a linked file and, as a glob,
+    to search_files."""
     read, listing = ReadFileTool(tree.root, FileLedger()), ListDirectoryTool(tree.root)
+    search, who_calls = SearchFilesTool(tree.root), PythonWhoCallsTool(tree.root)
     context = tool_context(tree)
     before = tree.outside()
 
@@ -464,24 +469,11 @@ def test_reads_lists_and_attachments_stay_inside(tree: HostileTree, runner: asyn
             assert not any(name in result.content for name in OUTSIDE_ONLY_NAMES)
             for location in tool.describe_call(arguments).locations:
                 assert_inside(tree, location.path)
-        attached = attach_link(tree.root, path)
-        assert CANARY not in str(attached)
-
-    with tree.swapping():
-        check()
-    assert tree.outside() == before
-
-
-def test_searches_stay_inside(tree: HostileTree, runner: asyncio.Runner) -> None:
-    search, who_calls = SearchFilesTool(tree.root), PythonWhoCallsTool(tree.root)
-    context = tool_context(tree)
-
-    @PROPERTY
-    @given(glob=st.one_of(st.none(), hostile_paths(tree.root)))
-    def check(glob: str | None) -> None:
-        arguments = {"pattern": "inside|CANARY-CONT[E]NT", "glob": glob}
-        result = runner.run(search.run(arguments, context))
-        assert CANARY not in result.content
+        assert CANARY not in str(attach_link(tree.root, path))
+        found = runner.run(
+            search.run({"pattern": "inside|CANARY-CONT[E]NT", "glob": path}, context)
+        )
+        assert CANARY not in found.content
 
     # python_who_calls takes no path: the tree and the swaps are its only hostile input.
     @settings(PROPERTY, max_examples=max(EXAMPLES // 10, 1))
@@ -493,11 +485,12 @@ def test_searches_stay_inside(tree: HostileTree, runner: asyncio.Runner) -> None
     with tree.swapping():
         check()
         check_who_calls()
+    assert tree.outside() == before
     result = runner.run(search.run({"pattern": "inside"}, context))
     assert "a.txt:1:inside a" in result.content  # the search does find what is inside
 
 
-def test_writes_and_edits_stay_inside_and_say_where(
+def test_writes_edits_and_restores_stay_inside_and_say_where(
     tree: HostileTree, runner: asyncio.Runner, scratch: Path
 ) -> None:
     store = session_store(scratch, tree)
@@ -532,11 +525,26 @@ def test_writes_and_edits_stay_inside_and_say_where(
         if not swapped(arguments["path"]):
             assert diff.new_text in read_back(tree, shown)
 
+    def restore_planted(path: str, content: bytes | None) -> None:
+        """A checkpoint naming `path` itself (as a tampered or old store could) restored:
+        written or removed only inside the workspace."""
+        tree.reset()
+        turn = next(turns)
+        stored = path if os.path.isabs(path) else str(tree.root / path)
+        store.keep_checkpoint("sess_gate", turn, str(tree.root), stored, content, None, "now")
+        store.mark_written("sess_gate", turn, stored, "changed")
+        result = runner.run(restore_turn(store, "sess_gate", turn, allow_everything))
+        for restored in result.files:
+            if content is not None and not swapped(path):
+                assert read_back(tree, restored.path) == "RESTORED\n"
+
     @PROPERTY
     @given(
-        path=hostile_paths(tree.root), old=st.sampled_from(["inside", "caller()  #", "caller()"])
+        path=hostile_paths(tree.root),
+        old=st.sampled_from(OLD_TEXTS),
+        restored=st.sampled_from([None, b"RESTORED\n"]),
     )
-    def check(path: str, old: str) -> None:
+    def check(path: str, old: str, restored: bytes | None) -> None:
         tree.reset()
         turn = next(turns)
         journal = TurnCheckpoints(store, "sess_gate", turn, tree.root)
@@ -546,6 +554,8 @@ def test_writes_and_edits_stay_inside_and_say_where(
         for checkpoint in store.checkpoints("sess_gate", turn):
             assert CANARY.encode() not in (checkpoint.content or b"")
         runner.run(restore_turn(store, "sess_gate", turn, allow_everything))
+        assert tree.outside() == before
+        restore_planted(path, restored)
         assert tree.outside() == before
 
     with tree.swapping():
@@ -567,34 +577,6 @@ def session_store(scratch: Path, tree: HostileTree) -> Store:
 
 async def allow_everything(turn: int, changed: list[Any]) -> bool:
     return True
-
-
-def test_restores_of_hostile_checkpoints_stay_inside(
-    tree: HostileTree, runner: asyncio.Runner, scratch: Path
-) -> None:
-    """A checkpoint names any path (as a tampered or old store could): a restore writes or
-    removes only inside the workspace."""
-    store = session_store(scratch, tree)
-    before = tree.outside()
-    turns = iter(range(1, 100_000))
-
-    @PROPERTY
-    @given(path=hostile_paths(tree.root), content=st.sampled_from([None, b"RESTORED\n"]))
-    def check(path: str, content: bytes | None) -> None:
-        tree.reset()
-        turn = next(turns)
-        stored = path if os.path.isabs(path) else str(tree.root / path)
-        store.keep_checkpoint("sess_gate", turn, str(tree.root), stored, content, None, "now")
-        store.mark_written("sess_gate", turn, stored, "changed")
-        result = runner.run(restore_turn(store, "sess_gate", turn, allow_everything))
-        assert tree.outside() == before
-        for restored in result.files:
-            if content is not None and not swapped(path):
-                assert read_back(tree, restored.path) == "RESTORED\n"
-
-    with tree.swapping():
-        check()
-    store.close()
 
 
 # --- nothing else opens a workspace path ------------------------------------------------------
