@@ -276,7 +276,8 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(PromptParams, raw)
         literal = params.literal  # checked first: a bad one is refused before any work
         # Linked files are read and images decoded: off the event loop.
-        link_reader = functools.partial(attach_link, self.sessions.get(params.session_id).cwd)
+        session = self.sessions.get(params.session_id)
+        link_reader = functools.partial(attach_link, session.root, given=session.cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
         result = await self.sessions.prompt(params.session_id, content, literal=literal)
         return result.to_wire()

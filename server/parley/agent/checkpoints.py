@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import posixpath
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,9 @@ import attrs
 from parley.agent.session import now_iso
 from parley.store import Checkpoint, Store
 from parley.tools.confined import (
+    Want,
     open_confined,
-    open_confined_directory,
+    open_in_workspace,
     printable_name,
     replace_at,
 )
@@ -51,7 +51,7 @@ class TurnCheckpoints:
     def before_write(self, path: Path) -> None:
         """Raises `OSError` (or `Refused`) when the file is there but cannot be read: an
         edit that cannot be undone must not be made."""
-        key = str(path)
+        key = printable_name(str(path))  # the gate finds a name that is not UTF-8 again
         self._written.add(key)
         if key in self._kept:
             return
@@ -236,53 +236,25 @@ def _apply(plan: list[FileRestore]) -> list[tuple[FileRestore, str]]:
     return failures
 
 
-def _split(root: Path, path: str) -> tuple[str, str]:
-    """`path`'s folder relative to the root, and its name; refused outside the root."""
-    relative = os.path.relpath(path, root)
-    if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
-        raise ValueError(f"{printable_name(path)} is outside the workspace {root}")
-    return posixpath.split(relative)
-
-
-def _directory(root: Path, relative: str, *, create: bool) -> int:
-    """A descriptor of the folder (confined: no symlink leads outside), made if missing."""
-    if relative in ("", "."):
-        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        return open_confined_directory(root, relative)[0]
-    except FileNotFoundError:
-        if not create:
-            raise
-    parent_path, name = posixpath.split(relative)
-    parent = _directory(root, parent_path, create=True)
-    try:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(name, dir_fd=parent)
-    finally:
-        os.close(parent)
-    return open_confined_directory(root, relative)[0]
-
-
 def _write(root: Path, path: str, content: bytes, mode: int | None) -> None:
     """Atomically: a temporary file beside it, renamed over it (a symlink there is replaced,
-    never followed)."""
-    folder, name = _split(root, path)
-    directory = _directory(root, folder, create=True)
+    never followed), in its folder as the gate opens it (made if missing, inside the root)."""
+    entry = open_in_workspace(root, path, Want.ENTRY, create=True)
+    assert entry.fd is not None and entry.name is not None
     try:
-        replace_at(directory, name, content, 0o644 if mode is None else mode)
+        replace_at(entry.fd, entry.name, content, 0o644 if mode is None else mode)
     finally:
-        os.close(directory)
+        os.close(entry.fd)
 
 
 def _remove(root: Path, path: str) -> None:
-    folder, name = _split(root, path)
     try:
-        directory = _directory(root, folder, create=False)
+        entry = open_in_workspace(root, path, Want.ENTRY)
     except FileNotFoundError:
         return  # its folder is gone: so is the file
+    assert entry.fd is not None and entry.name is not None
     try:
-        os.unlink(name, dir_fd=directory)
-    except FileNotFoundError:
-        pass
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry.name, dir_fd=entry.fd)
     finally:
-        os.close(directory)
+        os.close(entry.fd)

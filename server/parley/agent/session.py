@@ -17,6 +17,7 @@ from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store import Store, StoredSession
+from parley.tools.confined import workspace_root
 from parley.tools.registry import ToolRegistry
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -88,6 +89,11 @@ class Session:
     stored: bool = True
     # The summary the model sees in place of the oldest messages (agent/compaction.py).
     compaction: Compaction | None = None
+    # The workspace as the gate takes it (`cwd` with every symlink resolved), once, when the
+    # session opens: its tools, checkpoints and system prompt all name files from it.
+    root: Path = attrs.field(
+        kw_only=True, default=attrs.Factory(lambda self: workspace_root(self.cwd), takes_self=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self._history is not None:
@@ -121,7 +127,7 @@ class Session:
         return self.store.last_exchange(self.id, upto=self._length)
 
     def system_text(self) -> str:
-        return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.cwd)
+        return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.root)
 
     def add_message(self, message: Message) -> None:
         if self._history is not None:

@@ -37,6 +37,7 @@ from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
+from parley.tools.confined import workspace_root
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -106,12 +107,14 @@ class Sessions:
             raise InvalidOptions(f"cwd {str(cwd)!r} is not a directory")
         model = options.model or self.settings.default_model
         _check_model_id(model)
+        root = workspace_root(cwd)  # once: the tools and the checkpoints share it
         session = Session(
             id=new_id("sess"),
             cwd=cwd,
+            root=root,
             model=model,
             tool_policy=options.tool_policy,
-            tools=ToolRegistry(self.tools_for(cwd, options.eval_timeout_seconds)),
+            tools=ToolRegistry(self.tools_for(root, options.eval_timeout_seconds)),
             store=self.store,
             system_prompt=options.system_prompt,
             tool_format=options.tool_format,
@@ -158,12 +161,14 @@ class Sessions:
         return session
 
     def _open_stored(self, stored: StoredSession, cwd: Path) -> Session:
+        root = workspace_root(cwd)  # once: the tools and the checkpoints share it
         session = Session(
             id=stored.id,
             cwd=cwd,
+            root=root,
             model=stored.model,
             tool_policy=stored.tool_policy,  # type: ignore[arg-type]  # the store holds valid ones
-            tools=ToolRegistry(self.tools_for(cwd, None)),
+            tools=ToolRegistry(self.tools_for(root, None)),
             store=self.store,
             system_prompt=stored.system_prompt,
             tool_format=stored.tool_format,  # type: ignore[arg-type]

@@ -196,7 +196,7 @@ class Turn:
         self.session.add_message(self.prompt)
         self.session.count_turn()
         self._checkpoints = TurnCheckpoints(
-            self.session.store, self.session.id, self.session.totals.turns, self.session.cwd
+            self.session.store, self.session.id, self.session.totals.turns, self.session.root
         )
         try:
             stop_reason = await self._rounds()
@@ -585,7 +585,7 @@ class Turn:
         context = ToolContext(
             self.session.id,
             call.wire_id,
-            self.session.cwd,
+            self.session.root,
             self.ports.client_files,
             client_writes=self.ports.client_writes,
             edit_journal=self._checkpoints,

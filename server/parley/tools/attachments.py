@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import posixpath
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock, file_note
-from parley.tools.confined import Refused, open_confined, printable_name
+from parley.tools.confined import Refused, open_confined, printable_name, workspace_root
 
 # What one attached file may put in the prompt; the rest is left to read_file.
 ATTACH_MAX_CHARS = 100_000
@@ -23,15 +24,26 @@ BINARY_SNIFF_BYTES = 8192
 
 
 def attach_link(
-    workspace: Path, uri: str, name: str | None = None, mime_type: str | None = None
+    workspace: Path,
+    uri: str,
+    name: str | None = None,
+    mime_type: str | None = None,
+    *,
+    given: Path | None = None,
 ) -> ContentBlock:
-    """The linked file's text as a resource, or a note saying why it is not attached."""
+    """The linked file's text as a resource, or a note saying why it is not attached.
+    `workspace` is the session's root (resolved); `given`, the workspace as the client
+    names it (maybe through a symlink), which its links may start with."""
     path = _path_of(uri)
     if path is None:
         return TextBlock(f"[{name or uri}]({uri}) (a link, not a workspace file: not read)")
     guessed = mime_type or mimetypes.guess_type(path)[0]
+    if given is not None and os.path.isabs(path):
+        relative = os.path.relpath(posixpath.normpath(path), given)
+        if relative != ".." and not relative.startswith("../"):
+            path = relative  # lexically only: the gate walks it from the root
     try:
-        with open_confined(Path(workspace).resolve(), path) as file:
+        with open_confined(workspace_root(workspace), path) as file:
             size = os.fstat(file.fileno()).st_size
             head = file.read(BINARY_SNIFF_BYTES)
             if b"\0" in head:
@@ -58,7 +70,10 @@ def attach_link(
 def _path_of(uri: str) -> str | None:
     """The file path a link names: a `file:` URI's path, or a bare path; None for other
     schemes (https: ...)."""
-    parsed = urlparse(uri)
+    try:
+        parsed = urlparse(uri)
+    except ValueError:  # "Invalid IPv6 URL" ('//[')
+        return None
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             return None

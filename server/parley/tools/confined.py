@@ -1,23 +1,29 @@
-"""Opening a workspace file so that nothing on disk can lead the open outside the workspace.
+"""The gate: the one way a path that a model, a client or a restore names becomes an
+opened file or directory inside the workspace, or a refusal (`open_in_workspace`; the
+`open_confined*` functions below are its common uses).
 
-A path is walked from a descriptor of the workspace root one component at a time, each
-opened with `O_NOFOLLOW` relative to the directory before it, so no step follows a symlink
-the kernel finds there. A symlink met on the way is read and resolved here: its target is
-spliced into the remaining components and the walk goes on (`..` goes back to the directory
-actually walked through); a target outside the root is refused. A symlink swapped in after
-it was read is met again by the next `O_NOFOLLOW` open, never followed.
+The workspace root is resolved once, when a session starts (`workspace_root`), and every
+tool and checkpoint of the session is given that same root. A path is walked from a
+descriptor of the root one component at a time, each opened with `O_NOFOLLOW` relative to
+the directory before it, so no step follows a symlink the kernel finds there. A symlink met
+on the way is read and resolved here: its target is spliced into the remaining components
+and the walk goes on (`..` goes back to the directory actually walked through); a target
+outside the root is refused. A symlink swapped in after it was read is met again by the
+next `O_NOFOLLOW` open, never followed.
 
-The final file is opened with `O_NONBLOCK` (a FIFO cannot block the open) and checked with
-`fstat` on the descriptor itself, after opening: only regular files are answered, and a
-file with another hard link is refused, because the other name may be outside the workspace
-and nothing tells where. Names that are not UTF-8 are `str` with surrogate escapes, as `os`
+A file is opened with `O_NONBLOCK` (a FIFO cannot block the open) and checked with `fstat`
+on the descriptor itself, after opening: only regular files are answered, and a file with
+another hard link is refused, because the other name may be outside the workspace and
+nothing tells where. Names that are not UTF-8 are `str` with surrogate escapes, as `os`
 gives them; `printable_name` shows them as `\\xff`, and a component written that way is
-found again.
+found again, but only as the exact inverse of `printable_name`: `\\x2e\\x2e`, `\\x2f`,
+`\\x00` or `\\x41` never stand for `..`, `/`, NUL or `A`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import io
 import os
@@ -28,11 +34,14 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+import attrs
+
 # As Linux's own limit for one path lookup.
 MAX_SYMLINKS = 40
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _ESCAPED_BYTE = re.compile(rb"\\x([0-9a-fA-F]{2})")
+_ESCAPE_TEXT = re.compile(r"\\x[0-9a-fA-F]{2}")
 
 
 class Refused(ValueError):
@@ -41,6 +50,12 @@ class Refused(ValueError):
 
 class OutsideWorkspace(Refused):
     """A path that leads outside the workspace root."""
+
+
+def workspace_root(cwd: Path | str) -> Path:
+    """The workspace root as the gate takes it: absolute, every symlink resolved. Resolved
+    once per session, so its tools and its checkpoints name files the same way."""
+    return Path(os.path.realpath(cwd))
 
 
 def printable_name(name: str) -> str:
@@ -54,7 +69,10 @@ def printable_name(name: str) -> str:
 
 
 def _unescaped(component: str) -> str | None:
-    """The name `printable_name` showed as `component`, when it has a `\\xHH` escape."""
+    """The one ordinary name that `printable_name` shows as `component`, when it has a
+    `\\xHH` escape; None when there is none. Only bytes that are not UTF-8 are shown
+    escaped, so the decoding is kept only when showing it gives `component` back: escapes
+    of `/`, NUL, `.` or any other character that shows as itself never decode."""
     if "\\x" not in component:
         return None
     try:
@@ -62,7 +80,10 @@ def _unescaped(component: str) -> str | None:
     except UnicodeEncodeError:
         return None
     unescaped = _ESCAPED_BYTE.sub(lambda match: bytes([int(match[1], 16)]), raw)
-    return unescaped.decode("utf-8", "surrogateescape")
+    name = unescaped.decode("utf-8", "surrogateescape")
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        return None
+    return name if printable_name(name) == component else None
 
 
 def _outside(root: Path, path: str) -> OutsideWorkspace:
@@ -83,15 +104,74 @@ def _components(root: Path, path: str, asked: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
+class Want(enum.Enum):
+    """What the gate opens at the end of a path."""
+
+    FILE = "a regular file with one name, open for reading"
+    DIRECTORY = "a directory"
+    # The directory that holds the path's last entry (to write it), the entry's own symlink
+    # followed (a symlink to a file inside is written through; one leading out is refused).
+    PARENT = "the directory holding the file"
+    # As PARENT, but the last entry itself, never followed (a restore replaces a symlink).
+    ENTRY = "the directory holding the entry"
+    # Nothing opened: where the path leads (to show it); a missing directory on the way is
+    # fine, the rest of the path then taken as written.
+    WHERE = "where the path leads"
+
+
+@attrs.frozen
+class Opened:
+    """What the gate answers: a descriptor the caller closes (None for `Want.WHERE`), where
+    the path really is, relative to the root with `/` (names as `os` gives them), the last
+    entry's name in the directory `fd` (PARENT, ENTRY) and its own status (None: missing)."""
+
+    fd: int | None
+    relative: str
+    name: str | None = None
+    status: os.stat_result | None = None
+
+
+def open_in_workspace(root: Path, path: str, want: Want, *, create: bool = False) -> Opened:
+    """The gate: what `path` names in the workspace `root` (as `workspace_root` gives it),
+    opened as `want` says, or a refusal. With `create` (PARENT, ENTRY), missing directories
+    on the way are made, each inside the one walked through.
+
+    Raises `OutsideWorkspace` or `Refused` (a sentence for the model), `FileNotFoundError`,
+    `IsADirectoryError`, `NotADirectoryError`, or another `OSError`.
+    """
+    if create:  # refused before anything is made: the whole path is looked at first
+        looked_at = _Walk(root, path)
+        try:
+            _where(looked_at, follow=want is not Want.ENTRY)
+        finally:
+            looked_at.close()
+    walk = _Walk(root, path)
+    try:
+        if want is Want.FILE:
+            fd, relative = _open_last(walk, _FILE_FLAGS)
+            return Opened(_checked_regular(fd, relative), relative)
+        if want is Want.DIRECTORY:
+            return Opened(*_open_last(walk, _DIRECTORY_FLAGS))
+        if want is Want.WHERE:
+            return _where(walk)
+        return _holder(walk, create=create, follow=want is Want.PARENT)
+    finally:
+        walk.close()
+
+
 class _Walk:
     """The walk of one path from the root: a descriptor per directory walked through (all
-    closed by `close`), and the components still to walk."""
+    closed by `close`), the components still to walk, and those past a missing directory
+    (`Want.WHERE` only)."""
 
     def __init__(self, root: Path, path: str) -> None:
+        if "\0" in path:
+            raise Refused(f"{printable_name(path)!r} has a NUL character; no file is named so.")
         self.root = root
         self.path = path  # as the model wrote it, for messages
         self.pending = _components(root, os.path.expanduser(path), path)
         self.names: list[str] = []
+        self.missing: list[str] = []  # below a directory that does not exist
         self.fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
         self.symlinks = 0
 
@@ -101,24 +181,56 @@ class _Walk:
         self.fds = []
 
     def up(self) -> None:
+        if self.missing:
+            self.missing.pop()
+            return
         if not self.names:
             raise _outside(self.root, self.path)
         self.names.pop()
         os.close(self.fds.pop())
 
-    def follow(self, name: str) -> bool:
-        """When `name` in the current directory is a symlink, put its target in front of the
-        pending components (from the root again for an absolute target) and answer True."""
-        try:
-            target = os.readlink(name, dir_fd=self.fds[-1])
-        except OSError:
-            return False
+    def entry(self, name: str) -> tuple[str, os.stat_result | None]:
+        """`name` as it is in the current directory — as written, or the ordinary name its
+        `\\xHH` escapes stand for when only that exists — and its own status (not followed;
+        None when there is no such entry)."""
+        for candidate in (name, _unescaped(name)):
+            if candidate is None:
+                continue
+            try:
+                return candidate, os.stat(candidate, dir_fd=self.fds[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+        self.check_unlisted(name)
+        return name, None
+
+    def check_unlisted(self, name: str) -> None:
+        """Refuse a name that is not there and looks escaped without standing for any name
+        (`\\x2e\\x2e`, `\\x2f`): it was never shown, and is not made."""
+        if _ESCAPE_TEXT.search(name) and _unescaped(name) is None:
+            raise Refused(
+                f"{printable_name(self.path)!r}: {printable_name(name)!r} is no file name in "
+                "the workspace; a \\xHH escape only shows a byte that is not UTF-8 text. "
+                "Write '.', '/' and other characters as themselves."
+            )
+
+    def count_symlink(self) -> None:
         self.symlinks += 1
         if self.symlinks > MAX_SYMLINKS:
             raise Refused(
                 f"{printable_name(self.path)!r} goes through too many symbolic links "
                 "(or one is being changed while it is read)."
             )
+
+    def follow(self, name: str) -> None:
+        """`name` (in the current directory) seemed a symlink: put its target in front of
+        the pending components (from the root again for an absolute target). Swapped for
+        something else since, it is looked at again."""
+        self.count_symlink()
+        try:
+            target = os.readlink(name, dir_fd=self.fds[-1])
+        except OSError:
+            self.pending.insert(0, name)
+            return
         if os.path.isabs(target):
             parts = _components(self.root, target, self.path)  # refused when it is elsewhere
             while self.names:
@@ -126,23 +238,11 @@ class _Walk:
         else:
             parts = [part for part in target.split("/") if part not in ("", ".")]
         self.pending = parts + self.pending
-        return True
 
-    def open_at(self, name: str, flags: int) -> int:
-        """`name` opened in the current directory; a `\\xHH`-escaped name is tried as the
-        bytes it stands for when the name as written does not exist."""
-        try:
-            return os.open(name, flags, dir_fd=self.fds[-1])
-        except FileNotFoundError:
-            unescaped = _unescaped(name)
-            if unescaped is None:
-                raise
-            return os.open(unescaped, flags, dir_fd=self.fds[-1])
-
-    def to_last(self, create: bool = False) -> str | None:
+    def to_last(self, *, create: bool = False, lexical: bool = False) -> str | None:
         """Walk every directory of the path but the last component, and take that from
-        the pending ones (None: the path ends at the directory reached). With `create`, a
-        directory that does not exist is made (in the directory walked through)."""
+        the pending ones (None: the path ends at the directory reached). A missing
+        directory is made with `create`, taken as written with `lexical`, an error else."""
         while self.pending:
             name = self.pending.pop(0)
             if name == "..":
@@ -150,68 +250,154 @@ class _Walk:
                 continue
             if not self.pending:
                 return name
+            if self.missing:
+                self.check_unlisted(name)
+                self.missing.append(name)
+                continue
+            actual, status = self.entry(name)
+            if status is None and lexical:
+                self.missing.append(name)
+                continue
+            if status is None and create:
+                os.mkdir(actual, 0o777, dir_fd=self.fds[-1])  # exists already: raises
+            elif status is not None and stat.S_ISLNK(status.st_mode):
+                self.follow(actual)
+                continue
             try:
-                fd = self.open_at(name, _DIRECTORY_FLAGS)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(name, 0o777, dir_fd=self.fds[-1])  # exists already: raises, no follow
-                fd = self.open_at(name, _DIRECTORY_FLAGS)
+                fd = os.open(actual, _DIRECTORY_FLAGS, dir_fd=self.fds[-1])
             except OSError as exc:
-                # O_NOFOLLOW met a symlink: ELOOP, or ENOTDIR along with O_DIRECTORY.
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not self.follow(name):
+                # A symlink swapped in after the status: ELOOP, or ENOTDIR with O_DIRECTORY.
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not _is_symlink(self, actual):
                     raise
+                self.follow(actual)
                 continue
             self.fds.append(fd)
-            self.names.append(name)
+            self.names.append(actual)
         return None
 
     def relative(self, name: str | None = None) -> str:
-        return "/".join([*self.names, name] if name else self.names) or "."
+        return "/".join([*self.names, *self.missing, *([name] if name else [])]) or "."
 
 
-def _open_final(walk: _Walk, flags: int) -> tuple[int, str]:
-    """The path's final component opened with `flags`, symlinks resolved on the way;
+def _is_symlink(walk: _Walk, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=walk.fds[-1], follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_last(walk: _Walk, flags: int) -> tuple[int, str]:
+    """The path's last component opened with `flags`, symlinks resolved on the way;
     its descriptor and where it really is, relative to the root."""
     while True:
         name = walk.to_last()
         if name is None:
             return os.dup(walk.fds[-1]), walk.relative()
+        actual, status = walk.entry(name)
+        if status is None:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", walk.relative(name))
+        if stat.S_ISLNK(status.st_mode):
+            walk.follow(actual)
+            continue
         try:
-            return walk.open_at(name, flags), walk.relative(name)
+            return os.open(actual, flags, dir_fd=walk.fds[-1]), walk.relative(actual)
         except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not walk.follow(name):
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not _is_symlink(walk, actual):
                 raise
+            walk.follow(actual)
+
+
+def _holder(walk: _Walk, *, create: bool, follow: bool) -> Opened:
+    """The directory that holds the path's last entry (its own symlink resolved when
+    `follow`); raises `IsADirectoryError` when the path is a directory."""
+    while True:
+        name = walk.to_last(create=create)
+        if name is None:
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", walk.relative())
+        actual, status = walk.entry(name)
+        if status is not None and follow and stat.S_ISLNK(status.st_mode):
+            walk.follow(actual)
+            continue
+        if status is not None and follow and stat.S_ISDIR(status.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", walk.relative(actual))
+        return Opened(os.dup(walk.fds[-1]), walk.relative(actual), actual, status)
+
+
+def _where(walk: _Walk, *, follow: bool = True) -> Opened:
+    """Where the path leads, nothing opened at its end; symlinks resolved on the way (and
+    at its end, with `follow`)."""
+    while True:
+        name = walk.to_last(lexical=True)
+        if name is None:
+            status = None if walk.missing else os.fstat(walk.fds[-1])
+            return Opened(None, walk.relative(), status=status)
+        if walk.missing:
+            walk.check_unlisted(name)
+            return Opened(None, walk.relative(name), name)
+        actual, status = walk.entry(name)
+        if follow and status is not None and stat.S_ISLNK(status.st_mode):
+            walk.follow(actual)
+            continue
+        return Opened(None, walk.relative(actual), actual, status)
+
+
+# --- the gate's common uses ------------------------------------------------------------------
 
 
 def open_confined(root: Path, path: str) -> BinaryIO:
-    """The regular file at `path` in the workspace `root` (resolved), open for binary
-    reading. Its `name` is where it really is, relative to the root with `/`.
+    """The regular file at `path` in the workspace `root`, open for binary reading. Its
+    `name` is where it really is, relative to the root with `/`. Raises as the gate does."""
+    opened = open_in_workspace(root, path, Want.FILE)
+    assert opened.fd is not None
+    return _file_object(opened.fd, opened.relative)
 
-    Raises `OutsideWorkspace` or `Refused` (with a sentence for the model),
-    `FileNotFoundError`, `IsADirectoryError`, `NotADirectoryError`, or another `OSError`.
-    """
-    walk = _Walk(root, path)
-    try:
-        fd, relative = _open_final(walk, _FILE_FLAGS)
-    finally:
-        walk.close()
-    return _regular_file(fd, relative)
+
+def open_confined_directory(root: Path, path: str) -> tuple[int, str]:
+    """A descriptor of the directory at `path` in the workspace `root` (the caller closes
+    it), and where it really is, relative to the root. Raises as the gate does."""
+    opened = open_in_workspace(root, path, Want.DIRECTORY)
+    assert opened.fd is not None
+    return opened.fd, opened.relative
+
+
+def resolve_confined(root: Path, path: str) -> str:
+    """Where `path` leads inside the workspace, relative to the root (to show it: a
+    symlink's target, the file an edit will write); nothing at its end is opened, and a
+    missing directory on the way is fine. Raises `OutsideWorkspace` or `Refused`."""
+    return open_in_workspace(root, path, Want.WHERE).relative
+
+
+def open_confined_parent(root: Path, path: str, *, create: bool = False) -> tuple[int, str, str]:
+    """The directory in the workspace `root` where the file at `path` is or would be, for
+    writing it: a descriptor of that directory (the caller closes it), the file's name in
+    it, and where the file really is, relative to the root (`Want.PARENT`)."""
+    opened = open_in_workspace(root, path, Want.PARENT, create=create)
+    assert opened.fd is not None and opened.name is not None
+    return opened.fd, opened.name, opened.relative
 
 
 def open_regular_at(directory_fd: int | None, name: str) -> BinaryIO:
-    """The regular file `name` in an already opened directory (or a path, for None), checked
-    as `open_confined` checks it; `name` itself is not followed when it is a symlink."""
+    """The regular file `name` in a directory the gate opened (or, for None, a path outside
+    any workspace: the `.gitignore` files of the repository above it), checked as
+    `open_confined` checks it; `name` itself is not followed when it is a symlink."""
     fd = os.open(name, _FILE_FLAGS, dir_fd=directory_fd)
-    return _regular_file(fd, name)
+    return _file_object(_checked_regular(fd, name), name)
 
 
-def _regular_file(fd: int, relative: str) -> BinaryIO:
-    """The file object for `fd` once `fstat` shows a regular file with one name; checked on
+def _checked_regular(fd: int, relative: str) -> int:
+    """`fd`, once `fstat` shows a regular file with one name (closed otherwise); checked on
     the descriptor itself, so nothing can be swapped in after the check."""
     try:
         _check_regular(os.fstat(fd), printable_name(relative))
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _file_object(fd: int, relative: str) -> BinaryIO:
+    try:
         raw = io.FileIO(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)
@@ -239,77 +425,6 @@ def _check_regular(status: os.stat_result, shown: str) -> None:
             f"{shown} has {status.st_nlink} hard links; a file with another name elsewhere "
             "cannot be shown to be inside the workspace, so it is not read."
         )
-
-
-def open_confined_directory(root: Path, path: str) -> tuple[int, str]:
-    """A descriptor of the directory at `path` in the workspace `root` (the caller closes
-    it), and where it really is, relative to the root. Raises as `open_confined` does, and
-    `NotADirectoryError`."""
-    walk = _Walk(root, path)
-    try:
-        return _open_final(walk, _DIRECTORY_FLAGS)
-    finally:
-        walk.close()
-
-
-def resolve_confined(root: Path, path: str) -> str:
-    """Where `path` leads inside the workspace, relative to the root (to show a symlink's
-    target; only directories are opened). Raises `OutsideWorkspace` or `Refused`."""
-    walk = _Walk(root, path)
-    try:
-        while True:
-            name = walk.to_last()
-            if name is None:
-                return walk.relative()
-            if not walk.follow(name):
-                return walk.relative(name)
-    finally:
-        walk.close()
-
-
-def open_confined_parent(root: Path, path: str, *, create: bool = False) -> tuple[int, str, str]:
-    """The directory in the workspace `root` where the file at `path` is or would be, for
-    writing it: a descriptor of that directory (the caller closes it), the file's name in
-    it, and where the file really is, relative to the root. Symlinks are resolved as
-    `open_confined` resolves them, the file's own name too (a symlink to a file inside the
-    workspace is written through; one leading out is refused). With `create`, missing
-    directories on the way are made, each inside the one walked through.
-
-    Raises `OutsideWorkspace` or `Refused`, `FileNotFoundError` (a missing directory without
-    `create`), `IsADirectoryError` (the path is a directory), `NotADirectoryError`, or another
-    `OSError`; the file itself need not exist.
-    """
-    walk = _Walk(root, path)
-    try:
-        while True:
-            name = walk.to_last(create)
-            if name is None:
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", walk.relative())
-            name, status = _status_at(walk.fds[-1], name)
-            if status is None:
-                break  # a new file
-            if stat.S_ISLNK(status.st_mode):
-                walk.follow(name)
-                continue
-            if stat.S_ISDIR(status.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", walk.relative(name))
-            break
-        return os.dup(walk.fds[-1]), name, walk.relative(name)
-    finally:
-        walk.close()
-
-
-def _status_at(directory_fd: int, name: str) -> tuple[str, os.stat_result | None]:
-    """`name` in the directory (the bytes a `\\xHH`-escaped name stands for, when only that
-    exists) and its own status, not followed; None when there is no such entry."""
-    for candidate in (name, _unescaped(name)):
-        if candidate is None:
-            continue
-        try:
-            return candidate, os.stat(candidate, dir_fd=directory_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-    return name, None
 
 
 def replace_at(directory_fd: int, name: str, data: bytes, mode: int | None) -> None:

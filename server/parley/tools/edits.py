@@ -18,7 +18,6 @@ import asyncio
 import difflib
 import logging
 import os
-import posixpath
 import stat
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,11 @@ from parley.tools.base import (
     declared_spec,
 )
 from parley.tools.confined import (
-    OutsideWorkspace,
     Refused,
+    Want,
     open_confined,
     open_confined_parent,
+    open_in_workspace,
     printable_name,
     replace_at,
 )
@@ -262,6 +262,9 @@ class EditTool(WorkspaceTool):
 
     def __init__(self, workspace: Path, ledger: FileLedger | None = None) -> None:
         super().__init__(workspace, ledger if ledger is not None else FileLedger())
+        # Where each path led when the user was last shown a call on it (None: refused), so
+        # a call writes only the file its question named.
+        self._asked: dict[str, str | None] = {}
 
     @property
     def known(self) -> FileLedger:
@@ -271,27 +274,38 @@ class EditTool(WorkspaceTool):
     # --- finding and reading the file ---
 
     def target(self, path: str) -> Target:
-        """Where `path` leads (the file need not exist; a missing directory is fine)."""
+        """Where `path` leads, as the gate resolves it (the file need not exist; a missing
+        directory is fine: `write` makes it, walking the path again through the gate)."""
         asked = requested_name(self.workspace, path)
         try:
-            directory_fd, _, relative = open_confined_parent(self.workspace, path)
-            os.close(directory_fd)
-        except FileNotFoundError:
-            # A directory on the way is missing: the file is new, and `write` makes the
-            # directories, walking the path again (confined) as it does.
-            relative = posixpath.normpath(os.path.expanduser(path))
-            if os.path.isabs(relative):
-                relative = os.path.relpath(relative, self.workspace)
-            if relative == ".." or relative.startswith("../"):
-                raise OutsideWorkspace(
-                    f"{asked!r} is outside the workspace ({self.workspace}); only paths inside "
-                    "it can be used."
-                ) from None
+            where = open_in_workspace(self.workspace, path, Want.WHERE)
         except NotADirectoryError as exc:
             raise EditRefused(f"{asked}: a part of this path is a file, not a directory.") from exc
-        except IsADirectoryError as exc:
-            raise EditRefused(f"{asked} is a directory.") from exc
-        return Target(str(self.workspace / relative), relative)
+        status = where.status
+        if where.relative == "." or (status is not None and stat.S_ISDIR(status.st_mode)):
+            raise EditRefused(f"{printable_name(where.relative)} is a directory.")
+        return Target(str(self.workspace / where.relative), where.relative)
+
+    def asked_target(self, path: str) -> Target:
+        """`target`, for the view the user is shown and asked about: remembered."""
+        try:
+            target = self.target(path)
+        except BaseException:
+            self._asked[path] = None
+            raise
+        self._asked[path] = target.relative
+        return target
+
+    def check_as_asked(self, path: str, target: Target) -> None:
+        """Refuse a call whose path leads elsewhere than when the user was asked."""
+        asked = self._asked.get(path, target.relative)
+        if asked != target.relative:
+            then = "outside what can be written" if asked is None else printable_name(asked)
+            raise EditRefused(
+                f"{printable_name(path)!r} led to {then} when the user was asked and leads to "
+                f"{target.shown} now (a symlink or a directory changed); nothing was written. "
+                "Call again to be asked about it."
+            )
 
     def disk_text(self, target: Target) -> str | None:
         """The file's text on disk; None when it does not exist."""
@@ -396,6 +410,7 @@ class EditTool(WorkspaceTool):
     async def execute(self, arguments: Any, context: ToolContext) -> ToolResult:
         try:
             target, before, after = await self.prepare(arguments, context)
+            self.check_as_asked(arguments.path, target)
         except (EditRefused, ValueError, OSError) as exc:
             return _refusal(exc, arguments.path)
         try:
@@ -417,7 +432,10 @@ class EditTool(WorkspaceTool):
             raise EditRefused(str(exc)) from exc
         except OSError as exc:
             raise EditRefused(f"Could not write {target.shown}: {exc.strerror or exc}") from exc
-        target = Target(str(self.workspace / relative), relative)
+        if relative != target.relative:  # a symlink or a directory changed meanwhile
+            raise EditRefused(
+                f"{target.shown} now leads to {printable_name(relative)}; nothing was written."
+            )
         if context.edit_journal is not None:
             context.edit_journal.before_write(Path(target.path))
         if context.client_writes is None or target.wire_path != target.path:
@@ -485,10 +503,12 @@ def write_atomically(workspace: Path, relative: str, text: str) -> str:
     """`text` as the whole content of the file at `relative` (missing directories made):
     written to a temporary file in the same directory, then renamed over it, so a reader
     sees the old file or the new one, never part of one. An existing file keeps its mode.
-    Answers where the file really is, relative to the root."""
+    `relative` is where the gate resolved the file: refused when it now leads elsewhere."""
     data = text.encode("utf-8")
-    directory_fd, name, relative = open_confined_parent(workspace, relative, create=True)
+    directory_fd, name, leads_to = open_confined_parent(workspace, relative, create=True)
     try:
+        if leads_to != relative:  # resolved already: a symlink or a directory changed since
+            raise Refused(f"{printable_name(relative)} now leads to {printable_name(leads_to)}.")
         mode = None
         try:
             status = os.stat(name, dir_fd=directory_fd, follow_symlinks=False)
@@ -538,9 +558,9 @@ class EditFileTool(EditTool):
     def view(self, arguments: EditFileArguments) -> CallView:
         title = f"Edit {requested_name(self.workspace, arguments.path)}"
         try:
-            target = self.target(arguments.path)
+            target = self.asked_target(arguments.path)
         except (EditRefused, Refused, OSError, ValueError) as exc:
-            return CallView(title, (self.located(arguments.path),), (str(exc),))
+            return CallView(title, self.shown(arguments.path)[1], (str(exc),))
         title = f"Edit {target.shown}"
         try:
             before = self.view_text(target)
@@ -610,10 +630,10 @@ class WriteFileTool(EditTool):
     def view(self, arguments: WriteFileArguments) -> CallView:
         title = f"Write {requested_name(self.workspace, arguments.path)}"
         try:
-            target = self.target(arguments.path)
+            target = self.asked_target(arguments.path)
             before = self.view_text(target)
         except (EditRefused, Refused, OSError, ValueError) as exc:
-            return CallView(title, (self.located(arguments.path),), (str(exc),))
+            return CallView(title, self.shown(arguments.path)[1], (str(exc),))
         after = _as_written(before, arguments.content)
         title = f"{'Create' if before is None else 'Write'} {target.shown}"
         diff = Diff(target.wire_path, before, after)

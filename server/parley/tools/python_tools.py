@@ -27,7 +27,7 @@ from parley.tools.base import (
     declared_spec,
     quoted,
 )
-from parley.tools.confined import open_confined, printable_name
+from parley.tools.confined import open_confined, printable_name, workspace_root
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, workspace_files
 
@@ -450,7 +450,7 @@ def find_call_sites(workspace: Path, name: str) -> tuple[list[CallSite], list[st
     symlink followed, regular files only."""
     sites: list[CallSite] = []
     unparsable: list[str] = []
-    root = workspace.resolve()
+    root = workspace_root(workspace)
     for relative in workspace_files(root):
         if not relative.endswith(".py"):
             continue

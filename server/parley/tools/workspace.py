@@ -47,6 +47,7 @@ from parley.tools.confined import (
     open_regular_at,
     printable_name,
     resolve_confined,
+    workspace_root,
 )
 from parley.tools.file_ledger import FileLedger
 
@@ -174,7 +175,7 @@ def workspace_files(root: Path) -> list[str]:
     out, tracked or not. Virtualenvs, `node_modules` and hidden directories are skipped.
     Names that are not UTF-8 are surrogate-escaped (show them with `printable_name`).
     """
-    root = root.resolve()
+    root = workspace_root(root)
     repository = _repository_of(root)
     rules = _IgnoreRules(repository, root) if repository else None
     listed = []
@@ -240,13 +241,19 @@ class WorkspaceTool(DeclaredTool):
     edit tools' stale check."""
 
     def __init__(self, workspace: Path, ledger: FileLedger | None = None) -> None:
-        self.workspace = Path(workspace).resolve()
+        self.workspace = workspace_root(workspace)  # as the session resolved it: a no-op
         self.ledger = ledger
 
-    def located(self, path: str | None) -> Location:
-        """Where `path` is, for an editor to open (absolute; nothing is opened to find it)."""
-        expanded = os.path.expanduser(path) if path else "."
-        return Location(posixpath.normpath(os.path.join(self.workspace, expanded)))
+    def shown(self, path: str | None) -> tuple[str, tuple[Location, ...]]:
+        """How a call on `path` is shown: where the gate says it leads (relative to the
+        root) and its location for an editor (absolute); the path as asked, without a
+        location, when the gate refuses it. Nothing at the path's end is opened."""
+        try:
+            relative = resolve_confined(self.workspace, path or ".")
+        except (OSError, ValueError):  # Refused is a ValueError
+            return requested_name(self.workspace, path or "."), ()
+        absolute = self.workspace if relative == "." else self.workspace / relative
+        return printable_name(relative), (Location(printable_name(str(absolute))),)
 
 
 @attrs.frozen
@@ -271,8 +278,9 @@ class ReadFileTool(WorkspaceTool):
     def view(self, arguments: ReadFileArguments) -> CallView:
         start, end = arguments.start_line, arguments.end_line
         lines = f":{start or 1}-{end}" if end else f" from line {start}" if start else ""
-        where = attrs.evolve(self.located(arguments.path), line=start)
-        return CallView(f"Read {requested_name(self.workspace, arguments.path)}{lines}", (where,))
+        shown, locations = self.shown(arguments.path)
+        where = tuple(attrs.evolve(location, line=start) for location in locations)
+        return CallView(f"Read {shown}{lines}", where)
 
     async def execute(self, arguments: ReadFileArguments, context: ToolContext) -> ToolResult:
         path, start, end = arguments.path, arguments.start_line or 1, arguments.end_line
@@ -423,9 +431,9 @@ class ListDirectoryTool(WorkspaceTool):
     )
 
     def view(self, arguments: ListDirectoryArguments) -> CallView:
-        shown = requested_name(self.workspace, arguments.path or ".")
+        shown, locations = self.shown(arguments.path)
         title = "List the workspace" if shown == "." else f"List {shown.rstrip('/')}/"
-        return CallView(title, (self.located(arguments.path),))
+        return CallView(title, locations)
 
     async def execute(self, arguments: ListDirectoryArguments, context: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._list, arguments.path or ".")
@@ -470,6 +478,8 @@ class ListDirectoryTool(WorkspaceTool):
                 target = resolve_confined(self.workspace, posixpath.join(directory, entry.name))
             except Refused:
                 return f"{name} -> (outside the workspace)"
+            except OSError:
+                return f"{name} -> (unreadable)"
             target_fd = None
             try:  # only to add '/' to a directory's name
                 target_fd, _ = open_confined_directory(self.workspace, target)
