@@ -191,7 +191,9 @@ def _doctor(settings: Settings) -> int:
     else:
         print(f"sandbox: NO — children run unsandboxed: {status.reason}")
         print("  (install bubblewrap, `apt-get install bubblewrap`, where user namespaces work)")
-    print(f"pids cap: {status.pids_cap if status.pids_capped else 'none (' + status.pids_cap + ')'}")
+    print(
+        f"pids cap: {status.pids_cap if status.pids_capped else 'none (' + status.pids_cap + ')'}"
+    )
     network = settings.sandbox
     mcp = ", ".join(network.mcp_network) or "none"
     print(f"network: kernel {'allowed' if network.kernel_network else 'off'}; MCP servers: {mcp}")

@@ -208,7 +208,9 @@ def _bwrap_probe() -> str | None:
     return None
 
 
-def sandbox_status(settings: SandboxSettings, environ: Mapping[str, str] | None = None) -> SandboxStatus:
+def sandbox_status(
+    settings: SandboxSettings, environ: Mapping[str, str] | None = None
+) -> SandboxStatus:
     environ = os.environ if environ is None else environ
     base = _pids_base()
     if base is None:
@@ -340,7 +342,8 @@ def _new_group(label: str, pids_max: int) -> PidsGroup | None:
     base = _pids_base()
     if base is None or pids_max <= 0:
         return None
-    name = f"{GROUP_PREFIX}{os.getpid()}-{next(_group_numbers)}-{re.sub(r'[^A-Za-z0-9_-]', '_', label)[:40]}"
+    readable_label = re.sub(r"[^A-Za-z0-9_-]", "_", label)[:40]
+    name = f"{GROUP_PREFIX}{os.getpid()}-{next(_group_numbers)}-{readable_label}"
     group = PidsGroup(base.path / name, base.version)
     try:
         group.path.mkdir()
@@ -402,9 +405,12 @@ def _pids_candidates() -> list[PidsBase]:
 def _mount_point(mounts: Sequence[str], kind: str, option: str | None) -> Path | None:
     for line in mounts:
         fields = line.split()
-        if len(fields) >= 4 and fields[2] == kind:
-            if option is None or option in fields[3].split(","):
-                return Path(fields[1])
+        if (
+            len(fields) >= 4
+            and fields[2] == kind
+            and (option is None or option in fields[3].split(","))
+        ):
+            return Path(fields[1])
     return None
 
 

@@ -219,7 +219,8 @@ class PythonKernel:
         try:
             launch = await asyncio.to_thread(prepare, spec, self.settings.sandbox)
         except OSError as exc:
-            raise KernelStartError(f"Could not start the Python kernel with {python}: {exc}")
+            message = f"Could not start the Python kernel with {python}: {exc}"
+            raise KernelStartError(message) from None
         # In the sandbox the server is not visible: bwrap's end ends the kernel. Outside, the
         # kernel watches the server's pid.
         extra = ["--sandboxed"] if launch.sandboxed else ["--parent-pid", str(os.getpid())]
@@ -259,6 +260,7 @@ class PythonKernel:
         except (TimeoutError, ValueError):
             hello = {}
         if hello.get("ready"):
+            self._output.stop_capturing()  # until the first call
             self._kernel_pid = await asyncio.to_thread(launch.command_pid, process.pid)
         if not hello.get("ready") or self._kernel_pid is None:
             tail = await self._final_output(process)
@@ -485,6 +487,7 @@ class PythonKernel:
         output = self._output
         if output is None:
             return ""
+        output.read_to_the_end()
         # A grandchild may still hold the pipe open, so do not wait for EOF for long.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(output.finished.wait(), 0.5)

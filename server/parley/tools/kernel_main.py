@@ -19,8 +19,10 @@ SIGKILLs the whole group when the kernel dies, however it dies, so nothing the u
 started outlives it. In Parley's sandbox (`--sandboxed`: bubblewrap, a PID namespace whose
 first process after bwrap's init is the kernel) the server is not visible; bwrap ends the
 namespace when the server goes, and the watcher ends every process of the namespace, `setsid`
-or not, when the kernel goes. Each request runs under a CPU-time cap (RLIMIT_CPU relative to the time
-used so far); at the cap SIGXCPU raises CPUTimeLimitExceeded in the user's code.
+or not, when the kernel goes.
+
+Each request runs under a CPU-time cap (RLIMIT_CPU relative to the time used so far); at the
+cap SIGXCPU raises CPUTimeLimitExceeded in the user's code.
 """
 
 from __future__ import annotations

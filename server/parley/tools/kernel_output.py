@@ -1,11 +1,13 @@
 """The kernel's fd-level output pipe (what is written below `sys.stdout`: subprocesses, C code,
 `os.write(1, ...)`), read by a thread of its own.
 
-The call in flight keeps the head of it, up to its limit (`CapturedBytes`); the rest is read
-and dropped at once, so a flood (200 MB written to fd 1, `yes`) is cut where the limit is hit
-and the writer goes on at the pipe's speed rather than waiting for the server to drain it,
-while the event loop sees none of it and the server's memory stays flat. After each call the
-kernel writes an end marker to the pipe; the thread sets that call's event when it reads it.
+While a call is in flight, it keeps the head of the output, up to its limit
+(`CapturedBytes`); the rest is read and dropped at once, so a flood (200 MB written to fd 1,
+`yes`) is cut where the limit is hit and the writer goes on at the pipe's speed rather than
+waiting for the server to drain it, while the event loop sees none of it and the server's
+memory stays flat. Between calls nothing is read: a background flood fills the pipe and its
+writers wait, costing the server nothing. After each call the kernel writes an end marker to
+the pipe; the thread sets that call's event when it reads it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class OutputPipe:
         self._capture: CapturedBytes | None = None
         self._markers: dict[int, asyncio.Event] = {}
         self._tail = bytearray()
+        self._reading = threading.Event()  # a call in flight, or the kernel starting or gone
+        self._reading.set()
+        self._closed = False
         self.finished = asyncio.Event()  # set at EOF (every writer gone) or after close()
         os.set_blocking(fd, False)
         with contextlib.suppress(OSError, AttributeError):  # F_SETPIPE_SZ: Linux only
@@ -72,11 +77,18 @@ class OutputPipe:
         with self._lock:
             self._capture = capture
             self._markers[request_id] = event
+        self._reading.set()
         return event
 
     def stop_capturing(self) -> None:
+        """Between calls: keep nothing, read nothing."""
         with self._lock:
             self._capture = None
+        self._reading.clear()
+
+    def read_to_the_end(self) -> None:
+        """Read again, whatever is left (the kernel ended: its last words are the tail)."""
+        self._reading.set()
 
     def tail(self) -> str:
         with self._lock:
@@ -84,6 +96,8 @@ class OutputPipe:
 
     def close(self) -> None:
         """Stop reading (a grandchild may hold the pipe open for ever); idempotent."""
+        self._closed = True
+        self._reading.set()
         with contextlib.suppress(OSError):
             os.write(self._wake_write, b"x")
 
@@ -96,8 +110,9 @@ class OutputPipe:
         pending = b""
         try:
             while True:
+                self._reading.wait()
                 ready = {fd for fd, _ in poller.poll()}
-                if self._wake_read in ready:
+                if self._closed or self._wake_read in ready:
                     break
                 try:
                     chunk = os.read(self._fd, READ_SIZE)
