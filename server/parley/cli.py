@@ -191,12 +191,12 @@ def _doctor(settings: Settings) -> int:
     else:
         print(f"sandbox: NO — children run unsandboxed: {status.reason}")
         print("  (install bubblewrap, `apt-get install bubblewrap`, where user namespaces work)")
-    print(
-        f"pids cap: {status.pids_cap if status.pids_capped else 'none (' + status.pids_cap + ')'}"
-    )
+    cap = status.pids_cap if status.pids_capped else f"none ({status.pids_cap})"
+    print(f"pids cap: {cap}")
     network = settings.sandbox
+    kernel = "allowed" if network.kernel_network else "off"
     mcp = ", ".join(network.mcp_network) or "none"
-    print(f"network: kernel {'allowed' if network.kernel_network else 'off'}; MCP servers: {mcp}")
+    print(f"network: the kernel's is {kernel}; MCP servers allowed it: {mcp}")
     return 0
 
 
