@@ -155,6 +155,12 @@ class PythonKernel:
         return choose_interpreter(self.workspace, self.settings.python)
 
     @property
+    def pid(self) -> int | None:
+        """The running kernel's process id on this machine (in the sandbox its own pid, in
+        its PID namespace, is another)."""
+        return self._kernel_pid if self.is_running else None
+
+    @property
     def is_running(self) -> bool:
         return self._process is not None and self._process.returncode is None
 
