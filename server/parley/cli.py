@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 
 from parley.config import ConfigError, Settings, load_settings
 from parley.core.redact import redact, remember_secrets
@@ -144,9 +145,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "serve":
         from parley.server import run_stdio
 
-        status = sandbox_status(settings.sandbox)  # probed here, once, before the event loop
-        log = logging.getLogger("parley.sandbox")
-        (log.info if status.sandboxed else log.warning)("%s", status.summary())
+        # Probed once, in a thread (a bwrap run: ~20 ms the server's start need not wait for).
+        threading.Thread(target=_log_sandbox_status, args=(settings,), daemon=True).start()
         run_stdio(settings, args.framing)
         return 0
     if args.command == "doctor":
@@ -180,6 +180,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_benchmarks(quick=args.quick, only_session_load=args.session_load)
     return 2
+
+
+def _log_sandbox_status(settings: Settings) -> None:
+    status = sandbox_status(settings.sandbox)
+    log = logging.getLogger("parley.sandbox")
+    (log.info if status.sandboxed else log.warning)("%s", status.summary())
 
 
 def _doctor(settings: Settings) -> int:

@@ -220,15 +220,23 @@ def sandbox_status(
     else:
         pids, capped = f"{settings.pids_max} processes per child ({base.describe()})", True
     if not settings.enabled:
-        return SandboxStatus(False, "sandbox.enabled = false in config.toml", pids, capped)
-    if environ.get(SANDBOX_VARIABLE, "").lower() in ("off", "0", "false", "no"):
-        return SandboxStatus(False, f"{SANDBOX_VARIABLE}={environ[SANDBOX_VARIABLE]}", pids, capped)
-    why_not = _bwrap_probe()
+        why_not: str | None = "sandbox.enabled = false in config.toml"
+    elif environ.get(SANDBOX_VARIABLE, "").lower() in ("off", "0", "false", "no"):
+        why_not = f"{SANDBOX_VARIABLE}={environ[SANDBOX_VARIABLE]}"
+    else:
+        why_not = _bwrap_probe()
     if why_not is not None:
-        if _has_capabilities() and not shutil.which("setpriv"):
-            why_not += "; setpriv is missing, so children keep this process's capabilities"
-        return SandboxStatus(False, why_not, pids, capped)
+        return SandboxStatus(False, why_not + _capabilities_note(), pids, capped)
     return SandboxStatus(True, "bubblewrap: own PID namespace, read-only system", pids, capped)
+
+
+def _capabilities_note() -> str:
+    """What the fallback does about this process's capabilities (root's)."""
+    if not _has_capabilities():
+        return ""
+    if shutil.which("setpriv"):
+        return "; children get no capabilities (setpriv)"
+    return "; setpriv is missing, so children keep this process's capabilities"
 
 
 def _resolved_command(command: str, env: Mapping[str, str], cwd: Path) -> str:
