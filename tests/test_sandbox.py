@@ -256,3 +256,29 @@ async def test_a_200_mb_write_to_fd_1_is_cut_not_drained(
     assert cut and sum(cut) > 390_000_000
     assert len(seen) < 60_000
     assert rss_bytes(client.process.pid) - before < 50 * 1024**2
+
+
+@needs_bwrap
+async def test_a_server_killed_with_sigkill_takes_a_hung_mcp_server_along(
+    start_server: Callable[..., Any], fake: FakeLLM, project: Path, tmp_path: Path, key: str
+) -> None:
+    """A server stuck in a call never reads its stdin's end: only the sandbox ends it."""
+    client = await started(start_server, tmp_path, key)
+    assert client.process is not None
+    marker = f"marker-{uuid.uuid4().hex}"
+    notes = {"name": "notes", "command": sys.executable, "args": [str(MCP_SERVER), marker]}
+    answer = await client.request(
+        "session/new", {"cwd": str(project), "mcpServers": [{**notes, "env": []}]}
+    )
+    session = answer["sessionId"]
+    fake.set_script([Reply(tool_calls=(ScriptedToolCall("mcp__notes__hang", {}),))])
+    hanging = asyncio.ensure_future(client.prompt(session, "Hang.", timeout=120))
+    await client.wait_for_update(
+        session, lambda update: update.get("status") == "in_progress", timeout=30
+    )
+    assert processes_with(marker.encode())
+    client.process.kill()
+    assert await left_after_a_while(marker.encode()) == []
+    hanging.cancel()
+    with contextlib.suppress(BaseException):
+        await hanging
