@@ -2,7 +2,8 @@
 
 Tools: `shout` (the text in capitals), `environment` (the names of the variables the server
 sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (never answers),
-`find_in_environs` (which processes' /proc/<pid>/environ hold a text: the sandbox's check).
+`find_in_environs` (which processes' /proc/<pid>/environ hold a text: the sandbox's check),
+`start_daemon` (a `setsid` grandchild that no process group holds).
 With MCP_PID_FILE set, the server appends its pid to that file (where it can).
 
     python acp_mcp_server.py                  # stdio
@@ -46,6 +47,15 @@ def find_in_environs(text: str) -> str:
         if text.encode() in data:
             found.append(pid)
     return f"parent {os.getppid()}; {readable} environs read; holding it: {sorted(set(found))}"
+
+
+@server.tool()
+def start_daemon(seconds: str) -> str:
+    """Starts `sleep seconds` in a session of its own (setsid), as a daemon would."""
+    import subprocess
+
+    daemon = subprocess.Popen(["setsid", "sleep", seconds], start_new_session=True)
+    return f"started {daemon.pid}"
 
 
 @server.tool()
