@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import sys
 import uuid
@@ -20,9 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from parley.client import ParleyClient, allow_all
+from parley.config import ConfigError, sandbox_settings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from parley.sandbox import SandboxSettings, sandbox_status
+from parley.sandbox import ChildSpec, SandboxSettings, prepare, sandbox_status
+from parley.tools.kernel_output import CapturedBytes, OutputPipe
 
 MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
 PIDS_MAX = 200  # the test's cap: small, so the fork loop is cheap
@@ -283,3 +288,120 @@ async def test_an_mcp_servers_setsid_daemon_ends_with_its_session(
     assert processes_with(daemon.encode())
     await client.request("session/close", {"sessionId": session})
     assert await left_after_a_while(daemon.encode()) == []
+
+
+# --- properties of the launcher's inputs --------------------------------------------------
+
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
+# What a client may list as an MCP server's arguments: any text but NUL (exec refuses it).
+ARGUMENT = st.text(st.characters(exclude_characters="\0", codec="utf-8"), max_size=30)
+
+
+@PROPERTY_SETTINGS
+@given(
+    arguments=st.lists(ARGUMENT, max_size=6),
+    name=st.sampled_from(["a", "x y", "..x", "-rf", "--bind", "ünï", "$(id)", "l\nf"]),
+    network=st.booleans(),
+    enabled=st.booleans(),
+)
+def test_a_launch_runs_exactly_the_command_given_in_the_workspace(
+    tmp_path_factory: pytest.TempPathFactory,
+    arguments: list[str],
+    name: str,
+    network: bool,
+    enabled: bool,
+) -> None:
+    """Whatever the arguments (a client lists them), the launch ends with exactly the
+    command and its arguments after the launcher's own; in the sandbox the workspace is the
+    one place bound writable and the network is off unless allowed."""
+    workspace = tmp_path_factory.mktemp("ws") / name
+    workspace.mkdir()
+    spec = ChildSpec((sys.executable, *arguments), workspace, {"PATH": os.defpath}, network)
+    launch = prepare(spec, SandboxSettings(enabled=enabled))
+    try:
+        assert launch.argv[-len(spec.argv) :] == (sys.executable, *arguments)
+        assert launch.cwd == workspace.resolve() and launch.env == {"PATH": os.defpath}
+        own = launch.argv[: -len(spec.argv)]
+        assert launch.sandboxed == (enabled and _here.sandboxed)
+        if launch.sandboxed:
+            assert own[-1] == "--"
+            binds = [own[i + 1 : i + 3] for i, word in enumerate(own) if word == "--bind"]
+            assert binds == [(str(workspace.resolve()),) * 2]
+            assert ("--unshare-net" in own) == (not network)
+            assert own.index("--tmpfs") < own.index("--bind")  # a workspace in /tmp stays
+    finally:
+        launch.end()
+
+
+def test_a_missing_command_fails_before_anything_starts(tmp_path: Path) -> None:
+    spec = ChildSpec(("no-such-command-here",), tmp_path, {"PATH": str(tmp_path)})
+    with pytest.raises(FileNotFoundError) as missing:
+        prepare(spec, SandboxSettings())
+    assert missing.value.filename == "no-such-command-here"
+
+
+SETTING_VALUES = st.one_of(
+    st.booleans(),
+    st.integers(-5, 5000),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.lists(st.one_of(st.text(max_size=8), st.integers()), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
+SETTING_NAMES = st.sampled_from(
+    ["enabled", "pids_max", "kernel_network", "mcp_network", "network", "Enabled"]
+)
+
+
+@PROPERTY_SETTINGS
+@given(table=st.dictionaries(SETTING_NAMES, SETTING_VALUES, max_size=5))
+def test_any_sandbox_table_is_settings_or_one_clear_error(table: dict[str, Any]) -> None:
+    """config.toml's [sandbox], whatever it holds: typed settings, or a ConfigError naming
+    the setting; never another exception, never a wrong type let through."""
+    try:
+        sandbox = sandbox_settings(table, Path("config.toml"))
+    except ConfigError as error:
+        assert "sandbox" in str(error)
+        return
+    assert isinstance(sandbox.enabled, bool) and isinstance(sandbox.kernel_network, bool)
+    assert isinstance(sandbox.pids_max, int) and sandbox.pids_max >= 0
+    assert all(isinstance(server, str) for server in sandbox.mcp_network)
+    assert set(table) <= {"enabled", "pids_max", "kernel_network", "mcp_network"}
+
+
+@PROPERTY_SETTINGS
+@given(
+    pieces=st.lists(
+        st.one_of(st.binary(max_size=300), st.sampled_from([b"\0", b"\0parley", b"-done-"])),
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(1, 400), max_size=8),
+)
+def test_the_output_pipe_keeps_the_calls_bytes_and_finds_its_marker_however_split(
+    pieces: list[bytes], cuts: list[int]
+) -> None:
+    """Bytes written to the kernel's output pipe in writes of any size (the end marker split
+    across them, NULs and pieces of markers before it): the call keeps exactly what came
+    before its marker, and sees the marker."""
+    before = b"".join(pieces)
+    assert asyncio.run(_captured_through_a_pipe(before, cuts)) == before
+
+
+async def _captured_through_a_pipe(before: bytes, cuts: list[int]) -> bytes:
+    read_end, write_end = os.pipe()
+    pipe = OutputPipe(read_end, asyncio.get_running_loop())
+    capture = CapturedBytes(limit=1 << 20)
+    seen = pipe.capture(7, capture)
+    stream = before + b"\0parley-kernel-done-7\0"
+    position = 0
+    for size in [*cuts, len(stream)]:
+        os.write(write_end, stream[position : position + size])
+        position += size
+        if position >= len(stream):
+            break
+    await asyncio.wait_for(seen.wait(), 10)
+    pipe.stop_capturing()
+    pipe.close()
+    os.close(write_end)
+    await asyncio.wait_for(pipe.finished.wait(), 10)
+    return bytes(capture.kept)

@@ -412,7 +412,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             ) from error
 
     default_model = environ.get("PARLEY_MODEL") or table.get("default_model") or FALLBACK_MODEL
-    sandbox = _sandbox_settings(table.get("sandbox", {}), path)
+    sandbox = sandbox_settings(table.get("sandbox", {}), path)
     return Settings(
         home=data_home(environ),
         default_model=default_model,
@@ -499,7 +499,7 @@ def _kernel_settings(
         raise ConfigError(f"{path}: [kernel] {error}") from error
 
 
-def _sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
+def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
     """[sandbox] enabled = true, pids_max = 1024, kernel_network = false, mcp_network = []."""
     if not isinstance(entry, dict):
         raise ConfigError(f"{path}: [sandbox] must be a table")
