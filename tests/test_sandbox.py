@@ -349,7 +349,7 @@ SETTING_VALUES = st.one_of(
     st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
 )
 SETTING_NAMES = st.sampled_from(
-    ["enabled", "pids_max", "kernel_network", "mcp_network", "network", "Enabled"]
+    ["enabled", "pids_max", "kernel_network", "mcp_network", "writable", "network", "Enabled"]
 )
 
 
@@ -366,7 +366,8 @@ def test_any_sandbox_table_is_settings_or_one_clear_error(table: dict[str, Any])
     assert isinstance(sandbox.enabled, bool) and isinstance(sandbox.kernel_network, bool)
     assert isinstance(sandbox.pids_max, int) and sandbox.pids_max >= 0
     assert all(isinstance(server, str) for server in sandbox.mcp_network)
-    assert set(table) <= {"enabled", "pids_max", "kernel_network", "mcp_network"}
+    assert all(isinstance(directory, str) and directory for directory in sandbox.writable)
+    assert set(table) <= {"enabled", "pids_max", "kernel_network", "mcp_network", "writable"}
 
 
 @PROPERTY_SETTINGS

@@ -16,6 +16,7 @@ never written anywhere by Parley.
     pids_max = 1024                   # processes per child (a pids cgroup); 0: no cap
     kernel_network = false            # the Python kernel may use the network
     mcp_network = ["fetch"]           # MCP servers (by name; "*": all) that may
+    writable = ["~/.npm"]             # directories children may write besides the workspace
 
     [providers.lmstudio]              # any OpenAI-compatible server
     kind = "openai"
@@ -500,10 +501,12 @@ def _kernel_settings(
 
 
 def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
-    """[sandbox] enabled = true, pids_max = 1024, kernel_network = false, mcp_network = []."""
+    """[sandbox] enabled = true, pids_max = 1024, kernel_network = false, mcp_network = [],
+    writable = []."""
     if not isinstance(entry, dict):
         raise ConfigError(f"{path}: [sandbox] must be a table")
-    unknown = sorted(set(entry) - {"enabled", "pids_max", "kernel_network", "mcp_network"})
+    known = {"enabled", "pids_max", "kernel_network", "mcp_network", "writable"}
+    unknown = sorted(set(entry) - known)
     if unknown:
         raise ConfigError(f"{path}: [sandbox] has no setting {unknown[0]}")
     for key in ("enabled", "kernel_network"):
@@ -515,9 +518,13 @@ def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
     servers = entry.get("mcp_network", [])
     if not isinstance(servers, list) or not all(isinstance(name, str) for name in servers):
         raise ConfigError(f"{path}: sandbox.mcp_network must be a list of MCP server names")
+    writable = entry.get("writable", [])
+    if not isinstance(writable, list) or not all(isinstance(p, str) and p for p in writable):
+        raise ConfigError(f"{path}: sandbox.writable must be a list of directories")
     return SandboxSettings(
         enabled=entry.get("enabled", True),
         pids_max=pids_max,
         kernel_network=entry.get("kernel_network", False),
         mcp_network=tuple(servers),
+        writable=tuple(writable),
     )

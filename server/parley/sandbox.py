@@ -58,6 +58,9 @@ class SandboxSettings:
     pids_max: int = 1024  # processes per child, where a pids cgroup is offered; 0: no cap
     kernel_network: bool = False  # the Python kernel may use the network
     mcp_network: tuple[str, ...] = ()  # MCP servers (by name; "*": all) that may
+    # Directories children may write besides the workspace (`~/.npm` for `npx`, say);
+    # those that do not exist are left out.
+    writable: tuple[str, ...] = ()
 
     def mcp_may_use_network(self, server: str) -> bool:
         return "*" in self.mcp_network or server in self.mcp_network
@@ -137,7 +140,8 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     argv: list[str] = [command, *spec.argv[1:]]
     sandboxed = sandbox_status(settings).sandboxed
     if sandboxed:
-        argv = [*_bwrap_arguments(workspace, spec.network), "--", *argv]
+        writable = _existing_directories(settings.writable)
+        argv = [*_bwrap_arguments(workspace, spec.network, writable), "--", *argv]
     elif _has_capabilities() and shutil.which("setpriv"):
         # Root (or any holder of CAP_SYS_PTRACE) could read the server's environ even when
         # it is not dumpable: the child gets no capabilities at all.
@@ -161,17 +165,19 @@ def make_undumpable() -> bool:
 # --- the sandbox ---------------------------------------------------------------------------
 
 
-def _bwrap_arguments(workspace: Path, network: bool) -> list[str]:
-    root = str(workspace)
+def _bwrap_arguments(workspace: Path, network: bool, writable: Sequence[Path] = ()) -> list[str]:
     arguments = [
         _bwrap() or "bwrap",
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
         "--tmpfs", "/tmp",
-        # After /tmp: a workspace under /tmp is bound into the private one.
-        "--bind", root, root,
-        "--chdir", root,
+    ]  # fmt: skip
+    # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
+    for directory in (workspace, *writable):
+        arguments += ["--bind", str(directory), str(directory)]
+    arguments += [
+        "--chdir", str(workspace),
         "--unshare-pid",
         "--unshare-ipc",
         "--new-session",  # no controlling terminal to push input into
@@ -180,6 +186,15 @@ def _bwrap_arguments(workspace: Path, network: bool) -> list[str]:
     if not network:
         arguments.append("--unshare-net")
     return arguments
+
+
+def _existing_directories(paths: Sequence[str]) -> list[Path]:
+    found = []
+    for path in paths:
+        directory = Path(path).expanduser()
+        if directory.is_absolute() and directory.is_dir():
+            found.append(directory.resolve())
+    return found
 
 
 def _bwrap() -> str | None:
