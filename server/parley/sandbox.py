@@ -45,6 +45,8 @@ PROBE_TIMEOUT_SECONDS = 5.0
 PR_SET_DUMPABLE = 4  # from <linux/prctl.h>
 CAP_SYS_PTRACE = 19
 GROUP_PREFIX = "parley-"
+# A child's first step: join the cgroup whose cgroup.procs is $0, then become the command.
+JOIN_GROUP = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"')
 # After SIGKILL, how long the processes of a group may take to go (their parent reaps them).
 GROUP_EMPTY_WAIT_SECONDS = 2.0
 
@@ -148,7 +150,7 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
         argv = [*_DROP_CAPABILITIES, "--", *argv]
     group = _new_group(spec.label, settings.pids_max)
     if group is not None:  # join the group before anything else runs, then become the child
-        argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs_file), *argv]
+        argv = [*JOIN_GROUP, str(group.procs_file), *argv]
     return Launch(tuple(argv), dict(spec.env), workspace, sandboxed, group)
 
 
@@ -386,14 +388,28 @@ def _pids_base() -> PidsBase | None:
         try:
             probe.path.mkdir(exist_ok=True)
             (probe.path / "pids.max").write_text("8")
+            usable = _joins(probe)
         except OSError:
-            with contextlib.suppress(OSError):
-                probe.path.rmdir()
-            continue
+            usable = False
         probe.remove()
-        _remove_stale_groups(base.path)
-        return base
+        if usable:
+            _remove_stale_groups(base.path)
+            return base
     return None
+
+
+def _joins(group: PidsGroup) -> bool:
+    """Whether a child can move itself into `group`, as every launch's first step does."""
+    try:
+        done = subprocess.run(
+            [*JOIN_GROUP, str(group.procs_file), "true"],
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def _pids_candidates() -> list[PidsBase]:
