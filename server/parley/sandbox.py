@@ -10,9 +10,10 @@ and directory to start it with (any spawner: asyncio, the MCP SDK), plus what en
   `/dev`, no network unless the settings allow it for that child, no capabilities, and the
   environment it is given (without secrets: `child_env`). Killing the `bwrap` process ends
   every process in the namespace, `setsid` or not.
-- **Fallback** (no `bwrap`, no user namespaces, or `PARLEY_SANDBOX=off`): today's process
-  group; a child of a root server gets no capabilities (`setpriv`), so with the server
-  non-dumpable (`make_undumpable`) it cannot read the server's `/proc/<pid>/environ`.
+- **Fallback** (no `bwrap`, no user namespaces, `[sandbox] enabled = false`, or
+  `PARLEY_SANDBOX=off`): a process group of its own, the user's rights; a child of a root
+  server gets no capabilities (`setpriv`), so with the server non-dumpable
+  (`make_undumpable`) it cannot read the server's `/proc/<pid>/environ`.
 
 Either way, where the system offers a writable pids controller (cgroup v2 delegated, or v1),
 each child runs in a cgroup of its own with `pids.max` (a fork loop is bounded), whose every
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 SANDBOX_VARIABLE = "PARLEY_SANDBOX"  # "off" forces the fallback
 PROBE_TIMEOUT_SECONDS = 5.0
 PR_SET_DUMPABLE = 4  # from <linux/prctl.h>
-CAP_SYS_PTRACE = 19
 GROUP_PREFIX = "parley-"
 # A child's first step: join the cgroup whose cgroup.procs is $0, then become the command.
 JOIN_GROUP = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"')
@@ -135,8 +135,8 @@ class Launch:
 
 
 def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
-    """How to start `spec`: in the sandbox where it runs, else as today; in a pids group where
-    the system offers one. Raises FileNotFoundError when the command does not exist."""
+    """How to start `spec`: in the sandbox where it runs, else in the fallback; in a pids group
+    where the system offers one. Raises FileNotFoundError when the command does not exist."""
     workspace = spec.workspace.resolve()
     command = _resolved_command(spec.argv[0], spec.env, workspace)
     argv: list[str] = [command, *spec.argv[1:]]
