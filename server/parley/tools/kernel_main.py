@@ -675,12 +675,10 @@ def end_with_parent(parent_pid: int) -> None:
 
 def end_with_sandbox() -> None:
     """In the sandbox: the kernel's death ends the namespace (its parent, bwrap's init, dies
-    only with the namespace, which bwrap ends when the server goes)."""
-    if not in_own_pid_namespace():
-        print("parley kernel: --sandboxed, but not in a PID namespace of its own", file=sys.stderr)
-        sys.exit(2)
+    only with the namespace, which bwrap ends when the server goes). Started through a
+    wrapper that did not exec (so not the namespace's first process), it ends its group."""
     if set_parent_death_signal(signal.SIGKILL):
-        fork_group_watcher(end_namespace)
+        fork_group_watcher(end_namespace if in_own_pid_namespace() else end_process_group)
 
 
 def exit_when_orphaned(parent_pid: int, leads_group: bool) -> None:
