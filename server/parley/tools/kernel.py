@@ -228,7 +228,7 @@ class PythonKernel:
             message = f"Could not start the Python kernel with {python}: {exc}"
             raise KernelStartError(message) from None
         # In the sandbox the server is not visible: bwrap's end ends the kernel. Outside, the
-        # kernel watches the server's pid.
+        # kernel watches the server's pid. (The command is last in `launch.argv`.)
         extra = ["--sandboxed"] if launch.sandboxed else ["--parent-pid", str(os.getpid())]
         # fd-level output gets a pipe of its own, read by a thread (`kernel_output`); the
         # replies on stdout need a large buffer.
