@@ -64,6 +64,7 @@ class OutputPipe:
         self._reading = threading.Event()  # a call in flight, or the kernel starting or gone
         self._reading.set()
         self._closed = False
+        self._fds_closed = False  # by the thread, under the lock: close() then writes nowhere
         self.finished = asyncio.Event()  # set at EOF (every writer gone) or after close()
         os.set_blocking(fd, False)
         with contextlib.suppress(OSError, AttributeError):  # F_SETPIPE_SZ: Linux only
@@ -98,8 +99,9 @@ class OutputPipe:
         """Stop reading (a grandchild may hold the pipe open for ever); idempotent."""
         self._closed = True
         self._reading.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_write, b"x")
+        with self._lock, contextlib.suppress(OSError):
+            if not self._fds_closed:  # else its number may be another file's by now
+                os.write(self._wake_write, b"x")
 
     # --- the thread ------------------------------------------------------------------------
 
@@ -123,9 +125,11 @@ class OutputPipe:
                 pending = self._take(pending + chunk)
             self._record(pending)
         finally:
-            for fd in (self._fd, self._wake_read, self._wake_write):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            with self._lock:
+                for fd in (self._fd, self._wake_read, self._wake_write):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._fds_closed = True
             self._on_loop(self.finished.set)
 
     def _take(self, data: bytes) -> bytes:
