@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import re
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from parley.tools.kernel_output import CapturedBytes, OutputPipe
 
 MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
 PIDS_MAX = 200  # the test's cap: small, so the fork loop is cheap
+PIDS_DEFAULT = SandboxSettings().pids_max
 GONE_WITHIN_SECONDS = 10.0
 
 _here = sandbox_status(SandboxSettings(), environ={})
@@ -288,6 +290,32 @@ async def test_an_mcp_servers_setsid_daemon_ends_with_its_session(
     assert processes_with(daemon.encode())
     await client.request("session/close", {"sessionId": session})
     assert await left_after_a_while(daemon.encode()) == []
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_parley_doctor_says_whether_children_are_sandboxed_and_why_not(
+    tmp_path: Path, sandbox: str
+) -> None:
+    env = {**os.environ, "PARLEY_SANDBOX": sandbox, "PARLEY_CONFIG": str(tmp_path / "none")}
+    done = subprocess.run(
+        [sys.executable, "-m", "parley", "doctor"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    first, cap, network = lines[0], lines[-2], lines[-1]
+    if sandbox == "off":
+        assert first.startswith("sandbox: NO — children run unsandboxed: PARLEY_SANDBOX=off")
+    elif _here.sandboxed:
+        assert first.startswith("sandbox: yes — ") and "bubblewrap" in first
+    else:
+        assert first.startswith(f"sandbox: NO — children run unsandboxed: {_here.reason}")
+    assert cap.startswith("pids cap: ") and (str(PIDS_DEFAULT) in cap) == _here.pids_capped
+    assert network == "network: the kernel's is off; MCP servers allowed it: none"
 
 
 # --- properties of the launcher's inputs --------------------------------------------------
