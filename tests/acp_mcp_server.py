@@ -1,8 +1,10 @@
 """A small MCP server for the tests, written with the official MCP SDK.
 
 Tools: `shout` (the text in capitals), `environment` (the names of the variables the server
-sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (never answers).
-With MCP_PID_FILE set, the server appends its pid to that file.
+sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (never answers),
+`find_in_environs` (which processes' /proc/<pid>/environ hold a text: the sandbox's check),
+`start_daemon` (a `setsid` grandchild that no process group holds).
+With MCP_PID_FILE set, the server appends its pid to that file (where it can).
 
     python acp_mcp_server.py                  # stdio
     python acp_mcp_server.py --http PORT      # streamable HTTP on 127.0.0.1:PORT at /mcp
@@ -31,6 +33,32 @@ def environment() -> str:
 
 
 @server.tool()
+def find_in_environs(text: str) -> str:
+    """Reads every /proc/<pid>/environ it can, its parent's first: which hold `text`."""
+    pids = [str(os.getppid())] + [p for p in os.listdir("/proc") if p.isdigit()]
+    readable, found = 0, []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                data = environ.read()
+        except OSError:
+            continue
+        readable += 1
+        if text.encode() in data:
+            found.append(pid)
+    return f"parent {os.getppid()}; {readable} environs read; holding it: {sorted(set(found))}"
+
+
+@server.tool()
+def start_daemon(seconds: str) -> str:
+    """Starts `sleep seconds` in a session of its own (setsid), as a daemon would."""
+    import subprocess
+
+    daemon = subprocess.Popen(["setsid", "sleep", seconds], start_new_session=True)
+    return f"started {daemon.pid}"
+
+
+@server.tool()
 def crash() -> str:
     """Exits the server's process in the middle of the call."""
     os._exit(3)
@@ -45,8 +73,11 @@ def hang() -> str:
 
 if __name__ == "__main__":
     if pid_file := os.environ.get("MCP_PID_FILE"):  # the tests check no server outlives Parley
-        with open(pid_file, "a") as pids:
-            pids.write(f"{os.getpid()}\n")
+        try:
+            with open(pid_file, "a") as pids:
+                pids.write(f"{os.getpid()}\n")
+        except OSError:  # in the sandbox, outside the workspace is read-only
+            pass
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", port=int(sys.argv[2]))
     else:

@@ -138,7 +138,7 @@ def eval_writing(marker: Path) -> ScriptedToolCall:
 def test_without_a_terminal_a_tool_call_is_rejected_and_stdout_stays_clean(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Not allowed.")])
     done = run_parley("chat", "Compute.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
     assert done.returncode == 0, done.stderr
@@ -152,7 +152,7 @@ def test_without_a_terminal_a_tool_call_is_rejected_and_stdout_stays_clean(
 def test_json_lines_all_parse_when_a_permission_is_refused(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Not allowed.")])
     done = run_parley(
         "chat", "Compute.", "--json", "--cwd", str(workspace), env=server_env(fake, tmp_path)
@@ -167,7 +167,7 @@ def test_json_lines_all_parse_when_a_permission_is_refused(
 def test_yes_runs_the_tool_and_stdout_holds_only_the_answer(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script(
         [
             Reply(thinking="Let me run it.", tool_calls=(eval_writing(marker),)),
@@ -269,7 +269,7 @@ def start_chat_on_terminal(
 def test_the_question_is_asked_on_the_terminal_and_y_allows(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="It is 42.")])
     master, slave = os.openpty()
     try:
@@ -294,7 +294,7 @@ def test_the_question_is_asked_on_the_terminal_and_y_allows(
 def test_ctrl_c_at_the_question_cancels_without_running_the_tool(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Never.")])
     master, slave = os.openpty()
     try:

@@ -20,6 +20,7 @@ LAYERS = {
     "parley.core": "core",
     "parley.child_env": "core",  # a leaf like core: the environment a child gets
     "parley.display": "core",  # a leaf like core: the display rules (docs/display.md)
+    "parley.sandbox": "core",  # a leaf like core: how every child process is started
     "parley.tools": "tools",
     "parley.config": "config",
     "parley.store": "store",
@@ -41,8 +42,8 @@ LAYERS = {
 # `parley` itself (the version) is open to all.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "core": (),
-    "tools": ("parley.core", "parley.child_env"),
-    "config": ("parley.core", "parley.tools.kernel"),
+    "tools": ("parley.core", "parley.child_env", "parley.sandbox"),
+    "config": ("parley.core", "parley.sandbox", "parley.tools.kernel"),
     "store": ("parley.core",),
     "providers": ("parley.core", "parley.config", "parley.tools.base"),
     "protocol": ("parley.core", "parley.tools.base"),

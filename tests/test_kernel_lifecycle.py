@@ -8,6 +8,7 @@ behind a shell, then the test ends the kernel one way or another and watches tho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -56,10 +57,31 @@ async def still_alive_after_a_while(pids: list[int]) -> list[int]:
     return alive
 
 
-def pids_in(text: str) -> list[int]:
+def pids_in(text: str, root: Path) -> list[int]:
     found = re.search(r"value: \[(\d+), (\d+), (\d+), (\d+)\]", text)
     assert found is not None, text
-    return [int(pid) for pid in found.groups()]
+    return host_pids([int(pid) for pid in found.groups()], root)
+
+
+def host_pids(pids: list[int], root: Path) -> list[int]:
+    """The host's pids of processes that the kernel of `root` reported by their own pids: in
+    the sandbox those are pids of its PID namespace (NSpid's last field), found through the
+    namespace of the processes whose command line names `--root root`."""
+    marker = f"--root\0{root}\0".encode()
+    namespaces = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes():
+                namespaces.add(os.readlink(entry / "ns" / "pid"))
+    by_own_pid: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, StopIteration):
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") in namespaces:
+                status = (entry / "status").read_text().splitlines()
+                nspid = next(line for line in status if line.startswith("NSpid:"))
+                by_own_pid[int(nspid.split()[-1])] = int(entry.name)
+    assert all(pid in by_own_pid for pid in pids), (pids, by_own_pid)
+    return [by_own_pid[pid] for pid in pids]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -109,7 +131,7 @@ def project(tmp_path: Path) -> Path:
 async def spawn_tree(kernel: PythonKernel) -> list[int]:
     reply = await kernel.call("eval", code=SPAWN_TREE)
     assert reply.ok, reply
-    pids = pids_in(f"value: {reply.result['value']}")
+    pids = pids_in(f"value: {reply.result['value']}", kernel.workspace)
     assert all(is_alive(pid) for pid in pids)
     return pids
 
@@ -158,7 +180,7 @@ async def test_a_flood_on_the_output_does_not_keep_the_server_busy(project: Path
             flood.pid
         """
         reply = await kernel.call("eval", code=flood.replace("\n            ", "\n").strip())
-        flooder = int(reply.result["value"])
+        [flooder] = host_pids([int(reply.result["value"])], project)
         cpu, written = await server_load_during_flood(os.getpid(), flooder)
         assert written < FLOOD_BYTES_BOUND
         assert cpu < FLOOD_CPU_BOUND
@@ -197,7 +219,7 @@ async def test_deleting_a_session_ends_its_kernels_tree(
     client: ParleyClient, fake: FakeLLM, project: Path
 ) -> None:
     session = await client.new_session(str(project), toolPolicy="sync")
-    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE))
+    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE), project)
     assert all(is_alive(pid) for pid in pids)
     assert await client.request("session/delete", {"sessionId": session}) == {}
     assert await still_alive_after_a_while(pids) == []
@@ -207,7 +229,7 @@ async def test_closing_a_session_ends_its_kernels_tree_and_keeps_it_stored(
     client: ParleyClient, fake: FakeLLM, project: Path
 ) -> None:
     session = await client.new_session(str(project), toolPolicy="sync")
-    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE))
+    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE), project)
     assert all(is_alive(pid) for pid in pids)
     assert await client.request("session/close", {"sessionId": session}) == {}
     assert await still_alive_after_a_while(pids) == []
@@ -223,7 +245,7 @@ async def test_a_server_killed_with_sigkill_leaves_no_process_behind(
     client: ParleyClient, fake: FakeLLM, project: Path
 ) -> None:
     session = await client.new_session(str(project), toolPolicy="sync")
-    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE))
+    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE), project)
     assert client.process is not None
     os.kill(client.process.pid, signal.SIGKILL)
     assert await still_alive_after_a_while(pids) == []
@@ -233,7 +255,7 @@ async def test_a_server_stopped_with_sigterm_ends_its_kernels_tree_and_exits_0(
     client: ParleyClient, fake: FakeLLM, project: Path
 ) -> None:
     session = await client.new_session(str(project), toolPolicy="sync")
-    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE))
+    pids = pids_in(await run_eval(client, fake, session, SPAWN_TREE), project)
     assert client.process is not None
     assert all(is_alive(pid) for pid in pids)
     client.process.send_signal(signal.SIGTERM)
@@ -248,7 +270,8 @@ async def test_a_flooding_session_leaves_the_server_free_for_others(
     server = client.process.pid
     flooding = await client.new_session(str(project), toolPolicy="sync")
     code = "import subprocess\nflood = subprocess.Popen(['yes', 'flood'])\nflood.pid"
-    flooder = int(re.findall(r"value: (\d+)", await run_eval(client, fake, flooding, code))[-1])
+    reported = int(re.findall(r"value: (\d+)", await run_eval(client, fake, flooding, code))[-1])
+    [flooder] = host_pids([reported], project)
     rss_before = rss_bytes(server)
 
     other = await client.new_session(str(project), toolPolicy="sync")

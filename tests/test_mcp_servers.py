@@ -58,7 +58,20 @@ def stdio_server(pid_file: Path, name: str = "notes", **env: str) -> McpServerSt
 
 
 def pids(pid_file: Path) -> list[int]:
-    return [int(line) for line in pid_file.read_text().split()] if pid_file.exists() else []
+    """The MCP servers started with MCP_PID_FILE=pid_file, found in /proc (in the sandbox a
+    server sees neither the test's /tmp nor its own pid as the test does): processes whose
+    environment holds that variable and that run our Python (not bwrap or its init)."""
+    marker = f"MCP_PID_FILE={pid_file}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            program = (entry / "cmdline").read_bytes().split(b"\0")[0]
+        except (OSError, ValueError):
+            continue
+        if marker in environ and program == sys.executable.encode() and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
 
 
 def alive(pid: int) -> bool:
@@ -116,6 +129,7 @@ async def test_a_stdio_servers_tool_runs_with_permission_and_without_parleys_key
         notes = stdio_server(pid_file, NOTES_SETTING="listed")
         sid = await new_session(run, workspace, notes)
         result = await run.conn.prompt(session_id=sid, prompt=[text_block("Shout hello.")])
+        running = pids(pid_file)
     assert result.stop_reason == "end_turn"
     offered = [tool["function"]["name"] for tool in fake.requests[0].body["tools"]]
     assert {"mcp__notes__shout", "mcp__notes__environment"} <= set(offered)
@@ -128,7 +142,7 @@ async def test_a_stdio_servers_tool_runs_with_permission_and_without_parleys_key
     seen = set(last_tool_result(fake).split())
     assert "NOTES_SETTING" in seen and "PATH" in seen
     assert not {name for name in seen if name.startswith(("OPENAI", "ANTHROPIC", "PARLEY"))}
-    assert wait_until_ended(pids(pid_file)) == []
+    assert len(running) == 1 and wait_until_ended(running) == []
     run.recording.assert_conformant()
 
 
@@ -220,7 +234,7 @@ async def test_a_server_that_hangs_at_its_start_is_reported_at_the_timeout(
             f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
             "time.sleep(600)",
         ],
-        env=[],
+        env=[EnvVariable(name="MCP_PID_FILE", value=str(pid_file))],
     )
     with Path(env["PARLEY_CONFIG"]).open("a") as config:  # a server that works starts slower
         config.write(f"mcp_start_timeout_seconds = {START_TIMEOUT}\n")
@@ -254,7 +268,8 @@ async def test_session_load_starts_the_servers_it_lists(
         )
         await run.conn.prompt(session_id=sid, prompt=[text_block("Shout.")])
         assert last_tool_result(fake) == "LOADED"
-    assert wait_until_ended(pids(pid_file)) == []
+        running = pids(pid_file)
+    assert len(running) == 1 and wait_until_ended(running) == []
 
 
 async def test_a_server_listed_without_its_command_is_invalid_params_another_type_is_not(
@@ -309,9 +324,10 @@ async def test_a_tool_that_hangs_times_out_and_the_turn_ends(
         then(fake, Reply(tool_calls=(call("shout", text="still here"),)), Reply(text="ok"))
         await run.conn.prompt(session_id=sid, prompt=[text_block("Shout.")])
         assert last_tool_result(fake) == "STILL HERE"  # the server still serves
+        running = pids(pid_file)
     assert result.stop_reason == "end_turn" and took < TOOL_TIMEOUT + 10
     assert [u.status for u in finished_calls(run, sid)] == ["failed", "completed"]
-    assert wait_until_ended(pids(pid_file)) == []  # the hung one too, with the server
+    assert len(running) == 1 and wait_until_ended(running) == []  # the hung one, with the server
     run.recording.assert_conformant()
 
 
@@ -347,7 +363,8 @@ async def test_session_resume_starts_the_servers_it_lists_in_place_of_the_old(
         assert wait_until_ended(pids(first_pids)) == []
         await run.conn.prompt(session_id=sid, prompt=[text_block("Shout.")])
         assert last_tool_result(fake) == "RESUMED"
-    assert len(pids(second_pids)) == 1 and wait_until_ended(pids(second_pids)) == []
+        second = pids(second_pids)
+    assert len(second) == 1 and wait_until_ended(second) == []
 
 
 async def test_a_cancel_during_a_call_ends_the_turn_at_once(

@@ -83,7 +83,8 @@ def make_hostile_workspace(root: Path, marker: Path) -> Path:
 
 @pytest.fixture
 def marker(tmp_path: Path) -> Path:
-    return tmp_path / "MARKER"
+    # In the workspace: the one place an approved eval may write, in the sandbox too.
+    return tmp_path / "hostile-workspace" / "MARKER"
 
 
 @pytest.fixture

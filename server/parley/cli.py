@@ -1,4 +1,4 @@
-"""The `parley` command: serve | chat | demo | sessions | export | bench."""
+"""The `parley` command: serve | chat | demo | sessions | export | bench | doctor."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import gc
 import logging
 import os
 import sys
+import threading
 
 from parley.config import ConfigError, Settings, load_settings
 from parley.core.redact import redact, remember_secrets
+from parley.sandbox import make_undumpable, sandbox_status
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -77,6 +79,9 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only row 7: loading long sessions (with --quick, only the 5,000-message one)",
     )
+    commands.add_parser(
+        "doctor", help="say whether the kernel and MCP servers run sandboxed, and why not"
+    )
     return parser
 
 
@@ -118,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    # Before anything else: this process (the server, or `parley chat` that starts it) holds
+    # the keys, and a child without CAP_SYS_PTRACE cannot read a non-dumpable process's environ.
+    make_undumpable()
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # a bad $PARLEY_LOG_LEVEL (argparse checks only flags)
@@ -148,8 +156,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "serve":
         from parley.server import run_stdio
 
+        # Probed once, in a thread (a bwrap run: ~20 ms the server's start need not wait for).
+        threading.Thread(target=_log_sandbox_status, args=(settings,), daemon=True).start()
         run_stdio(settings, args.framing)
         return 0
+    if args.command == "doctor":
+        return _doctor(settings)
     if args.command in ("chat", "demo"):
         try:
             from parley.chat import run_chat, run_demo
@@ -179,6 +191,30 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_benchmarks(quick=args.quick, only_session_load=args.session_load)
     return 2
+
+
+def _log_sandbox_status(settings: Settings) -> None:
+    status = sandbox_status(settings.sandbox)
+    log = logging.getLogger("parley.sandbox")
+    (log.info if status.sandboxed else log.warning)("%s", status.summary())
+
+
+def _doctor(settings: Settings) -> int:
+    """What protects the user here, in a few lines; always exits 0 (it reports, it does not
+    judge)."""
+    status = sandbox_status(settings.sandbox)
+    if status.sandboxed:
+        print(f"sandbox: yes — the Python kernel and stdio MCP servers run in {status.reason}")
+    else:
+        print(f"sandbox: NO — children run unsandboxed: {status.reason}")
+        print("  (install bubblewrap, `apt-get install bubblewrap`, where user namespaces work)")
+    cap = status.pids_cap if status.pids_capped else f"none ({status.pids_cap})"
+    print(f"pids cap: {cap}")
+    network = settings.sandbox
+    kernel = "allowed" if network.kernel_network else "off"
+    mcp = ", ".join(network.mcp_network) or "none"
+    print(f"network: the kernel's is {kernel}; MCP servers allowed it: {mcp}")
+    return 0
 
 
 def _read_store(args: argparse.Namespace, settings: Settings) -> int:

@@ -11,6 +11,13 @@ never written anywhere by Parley.
     timeout_seconds = 30
     cpu_seconds = 60                  # CPU time per call; 0: no cap
 
+    [sandbox]                         # how the kernel and MCP servers run (docs/security.md)
+    enabled = true                    # false (or PARLEY_SANDBOX=off): unsandboxed
+    pids_max = 1024                   # processes per child (a pids cgroup); 0: no cap
+    kernel_network = false            # the Python kernel may use the network
+    mcp_network = ["fetch"]           # MCP servers (by name; "*": all) that may
+    writable = ["~/.npm"]             # directories children may write besides the workspace
+
     [providers.lmstudio]              # any OpenAI-compatible server
     kind = "openai"
     base_url = "http://localhost:1234/v1"
@@ -64,6 +71,7 @@ from parley.core.thought_levels import (
     thinks_by_default,
 )
 from parley.core.usage import DEFAULT_PRICES, Price
+from parley.sandbox import SandboxSettings
 from parley.tools.kernel import KernelSettings
 
 FALLBACK_MODEL = "openai:gpt-4.1-mini"
@@ -163,6 +171,7 @@ class Settings:
     tool_timeout_seconds: float = 120.0  # editor tools; the Python kernel has its own
     mcp_start_timeout_seconds: float = 10.0  # an MCP server's start, up to its tools listed
     kernel: KernelSettings = attrs.field(factory=KernelSettings)
+    sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
     budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     # The share of a model's context window a request may fill before it is compacted.
@@ -404,6 +413,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             ) from error
 
     default_model = environ.get("PARLEY_MODEL") or table.get("default_model") or FALLBACK_MODEL
+    sandbox = sandbox_settings(table.get("sandbox", {}), path)
     return Settings(
         home=data_home(environ),
         default_model=default_model,
@@ -413,7 +423,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         max_turn_requests=int(table.get("max_turn_requests", 25)),
         tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
         mcp_start_timeout_seconds=_seconds(table, "mcp_start_timeout_seconds", 10.0, path),
-        kernel=_kernel_settings(table.get("kernel", {}), path, providers.values()),
+        kernel=attrs.evolve(
+            _kernel_settings(table.get("kernel", {}), path, providers.values()), sandbox=sandbox
+        ),
+        sandbox=sandbox,
         budget=_budget(table.get("budget", {}), path),
         environ=environ,
         compaction_threshold=_compaction_threshold(table.get("compaction", {}), path),
@@ -485,3 +498,33 @@ def _kernel_settings(
         )
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{path}: [kernel] {error}") from error
+
+
+def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
+    """[sandbox] enabled = true, pids_max = 1024, kernel_network = false, mcp_network = [],
+    writable = []."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{path}: [sandbox] must be a table")
+    known = {"enabled", "pids_max", "kernel_network", "mcp_network", "writable"}
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise ConfigError(f"{path}: [sandbox] has no setting {unknown[0]}")
+    for key in ("enabled", "kernel_network"):
+        if not isinstance(entry.get(key, False), bool):
+            raise ConfigError(f"{path}: sandbox.{key} must be true or false")
+    pids_max = entry.get("pids_max", 1024)
+    if isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 0:
+        raise ConfigError(f"{path}: sandbox.pids_max must be a number of processes (0: no cap)")
+    servers = entry.get("mcp_network", [])
+    if not isinstance(servers, list) or not all(isinstance(name, str) for name in servers):
+        raise ConfigError(f"{path}: sandbox.mcp_network must be a list of MCP server names")
+    writable = entry.get("writable", [])
+    if not isinstance(writable, list) or not all(isinstance(p, str) and p for p in writable):
+        raise ConfigError(f"{path}: sandbox.writable must be a list of directories")
+    return SandboxSettings(
+        enabled=entry.get("enabled", True),
+        pids_max=pids_max,
+        kernel_network=entry.get("kernel_network", False),
+        mcp_network=tuple(servers),
+        writable=tuple(writable),
+    )

@@ -199,6 +199,7 @@ class Sessions:
             session.cwd,
             tool_timeout=self.settings.tool_timeout_seconds,
             start_timeout=self.settings.mcp_start_timeout_seconds,
+            sandbox=self.settings.sandbox,
         )
         self._mcp[session.id] = connections
         failures = await connections.start(servers)

@@ -6,10 +6,11 @@ and reads one JSON reply per line from its stdout; the child's stderr pipe carri
 written below `sys.stdout` (subprocesses, C code, a segfault's traceback). See `kernel_main.py`
 for the child's side.
 
-The kernel leads a process group (and session) of its own, so everything the user's code forks
-or spawns can be ended with it: the server kills the whole group when it discards the kernel,
-and `kernel_main.py` makes the kernel's death, or the server's, take the group along. Its
-environment is the server's without secrets (`parley.child_env`).
+The kernel starts through `parley.sandbox` (bubblewrap where it runs: a PID namespace of its
+own, the workspace its only writable place; else a process group of its own), so everything the
+user's code forks or spawns can be ended with it: the server kills the whole sandbox (or group)
+when it discards the kernel, and `kernel_main.py` makes the kernel's death, or the server's,
+take the rest along. Its environment is the server's without secrets (`parley.child_env`).
 
 What can go wrong, and what the caller is told (`KernelReply.kernel_note`):
 - a call runs past its timeout: SIGINT (KeyboardInterrupt in the user's code); if the code has
@@ -28,7 +29,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
 from pathlib import Path
@@ -37,21 +37,15 @@ from typing import Any, Literal
 import attrs
 
 from parley.child_env import child_environment
+from parley.sandbox import ChildSpec, Launch, SandboxSettings, prepare
+from parley.tools.kernel_output import CapturedBytes, OutputPipe
 
 KERNEL_MAIN = Path(__file__).with_name("kernel_main.py")
-END_MARKER = re.compile(rb"\x00parley-kernel-done-(\d+)\x00")
 # Replies are bounded by the child's output caps; this only has to exceed them comfortably.
 REPLY_LINE_LIMIT = 64 * 1024 * 1024
-DEATH_OUTPUT_TAIL = 4000  # bytes of the dead kernel's last fd-level output shown to the model
 MARKER_WAIT_SECONDS = 1.0
 CLOSE_WAIT_SECONDS = 0.5
 NOT_RUNNING_NOTE = "The Python kernel is not running."
-# The fd-level output pipe is read in chunks this big, and at most about this much is buffered
-# in the server: beyond it the pipe fills and the writers wait.
-OUTPUT_CHUNK = 64 * 1024
-# Output nobody keeps (no call in flight, or its capture full) is drained at most one chunk per
-# pause, so a program flooding fd 1/2 cannot keep the server busy.
-FLOOD_PAUSE_SECONDS = 0.005
 CPU_POLL_SECONDS = 0.5  # how often the server reads a running call's CPU time
 
 
@@ -72,6 +66,8 @@ class KernelSettings:
     # Variables the kernel must not see besides those child_env recognises as secrets: the
     # configured providers' key variables, whatever their names.
     secret_env_names: tuple[str, ...] = ()
+    # The sandbox it runs in (config.toml's [sandbox]; its network: kernel_network).
+    sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
 
 
 @attrs.frozen
@@ -130,32 +126,10 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 def _kill_group(pid: int) -> None:
-    """SIGKILL the process group the kernel `pid` leads: the kernel and all it started."""
+    """SIGKILL the process group `pid` leads: the kernel and all it started (in the sandbox:
+    bwrap, whose death ends every process of the sandbox)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-class _CapturedBytes:
-    """The head of a byte stream, up to a limit; the rest is only counted."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.cut = 0
-
-    def add(self, data: bytes) -> None:
-        room = self.limit - len(self.kept)
-        if room > 0:
-            self.kept += data[:room]
-        self.cut += max(0, len(data) - max(room, 0))
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.kept) >= self.limit
-
-    def text(self) -> str:
-        text = self.kept.decode("utf-8", "replace")
-        return f"{text}\n[… {self.cut:,} more bytes cut]" if self.cut else text
 
 
 class PythonKernel:
@@ -166,12 +140,11 @@ class PythonKernel:
         self.settings = settings or KernelSettings()
         self._lock = asyncio.Lock()
         self._process: asyncio.subprocess.Process | None = None
-        self._output_task: asyncio.Task[None] | None = None
-        self._output_transport: asyncio.ReadTransport | None = None
+        self._launch: Launch | None = None  # how the running kernel was started
+        self._kernel_pid: int | None = None  # the kernel's own pid (inside bwrap: its child's)
+        self._output: OutputPipe | None = None
         self._next_id = 1
-        self._capture: _CapturedBytes | None = None  # fd-level output of the call in flight
-        self._output_tail = bytearray()
-        self._markers: dict[int, asyncio.Event] = {}
+        self._capture: CapturedBytes | None = None  # fd-level output of the call in flight
         self._pending_notice: str | None = None  # for the next reply, e.g. after a cancel
         self._closed = False
         self.last_failure: str | None = None  # the last timeout/death note, for last_error
@@ -180,6 +153,12 @@ class PythonKernel:
     @property
     def interpreter(self) -> str:
         return choose_interpreter(self.workspace, self.settings.python)
+
+    @property
+    def pid(self) -> int | None:
+        """The running kernel's process id on this machine (in the sandbox its own pid, in
+        its PID namespace, is another)."""
+        return self._kernel_pid if self.is_running else None
 
     @property
     def is_running(self) -> bool:
@@ -235,40 +214,49 @@ class PythonKernel:
             str(memory_limit),
             "--cpu-limit",
             str(self.settings.cpu_seconds or 0),
-            "--parent-pid",
-            str(os.getpid()),
         ]
-        # fd-level output gets a pipe of its own, read through a small buffer (see OUTPUT_CHUNK);
-        # the replies on stdout need a large one.
+        spec = ChildSpec(
+            tuple(command),
+            self.workspace,
+            child_environment(self.settings.secret_env_names),
+            network=self.settings.sandbox.kernel_network,
+            label="kernel",
+        )
+        try:
+            launch = await asyncio.to_thread(prepare, spec, self.settings.sandbox)
+        except OSError as exc:
+            message = f"Could not start the Python kernel with {python}: {exc}"
+            raise KernelStartError(message) from None
+        # In the sandbox the server is not visible: bwrap's end ends the kernel. Outside, the
+        # kernel watches the server's pid. (The command is last in `launch.argv`.)
+        extra = ["--sandboxed"] if launch.sandboxed else ["--parent-pid", str(os.getpid())]
+        # fd-level output gets a pipe of its own, read by a thread (`kernel_output`); the
+        # replies on stdout need a large buffer.
         output_read, output_write = os.pipe()
         try:
             process = await asyncio.create_subprocess_exec(
-                *command,
+                *launch.argv,
+                *extra,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=output_write,
-                cwd=self.workspace,
-                env=child_environment(self.settings.secret_env_names),
+                cwd=launch.cwd,
+                env=launch.env,
                 limit=REPLY_LINE_LIMIT,
                 # A process group of its own: the kernel's whole tree is ended with it.
                 start_new_session=True,
-                # (The kernel's PR_SET_PDEATHSIG fires when the thread that spawned it ends:
-                # this is the event loop's thread, which lives as long as the server.)
+                # (PR_SET_PDEATHSIG, the kernel's or bwrap's, fires when the thread that spawned
+                # it ends: this is the event loop's thread, which lives as long as the server.)
             )
         except OSError as exc:
             os.close(output_read)
+            await asyncio.to_thread(launch.end)
             message = f"Could not start the Python kernel with {python}: {exc}"
             raise KernelStartError(message) from None
         finally:
             os.close(output_write)
-        self._process = process
-        self._output_tail.clear()
-        output = asyncio.StreamReader(limit=OUTPUT_CHUNK)
-        self._output_transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(output),
-            open(output_read, "rb", buffering=0),  # noqa: SIM115 - the transport closes it
-        )
-        self._output_task = asyncio.create_task(self._read_process_output(output))
+        self._process, self._launch = process, launch
+        self._output = OutputPipe(output_read, asyncio.get_running_loop())
         assert process.stdout is not None
         try:
             line = await asyncio.wait_for(
@@ -277,7 +265,10 @@ class PythonKernel:
             hello = json.loads(line) if line else {}
         except (TimeoutError, ValueError):
             hello = {}
-        if not hello.get("ready"):
+        if hello.get("ready"):
+            self._output.stop_capturing()  # until the first call
+            self._kernel_pid = await asyncio.to_thread(launch.command_pid, process.pid)
+        if not hello.get("ready") or self._kernel_pid is None:
             tail = await self._final_output(process)
             await self._discard_process()
             detail = f" Its output:\n{tail}" if tail else ""
@@ -286,8 +277,9 @@ class PythonKernel:
 
     async def _discard_process(self, graceful: bool = False) -> None:
         process, self._process = self._process, None
-        output_task, self._output_task = self._output_task, None
-        output_transport, self._output_transport = self._output_transport, None
+        launch, self._launch = self._launch, None
+        output, self._output = self._output, None
+        self._kernel_pid = None
         if process is not None:
             if graceful and process.returncode is None and process.stdin is not None:
                 process.stdin.close()  # the child exits at EOF when it is idle
@@ -296,13 +288,10 @@ class PythonKernel:
             # Whether or not the kernel is still there, what it started may be.
             _kill_group(process.pid)
             await process.wait()
-        if output_task is not None:
-            output_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await output_task
-        if output_transport is not None:
-            output_transport.close()
-        self._markers.clear()
+        if launch is not None:  # its pids group: whatever escaped the group (setsid), and the group
+            await asyncio.to_thread(launch.end)
+        if output is not None:
+            output.close()
         self._capture = None
 
     # --- one request --------------------------------------------------------------------
@@ -312,8 +301,9 @@ class PythonKernel:
         assert process is not None and process.stdin is not None
         request_id = self._next_id
         self._next_id += 1
-        capture = self._capture = _CapturedBytes(self.settings.output_limit)
-        marker_seen = self._markers[request_id] = asyncio.Event()
+        assert self._output is not None
+        capture = self._capture = CapturedBytes(self.settings.output_limit)
+        marker_seen = self._output.capture(request_id, capture)
         request = {"id": request_id, "op": op, "args": args}
         try:
             process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
@@ -334,7 +324,7 @@ class PythonKernel:
         # The end marker follows all of this call's fd-level output on the output pipe.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(marker_seen.wait(), MARKER_WAIT_SECONDS)
-        self._capture = None
+        self._stop_capturing()
         reply = _reply_from(message, capture.text())
         if (reply.error or {}).get("type") == "CPUTimeLimitExceeded":
             note = (
@@ -351,8 +341,8 @@ class PythonKernel:
         the grace period: the kernel's own SIGXCPU could not stop it (C code holding the
         interpreter).
         """
-        assert self._process is not None
-        pid = self._process.pid
+        assert self._kernel_pid is not None
+        pid = self._kernel_pid
         cap = self.settings.cpu_seconds
         # RLIMIT_CPU counts whole seconds, so the kernel's own stop may come a second late.
         cpu_budget = cap + 1 + self.settings.interrupt_grace_seconds if cap else None
@@ -400,9 +390,9 @@ class PythonKernel:
         Returns the reply when the code stopped, None when the kernel died, False when it is
         still running.
         """
-        assert self._process is not None
+        assert self._kernel_pid is not None
         with contextlib.suppress(ProcessLookupError):
-            self._process.send_signal(signal.SIGINT)
+            os.kill(self._kernel_pid, signal.SIGINT)
         try:
             return await asyncio.wait_for(
                 self._read_reply(request_id), self.settings.interrupt_grace_seconds
@@ -410,7 +400,7 @@ class PythonKernel:
         except TimeoutError:
             return False
 
-    async def _stop_overrunning_call(self, request_id: int, capture: _CapturedBytes) -> KernelReply:
+    async def _stop_overrunning_call(self, request_id: int, capture: CapturedBytes) -> KernelReply:
         timeout = self.settings.timeout_seconds
         outcome = await self._interrupt(request_id)
         if outcome is None:
@@ -436,7 +426,7 @@ class PythonKernel:
             ),
         )
 
-    async def _stop_cpu_hog(self, capture: _CapturedBytes) -> KernelReply:
+    async def _stop_cpu_hog(self, capture: CapturedBytes) -> KernelReply:
         await self._discard_process()
         return KernelReply(
             ok=False,
@@ -465,7 +455,7 @@ class PythonKernel:
                 "The Python kernel died while the previous call was being cancelled; "
                 "its namespace was lost."
             )
-        self._capture = None
+        self._stop_capturing()
 
     async def _report_death(self) -> KernelReply:
         process = self._process
@@ -476,14 +466,15 @@ class PythonKernel:
         # This call's fd-level output holds a crash's traceback (faulthandler), if any.
         last_output = self._capture.text().strip() if self._capture else ""
         code = process.returncode
+        killed_by = self._launch.signal_of(code) if self._launch else None
         await self._discard_process()
         if code is None:
             how = "it stopped answering"
-        elif code >= 0:
+        elif killed_by is None:
             how = f"exit code {code}"
         else:
-            how = f"killed by signal {_signal_name(-code)}"
-            if -code == signal.SIGKILL:
+            how = f"killed by signal {_signal_name(killed_by)}"
+            if killed_by == signal.SIGKILL:
                 how += ", perhaps by the system for using too much memory"
         note = f"The Python kernel died ({how}); its namespace was lost. It restarts on next use."
         if last_output:
@@ -492,44 +483,21 @@ class PythonKernel:
 
     # --- the output pipe: fd-level output and end markers --------------------------------
 
-    async def _read_process_output(self, stream: asyncio.StreamReader) -> None:
-        pending = b""
-        while chunk := await stream.read(OUTPUT_CHUNK):
-            data = pending + chunk
-            while match := END_MARKER.search(data):
-                self._record_output(data[: match.start()])
-                event = self._markers.pop(int(match.group(1)), None)
-                if event is not None:
-                    event.set()
-                data = data[match.end() :]
-            # Hold back what may be the start of a marker split across reads.
-            start = data.rfind(b"\x00", max(0, len(data) - 40))
-            if start >= 0 and b"\x00" not in data[start + 1 :]:
-                data, pending = data[:start], data[start:]
-            else:
-                pending = b""
-            self._record_output(data)
-            if self._capture is None or self._capture.is_full:
-                # Nobody keeps this output: drain it slowly (the writers wait on the full
-                # pipe) so that a flood cannot keep the event loop busy.
-                await asyncio.sleep(FLOOD_PAUSE_SECONDS)
-        self._record_output(pending)
-
-    def _record_output(self, data: bytes) -> None:
-        if not data:
-            return
-        if self._capture is not None:
-            self._capture.add(data)
-        self._output_tail += data[-DEATH_OUTPUT_TAIL:]
-        del self._output_tail[:-DEATH_OUTPUT_TAIL]
+    def _stop_capturing(self) -> None:
+        self._capture = None
+        if self._output is not None:
+            self._output.stop_capturing()
 
     async def _final_output(self, process: asyncio.subprocess.Process) -> str:
         """The last fd-level output of an exited process (a crash's traceback, say)."""
-        if self._output_task is not None:
-            # A grandchild may still hold the pipe open, so do not wait for EOF for long.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._output_task), 0.5)
-        return self._output_tail.decode("utf-8", "replace").strip()
+        output = self._output
+        if output is None:
+            return ""
+        output.read_to_the_end()
+        # A grandchild may still hold the pipe open, so do not wait for EOF for long.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(output.finished.wait(), 0.5)
+        return output.tail()
 
 
 def _reply_from(message: dict[str, Any], process_output: str) -> KernelReply:

@@ -16,8 +16,13 @@ of that request's fd-level output. The kernel exits when its stdin closes or its
 The parent starts the kernel as the leader of a process group of its own. On Linux the kernel
 asks to be SIGKILLed when its parent dies (PR_SET_PDEATHSIG), and forks a small watcher that
 SIGKILLs the whole group when the kernel dies, however it dies, so nothing the user's code
-started outlives it. Each request runs under a CPU-time cap (RLIMIT_CPU relative to the time
-used so far); at the cap SIGXCPU raises CPUTimeLimitExceeded in the user's code.
+started outlives it. In Parley's sandbox (`--sandboxed`: bubblewrap, a PID namespace whose
+first process after bwrap's init is the kernel) the server is not visible; bwrap ends the
+namespace when the server goes, and the watcher ends every process of the namespace, `setsid`
+or not, when the kernel goes.
+
+Each request runs under a CPU-time cap (RLIMIT_CPU relative to the time used so far); at the
+cap SIGXCPU raises CPUTimeLimitExceeded in the user's code.
 """
 
 from __future__ import annotations
@@ -599,6 +604,18 @@ def end_process_group() -> None:
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+def end_namespace() -> None:
+    """SIGKILL every process of the sandbox's PID namespace but its init (which then exits)."""
+    os.kill(-1, signal.SIGKILL)
+
+
+def in_own_pid_namespace() -> bool:
+    """Whether this is the first process bwrap's init started in a new PID namespace: only
+    there may the watcher signal every process it can (-1 means the namespace's, not the
+    machine's)."""
+    return os.getpid() == 2 and os.getppid() == 1
+
+
 def set_parent_death_signal(signum: int) -> bool:
     """Have Linux send `signum` to this process when its parent dies; False elsewhere."""
     if not sys.platform.startswith("linux"):
@@ -612,8 +629,8 @@ def set_parent_death_signal(signum: int) -> bool:
         return False
 
 
-def fork_group_watcher() -> None:
-    """Fork a process that ends the kernel's group when the kernel dies.
+def fork_group_watcher(end: Callable[[], None] = end_process_group) -> None:
+    """Fork a process that ends the kernel's group (or `end`s otherwise) when the kernel dies.
 
     The watcher waits, idle, for the death signal Linux sends it when the kernel exits (any
     way: closed, crashed, SIGKILLed), then SIGKILLs the group, itself included. Being a process
@@ -633,7 +650,7 @@ def fork_group_watcher() -> None:
             return
         if os.getppid() == kernel_pid:  # else the kernel is already gone
             signal.sigwait({signal.SIGTERM})
-        end_process_group()
+        end()
     finally:
         os._exit(0)
 
@@ -656,6 +673,14 @@ def end_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
+def end_with_sandbox() -> None:
+    """In the sandbox: the kernel's death ends the namespace (its parent, bwrap's init, dies
+    only with the namespace, which bwrap ends when the server goes). Started through a
+    wrapper that did not exec (so not the namespace's first process), it ends its group."""
+    if set_parent_death_signal(signal.SIGKILL):
+        fork_group_watcher(end_namespace if in_own_pid_namespace() else end_process_group)
+
+
 def exit_when_orphaned(parent_pid: int, leads_group: bool) -> None:
     """A busy kernel never reads its stdin's EOF; this notices a vanished server instead."""
     while True:
@@ -673,9 +698,14 @@ def main() -> None:
     parser.add_argument("--memory-limit", type=int, default=0, help="bytes; 0 for none")
     parser.add_argument("--cpu-limit", type=float, default=0, help="seconds per call; 0: none")
     parser.add_argument("--parent-pid", type=int, default=os.getppid())
+    parser.add_argument("--sandboxed", action="store_true", help="in Parley's bwrap sandbox")
     options = parser.parse_args()
 
-    end_with_parent(options.parent_pid)  # first: before the server could miss our start
+    # First: before the server could miss our start.
+    if options.sandboxed:
+        end_with_sandbox()
+    else:
+        end_with_parent(options.parent_pid)
     root = os.path.abspath(options.root)
     set_memory_limit(options.memory_limit)
     protocol_in, protocol_out = take_protocol_fds()

@@ -11,7 +11,9 @@ its initialisation, past START_TIMEOUT_SECONDS) is reported and the session goes
 it; a call that hangs ends at the tool timeout, one whose server crashed ends at once, both as
 error results; the servers end with the session. A stdio server gets only the variables the
 client listed for it and a minimal base (`child_env.mcp_server_environment`), never Parley's
-keys; its stderr goes to a temporary file, whose end is quoted when it fails to start.
+keys; it starts through `parley.sandbox` (bubblewrap where it runs, with the network only if
+config.toml's `[sandbox] mcp_network` names it); its stderr goes to a temporary file, whose end
+is quoted when it fails to start.
 
 The SDK is imported when a session first lists a server: it takes about a second.
 """
@@ -33,7 +35,8 @@ import attrs
 
 from parley.child_env import mcp_server_environment
 from parley.core.redact import redact
-from parley.tools.base import ToolContext, ToolResult, ToolSpec
+from parley.sandbox import ChildSpec, Launch, SandboxSettings, prepare, sandbox_status
+from parley.tools.base import CallView, ToolContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +86,12 @@ class RemoteTool:
 class McpConnection:
     """One MCP server of a session: started once, called by its tools, closed once."""
 
-    def __init__(self, config: McpServerConfig, cwd: Path) -> None:
+    def __init__(
+        self, config: McpServerConfig, cwd: Path, sandbox: SandboxSettings | None = None
+    ) -> None:
         self.config = config
         self._cwd = cwd
+        self.sandbox = sandbox or SandboxSettings()
         self._session: Any = None  # the SDK's ClientSession, while the server runs
         self._task: asyncio.Task[None] | None = None
         self._scope: Any = None  # the anyio CancelScope around the task's work
@@ -141,14 +147,15 @@ class McpConnection:
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         config = self.config
         if config.transport == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            environment = mcp_server_environment(dict(config.env))
-            parameters = StdioServerParameters(
-                command=config.command, args=list(config.args), env=environment, cwd=self._cwd
+            spec = ChildSpec(
+                (config.command, *config.args),
+                self._cwd,
+                mcp_server_environment(dict(config.env)),
+                network=self.sandbox.mcp_may_use_network(config.name),
+                label=f"mcp-{config.name}",
             )
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by _serve
-            return stdio_client(parameters, errlog=self._stderr)
+            return _stdio_transport(spec, self.sandbox, self._stderr)
         if config.transport == "http":
             return _http_transport(config.url, dict(config.headers))
         raise McpStartFailed(
@@ -208,6 +215,25 @@ class McpConnection:
             if text:
                 return f". Its last output:\n{text[-STDERR_TAIL_CHARS:]}"
         return ""
+
+
+@contextlib.asynccontextmanager
+async def _stdio_transport(
+    spec: ChildSpec, sandbox: SandboxSettings, errlog: Any
+) -> AsyncIterator[Any]:
+    """The SDK's stdio transport to a server started through the sandbox's launcher; its
+    pids group is emptied and removed when the transport closes."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    launch: Launch = await asyncio.to_thread(prepare, spec, sandbox)
+    parameters = StdioServerParameters(
+        command=launch.argv[0], args=list(launch.argv[1:]), env=launch.env, cwd=launch.cwd
+    )
+    try:
+        async with stdio_client(parameters, errlog=errlog) as streams:
+            yield streams
+    finally:
+        await asyncio.shield(asyncio.to_thread(launch.end))
 
 
 @contextlib.asynccontextmanager
@@ -332,6 +358,13 @@ class McpTool:
         self._remote_name = remote.name
         self._timeout = timeout
 
+    def describe_call(self, arguments: dict[str, Any]) -> CallView:
+        """The tool's name; a stdio server outside the sandbox says so in the question."""
+        config = self._connection.config
+        if config.transport == "stdio" and not sandbox_status(self._connection.sandbox).sandboxed:
+            return CallView(f"{self.spec.name} (unsandboxed)")
+        return CallView(self.spec.name)
+
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return await self._connection.call(self._remote_name, arguments, self._timeout)
 
@@ -358,9 +391,14 @@ class McpConnections:
     """A session's MCP servers: started together, their tools, closed together."""
 
     def __init__(
-        self, cwd: Path, tool_timeout: float, start_timeout: float = START_TIMEOUT_SECONDS
+        self,
+        cwd: Path,
+        tool_timeout: float,
+        start_timeout: float = START_TIMEOUT_SECONDS,
+        sandbox: SandboxSettings | None = None,
     ) -> None:
         self._cwd = cwd
+        self._sandbox = sandbox
         self._tool_timeout = tool_timeout
         self._start_timeout = start_timeout
         self._connections: list[McpConnection] = []
@@ -369,7 +407,7 @@ class McpConnections:
     async def start(self, servers: Sequence[McpServerConfig]) -> list[str]:
         """Start every server at once; their tools go to `tools`. Returns, for each server
         that did not start, a sentence for the user."""
-        connections = [McpConnection(server, self._cwd) for server in servers]
+        connections = [McpConnection(server, self._cwd, self._sandbox) for server in servers]
         self._connections += connections
         outcomes = await asyncio.gather(
             *(connection.start(self._start_timeout) for connection in connections),

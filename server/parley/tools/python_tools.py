@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from parley.sandbox import sandbox_status
 from parley.tools.arguments import NoArguments, argument
 from parley.tools.base import (
     CallView,
@@ -120,7 +121,12 @@ class PythonEvalTool(KernelTool):
     )
 
     def view(self, arguments: EvalArguments) -> CallView:
-        return CallView("Run Python", content=(arguments.code,))
+        status = sandbox_status(self.kernel.settings.sandbox)
+        if status.sandboxed:
+            return CallView("Run Python", content=(arguments.code,))
+        # The user decides knowing the code runs with what the user's account can reach.
+        note = f"Runs unsandboxed: {status.reason}."
+        return CallView("Run Python (unsandboxed)", content=(arguments.code, note))
 
     async def execute(self, arguments: EvalArguments, context: ToolContext) -> ToolResult:
         reply = await self.kernel.call("eval", code=arguments.code)
