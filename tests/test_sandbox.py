@@ -153,6 +153,58 @@ async def test_an_approved_eval_in_the_sandbox_gets_no_key_sees_no_process_write
             Path(target).unlink(missing_ok=True)
 
 
+READ_CREDENTIALS = """\
+import os
+found = []
+for path in {paths!r}:
+    try:
+        with open(path, 'rb') as file:
+            found.append((path, file.read()))
+    except OSError:
+        pass
+    if os.path.isdir(path):
+        found.append((path, sorted(os.listdir(path))))
+'found', found
+"""
+
+
+@needs_bwrap
+async def test_the_users_credentials_and_parleys_own_files_are_hidden_from_the_sandbox(
+    start_server: Callable[..., Any], fake: FakeLLM, project: Path, tmp_path: Path, key: str
+) -> None:
+    # A home outside /tmp (the sandbox's /tmp is private anyway): /var/tmp is readable there.
+    home = Path(f"/var/tmp/parley-home-{uuid.uuid4().hex}")
+    try:
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+        (home / ".netrc").write_text("machine example.com password SECRET")
+        (home / "secrets").mkdir()
+        (home / "secrets" / "token").write_text("CONFIGURED SECRET")
+        (home / "notes.txt").write_text("readable")
+        client = await started(start_server, tmp_path, key, HOME=str(home))
+        session = await client.new_session(str(project), toolPolicy="sync")
+        # The configured `hidden` is read at start: a second server with it in config.toml.
+        hidden_config = tmp_path / "hidden.toml"
+        hidden_config.write_text(f'[sandbox]\nhidden = ["{home / "secrets"}"]\n')
+        other = await started(
+            start_server, tmp_path, key, HOME=str(home), PARLEY_CONFIG=str(hidden_config)
+        )
+        other_session = await other.new_session(str(project), toolPolicy="sync")
+        paths = [str(home / name) for name in (".ssh", ".ssh/id_ed25519", ".netrc", "secrets")]
+        paths += [str(home / "secrets" / "token"), str(home / "notes.txt")]
+        code = READ_CREDENTIALS.format(paths=paths)
+        seen = await run_tool(client, fake, session, "python_eval", {"code": code})
+        seen_by_other = await run_tool(other, fake, other_session, "python_eval", {"code": code})
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+    for answer in (seen, seen_by_other):
+        assert "PRIVATE KEY" not in answer and "password SECRET" not in answer, answer
+        assert "id_ed25519" not in answer
+        assert "b'readable'" in answer  # the rest of home stays readable
+    assert "CONFIGURED SECRET" in seen  # not hidden unless configured
+    assert "CONFIGURED SECRET" not in seen_by_other and "'token'" not in seen_by_other
+
+
 FORK_LOOP = """\
 import os, time
 children, refused = 0, None

@@ -17,6 +17,7 @@ never written anywhere by Parley.
     kernel_network = false            # the Python kernel may use the network
     mcp_network = ["fetch"]           # MCP servers (by name; "*": all) that may
     writable = ["~/.npm"]             # directories children may write besides the workspace
+    hidden = ["~/.config/secrets"]    # unreadable to children too, besides ~/.ssh, ~/.aws, ...
 
     [providers.lmstudio]              # any OpenAI-compatible server
     kind = "openai"
@@ -502,10 +503,10 @@ def _kernel_settings(
 
 def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
     """[sandbox] enabled = true, pids_max = 1024, kernel_network = false, mcp_network = [],
-    writable = []."""
+    writable = [], hidden = []."""
     if not isinstance(entry, dict):
         raise ConfigError(f"{path}: [sandbox] must be a table")
-    known = {"enabled", "pids_max", "kernel_network", "mcp_network", "writable"}
+    known = {"enabled", "pids_max", "kernel_network", "mcp_network", "writable", "hidden"}
     unknown = sorted(set(entry) - known)
     if unknown:
         raise ConfigError(f"{path}: [sandbox] has no setting {unknown[0]}")
@@ -521,10 +522,14 @@ def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
     writable = entry.get("writable", [])
     if not isinstance(writable, list) or not all(isinstance(p, str) and p for p in writable):
         raise ConfigError(f"{path}: sandbox.writable must be a list of directories")
+    hidden = entry.get("hidden", [])
+    if not isinstance(hidden, list) or not all(isinstance(p, str) and p for p in hidden):
+        raise ConfigError(f"{path}: sandbox.hidden must be a list of files and directories")
     return SandboxSettings(
         enabled=entry.get("enabled", True),
         pids_max=pids_max,
         kernel_network=entry.get("kernel_network", False),
         mcp_network=tuple(servers),
         writable=tuple(writable),
+        hidden=tuple(hidden),
     )

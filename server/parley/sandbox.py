@@ -63,6 +63,8 @@ class SandboxSettings:
     # Directories children may write besides the workspace (`~/.npm` for `npx`, say);
     # those that do not exist are left out.
     writable: tuple[str, ...] = ()
+    # Files and directories children may not even read, besides HIDDEN (`~/.config/foo`).
+    hidden: tuple[str, ...] = ()
 
     def mcp_may_use_network(self, server: str) -> bool:
         return "*" in self.mcp_network or server in self.mcp_network
@@ -143,7 +145,8 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     sandboxed = sandbox_status(settings).sandboxed
     if sandboxed:
         writable = _existing_directories(settings.writable)
-        argv = [*_bwrap_arguments(workspace, spec.network, writable), "--", *argv]
+        hidden = hidden_paths(settings.hidden)
+        argv = [*_bwrap_arguments(workspace, spec.network, writable, hidden), "--", *argv]
     elif _has_capabilities() and shutil.which("setpriv"):
         # Root (or any holder of CAP_SYS_PTRACE) could read the server's environ even when
         # it is not dumpable: the child gets no capabilities at all.
@@ -167,13 +170,62 @@ def make_undumpable() -> bool:
 # --- the sandbox ---------------------------------------------------------------------------
 
 
-def _bwrap_arguments(workspace: Path, network: bool, writable: Sequence[Path] = ()) -> list[str]:
+# Where the user's credentials usually are: hidden from every sandboxed child (an empty
+# directory, or /dev/null, in their place), so an approved eval or an MCP server cannot read
+# them and hand them to the model. Relative to the home directory.
+HIDDEN_IN_HOME = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
+    ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
+)  # fmt: skip
+
+
+def hidden_paths(extra: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
+    """What exists of HIDDEN_IN_HOME, Parley's own data and configuration (other projects'
+    conversations, MCP servers' headers) and the `extra` paths, resolved."""
+    environ = os.environ if environ is None else environ
+    home = Path(environ.get("HOME") or Path.home())
+    data = environ.get("PARLEY_HOME") or Path(
+        environ.get("XDG_DATA_HOME") or home / ".local" / "share", "parley"
+    )
+    config = Path(environ.get("XDG_CONFIG_HOME") or home / ".config", "parley")
+    named = [home / name for name in HIDDEN_IN_HOME] + [Path(data), config]
+    if explicit := environ.get("PARLEY_CONFIG"):
+        named.append(Path(explicit))
+    named += [Path(path).expanduser() for path in extra]
+    found = []
+    for path in named:
+        if path.is_absolute() and (path.exists() or path.is_symlink()):
+            found.append(Path(os.path.realpath(path)))
+    return found
+
+
+def _hiding(hidden: Sequence[Path], workspace: Path) -> list[str]:
+    """bwrap's arguments that put an empty directory (or /dev/null) over each hidden path;
+    never over the workspace or a directory that holds it."""
+    arguments: list[str] = []
+    for path in hidden:
+        if path == workspace or path in workspace.parents:
+            continue
+        if path.is_dir():
+            arguments += ["--tmpfs", str(path)]
+        else:
+            arguments += ["--ro-bind", "/dev/null", str(path)]
+    return arguments
+
+
+def _bwrap_arguments(
+    workspace: Path,
+    network: bool,
+    writable: Sequence[Path] = (),
+    hidden: Sequence[Path] = (),
+) -> list[str]:
     arguments = [
         _bwrap() or "bwrap",
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
         "--tmpfs", "/tmp",
+        *_hiding(hidden, workspace),
     ]  # fmt: skip
     # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
     for directory in (workspace, *writable):
