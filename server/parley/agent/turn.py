@@ -234,7 +234,7 @@ class Turn:
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
             # The model is read each round: `_parley/session/configure` applies from the next.
-            resolved = self.providers.resolve(self.session.model, self.session.tool_format)
+            resolved = await self.providers.resolved(self.session.model, self.session.tool_format)
             self.stats.model = resolved.id
             self.stats.rounds += 1
             self.session.count_round()
@@ -321,7 +321,7 @@ class Turn:
     async def compact(self) -> tuple[int, int]:
         """Compact the session's history now (`/compact`): the estimated tokens of the
         next request before and after."""
-        resolved = self.providers.resolve(self.session.model, self.session.tool_format)
+        resolved = await self.providers.resolved(self.session.model, self.session.tool_format)
         self.stats.model = resolved.id
         await self._prepared_request(resolved, force=True, on_demand=True)
         return self.tokens_before, self.tokens_after

@@ -81,6 +81,21 @@ class ProviderRegistry:
             provider = ThinkTagProvider(provider)
         return ResolvedModel(model_id, provider, model)
 
+    async def resolved(self, model_id: str, tool_format: str | None = None) -> ResolvedModel:
+        """`resolve`, for the event loop: a provider not built yet is built in a thread
+        (importing its SDK takes a second; the preload may be importing it right now, and
+        the import lock would hold the loop until it is done)."""
+        provider_name = model_id.partition(":")[0]
+        config = self._settings.providers.get(provider_name)
+        if (
+            config is not None
+            and provider_name not in self._providers
+            and self.availability(provider_name)[0]
+        ):
+            provider = await asyncio.to_thread(self._build, config)
+            self._providers.setdefault(provider_name, provider)
+        return self.resolve(model_id, tool_format)
+
     def preload(self) -> threading.Thread:
         """In a background thread (started at once): import the default model's SDK and
         build its client, so the first prompt is as quick as the next (the import alone
