@@ -681,7 +681,9 @@ def encode_message(message: Message) -> tuple[str, dict[str, Any]]:
                 for call in message.tool_calls
             ],
         }
+    shown = {"shown": message.shown} if message.shown else {}
     return "tool", {
+        **shown,
         "toolCallId": message.tool_call_id,
         "name": message.name,
         "content": message.content,
@@ -719,6 +721,7 @@ def decode_message(role: str, body: dict[str, Any]) -> Message:
         raw_output=body.get("rawOutput"),
         started_at=body.get("startedAt"),
         ended_at=body.get("endedAt"),
+        shown=body.get("shown"),
     )
 
 

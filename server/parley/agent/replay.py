@@ -107,8 +107,11 @@ def _message_updates(
 def _call_update(
     call: ToolCall, result: ToolResultMessage | None, tools: ToolRegistry
 ) -> dict[str, Any]:
-    view = updates.call_view(tools.view_of(call.name, call.arguments))
-    view.pop("content", None)  # what it showed before it ran: the output follows
+    if result is not None and result.shown:  # stored as it was shown: nothing to compute
+        view = dict(result.shown)
+    else:  # stored by an older version (the replay runs off the event loop: see `Sessions`)
+        view = updates.call_view(tools.view_of(call.name, call.arguments))
+        view.pop("content", None)  # what it showed before it ran: the output follows
     update = updates.tool_call(
         call.wire_id,
         view.pop("title"),

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -187,7 +188,7 @@ class LoopWatchdog:
             threshold = float(raw)
         except ValueError:
             threshold = 0
-        if not threshold > 0:
+        if not 0 < threshold < math.inf:
             logger.warning("%s=%r is not a positive number: no watchdog", THRESHOLD_VARIABLE, raw)
             return None
         report_file = environ.get(REPORT_FILE_VARIABLE) or None
