@@ -25,8 +25,10 @@ thread holding the GIL and preempted keeps the loop waiting for the GIL. What re
 the loop thread running (a long callback), sleeping in a blocking call (a synchronous
 write, a lock), or waiting for a GIL that another thread holds while running (a long C
 call, an import in a thread): all of them the server's doing. A window in which the
-process received SIGCONT (it was stopped: a debugger, a test) is not a block. Without
-`schedstat` (not Linux) only the loop thread's own CPU time in the window counts.
+process received SIGCONT (it was stopped: a debugger, a test) is not a block. And in any
+case the loop thread's own CPU time in the window (less the heartbeat's period, before it
+was due) is a block: it ran without returning to the loop. Without `schedstat` (not Linux)
+only that counts.
 Every estimate errs towards "not blocked"; a report is never a scheduling accident.
 """
 
@@ -132,20 +134,23 @@ def account(
     before: Mapping[int, ThreadTimes] | None,
     after: Mapping[int, ThreadTimes] | None,
     stopped: bool,
+    period_ns: int = 0,
 ) -> Block:
     """How long of a heartbeat's lateness the loop was blocked (the rule in the module's
-    docstring)."""
+    docstring). The loop thread's CPU time in the window, less the `period_ns` before the
+    heartbeat was due, is a block in any case: it ran without coming back to the loop."""
     to_ms = 1e-6
+    ran = min(late_ns, max(0, loop_cpu_ns - period_ns))
     if before is None or after is None or loop_thread not in after:
-        blocked = min(late_ns, loop_cpu_ns)
-        return Block(late_ns * to_ms, blocked * to_ms, loop_cpu_ns * to_ms, None, None, stopped)
+        return Block(late_ns * to_ms, ran * to_ms, loop_cpu_ns * to_ms, None, None, stopped)
     waited = {
         tid: times.waiting - before[tid].waiting if tid in before else times.waiting
         for tid, times in after.items()
     }
     loop_waited = waited.pop(loop_thread)
     others_waited = max(waited.values(), default=0)
-    blocked = 0 if stopped else max(0, late_ns - loop_waited - others_waited)
+    unexplained = 0 if stopped else max(0, late_ns - loop_waited - others_waited)
+    blocked = max(ran, unexplained)
     return Block(
         late_ns * to_ms,
         blocked * to_ms,
@@ -250,6 +255,7 @@ class LoopWatchdog:
                 self._last_times,
                 thread_times(),
                 stopped=self._continued_ns > self._last_ns,
+                period_ns=self.period_ns,
             )
             if block.blocked_ms * 1e6 > self.threshold_ns:
                 self._report(block, samples)
