@@ -31,6 +31,7 @@ from parley.core.loop_watchdog import (
     read_reports,
 )
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.tools.edits import DIFF_MAX_LINES, lines_added_and_removed
 
 # --- the watchdog, in this process ------------------------------------------------------------
 
@@ -151,6 +152,28 @@ def test_the_threshold_variable_never_raises_and_is_on_only_for_a_positive_numbe
         assert watchdog is not None and watchdog.threshold_ns == int(number * 1e6)
     else:
         assert watchdog is None
+
+
+@given(
+    old=st.lists(st.sampled_from(["a", "b", "c", "", "a b"]), max_size=30),
+    new=st.lists(st.sampled_from(["a", "b", "c", "", "d"]), max_size=30),
+    repeat=st.sampled_from([1, DIFF_MAX_LINES // 20]),
+)
+def test_an_edits_line_counts_add_up_however_big_the_change(
+    old: list[str], new: list[str], repeat: int
+) -> None:
+    """Small changes are counted by difflib, big ones (quadratic for difflib) by each line's
+    copies: either way the counts are consistent, and a big one's are the copies' exactly."""
+    old, new = old * repeat, new * repeat
+    added, removed = lines_added_and_removed(old, new)
+    assert 0 <= added <= len(new) and 0 <= removed <= len(old)
+    assert added - removed == len(new) - len(old)
+    copies_apart = sum(abs(old.count(line) - new.count(line)) for line in {*old, *new})
+    assert added + removed >= copies_apart
+    if max(len(old), len(new)) > DIFF_MAX_LINES:
+        assert added + removed == copies_apart
+    if old == new:
+        assert (added, removed) == (0, 0)
 
 
 # --- over the wire: a round of forty whole-file edits ------------------------------------------

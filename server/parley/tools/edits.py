@@ -208,6 +208,15 @@ def replaced(
     return keeping_final_newline(text, text.replace(old, new), newline)
 
 
+def _line_counts(lines: list[str]) -> Counter[str]:
+    """Each line's copies, counted a slice at a time: one C call over a whole big file
+    would hold the GIL, and so the event loop, for as long as it takes."""
+    counts: Counter[str] = Counter()
+    for start in range(0, len(lines), DIFF_MAX_LINES):
+        counts.update(lines[start : start + DIFF_MAX_LINES])
+    return counts
+
+
 @attrs.frozen
 class Change:
     """Where two texts differ, by lines: the lines before and after that they share, and the
@@ -242,8 +251,10 @@ def lines_added_and_removed(old: list[str], new: list[str]) -> tuple[int, int]:
     lines match, as a `replace_all` over a big file makes) by counting each line's copies,
     in linear time (a line that only moved then counts as neither)."""
     if len(old) > DIFF_MAX_LINES or len(new) > DIFF_MAX_LINES:
-        old_counts, new_counts = Counter(old), Counter(new)
-        return (new_counts - old_counts).total(), (old_counts - new_counts).total()
+        old_counts, new_counts = _line_counts(old), _line_counts(new)
+        shared = old_counts.keys() & new_counts.keys()
+        kept = sum(min(old_counts[line], new_counts[line]) for line in shared)
+        return len(new) - kept, len(old) - kept
     added = removed = 0
     matcher = difflib.SequenceMatcher(None, old, new)
     for tag, old_from, old_to, new_from, new_to in matcher.get_opcodes():
