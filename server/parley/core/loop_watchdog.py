@@ -56,8 +56,8 @@ THRESHOLD_VARIABLE = "PARLEY_LOOP_WATCHDOG_MS"
 REPORT_FILE_VARIABLE = "PARLEY_LOOP_WATCHDOG_FILE"
 # Distinct stacks of the loop thread kept per block (the first and those that differ).
 MAX_SAMPLES = 5
-# Frames kept of each stack, innermost last.
-STACK_FRAMES = 30
+# Frames kept of each stack (the outermost and the innermost).
+STACK_FRAMES = 40
 
 
 @attrs.frozen
@@ -111,8 +111,15 @@ def take_sample(loop_thread: int, after_ms: float) -> Sample:
 
 
 def _stack(frame: Any) -> list[str]:
-    summary = traceback.extract_stack(frame, limit=STACK_FRAMES)
-    return [f"{at.filename}:{at.lineno} {at.name}: {at.line or ''}" for at in summary]
+    """The stack, outermost first: where the work came from and what it was doing (a deep
+    one cut in the middle)."""
+    summary = traceback.extract_stack(frame)
+    lines = [f"{at.filename}:{at.lineno} {at.name}: {at.line or ''}" for at in summary]
+    if len(lines) <= STACK_FRAMES:
+        return lines
+    outer = STACK_FRAMES // 2
+    cut = len(lines) - STACK_FRAMES
+    return [*lines[:outer], f"[… {cut} frames …]", *lines[outer + cut :]]
 
 
 @attrs.frozen

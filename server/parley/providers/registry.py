@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import threading
 from typing import Any
@@ -92,6 +93,7 @@ class ProviderRegistry:
             and provider_name not in self._providers
             and self.availability(provider_name)[0]
         ):
+            await asyncio.to_thread(_import_sdk, config.kind)
             provider = await asyncio.to_thread(self._build, config)
             self._providers.setdefault(provider_name, provider)
         return self.resolve(model_id, tool_format)
@@ -175,6 +177,11 @@ class ProviderRegistry:
 
 
 def _import_sdk(kind: str) -> None:
+    """What the SDK imports (here: in a thread) rather than at its first request (on the
+    event loop)."""
+    # httpcore makes anyio's first Event at the first request: anyio then imports its
+    # asyncio backend (a tenth of a second).
+    importlib.import_module("anyio._backends._asyncio")
     if kind == "anthropic":
         from parley.providers import anthropic_provider  # noqa: F401
     else:
