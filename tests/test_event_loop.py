@@ -132,7 +132,7 @@ def test_a_block_is_what_the_loop_ran_or_what_the_scheduler_leaves_unexplained(
     block = account(late, loop_cpu, 1, before, after, stopped, period)
     assert 0 <= block.blocked_ms <= late / NS  # never more than the lateness
     ran = min(late, max(0, loop_cpu - period))  # the loop thread's own CPU: always a block
-    unexplained = 0 if stopped else max(0, late - loop_waited - max(others_waited, default=0))
+    unexplained = 0 if stopped else max(0, late - loop_waited - sum(others_waited))
     assert math.isclose(block.blocked_ms, max(ran, unexplained) / NS)
     # Without the kernel's counts, only the loop thread's own CPU time is evidence.
     blind = account(late, loop_cpu, 1, None, None, stopped, period)

@@ -31,7 +31,7 @@ from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
-from parley.core.off_loop import off_loop
+from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
@@ -47,6 +47,16 @@ logger = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0
 # A replay is made off the event loop this many updates at a time.
 REPLAY_BATCH = 200
+# What the MCP SDK imports as its servers start (tools/mcp.py imports it at first use).
+MCP_MODULES = (
+    "anyio",
+    "anyio._backends._asyncio",
+    "httpx2",
+    "mcp.client.session",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "mcp.types",
+)
 BUSY_HERE = "A turn is already running in this session; cancel it or wait for it to end."
 BUSY_ELSEWHERE = (
     "This session is busy in another window; wait for its turn to end (or cancel it there), "
@@ -194,6 +204,7 @@ class Sessions:
         await self._close_mcp_servers(session)
         if not servers:
             return []
+        await import_off_loop(*MCP_MODULES)  # the SDK, a second to import: not on the loop
         connections = McpConnections(
             session.cwd,
             tool_timeout=self.settings.tool_timeout_seconds,

@@ -18,10 +18,11 @@ time spent runnable but waiting for a CPU (`/proc/self/task/<tid>/schedstat`, th
 field). The loop counts as blocked for
 
     blocked = lateness - the loop thread's wait for a CPU
-                       - the longest wait for a CPU of any other thread
+                       - the other threads' waits for a CPU, all together
 
-over the window since the previous heartbeat: the other threads' wait counts because a
-thread holding the GIL and preempted keeps the loop waiting for the GIL. What remains is
+over the window since the previous heartbeat: the other threads' waits count because a
+thread holding the GIL and preempted keeps the loop waiting for the GIL (and the GIL may
+pass through several of them). What remains is
 the loop thread running (a long callback), sleeping in a blocking call (a synchronous
 write, a lock), or waiting for a GIL that another thread holds while running (a long C
 call, an import in a thread): all of them the server's doing. A window in which the
@@ -155,7 +156,7 @@ def account(
         for tid, times in after.items()
     }
     loop_waited = waited.pop(loop_thread)
-    others_waited = max(waited.values(), default=0)
+    others_waited = sum(waited.values())
     unexplained = 0 if stopped else max(0, late_ns - loop_waited - others_waited)
     blocked = max(ran, unexplained)
     return Block(
@@ -318,7 +319,7 @@ def describe(record: Mapping[str, Any]) -> str:
         f"heartbeat was {record['late_ms']:.0f} ms late; the loop thread ran "
         f"{record['loop_cpu_ms']:.0f} ms"
         + (
-            f", waited {waited:.0f} ms for a CPU (other threads at most "
+            f", waited {waited:.0f} ms for a CPU (the other threads together "
             f"{record['others_waiting_for_cpu_ms']:.0f} ms)."
             if waited is not None
             else "."

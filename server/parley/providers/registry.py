@@ -12,6 +12,7 @@ import attrs
 
 from parley.config import ProviderConfig, Settings
 from parley.core.errors import ProviderError
+from parley.core.off_loop import collector_paused
 from parley.providers.base import Provider
 from parley.providers.text_tools import TextToolProvider, ThinkTagProvider
 
@@ -93,8 +94,7 @@ class ProviderRegistry:
             and provider_name not in self._providers
             and self.availability(provider_name)[0]
         ):
-            await asyncio.to_thread(_import_sdk, config.kind)
-            provider = await asyncio.to_thread(self._build, config)
+            provider = await asyncio.to_thread(self._imported_and_built, config)
             self._providers.setdefault(provider_name, provider)
         return self.resolve(model_id, tool_format)
 
@@ -109,10 +109,11 @@ class ProviderRegistry:
         def preload() -> None:
             kind = config.kind if config is not None else "openai"
             try:
-                _import_sdk(kind)
                 if config is None or not self.availability(name)[0]:
+                    with collector_paused():
+                        _import_sdk(kind)
                     return
-                provider = self._build(config)
+                provider = self._imported_and_built(config)
                 # Kept unless a prompt built one meanwhile (then this one, unused, is dropped).
                 loop.call_soon_threadsafe(self._providers.setdefault, name, provider)
             except Exception:  # the first prompt does it again, and says what is wrong
@@ -121,6 +122,13 @@ class ProviderRegistry:
         thread = threading.Thread(target=preload, name="sdk-preload", daemon=True)
         thread.start()
         return thread
+
+    def _imported_and_built(self, config: ProviderConfig) -> Provider:
+        """`_build`, its SDK imported first, with the collector paused (`collector_paused`):
+        call it in a thread."""
+        with collector_paused():
+            _import_sdk(config.kind)
+            return self._build(config)
 
     def _build(self, config: ProviderConfig) -> Provider:
         api_key = self._settings.api_key(config) or "none"
