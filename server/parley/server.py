@@ -159,7 +159,8 @@ class ParleyServer(JsonRPCServer):
     async def close(self) -> None:
         await self.sessions.close()
         await self.providers.aclose()
-        self.store.close()
+        # Closing checkpoints the WAL into the database: a disk write, not the loop's.
+        await asyncio.to_thread(self.store.close)
 
     # --- the connection's side of a turn (TurnPorts) ------------------------------------
 
