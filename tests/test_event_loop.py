@@ -22,7 +22,9 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from parley.agent.replay import replay_updates
 from parley.client import ParleyClient
+from parley.core.conversation import AssistantMessage, ToolCall, ToolResultMessage
 from parley.core.loop_watchdog import (
     THRESHOLD_VARIABLE,
     LoopWatchdog,
@@ -32,6 +34,7 @@ from parley.core.loop_watchdog import (
 )
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.tools.edits import DIFF_MAX_LINES, lines_added_and_removed
+from parley.tools.registry import ToolRegistry
 
 # --- the watchdog, in this process ------------------------------------------------------------
 
@@ -174,6 +177,55 @@ def test_an_edits_line_counts_add_up_however_big_the_change(
         assert added + removed == copies_apart
     if old == new:
         assert (added, removed) == (0, 0)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+LOCATION = st.fixed_dictionaries(
+    {"path": st.text(max_size=8)}, optional={"line": st.integers(-2, 10**6)}
+)
+SHOWN = st.fixed_dictionaries(
+    {"title": st.text(max_size=10)}, optional={"locations": st.lists(LOCATION, max_size=3)}
+)
+
+
+def _as_shown(value: Any) -> bool:
+    """A stored `shown` as the server writes it: a title, and files with their lines."""
+    if not isinstance(value, dict) or not isinstance(value.get("title"), str):
+        return False
+    locations = value.get("locations", [])
+    return isinstance(locations, list) and all(
+        isinstance(where, dict)
+        and isinstance(where.get("path"), str)
+        and type(where.get("line", 0)) is int
+        and where.get("line", 0) >= 0
+        and set(where) <= {"path", "line"}
+        for where in locations
+    )
+
+
+@given(shown=SHOWN | JSON | st.dictionaries(st.sampled_from(["title", "locations"]), JSON))
+def test_a_replay_shows_a_call_as_stored_or_as_its_tool_shows_it_whatever_the_row_holds(
+    shown: Any,
+) -> None:
+    """A call's stored `shown` (how it was shown: title, files) is replayed as it is when it
+    is one, and any other value (an old row, one mangled elsewhere) is replaced by the
+    tool's view: no stored row breaks a load."""
+    call = ToolCall("c1", "no_such_tool", {"path": "a.py"}, "call_1")
+    messages = [
+        AssistantMessage("", tool_calls=(call,)),
+        ToolResultMessage("c1", "no_such_tool", "done", wire_id="call_1", shown=shown),
+    ]
+    (update,) = replay_updates(messages, ToolRegistry())
+    assert update["toolCallId"] == "call_1" and update["status"] == "completed"
+    if _as_shown(shown):
+        assert update["title"] == shown["title"]
+        assert update.get("locations", []) == shown.get("locations", [])
+    else:
+        assert update["title"] == "no_such_tool" and "locations" not in update
 
 
 # --- over the wire: a round of forty whole-file edits ------------------------------------------
