@@ -454,34 +454,30 @@ class Turn:
         """The toolCallIds of the complete calls: those the stream announced keep their id
         (corrected if the name changed); announced calls that did not happen are superseded.
         Each call's arguments come with how to show it (title, locations, content)."""
-        call_ids: list[str] = []
-        try:
-            for position, call in enumerate(calls):
-                kind = self.session.tools.kind_of(call.name)
-                changed_kind = None
-                if position < len(self._announced):
-                    call_id, announced_name = self._announced[position]
-                    if call.name != announced_name:
-                        changed_kind = kind
-                else:
-                    call_id = new_id("call")
-                    self._send(updates.tool_call(call_id, call.name, kind))
-                call_ids.append(call_id)
-                view = await self._view_of(call_id, call.name, call.arguments)
-                if position == 0:
-                    self._reusable_view = (call_id, view)
-                self._send(
-                    updates.tool_call_update(
-                        call_id,
-                        kind=changed_kind,
-                        raw_input=call.arguments,
-                        **updates.call_view(view),
-                    )
+        call_ids = []
+        for position, call in enumerate(calls):
+            kind = self.session.tools.kind_of(call.name)
+            changed_kind = None
+            if position < len(self._announced):
+                call_id, announced_name = self._announced[position]
+                if call.name != announced_name:
+                    changed_kind = kind
+            else:
+                call_id = new_id("call")
+                self._send(updates.tool_call(call_id, call.name, kind))
+                self._announced.append((call_id, call.name))  # settled if the turn ends here
+            view = await self._view_of(call_id, call.name, call.arguments)
+            if position == 0:
+                self._reusable_view = (call_id, view)
+            self._send(
+                updates.tool_call_update(
+                    call_id,
+                    kind=changed_kind,
+                    raw_input=call.arguments,
+                    **updates.call_view(view),
                 )
-        except asyncio.CancelledError:  # the calls this announced, not the stream: settled
-            for call_id in call_ids[len(self._announced) :]:
-                self._send(updates.tool_call_update(call_id, status="failed", text="Cancelled."))
-            raise
+            )
+            call_ids.append(call_id)
         for call_id, _ in self._announced[len(calls) :]:
             self._send(
                 updates.tool_call_update(
