@@ -5,7 +5,7 @@ The loop watchdog (`parley.core.loop_watchdog`) is on for every server the suite
 the stack that blocked it. Here: the watchdog itself (it reports a block and what caused
 it; a process that was merely not scheduled, or was stopped, is not a block), and the case
 that froze the server: a round of forty `replace_all` edits of a 2 MB file, and the
-`session/load` that replays it, while another client keeps asking.
+`session/load` that replays it, while the same server keeps being asked.
 """
 
 from __future__ import annotations
@@ -250,12 +250,12 @@ def _edits() -> list[ScriptedToolCall]:
     ]
 
 
-async def _keep_asking(client: ParleyClient, until: asyncio.Future[Any]) -> int:
-    """Ask the server something small, again and again, until `until` is done: how many
-    answers came meanwhile."""
+async def _keep_asking(client: ParleyClient, session: str, until: asyncio.Future[Any]) -> int:
+    """Ask the server about another session, again and again, until `until` is done: how
+    many answers came meanwhile."""
     answered = 0
     while not until.done():
-        await asyncio.wait_for(client.request("session/list", {}), 60)
+        await asyncio.wait_for(client.request("_parley/usage", {"sessionId": session}), 60)
         answered += 1
         await asyncio.sleep(0.05)
     return answered
@@ -290,8 +290,9 @@ async def test_a_round_of_forty_whole_file_edits_leaves_the_server_answering(
     other: ParleyClient = await start_server(home=home)  # type: ignore[assignment]
     await other.initialize()
 
+    calm = await editing.new_session(str(workspace), toolPolicy="sync")
     round_ = asyncio.ensure_future(editing.prompt(session, "Swap alpha and beta.", timeout=600))
-    answered_meanwhile = await _keep_asking(other, round_)
+    answered_meanwhile = await _keep_asking(editing, calm, round_)
     assert (await round_)["stopReason"] == "end_turn"
     assert asked == EDITS
     assert (workspace / "big.py").read_text() == BIG_FILE  # forty swaps, there and back
@@ -300,13 +301,14 @@ async def test_a_round_of_forty_whole_file_edits_leaves_the_server_answering(
     assert all(
         m["content"].startswith(f"Edited big.py (+{LINES} -{LINES} lines)") for m in results[1:]
     )
-    # The other client was answered while the round ran (and the watchdog, on for both
-    # servers, fails this test if either loop was blocked past 100 ms).
+    # The other session was answered while the round ran (and the watchdog, on for both
+    # servers, fails this test if either loop was blocked past 100 ms meanwhile).
     assert answered_meanwhile >= 1
 
     # A new window loads the session: the replay shows the forty calls as they were shown.
+    calm_there = await other.new_session(str(workspace), toolPolicy="sync")
     replaying = asyncio.ensure_future(other.load_session(session, str(workspace)))
-    await _keep_asking(editing, replaying)
+    await _keep_asking(other, calm_there, replaying)
     await replaying
     shown = [
         update
