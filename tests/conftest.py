@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from parley.client import ParleyClient
+from parley.core.loop_watchdog import describe, read_reports
 from parley.fakellm import FakeLLM
 from pytest_lsp import ClientServerConfig
 
@@ -23,7 +24,30 @@ WIRE_FIXTURES = Path(
     os.environ.get("PARLEY_WIRE_FIXTURES", REPO.parent / "shared" / "fixtures" / "wire")
 )
 
+# A server's event loop blocked longer than this fails the test (see `loop_watchdog`).
+LOOP_WATCHDOG_MS = 100
+
 MODELS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-sonnet-4-5"}
+
+
+@pytest.fixture(autouse=True)
+def loop_watchdog(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Every `parley serve` a test starts (directly, through `parley chat`, a bench) runs
+    with its event loop watched (`parley.core.loop_watchdog`): the test fails if a server's
+    loop was blocked longer than LOOP_WATCHDOG_MS, and says what blocked it."""
+    reports = tmp_path_factory.mktemp("loop-watchdog") / "reports.jsonl"
+    monkeypatch.setenv("PARLEY_LOOP_WATCHDOG_MS", str(LOOP_WATCHDOG_MS))
+    monkeypatch.setenv("PARLEY_LOOP_WATCHDOG_FILE", str(reports))
+    yield reports
+    blocks = read_reports(reports)
+    if blocks:
+        pytest.fail(
+            f"A server's event loop was blocked {len(blocks)} time(s):\n\n"
+            + "\n\n".join(describe(block) for block in blocks),
+            pytrace=False,
+        )
 
 
 @pytest.fixture

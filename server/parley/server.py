@@ -37,6 +37,7 @@ from parley.config import Settings
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
+from parley.core.loop_watchdog import LoopWatchdog
 from parley.protocol import permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
@@ -160,7 +161,8 @@ class ParleyServer(JsonRPCServer):
     async def close(self) -> None:
         await self.sessions.close()
         await self.providers.aclose()
-        self.store.close()
+        # Closing checkpoints the WAL into the database: a disk write, not the loop's.
+        await asyncio.to_thread(self.store.close)
 
     # --- the connection's side of a turn (TurnPorts) ------------------------------------
 
@@ -471,6 +473,15 @@ def run_stdio(settings: Settings, framing: Framing) -> None:
 
     async def main() -> None:
         server = ParleyServer(settings)
-        await server.serve(await stdin_reader(), sys.stdout.buffer, framing)
+        # Off unless PARLEY_LOOP_WATCHDOG_MS is set (the tests set it): reports every time
+        # the loop is blocked past it, and what blocked it (core/loop_watchdog.py).
+        watchdog = LoopWatchdog.from_environment()
+        if watchdog is not None:
+            watchdog.start()
+        try:
+            await server.serve(await stdin_reader(), sys.stdout.buffer, framing)
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
 
     asyncio.run(main())

@@ -712,7 +712,9 @@ def encode_message(message: Message) -> tuple[str, dict[str, Any]]:
                 for call in message.tool_calls
             ],
         }
+    shown = {"shown": message.shown} if message.shown else {}
     return "tool", {
+        **shown,
         "toolCallId": message.tool_call_id,
         "name": message.name,
         "content": message.content,
@@ -750,6 +752,7 @@ def decode_message(role: str, body: dict[str, Any]) -> Message:
         raw_output=body.get("rawOutput"),
         started_at=body.get("startedAt"),
         ended_at=body.get("endedAt"),
+        shown=body.get("shown"),
     )
 
 

@@ -107,8 +107,10 @@ def _message_updates(
 def _call_update(
     call: ToolCall, result: ToolResultMessage | None, tools: ToolRegistry
 ) -> dict[str, Any]:
-    view = updates.call_view(tools.view_of(call.name, call.arguments))
-    view.pop("content", None)  # what it showed before it ran: the output follows
+    view = _stored_view(result.shown if result is not None else None)
+    if view is None:  # stored by an older version (the replay runs off the event loop)
+        view = updates.call_view(tools.view_of(call.name, call.arguments))
+        view.pop("content", None)  # what it showed before it ran: the output follows
     update = updates.tool_call(
         call.wire_id,
         view.pop("title"),
@@ -121,6 +123,28 @@ def _call_update(
         update["rawOutput"] = updates.raw_output(result.raw_output, result.content, result.is_error)
         update["content"] = [updates.text_content(result.content)]
     return update
+
+
+def _stored_view(shown: Any) -> dict[str, Any] | None:
+    """How a call was shown, as stored with its result (a title, and files with their
+    lines); None for anything else (an older version's row, or one mangled elsewhere)."""
+    if not isinstance(shown, dict) or not isinstance(shown.get("title"), str):
+        return None
+    locations = shown.get("locations", [])
+    if not isinstance(locations, list) or not all(_is_location(where) for where in locations):
+        return None
+    return {"title": shown["title"], **({"locations": locations} if locations else {})}
+
+
+def _is_location(where: Any) -> bool:
+    line = where.get("line", 0) if isinstance(where, dict) else None
+    return (
+        isinstance(where, dict)
+        and isinstance(where.get("path"), str)
+        and type(line) is int
+        and line >= 0
+        and set(where) <= {"path", "line"}
+    )
 
 
 def _user_content(block: ContentBlock) -> dict[str, Any]:

@@ -9,8 +9,9 @@ and mends the calls a dead server left without a result.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
+from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
 from parley.providers.registry import ProviderRegistry, split_model_id
@@ -46,6 +48,18 @@ logger = logging.getLogger(__name__)
 # How long a turn holds its session against other servers without renewing (it renews every
 # third of it); a holder that died is taken over at once.
 LEASE_SECONDS = 30.0
+# A replay is made off the event loop this many updates at a time.
+REPLAY_BATCH = 200
+# What the MCP SDK imports as its servers start (tools/mcp.py imports it at first use).
+MCP_MODULES = (
+    "anyio",
+    "anyio._backends._asyncio",
+    "httpx2",
+    "mcp.client.session",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "mcp.types",
+)
 BUSY_HERE = "A turn is already running in this session; cancel it or wait for it to end."
 BUSY_ELSEWHERE = (
     "This session is busy in another window; wait for its turn to end (or cancel it there), "
@@ -156,9 +170,16 @@ class Sessions:
             finally:
                 self.store.release_lease(session.id, self.instance_id)
         if replay:
-            for update in replay_updates(session.messages(), session.tools):
-                self.ports.send_update(session.id, update)
+            await self._replay(session, replay_updates(session.messages(), session.tools))
         return session
+
+    async def _replay(self, session: Session, replayed: Iterator[dict[str, Any]]) -> None:
+        """Send a replay's updates. They are made off the event loop, a batch at a time
+        (reading and decoding the stored messages, and an older session's calls' views, grow
+        with the history); only sending them is the loop's."""
+        while batch := await off_loop(list, itertools.islice(replayed, REPLAY_BATCH)):
+            for update in batch:
+                self.ports.send_update(session.id, update)
 
     def _open_stored(self, stored: StoredSession, cwd: Path) -> Session:
         root = workspace_root(cwd)  # once: the tools and the checkpoints share it
@@ -195,6 +216,7 @@ class Sessions:
         await self._close_mcp_servers(session)
         if not servers:
             return []
+        await import_off_loop(*MCP_MODULES)  # the SDK, a second to import: not on the loop
         connections = McpConnections(
             session.cwd,
             tool_timeout=self.settings.tool_timeout_seconds,
@@ -278,7 +300,7 @@ class Sessions:
         assert this_request is not None
         self._prompts.add(this_request)
         try:
-            self._show_missed_turns(session)
+            await self._show_missed_turns(session)
             note = self.store.take_restore_note(session.id)  # files restored since the last turn
             if note is not None:
                 content = (TextBlock(note), *content)
@@ -311,13 +333,12 @@ class Sessions:
                 f'in config.toml: vision = true under [models."{session.model}"].)'
             )
 
-    def _show_missed_turns(self, session: Session) -> None:
+    async def _show_missed_turns(self, session: Session) -> None:
         """Another window may have added turns since this one read the session: take them
         in and show them, so the user and the model see the same conversation."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        for update in replay_updates(session.messages(start), session.tools, start):
-            self.ports.send_update(session.id, update)
+        await self._replay(session, replay_updates(session.messages(start), session.tools, start))
 
     async def _run_turn(
         self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]

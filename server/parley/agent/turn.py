@@ -39,6 +39,7 @@ from parley.core.conversation import (
     without_images,
 )
 from parley.core.errors import ProviderError
+from parley.core.off_loop import off_loop
 from parley.core.thought_levels import Thinking
 from parley.core.usage import (
     CostBreakdown,
@@ -185,6 +186,12 @@ class Turn:
         self.tokens_before = self.tokens_after = 0
         self._overrun: budgets.Overrun | None = None  # the budget that stopped the turn
         self._summarised = False  # a summary call was made since the last budget check
+        # How each call was shown (its title and files), stored with its result so that a
+        # replay shows it again without computing its view (an edit's: a whole-file diff).
+        self._shown: dict[str, dict[str, Any]] = {}
+        # The view the round's first call was announced with: its permission question shows
+        # it again, unless a tool ran since (and may have changed what the call would do).
+        self._reusable_view: tuple[str, CallView] | None = None
 
     # --- the turn, top to bottom --------------------------------------------------------
 
@@ -239,7 +246,7 @@ class Turn:
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
             # The model is read each round: `_parley/session/configure` applies from the next.
-            resolved = self.providers.resolve(self.session.model, self.session.tool_format)
+            resolved = await self.providers.resolved(self.session.model, self.session.tool_format)
             self.stats.model = resolved.id
             self.stats.rounds += 1
             self.session.count_round()
@@ -361,7 +368,7 @@ class Turn:
     async def compact(self) -> tuple[int, int]:
         """Compact the session's history now (`/compact`): the estimated tokens of the
         next request before and after."""
-        resolved = self.providers.resolve(self.session.model, self.session.tool_format)
+        resolved = await self.providers.resolved(self.session.model, self.session.tool_format)
         self.stats.model = resolved.id
         await self._prepared_request(resolved, force=True, on_demand=True)
         return self.tokens_before, self.tokens_after
@@ -395,7 +402,7 @@ class Turn:
             completion = await resolved.provider.complete(request)
             self._count(completion.usage, "sync")
             self._show_complete_reply(completion)
-            return completion, self._announce_calls(completion.tool_calls)
+            return completion, await self._announce_calls(completion.tool_calls)
         return await self._streamed_round(resolved, request)
 
     async def _streamed_round(
@@ -431,7 +438,7 @@ class Turn:
             completion = stream.completion
             assert completion is not None  # set when the stream ran to its end
             self._count(completion.usage, "stream")
-            return completion, self._announce_calls(completion.tool_calls)
+            return completion, await self._announce_calls(completion.tool_calls)
 
         # Tool use: the stream is discarded, its usage never counted. The synchronous call
         # with the same request gives the complete calls, and is what this round counts.
@@ -446,7 +453,7 @@ class Turn:
             completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         self._show_sync_text(streamed_text, completion.text)
-        return completion, self._announce_calls(completion.tool_calls)
+        return completion, await self._announce_calls(completion.tool_calls)
 
     async def _continued_call(
         self, resolved: ResolvedModel, request: ModelRequest, streamed_text: str
@@ -483,7 +490,7 @@ class Turn:
         if completion.text:
             self._send(updates.message_chunk(self._message_id, completion.text))
 
-    def _announce_calls(self, calls: tuple[CompletedToolCall, ...]) -> list[str]:
+    async def _announce_calls(self, calls: tuple[CompletedToolCall, ...]) -> list[str]:
         """The toolCallIds of the complete calls: those the stream announced keep their id
         (corrected if the name changed); announced calls that did not happen are superseded.
         Each call's arguments come with how to show it (title, locations, content)."""
@@ -498,7 +505,10 @@ class Turn:
             else:
                 call_id = new_id("call")
                 self._send(updates.tool_call(call_id, call.name, kind))
-            view = self.session.tools.view_of(call.name, call.arguments)
+                self._announced.append((call_id, call.name))  # settled if the turn ends here
+            view = await self._view_of(call_id, call.name, call.arguments)
+            if position == 0:
+                self._reusable_view = (call_id, view)
             self._send(
                 updates.tool_call_update(
                     call_id,
@@ -519,6 +529,15 @@ class Turn:
             )
         self._announced = []
         return call_ids
+
+    async def _view_of(self, call_id: str, name: str, arguments: Any) -> CallView:
+        """How the call is shown: computed off the event loop (an edit's view reads and
+        diffs the whole file), and remembered (title, files) for its stored result."""
+        view = await off_loop(self.session.tools.view_of, name, arguments)
+        shown = updates.call_view(view)
+        shown.pop("content", None)
+        self._shown[call_id] = shown
+        return view
 
     def _commit_assistant(self, message: AssistantMessage) -> None:
         self._streamed_text = None
@@ -556,6 +575,7 @@ class Turn:
                     raw_output=updates.raw_output(
                         result.raw_output, result.content, result.is_error
                     ),
+                    shown=self._shown.pop(call.wire_id, None),
                     started_at=started_at,
                     ended_at=now_iso(),
                 )
@@ -599,6 +619,7 @@ class Turn:
             if refusal is not None:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
+        self._reusable_view = None  # the call may change what the next ones would do
         try:
             result = await tool.run(call.arguments, context)
         except asyncio.CancelledError:
@@ -614,7 +635,7 @@ class Turn:
     async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
         """None when the user allows the call; otherwise what the model is told."""
         try:
-            view = self.session.tools.view_of(call.name, call.arguments)
+            view = await self._current_view(call)
             decision = await self.ports.request_permission(self.session.id, call, kind, view)
         except asyncio.CancelledError:
             raise
@@ -627,6 +648,14 @@ class Turn:
         if decision == "reject":
             return "The user rejected this call, so it was not run."
         return None
+
+    async def _current_view(self, call: ToolCall) -> CallView:
+        """The call's view as it would run now: the one it was announced with when no tool
+        ran since, else computed again."""
+        reusable, self._reusable_view = self._reusable_view, None
+        if reusable is not None and reusable[0] == call.wire_id:
+            return reusable[1]
+        return await self._view_of(call.wire_id, call.name, call.arguments)
 
     def _finish_call(self, call: ToolCall, result: ToolResult) -> ToolResult:
         if len(result.content) > TOOL_RESULT_LIMIT:
@@ -706,8 +735,9 @@ class Turn:
         self._announced = []
         for call in self._unanswered:
             self._send(updates.tool_call_update(call.wire_id, status="failed", text=reason))
+            shown = self._shown.pop(call.wire_id, None)
             self.session.add_message(
-                ToolResultMessage(call.id, call.name, reason, True, wire_id=call.wire_id)
+                ToolResultMessage(call.id, call.name, reason, True, call.wire_id, shown=shown)
             )
         self._unanswered = []
 

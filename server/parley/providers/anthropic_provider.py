@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+from anthropic._models import construct_type  # the SDK's own, cached, conversion
+from anthropic.types import RawMessageStreamEvent
 
 from parley.core.conversation import (
     AssistantMessage,
@@ -154,6 +156,13 @@ class AnthropicProvider(base.SDKProvider):
 
     sdk_client = anthropic.AsyncAnthropic
     sdk_timeout = anthropic.Timeout
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        # The SDK builds pydantic's validator of a stream's events at the first event (a
+        # tenth of a second): here instead, in the thread that builds the provider
+        # (`ProviderRegistry.resolved`, the preload), not on the event loop mid-stream.
+        construct_type(type_=RawMessageStreamEvent, value={"type": "message_stop"})
 
     def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS

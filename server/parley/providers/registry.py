@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import threading
 from typing import Any
@@ -11,6 +12,7 @@ import attrs
 
 from parley.config import ProviderConfig, Settings
 from parley.core.errors import ProviderError
+from parley.core.off_loop import collector_paused
 from parley.providers.base import Provider
 from parley.providers.text_tools import TextToolProvider, ThinkTagProvider
 
@@ -81,6 +83,21 @@ class ProviderRegistry:
             provider = ThinkTagProvider(provider)
         return ResolvedModel(model_id, provider, model)
 
+    async def resolved(self, model_id: str, tool_format: str | None = None) -> ResolvedModel:
+        """`resolve`, for the event loop: a provider not built yet is built in a thread
+        (importing its SDK takes a second; the preload may be importing it right now, and
+        the import lock would hold the loop until it is done)."""
+        provider_name = model_id.partition(":")[0]
+        config = self._settings.providers.get(provider_name)
+        if (
+            config is not None
+            and provider_name not in self._providers
+            and self.availability(provider_name)[0]
+        ):
+            provider = await asyncio.to_thread(self._imported_and_built, config)
+            self._providers.setdefault(provider_name, provider)
+        return self.resolve(model_id, tool_format)
+
     def preload(self) -> threading.Thread:
         """In a background thread (started at once): import the default model's SDK and
         build its client, so the first prompt is as quick as the next (the import alone
@@ -92,10 +109,11 @@ class ProviderRegistry:
         def preload() -> None:
             kind = config.kind if config is not None else "openai"
             try:
-                _import_sdk(kind)
                 if config is None or not self.availability(name)[0]:
+                    with collector_paused():
+                        _import_sdk(kind)
                     return
-                provider = self._build(config)
+                provider = self._imported_and_built(config)
                 # Kept unless a prompt built one meanwhile (then this one, unused, is dropped).
                 loop.call_soon_threadsafe(self._providers.setdefault, name, provider)
             except Exception:  # the first prompt does it again, and says what is wrong
@@ -104,6 +122,13 @@ class ProviderRegistry:
         thread = threading.Thread(target=preload, name="sdk-preload", daemon=True)
         thread.start()
         return thread
+
+    def _imported_and_built(self, config: ProviderConfig) -> Provider:
+        """`_build`, its SDK imported first, with the collector paused (`collector_paused`):
+        call it in a thread."""
+        with collector_paused():
+            _import_sdk(config.kind)
+            return self._build(config)
 
     def _build(self, config: ProviderConfig) -> Provider:
         api_key = self._settings.api_key(config) or "none"
@@ -160,6 +185,11 @@ class ProviderRegistry:
 
 
 def _import_sdk(kind: str) -> None:
+    """What the SDK imports (here: in a thread) rather than at its first request (on the
+    event loop)."""
+    # httpcore makes anyio's first Event at the first request: anyio then imports its
+    # asyncio backend (a tenth of a second).
+    importlib.import_module("anyio._backends._asyncio")
     if kind == "anthropic":
         from parley.providers import anthropic_provider  # noqa: F401
     else:

@@ -19,11 +19,13 @@ import difflib
 import logging
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from parley.core.off_loop import off_loop
 from parley.tools.arguments import InvalidArguments, argument, read_arguments
 from parley.tools.base import (
     CallView,
@@ -61,6 +63,9 @@ NEAR_MATCHES = 3
 NEAR_MATCH_CUTOFF = 0.6
 # Lines of the changed region shown to the model after an edit, at most.
 SHOWN_LINES = 30
+# The changed region is compared by difflib up to this many lines a side (a fraction of a
+# second, off the event loop); a larger one is counted in linear time.
+DIFF_MAX_LINES = 1000
 
 
 class EditRefused(Exception):
@@ -203,6 +208,15 @@ def replaced(
     return keeping_final_newline(text, text.replace(old, new), newline)
 
 
+def _line_counts(lines: list[str]) -> Counter[str]:
+    """Each line's copies, counted a slice at a time: one C call over a whole big file
+    would hold the GIL, and so the event loop, for as long as it takes."""
+    counts: Counter[str] = Counter()
+    for start in range(0, len(lines), DIFF_MAX_LINES):
+        counts.update(lines[start : start + DIFF_MAX_LINES])
+    return counts
+
+
 @attrs.frozen
 class Change:
     """Where two texts differ, by lines: the lines before and after that they share, and the
@@ -217,8 +231,7 @@ class Change:
 
 def change_between(before: str, after: str) -> Change:
     """The changed region of two texts: their common first and last lines trimmed (linear
-    time), and the lines in between compared with difflib to count what was added and
-    removed."""
+    time), and the lines in between compared to count what was added and removed."""
     old_lines, new_lines = before.splitlines(), after.splitlines()
     first = 0
     limit = min(len(old_lines), len(new_lines))
@@ -228,13 +241,27 @@ def change_between(before: str, after: str) -> Change:
     while old_end > first and new_end > first and old_lines[old_end - 1] == new_lines[new_end - 1]:
         old_end -= 1
         new_end -= 1
+    added, removed = lines_added_and_removed(old_lines[first:old_end], new_lines[first:new_end])
+    return Change(first, old_end, new_end, added, removed)
+
+
+def lines_added_and_removed(old: list[str], new: list[str]) -> tuple[int, int]:
+    """How many lines `new` adds to `old` and removes from it: by difflib up to
+    DIFF_MAX_LINES a side; past that (difflib takes quadratic time where many short runs of
+    lines match, as a `replace_all` over a big file makes) by counting each line's copies,
+    in linear time (a line that only moved then counts as neither)."""
+    if len(old) > DIFF_MAX_LINES or len(new) > DIFF_MAX_LINES:
+        old_counts, new_counts = _line_counts(old), _line_counts(new)
+        shared = old_counts.keys() & new_counts.keys()
+        kept = sum(min(old_counts[line], new_counts[line]) for line in shared)
+        return len(new) - kept, len(old) - kept
     added = removed = 0
-    matcher = difflib.SequenceMatcher(None, old_lines[first:old_end], new_lines[first:new_end])
+    matcher = difflib.SequenceMatcher(None, old, new)
     for tag, old_from, old_to, new_from, new_to in matcher.get_opcodes():
         if tag != "equal":
             removed += old_to - old_from
             added += new_to - new_from
-    return Change(first, old_end, new_end, added, removed)
+    return added, removed
 
 
 def changed_lines(after: str, change: Change) -> str:
@@ -418,7 +445,8 @@ class EditTool(WorkspaceTool):
         except EditRefused as exc:
             return ToolResult(str(exc), is_error=True)
         diff = Diff(target.wire_path, before, after)
-        return ToolResult(self.done(target, before, after), diffs=(diff,))
+        said = await off_loop(self.done, target, before, after)  # a diff of the whole file
+        return ToolResult(said, diffs=(diff,))
 
     # --- writing ---
 
