@@ -205,6 +205,27 @@ async def test_the_users_credentials_and_parleys_own_files_are_hidden_from_the_s
     assert "CONFIGURED SECRET" not in seen_by_other and "'token'" not in seen_by_other
 
 
+@needs_bwrap
+async def test_an_interpreter_installed_under_tmp_still_runs_in_the_sandbox(
+    start_server: Callable[..., Any], fake: FakeLLM, project: Path, tmp_path: Path, key: str
+) -> None:
+    """/tmp is private in the sandbox; a Python (or a Parley) installed under it still runs:
+    the command, its virtual environment and the files it is given are bound read-only."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (tmp_path / "elsewhere.txt").write_text("not for the child")
+    config = tmp_path / "venv-config.toml"
+    config.write_text(f'[kernel]\npython = "{venv / "bin" / "python"}"\n')
+    client = await started(start_server, tmp_path, key, PARLEY_CONFIG=str(config))
+    session = await client.new_session(str(project), toolPolicy="sync")
+    code = (
+        "import os, sys\n"
+        f"sys.prefix, os.path.exists({str(tmp_path / 'elsewhere.txt')!r}), os.getcwd()"
+    )
+    seen = await run_tool(client, fake, session, "python_eval", {"code": code})
+    assert f"('{venv}', False, '{project}')" in seen, seen
+
+
 FORK_LOOP = """\
 import os, time
 children, refused = 0, None

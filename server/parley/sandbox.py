@@ -146,7 +146,9 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     if sandboxed:
         writable = _existing_directories(settings.writable)
         hidden = hidden_paths(settings.hidden)
-        argv = [*_bwrap_arguments(workspace, spec.network, writable, hidden), "--", *argv]
+        needed = needed_under_tmp(argv)
+        arguments = _bwrap_arguments(workspace, spec.network, writable, hidden, needed)
+        argv = [*arguments, "--", *argv]
     elif _has_capabilities() and shutil.which("setpriv"):
         # Root (or any holder of CAP_SYS_PTRACE) could read the server's environ even when
         # it is not dumpable: the child gets no capabilities at all.
@@ -213,11 +215,31 @@ def _hiding(hidden: Sequence[Path], workspace: Path) -> list[str]:
     return arguments
 
 
+def needed_under_tmp(argv: Sequence[str]) -> list[Path]:
+    """What the command needs from /tmp, which is private in the sandbox: the command (and
+    the virtual environment it belongs to: Python finds its prefix by `pyvenv.cfg`) and the
+    files named on its command line (a script, the kernel's `kernel_main.py`) — a Parley or
+    a project installed under /tmp still runs. Directories named as arguments are not
+    bound: one could hold everything else in /tmp."""
+    tmp = Path("/tmp")
+    candidates = [Path(argv[0]), Path(os.path.realpath(argv[0]))]
+    for command in candidates[:]:
+        if (command.parent.parent / "pyvenv.cfg").is_file():
+            candidates.append(command.parent.parent)
+    candidates += [Path(arg) for arg in argv[1:] if os.path.isabs(arg) and os.path.isfile(arg)]
+    needed: list[Path] = []
+    for path in candidates:
+        if tmp in path.parents and path.exists() and path not in needed:
+            needed.append(path)
+    return needed
+
+
 def _bwrap_arguments(
     workspace: Path,
     network: bool,
     writable: Sequence[Path] = (),
     hidden: Sequence[Path] = (),
+    needed: Sequence[Path] = (),
 ) -> list[str]:
     arguments = [
         _bwrap() or "bwrap",
@@ -227,6 +249,8 @@ def _bwrap_arguments(
         "--tmpfs", "/tmp",
         *_hiding(hidden, workspace),
     ]  # fmt: skip
+    for path in needed:  # read-only, and before the workspace, whose own bind then wins
+        arguments += ["--ro-bind", str(path), str(path)]
     # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
     for directory in (workspace, *writable):
         arguments += ["--bind", str(directory), str(directory)]
