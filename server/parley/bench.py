@@ -638,12 +638,14 @@ def write_long_session(
         )
     )
     output = TOOL_OUTPUT_LINE * tool_output_lines
+    # As a turn stores it: how the call was shown, so the replay computes no view.
+    shown = {"title": "Read geometry.py", "locations": [{"path": str(workspace / "geometry.py")}]}
     for n in range(messages // 4):
         call = ToolCall(f"call_{n}", "read_file", {"path": "geometry.py"}, f"wire_{n}")
         for message in (
             UserMessage((TextBlock(f"Question {n}: what does area do here?"),)),
             AssistantMessage("Let me read the file.", (), (call,), f"msg_{n}_a"),
-            ToolResultMessage(call.id, call.name, output, wire_id=call.wire_id),
+            ToolResultMessage(call.id, call.name, output, wire_id=call.wire_id, shown=shown),
             AssistantMessage(
                 f"Answer {n}: it multiplies width by height. " * 4, message_id=f"msg_{n}_b"
             ),

@@ -177,7 +177,14 @@ class Sessions:
         """Send a replay's updates. They are made off the event loop, a batch at a time
         (reading and decoding the stored messages, and an older session's calls' views, grow
         with the history); only sending them is the loop's."""
-        while batch := await off_loop(list, itertools.islice(replayed, REPLAY_BATCH)):
+        def next_batch() -> asyncio.Future[list[dict[str, Any]]]:
+            return asyncio.ensure_future(off_loop(list, itertools.islice(replayed, REPLAY_BATCH)))
+
+        # The next batch is made while this one is sent (the iterator is used by one thread
+        # at a time: the next job starts only once the one before it is done).
+        coming = next_batch()
+        while batch := await coming:
+            coming = next_batch()
             for update in batch:
                 self.ports.send_update(session.id, update)
 
