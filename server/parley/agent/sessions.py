@@ -177,6 +177,7 @@ class Sessions:
         """Send a replay's updates. They are made off the event loop, a batch at a time
         (reading and decoding the stored messages, and an older session's calls' views, grow
         with the history); only sending them is the loop's."""
+
         def next_batch() -> asyncio.Future[list[dict[str, Any]]]:
             return asyncio.ensure_future(off_loop(list, itertools.islice(replayed, REPLAY_BATCH)))
 
