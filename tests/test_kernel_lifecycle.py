@@ -44,7 +44,7 @@ def is_alive(pid: int) -> bool:
     """Running or sleeping; a zombie has ended (whoever inherits it reaps it)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before, or while, it was read
         return False
     return "\nState:\tZ" not in status
 

@@ -77,7 +77,7 @@ def pids(pid_file: Path) -> list[int]:
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone, or going
         return False
     return state != "Z"  # a zombie has ended: only its parent has not read its status yet
 

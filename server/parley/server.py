@@ -156,7 +156,7 @@ class ParleyServer(JsonRPCServer):
 
     async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:
         async for body in read_frames(reader, framing):
-            self.protocol.receive(body)
+            await self.protocol.receive_in_order(body)
 
     async def close(self) -> None:
         await self.sessions.close()

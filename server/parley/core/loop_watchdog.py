@@ -114,8 +114,10 @@ def take_sample(loop_thread: int, after_ms: float) -> Sample:
 def _stack(frame: Any) -> list[str]:
     """The stack, outermost first: where the work came from and what it was doing (a deep
     one cut in the middle)."""
-    summary = traceback.extract_stack(frame)
-    lines = [f"{at.filename}:{at.lineno} {at.name}: {at.line or ''}" for at in summary]
+    # Frames only, no source lines: reading them (linecache, tokenize) would hold the GIL
+    # in this thread, and so delay the loop being watched.
+    summary = traceback.StackSummary.extract(traceback.walk_stack(frame), lookup_lines=False)
+    lines = [f"{at.filename}:{at.lineno} {at.name}" for at in reversed(summary)]
     if len(lines) <= STACK_FRAMES:
         return lines
     outer = STACK_FRAMES // 2

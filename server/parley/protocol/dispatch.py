@@ -42,6 +42,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, MsgId
 
+from parley.core.off_loop import off_loop
 from parley.core.redact import redact, redact_json
 from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame, read_frames
 
@@ -70,6 +71,9 @@ class _NotJson(ValueError):
 def _reject_constant(name: str) -> None:
     raise _NotJson(f"{name} is not JSON")
 
+
+# A frame at least this large is decoded and parsed off the event loop (27 MB: about 0.1 s).
+OFF_LOOP_FRAME_BYTES = 1024 * 1024
 
 # One decoder for every message: `json.loads` with an option builds a new one per call.
 _JSON_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
@@ -105,6 +109,15 @@ def parse_json(text: str) -> Any:
     return value
 
 
+def _parsed(body: bytes) -> tuple[str, Any, Exception | None]:
+    """A frame's text and its JSON, or the error that kept it from being read."""
+    text = _decode(body)
+    try:
+        return text, parse_json(text), None
+    except (RecursionError, ValueError) as error:
+        return text, None, error
+
+
 def _is_id(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
@@ -137,17 +150,28 @@ class ParleyProtocol(JsonRPCProtocol):
         except Exception:
             logger.exception("Failed to handle a message")
 
-    def _receive_body(self, body: bytes) -> None:
-        text = _decode(body)
+    async def receive_in_order(self, frame: Frame) -> None:
+        """As `receive`, but a large frame (an attached image, a big file) is decoded and
+        parsed off the event loop: that grows with the frame. The reader awaits it, so
+        messages are still handled in the order they came."""
+        if isinstance(frame, OversizedFrame) or len(frame) < OFF_LOOP_FRAME_BYTES:
+            self.receive(frame)
+            return
         try:
-            data = parse_json(text)
-        except RecursionError:
+            self._receive_parsed(*await off_loop(_parsed, frame))
+        except Exception:
+            logger.exception("Failed to handle a message")
+
+    def _receive_body(self, body: bytes) -> None:
+        self._receive_parsed(*_parsed(body))
+
+    def _receive_parsed(self, text: str, data: Any, error: Exception | None) -> None:
+        if isinstance(error, RecursionError):
             self._refuse(text, INVALID_REQUEST, "Invalid request: the JSON is nested too deeply")
-            return
-        except ValueError as error:
+        elif error is not None:
             self._refuse(text, PARSE_ERROR, f"Parse error: the message is not JSON ({error})")
-            return
-        self._receive_object(data)
+        else:
+            self._receive_object(data)
 
     def _receive_oversized(self, frame: OversizedFrame) -> None:
         limit = MAX_FRAME_BYTES // (1024 * 1024)
