@@ -376,3 +376,37 @@ async def test_session_tool_format_text_uses_the_text_protocol(
     await client.prompt(session, "Again?")
     tools = fake.requests[-1].body["tools"]
     assert "get_weather" in [tool.get("name") or tool["function"]["name"] for tool in tools]
+
+
+async def test_a_finish_reason_only_round_counts_the_synchronous_call_not_the_full_stream(
+    client: ParleyClient, fake: FakeLLM, workspace, provider: str
+) -> None:
+    """The stream ran to its end and reported usage, but showed no call, only the finish
+    reason; the synchronous call gave the calls. Only that call is counted (the mission's
+    rule on the one path where the discarded stream has usage to count)."""
+    client.editor_tool_handler = answer_weather
+    tool_use = {"openai": "tool_calls", "anthropic": "tool_use"}[provider]
+    fake.set_script(
+        [
+            Reply(
+                text="Let me check the weather.",
+                finish_reason=tool_use,
+                usage=(100, 20),
+                sync=Reply(
+                    text="Let me check the weather.", tool_calls=(WEATHER,), usage=(120, 25)
+                ),
+            ),
+            Reply(text="It is sunny in Paris.", usage=(150, 8)),
+        ]
+    )
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "Weather in Paris?")
+
+    stream, sync, final = fake.wait_for_requests(3)
+    assert [stream.stream, sync.stream, final.stream] == [True, False, True]
+    assert not stream.client_hung_up  # the stream ran to its end, usage included
+    assert len(client.editor_calls) == 1
+    usage = result["_meta"]["parley"]["usage"]
+    assert (usage["inputTokens"], usage["outputTokens"]) == (120 + 150, 25 + 8)
+    usage_updates = client.updates_of(session, "usage_update")
+    assert [u["_meta"]["parley"]["call"]["inputTokens"] for u in usage_updates] == [120, 150]
