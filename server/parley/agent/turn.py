@@ -27,6 +27,7 @@ from parley.agent.compaction import (
     request_tokens,
     summarise,
 )
+from parley.agent.continued_call import continued_completion
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
@@ -448,29 +449,12 @@ class Turn:
         # estimated by `_prepared_request`) and what it streamed.
         self.stats.wasted_tokens_estimate += self.tokens_after + estimate_tokens(len(streamed_text))
         if streamed_text and resolved.provider.continues_streamed_text:
-            completion = await self._continued_call(resolved, request, streamed_text)
+            completion = await continued_completion(resolved.provider, request, streamed_text)
         else:
             completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         self._show_sync_text(streamed_text, completion.text)
         return completion, await self._announce_calls(completion.tool_calls)
-
-    async def _continued_call(
-        self, resolved: ResolvedModel, request: ModelRequest, streamed_text: str
-    ) -> Completion:
-        """The synchronous call continues the streamed text: it generates only the rest. A
-        server that refuses the continued request (llama.cpp with thinking on, a chat
-        template that cannot) gets today's full call; a refused request bills nothing."""
-        try:
-            rest = await resolved.provider.complete(
-                attrs.evolve(request, continue_from=streamed_text)
-            )
-        except ProviderError as error:
-            if error.status not in (400, 422) or error.context_exceeded:
-                raise
-            logger.info("continuing the streamed text was refused, a full call: %s", error)
-            return await resolved.provider.complete(request)
-        return attrs.evolve(rest, text=streamed_text + rest.text)
 
     def _show_sync_text(self, streamed: str, text: str) -> None:
         """Show the synchronous call's text where it differs from what was streamed: what

@@ -25,10 +25,11 @@ from typing import Any
 
 import attrs
 
-from parley.config import DEFAULT_STALL_TIMEOUT
+from parley.config import DEFAULT_STALL_TIMEOUT, ContinuationForm
 from parley.core.conversation import Message, ThinkingBlock
 from parley.core.errors import ProviderError
 from parley.core.usage import Usage
+from parley.providers.continuation import ServerContinuation
 from parley.providers.errors import (
     SDKErrors,
     provider_error,
@@ -59,6 +60,7 @@ class ModelRequest:
     # Hybrid rounds on servers that continue a partial reply: the text already streamed,
     # sent as a final assistant message for the model to continue (the reply is the rest).
     continue_from: str | None = None
+    continue_form: ContinuationForm | None = None  # how this server is asked to continue
 
 
 @attrs.frozen
@@ -328,6 +330,10 @@ class Provider(ABC):
 
     async def window_from_server(self, model: str) -> int | None:
         """The model's context window as its server reports it; None when it can't say."""
+        return None
+
+    async def continuation_for(self, model: str) -> ServerContinuation | None:
+        """What the server does with a continued request for `model` (None: not asked)."""
         return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional for providers without resources

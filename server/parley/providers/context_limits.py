@@ -129,15 +129,15 @@ async def window_from_server(base_url: str, model: str, api_key: str | None) -> 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = httpx2.Timeout(PROBE_TIMEOUT_SECONDS)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
-        props = await _json_answer(client, "GET", f"{root}/props", None)
+        props = await json_answer(client, "GET", f"{root}/props", None)
         window = window_in_props(props)
         if window is None:
-            show = await _json_answer(client, "POST", f"{root}/api/show", {"model": model})
+            show = await json_answer(client, "POST", f"{root}/api/show", {"model": model})
             window = window_in_ollama_show(show)
     return window
 
 
-async def _json_answer(
+async def json_answer(
     client: httpx2.AsyncClient, method: str, url: str, body: dict[str, Any] | None
 ) -> object:
     """The JSON a 200 answer holds; None for anything else (an error status, no server,
@@ -153,5 +153,5 @@ async def _json_answer(
                     return None
         return await asyncio.to_thread(json.loads, bytes(data))  # up to 4 MB: off the loop
     except (httpx2.HTTPError, ValueError, RecursionError) as error:
-        logger.debug("Asking %s for the context window failed: %s", url, error)
+        logger.debug("Asking %s failed: %s", url, error)
         return None

@@ -28,6 +28,7 @@ from parley.core.errors import ProviderError
 from parley.core.usage import Usage
 from parley.providers import base, events
 from parley.providers.context_limits import window_from_server
+from parley.providers.continuation import ServerContinuation, probe_continuation
 from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
@@ -155,6 +156,8 @@ class OpenAIProvider(base.SDKProvider):
         super().__init__(**settings)
         self.continuation = continue_streamed
         self.continues_streamed_text = continue_streamed is not None
+        # What each model's server does with a continued request: probed at first use.
+        self._continuations: dict[str, ServerContinuation] = {}
         # OpenAI routes requests with one `prompt_cache_key` to the same cache; other
         # OpenAI-compatible servers may refuse the unknown field, so it is a provider setting.
         self.prompt_cache_key = prompt_cache_key
@@ -172,8 +175,9 @@ class OpenAIProvider(base.SDKProvider):
             arguments["reasoning_effort"] = request.reasoning_effort
         if self.prompt_cache_key and request.cache_key:
             arguments["prompt_cache_key"] = prompt_cache_key_of(request.cache_key)
-        if request.continue_from and self.continuation is not None:
-            message, extra_body = continuation_of(self.continuation, request.continue_from)
+        form = request.continue_form or self.continuation
+        if request.continue_from and form is not None:
+            message, extra_body = continuation_of(form, request.continue_from)
             arguments["messages"].append(message)
             if extra_body:
                 arguments["extra_body"] = extra_body
@@ -182,11 +186,25 @@ class OpenAIProvider(base.SDKProvider):
     def stream(self, request: base.ModelRequest) -> base.ModelStream:
         return _OpenAIStream(self, self._arguments(request))
 
+    def _server_key(self) -> str | None:
+        api_key = self._client.api_key
+        return None if api_key == "none" else api_key  # "none": the registry's stand-in
+
     async def window_from_server(self, model: str) -> int | None:
         """A local server's own answer (llama.cpp's `/props`, Ollama's `/api/show`)."""
-        api_key = self._client.api_key
-        key = None if api_key == "none" else api_key  # "none": the registry's stand-in
-        return await window_from_server(self.base_url, model, key)
+        return await window_from_server(self.base_url, model, self._server_key())
+
+    async def continuation_for(self, model: str) -> ServerContinuation | None:
+        """What the server does with a continued request for `model`, asked once."""
+        if self.continuation is None:
+            return None
+        known = self._continuations.get(model)
+        if known is None:
+            known = await probe_continuation(
+                self.base_url, model, self._server_key(), self.continuation
+            )
+            self._continuations[model] = known
+        return known
 
     async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:

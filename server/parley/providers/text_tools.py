@@ -42,6 +42,7 @@ from parley.providers.base import (
     ModelStream,
     Provider,
 )
+from parley.providers.continuation import ServerContinuation
 from parley.providers.events import (
     StreamEvent,
     StreamFinished,
@@ -279,6 +280,9 @@ class ThinkTagProvider(_ParsingProvider):
         super().__init__(inner)
         # The streamed text holds no <think> section: the server continues the answer.
         self.continues_streamed_text = inner.continues_streamed_text
+
+    async def continuation_for(self, model: str) -> ServerContinuation | None:
+        return await self.inner.continuation_for(model)
 
     def _new_parser(self) -> TextParser:
         return ThinkTagParser()
