@@ -587,6 +587,8 @@ async def test_cancel_mid_stream_returns_fast_and_keeps_what_was_said(
     result = await asyncio.wait_for(prompt, 5)
     assert result["stopReason"] == "cancelled"
     assert time.monotonic() - cancelled_at < 1.0
+    # The provider read the prompt and generated, but never said how much: unknown, not 0.
+    assert result["_meta"]["parley"]["usageComplete"] is False
     streamed = client.text_of(session)
     assert streamed.startswith("word")
     (request,) = fake.wait_for_requests(1)
@@ -638,6 +640,8 @@ async def test_cancel_interrupts_a_running_tool(client: ParleyClient, fake, work
     client.cancel(session)
     result = await asyncio.wait_for(prompt, 2)
     assert result["stopReason"] == "cancelled"
+    # The model call ended and was counted before the tool ran: nothing is unknown.
+    assert result["_meta"]["parley"]["usageComplete"] is True
     failed = [
         u for u in client.updates_of(session, "tool_call_update") if u.get("status") == "failed"
     ]

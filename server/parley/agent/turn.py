@@ -190,6 +190,9 @@ class Turn:
         # How each call was shown (its title and files), stored with its result so that a
         # replay shows it again without computing its view (an edit's: a whole-file diff).
         self._shown: dict[str, dict[str, Any]] = {}
+        # A model call was made and not counted yet: interrupted now, its usage is unknown
+        # (the server may have read the whole prompt and generated), never zero.
+        self._uncounted_call = False
         # The view the round's first call was announced with: its permission question shows
         # it again, unless a tool ran since (and may have changed what the call would do).
         self._reusable_view: tuple[str, CallView] | None = None
@@ -356,6 +359,7 @@ class Turn:
     async def _summary_call(self, resolved: ResolvedModel, request: ModelRequest) -> Completion:
         """The summary's one call: the session's model, synchronous, counted as any call."""
         self._summarised = True
+        self._uncounted_call = True
         completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         return completion
@@ -399,6 +403,7 @@ class Turn:
         self, resolved: ResolvedModel, request: ModelRequest
     ) -> tuple[Completion, list[str]]:
         self._message_id = new_id("msg")
+        self._uncounted_call = True  # until `_count`: the stream's, then the call's
         if self.session.tool_policy == "sync":
             completion = await resolved.provider.complete(request)
             self._count(completion.usage, "sync")
@@ -673,6 +678,7 @@ class Turn:
 
     def _count(self, usage: Usage | None, call: str) -> None:
         """Count one model call (`call`: "stream" or "sync"): the only place tokens are added."""
+        self._uncounted_call = False
         if usage is None:
             self.stats.usage_complete = False
             usage = Usage()
@@ -706,7 +712,10 @@ class Turn:
     def _settle_interrupted(self, reason: str, stopped: str | None = None) -> None:
         """Leave a history the provider accepts: keep the text streamed so far (marked
         `stopped`, why the turn ended there), and answer every call of the last assistant
-        message that has no result yet."""
+        message that has no result yet. A model call cut off leaves the turn's usage
+        incomplete: what it cost was never reported."""
+        if self._uncounted_call:
+            self.stats.usage_complete = False
         if self._streamed_text:
             self.session.add_message(
                 AssistantMessage(
