@@ -351,6 +351,31 @@ async def test_a_discarded_stream_is_estimated_as_waste_not_counted(
     assert meta["session"]["inputTokens"] == 270
 
 
+async def test_a_prompt_the_provider_had_cached_is_not_counted_as_re_sent(
+    client: ParleyClient, fake: FakeLLM, workspace
+) -> None:
+    """The synchronous call reads the prompt from the provider's cache (llama.cpp: 1687 of
+    1688 tokens): only the uncached part of it, and the text generated again, were paid
+    again. The same round without the cache says the whole prompt."""
+    client.editor_tool_handler = answer_weather
+    streamed = "Let me check the weather for you."
+
+    def script(cached: int) -> list[Reply]:
+        sync = Reply(text=streamed, tool_calls=(WEATHER,), usage=(5000, 25), cache=(cached, 0))
+        stream = Reply(text=streamed, tool_calls=(WEATHER,), usage=(5000, 20), sync=sync)
+        return [stream, Reply(text="Sunny.", usage=(5100, 3))]
+
+    wasted = {}
+    for cached in (0, 5000):
+        fake.set_script(script(cached))
+        session = await client.new_session(str(workspace))
+        result = await client.prompt(session, "Weather in Paris?")
+        wasted[cached] = parley_meta(result)["turn"]["wastedTokensEstimate"]
+    # All cached: only the streamed text generated again (33 characters, about 9 tokens).
+    assert wasted[5000] == 9
+    assert wasted[0] > 9 + 100  # the system prompt and the tools alone are far more
+
+
 async def test_a_round_without_discarded_stream_wastes_nothing(
     client: ParleyClient, fake: FakeLLM, workspace
 ) -> None:

@@ -27,7 +27,7 @@ from parley.agent.compaction import (
     request_tokens,
     summarise,
 )
-from parley.agent.continued_call import continued_completion
+from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
@@ -47,7 +47,6 @@ from parley.core.usage import (
     Usage,
     UsageTotals,
     cost_to_wire,
-    estimate_tokens,
     find_price,
 )
 from parley.protocol import updates
@@ -450,14 +449,17 @@ class Turn:
         # with the same request gives the complete calls, and is what this round counts.
         self.stats.discarded_streams += 1
         self.stats.sync_fallbacks += 1
-        # Never counted in usage (the rule): the prompt it was sent (this round's request,
-        # estimated by `_prepared_request`) and what it streamed.
-        self.stats.wasted_tokens_estimate += self.tokens_after + estimate_tokens(len(streamed_text))
+        continued = False
         if streamed_text and resolved.provider.continues_streamed_text:
-            completion = await continued_completion(resolved.provider, request, streamed_text)
+            completion, continued = await continued_completion(
+                resolved.provider, request, streamed_text
+            )
         else:
             completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
+        self.stats.wasted_tokens_estimate += resent_tokens(
+            self.tokens_after, completion.usage, "" if continued else streamed_text
+        )
         self._show_sync_text(streamed_text, completion.text)
         return completion, await self._announce_calls(completion.tool_calls)
 
