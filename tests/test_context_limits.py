@@ -46,6 +46,12 @@ PHRASINGS = [
     "prompt is too long: {size} tokens > {window} maximum",  # Anthropic
     "input length and `max_tokens` exceed context limit: {size} + 4096 > {window}, decrease "
     "input length or `max_tokens` and try again",  # Anthropic, with max_tokens
+    "The decoder prompt (length {size}) is longer than the maximum model length of {window}. "
+    "Make sure that `max_model_len` is no smaller than the number of text tokens.",  # vLLM V1
+    # Ollama (since ollama/ollama#16712): llama.cpp's error body, quoted as its message
+    '{{"error":{{"code":400,"message":"request ({size} tokens) exceeds the available context '
+    'size ({window} tokens), try increasing it","type":"exceed_context_size_error",'
+    '"n_prompt_tokens":{size},"n_ctx":{window}}}}}',
 ]
 
 windows = st.integers(MIN_WINDOW, MAX_WINDOW)
@@ -151,6 +157,22 @@ def test_the_root_drops_only_a_final_v1() -> None:
     assert server_root("http://gpu-box:8080/v1/") == "http://gpu-box:8080"
     assert server_root("https://proxy.example/llm/v1") == "https://proxy.example/llm"
     assert server_root("file:///etc/passwd") is None
+
+
+def test_each_local_servers_overflow_is_a_context_refusal_naming_its_window() -> None:
+    """vLLM's (V0 and V1), llama.cpp's and Ollama's words for a prompt over the window, as
+    their OpenAI-compatible endpoints answer them: each is a context refusal (compaction is
+    tried) with the window it names."""
+    request = httpx2.Request("POST", "http://localhost:8000/v1/chat/completions")
+    for phrasing in PHRASINGS:
+        text = phrasing.format(window=4096, size=5000)
+        body = {"error": {"message": text, "type": "BadRequestError", "code": 400}}
+        error = openai.BadRequestError(
+            text, response=httpx2.Response(400, request=request), body=body
+        )
+        translated = provider_error("vllm", error, SDKErrors.of(openai, openai.OpenAIError))
+        assert translated.context_exceeded, phrasing
+        assert translated.window == 4096, phrasing
 
 
 @settings(max_examples=150, deadline=None)

@@ -41,6 +41,7 @@ _WINDOW_PATTERNS = tuple(
     re.compile(pattern, re.IGNORECASE | re.ASCII)
     for pattern in (
         rf"maximum context length is {_NUMBER} tokens",  # OpenAI, vLLM
+        rf"maximum model length of {_NUMBER}",  # vLLM V1 ("The decoder prompt (length M) …")
         rf"context size \({_NUMBER} tokens\)",  # llama.cpp (and Ollama quoting it)
         rf"prompt is too long: {_NUMBER} tokens > {_NUMBER} maximum",  # Anthropic: group 2
         rf"exceed context limit: {_NUMBER} \+ {_NUMBER} > {_NUMBER}",  # Anthropic: group 3

@@ -129,7 +129,8 @@ def stream_interrupted(name: str, error: BaseException) -> ProviderError:
 
 # How providers say a request is longer than the model's window: OpenAI's error code,
 # llama.cpp's error type, and the messages of OpenAI, Anthropic ("prompt is too long", "exceed
-# context limit"), llama.cpp ("exceeds the available context size") and other servers.
+# context limit"), llama.cpp ("exceeds the available context size", which Ollama quotes),
+# vLLM ("maximum context length", and V1's "maximum model length") and other servers.
 _CONTEXT_EXCEEDED_CODES = {"context_length_exceeded", "string_above_max_length"}
 _CONTEXT_EXCEEDED_TYPES = {"exceed_context_size_error"}
 _CONTEXT_EXCEEDED_WORDS = (
@@ -137,6 +138,7 @@ _CONTEXT_EXCEEDED_WORDS = (
     "exceed_context_size_error",
     "prompt is too long",
     "maximum context length",
+    "maximum model length",  # vLLM V1: "… longer than the maximum model length of N"
     "context length",
     "context window",
     "context size",
