@@ -441,3 +441,27 @@ async def test_the_fallback_reads_its_whole_prompt_from_the_cache(
     assert 0 < next_round["cachedReadTokens"] < next_round["inputTokens"]
     if provider == "anthropic":  # the new part is written for the next round
         assert next_round["cachedWriteTokens"] > 0
+
+
+async def test_thinking_the_server_gave_no_count_of_is_unknown_not_zero(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace, tmp_path
+) -> None:
+    """llama.cpp (like this fake) sends `reasoning_content` but no `reasoning_tokens`: the
+    turn's and the session's `thoughtTokens` are absent (unknown), not 0, before and after
+    a reload; a turn without thinking still says 0."""
+    home = tmp_path / "home"
+    fake.set_script([Reply(text="Plain."), Reply(thinking="Hmm, let me see.", text="Done.")])
+    client = await start(start_server, MODELS["openai"], home=home)
+    session = await client.new_session(str(workspace))
+    plain = parley_meta(await client.prompt(session, "One"))
+    assert plain["usage"]["thoughtTokens"] == 0
+    assert plain["session"]["thoughtTokens"] == 0
+    thought = parley_meta(await client.prompt(session, "Two"))
+    assert "thoughtTokens" not in thought["usage"]
+    assert "thoughtTokens" not in thought["session"]
+    assert thought["session"]["outputTokens"] == 10  # the total is known: (10, 5) twice
+
+    reloaded = await start(start_server, MODELS["openai"], home=home)
+    usage = await reloaded.request("_parley/usage", {"sessionId": session})
+    assert "thoughtTokens" not in usage["session"]
+    assert usage["session"]["outputTokens"] == 10

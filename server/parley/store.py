@@ -148,6 +148,9 @@ MIGRATIONS = [
         PRIMARY KEY (base_url, model)
     )
     """,
+    # 10: a call whose reply had thoughts the provider gave no count of (core.usage.Usage:
+    # thought_tokens None); its thought_tokens is 0, and the totals' are unknown
+    "ALTER TABLE usage ADD COLUMN thoughts_uncounted INTEGER NOT NULL DEFAULT 0",
 ]
 
 # Above any message's seq: `upto` when it is not given (SQLite's largest integer).
@@ -578,8 +581,8 @@ class Store:
             INSERT INTO usage (session_id, call, model, input_tokens, output_tokens,
                                thought_tokens, cached_read_tokens, cached_write_tokens,
                                cost, created_at, cost_uncached_input, cost_cache_reads,
-                               cost_cache_writes, cost_output)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                               cost_cache_writes, cost_output, thoughts_uncounted)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             (
                 session_id,
@@ -587,12 +590,13 @@ class Store:
                 model,
                 usage.input_tokens,
                 usage.output_tokens,
-                usage.thought_tokens,
+                usage.thought_tokens or 0,
                 usage.cached_read_tokens,
                 usage.cached_write_tokens,
                 cost,
                 created_at,
                 *parts,
+                usage.thought_tokens is None,
             ),
         )
 
@@ -613,7 +617,8 @@ class Store:
                    COALESCE(SUM(thought_tokens), 0), COALESCE(SUM(cached_read_tokens), 0),
                    COALESCE(SUM(cached_write_tokens), 0), SUM(cost), COUNT(*) - COUNT(cost),
                    COALESCE(SUM(cost_uncached_input), 0), COALESCE(SUM(cost_cache_reads), 0),
-                   COALESCE(SUM(cost_cache_writes), 0), COALESCE(SUM(cost_output), 0)
+                   COALESCE(SUM(cost_cache_writes), 0), COALESCE(SUM(cost_output), 0),
+                   COALESCE(MAX(thoughts_uncounted), 0)
             FROM usage {where}
             """,
             args,
@@ -624,7 +629,7 @@ class Store:
             args,
         ).fetchone()
         return UsageTotals(
-            usage=Usage(row[0], row[1], row[2], row[3], row[4]),
+            usage=Usage(row[0], row[1], None if row[11] else row[2], row[3], row[4]),
             cost=row[5],
             cost_complete=row[6] == 0,
             turns=counts[0],

@@ -19,7 +19,9 @@ import attrs
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
-    thought_tokens: int = 0  # part of output_tokens
+    # Part of output_tokens; None when the reply had thoughts and the provider didn't say
+    # how many tokens they took (llama.cpp, Ollama, Anthropic report only the total).
+    thought_tokens: int | None = 0
     cached_read_tokens: int = 0  # part of input_tokens
     cached_write_tokens: int = 0  # part of input_tokens
 
@@ -31,20 +33,30 @@ class Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
-            thought_tokens=self.thought_tokens + other.thought_tokens,
+            thought_tokens=None
+            if self.thought_tokens is None or other.thought_tokens is None
+            else self.thought_tokens + other.thought_tokens,
             cached_read_tokens=self.cached_read_tokens + other.cached_read_tokens,
             cached_write_tokens=self.cached_write_tokens + other.cached_write_tokens,
         )
 
     def to_wire(self) -> dict[str, int]:
-        return {
+        wire = {
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
             "totalTokens": self.total_tokens,
-            "thoughtTokens": self.thought_tokens,
             "cachedReadTokens": self.cached_read_tokens,
             "cachedWriteTokens": self.cached_write_tokens,
         }
+        if self.thought_tokens is not None:  # optional on the wire: absent when unknown
+            wire["thoughtTokens"] = self.thought_tokens
+        return wire
+
+    def with_known_thoughts(self, had_thoughts: bool) -> Usage:
+        """A reply without thoughts took no tokens thinking, whatever the provider said."""
+        if self.thought_tokens is None and not had_thoughts:
+            return attrs.evolve(self, thought_tokens=0)
+        return self
 
 
 @attrs.frozen

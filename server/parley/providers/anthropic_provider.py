@@ -148,6 +148,7 @@ def _usage(usage: Any, output_tokens: int | None = None) -> Usage:
         output_tokens=output_tokens if output_tokens is not None else usage.output_tokens or 0,
         cached_read_tokens=cache_read,
         cached_write_tokens=cache_write,
+        thought_tokens=None,  # Anthropic counts thinking in output_tokens, not apart
     )
 
 

@@ -92,12 +92,13 @@ class Completion:
     ) -> Completion:
         """A reply with tool calls is a tool-use reply, whatever finish reason the server
         gave (some say `stop`); calls cut off by the token limit are marked as such."""
+        had_thoughts = any(block.text for block in thinking)
         return cls(
             text=text,
             thinking=thinking,
             tool_calls=mark_cut_off(tool_calls, finish_reason),
             finish_reason="tool_use" if tool_calls else finish_reason,
-            usage=usage,
+            usage=None if usage is None else usage.with_known_thoughts(had_thoughts),
         )
 
 

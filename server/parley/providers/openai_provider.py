@@ -105,7 +105,8 @@ def usage_from_openai(usage: Any) -> Usage | None:
     return Usage(
         input_tokens=usage.prompt_tokens or 0,
         output_tokens=usage.completion_tokens or 0,
-        thought_tokens=getattr(completion_details, "reasoning_tokens", None) or 0,
+        # None when not reported (llama.cpp, Ollama): unknown, not zero, if there were thoughts
+        thought_tokens=getattr(completion_details, "reasoning_tokens", None),
         cached_read_tokens=getattr(prompt_details, "cached_tokens", None) or 0,
     )
 
