@@ -78,10 +78,11 @@ class ScriptServer:
         template: str = "qwen2.5",
         prefill_assistant: bool = True,
         parallel: int = 1,
+        port: int = 0,
     ) -> None:
         self.log = log
         command = [sys.executable, "-m", "parley.scriptllm", "serve", "--model", str(model)]
-        command += ["--port", "0", "--ctx", str(ctx), "--template", template]
+        command += ["--port", str(port), "--ctx", str(ctx), "--template", template]
         command += ["--parallel", str(parallel)]
         if not prefill_assistant:
             command.append("--no-prefill-assistant")
@@ -98,6 +99,7 @@ class ScriptServer:
             self.kill()
             raise RuntimeError(f"scriptllm server did not start: {line!r}; see {log}")
         self.url = line.split()[1]
+        self.port = int(self.url.rsplit(":", 1)[1])
 
     @property
     def openai_base_url(self) -> str:

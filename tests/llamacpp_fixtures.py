@@ -1,0 +1,133 @@
+"""Fixtures for tests against a real llama.cpp server (`parley.scriptllm`): the script model
+(built once per session, cached under ~/.cache/parley), servers started per configuration and
+reused, and `parley serve` pointed at one of them.
+
+Loaded by tests/conftest.py (`pytest_plugins`). Skipped only where the platform has no
+`xllamacpp` wheel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+try:
+    import xllamacpp  # noqa: F401
+except ImportError as error:  # pragma: no cover - platforms without a wheel
+    XLLAMACPP_MISSING: str | None = f"no xllamacpp wheel for this platform: {error}"
+else:
+    XLLAMACPP_MISSING = None
+
+from parley.scriptllm.scripts import HELLO_PY
+from parley.scriptllm.serve import ScriptServer
+
+LLAMACPP_MODEL = "llamacpp:script"
+
+
+@pytest.fixture(scope="session")
+def script_model() -> Path:
+    if XLLAMACPP_MISSING:
+        pytest.skip(XLLAMACPP_MISSING)
+    from parley.scriptllm.model import built_model
+
+    return built_model()
+
+
+class LlamaServers:
+    """Running llama.cpp servers, one per configuration, shared by the session's tests;
+    `fresh` ones (a test that kills its server) are stopped with the session too."""
+
+    def __init__(self, model: Path, logs: Path) -> None:
+        self.model = model
+        self.logs = logs
+        self.running: dict[tuple[Any, ...], ScriptServer] = {}
+        self.extra: list[ScriptServer] = []
+
+    def get(
+        self,
+        template: str = "qwen2.5",
+        ctx: int = 4096,
+        prefill_assistant: bool = True,
+        fresh: bool = False,
+        port: int = 0,
+    ) -> ScriptServer:
+        key = (template, ctx, prefill_assistant)
+        if not fresh and key in self.running and self.running[key].process.poll() is None:
+            return self.running[key]
+        name = re.sub(r"\W", "-", f"{template}-{ctx}-{prefill_assistant}-{len(self.extra)}")
+        server = ScriptServer(
+            self.model,
+            self.logs / f"{name}.log",
+            ctx=ctx,
+            template=template,
+            prefill_assistant=prefill_assistant,
+            port=port,
+        )
+        (self.extra if fresh else []).append(server)
+        if not fresh:
+            self.running[key] = server
+        return server
+
+    def stop_all(self) -> None:
+        for server in [*self.running.values(), *self.extra]:
+            server.kill()
+
+
+@pytest.fixture(scope="session")
+def llama_servers(
+    script_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServers]:
+    servers = LlamaServers(script_model, tmp_path_factory.mktemp("llama-logs"))
+    yield servers
+    servers.stop_all()
+
+
+@pytest.fixture
+def hello_workspace(workspace: Path) -> Path:
+    """The workspace the tool scripts read `hello.py` in (it holds the after-tool trigger)."""
+    (workspace / "hello.py").write_text(HELLO_PY)
+    return workspace
+
+
+async def start_parley_on(
+    start_server: Any,
+    server: ScriptServer,
+    home: Path,
+    provider_lines: str = "",
+    model_lines: str = "",
+    model: str = LLAMACPP_MODEL,
+) -> Any:
+    """`parley serve` with the llamacpp preset pointed at `server` (a config file), initialised
+    and answering every permission request with "allow"."""
+    from parley.client import allow_all
+
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.toml"
+    config.write_text(
+        f'[providers.llamacpp]\nbase_url = "{server.openai_base_url}"\n{provider_lines}\n'
+        f'[models."{model}"]\n{model_lines}\n'
+    )
+    client = await start_server(model=model, home=home, extra_env={"PARLEY_CONFIG": str(config)})
+    await client.initialize()
+    client.permission_handler = allow_all
+    return client
+
+
+def server_metrics(server: ScriptServer) -> dict[str, float]:
+    """llama.cpp's own counters (GET /metrics), by name without the `llamacpp:` prefix."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    counters = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, _, value = line.partition(" ")
+            counters[name.removeprefix("llamacpp:")] = float(value)
+    return counters
+
+
+def slots(server: ScriptServer) -> list[dict[str, Any]]:
+    return httpx.get(f"{server.url}/slots", timeout=10).json()
