@@ -8,7 +8,10 @@ Loaded by tests/conftest.py (`pytest_plugins`). Skipped only where the platform 
 
 from __future__ import annotations
 
+import http.server
+import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,3 +134,94 @@ def server_metrics(server: ScriptServer) -> dict[str, float]:
 
 def slots(server: ScriptServer) -> list[dict[str, Any]]:
     return httpx.get(f"{server.url}/slots", timeout=10).json()
+
+
+class RecordingProxy:
+    """An HTTP proxy in front of a llama.cpp server that keeps what it answered: each chat
+    completion's request body and the usage the server reported (the non-streamed body's,
+    or a stream's last `usage` chunk; None for a stream the client closed first)."""
+
+    def __init__(self, server: ScriptServer) -> None:
+        self.target = server.url
+        self.calls: list[dict[str, Any]] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._forward(None)
+
+            def do_POST(self) -> None:
+                self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+            def _forward(self, body: bytes | None) -> None:
+                call: dict[str, Any] = {"path": self.path, "usage": None}
+                if body:
+                    call["request"] = json.loads(body)
+                with httpx.stream(
+                    self.command,
+                    proxy.target + self.path,
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=120,
+                ) as response:
+                    self.send_response(response.status_code)
+                    self.send_header("Content-Type", response.headers.get("content-type", ""))
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    text = []
+                    try:
+                        for piece in response.iter_text():
+                            text.append(piece)
+                            self.wfile.write(f"{len(piece.encode()):x}\r\n".encode())
+                            self.wfile.write(piece.encode() + b"\r\n")
+                            self.wfile.flush()
+                        self.wfile.write(b"0\r\n\r\n")
+                    except OSError:
+                        pass  # the client closed the stream early
+                call["status"] = response.status_code
+                call["usage"] = _usage_of("".join(text))
+                proxy.calls.append(call)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.openai_base_url = f"{self.url}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def chat_calls(self) -> list[dict[str, Any]]:
+        return [call for call in self.calls if call["path"].endswith("/chat/completions")]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _usage_of(text: str) -> dict[str, Any] | None:
+    if not text.startswith("data:"):
+        try:
+            return json.loads(text).get("usage")
+        except ValueError:
+            return None
+    usage = None
+    for line in text.splitlines():
+        if line.startswith("data: {"):
+            usage = json.loads(line[len("data: ") :]).get("usage") or usage
+    return usage
+
+
+@pytest.fixture
+def recording_proxy() -> Iterator[Any]:
+    """`recording_proxy(server)`: a RecordingProxy in front of it, closed at the end."""
+    proxies: list[RecordingProxy] = []
+
+    def start(server: ScriptServer) -> RecordingProxy:
+        proxies.append(RecordingProxy(server))
+        return proxies[-1]
+
+    yield start
+    for proxy in proxies:
+        proxy.close()

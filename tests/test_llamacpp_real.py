@@ -197,3 +197,49 @@ async def wait_until(condition: Any, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.02)
 
     await asyncio.wait_for(poll(), timeout)
+
+
+OVERFLOW_CTX = 3072  # Parley's system prompt and tools are ~2,050 tokens of this vocabulary
+FILLER = " word" * 600
+
+
+async def test_context_overflow_is_compacted_and_answered(
+    start_server: Any, llama_servers: LlamaServers, hello_workspace: Path, tmp_path: Path
+) -> None:
+    server = llama_servers.get(ctx=OVERFLOW_CTX)
+    client = await start_parley_on(start_server, server, tmp_path / "home")
+    session = await client.new_session(str(hello_workspace))
+    first = await client.prompt(session, "Remember:" + FILLER)
+    assert first["stopReason"] == "end_turn", first
+
+    second = await client.prompt(session, "And:" + FILLER)  # the whole would not fit
+
+    assert second["stopReason"] == "end_turn", second
+    assert client.text_of(session) == PLAIN + PLAIN
+    assert "exceeds the available context size (3072 tokens)" in server.log_text()
+    # The window learned from the refusal is the editor's context meter from then on.
+    assert client.updates_of(session, "usage_update")[-1]["size"] == OVERFLOW_CTX
+
+
+async def test_a_tool_rounds_usage_is_what_the_server_reported_for_the_calls_it_counts(
+    start_server: Any,
+    llama_servers: LlamaServers,
+    recording_proxy: Any,
+    hello_workspace: Path,
+    tmp_path: Path,
+) -> None:
+    proxy = recording_proxy(llama_servers.get())
+    client = await start_parley_on(start_server, proxy, tmp_path / "home")
+    session = await client.new_session(str(hello_workspace))
+    result = await client.prompt(session, "Read it, good dog.")
+    assert result["stopReason"] == "end_turn", result
+
+    stream, sync, final = proxy.chat_calls()
+    assert [stream["request"]["stream"], sync["request"].get("stream", False)] == [True, False]
+    assert stream["usage"] is None  # closed at the tool call: the server never said
+    reported = [sync["usage"], final["usage"]]
+    usage = result["_meta"]["parley"]["usage"]
+    assert usage["inputTokens"] == sum(u["prompt_tokens"] for u in reported)
+    assert usage["outputTokens"] == sum(u["completion_tokens"] for u in reported)
+    cached = sum(u["prompt_tokens_details"]["cached_tokens"] for u in reported)
+    assert usage["cachedReadTokens"] == cached > 0  # llama.cpp's own prompt cache

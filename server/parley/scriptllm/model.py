@@ -133,7 +133,9 @@ def _trigger_token(script: Script, tokenize: Tokenize) -> int | None:
     return tokens[0]
 
 
-def weights(vocab: SmallVocab, steps: list[Step], triggers: dict[str, int]) -> dict[str, np.ndarray]:
+def weights(
+    vocab: SmallVocab, steps: list[Step], triggers: dict[str, int]
+) -> dict[str, np.ndarray]:
     """The tensors, in llama.cpp's names, (out, in) shaped."""
     end = vocab.id_of(scripts_module.END)
     used = {end, *triggers.values()}
@@ -293,7 +295,7 @@ def built_model() -> Path:
     return path
 
 
-class _server_tokenizer:  # noqa: N801 - used as a function
+class _server_tokenizer:
     """llama.cpp's own tokenizer, through a server's POST /tokenize (special tokens parsed)."""
 
     def __init__(self, model: Path, log: Path) -> None:

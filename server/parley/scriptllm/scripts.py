@@ -29,7 +29,9 @@ THINKING_WORD = " camera"
 AFTER_TOOL_WORD = " paint"
 
 STREAMED_TEXT = "Let me look."
-TOOL_CALL = "<tool_call>\n" + '{"name":"read_file","arguments":{"path":"hello.py"}}' + "\n</tool_call>"
+TOOL_CALL = (
+    "<tool_call>\n" + '{"name":"read_file","arguments":{"path":"hello.py"}}' + "\n</tool_call>"
+)
 TEXT_TOOL_CALL = (
     '<tool><tool_name>read_file</tool_name><arguments>{"path":"hello.py"}</arguments></tool>'
 )
