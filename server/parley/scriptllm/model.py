@@ -19,7 +19,6 @@ output matrix (the embeddings) turns into a logit hundreds above every other tok
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -124,33 +123,59 @@ def script_steps(scripts: tuple[Script, ...], tokenize: Tokenize) -> list[Step]:
     return [Step(*key, following) for key, following in steps.items()]
 
 
-def _trigger_token(script: Script, tokenize: Tokenize) -> int | None:
-    if script.trigger is None:
-        return None
-    tokens = tokenize(script.trigger)
-    if len(tokens) != 1:
-        raise ValueError(f"trigger {script.trigger!r} is not one token: {tokens}")
-    return tokens[0]
+def script_triggers(scripts: tuple[Script, ...], tokenize: Tokenize) -> list[Trigger]:
+    triggers = []
+    for script in scripts:
+        if script.trigger is None:
+            continue
+        tokens = tokenize(script.trigger)
+        if len(tokens) != 1:
+            raise ValueError(f"trigger {script.trigger!r} is not one token: {tokens}")
+        triggers.append(Trigger(script.name, tokens[0], script.key))
+    return triggers
+
+
+@dataclass(frozen=True)
+class Trigger:
+    script: str
+    token: int
+    key: float  # the strongest trigger in the context wins
+
+
+def layout_of(end: int, steps: list[Step], triggers: list[Trigger], default: str) -> Layout:
+    used = {end, *(t.token for t in triggers)}
+    for step in steps:
+        used |= {step.before, step.prev, step.cur, step.next}
+    layout = Layout(sorted(used), [default, *sorted(t.script for t in triggers)])
+    if layout.other + 1 > HEAD_DIM or layout.const >= D_MODEL:
+        raise ValueError(f"too many script tokens ({len(layout.script_tokens)}) for the model")
+    return layout
 
 
 def weights(
-    vocab: SmallVocab, steps: list[Step], triggers: dict[str, int]
+    vocab_size: int, end: int, steps: list[Step], triggers: list[Trigger], default: str
 ) -> dict[str, np.ndarray]:
-    """The tensors, in llama.cpp's names, (out, in) shaped."""
-    end = vocab.id_of(scripts_module.END)
-    used = {end, *triggers.values()}
-    for step in steps:
-        used |= {step.before, step.prev, step.cur, step.next}
-    default = next(s.name for s in SCRIPTS if s.trigger is None)
-    layout = Layout(sorted(used), [default, *sorted(triggers)])
-    if layout.other + 1 > HEAD_DIM or layout.const >= D_MODEL:
-        raise ValueError(f"too many script tokens ({len(layout.script_tokens)}) for the model")
-    const = layout.const
-    embeddings = np.zeros((len(vocab.tokens), D_MODEL), np.float32)
-    embeddings[:, const] = 1.0
-    for token in range(len(vocab.tokens)):
+    """The tensors, in llama.cpp's names, (out, in) shaped. `end` ends a message (and is
+    said wherever no script step applies); `default` is the script played without trigger."""
+    layout = layout_of(end, steps, triggers, default)
+    embeddings = np.zeros((vocab_size, D_MODEL), np.float32)
+    embeddings[:, layout.const] = 1.0
+    for token in range(vocab_size):
         embeddings[token, layout.cur(token)] = 1.0
+    # RMSNorm weights that make each one-hot exactly 1 after the norm: the embedding has two
+    # ones, the residual before the FFN five (cur, const, two back, one back, flag).
+    return {
+        "token_embd.weight": embeddings,
+        "blk.0.attn_norm.weight": np.full(D_MODEL, np.sqrt(2 / D_MODEL), np.float32),
+        **_attention(layout, triggers),
+        "blk.0.ffn_norm.weight": np.full(D_MODEL, np.sqrt(5 / D_MODEL), np.float32),
+        **_lookup_table(layout, steps, end),
+        "output_norm.weight": np.full(D_MODEL, OUTPUT_SCALE, np.float32),
+    }
 
+
+def _attention(layout: Layout, triggers: list[Trigger]) -> dict[str, np.ndarray]:
+    const = layout.const
     q = np.zeros((HEADS * HEAD_DIM, D_MODEL), np.float32)
     k = np.zeros((HEADS * HEAD_DIM, D_MODEL), np.float32)
     v = np.zeros((HEADS * HEAD_DIM, D_MODEL), np.float32)
@@ -169,16 +194,25 @@ def weights(
     flag_head = 2 * HEAD_DIM
     flag_q = flag_head + HEAD_DIM - 2
     q[flag_q, const] = FLAG_QUERY
-    keys = {s.name: s.key for s in SCRIPTS}
-    value_default = flag_head + layout.flags.index(default)
+    value_default = flag_head + 0  # layout.flags[0] is the default script
     v[value_default, const] = 1.0  # non-triggers vote for the default script
-    for name, token in triggers.items():
-        k[flag_q, layout.cur(token)] = FLAG_KEY * keys[name]
-        v[value_default, layout.cur(token)] = -1.0
-        v[flag_head + layout.flags.index(name), layout.cur(token)] = 1.0
+    for trigger in triggers:
+        k[flag_q, layout.cur(trigger.token)] = FLAG_KEY * trigger.key
+        v[value_default, layout.cur(trigger.token)] = -1.0
+        v[flag_head + layout.flags.index(trigger.script), layout.cur(trigger.token)] = 1.0
     for index, name in enumerate(layout.flags):
         o[layout.flag(name), flag_head + index] = 1.0
+    return {
+        "blk.0.attn_q.weight": q,
+        "blk.0.attn_k.weight": k,
+        "blk.0.attn_v.weight": v,
+        "blk.0.attn_output.weight": o,
+    }
 
+
+def _lookup_table(layout: Layout, steps: list[Step], end: int) -> dict[str, np.ndarray]:
+    """One SwiGLU neuron per step, firing only when its four inputs all match; one more,
+    always on and weaker, says `end` where no step applies."""
     neurons = len(steps) + 1
     gate = np.zeros((neurons, D_MODEL), np.float32)
     up = np.zeros((neurons, D_MODEL), np.float32)
@@ -188,28 +222,13 @@ def weights(
         gate[neuron, layout.back(1, step.prev)] += GATE
         gate[neuron, layout.back(2, step.before)] += GATE
         gate[neuron, layout.flag(step.flag)] += GATE
-        gate[neuron, const] = -3.5 * GATE
-        up[neuron, const] = 1.0
+        gate[neuron, layout.const] = -3.5 * GATE
+        up[neuron, layout.const] = 1.0
         down[layout.cur(step.next), neuron] = DOWN
-    gate[-1, const] = 1.0
-    up[-1, const] = 1.0
+    gate[-1, layout.const] = 1.0
+    up[-1, layout.const] = 1.0
     down[layout.cur(end), -1] = FALLBACK_DOWN
-
-    # RMSNorm weights that make each one-hot exactly 1 after the norm: the embedding has two
-    # ones, the residual before the FFN five (cur, const, two back, one back, flag).
-    return {
-        "token_embd.weight": embeddings,
-        "blk.0.attn_norm.weight": np.full(D_MODEL, np.sqrt(2 / D_MODEL), np.float32),
-        "blk.0.attn_q.weight": q,
-        "blk.0.attn_k.weight": k,
-        "blk.0.attn_v.weight": v,
-        "blk.0.attn_output.weight": o,
-        "blk.0.ffn_norm.weight": np.full(D_MODEL, np.sqrt(5 / D_MODEL), np.float32),
-        "blk.0.ffn_gate.weight": gate,
-        "blk.0.ffn_up.weight": up,
-        "blk.0.ffn_down.weight": down,
-        "output_norm.weight": np.full(D_MODEL, OUTPUT_SCALE, np.float32),
-    }
+    return {"blk.0.ffn_gate.weight": gate, "blk.0.ffn_up.weight": up, "blk.0.ffn_down.weight": down}
 
 
 def write_gguf(path: Path, vocab: SmallVocab, tensors: dict[str, np.ndarray]) -> None:
@@ -248,7 +267,7 @@ def write_gguf(path: Path, vocab: SmallVocab, tensors: dict[str, np.ndarray]) ->
 
 def _zero_tensors(vocab: SmallVocab) -> dict[str, np.ndarray]:
     """A model of the same shapes that says nothing in particular: for the tokenizer."""
-    tensors = weights(vocab, [], {})
+    tensors = weights(len(vocab.tokens), vocab.id_of(scripts_module.END), [], [], "")
     return {name: np.zeros_like(tensor) for name, tensor in tensors.items()}
 
 
@@ -281,17 +300,19 @@ def built_model() -> Path:
         tokenize = _server_tokenizer(tokenizer_model, Path(scratch) / "tokenizer.log")
         try:
             steps = script_steps(SCRIPTS, tokenize.__call__)
-            triggers = {
-                s.name: token
-                for s in SCRIPTS
-                if (token := _trigger_token(s, tokenize.__call__)) is not None
-            }
+            triggers = script_triggers(SCRIPTS, tokenize.__call__)
         finally:
             tokenize.close()
+        default = next(s.name for s in SCRIPTS if s.trigger is None)
+        tensors = weights(
+            len(vocab.tokens), vocab.id_of(scripts_module.END), steps, triggers, default
+        )
         staged = Path(scratch) / "model.gguf"
-        write_gguf(staged, vocab, weights(vocab, steps, triggers))
-        (Path(scratch) / "steps.json").write_text(json.dumps(len(steps)))
+        write_gguf(staged, vocab, tensors)
         os.replace(staged, path)
+    for stale in cache_dir().glob("scriptllm-*.gguf"):
+        if stale != path:
+            stale.unlink(missing_ok=True)  # built by an older builder
     return path
 
 
