@@ -36,6 +36,7 @@ LAYERS = {
     "parley.chat": "commands",
     "parley.transcript": "commands",
     "parley.bench": "commands",
+    "parley.bench_llamacpp": "commands",
     "parley.__main__": "commands",
 }
 

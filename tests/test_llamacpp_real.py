@@ -166,7 +166,7 @@ async def test_cancel_stops_the_servers_task_and_the_round_usage_is_not_claimed_
     await wait_until(lambda: "cancel task" in server.log_text())
     assert not any(slot["is_processing"] for slot in slots(server))
     # The server processed the prompt and generated tokens, but never said how many.
-    assert result["_meta"]["parley"]["usageComplete"] is False
+    assert result["_meta"]["parley"]["usageComplete"] is False, result["_meta"]["parley"]
 
 
 async def test_a_server_killed_mid_stream_is_a_clear_error_and_the_session_goes_on(
