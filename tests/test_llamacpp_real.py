@@ -80,12 +80,13 @@ TOOL_ROUND_CASES = {
 async def test_a_hybrid_tool_round_shows_and_stores_the_streamed_text_once(
     start_server: Any,
     llama_servers: LlamaServers,
+    recording_proxy: Any,
     hello_workspace: Path,
     tmp_path: Path,
     case: str,
 ) -> None:
     provider_lines, prefill_assistant = TOOL_ROUND_CASES[case]
-    server = llama_servers.get(prefill_assistant=prefill_assistant)
+    server = recording_proxy(llama_servers.get(prefill_assistant=prefill_assistant))
     home = tmp_path / "home"
     client = await start_parley_on(start_server, server, home, provider_lines)
     session = await client.new_session(str(hello_workspace))
@@ -99,7 +100,9 @@ async def test_a_hybrid_tool_round_shows_and_stores_the_streamed_text_once(
     # The tool ran on the real file, and the round after its result answered.
     assert any("hello" in text for text in completed_tool_results(client, session))
     assert result["_meta"]["parley"]["turn"]["toolCalls"] == 1
-    # The stored conversation (what the next round sends the model) holds it once too.
+    # The round after the tool sent the model its own message once; the store holds it once.
+    final = server.chat_calls()[-1]["request"]["messages"]
+    assert [m["content"] for m in final if m["role"] == "assistant"] == [scripts.STREAMED_TEXT]
     assert await replayed_text(start_server, server, home, session, hello_workspace) == expected
 
 
