@@ -68,11 +68,14 @@ def completed_tool_results(client: Any, session: str) -> list[str]:
     ]
 
 
+# provider lines, the server's template, its prefill of a trailing assistant message
 TOOL_ROUND_CASES = {
-    "prefill form": ('continue_streamed = "prefill"', True),
-    "vllm form": ('continue_streamed = "vllm"', True),
-    "no continuation": ("continue_streamed = false", True),
-    "server without prefill": ("", False),  # the preset's default form
+    "prefill form": ('continue_streamed = "prefill"', "qwen2.5", True),
+    "vllm form": ('continue_streamed = "vllm"', "qwen2.5", True),
+    "no continuation": ("continue_streamed = false", "qwen2.5", True),
+    "server without prefill": ("", "qwen2.5", False),  # the preset's default form
+    # Qwen3's template puts an empty think block before the continued text.
+    "qwen3 template": ("", "qwen3", True),
 }
 
 
@@ -85,8 +88,8 @@ async def test_a_hybrid_tool_round_shows_and_stores_the_streamed_text_once(
     tmp_path: Path,
     case: str,
 ) -> None:
-    provider_lines, prefill_assistant = TOOL_ROUND_CASES[case]
-    server = recording_proxy(llama_servers.get(prefill_assistant=prefill_assistant))
+    provider_lines, template, prefill_assistant = TOOL_ROUND_CASES[case]
+    server = recording_proxy(llama_servers.get(template, prefill_assistant=prefill_assistant))
     home = tmp_path / "home"
     client = await start_parley_on(start_server, server, home, provider_lines)
     session = await client.new_session(str(hello_workspace))
