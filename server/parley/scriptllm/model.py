@@ -297,10 +297,10 @@ def built_model() -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir()) as scratch:
         tokenizer_model = Path(scratch) / "tokenizer.gguf"
         write_gguf(tokenizer_model, vocab, _zero_tensors(vocab))
-        tokenize = _server_tokenizer(tokenizer_model, Path(scratch) / "tokenizer.log")
+        tokenize = ServerTokenizer(tokenizer_model, Path(scratch) / "tokenizer.log")
         try:
-            steps = script_steps(SCRIPTS, tokenize.__call__)
-            triggers = script_triggers(SCRIPTS, tokenize.__call__)
+            steps = script_steps(SCRIPTS, tokenize)
+            triggers = script_triggers(SCRIPTS, tokenize)
         finally:
             tokenize.close()
         default = next(s.name for s in SCRIPTS if s.trigger is None)
@@ -316,7 +316,7 @@ def built_model() -> Path:
     return path
 
 
-class _server_tokenizer:
+class ServerTokenizer:
     """llama.cpp's own tokenizer, through a server's POST /tokenize (special tokens parsed)."""
 
     def __init__(self, model: Path, log: Path) -> None:

@@ -9,7 +9,9 @@ the chat templates exactly as it does for a Qwen model.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,6 +21,8 @@ from pathlib import Path
 
 SDIST_VERSION = "0.3.36"
 SDIST_NAME = f"llama_cpp_python-{SDIST_VERSION}.tar.gz"
+# PyPI's sdist of that version (immutable): a download or a copy that differs is refused.
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 _IN_SDIST = f"llama_cpp_python-{SDIST_VERSION}/vendor/llama.cpp/models/"
 # The files taken from the sdist, by their path under llama.cpp's models/.
 VOCAB_FILE = "ggml-vocab-qwen2.gguf"
@@ -68,6 +72,15 @@ def _download_sdist(into: Path) -> Path:
     return into / SDIST_NAME
 
 
+def _check_digest(sdist: Path) -> None:
+    digest = hashlib.sha256()
+    with sdist.open("rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    if digest.hexdigest() != SDIST_SHA256:
+        raise RuntimeError(f"{sdist}: sha256 {digest.hexdigest()}, expected {SDIST_SHA256}")
+
+
 def source_files() -> Path:
     """The directory holding the vocab GGUF and the templates, fetched on first use."""
     root = cache_dir() / "llama.cpp-models"
@@ -79,6 +92,7 @@ def source_files() -> Path:
         sdist = cache_dir() / SDIST_NAME  # a copy put there by hand is used as is
         if not sdist.is_file():
             sdist = _download_sdist(Path(scratch))
+        _check_digest(sdist)
         staged = Path(scratch) / "models"
         with tarfile.open(sdist) as archive:
             for name in wanted:
@@ -88,8 +102,6 @@ def source_files() -> Path:
                 (staged / name).parent.mkdir(parents=True, exist_ok=True)
                 (staged / name).write_bytes(extracted.read())
         if root.exists():
-            import shutil
-
             shutil.rmtree(root)
         staged.rename(root)
     return root
