@@ -71,8 +71,9 @@ class LlamaServers:
             prefill_assistant=prefill_assistant,
             port=port,
         )
-        (self.extra if fresh else []).append(server)
-        if not fresh:
+        if fresh:
+            self.extra.append(server)
+        else:
             self.running[key] = server
         return server
 
