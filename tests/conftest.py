@@ -18,6 +18,9 @@ from parley.core.loop_watchdog import describe, read_reports
 from parley.fakellm import FakeLLM
 from pytest_lsp import ClientServerConfig
 
+# A real llama.cpp server with a tiny script model: `script_model`, `llama_servers`, ...
+pytest_plugins = ("llamacpp_fixtures",)
+
 REPO = Path(__file__).resolve().parents[1]
 # CI clones the repository with the team's shared/ folder beside it.
 WIRE_FIXTURES = Path(

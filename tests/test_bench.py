@@ -22,6 +22,7 @@ ROW_LABELS = [
     "4b. Prompt → tool start, `hybrid`, tool call shown only by the finish reason",
     "4c. Prompt → tool start, `stream`",
     "4d. Prompt → tool start, `hybrid` with continuation",
+    "4e. Prompt → tool start against a real llama.cpp server",
     "5a. Python kernel cold start",
     "5b. Kernel round trip",
     "5c. `python_describe` from the source (griffe, nothing imported) on a package of 300",
@@ -37,7 +38,7 @@ ROW_LABELS = [
     "10. Compacting a history of",
 ]
 # Rows with a baseline and a comparison.
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "7b.", "8.", "10."}
+COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "4e.", "7b.", "8.", "10."}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

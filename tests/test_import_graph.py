@@ -30,11 +30,13 @@ LAYERS = {
     "parley.server": "server",
     "parley.client": "client",
     "parley.fakellm": "fakellm",
+    "parley.scriptllm": "scriptllm",  # a test double too: a real llama.cpp server's model
     # The commands: each puts the layers together for one use; nothing imports them.
     "parley.cli": "commands",
     "parley.chat": "commands",
     "parley.transcript": "commands",
     "parley.bench": "commands",
+    "parley.bench_llamacpp": "commands",
     "parley.__main__": "commands",
 }
 
@@ -67,6 +69,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "client": ("parley.core", "parley.protocol"),
     "fakellm": (),
+    "scriptllm": (),
     "commands": ("parley",),  # anything
 }
 
@@ -163,6 +166,17 @@ def test_core_imports_nothing_of_parley() -> None:
     core = {module: targets for module, targets in graph.items() if layer_of(module) == "core"}
     assert "parley.core.conversation" in core and "parley.core.errors" in core
     assert all(target.startswith("parley.core") for targets in core.values() for target in targets)
+
+
+def test_only_the_commands_import_the_script_model() -> None:
+    # parley.scriptllm serves the tests and `parley bench`; the server never loads it.
+    graph = import_graph()
+    importers = {m for m, targets in graph.items() if _within_any(targets, "parley.scriptllm")}
+    assert {layer_of(module) for module in importers} <= {"scriptllm", "commands"}
+
+
+def _within_any(modules: set[str], prefix: str) -> bool:
+    return any(_within(module, (prefix,)) for module in modules)
 
 
 def test_the_graph_sees_in_function_imports() -> None:

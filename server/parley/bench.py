@@ -76,6 +76,8 @@ class BenchSizes:
     session_sizes: tuple[int, ...] = (5000, 50000)
     # Row 10: the estimated tokens of the history compacted.
     compaction_tokens: int = 150_000
+    # Row 4e: prompts timed against the real llama.cpp server, per form.
+    real_server_prompts: int = 5
 
 
 FULL = BenchSizes(
@@ -96,6 +98,7 @@ QUICK = BenchSizes(
     kernel_evals=5,
     parser_chunks=5000,
     session_sizes=(5000,),
+    real_server_prompts=2,
 )
 
 LATENCY_PACE = 100.0  # chunks per second: a fast model
@@ -499,6 +502,26 @@ async def tool_start_rows(
     ]
 
 
+async def real_server_row(home: Path, sizes: BenchSizes, fake_continued: str) -> Row:
+    """4e: 4d's question against a real llama.cpp server (parley/bench_llamacpp.py)."""
+    from parley.bench_llamacpp import real_server_tool_start
+
+    measured = await real_server_tool_start(home, sizes.real_server_prompts)
+    measure = (
+        "4e. Prompt → tool start against a real llama.cpp server (the `xllamacpp` wheel, "
+        "`parley.scriptllm`'s model: `Let me look.` then the call), `hybrid` with "
+        f"continuation (`prefill`), median of {sizes.real_server_prompts}"
+    )
+    if isinstance(measured, str):
+        return Row(measure=measure, parley=measured)
+    return Row(
+        measure=measure,
+        parley=ms(measured["with"]),
+        baseline=f"without continuation: {ms(measured['without'])}; fake (4d): {fake_continued}",
+        compared=f"{measured['with'] / measured['without']:.2f}x",
+    )
+
+
 # --- 5, 6. the kernel and the text parsers ----------------------------------------------------
 
 
@@ -854,6 +877,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
             throughput = await throughput_row(parley, fake, sizes)
             latency = await latency_rows(parley, fake, sizes)
             tool_start = await tool_start_rows(parley, fake, sizes, home)
+            tool_start.append(await real_server_row(home, sizes, tool_start[-1].parley))
         finally:
             await parley.stop()
         cold_start = await cold_start_row(fake, home, sizes)
