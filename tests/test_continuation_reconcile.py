@@ -101,9 +101,10 @@ def test_an_answer_that_starts_like_the_streamed_text_but_differs_is_a_new_reply
     assert stored(streamed, answer, None) == answer
 
 
-def test_whitespace_alone_is_never_taken_for_a_repetition() -> None:
-    assert new_part("  ", "  more", None) == "  more"
-    assert stored("\n", "\nx", None) == "\n\nx"
+def test_streamed_whitespace_alone_is_not_doubled() -> None:
+    assert stored("  ", "  more", None) == "  more"
+    assert stored("\n", "\nx", None) == "\nx"
+    assert stored("\n\n", "x", None) == "\n\nx"
 
 
 def test_what_a_server_showed_is_learned_and_kept() -> None:

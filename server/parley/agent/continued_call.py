@@ -43,7 +43,8 @@ async def continued_completion(
     if rest is None:
         logger.info("the server wrote its reply again instead of continuing it")
         return answer, False
-    known.learn(len(rest) < len(answer.text))
+    if streamed.strip():  # whitespace shared at the join shows nothing about echoing
+        known.learn(len(rest) < len(answer.text))
     return attrs.evolve(answer, text=streamed + rest), True
 
 

@@ -79,7 +79,8 @@ def echoed_length(streamed: str, answer: str) -> int | None:
     streamed text's leading or trailing whitespace (a server that strips the prefill) — the
     whitespace the answer then has at the join is the streamed text's own, not new text."""
     if not streamed.strip():
-        return None  # nothing to recognise: whitespace alone is never an echo
+        # Whitespace alone: what the answer starts with of it is the same whitespace.
+        return _common_prefix_length(answer, streamed)
     start = 0
     if not _EMPTY_THINK.match(streamed) and (think := _EMPTY_THINK.match(answer)):
         start = think.end()
