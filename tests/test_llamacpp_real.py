@@ -247,7 +247,9 @@ async def test_a_tool_rounds_usage_is_what_the_server_reported_for_the_calls_it_
 
     stream, sync, final = proxy.chat_calls()
     assert [stream["request"]["stream"], sync["request"].get("stream", False)] == [True, False]
-    assert stream["usage"] is None  # closed at the tool call: the server never said
+    # The stream was closed at the tool call; whether the server got to report its usage
+    # first depends on timing (a loaded machine reads slower than the model writes), and
+    # either way it is never counted: only the synchronous call and the final round are.
     reported = [sync["usage"], final["usage"]]
     usage = result["_meta"]["parley"]["usage"]
     assert usage["inputTokens"] == sum(u["prompt_tokens"] for u in reported)
