@@ -376,10 +376,9 @@ A question still pending is answered `cancelled': its turn is over."
   "Finish the turn whose `session/prompt' RESULT arrived.
 Its `_meta.parley' holds the call's `usage', the turn's statistics
 \(`turn') and the session's totals (`session'), which the header line
-shows as they are.  A server of the first edition sent the statistics
-as `_meta.parley' itself, and no totals."
+shows as they are."
   (let* ((meta (plist-get (plist-get result :_meta) :parley))
-         (stats (or (plist-get meta :turn) meta))
+         (stats (plist-get meta :turn))
          (totals (plist-get meta :session)))
     (setq parley--busy nil)
     (when (plist-get stats :model)
@@ -391,12 +390,9 @@ as `_meta.parley' itself, and no totals."
         (parley--renumber-last-turn turns)))
     (when totals
       (parley--record-usage 'totals totals))
+    ;; Why it stopped is not here: the server said it, in a notice,
+    ;; before this result.
     (parley--close-tail)
-    ;; Why it stopped, as the server says (`stopText'), or docs/display.md;
-    ;; not again when a notice said it.
-    (unless parley--noticed
-      (parley--insert-stop result))
-    (setq parley--noticed nil)
     (parley--end-turn-state)))
 
 (defconst parley--provider-error -32001
@@ -506,7 +502,6 @@ session, without the history above." why))
   "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
   (let ((buffer (current-buffer)))
     (setq parley--busy t
-          parley--noticed nil
           parley--last-prompt blocks)
     (force-mode-line-update)
     (parley--with-session

@@ -299,13 +299,6 @@ the text property `parley-turn'.")
   (parley--close-tail)
   (parley--emit (parley--props (concat text "\n") 'face (or face 'parley-notice))))
 
-(defun parley--insert-stop (result)
-  "Show why the turn of the prompt RESULT stopped, when it did early.
-The server's `stopText', or the fallback of docs/display.md."
-  (pcase (parley-display-stop result)
-    (`(,text . warning) (parley--insert-notice text 'parley-warning))
-    (`(,text . ,_) (parley--insert-notice text))))
-
 (defun parley--insert-error (text)
   "Insert the error TEXT in the transcript."
   (parley--insert-notice (concat "Error: " text) 'parley-error))
@@ -676,11 +669,8 @@ A field it has replaces the one shown; the others stay."
       (setf (parley--block-locations block) (append (plist-get update :locations) nil)))
     (when (plist-member update :rawOutput)
       (setf (parley--block-raw-output block) (plist-get update :rawOutput)))
-    ;; Superseded: the model did not make this call after all.  A
-    ;; first-edition server said so in `rawOutput'.
-    (when (or (eq (parley--meta update :superseded) t)
-              (let ((raw (plist-get update :rawOutput)))
-                (and (consp raw) (eq (plist-get raw :superseded) t))))
+    ;; Superseded: the model did not make this call after all.
+    (when (eq (parley--meta update :superseded) t)
       (setf (parley--block-superseded block) t))
     (if new
         (parley--append block (parley--tool-string block))
@@ -768,8 +758,7 @@ that is not a number leaves the known one."
        (let ((size (plist-get data :size))
              (totals (parley--meta data :session)))
          (setf (parley--usage-used usage) (plist-get data :used)
-               ;; An unknown window is absent (an older server sent 0).
-               (parley--usage-size usage) (and (numberp size) (> size 0) size))
+               (parley--usage-size usage) (and (numberp size) size))
          (when totals
            (parley--record-usage 'totals totals))))
       ('totals
@@ -828,11 +817,11 @@ that is not a number leaves the known one."
         (parley--start-markdown block)
         (parley--append block (parley--props text))
         (parley--advance-markdown block text))))
-    ;; A replayed answer cut short: the mark its turn ended with.
-    (pcase (parley--meta update :stopReason)
-      ('nil nil)
-      ("failed" (parley--insert-notice "Error: the turn failed here" 'parley-error))
-      (reason (parley--insert-stop (list :stopReason reason))))))
+    ;; A replayed answer cut short by an error: the mark its turn ended
+    ;; with.  A turn that stopped otherwise is marked by its replayed
+    ;; notice, which follows.
+    (when (equal (parley--meta update :stopReason) "failed")
+      (parley--insert-notice "Error: the turn failed here" 'parley-error))))
 
 (defun parley--start-markdown (block)
   "Start fontifying the Markdown of the message BLOCK, if answers are."
@@ -886,24 +875,31 @@ Only a chunk with a newline completes lines: the others cost nothing."
         (parley--append (parley--new-block 'user id)
                         (parley--props text 'face 'parley-user-text))))))
 
-(defvar-local parley--noticed nil
-  "Non-nil when a notice said why this turn stopped.
-The turn's `stopText' is then not shown again.")
+(defconst parley--notice-faces
+  '(("info" . parley-notice) ("warning" . parley-warning) ("error" . parley-error))
+  "The face of a notice of each level (`_meta.parley.notice.level').")
+
+(defun parley--notice-face (update)
+  "Return the face of the notice chunk UPDATE, by its level.
+An unknown level is shown as `info' is."
+  (let ((notice (parley--meta update :notice)))
+    (or (and (consp notice)
+             (cdr (assoc (plist-get notice :level) parley--notice-faces)))
+        'parley-notice)))
 
 (defun parley--on-notice (update)
   "Show the notice chunk UPDATE: Parley about the turn, not the answer.
-Shown once, as a notice in the warning face of a stop line; the
-turn's `stopText' is then left out (docs/display.md, notices)."
+The server's words (why the turn stopped, a budget...), shown once,
+where it comes, in the face of its level; never as answer text."
   (let ((text (string-trim-right (parley--content-text (plist-get update :content)))))
     (parley--fold-thoughts)
     (unless (string-empty-p text)
-      (parley--insert-notice text 'parley-warning)
-      (setq parley--noticed t))))
+      (parley--insert-notice text (parley--notice-face update)))))
 
 (defun parley--update (update)
   "Show the `session/update' UPDATE in the current chat buffer."
   (pcase (plist-get update :sessionUpdate)
-    ((and "agent_message_chunk" (guard (eq (parley--meta update :notice) t)))
+    ((and "agent_message_chunk" (guard (parley--meta update :notice)))
      (parley--on-notice update))
     ("agent_message_chunk" (parley--on-message update))
     ("agent_thought_chunk" (parley--on-thought update))

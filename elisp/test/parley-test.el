@@ -54,6 +54,15 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
                          :content (list :type "text" :text text)
                          :messageId (or id "m1")))))
 
+(defun parley-test--notice (text level &optional id)
+  "Deliver the server's notice TEXT at LEVEL (`info', `warning', `error').
+ID is its message id (default `notice')."
+  (parley-test--update
+   (json-serialize (list :sessionUpdate "agent_message_chunk"
+                         :messageId (or id "notice")
+                         :content (list :type "text" :text text)
+                         :_meta (list :parley (list :notice (list :level level)))))))
+
 (defun parley-test--transcript ()
   "Return the transcript text, without properties."
   (buffer-substring-no-properties parley--start parley--output))
@@ -187,7 +196,7 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
     (parley-test--update
      "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"b\",\"title\":\"list_directory\",\"kind\":\"read\",\"status\":\"pending\"}")
     (parley-test--update
-     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"a\",\"status\":\"failed\",\"rawOutput\":{\"superseded\":true}}")
+     "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"a\",\"status\":\"failed\",\"_meta\":{\"parley\":{\"superseded\":true}}}")
     (parley-test--update
      "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"b\",\"status\":\"failed\",\"rawOutput\":\"boom\"}")
     (should (string-match-p "python_eval \\[superseded\\]\n▸ list_directory \\[failed\\]\n\\'"
@@ -323,46 +332,73 @@ the session's totals are SESSION-IN, SESSION-OUT and COST (USD)."
       (should pos)
       (should (eq (get-text-property pos 'face) 'parley-error)))
     (should (string-match-p "partial\nError: .*provider openai, status 429" (parley-test--transcript)))
+    ;; Why a turn stopped is the server's notice, shown where it comes;
+    ;; the prompt's result adds nothing (no stop table in the client).
     (setq parley--busy t)
-    (parley--turn-done '(:stopReason "cancelled" :usage (:inputTokens 3 :outputTokens 2)))
+    (parley-test--notice "Stopped." "info")
+    (parley--turn-done '(:stopReason "cancelled"))
     (should (string-match-p "\nStopped\\.\n\\'" (parley-test--transcript)))
-    ;; The server's own words, when it sends them, in the warning face.
-    (parley--turn-done '(:stopReason "max_turn_requests"
-                         :_meta (:parley (:stopText "Stopped: the turn reached its limit of 25 model requests."))))
+    (should (eq (get-text-property (parley-test--pos "Stopped.") 'face) 'parley-notice))
+    (setq parley--busy t)
+    (parley-test--notice "Stopped: the turn reached its limit of 25 model requests." "warning")
+    (parley--turn-done '(:stopReason "max_turn_requests"))
     (should (string-match-p "\nStopped: the turn reached its limit of 25 model requests\\.\n\\'"
                             (parley-test--transcript)))
-    (should (eq (get-text-property (parley-test--pos "Stopped: the turn") 'face) 'parley-warning))))
+    (should (eq (get-text-property (parley-test--pos "Stopped: the turn") 'face) 'parley-warning))
+    (setq parley--busy t)
+    (parley-test--notice "The model could not go on." "error")
+    (parley--turn-done '(:stopReason "refusal"))
+    (should (eq (get-text-property (parley-test--pos "The model could not") 'face) 'parley-error))
+    ;; A stop with no notice shows nothing of the client's own.
+    (let ((before (parley-test--transcript)))
+      (setq parley--busy t)
+      (parley--turn-done '(:stopReason "max_tokens"))
+      (should (equal (parley-test--transcript) before)))))
 
-(ert-deftest parley-budget-notice-shown-once-not-as-answer ()
-  ;; A chunk with `_meta.parley.notice': a notice line, not answer text,
-  ;; and the turn's stopText (the same news) is not shown again.
+(ert-deftest parley-notice-shown-once-where-it-comes-not-as-answer ()
+  ;; A chunk with `_meta.parley.notice': a notice line at its level,
+  ;; where it comes, never answer text; said once, whatever the result.
   (parley-test--with-chat
     (setq parley--busy t)
     (parley-test--chunk "Reading." "m1")
-    (parley-test--update
-     "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"This session spent $0.5600 of its $0.50 budget, so the turn stops here.\"},\"messageId\":\"msg_2\",\"_meta\":{\"parley\":{\"notice\":true}}}")
+    (parley-test--notice
+     "This session spent $0.5600 of its $0.50 budget, so the turn stops here." "warning"
+     "msg_2")
     ;; The answer's block holds the answer only; the notice is no block.
     (let ((answer (gethash '(message . "m1") parley--blocks)))
       (should (equal (buffer-substring-no-properties (parley--block-beg answer)
                                                      (parley--block-end answer))
                      "Reading."))
       (should-not (gethash '(message . "msg_2") parley--blocks)))
+    ;; The answer goes on after it (a chunk of the same message): a new block.
+    (parley-test--chunk "More." "m1")
     (parley--turn-done
      '(:stopReason "max_turn_requests"
        :_meta (:parley (:stopText "Stopped: this session's budget of $0.50 is spent ($0.5600 so far)."))))
     (should (string-suffix-p
-             "Parley\nReading.\nThis session spent $0.5600 of its $0.50 budget, so the turn stops here.\n"
+             "Parley\nReading.\nThis session spent $0.5600 of its $0.50 budget, so the turn stops here.\nMore.\n"
              (parley-test--transcript)))
+    (should (= 1 (how-many "This session spent" parley--start parley--output)))
     (should-not (string-match-p "Stopped: this session's budget" (parley-test--transcript)))
     (should (eq (get-text-property (parley-test--pos "This session spent") 'face)
                 'parley-warning))
-    ;; The next turn, refused with no notice (an older server): its stopText.
-    (setq parley--busy t parley--noticed nil)
-    (parley--turn-done
-     '(:stopReason "refusal"
-       :_meta (:parley (:stopText "Not started: this session's budget of $0.50 is spent ($0.5600 so far)."))))
-    (should (string-suffix-p "\nNot started: this session's budget of $0.50 is spent ($0.5600 so far).\n"
+    ;; The next prompt, refused before it started: its one notice.
+    (setq parley--busy t)
+    (parley-test--notice
+     "This session spent $0.5600 of its $0.50 budget, so this prompt was not sent." "warning")
+    (parley--turn-done '(:stopReason "refusal"))
+    (should (string-suffix-p "\nThis session spent $0.5600 of its $0.50 budget, so this prompt was not sent.\n"
                              (parley-test--transcript)))))
+
+(ert-deftest parley-notice-of-unknown-level-is-info ()
+  (parley-test--with-chat
+    (parley-test--notice "Something to know." "loud")
+    (should (eq (get-text-property (parley-test--pos "Something to know.") 'face)
+                'parley-notice))
+    ;; A notice folds the thoughts before it, as an answer does.
+    (parley-test--chunk "Pondering." "t1" "agent_thought_chunk")
+    (parley-test--notice "Stopped." "info")
+    (should (string-match-p "▸ Thinking\nStopped\\.\n\\'" (parley-test--visible-transcript)))))
 
 (ert-deftest parley-replayed-user-messages ()
   (parley-test--with-chat
@@ -996,23 +1032,6 @@ A RESULT that is a function is called with the params; one that is
         (should (string-match-p "tokens 4.3k in / 200 out  \\$0.0126  5 turns  context 1.3k" line))
         (should-not (string-match-p "working" line))))))
 
-(ert-deftest parley-usage-from-older-server ()
-  ;; A first-edition server sent `size: 0' for an unknown window, the
-  ;; call's usage as `_meta.parley' itself and no totals: the header
-  ;; keeps what it knows (the context, the cost) and sums nothing.
-  (parley-test--with-chat
-    (parley-test--update
-     "{\"sessionUpdate\":\"usage_update\",\"used\":1264,\"size\":0,\"cost\":{\"amount\":0.01,\"currency\":\"USD\"},\"_meta\":{\"parley\":{\"inputTokens\":1200,\"outputTokens\":64}}}")
-    (let ((line (parley--header-line)))
-      (should (string-match-p "tokens 0 in / 0 out  \\$0.0100  context 1.3k" line))
-      (should-not (string-match-p "/0" line)))
-    ;; Its prompt result: `usage' at the root, the statistics as `_meta.parley'.
-    (parley--turn-done
-     (parley-test--json
-      "{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":1200,\"outputTokens\":64},\"_meta\":{\"parley\":{\"rounds\":1,\"model\":\"openai:gpt-4.1\"}}}"))
-    (should (string-match-p "openai:gpt-4.1  tokens 0 in / 0 out  \\$0.0100  context 1.3k"
-                            (parley--header-line)))))
-
 (ert-deftest parley-with-live-buffer-skips-killed-buffers ()
   (let ((buffer (generate-new-buffer " parley-test-live")))
     (should (eq (parley--with-live-buffer buffer (current-buffer)) buffer))
@@ -1307,6 +1326,7 @@ signalled, or nil."
                                                     parley-test--permission)))
                   (parley-test--wait (lambda () parley--questions))
                   (setq parley--busy t)
+                  (parley-test--notice "Stopped." "info")
                   (parley--turn-done '(:stopReason "cancelled"))
                   (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
                   (should (equal (car answer) '(:outcome (:outcome "cancelled"))))
