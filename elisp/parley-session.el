@@ -23,9 +23,12 @@
 (require 'subr-x)
 (require 'parley-connection)
 (require 'parley-files)
+(require 'parley-messages)
 (require 'parley-question)
 (require 'parley-tools)
+(require 'parley-tool-calls)
 (require 'parley-transcript)
+(require 'parley-usage)
 
 ;;;; Customization
 
@@ -52,7 +55,6 @@ last update of each kind is kept.")
 
 (parley--define-buffer-state
   (parley--session-id "The id of this buffer's session.")
-  (parley--cwd "The workspace root of this buffer's session.")
   (parley--conn "The connection on which this buffer's session is active.")
   (parley--busy "Non-nil while a turn or a session load is in progress.")
   (parley--silent
@@ -184,6 +186,10 @@ Run M-x parley-restart to start it again."
           (parley--end-turn-state))))
     (unless expected
       (message "The Parley server exited; M-x parley-restart starts it again"))))
+
+(setq parley--server-handlers (list :notification #'parley--handle-notification
+                                    :request #'parley--handle-request
+                                    :shutdown #'parley--on-shutdown))
 
 ;;;; Buffers of edited files
 

@@ -17,6 +17,7 @@
   (load (expand-file-name "parley-edits-test" here) nil t)
   (load (expand-file-name "parley-display-test" here) nil t)
   (load (expand-file-name "parley-markdown-test" here) nil t)
+  (load (expand-file-name "parley-structure-test" here) nil t)
   (load (expand-file-name "parley-integration-test" here) nil t))
 
 (let* ((result-file (car command-line-args-left))
