@@ -64,48 +64,46 @@ changes."
 
 ;;;; Settings: the model, the tool policy
 
-(defun parley--read-choice (prompt choices default)
-  "Read one of CHOICES with PROMPT, offering DEFAULT.
-CHOICES is an alist (VALUE . PLIST); a choice's :description (or, for
-a model, why it is unavailable) is shown beside it."
-  (completing-read
-   prompt
-   (lambda (string pred action)
-     (if (eq action 'metadata)
-         `(metadata
-           (annotation-function
-            . ,(lambda (value)
-                 (let ((choice (cdr (assoc value choices))))
-                   (cond ((eq (plist-get choice :available) :json-false)
-                          (format "  unavailable: %s" (or (plist-get choice :reason) "?")))
-                         ((stringp (plist-get choice :description))
-                          (concat "  " (plist-get choice :description)))
-                         (t ""))))))
-       (complete-with-action action choices string pred)))
-   nil nil nil nil default))
+;; Both are the session's config options (ACP `configOptions'), which
+;; the server sends with the session and after each change.
 
-(defun parley--apply-setting (option value legacy what)
+(defun parley--read-choice (prompt option)
+  "Read one of the values of the config OPTION with PROMPT.
+Its current value is the default; a choice's description is shown
+beside it."
+  (let ((choices (parley--config-choices option)))
+    (completing-read
+     prompt
+     (lambda (string pred action)
+       (if (eq action 'metadata)
+           `(metadata
+             (annotation-function
+              . ,(lambda (value)
+                   (let ((description (plist-get (cdr (assoc value choices)) :description)))
+                     (if (stringp description) (concat "  " description) "")))))
+         (complete-with-action action choices string pred)))
+     nil nil nil nil (plist-get option :currentValue))))
+
+(defun parley--setting (key value what)
+  "Return the session's config option whose KEY (`:id', `:category') is VALUE.
+WHAT names it in the error when the session has none."
+  (or (parley--config-option key value)
+      (user-error "This session offers no %s to choose" what)))
+
+(defun parley--apply-setting (option value what)
   "Set this session's config OPTION to VALUE, naming it WHAT in messages.
-With OPTION nil (a server without config options), LEGACY are the
-params of `_parley/session/configure' that set it instead.  The
-change takes effect from the next round."
+The change takes effect from the next round."
   (let ((buffer (current-buffer)))
     (parley--with-session
      (lambda (conn)
        (jsonrpc-async-request
-        conn (if option 'session/set_config_option '_parley/session/configure)
-        (if option
-            (list :sessionId parley--session-id :configId (plist-get option :id)
-                  :value value)
-          (cons :sessionId (cons parley--session-id legacy)))
+        conn 'session/set_config_option
+        (list :sessionId parley--session-id :configId (plist-get option :id) :value value)
         :timeout parley-request-timeout
         :success-fn (lambda (result)
                       (parley--with-live-buffer buffer
-                        (cond ((plist-get result :configOptions)
-                               (parley--set-config-options (plist-get result :configOptions)))
-                              ((plist-get legacy :model)
-                               (setq parley--model value)
-                               (force-mode-line-update)))
+                        (when (plist-get result :configOptions)
+                          (parley--set-config-options (plist-get result :configOptions)))
                         (message "Parley: the %s is now %s" what value)))
         :error-fn (lambda (err)
                     (message "Parley cannot set the %s to %s: %s" what value
@@ -114,49 +112,29 @@ change takes effect from the next round."
 ;;;###autoload
 (defun parley-set-model (model)
   "Switch this chat buffer's session to MODEL (PROVIDER:MODEL).
-The server's config option of category `model' offers the models;
-a server without config options is asked for its models instead."
+The server's config option of category `model' offers the models."
   (interactive
    (progn
      (parley--check-buffer)
-     (let ((option (parley--config-option :category "model")))
-       (list
-        (if option
-            (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
-                                 (parley--config-choices option)
-                                 (plist-get option :currentValue))
-          (let ((result (parley--request (parley--live-connection) '_parley/models
-                                         (make-hash-table))))
-            (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
-                                 (mapcar (lambda (m) (cons (plist-get m :id) m))
-                                         (plist-get result :models))
-                                 (plist-get result :defaultModel))))))))
+     (list (parley--read-choice (format "Model (now %s): " (or parley--model "default"))
+                                (parley--setting :category "model" "model")))))
   (parley--check-buffer)
-  (parley--apply-setting (parley--config-option :category "model") model
-                         (list :model model) "model"))
-
-(defconst parley--tool-policies '("hybrid" "stream" "sync")
-  "The tool policies of a server without config options.")
+  (parley--apply-setting (parley--setting :category "model" "model") model "model"))
 
 (defun parley-set-tool-policy (policy)
   "Set the tool policy of this chat buffer's session to POLICY.
 `hybrid' streams each round and makes a synchronous call when the
 model turns to tools; `stream' assembles the calls from the stream;
 `sync' streams nothing.  The server's config option `tool_policy'
-offers the policies, where it has one."
+offers the policies."
   (interactive
    (progn
      (parley--check-buffer)
-     (let ((option (parley--config-option :id "tool_policy")))
-       (list (parley--read-choice
-              "Tool policy: "
-              (if option
-                  (parley--config-choices option)
-                (mapcar #'list parley--tool-policies))
-              (plist-get option :currentValue))))))
+     (list (parley--read-choice "Tool policy: "
+                                (parley--setting :id "tool_policy" "tool policy")))))
   (parley--check-buffer)
-  (parley--apply-setting (parley--config-option :id "tool_policy") policy
-                         (list :toolPolicy policy) "tool policy"))
+  (parley--apply-setting (parley--setting :id "tool_policy" "tool policy") policy
+                         "tool policy"))
 
 (provide 'parley-commands)
 ;;; parley-commands.el ends here

@@ -631,12 +631,10 @@ A RESULT that is a function is called with the params; one that is
           (kill-buffer buffer))))))
 
 (ert-deftest parley-resume-falls-back-to-new-session ()
-  ;; After a restart the buffer's session is re-activated first (loaded,
-  ;; or resumed where the server can); when that fails, the buffer says
-  ;; so and continues in a new session.
+  ;; After a restart the buffer's session is resumed first; when that
+  ;; fails, the buffer says so and continues in a new session.
   (pcase-dolist (`(,server ,method)
-                 '(("{}" session/load)
-                   ("{\"agentCapabilities\":{\"sessionCapabilities\":{\"resume\":{}}}}"
+                 '(("{\"agentCapabilities\":{\"sessionCapabilities\":{\"resume\":{}}}}"
                     session/resume)))
     (let ((parley--server-info (parley-test--json server)))
       (parley-test--with-fake-server
@@ -733,33 +731,6 @@ A RESULT that is a function is called with the params; one that is
                          "sync"))
           (should (= (length requests) 2)))))))
 
-(ert-deftest parley-set-model-and-tool-policy-without-config-options ()
-  ;; A first-edition server: `_parley/models' and `_parley/session/configure'.
-  (parley-test--with-fake-server
-      '((_parley/models . (:models [(:id "openai:gpt-4.1" :available t)
-                                    (:id "anthropic:claude-sonnet-4-5" :available :json-false
-                                         :reason "no API key")]
-                                   :defaultModel "openai:gpt-4.1"))
-        (_parley/session/configure . nil))
-    (parley-test--with-chat
-      (setq parley--conn 'fake-connection)
-      (let (offered)
-        (cl-letf (((symbol-function 'completing-read)
-                   (lambda (_prompt collection &rest _)
-                     (setq offered (all-completions "" collection))
-                     (car offered))))
-          (call-interactively #'parley-set-model)
-          (should (equal offered '("openai:gpt-4.1" "anthropic:claude-sonnet-4-5")))
-          (should (equal (car requests)
-                         '(_parley/session/configure :sessionId "sess-unit"
-                                                     :model "openai:gpt-4.1")))
-          (should (string-match-p "Parley openai:gpt-4.1" (parley--header-line)))
-          (call-interactively #'parley-set-tool-policy)
-          (should (equal offered '("hybrid" "stream" "sync")))
-          (should (equal (car requests)
-                         '(_parley/session/configure :sessionId "sess-unit"
-                                                     :toolPolicy "hybrid"))))))))
-
 ;;;; Session lifecycle: resume, close
 
 (defconst parley-test--lifecycle-server
@@ -786,7 +757,6 @@ A RESULT that is a function is called with the params; one that is
                        `(:sessionId ,parley-test--session :cwd ,temporary-file-directory
                                     :mcpServers [])))
         (should (eq parley--conn 'fake-connection))
-        (should-not parley--silent)
         (should (equal parley--session-id parley-test--session))
         (should (parley--config-option :id "tool_policy"))
         (should (equal (parley-test--transcript)
