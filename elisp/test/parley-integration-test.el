@@ -188,7 +188,7 @@ the fake LLM.  The test is skipped when the server is not installed."
     (should (string-match-p "consider" (parley-test--visible-transcript)))))
 
 (parley-it--deftest parley-it-budget-notice-once
-  "A budget that stops, then refuses, a turn is said once each, as a notice."
+  "A budget that stops, then refuses, a turn is said once each, as a warning notice."
   (let* ((config (make-temp-file "parley-budget-" nil ".toml" "[budget]\nsession_usd = 0.5\n"))
          (parley-server-environment (cons (concat "PARLEY_CONFIG=" config)
                                           parley-server-environment))
@@ -215,7 +215,9 @@ the fake LLM.  The test is skipped when the server is not installed."
               (should-not (string-match-p "Stopped: this session's budget" shown))
               (should-not (string-match-p "Not started:" shown))
               (should-not (string-match-p "never" shown)))
-            (should (eq (get-text-property (parley-test--pos stops) 'face) 'parley-warning))))
+            ;; Each at its level (warning), never in an answer's block.
+            (should (eq (get-text-property (parley-test--pos stops) 'face) 'parley-warning))
+            (should (eq (get-text-property (parley-test--pos refused) 'face) 'parley-warning))))
       (delete-file config))))
 
 (parley-it--deftest parley-it-tool-round
