@@ -138,6 +138,8 @@ its description and the hint for its input."
                               (concat "  " (plist-get command :description))
                             "")))))))))
 
+;;;; Cancel, history, retry
+
 (defun parley-cancel ()
   "Cancel the turn in progress."
   (interactive)

@@ -64,13 +64,13 @@ No package is needed."
   "Face for the agent's thoughts.")
 
 (defface parley-error '((t :inherit error))
-  "Face for errors shown in the transcript.")
+  "Face for errors, and notices of level `error', in the transcript.")
 
 (defface parley-notice '((t :inherit shadow :slant italic))
-  "Face for notices in the transcript (cancelled, turn statistics).")
+  "Face for notices of level `info' in the transcript (a cancelled turn).")
 
 (defface parley-warning '((t :inherit warning))
-  "Face for warnings in the transcript (an answer cut off, a refusal).")
+  "Face for notices of level `warning' (an answer cut off, a budget spent).")
 
 ;;;; Chat buffers
 

@@ -120,7 +120,6 @@
   :type 'hook
   :group 'parley)
 
-
 ;;;; The mode
 
 (defvar parley-chat-mode-map
@@ -330,7 +329,7 @@ With a prefix argument NEW, start a new session in a new buffer."
                                 (unless (string-empty-p text)
                                   (list (list :type "text" :text text)))))))))
 
-;;;; Sessions and models
+;;;; Stored sessions
 
 (defun parley--list-sessions (conn cwd)
   "Return the stored sessions (in CWD when non-nil) from CONN, newest first."
