@@ -14,8 +14,8 @@
 ;; stderr, and replies to server requests that are sent later (once the
 ;; user answered a question, or an Emacs tool ran).
 ;;
-;; What the server sends is handled in parley-session.el, whose
-;; dispatchers this file names when it starts the server.
+;; What the server sends is handled in parley-session.el, which sets
+;; `parley--server-handlers': this file knows nothing of sessions.
 
 ;;; Code:
 
@@ -24,9 +24,11 @@
 (require 'jsonrpc)
 (require 'parley-tools)
 
-(declare-function parley--handle-notification "parley-session" (conn method params))
-(declare-function parley--handle-request "parley-session" (conn method params))
-(declare-function parley--on-shutdown "parley-session" (conn))
+(defvar parley--server-handlers nil
+  "The functions that handle what the server sends, as a plist.
+:notification and :request are called with the connection, the
+method and its params, :shutdown with the connection.  The file
+above that routes them (parley-session.el) sets it.")
 
 (defconst parley-version "0.1.0"
   "The version of the Parley Emacs package (parley.el's Version header).
@@ -183,9 +185,9 @@ a generic ACP client would show both."
                             :noquery t
                             :stderr (get-buffer-create
                                      (format "*%s stderr*" name))))
-                :notification-dispatcher #'parley--handle-notification
-                :request-dispatcher #'parley--handle-request
-                :on-shutdown #'parley--on-shutdown
+                :notification-dispatcher (plist-get parley--server-handlers :notification)
+                :request-dispatcher (plist-get parley--server-handlers :request)
+                :on-shutdown (plist-get parley--server-handlers :shutdown)
                 (parley--events-initargs))))
     (setq parley--connection conn)
     (parley--stderr-reported conn)

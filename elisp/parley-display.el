@@ -10,9 +10,12 @@
 ;;; Commentary:
 
 ;; The display rules every Parley client shares (docs/display.md), in
-;; one place for Emacs: token counts, cost, the context's fill, why a
-;; turn stopped, a tool's input and the summary of its result, times.
-;; The rest of the package formats these only through this file.
+;; one place for Emacs: token counts, cost, the context's fill, a
+;; tool's input and the summary of its result, times.  The rest of the
+;; package formats these only through this file.  Why a turn stopped is
+;; not among them: the server says it, in a notice (parley-transcript.el
+;; shows it as it comes).  tests/display-cases.json holds the cases
+;; every client checks.
 
 ;;; Code:
 
@@ -52,30 +55,6 @@
       (format "context %s/%s (%d%%)" (parley-display-tokens used)
               (parley-display-tokens size) (round (* 100.0 (or used 0)) size))
     (format "context %s" (parley-display-tokens used))))
-
-;;;; Why a turn stopped
-
-(defconst parley-display--stop-texts
-  '(("cancelled" "Stopped." info)
-    ("max_tokens" "The answer was cut off: the model reached its output token limit." warning)
-    ("max_turn_requests" "Stopped: the turn reached its limit of model requests." warning)
-    ("refusal" "The model refused to answer." warning))
-  "The fallback text and level of each stop reason, for a server that sends none.")
-
-(defun parley-display-stop (result)
-  "Return why the turn of the prompt RESULT stopped, as (TEXT . LEVEL), or nil.
-RESULT is the `session/prompt' result (a plist); nil for `end_turn'.
-The server's `_meta.parley.stopText' is shown as it is; the table of
-docs/display.md is the fallback.  LEVEL is `info' or `warning'."
-  (let* ((reason (plist-get result :stopReason))
-         (meta (plist-get (plist-get result :_meta) :parley))
-         (text (plist-get meta :stopText))
-         (known (assoc reason parley-display--stop-texts))
-         (level (if known (nth 2 known) 'info)))
-    (cond ((or (null reason) (equal reason "end_turn")) nil)
-          ((and (stringp text) (not (string-empty-p text))) (cons text level))
-          (known (cons (nth 1 known) level))
-          (t (cons (format "Turn ended: %s." reason) 'info)))))
 
 ;;;; Tool input and result
 

@@ -25,6 +25,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'parley-diff)
+(require 'parley-tool-calls)
 (require 'parley-transcript)
 
 ;;;; Faces
@@ -78,8 +79,6 @@ items of the tool call, the edits asked about."
     (define-key map [mouse-2] #'parley-question-click)
     map)
   "Keymap active with point in a permission question.")
-
-(defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
 (defvar parley--waiting-text nil
   "What the global mode line says while Parley waits for the user, or nil.")

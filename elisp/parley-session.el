@@ -13,7 +13,7 @@
 ;; the server's messages to the session's buffer (updates, permission
 ;; questions, Emacs tool calls, the server's exit), and runs the
 ;; session's turns: a prompt, its end (done, failed, cancelled) with
-;; the session's totals its result carries, and reloading the session,
+;; the session's totals its result carries, and resuming the session,
 ;; or starting a new one, after the server was restarted.
 
 ;;; Code:
@@ -23,9 +23,12 @@
 (require 'subr-x)
 (require 'parley-connection)
 (require 'parley-files)
+(require 'parley-messages)
 (require 'parley-question)
 (require 'parley-tools)
+(require 'parley-tool-calls)
 (require 'parley-transcript)
+(require 'parley-usage)
 
 ;;;; Customization
 
@@ -52,11 +55,8 @@ last update of each kind is kept.")
 
 (parley--define-buffer-state
   (parley--session-id "The id of this buffer's session.")
-  (parley--cwd "The workspace root of this buffer's session.")
   (parley--conn "The connection on which this buffer's session is active.")
   (parley--busy "Non-nil while a turn or a session load is in progress.")
-  (parley--silent
-   "Non-nil while updates are not shown (a session re-activated after a restart).")
   (parley--model "The model of this buffer's session, if known.")
   (parley--config-options
    "The session's ACP config options (model, tool policy...), as last sent.")
@@ -96,8 +96,7 @@ The model shown is the current value of the option of category `model'."
   (force-mode-line-update))
 
 (defun parley--session-result (result)
-  "Keep the config options of RESULT, from `session/new', `load' or `resume'.
-A server of the first edition sends none; nothing changes then."
+  "Keep the config options of RESULT, from `session/new', `load' or `resume'."
   (when (plist-get result :configOptions)
     (parley--set-config-options (plist-get result :configOptions))))
 
@@ -132,16 +131,14 @@ The state updates that came for it before are applied in BUFFER."
       (mapc #'parley--session-update (reverse early)))))
 
 (defun parley--session-update (update)
-  "Keep the session state in UPDATE, or show UPDATE in the transcript.
-While the session is re-activated silently, nothing is shown."
+  "Keep the session state in UPDATE, or show UPDATE in the transcript."
   (pcase (plist-get update :sessionUpdate)
     ("config_option_update"
      (parley--set-config-options (plist-get update :configOptions)))
     ("available_commands_update"
      (setq parley--commands (append (plist-get update :availableCommands) nil)))
-    (_ (unless parley--silent
-         (parley--update update)
-         (parley--after-edit update)))))
+    (_ (parley--update update)
+       (parley--after-edit update))))
 
 (defun parley--handle-request (_conn method params)
   "Answer the request METHOD with PARAMS from the server."
@@ -184,6 +181,10 @@ Run M-x parley-restart to start it again."
           (parley--end-turn-state))))
     (unless expected
       (message "The Parley server exited; M-x parley-restart starts it again"))))
+
+(setq parley--server-handlers (list :notification #'parley--handle-notification
+                                    :request #'parley--handle-request
+                                    :shutdown #'parley--on-shutdown))
 
 ;;;; Buffers of edited files
 
@@ -376,10 +377,9 @@ A question still pending is answered `cancelled': its turn is over."
   "Finish the turn whose `session/prompt' RESULT arrived.
 Its `_meta.parley' holds the call's `usage', the turn's statistics
 \(`turn') and the session's totals (`session'), which the header line
-shows as they are.  A server of the first edition sent the statistics
-as `_meta.parley' itself, and no totals."
+shows as they are."
   (let* ((meta (plist-get (plist-get result :_meta) :parley))
-         (stats (or (plist-get meta :turn) meta))
+         (stats (plist-get meta :turn))
          (totals (plist-get meta :session)))
     (setq parley--busy nil)
     (when (plist-get stats :model)
@@ -391,12 +391,9 @@ as `_meta.parley' itself, and no totals."
         (parley--renumber-last-turn turns)))
     (when totals
       (parley--record-usage 'totals totals))
+    ;; Why it stopped is not here: the server said it, in a notice,
+    ;; before this result.
     (parley--close-tail)
-    ;; Why it stopped, as the server says (`stopText'), or docs/display.md;
-    ;; not again when a notice said it.
-    (unless parley--noticed
-      (parley--insert-stop result))
-    (setq parley--noticed nil)
     (parley--end-turn-state)))
 
 (defconst parley--provider-error -32001
@@ -436,36 +433,30 @@ A provider's failure (`parley--provider-error') says how to retry."
 
 (defun parley--with-session (fn)
   "Call FN once this buffer's session is active on the live connection.
-After a restart the session is re-activated first: resumed where the
-server can (`session/resume', no replay: the transcript is here),
-otherwise loaded again, its replay not shown.  A session that cannot
-be re-activated continues as a new one."
+After a restart the session is resumed first (`session/resume': no
+replay, the transcript is here).  A session that cannot be resumed
+continues as a new one."
   (let ((conn (parley--live-connection))
         (buffer (current-buffer)))
     (if (eq parley--conn conn)
         (funcall fn conn)
-      (let ((resume (parley--server-supports :resume)))
-        (unless resume
-          (setq parley--silent t))
-        (jsonrpc-async-request
-         conn (if resume 'session/resume 'session/load)
-         (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
-         :timeout parley-turn-timeout
-         :success-fn
-         (lambda (result)
-           (parley--with-live-buffer buffer
-             (setq parley--silent nil
-                   parley--conn conn)
-             (parley--session-result result)
-             (funcall fn conn)))
-         :error-fn
-         (lambda (err)
-           (parley--with-live-buffer buffer
-             (setq parley--silent nil)
-             (parley--resume-in-new-session conn (plist-get err :message) fn))))))))
+      (jsonrpc-async-request
+       conn 'session/resume
+       (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+       :timeout parley-turn-timeout
+       :success-fn
+       (lambda (result)
+         (parley--with-live-buffer buffer
+           (setq parley--conn conn)
+           (parley--session-result result)
+           (funcall fn conn)))
+       :error-fn
+       (lambda (err)
+         (parley--with-live-buffer buffer
+           (parley--resume-in-new-session conn (plist-get err :message) fn)))))))
 
 (defun parley--resume-in-new-session (conn why fn)
-  "Continue in a new session on CONN, because the old one could not load.
+  "Continue in a new session on CONN, because the old one could not be resumed.
 WHY is the server's message; FN is then called with CONN.  This runs
 from a response handler, inside jsonrpc.el's process filter, so it
 must not wait for an answer: the request is asynchronous."
@@ -506,7 +497,6 @@ session, without the history above." why))
   "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
   (let ((buffer (current-buffer)))
     (setq parley--busy t
-          parley--noticed nil
           parley--last-prompt blocks)
     (force-mode-line-update)
     (parley--with-session

@@ -1,4 +1,4 @@
-;;; parley-transcript.el --- The transcript of a Parley chat buffer  -*- lexical-binding: t; -*-
+;;; parley-transcript.el --- The transcript of a Parley chat buffer: its blocks  -*- lexical-binding: t; -*-
 
 ;; Copyright (C) 2025 Parley contributors
 
@@ -9,25 +9,24 @@
 
 ;;; Commentary:
 
-;; What the server streams into a chat buffer, and how it is shown:
-;; answers, thoughts and replayed prompts inserted at a marker (the
-;; streaming path, O(1) per chunk), tool calls and thoughts as
-;; foldable sections, notices and errors, and the usage the header
-;; line shows.  `parley--update' is where a `session/update' lands.
+;; The transcript's text and the parts of it that can still change:
+;; blocks inserted at a marker where the transcript grows (the
+;; streaming path, O(1) per chunk), the last one extended chunk by
+;; chunk, revised or replaced in place; who speaks (the labels, the
+;; turns' numbers); notices and errors on their own lines; foldable
+;; sections (thoughts, tool calls) and the thoughts themselves; the
+;; Markdown of an answer fontified as it streams; the end of a turn.
 ;;
-;; This file knows nothing of the server: parley-session.el routes
-;; the updates here; parley-question.el asks permission questions in
-;; the same transcript.
+;; What goes into the blocks is decided above: parley-messages.el
+;; (answers, thoughts, prompts, notices, where a `session/update'
+;; lands), parley-tool-calls.el (tool calls and edits),
+;; parley-usage.el (the totals the header line shows).
 
 ;;; Code:
 
 (require 'cl-lib)
 (require 'subr-x)
-(require 'parley-diff)
-(require 'parley-display)
 (require 'parley-markdown)
-
-(defvar parley--cwd)                    ; parley-session.el: the session's workspace
 
 ;;;; Customization
 
@@ -39,10 +38,6 @@
 (defcustom parley-fold-thoughts t
   "Non-nil means a thought section folds when the answer starts."
   :type 'boolean)
-
-(defcustom parley-tool-display-limit 4000
-  "Maximum characters of a tool's input or output shown in the buffer."
-  :type 'integer)
 
 (defcustom parley-fontify-markdown t
   "Non-nil means answers are fontified as Markdown while they stream.
@@ -68,38 +63,14 @@ No package is needed."
 (defface parley-thought '((t :inherit font-lock-comment-face))
   "Face for the agent's thoughts.")
 
-(defface parley-tool-header '((t :inherit font-lock-constant-face))
-  "Face for the header line of a tool call.")
-
-(defface parley-tool-body '((t :inherit shadow))
-  "Face for a tool call's input and output.")
-
-(defface parley-status-pending '((t :inherit shadow))
-  "Face for the status of a tool call not yet started.")
-
-(defface parley-status-running '((t :inherit warning))
-  "Face for the status of a running tool call.")
-
-(defface parley-status-done '((t :inherit success))
-  "Face for the status of a finished tool call.")
-
-(defface parley-status-failed '((t :inherit error))
-  "Face for the status of a failed tool call.")
-
-(defface parley-tool-superseded '((t :inherit shadow))
-  "Face for a tool call the model did not make after all (superseded).")
-
-(defface parley-location '((t :inherit link))
-  "Face for a file location of a tool call, a button that opens it.")
-
 (defface parley-error '((t :inherit error))
-  "Face for errors shown in the transcript.")
+  "Face for errors, and notices of level `error', in the transcript.")
 
 (defface parley-notice '((t :inherit shadow :slant italic))
-  "Face for notices in the transcript (cancelled, turn statistics).")
+  "Face for notices of level `info' in the transcript (a cancelled turn).")
 
 (defface parley-warning '((t :inherit warning))
-  "Face for warnings in the transcript (an answer cut off, a refusal).")
+  "Face for notices of level `warning' (an answer cut off, a budget spent).")
 
 ;;;; Chat buffers
 
@@ -108,6 +79,11 @@ No package is needed."
   (cl-remove-if-not (lambda (b) (with-current-buffer b
                                   (derived-mode-p 'parley-chat-mode)))
                     (buffer-list)))
+
+(defun parley--check-buffer ()
+  "Signal an error unless this is a Parley chat buffer."
+  (unless (derived-mode-p 'parley-chat-mode)
+    (user-error "Not a Parley chat buffer")))
 
 ;;;; Buffer state
 
@@ -126,6 +102,7 @@ table of them, here and in the files that require this one."
   (parley--output "Marker where the transcript grows: its end, just before the prompt.")
   (parley--start "Where the transcript starts, after the banner line.")
   (parley--title "The session's title, if the server set one.")
+  (parley--cwd "The workspace root of this buffer's session: paths are shown relative to it.")
   (parley--blocks "Hash table of the blocks that can still change, keyed (KIND . ID).")
   (parley--tail "The block at the end of the transcript that streamed text extends.")
   (parley--open-thoughts "Thought blocks not folded yet.")
@@ -143,34 +120,6 @@ state of its Markdown fontification (`parley-markdown-start'), while
 it streams."
   kind id beg end title status input content raw-output locations superseded expanded
   markdown)
-
-;;;; JSON as text
-
-(defvar json-false)
-(defvar json-null)
-(declare-function json-encode "json" (object))
-
-(defun parley--json-encode (value)
-  "Encode VALUE (a plist or vector from jsonrpc.el) as a JSON string.
-Emacs 28 has `json-serialize' only when built with libjansson;
-otherwise json.el does it, as it does for jsonrpc.el."
-  (if (fboundp 'json-serialize)
-      (json-serialize value :null-object nil :false-object :json-false)
-    (require 'json)
-    (let ((json-false :json-false)
-          (json-null nil))
-      (json-encode value))))
-
-(defun parley--json-brief (value &optional limit)
-  "Return VALUE (as jsonrpc.el parsed it) as compact text, at most LIMIT chars."
-  (let ((text (if (stringp value)
-                  value
-                (condition-case nil
-                    (parley--json-encode value)
-                  (error (prin1-to-string value))))))
-    (if (and limit (> (length text) limit))
-        (concat (substring text 0 limit) "…")
-      text)))
 
 ;;;; Writing the transcript
 
@@ -299,25 +248,9 @@ the text property `parley-turn'.")
   (parley--close-tail)
   (parley--emit (parley--props (concat text "\n") 'face (or face 'parley-notice))))
 
-(defun parley--insert-stop (result)
-  "Show why the turn of the prompt RESULT stopped, when it did early.
-The server's `stopText', or the fallback of docs/display.md."
-  (pcase (parley-display-stop result)
-    (`(,text . warning) (parley--insert-notice text 'parley-warning))
-    (`(,text . ,_) (parley--insert-notice text))))
-
 (defun parley--insert-error (text)
   "Insert the error TEXT in the transcript."
   (parley--insert-notice (concat "Error: " text) 'parley-error))
-
-(defun parley--render-prompt (text context)
-  "Show the prompt TEXT and the CONTEXT resources in the transcript."
-  (setq parley--role nil)               ; every prompt gets its label
-  (parley--ensure-role 'user)
-  (dolist (block context)
-    (parley--emit (parley--props (parley--content-text block) 'face 'parley-notice)))
-  (unless (string-empty-p text)
-    (parley--emit (parley--props (concat text "\n") 'face 'parley-user-text))))
 
 ;;;; Sections: thoughts and tool calls
 
@@ -433,406 +366,7 @@ POS is in the section's header or body, or just after it."
         (dolist (block thoughts)
           (parley--set-folded block t))))))
 
-(defun parley--status-label (status)
-  "Return the label and face of the tool STATUS as a cons."
-  (pcase status
-    ("in_progress" '("running" . parley-status-running))
-    ("completed" '("done" . parley-status-done))
-    ("failed" '("failed" . parley-status-failed))
-    (_ '("pending" . parley-status-pending))))
-
-(defun parley--indent (text)
-  "Return TEXT with each line indented by four spaces."
-  (replace-regexp-in-string "^" "    " text))
-
-(defun parley--limit (text)
-  "Return TEXT cut to `parley-tool-display-limit' characters."
-  (if (<= (length text) parley-tool-display-limit)
-      text
-    (format "%s\n… [%d more characters]"
-            (substring text 0 parley-tool-display-limit)
-            (- (length text) parley-tool-display-limit))))
-
-(defun parley--input-string (title input &optional full)
-  "Return the INPUT of the tool call TITLE as body lines, indented.
-Code (docs/display.md, `parley-display-tool-input') is fontified in
-its language; any other input is indented JSON.  It is cut to
-`parley-tool-display-limit' characters unless FULL."
-  (pcase-let ((`(,language . ,text) (parley-display-tool-input title input))
-              (cut (if full #'identity #'parley--limit)))
-    (if language
-        (parley--props (parley--code-block (funcall cut text)
-                                           (parley-markdown-mode-for language)))
-      (parley--props (concat (parley--indent (funcall cut text)) "\n")
-                     'face 'parley-tool-body))))
-
-(defun parley--tool-body (block)
-  "Return the body of the tool BLOCK's section: input, content and output.
-Each part starts with a newline and does not end with one."
-  (let* ((input (parley--block-input block))
-         (final (or (parley--block-superseded block)
-                    (member (parley--block-status block) '("completed" "failed"))))
-         (content (mapconcat (lambda (item) (parley--content-item-string item input nil t))
-                             (parley--block-content block) ""))
-         (raw (parley--block-raw-output block))
-         (part (lambda (label text)
-                 (concat (parley--props (format "\n  %s:\n" label) 'face 'parley-tool-body)
-                         (string-trim-right text "\n")))))
-    (concat
-     (if input
-         (funcall part "input" (parley--input-string (parley--block-title block) input))
-       "")
-     (cond ((not (string-empty-p content))
-            ;; Before the call ends, its content is what it is about
-            ;; (the code, the diff); after, its result.
-            (funcall part (if final "output" "content") content))
-           ((and raw (not (parley--block-superseded block)))
-            (funcall part "output" (parley--props (parley--indent (parley--limit (parley--json-brief raw)))
-                                                  'face 'parley-tool-body)))
-           (t "")))))
-
-;;;; File locations
-
-(defvar parley-location-map
-  (let ((map (make-sparse-keymap)))
-    (define-key map (kbd "RET") #'parley-open-location)
-    (define-key map [mouse-1] #'parley-open-location-click)
-    (define-key map [mouse-2] #'parley-open-location-click)
-    map)
-  "Keymap on the file locations of a tool call.")
-
-(defun parley--location-string (location)
-  "Return the clickable text of the tool call LOCATION (:path, :line)."
-  (let* ((path (plist-get location :path))
-         (line (plist-get location :line))
-         ;; A chat buffer's directory is its workspace root.
-         (root (file-name-as-directory (expand-file-name default-directory)))
-         (shown (if (and (file-name-absolute-p path) (string-prefix-p root path))
-                    (substring path (length root))
-                  path))
-         (label (if (numberp line) (format "%s:%d" shown line) shown)))
-    (propertize label
-                'parley-location location 'face 'parley-location
-                'mouse-face 'highlight 'follow-link t 'keymap parley-location-map
-                'help-echo (format "RET or mouse-1: open %s" label))))
-
-(defun parley--locations-string (block)
-  "Return the line of the tool BLOCK's file locations, or the empty string."
-  (let ((locations (cl-remove-if-not (lambda (l) (stringp (plist-get l :path)))
-                                     (parley--block-locations block))))
-    (if locations
-        (concat "\n    " (mapconcat #'parley--location-string locations "  "))
-      "")))
-
-(defun parley-open-location (&optional pos)
-  "Open the file of the tool call location at POS (point), at its line."
-  (interactive)
-  (let ((location (get-text-property (or pos (point)) 'parley-location)))
-    (unless location (user-error "No file location here"))
-    (let ((file (expand-file-name (plist-get location :path)))
-          (line (plist-get location :line)))
-      (pop-to-buffer (find-file-noselect file))
-      (when (numberp line)
-        (goto-char (point-min))
-        (forward-line (1- line))))))
-
-(defun parley-open-location-click (event)
-  "Open the file of the tool call location clicked on in EVENT."
-  (interactive "e")
-  (let ((position (event-end event)))
-    (with-current-buffer (window-buffer (posn-window position))
-      (parley-open-location (posn-point position)))))
-
-(defun parley--edit-string (block diffs)
-  "Return the transcript text of the edit BLOCK, whose DIFFS are ACP diffs.
-One line, such as \"Edited app.py +3 −1\", whose body is the diff
-\(and the error, when the edit failed)."
-  (let* ((expanded (parley--block-expanded block))
-         (status (parley--block-status block))
-         (done (equal status "completed"))
-         (root (bound-and-true-p parley--cwd))
-         (header
-          (lambda (text &optional face)
-            (parley--props text 'parley-header block 'face (or face 'parley-tool-header))))
-         (raw (parley--block-raw-output block))
-         (output (and (not done) raw
-                      ;; The error of the default rawOutput, {content, isError}.
-                      (if (and (consp raw) (stringp (plist-get raw :content)))
-                          (plist-get raw :content)
-                        (parley--json-brief raw))))
-         (body (concat
-                (mapconcat (lambda (item)
-                             (parley-diff-string (parley-diff-path item root)
-                                                 (plist-get item :oldText)
-                                                 (plist-get item :newText) "    "))
-                           diffs "")
-                (if output
-                    (parley--props (concat "  output:\n"
-                                           (parley--indent (parley--limit (string-trim-right output)))
-                                           "\n")
-                                   'face 'parley-tool-body)
-                  ""))))
-    (concat
-     (funcall header (concat (string (if expanded parley--arrow-open parley--arrow-closed))
-                             (if done " Edited" " Edit")))
-     (mapconcat
-      (lambda (item)
-        (let ((stats (parley-diff-stats (plist-get item :oldText) (plist-get item :newText))))
-          (concat (funcall header (concat " " (parley-diff-path item root) " "))
-                  (funcall header (format "+%d" (car stats)) 'diff-added)
-                  (funcall header " ")
-                  (funcall header (format "−%d" (cdr stats)) 'diff-removed))))
-      diffs (funcall header ","))
-     (if done
-         ""
-       (let ((label (if (parley--block-superseded block)
-                        '("superseded" . parley-tool-superseded)
-                      (parley--status-label status))))
-         (funcall header (concat " [" (car label) "]") (cdr label))))
-     ;; The body starts on the header's newline, as a thought's does,
-     ;; so that folded, the header is one line.
-     (parley--props (concat "\n" (string-remove-suffix "\n" body))
-                    'parley-body block
-                    'invisible (unless expanded 'parley-hidden))
-     (parley--props (string ?\n)))))
-
-(defun parley--block-diffs (block)
-  "Return the ACP diffs of the tool BLOCK: an edit's."
-  (and (eq (parley--block-kind block) 'tool)
-       (parley-diff-items (parley--block-content block))))
-
-(defun parley--tool-string (block)
-  "Return the transcript text of the tool BLOCK: a header and a body."
-  (let ((diffs (parley--block-diffs block)))
-    (if diffs
-        (parley--edit-string block diffs)
-      (parley--call-string block))))
-
-(defun parley--result-summary (block)
-  "Return the summary of the finished tool BLOCK's result, or nil.
-The rule of docs/display.md, `parley-display-tool-summary'."
-  (let ((status (parley--block-status block)))
-    (when (member status '("completed" "failed"))
-      (let ((text (mapconcat (lambda (item)
-                               (let ((text (plist-get (plist-get item :content) :text)))
-                                 (if (stringp text) (concat text "\n") "")))
-                             (parley--block-content block) "")))
-        (when (string-empty-p (string-trim text))
-          (let ((raw (parley--block-raw-output block)))
-            (setq text (cond ((stringp raw) raw)
-                             ((and (consp raw) (stringp (plist-get raw :content)))
-                              (plist-get raw :content))
-                             (raw (parley--json-brief raw))
-                             (t "")))))
-        (parley-display-tool-summary text)))))
-
-(defun parley--call-string (block)
-  "Return the transcript text of the tool BLOCK that is not an edit.
-The header is the title, the status and the file locations; the body,
-folded unless the block is expanded, the input, content and output."
-  (let* ((expanded (parley--block-expanded block))
-         (superseded (parley--block-superseded block))
-         (status (if superseded
-                     '("superseded" . parley-tool-superseded)
-                   (parley--status-label (parley--block-status block))))
-         (title (car (split-string (or (parley--block-title block) "tool") "\n")))
-         (title (truncate-string-to-width title 100 nil nil "…"))
-         (body (parley--tool-body block)))
-    (concat
-     (parley--props (concat (string (if expanded parley--arrow-open parley--arrow-closed))
-                            " " title " ")
-                    'parley-header block
-                    'face (if superseded 'parley-tool-superseded 'parley-tool-header))
-     (apply #'parley--props (concat "[" (car status) "]")
-            'parley-header block 'face (cdr status)
-            (let ((summary (parley--result-summary block)))
-              (and summary (list 'help-echo summary))))
-     (parley--props (parley--locations-string block) 'parley-header block)
-     (if (string-empty-p body)
-         ""
-       (parley--props body 'parley-body block
-                      'invisible (unless expanded 'parley-hidden)))
-     (parley--props (string ?\n)))))
-
-(defun parley--tool-update (update)
-  "Show the `tool_call' or `tool_call_update' UPDATE.
-A field it has replaces the one shown; the others stay."
-  (let* ((id (plist-get update :toolCallId))
-         (block (gethash (cons 'tool id) parley--blocks))
-         (new (null block)))
-    (when new
-      (parley--ensure-role 'agent)
-      (parley--fold-thoughts)
-      (setq block (parley--new-block 'tool id :status "pending")))
-    (when (plist-member update :title)
-      (setf (parley--block-title block) (plist-get update :title)))
-    (when (plist-get update :status)
-      (setf (parley--block-status block) (plist-get update :status)))
-    (when (plist-member update :rawInput)
-      (setf (parley--block-input block) (plist-get update :rawInput)))
-    (when (plist-member update :content)
-      (setf (parley--block-content block) (append (plist-get update :content) nil)))
-    (when (plist-member update :locations)
-      (setf (parley--block-locations block) (append (plist-get update :locations) nil)))
-    (when (plist-member update :rawOutput)
-      (setf (parley--block-raw-output block) (plist-get update :rawOutput)))
-    ;; Superseded: the model did not make this call after all.  A
-    ;; first-edition server said so in `rawOutput'.
-    (when (or (eq (parley--meta update :superseded) t)
-              (let ((raw (plist-get update :rawOutput)))
-                (and (consp raw) (eq (plist-get raw :superseded) t))))
-      (setf (parley--block-superseded block) t))
-    (if new
-        (parley--append block (parley--tool-string block))
-      (parley--replace block (parley--tool-string block)))
-    (when (eq parley--tail block)
-      (setq parley--tail nil))))
-
-;;;; Tool call content: code, text and diffs
-
-(defun parley--code-mode (title)
-  "Return the major mode that fontifies the code of the tool TITLE, or nil."
-  (let ((case-fold-search t))
-    (cond ((string-match-p "lisp" title) #'emacs-lisp-mode)
-          ((string-match-p "python" title) #'python-mode))))
-
-(defconst parley--fontify-limit 50000
-  "Longest code a question fontifies; longer code, shown plain, cannot stall Emacs.")
-
-(defun parley--code-block (code mode)
-  "Return CODE indented as a block, fontified by MODE when non-nil."
-  (let ((code (copy-sequence (string-trim-right code "\n+"))))
-    (when (and mode (<= (length code) parley--fontify-limit))
-      (condition-case nil
-          (pcase-dolist (`(,from ,to ,face) (parley-markdown-face-runs code mode))
-            (put-text-property from to 'face face code))
-        (error nil)))                   ; plain text is still the code
-    (concat (parley--indent code) "\n")))
-
-(defun parley--in-input-p (text input)
-  "Return non-nil when TEXT is the value of a field of the tool INPUT."
-  (and (consp input) (keywordp (car input))
-       (cl-loop for (_key value) on input by #'cddr
-                thereis (and (stringp value)
-                             (equal (string-trim value) (string-trim text))))))
-
-(defun parley--content-item-string (item input &optional mode limit)
-  "Return the ACP tool call content ITEM as transcript text, in lines.
-Text (the code of an evaluation, a tool's output) is a block,
-fontified by MODE when non-nil; text already shown as a field of the
-tool INPUT is not repeated.  A diff is shown in `diff-mode' faces.
-With LIMIT, either is cut to `parley-tool-display-limit' characters."
-  (let ((cut (if limit #'parley--limit #'identity)))
-    (pcase (plist-get item :type)
-      ("content"
-       (let ((text (plist-get (plist-get item :content) :text)))
-         (cond ((or (not (stringp text)) (string-empty-p (string-trim text))
-                    (parley--in-input-p text input))
-                "")
-               (mode (parley--props (parley--code-block (funcall cut text) mode)))
-               (t (parley--props (parley--code-block (funcall cut text) nil)
-                                 'face 'parley-tool-body)))))
-      ("diff"
-       (funcall cut (parley--props (parley-diff-string
-                                    (parley-diff-path item (bound-and-true-p parley--cwd))
-                                    (plist-get item :oldText) (plist-get item :newText)
-                                    "    "))))
-      (_ ""))))
-
-;;;; Usage
-
-(cl-defstruct (parley--usage (:constructor parley--usage-create) (:copier nil))
-  "The session's totals as the server reports them, for the header line.
-IN and OUT are the session's tokens, COST its cost in USD and TURNS
-its turns (nil while unknown); USED and SIZE are the context's tokens
-and window.  The client never adds anything up: each report replaces."
-  (in 0) (out 0) cost turns used size)
-
-(defvar-local parley--usage nil
-  "This buffer's `parley--usage'; only `parley--record-usage' changes it.")
-
-(defun parley--record-usage (source data)
-  "Record in this buffer's usage what SOURCE reports in DATA.
-SOURCE is one of:
-  `round'    DATA is a `usage_update': the context's fill and window,
-             the session's cost, and the session's totals in
-             `_meta.parley.session' (the call's own usage, `call', is
-             not needed);
-  `totals'   DATA is the session's totals (`UsageTotals'), from a
-             prompt's or a load's result.
-Token counts missing from DATA count as zero; a cost or turn count
-that is not a number leaves the known one."
-  (let ((usage (or parley--usage (setq parley--usage (parley--usage-create)))))
-    (pcase-exhaustive source
-      ('round
-       (let ((size (plist-get data :size))
-             (totals (parley--meta data :session)))
-         (setf (parley--usage-used usage) (plist-get data :used)
-               ;; An unknown window is absent (an older server sent 0).
-               (parley--usage-size usage) (and (numberp size) (> size 0) size))
-         (when totals
-           (parley--record-usage 'totals totals))))
-      ('totals
-       (setf (parley--usage-in usage) (or (plist-get data :inputTokens) 0)
-             (parley--usage-out usage) (or (plist-get data :outputTokens) 0))
-       (when (natnump (plist-get data :turns))
-         (setf (parley--usage-turns usage) (plist-get data :turns)))))
-    ;; `cost' is the session's total in both shapes.
-    (let ((cost (plist-get data :cost)))
-      (when (numberp (plist-get cost :amount))
-        (setf (parley--usage-cost usage) (plist-get cost :amount))))
-    (force-mode-line-update)))
-
-;;;; Updates
-
-(defun parley--meta (update key)
-  "Return KEY of UPDATE's `_meta.parley' object."
-  (plist-get (plist-get (plist-get update :_meta) :parley) key))
-
-(defun parley--content-text (content)
-  "Return the text of a ContentBlock CONTENT."
-  (pcase (plist-get content :type)
-    ("text" (or (plist-get content :text) ""))
-    ("resource" (let ((resource (plist-get content :resource)))
-                  (format "[context: %s]\n" (or (plist-get resource :uri) "resource"))))
-    ("resource_link" (format "[context: %s]\n" (plist-get content :uri)))
-    (_ "")))
-
-(defun parley--on-message (update)
-  "Show the `agent_message_chunk' UPDATE."
-  (let* ((text (parley--content-text (plist-get update :content)))
-         (id (plist-get update :messageId))
-         (replaces (parley--meta update :replaces))
-         (old (and replaces (gethash (cons 'message replaces) parley--blocks))))
-    (parley--fold-thoughts)
-    (cond
-     (old
-      ;; A revision: the synchronous call's text replaces what streamed.
-      (when (parley--block-markdown old)
-        (parley-markdown-forget (parley--block-markdown old))
-        (setf (parley--block-markdown old) nil))
-      (parley--replace old (parley--props text))
-      (parley--start-markdown old)
-      (unless (eq old parley--tail)
-        (parley--finish-markdown old))
-      (when id (puthash (cons 'message id) old parley--blocks)))
-     ((string-empty-p text))
-     ((and parley--tail
-           (eq (parley--block-kind parley--tail) 'message)
-           (or (null id) (equal id (parley--block-id parley--tail))))
-      (parley--extend parley--tail text)
-      (parley--advance-markdown parley--tail text))
-     (t
-      (parley--ensure-role 'agent)
-      (let ((block (parley--new-block 'message id)))
-        (parley--start-markdown block)
-        (parley--append block (parley--props text))
-        (parley--advance-markdown block text))))
-    ;; A replayed answer cut short: the mark its turn ended with.
-    (pcase (parley--meta update :stopReason)
-      ('nil nil)
-      ("failed" (parley--insert-notice "Error: the turn failed here" 'parley-error))
-      (reason (parley--insert-stop (list :stopReason reason))))))
+;;;; The Markdown of an answer
 
 (defun parley--start-markdown (block)
   "Start fontifying the Markdown of the message BLOCK, if answers are."
@@ -854,66 +388,20 @@ Only a chunk with a newline completes lines: the others cost nothing."
       (setf (parley--block-markdown block) nil)
       (parley-markdown-finish state (parley--block-end block)))))
 
-(defun parley--on-thought (update)
-  "Show the `agent_thought_chunk' UPDATE."
-  (let ((text (parley--content-text (plist-get update :content)))
-        (id (plist-get update :messageId)))
-    (unless (string-empty-p text)
-      ;; A new section ends its header with the body's first character,
-      ;; a newline carrying the body's properties, which text inherits.
-      (parley--extend (if (and parley--tail
-                               (eq (parley--block-kind parley--tail) 'thought)
-                               (or (null id) (equal id (parley--block-id parley--tail))))
-                          parley--tail
-                        (parley--ensure-role 'agent)
-                        (parley--start-thought id))
-                      text))))
+;;;; Reading updates
 
-(defun parley--on-user-chunk (update)
-  "Show the `user_message_chunk' UPDATE (a replayed prompt)."
-  (let ((text (parley--content-text (plist-get update :content)))
-        (id (plist-get update :messageId)))
-    (unless (string-empty-p text)
-      (if (and parley--tail
-               (eq (parley--block-kind parley--tail) 'user)
-               (or (null id) (equal id (parley--block-id parley--tail))))
-          (parley--extend parley--tail text)
-        ;; Another prompt (two in a row when a turn failed early): its
-        ;; own label.
-        (when (eq parley--role 'user)
-          (setq parley--role nil))
-        (parley--ensure-role 'user)
-        (parley--append (parley--new-block 'user id)
-                        (parley--props text 'face 'parley-user-text))))))
+(defun parley--meta (update key)
+  "Return KEY of UPDATE's `_meta.parley' object."
+  (plist-get (plist-get (plist-get update :_meta) :parley) key))
 
-(defvar-local parley--noticed nil
-  "Non-nil when a notice said why this turn stopped.
-The turn's `stopText' is then not shown again.")
-
-(defun parley--on-notice (update)
-  "Show the notice chunk UPDATE: Parley about the turn, not the answer.
-Shown once, as a notice in the warning face of a stop line; the
-turn's `stopText' is then left out (docs/display.md, notices)."
-  (let ((text (string-trim-right (parley--content-text (plist-get update :content)))))
-    (parley--fold-thoughts)
-    (unless (string-empty-p text)
-      (parley--insert-notice text 'parley-warning)
-      (setq parley--noticed t))))
-
-(defun parley--update (update)
-  "Show the `session/update' UPDATE in the current chat buffer."
-  (pcase (plist-get update :sessionUpdate)
-    ((and "agent_message_chunk" (guard (eq (parley--meta update :notice) t)))
-     (parley--on-notice update))
-    ("agent_message_chunk" (parley--on-message update))
-    ("agent_thought_chunk" (parley--on-thought update))
-    ("user_message_chunk" (parley--on-user-chunk update))
-    ((or "tool_call" "tool_call_update") (parley--tool-update update))
-    ("usage_update" (parley--record-usage 'round update))
-    ("session_info_update"
-     (when (plist-get update :title)
-       (setq parley--title (plist-get update :title))
-       (force-mode-line-update)))))
+(defun parley--content-text (content)
+  "Return the text of a ContentBlock CONTENT."
+  (pcase (plist-get content :type)
+    ("text" (or (plist-get content :text) ""))
+    ("resource" (let ((resource (plist-get content :resource)))
+                  (format "[context: %s]\n" (or (plist-get resource :uri) "resource"))))
+    ("resource_link" (format "[context: %s]\n" (plist-get content :uri)))
+    (_ "")))
 
 ;;;; The end of a turn
 

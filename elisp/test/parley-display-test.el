@@ -3,12 +3,71 @@
 ;;; Commentary:
 
 ;; The rules of docs/display.md, as parley-display.el implements them:
-;; each example of the document is a case here.
+;; every case of tests/display-cases.json (the file pytest and the VS
+;; Code tests check too), and each example of the document.
 
 ;;; Code:
 
 (require 'ert)
+(require 'cl-lib)
+(require 'iso8601)
 (require 'parley-display)
+
+(defconst parley-display-test--cases-file
+  (expand-file-name "../../tests/display-cases.json"
+                    (file-name-directory (or load-file-name buffer-file-name)))
+  "The display cases every client checks, at the repository's root.")
+
+(defun parley-display-test--cases (kind)
+  "Return the cases of KIND (a key of tests/display-cases.json) as lists.
+JSON null is nil."
+  (let ((all (with-temp-buffer
+               (insert-file-contents parley-display-test--cases-file)
+               (json-parse-buffer :object-type 'hash-table :null-object nil
+                                  :array-type 'list))))
+    (or (gethash kind all) (error "No %s cases in %s" kind parley-display-test--cases-file))))
+
+(defmacro parley-display-test--each-case (kind args &rest body)
+  "Run BODY for each case of KIND, its values bound to ARGS and `expected'.
+A failure names the case."
+  (declare (indent 2))
+  `(let ((checked 0))
+     (dolist (one-case (parley-display-test--cases ,kind))
+       (cl-destructuring-bind (,@args expected) one-case
+         (ert-info ((format "%s case %S" ,kind one-case))
+           ,@body))
+       (setq checked (1+ checked)))
+     (should (> checked 0))))
+
+(ert-deftest parley-display-shared-cases-tokens ()
+  (parley-display-test--each-case "formatTokens" (n)
+    (should (equal (parley-display-tokens n) expected))))
+
+(ert-deftest parley-display-shared-cases-cost ()
+  (parley-display-test--each-case "formatCost" (amount)
+    (should (equal (parley-display-cost amount) expected))))
+
+(ert-deftest parley-display-shared-cases-context ()
+  (parley-display-test--each-case "formatContext" (used size)
+    (should (equal (parley-display-context used size) expected))))
+
+(ert-deftest parley-display-shared-cases-tool-summary ()
+  (parley-display-test--each-case "summarizeToolResult" (text error)
+    (should (equal (parley-display-tool-summary text error) expected))))
+
+(ert-deftest parley-display-shared-cases-time ()
+  ;; The cases are in UTC, with the file's "now".
+  (let* ((spec (parley-display-test--cases "formatTime"))
+         (now (encode-time (iso8601-parse (gethash "now" spec))))
+         (cases (gethash "cases" spec)))
+    (should cases)
+    (unwind-protect
+        (progn
+          (set-time-zone-rule "UTC0")
+          (dolist (case cases)
+            (ert-info ((format "formatTime case %S" case))
+              (should (equal (parley-display-time (car case) now) (cadr case))))))
+      (set-time-zone-rule nil))))
 
 (ert-deftest parley-display-tokens-thresholds ()
   (should (equal (parley-display-tokens nil) "0"))
@@ -31,22 +90,6 @@
   (should (equal (parley-display-context 12000 200000) "context 12k/200k (6%)"))
   (should (equal (parley-display-context 12000 nil) "context 12k"))
   (should (equal (parley-display-context 1264 0) "context 1.3k")))
-
-(ert-deftest parley-display-stop-text-server-first ()
-  (should-not (parley-display-stop '(:stopReason "end_turn")))
-  (should (equal (parley-display-stop '(:stopReason "cancelled")) '("Stopped." . info)))
-  (should (equal (parley-display-stop '(:stopReason "max_tokens"))
-                 '("The answer was cut off: the model reached its output token limit." . warning)))
-  (should (equal (parley-display-stop '(:stopReason "max_turn_requests"))
-                 '("Stopped: the turn reached its limit of model requests." . warning)))
-  (should (equal (parley-display-stop '(:stopReason "refusal"))
-                 '("The model refused to answer." . warning)))
-  (should (equal (parley-display-stop '(:stopReason "odd")) '("Turn ended: odd." . info)))
-  ;; The server's sentence wins over the table.
-  (should (equal (parley-display-stop
-                  '(:stopReason "max_turn_requests"
-                    :_meta (:parley (:stopText "Stopped: the turn reached its limit of 25 model requests."))))
-                 '("Stopped: the turn reached its limit of 25 model requests." . warning))))
 
 (ert-deftest parley-display-tool-input-code-and-json ()
   (should (equal (parley-display-tool-input "python_eval" '(:code "print(1)\nprint(2)\n"))

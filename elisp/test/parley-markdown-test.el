@@ -150,6 +150,7 @@
               (parley-test--chunk "Weighing it." "t1" "agent_thought_chunk")
               (parley-test--update "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run Python\",\"kind\":\"execute\",\"status\":\"completed\",\"rawInput\":{\"code\":\"print(1)\"}}")
               (parley-test--chunk "## Answer\n```python\nprint(1)\n```\n" "m1")
+              (parley-test--notice "Stopped." "info")
               (parley-test--json
                "{\"stopReason\":\"cancelled\",\"_meta\":{\"parley\":{\"session\":{\"inputTokens\":1,\"outputTokens\":1,\"turns\":1}}}}"))))
     (parley-test--with-chat
@@ -187,11 +188,13 @@
     (should (string-match-p "Error: Internal error\\.\n\\'" (parley-test--transcript)))))
 
 (ert-deftest parley-markdown-replayed-turn-marks ()
-  ;; session/load replays an answer cut short with the stop reason of its turn.
+  ;; session/load replays an answer cut short by an error with its mark,
+  ;; and a turn that stopped with its notice, after the turn's updates.
   (parley-test--with-chat
     (parley-test--chunk "Partial" nil "user_message_chunk")
     (parley-test--update
      "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"half an ans\"},\"messageId\":\"m1\",\"_meta\":{\"parley\":{\"stopReason\":\"cancelled\"}}}")
+    (parley-test--notice "Stopped." "info")
     (parley-test--chunk "Broken" nil "user_message_chunk")
     (parley-test--update
      "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"cut\"},\"messageId\":\"m2\",\"_meta\":{\"parley\":{\"stopReason\":\"failed\"}}}")

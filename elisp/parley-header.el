@@ -1,0 +1,78 @@
+;;; parley-header.el --- The header line and mode line of a Parley chat buffer  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; What the session is doing (working, waiting for an answer, not
+;; connected), its model, the usage the server reported
+;; (parley-usage.el) by the rules of parley-display.el, the context
+;; waiting for the next prompt and the session's title.
+
+;;; Code:
+
+(require 'jsonrpc)
+(require 'parley-display)
+(require 'parley-input)
+(require 'parley-question)
+(require 'parley-session)
+(require 'parley-transcript)
+(require 'parley-usage)
+
+;;;; Header line and mode line
+
+(defun parley--status ()
+  "Return what the session is doing, as (GLYPH WORDS FACE); nil when idle."
+  (cond (parley--questions
+         (list "●" (substitute-command-keys
+                    "waiting for you: \\<parley-chat-mode-map>\\[parley-goto-question] \
+goes to the question")
+               'warning))
+        (parley--busy (list "●" "working" 'warning))
+        ((not (and parley--conn (jsonrpc-running-p parley--conn)))
+         (list "○" "not connected" 'shadow))))
+
+(defun parley--header-line ()
+  "Return the header line of a chat buffer.
+The status comes first, so that a narrow window still shows it."
+  (let* ((u (or parley--usage (parley--usage-create)))
+         (cost (parley--usage-cost u))
+         (turns (parley--usage-turns u))
+         (status (parley--status)))
+    (concat
+     " "
+     (if status
+         (concat (propertize (concat (nth 0 status) " " (nth 1 status)) 'face (nth 2 status))
+                 "  ")
+       "")
+     (propertize "Parley" 'face 'bold)
+     " " (or parley--model "default model")
+     (format "  tokens %s in / %s out" (parley-display-tokens (parley--usage-in u))
+             (parley-display-tokens (parley--usage-out u)))
+     (if (numberp cost) (concat "  " (parley-display-cost cost)) "")
+     (if turns (format "  %d turn%s" turns (if (= turns 1) "" "s")) "")
+     (if (parley--usage-used u)
+         (concat "  " (parley-display-context (parley--usage-used u) (parley--usage-size u)))
+       "")
+     (if parley--context (format "  +%d context" (length parley--context)) "")
+     (if parley--title (concat "  " (propertize parley--title 'face 'italic)) ""))))
+
+(defun parley--mode-line-status ()
+  "Return the status for the mode line, after the mode's name."
+  (pcase (parley--status)
+    ('nil "")
+    (`(,glyph ,_ ,face)
+     (propertize (concat " " glyph (cond (parley--questions "waiting")
+                                         (parley--busy "working")
+                                         (t "off")))
+                 'face face))))
+
+(put 'parley--mode-line-status 'risky-local-variable t)
+
+(provide 'parley-header)
+;;; parley-header.el ends here

@@ -1,0 +1,219 @@
+;;; parley-input.el --- The prompt of a Parley chat buffer  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; Below the transcript, the prompt is ordinary text: RET at its end
+;; or C-c C-c sends it (with the buffers and regions added as
+;; context), M-p / M-n browse the prompts sent, TAB completes a slash
+;; command; C-c C-k cancels the turn, C-c C-r sends the last prompt
+;; again.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'jsonrpc)
+(require 'subr-x)
+(require 'url-util)
+(require 'parley-messages)
+(require 'parley-question)
+(require 'parley-session)
+(require 'parley-transcript)
+
+;;;; Customization
+
+(defcustom parley-prompt-string "> "
+  "The string shown before the prompt."
+  :type 'string
+  :group 'parley)
+
+(defcustom parley-context-limit 200000
+  "Maximum characters of a buffer or region sent as context."
+  :type 'integer
+  :group 'parley)
+
+(defface parley-prompt '((t :inherit minibuffer-prompt))
+  "Face for the prompt string."
+  :group 'parley)
+
+;;;; Chat buffer state
+
+(parley--define-buffer-state
+  (parley--input "Marker at the start of the user's input.")
+  (parley--history "The prompts sent from this buffer, newest first.")
+  (parley--history-pos "Index in `parley--history' of the prompt shown, or nil.")
+  (parley--history-saved "The input that was there before browsing the history.")
+  (parley--context "Resource blocks to send with the next prompt, in order."))
+
+;;;; Input
+
+(defun parley--current-input ()
+  "Return the text of the prompt."
+  (buffer-substring-no-properties parley--input (point-max)))
+
+(defun parley--set-input (text)
+  "Replace the prompt with TEXT."
+  (delete-region parley--input (point-max))
+  (goto-char (point-max))
+  (insert text))
+
+(defun parley-send ()
+  "Send the prompt to the agent."
+  (interactive)
+  (parley--check-buffer)
+  (when parley--questions
+    (user-error (substitute-command-keys "Parley waits for your answer to its question \
+\\<parley-chat-mode-map>(\\[parley-goto-question] goes there)")))
+  (when parley--busy
+    (user-error "Parley is still answering (C-c C-k cancels)"))
+  (let ((text (string-trim (parley--current-input)))
+        (context parley--context))
+    (when (and (string-empty-p text) (null context))
+      (user-error "Nothing to send"))
+    (unless (string-empty-p text)
+      (push text parley--history))
+    (setq parley--history-pos nil
+          parley--context nil)
+    (delete-region parley--input (point-max))
+    (parley--render-prompt text context)
+    (parley--prompt (append context
+                            (unless (string-empty-p text)
+                              (list (list :type "text" :text text)))))))
+
+(defun parley-return ()
+  "Send the prompt when point is at its end; otherwise insert a newline.
+On a section header in the transcript, fold or unfold the section."
+  (interactive)
+  (cond ((>= (point) parley--input)
+         (if (eobp) (parley-send) (newline)))
+        ((parley--section-at (point)) (parley-toggle-section))
+        (t (goto-char (point-max)))))
+
+(defun parley-tab ()
+  "Toggle the section at point, or complete or indent in the prompt.
+A slash command being typed at the start of the prompt is completed."
+  (interactive)
+  (cond ((parley--section-at (point)) (parley-toggle-section))
+        ((>= (point) parley--input)
+         (if (parley--command-completion)
+             (completion-at-point)
+           (indent-for-tab-command)))
+        (t (parley-next-section))))
+
+;;;; Slash commands
+
+(defun parley--command-name (command)
+  "Return the name of the slash COMMAND (a plist), without its slash."
+  (string-remove-prefix "/" (or (plist-get command :name) "")))
+
+(defun parley--command-completion ()
+  "Complete the slash command at point, at the start of the prompt.
+A function of `completion-at-point-functions': the names of the
+commands the server offers (`available_commands_update'), each with
+its description and the hint for its input."
+  (when (and parley--commands parley--input (>= (point) parley--input)
+             (eq (char-after parley--input) ?/))
+    (let ((beg (1+ parley--input))
+          (end (save-excursion
+                 (goto-char (1+ parley--input))
+                 (skip-chars-forward "^ \t\n")
+                 (point)))
+          (commands parley--commands))
+      (when (<= beg (point) end)
+        (list beg end (mapcar #'parley--command-name commands)
+              :exclusive 'no
+              :annotation-function
+              (lambda (name)
+                (let* ((command (cl-find name commands :key #'parley--command-name
+                                         :test #'equal))
+                       (hint (plist-get (plist-get command :input) :hint)))
+                  (concat (if (stringp hint) (concat " " hint) "")
+                          (if (stringp (plist-get command :description))
+                              (concat "  " (plist-get command :description))
+                            "")))))))))
+
+;;;; Cancel, history, retry
+
+(defun parley-cancel ()
+  "Cancel the turn in progress."
+  (interactive)
+  (parley--check-buffer)
+  (if (not (and parley--busy parley--conn (jsonrpc-running-p parley--conn)))
+      (message "Nothing to cancel")
+    (jsonrpc-notify parley--conn 'session/cancel (list :sessionId parley--session-id))
+    (message "Cancelling…")))
+
+(defun parley--history-move (n)
+  "Show the prompt N places back in the history (forward when N < 0)."
+  (parley--check-buffer)
+  (unless parley--history (user-error "No prompt history"))
+  (let ((pos (+ (or parley--history-pos -1) n)))
+    (cond ((>= pos (length parley--history))
+           (user-error "Beginning of prompt history"))
+          ((< pos 0)
+           (when parley--history-pos
+             (parley--set-input (or parley--history-saved ""))
+             (setq parley--history-pos nil)))
+          (t
+           (unless parley--history-pos
+             (setq parley--history-saved (parley--current-input)))
+           (setq parley--history-pos pos)
+           (parley--set-input (nth pos parley--history))))))
+
+(defun parley-previous-input (n)
+  "Replace the prompt with the previous one from the history; N times."
+  (interactive "p")
+  (parley--history-move n))
+
+(defun parley-next-input (n)
+  "Replace the prompt with the next one from the history; N times."
+  (interactive "p")
+  (parley--history-move (- n)))
+
+(defun parley-retry ()
+  "Send the last prompt again, as it was sent (its context included)."
+  (interactive)
+  (parley--check-buffer)
+  (when parley--busy
+    (user-error "Parley is still answering (C-c C-k cancels)"))
+  (unless parley--last-prompt
+    (user-error "No prompt to retry in this buffer"))
+  (let* ((blocks parley--last-prompt)
+         (text (mapconcat (lambda (b) (if (equal (plist-get b :type) "text")
+                                          (plist-get b :text)
+                                        ""))
+                          blocks ""))
+         (context (cl-remove-if (lambda (b) (equal (plist-get b :type) "text")) blocks)))
+    (parley--render-prompt text context)
+    (parley--prompt blocks)))
+
+;;;; Context
+
+(defun parley--resource (buffer &optional beg end)
+  "Return a resource ContentBlock for BUFFER's text from BEG to END."
+  (with-current-buffer buffer
+    (save-restriction
+      (widen)
+      (let* ((beg (or beg (point-min)))
+             (end (min (or end (point-max)) (+ beg parley-context-limit)))
+             (file buffer-file-name)
+             (lines (and (or (> beg (point-min)) (< end (point-max)))
+                         (format "#L%d-L%d" (line-number-at-pos beg)
+                                 (line-number-at-pos end))))
+             (uri (concat (if file
+                              (concat "file://" (expand-file-name file))
+                            (concat "buffer://" (url-hexify-string (buffer-name))))
+                          lines)))
+        (list :type "resource"
+              :resource (list :uri uri
+                              :text (buffer-substring-no-properties beg end)
+                              :mimeType "text/plain"))))))
+
+(provide 'parley-input)
+;;; parley-input.el ends here

@@ -1,0 +1,147 @@
+;;; parley-messages.el --- What the server streams into a Parley transcript  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2025 Parley contributors
+
+;; Author: Parley contributors
+;; SPDX-License-Identifier: MIT
+
+;; This file is part of the Parley package; see parley.el.
+
+;;; Commentary:
+
+;; Where a `session/update' lands (`parley--update'): the agent's
+;; answer, revised in place when the server replaces it; its thoughts,
+;; folded when the answer starts; the user's prompts, as sent or as a
+;; session's replay; the server's notices (why a turn stopped, a
+;; budget), shown once, where they come, at their level, never as
+;; answer text; tool calls (parley-tool-calls.el) and usage
+;; (parley-usage.el).  parley-session.el routes the updates here.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'parley-transcript)
+(require 'parley-tool-calls)
+(require 'parley-usage)
+
+;;;; Prompts
+
+(defun parley--render-prompt (text context)
+  "Show the prompt TEXT and the CONTEXT resources in the transcript."
+  (setq parley--role nil)               ; every prompt gets its label
+  (parley--ensure-role 'user)
+  (dolist (block context)
+    (parley--emit (parley--props (parley--content-text block) 'face 'parley-notice)))
+  (unless (string-empty-p text)
+    (parley--emit (parley--props (concat text "\n") 'face 'parley-user-text))))
+
+
+;;;; Updates
+
+(defun parley--on-message (update)
+  "Show the `agent_message_chunk' UPDATE."
+  (let* ((text (parley--content-text (plist-get update :content)))
+         (id (plist-get update :messageId))
+         (replaces (parley--meta update :replaces))
+         (old (and replaces (gethash (cons 'message replaces) parley--blocks))))
+    (parley--fold-thoughts)
+    (cond
+     (old
+      ;; A revision: the synchronous call's text replaces what streamed.
+      (when (parley--block-markdown old)
+        (parley-markdown-forget (parley--block-markdown old))
+        (setf (parley--block-markdown old) nil))
+      (parley--replace old (parley--props text))
+      (parley--start-markdown old)
+      (unless (eq old parley--tail)
+        (parley--finish-markdown old))
+      (when id (puthash (cons 'message id) old parley--blocks)))
+     ((string-empty-p text))
+     ((and parley--tail
+           (eq (parley--block-kind parley--tail) 'message)
+           (or (null id) (equal id (parley--block-id parley--tail))))
+      (parley--extend parley--tail text)
+      (parley--advance-markdown parley--tail text))
+     (t
+      (parley--ensure-role 'agent)
+      (let ((block (parley--new-block 'message id)))
+        (parley--start-markdown block)
+        (parley--append block (parley--props text))
+        (parley--advance-markdown block text))))
+    ;; A replayed answer cut short by an error: the mark its turn ended
+    ;; with.  A turn that stopped otherwise is marked by its replayed
+    ;; notice, which follows.
+    (when (equal (parley--meta update :stopReason) "failed")
+      (parley--insert-notice "Error: the turn failed here" 'parley-error))))
+
+(defun parley--on-thought (update)
+  "Show the `agent_thought_chunk' UPDATE."
+  (let ((text (parley--content-text (plist-get update :content)))
+        (id (plist-get update :messageId)))
+    (unless (string-empty-p text)
+      ;; A new section ends its header with the body's first character,
+      ;; a newline carrying the body's properties, which text inherits.
+      (parley--extend (if (and parley--tail
+                               (eq (parley--block-kind parley--tail) 'thought)
+                               (or (null id) (equal id (parley--block-id parley--tail))))
+                          parley--tail
+                        (parley--ensure-role 'agent)
+                        (parley--start-thought id))
+                      text))))
+
+(defun parley--on-user-chunk (update)
+  "Show the `user_message_chunk' UPDATE (a replayed prompt)."
+  (let ((text (parley--content-text (plist-get update :content)))
+        (id (plist-get update :messageId)))
+    (unless (string-empty-p text)
+      (if (and parley--tail
+               (eq (parley--block-kind parley--tail) 'user)
+               (or (null id) (equal id (parley--block-id parley--tail))))
+          (parley--extend parley--tail text)
+        ;; Another prompt (two in a row when a turn failed early): its
+        ;; own label.
+        (when (eq parley--role 'user)
+          (setq parley--role nil))
+        (parley--ensure-role 'user)
+        (parley--append (parley--new-block 'user id)
+                        (parley--props text 'face 'parley-user-text))))))
+
+(defconst parley--notice-faces
+  '(("info" . parley-notice) ("warning" . parley-warning) ("error" . parley-error))
+  "The face of a notice of each level (`_meta.parley.notice.level').")
+
+(defun parley--notice-face (update)
+  "Return the face of the notice chunk UPDATE, by its level.
+An unknown level is shown as `info' is."
+  (let ((notice (parley--meta update :notice)))
+    (or (and (consp notice)
+             (cdr (assoc (plist-get notice :level) parley--notice-faces)))
+        'parley-notice)))
+
+(defun parley--on-notice (update)
+  "Show the notice chunk UPDATE: Parley about the turn, not the answer.
+The server's words (why the turn stopped, a budget...), shown once,
+where it comes, in the face of its level; never as answer text."
+  (let ((text (string-trim-right (parley--content-text (plist-get update :content)))))
+    (parley--fold-thoughts)
+    (unless (string-empty-p text)
+      (parley--insert-notice text (parley--notice-face update)))))
+
+(defun parley--update (update)
+  "Show the `session/update' UPDATE in the current chat buffer."
+  (pcase (plist-get update :sessionUpdate)
+    ((and "agent_message_chunk" (guard (parley--meta update :notice)))
+     (parley--on-notice update))
+    ("agent_message_chunk" (parley--on-message update))
+    ("agent_thought_chunk" (parley--on-thought update))
+    ("user_message_chunk" (parley--on-user-chunk update))
+    ((or "tool_call" "tool_call_update") (parley--tool-update update))
+    ("usage_update" (parley--record-usage 'round update))
+    ("session_info_update"
+     (when (plist-get update :title)
+       (setq parley--title (plist-get update :title))
+       (force-mode-line-update)))))
+
+(provide 'parley-messages)
+;;; parley-messages.el ends here
