@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -19,8 +20,10 @@ from typing import Any
 import attrs
 
 from parley.agent.budgets import BudgetSpent, overrun
+from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import FileRestore, RestoreCancelled, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
+from parley.agent.compactor import Compactor
 from parley.agent.config_options import (
     InvalidChoice,
     budget_value,
@@ -30,13 +33,21 @@ from parley.agent.config_options import (
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
-from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by_budget
+from parley.agent.turn import (
+    Turn,
+    TurnPorts,
+    TurnResult,
+    TurnStats,
+    refused_by_budget,
+    session_request,
+)
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
 from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
+from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
@@ -418,10 +429,31 @@ class Sessions:
                 raise BudgetSpent(
                     spent, "the conversation was not compacted (that takes a model call)"
                 )
-            turn = Turn(
-                session, UserMessage(()), self.ports, self.providers, self.settings, self._windows
-            )
-            return await turn.compact()
+            return await self._compact_now(session)
+
+    async def _compact_now(self, session: Session) -> tuple[int, int]:
+        """Compact the request the session's next round would send, summary forced, as a
+        round's compactor would (its summary call counted in the session as a round's)."""
+        resolved = await self.providers.resolved(session.model, session.tool_format)
+        window = self._windows.window(resolved, self.settings)
+        send = functools.partial(self.ports.send_update, session.id)
+
+        async def summary_call(request: ModelRequest) -> Completion:
+            completion = await resolved.provider.complete(request)
+            count_call(session, self.settings, send, resolved.id, completion.usage, "sync", window)
+            return completion
+
+        thinking = self.settings.thinking(resolved.id, session.thought_level)
+        compactor = Compactor(session, self.settings.compaction_threshold, send)
+        await compactor.compacted(
+            lambda: session_request(session, self.settings, resolved, thinking),
+            window,
+            summary_call,
+            resolved.model,
+            force=True,
+            on_demand=True,
+        )
+        return compactor.tokens_before, compactor.tokens_after
 
     # --- checkpoints ------------------------------------------------------------------------
 
