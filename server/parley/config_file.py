@@ -52,7 +52,7 @@ class KernelTable:
     python: str | None = None  # an explicit interpreter; none: the workspace's venv
     timeout_seconds: Positive = Positive(30.0)
     output_limit: PositiveCount = PositiveCount(20_000)
-    memory_limit_bytes: Count = Count(4 * 1024**3)
+    memory_limit_bytes: Count = Count(4 * 1024**3)  # 0: no limit
     cpu_seconds: NonNegative = NonNegative(60.0)  # CPU time per call; 0: no cap
 
 
