@@ -9,7 +9,7 @@ import sys
 
 import openai
 import pytest
-from parley.bench import percentile
+from parley.bench.harness import percentile
 from parley.fakellm import FakeLLM, Pacing, Reply
 
 # Each row's label, as the first cell of its line begins.

@@ -188,5 +188,7 @@ def test_forms_by_preset_true_false_and_a_named_form(tmp_path: Path) -> None:
 def test_an_unknown_form_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[providers.vllm]\ncontinue_streamed = "yes"\n')
-    with pytest.raises(ConfigError, match='continue_streamed must be "vllm", "prefill"'):
+    with pytest.raises(
+        ConfigError, match='continue_streamed: expected one of "vllm", "prefill", "deepseek"'
+    ):
         load_settings({"PARLEY_CONFIG": str(config)})

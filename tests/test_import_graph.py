@@ -23,6 +23,7 @@ LAYERS = {
     "parley.sandbox": "core",  # a leaf like core: how every child process is started
     "parley.tools": "tools",
     "parley.config": "config",
+    "parley.config_file": "config",  # config.toml's shape, structured by cattrs
     "parley.store": "store",
     "parley.providers": "providers",
     "parley.protocol": "protocol",
@@ -45,7 +46,7 @@ LAYERS = {
 ALLOWED: dict[str, tuple[str, ...]] = {
     "core": (),
     "tools": ("parley.core", "parley.child_env", "parley.sandbox"),
-    "config": ("parley.core", "parley.sandbox", "parley.tools.kernel"),
+    "config": ("parley.core", "parley.sandbox"),
     "store": ("parley.core",),
     "providers": ("parley.core", "parley.config", "parley.tools.base"),
     "protocol": ("parley.core", "parley.tools.base"),

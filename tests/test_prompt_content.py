@@ -394,5 +394,5 @@ def test_a_models_vision_setting_overrides_the_rule(tmp_path: Path) -> None:
     settings = load_settings({"PARLEY_CONFIG": str(config)})
     assert settings.takes_images("ollama:llava") and not settings.takes_images("openai:gpt-4o")
     config.write_text('[models."ollama:llava"]\nvision = "yes"\n')
-    with pytest.raises(ConfigError, match="vision must be true or false"):
+    with pytest.raises(ConfigError, match=r"vision: expected true or false, got \"yes\""):
         load_settings({"PARLEY_CONFIG": str(config)})

@@ -178,3 +178,53 @@ async def test_a_live_lease_is_respected_and_an_expired_one_taken_over(
     assert (await window.prompt(session, "Free again"))["stopReason"] == "end_turn"
     database = sqlite3.connect(home / "parley.db")
     assert database.execute("SELECT COUNT(*) FROM leases").fetchone() == (0,)  # released
+
+
+async def test_a_restore_is_refused_as_a_prompt_is_and_forgets_a_session_deleted_elsewhere(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """Every lease-holding request decides busy and gone the same way (one lease)."""
+    home = tmp_path / "home"
+    window_a, window_b, session = await two_windows(start_server, fake, workspace, home)
+    fake.set_script([SLOW])
+    running = asyncio.ensure_future(window_a.prompt(session, "Long one"))
+    await window_a.wait_for_update(session, lambda u: "slow" in json.dumps(u), timeout=30)
+    for method in ("_parley/session/restore", "_parley/session/compact"):
+        params = {"sessionId": session, "turn": 1} if method.endswith("restore") else {}
+        with pytest.raises(JsonRpcException) as refused:
+            await window_b.request(method, {"sessionId": session, **params})
+        assert refused.value.code == -32003, method
+        assert "busy in another window" in refused.value.message
+    await load(window_b, session, workspace)  # a load is not refused: it only reads
+    window_a.cancel(session)  # (the slow answer is not waited for)
+    assert (await asyncio.wait_for(running, 60))["stopReason"] == "cancelled"
+
+    assert await window_a.request("session/delete", {"sessionId": session}) == {}
+    with pytest.raises(JsonRpcException) as missing:
+        await window_b.request("_parley/session/restore", {"sessionId": session, "turn": 1})
+    assert missing.value.code == -32002
+    # Window B forgot it, as after a prompt: it is unknown there now, not open.
+    with pytest.raises(JsonRpcException) as closed:
+        await window_b.request("session/close", {"sessionId": session})
+    assert closed.value.code == -32002
+
+
+async def test_two_prompts_sent_at_once_run_one_turn_and_refuse_the_other(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The lease marks the session busy in this window from the moment it is taken, not
+    only once the turn's task runs (before it, the missed turns are shown)."""
+    home = tmp_path / "home"
+    window = await started(start_server, home)
+    fake.set_script([Reply(text="First answer.")])
+    session = await window.new_session(str(workspace))
+    await window.prompt(session, "First question")
+    fake.set_script([Reply(text="One answer."), Reply(text="Another answer.")])
+    results = await asyncio.gather(
+        window.prompt(session, "Sent at once, one"),
+        window.prompt(session, "Sent at once, two"),
+        return_exceptions=True,
+    )
+    refused = [r for r in results if isinstance(r, JsonRpcException)]
+    assert [r.code for r in refused] == [-32003]
+    assert [role for role, _ in stored_roles_and_texts(home, session)] == ["user", "assistant"] * 2

@@ -15,6 +15,7 @@ import attrs
 import pytest
 from parley.child_env import child_environment
 from parley.config import ConfigError, load_settings
+from parley.server import kernel_settings
 from parley.tools.base import Tool, ToolContext, ToolResult
 from parley.tools.kernel import KernelSettings, PythonKernel, choose_interpreter
 from parley.tools.kernel_bench import bench_kernel
@@ -327,11 +328,11 @@ async def test_the_cpu_limit_is_per_call(cpu_capped_tools: dict[str, Any]) -> No
 def test_the_cpu_cap_is_configurable(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     environ = {"PARLEY_CONFIG": str(config)}
-    assert load_settings(environ).kernel.cpu_seconds == 60.0
+    assert kernel_settings(load_settings(environ)).cpu_seconds == 60.0
     config.write_text("[kernel]\ncpu_seconds = 5\n")
-    assert load_settings(environ).kernel.cpu_seconds == 5.0
+    assert kernel_settings(load_settings(environ)).cpu_seconds == 5.0
     config.write_text("[kernel]\ncpu_seconds = 0\n")
-    assert load_settings(environ).kernel.cpu_seconds is None
+    assert kernel_settings(load_settings(environ)).cpu_seconds is None
     config.write_text("[kernel]\ncpu_seconds = -1\n")
     with pytest.raises(ConfigError, match="cpu_seconds"):
         load_settings(environ)

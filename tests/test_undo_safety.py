@@ -139,6 +139,28 @@ async def test_a_restore_holds_the_session_against_other_windows_for_as_long_as_
     assert (await window_b.prompt(session_id, "Now?", timeout=60))["stopReason"] == "end_turn"
 
 
+async def test_a_load_while_a_restore_asks_is_refused_and_the_restore_keeps_its_lease(
+    start_server: Any, fake: FakeLLM, root: Path, home: Path
+) -> None:
+    """A load (or resume) in the window whose restore runs is busy, as while its turn runs:
+    it neither reopens the session under the restore nor releases the restore's lease."""
+    client, session_id, undoing, answer = await undo_waiting_on_its_question(
+        start_server, fake, root, home
+    )
+    for method in ("session/load", "session/resume"):
+        with pytest.raises(JsonRpcException) as busy:
+            await client.request(
+                method, {"sessionId": session_id, "cwd": str(root), "mcpServers": []}
+            )
+        assert busy.value.code == SESSION_BUSY, method
+    assert lease_expiry(home, session_id) is not None  # still the restore's
+
+    answer.set_result({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+    assert (await asyncio.wait_for(undoing, 30))["stopReason"] == "end_turn"
+    assert (root / "crlf.txt").read_bytes() == CRLF_FILE
+    await client.load_session(session_id, str(root))  # once it is over, a load works
+
+
 async def test_restoring_an_earlier_turn_asks_about_a_change_made_between_the_turns(
     start_server: Any, fake: FakeLLM, root: Path
 ) -> None:

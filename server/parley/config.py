@@ -55,12 +55,22 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import attrs
 
+from parley.config_file import (
+    DEFAULT_STALL_TIMEOUT,
+    ConfigFile,
+    ConfigFileError,
+    ContinuationForm,
+    KernelTable,
+    ModelTable,
+    ProviderTable,
+    structure_config,
+)
 from parley.core.context_windows import known_context_window
 from parley.core.thought_levels import (
     LEVELS,
@@ -73,20 +83,8 @@ from parley.core.thought_levels import (
 )
 from parley.core.usage import DEFAULT_PRICES, Price
 from parley.sandbox import SandboxSettings
-from parley.tools.kernel import KernelSettings
 
 FALLBACK_MODEL = "openai:gpt-4.1-mini"
-# Seconds a provider may send nothing (no header, no chunk, no byte of a synchronous answer)
-# before the request is abandoned; a synchronous call sends nothing until its reply is whole.
-DEFAULT_STALL_TIMEOUT = 60.0
-
-
-# How a server is asked to continue a partial assistant message (docs/local-models.md):
-# "vllm": a trailing assistant message with `continue_final_message` and no generation
-# prompt; "prefill": a trailing assistant message alone (llama.cpp's server, Ollama);
-# "deepseek": a trailing assistant message marked `prefix` (DeepSeek's beta API).
-ContinuationForm = Literal["vllm", "prefill", "deepseek"]
-CONTINUATION_FORMS: tuple[ContinuationForm, ...] = get_args(ContinuationForm)
 
 
 class ConfigError(Exception):
@@ -171,12 +169,16 @@ class Settings:
     max_turn_requests: int = 25
     tool_timeout_seconds: float = 120.0  # editor tools; the Python kernel has its own
     mcp_start_timeout_seconds: float = 10.0  # an MCP server's start, up to its tools listed
-    kernel: KernelSettings = attrs.field(factory=KernelSettings)
+    kernel: KernelTable = attrs.field(factory=KernelTable)  # the kernel's: server.py
     sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
     budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     # The share of a model's context window a request may fill before it is compacted.
     compaction_threshold: float = 0.8
+
+    def secret_env_names(self) -> tuple[str, ...]:
+        """The variables that hold the providers' keys, whatever their names."""
+        return tuple(p.api_key_env for p in self.providers.values() if p.api_key_env)
 
     def api_key(self, provider: ProviderConfig) -> str | None:
         if not provider.api_key_env:
@@ -318,218 +320,90 @@ def data_home(environ: Mapping[str, str]) -> Path:
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings: the environment's over config.toml's over the defaults. A file that
+    cannot be read, or holds a mistake, is a `ConfigError` naming the key and the mistake."""
     environ = dict(os.environ if environ is None else environ)
     path = config_path(environ)
     table: dict[str, Any] = {}
     if path.exists():
         try:
             table = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as error:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"Cannot read {path}: {error}") from error
-
-    stall_timeout = _seconds(table, "stall_timeout", DEFAULT_STALL_TIMEOUT, path)
+    file = _structured(table, path)
     providers = {
-        name: attrs.evolve(provider, stall_timeout=stall_timeout)
+        name: attrs.evolve(provider, stall_timeout=file.stall_timeout)
         for name, provider in _builtin_providers(environ).items()
     }
-    for name, entry in table.get("providers", {}).items():
-        base = providers.get(name)
-        kind = entry.get("kind", base.kind if base else "openai")
-        if kind not in ("openai", "anthropic"):
-            raise ConfigError(f"{path}: providers.{name}.kind must be 'openai' or 'anthropic'")
-        providers[name] = ProviderConfig(
-            name=name,
-            kind=kind,
-            base_url=entry.get("base_url", base.base_url if base else None),
-            api_key_env=entry.get("api_key_env", base.api_key_env if base else None),
-            default_api_key=entry.get("default_api_key", base.default_api_key if base else name),
-            max_retries=int(entry.get("max_retries", 2)),
-            timeout_seconds=float(entry.get("timeout_seconds", 600.0)),
-            stall_timeout=_seconds(
-                entry, "stall_timeout", stall_timeout, path, f"providers.{name}."
-            ),
-            prompt_cache_key=bool(
-                entry.get("prompt_cache_key", base.prompt_cache_key if base else False)
-            ),
-            continue_streamed=_continuation_form(entry, base, path, name),
-        )
-
-    models = {model.id: model for model in _BUILTIN_MODELS}
-    for model_id, entry in table.get("models", {}).items():
-        if ":" not in model_id:
-            raise ConfigError(f"{path}: model {model_id!r} must be named 'provider:model'")
-        tool_format = entry.get("tool_format", "native")
-        if tool_format not in ("native", "text"):
-            raise ConfigError(f"{path}: models.{model_id}.tool_format must be 'native' or 'text'")
-        think_tags = entry.get("think_tags", _think_tags_by_default(model_id))
-        if not isinstance(think_tags, bool):
-            raise ConfigError(f"{path}: models.{model_id}.think_tags must be true or false")
-        vision = entry.get("vision")
-        if vision is not None and not isinstance(vision, bool):
-            raise ConfigError(f"{path}: models.{model_id}.vision must be true or false")
-        thinking = entry.get("thinking")
-        if thinking is not None and not isinstance(thinking, bool):
-            raise ConfigError(f"{path}: models.{model_id}.thinking must be true or false")
-        thinking_budget = entry.get("thinking_budget")
-        if thinking_budget is not None and (
-            isinstance(thinking_budget, bool)
-            or not isinstance(thinking_budget, int)
-            or thinking_budget < 0
-        ):
-            raise ConfigError(
-                f"{path}: models.{model_id}.thinking_budget must be a number of tokens"
-            )
-        context_window = entry.get("context_window")
-        if context_window is not None and (
-            isinstance(context_window, bool)
-            or not isinstance(context_window, int)
-            or context_window <= 0
-        ):
-            raise ConfigError(
-                f"{path}: models.{model_id}.context_window must be a positive number of tokens"
-            )
-        models[model_id] = ModelConfig(
-            id=model_id,
-            context_window=context_window,
-            tool_format=tool_format,
-            max_tokens=entry.get("max_tokens"),
-            thinking_budget=thinking_budget,
-            think_tags=think_tags,
-            vision=vision,
-            thinking=thinking,
-        )
-
-    prices = {**DEFAULT_PRICES, **_LOCAL_PRICES}
-    for model_id, entry in table.get("prices", {}).items():
-        try:
-            prices[model_id] = Price(
-                input=float(entry["input"]),
-                output=float(entry["output"]),
-                cached_read=entry.get("cached_read"),
-                cached_write=entry.get("cached_write"),
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ConfigError(
-                f"{path}: prices.{model_id} needs numbers input and output"
-            ) from error
-
-    default_model = environ.get("PARLEY_MODEL") or table.get("default_model") or FALLBACK_MODEL
-    sandbox = sandbox_settings(table.get("sandbox", {}), path)
+    for name, entry in file.providers.items():
+        providers[name] = _provider(name, entry, providers.get(name), file.stall_timeout)
     return Settings(
         home=data_home(environ),
-        default_model=default_model,
+        default_model=environ.get("PARLEY_MODEL") or file.default_model or FALLBACK_MODEL,
         providers=providers,
-        models=models,
-        prices=prices,
-        max_turn_requests=int(table.get("max_turn_requests", 25)),
-        tool_timeout_seconds=float(table.get("tool_timeout_seconds", 120.0)),
-        mcp_start_timeout_seconds=_seconds(table, "mcp_start_timeout_seconds", 10.0, path),
-        kernel=attrs.evolve(
-            _kernel_settings(table.get("kernel", {}), path, providers.values()), sandbox=sandbox
-        ),
-        sandbox=sandbox,
-        budget=_budget(table.get("budget", {}), path),
+        models={
+            **{model.id: model for model in _BUILTIN_MODELS},
+            **{model_id: _model(model_id, entry) for model_id, entry in file.models.items()},
+        },
+        prices={
+            **DEFAULT_PRICES,
+            **_LOCAL_PRICES,
+            **{
+                model_id: Price(**attrs.asdict(entry, recurse=False))
+                for model_id, entry in file.prices.items()
+            },
+        },
+        max_turn_requests=file.max_turn_requests,
+        tool_timeout_seconds=file.tool_timeout_seconds,
+        mcp_start_timeout_seconds=file.mcp_start_timeout_seconds,
+        kernel=file.kernel,
+        sandbox=_sandbox(file),
+        budget=Budget(**attrs.asdict(file.budget, recurse=False)),
         environ=environ,
-        compaction_threshold=_compaction_threshold(table.get("compaction", {}), path),
+        compaction_threshold=file.compaction.threshold,
     )
 
 
-def _continuation_form(
-    entry: Mapping[str, Any], base: ProviderConfig | None, path: Path, name: str
-) -> ContinuationForm | None:
-    """`continue_streamed`: a form's name, or false; true (what it was before it named a
-    form) is the preset's form, or vLLM's, the form `true` always sent."""
-    if "continue_streamed" not in entry:
-        return base.continue_streamed if base else None
-    value = entry["continue_streamed"]
-    if value is False:
-        return None
-    if value is True:
-        return (base.continue_streamed if base else None) or "vllm"
-    if value in CONTINUATION_FORMS:
-        return value  # type: ignore[no-any-return]
-    forms = ", ".join(f'"{form}"' for form in CONTINUATION_FORMS)
-    raise ConfigError(f"{path}: providers.{name}.continue_streamed must be {forms}, or false")
-
-
-def _compaction_threshold(table: Mapping[str, Any], path: Path) -> float:
-    value = table.get("threshold", 0.8)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-        raise ConfigError(f"{path}: compaction.threshold must be a share of the window, 0 to 1")
-    return float(value)
-
-
-def _seconds(
-    table: Mapping[str, Any], key: str, default: float, path: Path, where: str = ""
-) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{path}: {where}{key} must be a positive number of seconds")
-    return float(value)
-
-
-def _budget(entry: Any, path: Path) -> Budget:
-    """[budget] session_usd = 2.0, day_usd = 10.0: positive numbers of US dollars."""
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{path}: [budget] must be a table (session_usd, day_usd)")
-    unknown = sorted(set(entry) - {"session_usd", "day_usd"})
-    if unknown:
-        raise ConfigError(f"{path}: [budget] takes session_usd and day_usd, not {unknown[0]}")
-    limits: dict[str, float] = {}
-    for key, value in entry.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ConfigError(f"{path}: budget.{key} must be a positive number of US dollars")
-        limits[key] = float(value)
-    return Budget(**limits)
-
-
-def _kernel_settings(
-    entry: dict[str, Any], path: Path, providers: Iterable[ProviderConfig]
-) -> KernelSettings:
-    """[kernel] python = "/usr/bin/python3", timeout_seconds = 30, output_limit = 20000,
-    cpu_seconds = 60. The kernel never sees the providers' key variables."""
+def _structured(table: dict[str, Any], path: Path) -> ConfigFile:
     try:
-        return KernelSettings(
-            python=entry.get("python"),
-            timeout_seconds=float(entry.get("timeout_seconds", 30.0)),
-            output_limit=int(entry.get("output_limit", 20_000)),
-            memory_limit_bytes=entry.get("memory_limit_bytes", 4 * 1024**3),
-            cpu_seconds=float(entry.get("cpu_seconds", 60.0)) or None,
-            secret_env_names=tuple(p.api_key_env for p in providers if p.api_key_env),
-        )
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"{path}: [kernel] {error}") from error
+        return structure_config(table)
+    except ConfigFileError as error:
+        raise ConfigError("\n".join(f"{path}: {mistake}" for mistake in error.mistakes)) from error
 
 
 def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
-    """[sandbox] enabled = true, pids_max = 1024, kernel_network = false, mcp_network = [],
-    writable = [], hidden = []."""
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{path}: [sandbox] must be a table")
-    known = {"enabled", "pids_max", "kernel_network", "mcp_network", "writable", "hidden"}
-    unknown = sorted(set(entry) - known)
-    if unknown:
-        raise ConfigError(f"{path}: [sandbox] has no setting {unknown[0]}")
-    for key in ("enabled", "kernel_network"):
-        if not isinstance(entry.get(key, False), bool):
-            raise ConfigError(f"{path}: sandbox.{key} must be true or false")
-    pids_max = entry.get("pids_max", 1024)
-    if isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 0:
-        raise ConfigError(f"{path}: sandbox.pids_max must be a number of processes (0: no cap)")
-    servers = entry.get("mcp_network", [])
-    if not isinstance(servers, list) or not all(isinstance(name, str) for name in servers):
-        raise ConfigError(f"{path}: sandbox.mcp_network must be a list of MCP server names")
-    writable = entry.get("writable", [])
-    if not isinstance(writable, list) or not all(isinstance(p, str) and p for p in writable):
-        raise ConfigError(f"{path}: sandbox.writable must be a list of directories")
-    hidden = entry.get("hidden", [])
-    if not isinstance(hidden, list) or not all(isinstance(p, str) and p for p in hidden):
-        raise ConfigError(f"{path}: sandbox.hidden must be a list of files and directories")
-    return SandboxSettings(
-        enabled=entry.get("enabled", True),
-        pids_max=pids_max,
-        kernel_network=entry.get("kernel_network", False),
-        mcp_network=tuple(servers),
-        writable=tuple(writable),
-        hidden=tuple(hidden),
+    """config.toml's `[sandbox]` table alone: its settings, or a `ConfigError`."""
+    return _sandbox(_structured({"sandbox": entry}, path))
+
+
+def _sandbox(file: ConfigFile) -> SandboxSettings:
+    return SandboxSettings(**attrs.asdict(file.sandbox, recurse=False))
+
+
+def _given(entry: ProviderTable | ModelTable) -> dict[str, Any]:
+    """The keys a table gives (the file has no null: None is a key left out)."""
+    return {
+        key: value for key, value in attrs.asdict(entry, recurse=False).items() if value is not None
+    }
+
+
+def _provider(
+    name: str, entry: ProviderTable, preset: ProviderConfig | None, stall_timeout: float
+) -> ProviderConfig:
+    """[providers.NAME] over its preset (or over an OpenAI-compatible server's defaults)."""
+    base = preset or ProviderConfig(
+        name, "openai", default_api_key=name, stall_timeout=stall_timeout
     )
+    given = _given(entry)
+    continuation = given.pop("continue_streamed", None)
+    if continuation is not None:
+        # true (what it was before it named a form) is the preset's form, or vLLM's, the
+        # form `true` always sent; false is none.
+        given["continue_streamed"] = (
+            (base.continue_streamed or "vllm") if continuation is True else continuation or None
+        )
+    return attrs.evolve(base, **given)
+
+
+def _model(model_id: str, entry: ModelTable) -> ModelConfig:
+    return ModelConfig(id=model_id, **_given(entry))

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import attrs
 import cattrs
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerError
 from pygls.server import JsonRPCServer
@@ -63,6 +62,7 @@ from parley.store import Store
 from parley.tools.attachments import attach_link
 from parley.tools.base import CallView, ClientFiles, ClientWrites, Tool, ToolSpec
 from parley.tools.editor import EditorTool
+from parley.tools.kernel import KernelSettings
 from parley.tools.mcp import McpServerConfig
 from parley.tools.server_tools import server_tools
 
@@ -399,9 +399,7 @@ class ParleyServer(JsonRPCServer):
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
         files), then the editor's (which win a name clash: the user chose that editor)."""
-        kernel = self.settings.kernel
-        if eval_timeout is not None:
-            kernel = attrs.evolve(kernel, timeout_seconds=eval_timeout)
+        kernel = kernel_settings(self.settings, eval_timeout)
         editor_tools = [
             EditorTool(spec, self._call_editor, self.settings.tool_timeout_seconds)
             for spec in self.client_tools
@@ -410,6 +408,22 @@ class ParleyServer(JsonRPCServer):
 
     async def _call_editor(self, params: dict[str, Any], timeout: float) -> Any:
         return await self.protocol.request("_parley/editor/callTool", params, timeout)
+
+
+def kernel_settings(settings: Settings, eval_timeout: float | None = None) -> KernelSettings:
+    """A session's kernel: config.toml's `[kernel]` (`cpu_seconds` 0: no cap) in its
+    `[sandbox]`, never seeing the providers' key variables; `eval_timeout`, the session's
+    own limit per call, over the configured one."""
+    kernel = settings.kernel
+    return KernelSettings(
+        python=kernel.python,
+        timeout_seconds=kernel.timeout_seconds if eval_timeout is None else eval_timeout,
+        output_limit=kernel.output_limit,
+        memory_limit_bytes=kernel.memory_limit_bytes,
+        cpu_seconds=kernel.cpu_seconds or None,
+        secret_env_names=settings.secret_env_names(),
+        sandbox=settings.sandbox,
+    )
 
 
 @contextlib.contextmanager

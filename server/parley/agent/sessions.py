@@ -9,17 +9,21 @@ and mends the calls a dead server left without a result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from parley.agent.budgets import BudgetSpent, overrun
+from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import FileRestore, RestoreCancelled, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
+from parley.agent.compactor import Compactor
 from parley.agent.config_options import (
     InvalidChoice,
     budget_value,
@@ -29,13 +33,21 @@ from parley.agent.config_options import (
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
-from parley.agent.turn import Turn, TurnPorts, TurnResult, TurnStats, refused_by_budget
+from parley.agent.turn import (
+    Turn,
+    TurnPorts,
+    TurnResult,
+    TurnStats,
+    refused_by_budget,
+    session_request,
+)
 from parley.config import Settings
 from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
 from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
+from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
@@ -105,6 +117,8 @@ class Sessions:
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
     _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
+    # The sessions this server holds the lease of, and what for (`_leased`).
+    _held: dict[str, str] = attrs.field(factory=dict)
     # The sessions whose files are being restored: each restore's stop (`session/cancel`).
     _restoring: dict[str, asyncio.Event] = attrs.field(factory=dict)
     # Context windows providers told this server (agent/learned_windows.py), for every session.
@@ -144,31 +158,24 @@ class Sessions:
         unstored = self._open.get(session_id)
         if unstored is not None and not unstored.stored:
             return unstored  # never prompted: nothing stored, nothing to show
-        stored = self.store.session(session_id)
-        if stored is None:
-            await self.forget(session_id)  # deleted in another window
-            raise _unknown(session_id)
-        # The client's cwd is where the user is now; fall back to where the session began.
-        cwd = cwd if cwd.is_dir() else Path(stored.cwd)
-        session = self._open.get(stored.id)
-        if session is not None and session.running_turn is not None:
-            raise SessionInUse(BUSY_HERE)
-        if session is not None and session.cwd != cwd:
-            await self.forget(session.id)  # its tools and approvals belong to its workspace
-            session = None
-        if session is None:
-            session = self._open_stored(stored, cwd)
-        else:
-            session.catch_up()
-        try:
-            self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
-        except (SessionBusy, SessionGone):
-            pass  # a turn runs in another window: its calls are not stranded, they run
-        else:
-            try:
+        # A turn in another window does not stop a load; only its calls are not mended.
+        async with self._leased(session_id, "load", unless_held_elsewhere=True) as held:
+            stored = self.store.session(session_id)
+            if stored is None:  # deleted in another window since the lease was looked at
+                await self.forget(session_id)
+                raise _unknown(session_id)
+            # The client's cwd is where the user is now; fall back to where the session began.
+            cwd = cwd if cwd.is_dir() else Path(stored.cwd)
+            session = self._open.get(stored.id)
+            if session is not None and session.cwd != cwd:
+                await self.forget(session.id)  # its tools and approvals belong to its workspace
+                session = None
+            if session is None:
+                session = self._open_stored(stored, cwd)
+            else:
+                session.catch_up()
+            if held:  # a turn running in another window: its calls are not stranded, they run
                 _mend_unanswered(session)
-            finally:
-                self.store.release_lease(session.id, self.instance_id)
         if replay:
             await self._replay(session, replay_updates(session.messages(), session.tools))
         return session
@@ -288,34 +295,26 @@ class Sessions:
         command = None if literal else parse_command(content)
         if command is not None:
             return await self._run_command(session, command)
-        if session.running_turn is not None or session.id in self._restoring:
-            raise SessionInUse(BUSY_HERE)
         self._check_content(session, content)
         if not session.stored:  # refused at once, a session nobody used stays unstored
             refused = refused_by_budget(session, self.settings, self.ports)
             if refused is not None:
                 return refused
         session.start_storing()  # the first prompt stores a new session
-        try:
-            self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
-        except SessionBusy as busy:
-            logger.info("Session %s is busy in another server: %s", session.id, busy)
-            raise SessionInUse(BUSY_ELSEWHERE) from busy
-        except SessionGone as gone:
-            await self.forget(session.id)
-            raise _unknown(session.id) from gone
         this_request = asyncio.current_task()
         assert this_request is not None
-        self._prompts.add(this_request)
-        try:
-            await self._show_missed_turns(session)
-            note = self.store.take_restore_note(session.id)  # files restored since the last turn
-            if note is not None:
-                content = (TextBlock(note), *content)
-            return await self._run_turn(session, UserMessage(content), this_request)
-        finally:
-            self._prompts.discard(this_request)
-            self.store.release_lease(session.id, self.instance_id)
+        async with self._leased(session.id, "prompt"):
+            self._prompts.add(this_request)
+            try:
+                await self._show_missed_turns(session)
+                note = self.store.take_restore_note(
+                    session.id
+                )  # files restored since the last turn
+                if note is not None:
+                    content = (TextBlock(note), *content)
+                return await self._run_turn(session, UserMessage(content), this_request)
+            finally:
+                self._prompts.discard(this_request)
 
     async def _run_command(self, session: Session, command: CommandCall) -> TurnResult:
         """The command's answer is an agent message (not in the history); a notice when it
@@ -353,7 +352,6 @@ class Sessions:
     ) -> TurnResult:
         turn = Turn(session, prompt, self.ports, self.providers, self.settings, self._windows)
         session.running_turn = asyncio.ensure_future(turn.run())
-        renewing = asyncio.ensure_future(self._renew_lease(session.id))
         try:
             result = await session.running_turn
             # `$/cancelRequest` cancelled this request: the turn absorbed the cancellation
@@ -362,13 +360,7 @@ class Sessions:
                 raise asyncio.CancelledError
             return result
         finally:
-            renewing.cancel()
             session.running_turn = None
-
-    async def _renew_lease(self, session_id: str) -> None:
-        while True:
-            await asyncio.sleep(LEASE_SECONDS / 3)
-            self.store.renew_lease(session_id, self.instance_id, LEASE_SECONDS)
 
     def cancel(self, session_id: str) -> None:
         session = self._open.get(session_id)
@@ -378,36 +370,90 @@ class Sessions:
         if restoring is not None:
             restoring.set()
 
+    # --- the lease ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _leased(
+        self, session_id: str, purpose: str, *, unless_held_elsewhere: bool = False
+    ) -> AsyncIterator[bool]:
+        """Hold a stored session's lease for what runs inside (`purpose`: a prompt, a load, a
+        compaction, a restore): the one place it is taken, renewed and released, and busy or
+        gone decided. Refused (`SessionInUse`) while this server holds it for anything;
+        while another server holds it too, unless `unless_held_elsewhere` (then the body
+        runs without it: yields False). A session deleted elsewhere is forgotten here
+        (`UnknownSession`)."""
+        if session_id in self._held:
+            raise SessionInUse(BUSY_HERE)
+        try:
+            self.store.take_lease(session_id, self.instance_id, LEASE_SECONDS)
+        except SessionGone as gone:
+            await self.forget(session_id)
+            raise _unknown(session_id) from gone
+        except SessionBusy as busy:
+            logger.info("Session %s is busy in another server (%s): %s", session_id, purpose, busy)
+            if not unless_held_elsewhere:
+                raise SessionInUse(BUSY_ELSEWHERE) from busy
+            held = False
+        else:
+            held = True
+        if not held:
+            yield False
+            return
+        self._held[session_id] = purpose
+        # Renewed while it runs: a turn, or a question to the user, may take long.
+        renewing = asyncio.ensure_future(self._renew_lease(session_id))
+        try:
+            yield True
+        finally:
+            renewing.cancel()
+            del self._held[session_id]
+            self.store.release_lease(session_id, self.instance_id)
+
+    async def _renew_lease(self, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            self.store.renew_lease(session_id, self.instance_id, LEASE_SECONDS)
+
     # --- compaction -------------------------------------------------------------------------
 
     async def compact(self, session_id: str) -> tuple[int, int]:
         """Summarise the session's older turns now (`/compact`, `_parley/session/compact`),
         under its lease; the estimated tokens of the next request before and after."""
         session = self.get(session_id)
-        if session.running_turn is not None or session_id in self._restoring:
-            raise SessionInUse(BUSY_HERE)
         if not session.stored:
             return 0, 0  # never prompted: nothing to compact
-        try:
-            self.store.take_lease(session_id, self.instance_id, LEASE_SECONDS)
-        except SessionBusy as busy:
-            raise SessionInUse(BUSY_ELSEWHERE) from busy
-        except SessionGone as gone:
-            await self.forget(session_id)
-            raise _unknown(session_id) from gone
-        try:
+        async with self._leased(session_id, "compaction"):
             session.catch_up()
             spent = overrun(session, self.settings)  # the summary is a billed call
             if spent is not None:
                 raise BudgetSpent(
                     spent, "the conversation was not compacted (that takes a model call)"
                 )
-            turn = Turn(
-                session, UserMessage(()), self.ports, self.providers, self.settings, self._windows
-            )
-            return await turn.compact()
-        finally:
-            self.store.release_lease(session_id, self.instance_id)
+            return await self._compact_now(session)
+
+    async def _compact_now(self, session: Session) -> tuple[int, int]:
+        """Compact the request the session's next round would send, summary forced, as a
+        round's compactor would (its summary call counted in the session as a round's)."""
+        resolved = await self.providers.resolved(session.model, session.tool_format)
+        window = self._windows.window(resolved, self.settings)
+        send = functools.partial(self.ports.send_update, session.id)
+
+        async def summary_call(request: ModelRequest) -> Completion:
+            completion = await resolved.provider.complete(request)
+            count_call(session, self.settings, send, resolved.id, completion.usage, "sync", window)
+            return completion
+
+        thinking = self.settings.thinking(resolved.id, session.thought_level)
+        compactor = Compactor(session, self.settings.compaction_threshold, send)
+        await compactor.compacted(
+            lambda: session_request(session, self.settings, resolved, thinking),
+            window,
+            summary_call,
+            resolved.model,
+            force=True,
+            on_demand=True,
+        )
+        return compactor.tokens_before, compactor.tokens_after
 
     # --- checkpoints ------------------------------------------------------------------------
 
@@ -418,37 +464,23 @@ class Sessions:
         session = self._open.get(session_id)
         if session is not None and not session.stored:
             return RestoreResult(None)  # never prompted: no turn edited anything
-        if self.store.session(session_id) is None:
-            raise _unknown(session_id)
-        if session_id in self._restoring or (
-            session is not None and session.running_turn is not None
-        ):
-            raise SessionInUse(BUSY_HERE)
-        if turn is None:
-            turn = self.store.last_checkpointed_turn(session_id)
+        async with self._leased(session_id, "restore"):
             if turn is None:
-                return RestoreResult(None)
-        try:
-            self.store.take_lease(session_id, self.instance_id, LEASE_SECONDS)
-        except SessionBusy as busy:
-            raise SessionInUse(BUSY_ELSEWHERE) from busy
-        except SessionGone as gone:
-            raise _unknown(session_id) from gone
-        stop = self._restoring[session_id] = asyncio.Event()
-        # Held for as long as the restore runs (its question may wait on the user for long):
-        # another window's turn cannot start meanwhile and then be written over.
-        renewing = asyncio.ensure_future(self._renew_lease(session_id))
-        try:
-            return await restore_turn(
-                self.store,
-                session_id,
-                turn,
-                lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
-            )
-        finally:
-            renewing.cancel()
-            del self._restoring[session_id]
-            self.store.release_lease(session_id, self.instance_id)
+                turn = self.store.last_checkpointed_turn(session_id)
+                if turn is None:
+                    return RestoreResult(None)
+            stop = self._restoring[session_id] = asyncio.Event()
+            # The lease is held for as long as the restore runs (its question may wait on the
+            # user for long): another window's turn cannot start meanwhile and be written over.
+            try:
+                return await restore_turn(
+                    self.store,
+                    session_id,
+                    turn,
+                    lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
+                )
+            finally:
+                del self._restoring[session_id]
 
     async def _may_overwrite(
         self, session_id: str, turn: int, changed: list[FileRestore], stop: asyncio.Event

@@ -19,14 +19,10 @@ from typing import Any, Protocol
 import attrs
 
 from parley.agent import budgets
+from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import TurnCheckpoints
-from parley.agent.compaction import (
-    compacted_view,
-    is_context_exceeded,
-    pruned,
-    request_tokens,
-    summarise,
-)
+from parley.agent.compaction import compacted_view, is_context_exceeded
+from parley.agent.compactor import Compactor
 from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
@@ -42,13 +38,7 @@ from parley.core.conversation import (
 from parley.core.errors import ProviderError
 from parley.core.off_loop import off_loop
 from parley.core.thought_levels import Thinking
-from parley.core.usage import (
-    CostBreakdown,
-    Usage,
-    UsageTotals,
-    cost_to_wire,
-    find_price,
-)
+from parley.core.usage import CostBreakdown, Usage, UsageSum, UsageTotals, cost_to_wire
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
@@ -105,11 +95,10 @@ class TurnStats:
     sync_fallbacks: int = 0
     discarded_streams: int = 0
     tool_calls: int = 0
-    cost: float | None = 0.0  # None once a counted call had no known price
-    usage: Usage = attrs.field(factory=Usage)
+    # The counted calls' usage and cost (`cost` null once one had no known price; its split
+    # by kind of token: the priced calls').
+    spent: UsageSum = attrs.field(factory=UsageSum)
     usage_complete: bool = True  # False once a counted call reported no usage
-    # The priced calls' cost by kind of token (calls with no known price are not in it).
-    cost_breakdown: CostBreakdown = attrs.field(factory=CostBreakdown)
     # Tokens the discarded streams cost (their prompt and what they streamed), estimated
     # from characters: waste to show, never counted in `usage` or `cost`.
     wasted_tokens_estimate: int = 0
@@ -121,11 +110,15 @@ class TurnStats:
             "syncFallbacks": self.sync_fallbacks,
             "discardedStreams": self.discarded_streams,
             "toolCalls": self.tool_calls,
-            "cost": cost_to_wire(self.cost),
-            "costBreakdown": self.cost_breakdown.to_wire(),
+            "cost": cost_to_wire(self.spent.known_cost),
+            "costBreakdown": (self.spent.cost_breakdown or CostBreakdown()).to_wire(),
             "wastedTokensEstimate": self.wasted_tokens_estimate,
             "model": self.model,
         }
+
+    @property
+    def usage(self) -> Usage:
+        return self.spent.usage
 
 
 @attrs.frozen
@@ -182,8 +175,7 @@ class Turn:
         # Anthropic takes one thinking setting per tool loop (a turn): a budget, once sent,
         # holds for the turn; a change of the level applies from the next turn.
         self._turn_budgets: dict[str, Thinking] = {}
-        # The last request's estimated tokens before and after compaction.
-        self.tokens_before = self.tokens_after = 0
+        self._compactor = Compactor(session, settings.compaction_threshold, self._send)
         self._overrun: budgets.Overrun | None = None  # the budget that stopped the turn
         self._summarised = False  # a summary call was made since the last budget check
         # How each call was shown (its title and files), stored with its result so that a
@@ -287,7 +279,7 @@ class Turn:
         the window (the refusal's, the server's, or half the request), compact the
         conversation to it and send the round once more. Its calls' `usage_update`s carry
         the window learned. None: the summary spent the budget, so the round is not sent."""
-        refused_tokens = self.tokens_after
+        refused_tokens = self._compactor.tokens_after
         learned = await self.windows.learn(resolved, refusal, refused_tokens, now_iso())
         logger.info("Context length exceeded; compacting to %d tokens: %s", learned.tokens, refusal)
         request = await self._prepared_request(resolved, force=True, window=learned.tokens)
@@ -298,62 +290,23 @@ class Turn:
         except ProviderError as error:
             if not is_context_exceeded(error) or self._streamed_text:
                 raise
-            sizes = (refused_tokens, self.tokens_after)
+            sizes = (refused_tokens, self._compactor.tokens_after)
             raise still_too_long(error, learned.tokens, *sizes) from error
 
     async def _prepared_request(
-        self,
-        resolved: ResolvedModel,
-        force: bool = False,
-        on_demand: bool = False,
-        window: int | None = None,
+        self, resolved: ResolvedModel, force: bool = False, window: int | None = None
     ) -> ModelRequest:
         """The round's request, compacted when it would pass the threshold (or, `force`d,
-        in any case): old tool outputs pruned first, then the older turns summarised. On
-        demand (`/compact`) the summary is made, and outputs pruned only as a round would.
-        `window`: the size to compact to (a window just learned), else the model's."""
-        request = self._request(resolved)
-        tokens = self.tokens_before = self.tokens_after = request_tokens(request)
+        in any case). `window`: the size to compact to (a window just learned), else the
+        model's."""
         window = self._window = window or self.windows.window(resolved, self.settings)
-        if window is None:
-            return request
-        limit = int(window * self.settings.compaction_threshold)
-        prune_all = force and not on_demand
-        request, tokens = self._pruned(request, tokens, window, limit, prune_all)
-        if force or tokens > limit:
-            summarised = await summarise(
-                self.session.history,
-                self.session.compaction,
-                resolved.model,
-                window,
-                lambda summary: self._summary_call(resolved, summary),
-            )
-            if summarised is not None:
-                self.session.set_compaction(summarised[0])
-                request = self._request(resolved)
-                request, tokens = self._pruned(
-                    request, request_tokens(request), window, limit, prune_all
-                )
-        self.tokens_after = tokens
-        if self.tokens_after < self.tokens_before:
-            self._send(
-                updates.thought_chunk(
-                    new_id("thought"),
-                    f"Compacted the conversation: {self.tokens_before:,} → "
-                    f"{self.tokens_after:,} tokens (estimated).",
-                )
-            )
-        return request
-
-    def _pruned(
-        self, request: ModelRequest, tokens: int, window: int, limit: int, force: bool
-    ) -> tuple[ModelRequest, int]:
-        """The request with old tool outputs pruned when it has `tokens` over `limit` (or
-        `force`d), and its tokens then."""
-        if not force and tokens <= limit:
-            return request, tokens
-        request = attrs.evolve(request, messages=tuple(pruned(request.messages, window)))
-        return request, request_tokens(request)
+        return await self._compactor.compacted(
+            lambda: self._request(resolved),
+            window,
+            lambda summary: self._summary_call(resolved, summary),
+            resolved.model,
+            force=force,
+        )
 
     async def _summary_call(self, resolved: ResolvedModel, request: ModelRequest) -> Completion:
         """The summary's one call: the session's model, synchronous, counted as any call."""
@@ -369,32 +322,11 @@ class Turn:
         summarised, self._summarised = self._summarised, False
         return summarised and self._stopped_by_budget()
 
-    async def compact(self) -> tuple[int, int]:
-        """Compact the session's history now (`/compact`): the estimated tokens of the
-        next request before and after."""
-        resolved = await self.providers.resolved(self.session.model, self.session.tool_format)
-        self.stats.model = resolved.id
-        await self._prepared_request(resolved, force=True, on_demand=True)
-        return self.tokens_before, self.tokens_after
-
     def _request(self, resolved: ResolvedModel) -> ModelRequest:
-        model_config = self.settings.model_config(resolved.id)
-        messages = tuple(compacted_view(self.session.history, self.session.compaction))
-        if not self.settings.takes_images(resolved.id):  # images of earlier prompts, as notes
-            messages = without_images(messages)
         thinking = self.settings.thinking(resolved.id, self.session.thought_level)
         if self.settings.thinking_style(resolved.id) == "budget":
             thinking = self._turn_budgets.setdefault(resolved.id, thinking)
-        return ModelRequest(
-            model=resolved.model,
-            system=self.session.system_text(),
-            messages=messages,
-            tools=self.session.tools.specs(),
-            max_tokens=model_config.max_tokens,
-            thinking_budget=thinking.budget_tokens,
-            reasoning_effort=thinking.reasoning_effort,
-            cache_key=self.session.id,
-        )
+        return session_request(self.session, self.settings, resolved, thinking)
 
     # --- one model round, by policy -----------------------------------------------------
 
@@ -458,7 +390,7 @@ class Turn:
             completion = await resolved.provider.complete(request)
         self._count(completion.usage, "sync")
         self.stats.wasted_tokens_estimate += resent_tokens(
-            self.tokens_after, completion.usage, "" if continued else streamed_text
+            self._compactor.tokens_after, completion.usage, "" if continued else streamed_text
         )
         self._show_sync_text(streamed_text, completion.text)
         return completion, await self._announce_calls(completion.tool_calls)
@@ -683,33 +615,10 @@ class Turn:
         self._uncounted_call = False
         if usage is None:
             self.stats.usage_complete = False
-            usage = Usage()
-        model_id = self.stats.model
-        price = find_price(model_id, self.settings.prices)
-        breakdown = price.breakdown(usage) if price is not None else None
-        cost = breakdown.total if breakdown is not None else None
-        if breakdown is not None:
-            self.stats.cost_breakdown += breakdown
-        self.stats.usage = self.stats.usage + usage
-        if cost is None or self.stats.cost is None:
-            self.stats.cost = None
-        else:
-            self.stats.cost += cost
-        self.session.count_usage(call, model_id, usage, cost, breakdown)
-        totals = self.session.totals
-        window = self._window or self.settings.context_window(model_id)
-        if window is None:
-            return  # ACP's usage_update requires `size`: an unknown window is never sent as 0
-        session_cost = totals.cost if totals.cost_complete else None
-        self._send(
-            updates.usage_update(
-                used=usage.total_tokens,
-                size=window,
-                cost=cost_to_wire(session_cost),
-                call=usage.to_wire(),
-                session=totals.to_wire(),
-            )
+        counted = count_call(
+            self.session, self.settings, self._send, self.stats.model, usage, call, self._window
         )
+        self.stats.spent.add_call(counted.usage, counted.cost, counted.breakdown)
 
     def _settle_interrupted(self, reason: str, stopped: str | None = None) -> None:
         """Leave a history the provider accepts: keep the text streamed so far (marked
@@ -744,6 +653,26 @@ class Turn:
 
     def _send(self, update: dict[str, Any]) -> None:
         self.ports.send_update(self.session.id, update)
+
+
+def session_request(
+    session: Session, settings: Settings, resolved: ResolvedModel, thinking: Thinking
+) -> ModelRequest:
+    """The request a round of the session sends the model now (`/compact` measures it too)."""
+    model_config = settings.model_config(resolved.id)
+    messages = tuple(compacted_view(session.history, session.compaction))
+    if not settings.takes_images(resolved.id):  # images of earlier prompts, as notes
+        messages = without_images(messages)
+    return ModelRequest(
+        model=resolved.model,
+        system=session.system_text(),
+        messages=messages,
+        tools=session.tools.specs(),
+        max_tokens=model_config.max_tokens,
+        thinking_budget=thinking.budget_tokens,
+        reasoning_effort=thinking.reasoning_effort,
+        cache_key=session.id,
+    )
 
 
 def still_too_long(

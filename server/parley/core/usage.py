@@ -163,14 +163,13 @@ def cost_to_wire(amount: float | None) -> dict[str, object] | None:
 
 
 @attrs.define
-class UsageTotals:
-    """Usage summed over turns: a session's, or the whole store's."""
+class UsageSum:
+    """Model calls' usage and cost summed, by the one rule for a call of unknown price: its
+    tokens count, its cost is left out, and the sum's cost is then incomplete."""
 
     usage: Usage = attrs.field(factory=Usage)
-    cost: float | None = None  # None while no counted call had a known price
+    cost: float | None = None  # the priced calls' cost; None while no counted call had a price
     cost_complete: bool = True  # False once some counted call had no known price
-    turns: int = 0
-    rounds: int = 0
     # `cost` by kind of token: None exactly when `cost` is. Calls stored before the store
     # kept the split (its migration 8) are in `cost` and in no part of it.
     cost_breakdown: CostBreakdown | None = None
@@ -188,6 +187,19 @@ class UsageTotals:
         self.cost_breakdown = (self.cost_breakdown or CostBreakdown()) + (
             breakdown or CostBreakdown()
         )
+
+    @property
+    def known_cost(self) -> float | None:
+        """What the calls cost: None once some call had no known price (0 for no call)."""
+        return (self.cost or 0.0) if self.cost_complete else None
+
+
+@attrs.define
+class UsageTotals(UsageSum):
+    """Usage summed over turns: a session's, or the whole store's."""
+
+    turns: int = 0
+    rounds: int = 0
 
     def to_wire(self) -> dict[str, object]:
         breakdown = self.cost_breakdown

@@ -20,7 +20,6 @@ from parley.core.conversation import (
     ImageBlock,
     Message,
     ThinkingBlock,
-    ToolResultMessage,
     UserMessage,
 )
 from parley.core.usage import Usage
@@ -51,53 +50,52 @@ _STOP_REASONS: dict[str, events.FinishReason] = {
 
 
 def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The conversation as Anthropic's messages: consecutive messages of one role (a tool's
+    result is the user's) merged into one, and a message with no block left out."""
     wire: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    for message in messages:
+        role, blocks = _role_and_blocks(message)
         if not blocks:
-            return
+            continue
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
-
-    for message in messages:
-        if isinstance(message, UserMessage):
-            add("user", _user_blocks(message))
-        elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
-            for thought in message.thinking:
-                # Only Anthropic's own (signed) reasoning may be sent back.
-                if thought.redacted:
-                    blocks.append({"type": "redacted_thinking", "data": thought.redacted})
-                elif thought.signature:
-                    blocks.append(
-                        {
-                            "type": "thinking",
-                            "thinking": thought.text,
-                            "signature": thought.signature,
-                        }
-                    )
-            if message.text:
-                blocks.append({"type": "text", "text": message.text})
-            for call in message.tool_calls:
-                blocks.append(
-                    {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-                )
-            add("assistant", blocks)
-        elif isinstance(message, ToolResultMessage):
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.tool_call_id,
-                        "content": message.content or "(no output)",
-                        "is_error": message.is_error,
-                    }
-                ],
-            )
     return wire
+
+
+def _role_and_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(message, UserMessage):
+        return "user", _user_blocks(message)
+    if isinstance(message, AssistantMessage):
+        return "assistant", _assistant_blocks(message)
+    return "user", [
+        {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.content or "(no output)",
+            "is_error": message.is_error,
+        }
+    ]
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for thought in message.thinking:
+        # Only Anthropic's own (signed) reasoning may be sent back.
+        if thought.redacted:
+            blocks.append({"type": "redacted_thinking", "data": thought.redacted})
+        elif thought.signature:
+            blocks.append(
+                {"type": "thinking", "thinking": thought.text, "signature": thought.signature}
+            )
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
+    for call in message.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        )
+    return blocks
 
 
 def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:

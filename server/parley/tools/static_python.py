@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import logging
 import os
 import re
 import stat
@@ -30,8 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import griffe
-from griffe._internal import loader as _griffe_loader
+from parley.tools.griffe_adapter import griffe
 
 MAX_MEMBERS = 300
 MAX_APROPOS_HITS = 200
@@ -42,28 +40,7 @@ SOURCE_SUFFIXES = (".py", ".pyi")
 # Top-level directories of a workspace that hold no module of the project's own.
 NOT_PROJECT_DIRS = {"venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
 
-# griffe logs every file it cannot parse, with a traceback; the tools report those to the
-# model themselves, and the server's log must stay one line per expected problem.
-logging.getLogger("griffe").setLevel(logging.CRITICAL)
-
 Obj = griffe.Object | griffe.Alias
-
-
-class _NoGitInfo:
-    """Stands in for griffe's `GitInfo`: griffe asks `git` about every package it loads (for
-    source links Parley never shows), and in a hostile repository `git` runs what
-    `.git/config` says (`core.fsmonitor`). griffelib is pinned; tests/test_hostile_workspace.py
-    fails if an upgrade runs git again."""
-
-    @staticmethod
-    def from_package(package: object) -> None:
-        return None
-
-
-# Fail loudly, not open, if an upgrade moved the hook: a silent miss would run git again.
-if not hasattr(_griffe_loader, "GitInfo"):
-    raise ImportError("griffe changed where it looks up git: re-check static_python.py")
-_griffe_loader.GitInfo = _NoGitInfo  # type: ignore[assignment,misc]
 
 
 class StaticLookupError(Exception):

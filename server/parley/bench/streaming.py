@@ -1,0 +1,187 @@
+"""Rows 1 to 3: streaming throughput and the latency Parley adds per chunk, against the bare
+SDK, and a cold start."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from parley.bench.harness import (
+    BENCH_MODEL,
+    EVENTS_BEFORE_TEXT,
+    LATENCY_PACE,
+    USER_TURN,
+    BenchSizes,
+    ParleyUnderTest,
+    Row,
+    chunk_number,
+    ms,
+    numbered_chunks,
+    per_second,
+    percentile,
+    server_environment,
+    verdict,
+)
+from parley.child_env import child_environment
+from parley.client import ParleyClient
+from parley.fakellm import FakeLLM, Pacing, Reply
+
+# --- 1. streaming throughput -----------------------------------------------------------------
+
+
+async def sdk_stream_throughput(fake: FakeLLM, count: int) -> float:
+    """Text chunks per second as the bare SDK reads them (the same request Parley makes)."""
+    import openai
+
+    fake.set_script([Reply(chunks=("tok ",) * count)])
+    async with openai.AsyncOpenAI(base_url=fake.openai_base_url, api_key="sk-bench") as sdk:
+        started = time.monotonic()
+        stream = await sdk.chat.completions.create(
+            model=BENCH_MODEL,
+            messages=USER_TURN,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        received = 0
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                received += 1
+        elapsed = time.monotonic() - started
+    if received != count:
+        raise RuntimeError(f"the bare SDK read {received} text chunks of {count}")
+    return received / elapsed
+
+
+async def parley_stream_throughput(parley: ParleyUnderTest, fake: FakeLLM, count: int) -> float:
+    """Text chunks per second as `agent_message_chunk` notifications reach the client."""
+    fake.set_script([Reply(chunks=("tok ",) * count)])
+    received = 0
+
+    def on_update(update: dict[str, Any], _arrived: float) -> None:
+        nonlocal received
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            received += 1
+
+    elapsed = await parley.timed_prompt(on_update)
+    if received != count:
+        raise RuntimeError(f"the client received {received} text chunks of {count}")
+    return received / elapsed
+
+
+async def throughput_row(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes) -> Row:
+    # A small stream first, so both sides have their connection and code paths warm.
+    await sdk_stream_throughput(fake, 50)
+    await parley_stream_throughput(parley, fake, 50)
+    sdk_rates, parley_rates = [], []
+    for _ in range(sizes.throughput_runs):  # interleaved, so background load hits both alike
+        sdk_rates.append(await sdk_stream_throughput(fake, sizes.throughput_chunks))
+        parley_rates.append(await parley_stream_throughput(parley, fake, sizes.throughput_chunks))
+    sdk_rate, parley_rate = statistics.median(sdk_rates), statistics.median(parley_rates)
+    runs = f", median of {sizes.throughput_runs}" if sizes.throughput_runs > 1 else ""
+    return Row(
+        measure=f"1. Streaming throughput: {sizes.throughput_chunks:,} text chunks, unpaced "
+        f"(Parley: into a JSON-RPC client; baseline: bare `openai` SDK{runs})",
+        parley=per_second(parley_rate),
+        baseline=per_second(sdk_rate),
+        compared=f"{parley_rate / sdk_rate:.2f}x",
+        target=verdict("≥ 0.8x", parley_rate / sdk_rate >= 0.8),
+    )
+
+
+# --- 2. added latency per chunk ------------------------------------------------------------------
+
+
+def paced_numbered_reply(count: int) -> Reply:
+    return Reply(chunks=numbered_chunks(count), pacing=Pacing(chunks_per_second=LATENCY_PACE))
+
+
+def chunk_latencies(fake: FakeLLM, arrivals: dict[int, float]) -> list[float]:
+    """For each text chunk: when the reader had it, minus when the fake wrote it."""
+    (request,) = fake.wait_for_requests(1)
+    written = request.chunk_write_times
+    return [
+        arrived - written[number - 1 + EVENTS_BEFORE_TEXT] for number, arrived in arrivals.items()
+    ]
+
+
+async def sdk_chunk_latencies(fake: FakeLLM, count: int) -> list[float]:
+    import openai
+
+    fake.set_script([paced_numbered_reply(count)])
+    arrivals: dict[int, float] = {}
+    async with openai.AsyncOpenAI(base_url=fake.openai_base_url, api_key="sk-bench") as sdk:
+        stream = await sdk.chat.completions.create(
+            model=BENCH_MODEL,
+            messages=USER_TURN,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                arrivals[chunk_number(chunk.choices[0].delta.content)] = time.monotonic()
+    return chunk_latencies(fake, arrivals)
+
+
+async def parley_chunk_latencies(parley: ParleyUnderTest, fake: FakeLLM, count: int) -> list[float]:
+    fake.set_script([paced_numbered_reply(count)])
+    arrivals: dict[int, float] = {}
+
+    def on_update(update: dict[str, Any], arrived: float) -> None:
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            arrivals[chunk_number(update["content"]["text"])] = arrived
+
+    await parley.timed_prompt(on_update)
+    return chunk_latencies(fake, arrivals)
+
+
+async def latency_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes) -> list[Row]:
+    count = sizes.latency_chunks
+    sdk = await sdk_chunk_latencies(fake, count)
+    through_parley = await parley_chunk_latencies(parley, fake, count)
+    rows = []
+    for label, fraction in (("p50", 0.50), ("p99", 0.99)):
+        parley_figure, sdk_figure = percentile(through_parley, fraction), percentile(sdk, fraction)
+        added = parley_figure - sdk_figure
+        rows.append(
+            Row(
+                measure=f"2. Latency per chunk, {label}: the fake's write → the client's "
+                f"notification, {count} chunks at {LATENCY_PACE:.0f} chunks/s (baseline: the "
+                "bare SDK's read of the same stream)",
+                parley=ms(parley_figure),
+                baseline=ms(sdk_figure),
+                compared=f"{added * 1000:+,.1f} ms",
+                target=verdict("added < 5 ms", added < 0.005) if label == "p99" else "—",
+            )
+        )
+    return rows
+
+
+# --- 3. cold start -------------------------------------------------------------------------------
+
+
+async def cold_start_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
+    env = server_environment(fake, home)
+    starts = []
+    for _ in range(sizes.cold_starts):
+        started = time.monotonic()
+        client = await ParleyClient.spawn(env=env)
+        await client.initialize()
+        starts.append(time.monotonic() - started)
+        await client.stop()
+    imports = []
+    for _ in range(sizes.cold_starts):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import openai"], check=True, env=child_environment())
+        imports.append(time.monotonic() - started)
+    return Row(
+        measure="3. Cold start: spawning `parley serve` → the `initialize` response, median of "
+        f"{sizes.cold_starts} (baseline: `python -c 'import openai'`)",
+        parley=ms(statistics.median(starts)),
+        baseline=ms(statistics.median(imports)),
+        compared=f"{statistics.median(starts) / statistics.median(imports):.2f}x",
+        target=verdict("< 400 ms", statistics.median(starts) < 0.4),
+    )
