@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.checkpoints import FileRestore, RestoreCancelled, RestoreResult, restore_turn
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
@@ -170,7 +171,8 @@ class Sessions:
             finally:
                 self.store.release_lease(session.id, self.instance_id)
         if replay:
-            await self._replay(session, replay_updates(session.messages(), session.tools))
+            replayed = replay_updates(session.messages(), session.tools, 0, session.notices())
+            await self._replay(session, replayed)
         return session
 
     async def _replay(self, session: Session, replayed: Iterator[dict[str, Any]]) -> None:
@@ -319,15 +321,14 @@ class Sessions:
 
     async def _run_command(self, session: Session, command: CommandCall) -> TurnResult:
         """The command's answer is an agent message (not in the history); a notice when it
-        says why nothing was done (a budget)."""
+        says why nothing was done (a budget, nothing to undo)."""
         reply = await run_command(command, session, self)
-        chunk = updates.notice_chunk if reply.notice else updates.message_chunk
-        self.ports.send_update(session.id, chunk(new_id("msg"), reply.text))
+        if reply.notice is not None:
+            notices.say(session, self.ports.send_update, reply.notice)
+        else:
+            self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply.text))
         return TurnResult(
-            reply.stop_reason,
-            TurnStats(model=session.model),
-            attrs.evolve(session.totals),
-            reply.stop_text,
+            reply.stop_reason, TurnStats(model=session.model), attrs.evolve(session.totals)
         )
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
@@ -346,7 +347,8 @@ class Sessions:
         in and show them, so the user and the model see the same conversation."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        await self._replay(session, replay_updates(session.messages(start), session.tools, start))
+        missed = session.messages(start), session.tools, start, session.notices(start)
+        await self._replay(session, replay_updates(*missed))
 
     async def _run_turn(
         self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
