@@ -159,7 +159,10 @@ async def test_the_budget_notice_is_marked_replayed_and_never_sent_to_the_model(
     assert answer == "Computing."
     # Kept with the session, not in its history: the replay shows it again, after the
     # answer, as it came; the model is never told it said it.
-    assert [chunk["content"]["text"] for chunk in replayed] == ["Computing.", notice["content"]["text"]]
+    assert [chunk["content"]["text"] for chunk in replayed] == [
+        "Computing.",
+        notice["content"]["text"],
+    ]
     assert replayed[-1]["_meta"] == {"parley": {"notice": {"level": "warning"}}}
     assert result.stop_reason == "end_turn"
     assert "so the turn stops here" not in str(fake.requests[-1].body)
