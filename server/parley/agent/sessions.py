@@ -294,9 +294,9 @@ class Sessions:
             raise SessionInUse(BUSY_HERE)
         self._check_content(session, content)
         if not session.stored:  # refused at once, a session nobody used stays unstored
-            refused = refused_by_budget(session, self.settings, self.ports)
+            refused = refused_by_budget(session, self.settings)
             if refused is not None:
-                return refused
+                return self._said(session, refused)
         session.start_storing()  # the first prompt stores a new session
         try:
             self.store.take_lease(session.id, self.instance_id, LEASE_SECONDS)
@@ -323,13 +323,19 @@ class Sessions:
         """The command's answer is an agent message (not in the history); a notice when it
         says why nothing was done (a budget, nothing to undo)."""
         reply = await run_command(command, session, self)
-        if reply.notice is not None:
-            notices.say(session, self.ports.send_update, reply.notice)
-        else:
+        if reply.notice is None:
             self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply.text))
-        return TurnResult(
-            reply.stop_reason, TurnStats(model=session.model), attrs.evolve(session.totals)
-        )
+        totals = attrs.evolve(session.totals)
+        stats = TurnStats(model=session.model)
+        return self._said(session, TurnResult(reply.stop_reason, stats, totals, reply.notice))
+
+    def _said(self, session: Session, result: TurnResult) -> TurnResult:
+        """The prompt's result, once its notice (why it stopped or was refused) is said: the
+        one place a notice is sent, before the answer (a request cancelled instead is
+        answered with an error, and says none)."""
+        if result.notice is not None:
+            notices.say(session, self.ports.send_update, result.notice)
+        return result
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
         """Refuse, before any model call, what the session's model cannot take."""
@@ -362,7 +368,7 @@ class Sessions:
             # (and settled its history); the request itself is answered -32800.
             if this_request.cancelling():
                 raise asyncio.CancelledError
-            return result
+            return self._said(session, result)
         finally:
             renewing.cancel()
             session.running_turn = None

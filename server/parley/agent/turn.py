@@ -131,6 +131,9 @@ class TurnResult:
     stop_reason: str
     stats: TurnStats
     session_totals: UsageTotals  # the session's, this turn included
+    # Why the turn stopped, or was refused (agent/notices.py): said before the prompt's
+    # answer (agent/sessions.py), never on the wire of the answer itself.
+    notice: notices.Notice | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
@@ -194,7 +197,7 @@ class Turn:
     # --- the turn, top to bottom --------------------------------------------------------
 
     async def run(self) -> TurnResult:
-        refused = refused_by_budget(self.session, self.settings, self.ports)
+        refused = refused_by_budget(self.session, self.settings)
         if refused is not None:
             return refused
         self._set_title_from_prompt()
@@ -226,16 +229,14 @@ class Turn:
         return self._result(stop_reason)
 
     def _result(self, stop_reason: str) -> TurnResult:
-        """The turn's result, once its notice (why it stopped, if it did) is said."""
+        """The turn's result, with its notice: why it stopped, if it did."""
         notice = self._tripped or notices.turn_stopped(
             stop_reason,
             request_limit=self.settings.max_turn_requests,
             token_limit=self.settings.model_config(self.stats.model).max_tokens,
             overrun=self._overrun,
         )
-        if notice is not None:
-            notices.say(self.session, self.ports.send_update, notice)
-        return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals))
+        return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals), notice)
 
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
@@ -749,14 +750,19 @@ def still_too_long(
     )
 
 
-def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) -> TurnResult | None:
+def refused_by_budget(session: Session, settings: Settings) -> TurnResult | None:
     """A turn past its session's or the day's budget does not start: no model call, the
-    prompt not kept (ACP's `refusal`), and the user is told why. None: it may start."""
+    prompt not kept (ACP's `refusal`), and its notice tells the user why. None: it may
+    start."""
     spent = budgets.overrun(session, settings)
     if spent is None:
         return None
-    notices.say(session, ports.send_update, notices.budget_spent(spent, starting=True))
-    return TurnResult("refusal", TurnStats(model=session.model), attrs.evolve(session.totals))
+    return TurnResult(
+        "refusal",
+        TurnStats(model=session.model),
+        attrs.evolve(session.totals),
+        notices.budget_spent(spent, starting=True),
+    )
 
 
 async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:
