@@ -31,21 +31,12 @@ async def server_with_config(
     return client
 
 
-def notices_of(client: ParleyClient, session: str) -> list[tuple[str, str]]:
-    """The notices the client was sent: (level, text)."""
-    return [
-        (update["_meta"]["parley"]["notice"]["level"], update["content"]["text"])
-        for update in client.updates_of(session, "agent_message_chunk")
-        if isinstance(update.get("_meta", {}).get("parley", {}).get("notice"), dict)
-    ]
-
-
 def assert_said_once(
     client: ParleyClient, session: str, result: dict[str, Any], level: str, text: str
 ) -> None:
     """The stop was said once, by a notice that came before the answer (it is recorded when
     the prompt returns), and the answer carries no words of its own."""
-    assert notices_of(client, session) == [(level, text)]
+    assert client.notices_of(session) == [(level, text)]
     assert "stopText" not in result["_meta"]["parley"]
     last = client.updates_of(session)[-1]
     assert last["_meta"]["parley"]["notice"] == {"level": level}  # after the turn's updates
@@ -60,7 +51,7 @@ async def test_a_finished_turn_has_no_notice(
     result = await client.prompt(session, "Hi.")
     assert result["stopReason"] == "end_turn"
     assert "stopText" not in result["_meta"]["parley"]
-    assert notices_of(client, session) == []
+    assert client.notices_of(session) == []
 
 
 async def test_the_round_limit_is_named_with_its_number(
@@ -162,7 +153,7 @@ async def test_the_circuit_breaker_is_a_notice(
     session = await client.new_session(str(workspace))
     result = await client.prompt(session, "Read it.")
     assert result["stopReason"] == "end_turn"
-    ((level, text),) = notices_of(client, session)
+    ((level, text),) = client.notices_of(session)
     assert level == "warning"
     assert text.startswith("Stopped: `read_file` failed 5 times in a row with the same error:")
     assert "nowhere.py" in text
@@ -189,7 +180,7 @@ async def test_a_refused_command_is_one_notice(
     session = await client.new_session(str(workspace))
     result = await client.prompt(session, command)
     assert result["stopReason"] == stop_reason
-    ((said_level, text),) = notices_of(client, session)
+    ((said_level, text),) = client.notices_of(session)
     assert said_level == level and text.startswith(start)
     assert len(client.updates_of(session, "agent_message_chunk")) == 1  # nothing else said
     assert "stopText" not in result["_meta"]["parley"]
@@ -252,5 +243,5 @@ async def test_a_loaded_session_replays_each_notice_where_it_came_and_the_model_
     await again.prompt(session, "And now?")
     sent = str(fake.requests[-1].body)
     assert "Half an ans" in sent and "All done." in sent
-    for _, text in notices_of(client, session):
+    for _, text in client.notices_of(session):
         assert text not in sent
