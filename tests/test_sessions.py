@@ -465,9 +465,9 @@ async def test_a_change_made_outside_set_config_option_is_announced(
     await client.prompt(session, "/model anthropic:claude-haiku-4-5")
     await client.prompt(session, "/model nonsense")
     assert len(client.updates_of(session, "config_option_update")) == 2
-    replies = client.text_of(session)
-    assert "Switched to `anthropic:claude-haiku-4-5`" in replies
-    assert "provider:model" in replies and fake.requests == []
+    assert "Switched to `anthropic:claude-haiku-4-5`" in client.text_of(session)
+    ((level, refused),) = client.notices_of(session)
+    assert level == "warning" and "provider:model" in refused and fake.requests == []
     fake.set_script([Reply(text="ok")])
     await client.prompt(session, "Hi")
     assert fake.requests[-1].api == "anthropic"
