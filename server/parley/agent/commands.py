@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, describe_budgets
 from parley.agent.checkpoints import RestoreResult
 from parley.agent.config_options import MODEL
@@ -110,9 +111,11 @@ async def run_command(call: CommandCall, session: Session, host: CommandHost) ->
         return await _switch_model(call.argument, session, host)
     if call.name == "undo":
         restored = await host.restore(session.id, None)
-        if restored.turn is None or restored.cancelled:  # nothing was done: a notice
-            stop_reason = "cancelled" if restored.cancelled else "end_turn"
-            return CommandReply(stop_reason=stop_reason, notice=_undo_notice(restored))
+        if restored.turn is None:  # nothing was done: a notice says why
+            return CommandReply(notice=notices.NOTHING_TO_UNDO)
+        if restored.cancelled:
+            notice = notices.undo_cancelled(restored.turn)
+            return CommandReply(stop_reason="cancelled", notice=notice)
         return CommandReply(describe_restore(restored))
     if call.name == "compact":
         return await _compact(session, host)
@@ -138,8 +141,7 @@ async def _switch_model(name: str, session: Session, host: CommandHost) -> Comma
         )
     problem = _model_problem(name, host.providers)
     if problem is not None:  # refused: a notice
-        why = f"{problem} The model is still `{session.model}`. Available: {offered}."
-        return CommandReply(notice=Notice("warning", why))
+        return CommandReply(notice=notices.model_refused(problem, session.model, offered))
     if name == session.model:
         return CommandReply(f"The model is `{name}` already.")
     await host.configure(session.id, model=name)
@@ -161,16 +163,6 @@ def _cost(session: Session, settings: Settings) -> str:
     reply = f"This session so far: {describe_totals(totals)}"
     budgets = describe_budgets(session, settings)
     return reply if budgets is None else f"{reply}\n\n{budgets}"
-
-
-def _undo_notice(result: RestoreResult) -> Notice:
-    """Why `/undo` did nothing: no turn to undo, or the user cancelled it."""
-    if result.turn is None:
-        return Notice(
-            "info",
-            "Nothing to undo: no turn of this session has edited files (or they were undone).",
-        )
-    return Notice("info", f"Undo of turn {result.turn} cancelled: nothing was restored.")
 
 
 def describe_restore(result: RestoreResult) -> str:

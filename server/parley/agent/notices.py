@@ -19,7 +19,6 @@ from parley.core.errors import ProviderError
 from parley.protocol import updates
 
 Level = Literal["info", "warning", "error"]
-LEVELS: tuple[Level, ...] = ("info", "warning", "error")
 
 # How many characters of a tool's repeated error the circuit breaker's notice quotes.
 QUOTED_ERROR = 500
@@ -33,6 +32,9 @@ class Notice:
 
 CANCELLED = Notice("info", "Stopped.")
 REFUSED_BY_MODEL = Notice("warning", "The model refused to answer.")
+NOTHING_TO_UNDO = Notice(
+    "info", "Nothing to undo: no turn of this session has edited files (or they were undone)."
+)
 
 
 def turn_stopped(
@@ -87,6 +89,16 @@ def circuit_breaker(tool: str, times: int, error: str) -> Notice:
         f"Stopped: `{tool}` failed {times} times in a row with the same error:\n\n"
         f"{error[:QUOTED_ERROR]}",
     )
+
+
+def undo_cancelled(turn: int) -> Notice:
+    """`/undo` stopped while it asked about the user's changes: nothing was restored."""
+    return Notice("info", f"Undo of turn {turn} cancelled: nothing was restored.")
+
+
+def model_refused(problem: str, model: str, offered: str) -> Notice:
+    """`/model NAME` with a model that cannot answer (`problem` says why)."""
+    return Notice("warning", f"{problem} The model is still `{model}`. Available: {offered}.")
 
 
 def say(
