@@ -146,7 +146,11 @@ async def a_cancelled_turn(where: Stage) -> Scenario:
         await run.conn.cancel(session_id=session_id)
         cancelled = await asyncio.wait_for(pending, 5)
         answered_in = time.monotonic() - cancelled_at
-        streamed = run.editor.text_of(session_id)
+        streamed = "".join(  # the answer's text: the notice that follows it is not
+            chunk["content"]["text"]
+            for chunk in run.recording.raw_updates(session_id, "agent_message_chunk")
+            if "_meta" not in chunk
+        )
         where.fake.set_script([Reply(text="Fresh answer.")])
         again = await run.conn.prompt(session_id=session_id, prompt=[text_block("Briefly.")])
         sent_again = json.dumps(where.fake.requests[-1].body)
@@ -277,6 +281,15 @@ def test_a_cancelled_turn_answers_cancelled_promptly_and_the_session_goes_on(
     sent = seen["sent_again"]  # the history the model got with the prompt after the cancel
     assert "Talk for a long time." in sent and seen["streamed"].strip() in sent
     assert seen["request_cancelled"].code == REQUEST_CANCELLED
+    # The stop is said once, by a notice (an ordinary message to a generic client) before
+    # the answer; the request `$/cancel_request` ended is answered by its error alone.
+    (recording,) = cancelled_turn.recordings
+    chunks = recording.raw_updates(cancelled_turn.session_id, "agent_message_chunk")
+    said = [chunk for chunk in chunks if "notice" in chunk.get("_meta", {}).get("parley", {})]
+    assert [(chunk["content"]["text"], chunk["_meta"]) for chunk in said] == [
+        ("Stopped.", {"parley": {"notice": {"level": "info"}}})
+    ]
+    assert "Stopped." in cancelled_turn.editor.text_of(cancelled_turn.session_id)
 
 
 def test_load_replays_the_session_then_it_goes_on_and_delete_removes_it(
@@ -331,7 +344,10 @@ def test_the_scenarios_sent_what_they_claim_to_check(
             }
             for message in recording.agent_messages():
                 if message.get("method") == "session/update":
-                    sent.add(message["params"]["update"]["sessionUpdate"])
+                    update = message["params"]["update"]
+                    sent.add(update["sessionUpdate"])
+                    if "notice" in update.get("_meta", {}).get("parley", {}):
+                        sent.add("notice")
                 elif "method" in message:
                     sent.add(message["method"])
                 else:
@@ -351,6 +367,7 @@ def test_the_scenarios_sent_what_they_claim_to_check(
         "tool_call_update",
         "usage_update",
         "session_info_update",
+        "notice",
     }
     assert any("error" in m for m in reloaded.recordings[-1].agent_messages())
 

@@ -69,7 +69,7 @@ async def test_a_turn_past_the_session_budget_does_not_call_the_provider(
     assert "not sent to the model" in why and "Budget" in why
     # Parley speaking, not the model: the chunk says so (docs/display.md, notices).
     assert chunks[-1]["content"]["text"] == why
-    assert chunks[-1]["_meta"] == {"parley": {"notice": True}}
+    assert chunks[-1]["_meta"] == {"parley": {"notice": {"level": "warning"}}}
     assert all("_meta" not in chunk for chunk in chunks[:-1])  # the answer "ok" is not one
     assert "session budget $0.50, $0.0000 left" in cost
     run.recording.assert_conformant()
@@ -131,7 +131,7 @@ async def test_a_turn_that_crosses_the_budget_stops_after_the_round(
     run.recording.assert_conformant()
 
 
-async def test_the_budget_notice_is_marked_and_never_stored_as_the_models_words(
+async def test_the_budget_notice_is_marked_replayed_and_never_sent_to_the_model(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
     fake.set_script(
@@ -149,7 +149,7 @@ async def test_the_budget_notice_is_marked_and_never_stored_as_the_models_words(
     async with acp_server(env) as again:
         await again.initialize()
         await again.conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
-        replayed = again.editor.text_of(session_id)
+        replayed = again.recording.raw_updates(session_id, "agent_message_chunk")
         await again.conn.set_config_option(config_id="budget", session_id=session_id, value="none")
         result = await again.conn.prompt(session_id=session_id, prompt=[text_block("Go on.")])
     notices = [chunk for chunk in chunks if chunk.get("_meta", {}).get("parley", {}).get("notice")]
@@ -157,8 +157,13 @@ async def test_the_budget_notice_is_marked_and_never_stored_as_the_models_words(
     assert "so the turn stops here" in notice["content"]["text"]
     answer = "".join(chunk["content"]["text"] for chunk in chunks if chunk not in notices)
     assert answer == "Computing."
-    # Not in the history: the replay does not show it, the model is never told it said it.
-    assert "Computing." in replayed and "so the turn stops here" not in replayed
+    # Kept with the session, not in its history: the replay shows it again, after the
+    # answer, as it came; the model is never told it said it.
+    assert [chunk["content"]["text"] for chunk in replayed] == [
+        "Computing.",
+        notice["content"]["text"],
+    ]
+    assert replayed[-1]["_meta"] == {"parley": {"notice": {"level": "warning"}}}
     assert result.stop_reason == "end_turn"
     assert "so the turn stops here" not in str(fake.requests[-1].body)
     assert "Computing." in str(fake.requests[-1].body)
@@ -269,7 +274,7 @@ async def test_compact_past_the_budget_makes_no_call_and_says_why(
     assert result.stop_reason == "refusal"
     assert why.startswith("This session spent $0.5600 of its $0.50 budget, so the conversation")
     assert "not compacted" in why and "Budget" in why
-    assert chunk["_meta"] == {"parley": {"notice": True}}
+    assert chunk["_meta"] == {"parley": {"notice": {"level": "warning"}}}
     assert refused.value.code == -32004 and "not compacted" in str(refused.value)
     run.recording.assert_conformant()
 

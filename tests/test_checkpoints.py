@@ -359,9 +359,9 @@ async def test_undo_restores_the_last_turn_that_edited_files(
     await client.prompt(session_id, "/undo", timeout=30)
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE
     await client.prompt(session_id, "/undo", timeout=30)
-    assert client.text_of(session_id).endswith(
-        "no turn of this session has edited files (or they were undone)."
-    )
+    ((level, said),) = client.notices_of(session_id)  # nothing done: a notice says why
+    assert level == "info"
+    assert said.endswith("no turn of this session has edited files (or they were undone).")
     assert len(fake.requests) == requests  # no model call
 
 

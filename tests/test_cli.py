@@ -562,7 +562,15 @@ def test_why_the_turn_stopped_goes_to_stderr(fake: FakeLLM, tmp_path: Path, work
     done = run_parley("chat", "Read it.", "--cwd", str(workspace), env=env)
     assert done.returncode == 1
     assert done.stdout == "Reading.\n"
-    assert "Stopped: the turn reached its limit of 1 model request.\n" in done.stderr
+    # The server's notice, once, marked at its level (warning).
+    said = "Stopped: the turn reached its limit of 1 model request."
+    assert done.stderr.count(said) == 1 and f"\n⚠ {said}\n" in done.stderr
+    # Kept with the session: the export shows it after the turn, as JSON and as Markdown.
+    markdown = run_parley("export", "last", env=env).stdout
+    assert "Reading.\n\n**Tool `read_file`** (done)" in markdown
+    assert markdown.index("(done)") < markdown.index(f"> **Warning:** {said}")
+    exported = json.loads(run_parley("export", "last", "--format", "json", env=env).stdout)
+    assert exported["notices"] == [{"after": 3, "level": "warning", "text": said}]
 
 
 def test_a_budget_notice_goes_to_stderr_once_and_never_to_stdout(
@@ -584,7 +592,7 @@ def test_a_budget_notice_goes_to_stderr_once_and_never_to_stdout(
     assert refused.stdout == ""  # no answer: nothing on stdout
     why = "This session spent $0.5600 of its $0.50 budget, so this prompt was not sent"
     assert refused.stderr.count(why) == 1
-    # Said once: the notice, not again as the result's stopText.
+    # Said once: the notice (there is no other text for a stop).
     assert "Not started:" not in refused.stderr and "budget" not in stopped.stdout
     assert "Stopped: this session's budget" not in stopped.stderr
 

@@ -1,12 +1,15 @@
 """The display rules of docs/display.md as `parley chat`, `sessions` and `export` apply them
-(server/parley/display.py)."""
+(server/parley/display.py): every case of tests/display-cases.json, the one file of cases
+the Emacs and VS Code tests check too, and the rules that file does not cover."""
 
 from __future__ import annotations
 
-import os
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 from parley.display import (
@@ -15,44 +18,56 @@ from parley.display import (
     format_time,
     format_tokens,
     format_tool_input,
-    stop_text,
     summarize_tool_result,
     turn_summary,
 )
 
+# The cases every client checks its rules against (pytest, ERT and the VS Code tests alike).
+CASES = json.loads(Path(__file__).with_name("display-cases.json").read_text(encoding="utf-8"))
+# Each rule of the file, as parley.display implements it.
+RULES: dict[str, Callable[..., str]] = {
+    "formatTokens": format_tokens,
+    "formatCost": format_cost,
+    "formatContext": format_context,
+    "summarizeToolResult": summarize_tool_result,
+}
+
+
+@pytest.fixture
+def local_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Set the local time zone for the test (`TZ`), put back after it."""
+
+    def set_zone(zone: str) -> None:
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_file_has_cases_for_each_rule_and_only_those() -> None:
+    assert set(CASES) - {"_about"} == {*RULES, "formatTime"}
+    assert all(CASES[rule] for rule in RULES) and CASES["formatTime"]["cases"]
+
 
 @pytest.mark.parametrize(
-    ("count", "shown"),
-    [
-        (0, "0"),
-        (950, "950"),
-        (999, "999"),
-        (1_000, "1.0k"),
-        (1_234, "1.2k"),
-        (9_999, "10.0k"),
-        (12_345, "12k"),
-        (999_999, "999k"),
-        (1_000_000, "1.0M"),
-        (1_234_567, "1.2M"),
-        (None, "0"),
-    ],
+    ("rule", "case"),
+    [(rule, case) for rule in RULES for case in CASES[rule]],
+    ids=lambda value: value if isinstance(value, str) else None,
 )
-def test_token_counts(count: int | None, shown: str) -> None:
-    assert format_tokens(count) == shown
+def test_each_shared_case(rule: str, case: list[Any]) -> None:
+    *arguments, shown = case
+    assert RULES[rule](*arguments) == shown
 
 
-@pytest.mark.parametrize(
-    ("amount", "shown"),
-    [(1.25, "$1.25"), (1.0, "$1.00"), (0.0123, "$0.0123"), (0.0, "$0"), (None, "cost unknown")],
-)
-def test_cost(amount: float | None, shown: str) -> None:
-    assert format_cost(amount) == shown
-
-
-def test_context_with_and_without_a_known_window() -> None:
-    assert format_context(12_000, 200_000) == "context 12k/200k (6%)"
-    assert format_context(1_264, 0) == "context 1.3k"
-    assert format_context(1_264, None) == "context 1.3k"
+@pytest.mark.parametrize(("when", "shown"), CASES["formatTime"]["cases"])
+def test_each_shared_time_case_in_utc(
+    local_zone: Callable[[str], None], when: str, shown: str
+) -> None:
+    local_zone("UTC")
+    now = datetime.fromisoformat(CASES["formatTime"]["now"].replace("Z", "+00:00"))
+    assert format_time(when, now) == shown
 
 
 def test_code_arguments_are_shown_as_code_in_their_language() -> None:
@@ -89,17 +104,6 @@ def test_other_input_is_indented_json_with_multiline_strings_on_their_own_lines(
     assert format_tool_input("echo", "one\ntwo") == "one\ntwo"
 
 
-def test_a_result_summary_drops_section_labels_and_keeps_three_lines() -> None:
-    text = "stdout:\nhello\n\nworld\nresult:\nvalue: 12\nmore\n"
-    assert summarize_tool_result(text) == "hello\nworld\nvalue: 12"
-
-
-def test_a_result_summary_cuts_long_lines_and_says_no_output() -> None:
-    assert summarize_tool_result("x" * 130) == "x" * 120 + "…"
-    assert summarize_tool_result("stdout:\n\n") == "(no output)"
-    assert summarize_tool_result(None) == "(no output)"
-
-
 def test_a_failed_calls_summary_starts_with_its_error_line() -> None:
     summary = summarize_tool_result(
         "stderr:\nTraceback (most recent call last):\n  File x\nNameError: y",
@@ -112,21 +116,8 @@ def test_a_failed_calls_summary_starts_with_its_error_line() -> None:
     ]
 
 
-@pytest.fixture
-def in_new_york() -> Iterator[None]:
-    """A local time zone that is not UTC, so a UTC stamp shown as is would be caught."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    yield
-    if before is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
-
-
-def test_times_are_local_and_shorter_when_recent(in_new_york: None) -> None:
+def test_times_are_local_and_shorter_when_recent(local_zone: Callable[[str], None]) -> None:
+    local_zone("America/New_York")  # not UTC: a UTC stamp shown as is would be caught
     now = datetime(2026, 11, 22, 20, 0, tzinfo=UTC)  # 15:00 in New York
     assert format_time("2026-11-22T19:05:00.000Z", now) == "14:05"
     assert format_time("2026-11-21T19:05:00.000Z", now) == "Nov 21 14:05"
@@ -134,17 +125,6 @@ def test_times_are_local_and_shorter_when_recent(in_new_york: None) -> None:
     # 02:00 UTC on the 23rd is still the 22nd in New York: today.
     assert format_time("2026-11-23T02:00:00.000Z", now) == "21:00"
     assert format_time("not a time", now) == "not a time"
-
-
-def test_stop_text_prefers_the_servers_sentence_and_falls_back_to_the_table() -> None:
-    sent = {"stopReason": "refusal", "_meta": {"parley": {"stopText": "Not started: spent."}}}
-    assert stop_text(sent) == "Not started: spent."
-    assert stop_text({"stopReason": "cancelled"}) == "Stopped."
-    assert stop_text({"stopReason": "max_turn_requests", "_meta": {"parley": {}}}) == (
-        "Stopped: the turn reached its limit of model requests."
-    )
-    assert stop_text({"stopReason": "weird"}) == "Turn ended: weird."
-    assert stop_text({"stopReason": "end_turn"}) is None
 
 
 def test_the_turn_summary_has_no_internal_words() -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from parley.agent.compaction import Compaction, compacted_view
 from parley.agent.history import History
 from parley.agent.replay import replay_updates
@@ -19,7 +21,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from parley.store import Store, StoredSession
+from parley.store import Store, StoredNotice, StoredSession
 from parley.tools.registry import ToolRegistry
 from parley.tools.server_tools import server_tools
 
@@ -102,6 +104,39 @@ def test_a_replay_is_sent_as_it_is_read(tmp_path: Path) -> None:
         (7, "tool_call"),
         (8, "agent_message_chunk"),
     ]
+
+
+@st.composite
+def conversations_with_notices(draw: st.DrawFn) -> tuple[list[Message], list[StoredNotice]]:
+    """Turns (some with a call never answered) and notices said at any point of them."""
+    answered = draw(st.lists(st.booleans(), max_size=4))
+    messages = [message for n, done in enumerate(answered) for message in turn(n, answered=done)]
+    places = sorted(draw(st.lists(st.integers(0, len(messages)), max_size=5)))
+    levels = st.sampled_from(["info", "warning", "error"])
+    notices = [StoredNotice(place, draw(levels), f"Notice {i}.") for i, place in enumerate(places)]
+    return messages, notices
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations_with_notices())
+def test_a_replay_shows_each_notice_after_the_messages_said_before_it(
+    conversation: tuple[list[Message], list[StoredNotice]],
+) -> None:
+    messages, notices = conversation
+    tools = ToolRegistry()
+    updates = list(replay_updates(iter(messages), tools, 0, iter(notices)))
+    said = [u for u in updates if "notice" in u.get("_meta", {}).get("parley", {})]
+    others = [u for u in updates if u not in said]
+    # The messages are shown as without notices; the notices in order, each once, as sent.
+    assert others == list(replay_updates(iter(messages), tools))
+    assert [(u["_meta"]["parley"]["notice"]["level"], u["content"]["text"]) for u in said] == [
+        (notice.level, notice.text) for notice in notices
+    ]
+    assert len({u["messageId"] for u in said}) == len(said)
+    # Each after everything the messages before its place show, and before the rest.
+    for notice, update in zip(notices, said, strict=True):
+        before = [u for u in updates[: updates.index(update)] if u not in said]
+        assert len(before) == len(list(replay_updates(iter(messages[: notice.after]), tools)))
 
 
 def test_a_history_holds_its_messages_from_the_offset_and_reads_older_ones() -> None:

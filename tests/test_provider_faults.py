@@ -183,11 +183,16 @@ async def test_a_stream_that_breaks_off_after_text_ends_the_turn_and_keeps_the_t
     await second.request(
         "session/load", {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
     )
-    assert second.text_of(session) == shown + "Fresh answer."
-    # ... with the mark of its failed turn on the part that was cut short.
+    # ... with the failure said after the part that was cut short: an error notice with
+    # the error's message (live, the prompt's JSON-RPC error said it).
     replayed = second.updates_of(session, "agent_message_chunk")
-    assert replayed[0]["_meta"] == {"parley": {"stopReason": "failed"}}
-    assert "_meta" not in replayed[-1]
+    assert [update["content"]["text"] for update in replayed] == [
+        shown,
+        f"The turn failed: {error.message}",
+        "Fresh answer.",
+    ]
+    assert "_meta" not in replayed[0] and "_meta" not in replayed[-1]
+    assert replayed[1]["_meta"] == {"parley": {"notice": {"level": "error"}}}
 
 
 # --- stalls --------------------------------------------------------------------------------

@@ -674,7 +674,8 @@ async def test_circuit_breaker_ends_a_loop_of_identical_errors(
     result = await client.prompt(session, "Weather?")
     assert result["stopReason"] == "end_turn"
     assert len(client.editor_calls) == 5
-    assert "failed 5 times in a row" in client.text_of(session)
+    ((level, said),) = client.notices_of(session)  # Parley's words, not the model's
+    assert level == "warning" and "failed 5 times in a row" in said
 
 
 async def test_round_limit(start_server, fake, workspace, tmp_path) -> None:

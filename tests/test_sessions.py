@@ -465,9 +465,9 @@ async def test_a_change_made_outside_set_config_option_is_announced(
     await client.prompt(session, "/model anthropic:claude-haiku-4-5")
     await client.prompt(session, "/model nonsense")
     assert len(client.updates_of(session, "config_option_update")) == 2
-    replies = client.text_of(session)
-    assert "Switched to `anthropic:claude-haiku-4-5`" in replies
-    assert "provider:model" in replies and fake.requests == []
+    assert "Switched to `anthropic:claude-haiku-4-5`" in client.text_of(session)
+    ((level, refused),) = client.notices_of(session)
+    assert level == "warning" and "provider:model" in refused and fake.requests == []
     fake.set_script([Reply(text="ok")])
     await client.prompt(session, "Hi")
     assert fake.requests[-1].api == "anthropic"
@@ -491,7 +491,7 @@ async def test_close_cancels_the_running_turn_and_keeps_what_it_said(
     assert replayed[-1]["content"]["text"] == "Talk slowly."
 
 
-async def test_a_cancelled_turn_is_replayed_with_its_stop_reason(
+async def test_a_cancelled_turn_is_replayed_with_its_notice(
     start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
@@ -508,13 +508,16 @@ async def test_a_cancelled_turn_is_replayed_with_its_stop_reason(
     await first.prompt(session, "Again.")
     await first.stop()
 
-    # A new server replays the cut-short answer with why it stopped; the whole one without.
+    # A new server replays the cut-short answer, then the notice that said why it stopped;
+    # the whole one without.
     second = await started(start_server, home)
     await second.load_session(session, str(workspace))
     answers = second.updates_of(session, "agent_message_chunk")
-    assert [a["content"]["text"].startswith("slow") for a in answers] == [True, False]
-    assert answers[0]["_meta"] == {"parley": {"stopReason": "cancelled"}}
-    assert "_meta" not in answers[1]
+    assert answers[0]["content"]["text"].startswith("slow") and "_meta" not in answers[0]
+    assert answers[1]["content"]["text"] == "Stopped."
+    assert answers[1]["_meta"] == {"parley": {"notice": {"level": "info"}}}
+    assert answers[2]["content"]["text"] == "Done in full." and "_meta" not in answers[2]
+    assert len(answers) == 3
     # What the provider is sent next is unchanged: the text, no mark.
     fake.set_script([Reply(text="ok")])
     await second.prompt(session, "Go on.")

@@ -82,7 +82,10 @@ async def test_stop_while_undo_asks_ends_it_cancelled_and_the_session_goes_on(
     client.cancel(session_id)  # the answer never comes: the user pressed Stop instead
     result = await asyncio.wait_for(undoing, 15)
     assert result["stopReason"] == "cancelled"
-    assert client.text_of(session_id).endswith("Undo of turn 1 cancelled: nothing was restored.")
+    assert client.notices_of(session_id)[-1] == (
+        "info",
+        "Undo of turn 1 cancelled: nothing was restored.",
+    )
     assert (root / "crlf.txt").read_bytes() == b"A, and the user's line"
 
     fake.set_script([Reply(text="Still here.")])

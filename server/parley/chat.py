@@ -40,7 +40,6 @@ from parley.config import Settings
 from parley.display import (
     error_line,
     format_tool_input,
-    stop_text,
     summarize_tool_result,
     turn_summary,
 )
@@ -56,6 +55,8 @@ EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head` reports
 CANCEL_GRACE_SECONDS = 10.0  # how long a cancelled turn may take to answer before we leave
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 DONE = ("completed", "failed")  # a tool call's final statuses
+# How a notice is marked at its level, and its SGR colour on a terminal (info: plain).
+NOTICE_MARKS = {"warning": ("⚠ ", "33"), "error": ("✗ ", "31")}
 
 
 class TerminalView:
@@ -81,7 +82,6 @@ class TerminalView:
         self._mid_line = False
         self._out_mid_line = False  # stdout's own last line is open
         self._thinking = False  # the last thing shown on stderr is a thought
-        self.noticed = False  # a notice said why the turn stopped: its stopText is not repeated
         self.colour = _colours(err)
 
     def show(self, session_id: str, update: dict[str, Any]) -> None:
@@ -93,13 +93,11 @@ class TerminalView:
             self.answer(json.dumps({"sessionId": session_id, "update": update}) + "\n")
             return
         kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk" and update.get("_meta", {}).get("parley", {}).get(
-            "notice"
-        ):
+        notice = update.get("_meta", {}).get("parley", {}).get("notice")
+        if kind == "agent_message_chunk" and isinstance(notice, dict):
             # Parley speaking about the turn, not the answer: stderr (docs/display.md, notices).
             self._end_thought()
-            self.note(terminal_safe(update["content"].get("text", "")))
-            self.noticed = True
+            self._notice(str(notice.get("level")), update["content"].get("text", ""))
         elif kind == "agent_message_chunk":
             new_message = self._message_id not in (None, update.get("messageId"))
             self._end_thought(blank_line=not new_message)  # a new message adds its own
@@ -115,6 +113,13 @@ class TerminalView:
         elif kind in ("tool_call", "tool_call_update"):
             self._end_thought()
             self._show_tool(update)
+
+    def _notice(self, level: str, text: str) -> None:
+        """A notice at its level: a warning marked `⚠` (yellow on a terminal), an error `✗`
+        (red); info as it is."""
+        mark, colour = NOTICE_MARKS.get(level, ("", ""))
+        shown = mark + terminal_safe(text)
+        self.note(f"\x1b[{colour}m{shown}\x1b[0m" if self.colour and colour else shown)
 
     def _thought(self, text: str) -> None:
         """Thoughts on lines of their own on stderr, each marked (and dimmed on a terminal)."""
@@ -607,24 +612,11 @@ async def chat(
     view.on_output_closed = stopper.output_closed
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stopper.interrupt)
-    if allow_all:
-        client.permission_handler = allow_all_but_overwrites(view)
-    else:
-        client.permission_handler = asker.ask
+    client.permission_handler = allow_all_but_overwrites(view) if allow_all else asker.ask
     try:
-        info = await client.initialize()
-        chosen = model or info["_meta"]["parley"]["defaultModel"]
-        known = {m["id"]: m for m in info["_meta"]["parley"]["models"]}
-        if chosen in known and not known[chosen]["available"]:
-            view.line(f"parley: {known[chosen]['reason']}")
-            return 2
+        session_id = await _open_session(client, view, cwd, model, session_id, tool_policy)
         if session_id is None:
-            settings: dict[str, Any] = {"model": chosen}
-            if tool_policy:
-                settings["toolPolicy"] = tool_policy
-            session_id = await client.new_session(str(cwd), **settings)
-        else:
-            await client.load_session(session_id, str(cwd))
+            return 2
         client.on_update = view.show  # after the replay of a loaded session: only the answer
         stopper.session_id = session_id
         result = await client.prompt(session_id, prompt, literal=not commands)
@@ -641,19 +633,49 @@ async def chat(
         stopper.finish()
         await client.stop()
         loop.remove_signal_handler(signal.SIGINT)  # only now: Ctrl-C while stopping exits at once
-    if as_json:
+    return _finish(view, result, session_id, stopper.exit_code)
+
+
+async def _open_session(
+    client: ParleyClient,
+    view: TerminalView,
+    cwd: Path,
+    model: str | None,
+    session_id: str | None,
+    tool_policy: str | None,
+) -> str | None:
+    """Initialize the server and open the session: a new one with the chosen model (else
+    the server's default), or `session_id` loaded. None: the model is not available (said)."""
+    info = await client.initialize()
+    chosen = model or info["_meta"]["parley"]["defaultModel"]
+    known = {m["id"]: m for m in info["_meta"]["parley"]["models"]}
+    if chosen in known and not known[chosen]["available"]:
+        view.line(f"parley: {known[chosen]['reason']}")
+        return None
+    if session_id is not None:
+        await client.load_session(session_id, str(cwd))
+        return session_id
+    settings: dict[str, Any] = {"model": chosen}
+    if tool_policy:
+        settings["toolPolicy"] = tool_policy
+    return await client.new_session(str(cwd), **settings)
+
+
+def _finish(
+    view: TerminalView, result: dict[str, Any], session_id: str, exit_code: int | None
+) -> int:
+    """After the answer: the result (with --json), else the turn's summary and the files it
+    edited on stderr (why it stopped, the notice said); the exit code."""
+    if view.as_json:
         view.answer(json.dumps({"sessionId": session_id, "result": result}) + "\n")
     elif view._out_mid_line:
         view.answer("\n")
-    if stopper.exit_code is not None:
-        return stopper.exit_code
-    if not as_json:
+    if exit_code is not None:
+        return exit_code
+    if not view.as_json:
         view.line("")
-        why = stop_text(result)
-        if why and not view.noticed:
-            view.line(why)
         view.line(_summary(result, session_id))
-        edited = [shown_path(path, cwd) for path in view.edits.paths()]
+        edited = [shown_path(path, view.cwd) for path in view.edits.paths()]
         if edited:
             view.line(f"Edited: {', '.join(terminal_safe(path) for path in edited)}")
     return 0 if result["stopReason"] in ("end_turn", "max_tokens") else 1

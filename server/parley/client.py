@@ -145,9 +145,12 @@ class ParleyClient(ParleyJsonRPCClient):
         return [u for u in updates if kind is None or u.get("sessionUpdate") == kind]
 
     def text_of(self, session_id: str) -> str:
-        """The agent's text as a client shows it: chunks appended, revisions applied."""
+        """The agent's text as a client shows it: chunks appended, revisions applied; the
+        notices are not part of it (`notices_of`)."""
         messages: dict[str, str] = {}
         for update in self.updates_of(session_id, "agent_message_chunk"):
+            if _notice_level(update) is not None:
+                continue
             replaces = update.get("_meta", {}).get("parley", {}).get("replaces")
             text = update["content"]["text"]
             if replaces is not None:
@@ -156,6 +159,14 @@ class ParleyClient(ParleyJsonRPCClient):
                 message_id = update.get("messageId", "")
                 messages[message_id] = messages.get(message_id, "") + text
         return "".join(messages.values())
+
+    def notices_of(self, session_id: str) -> list[tuple[str, str]]:
+        """What Parley said about the session's turns (why they stopped): (level, text)."""
+        return [
+            (level, update["content"]["text"])
+            for update in self.updates_of(session_id, "agent_message_chunk")
+            if (level := _notice_level(update)) is not None
+        ]
 
     async def wait_for_update(
         self, session_id: str, predicate: Callable[[Update], bool], timeout: float = 10.0
@@ -174,3 +185,9 @@ class ParleyClient(ParleyJsonRPCClient):
 async def _maybe_await(value: Any) -> Any:
     # A handler may return a coroutine or a future (a test holding the answer back).
     return await value if inspect.isawaitable(value) else value
+
+
+def _notice_level(update: Update) -> str | None:
+    """The level of a notice (`_meta.parley.notice`); None for any other update."""
+    notice = update.get("_meta", {}).get("parley", {}).get("notice")
+    return str(notice.get("level")) if isinstance(notice, dict) else None

@@ -1,6 +1,7 @@
 """Parley's display rules (docs/display.md) for `parley chat`, `sessions` and `export`, and
-for the texts the server decides (`stopText`): token counts, cost, the context's fill, a
-tool's input and the summary of its result, times, why a turn stopped, the turn summary.
+for the figures in the server's notices: token counts, cost, the context's fill, a tool's
+input and the summary of its result, times, the turn summary. (Why a turn stopped is the
+server's notice, agent/notices.py: no client words for it.)
 
 Pure functions of their arguments (and of the local time zone): no other parley module.
 """
@@ -183,27 +184,7 @@ def format_full_time(when: str | datetime) -> str:
     return local.strftime("%Y-%m-%d %H:%M") if local is not None else str(when)
 
 
-# --- why a turn stopped, and what it did ---------------------------------------------------
-
-# The texts for a server that sends no `stopText` (docs/display.md's table).
-FALLBACK_STOP_TEXTS = {
-    "cancelled": "Stopped.",
-    "max_tokens": "The answer was cut off: the model reached its output token limit.",
-    "max_turn_requests": "Stopped: the turn reached its limit of model requests.",
-    "refusal": "The model refused to answer.",
-}
-
-
-def stop_text(result: Mapping[str, Any]) -> str | None:
-    """Why the turn of this prompt result stopped: the server's `_meta.parley.stopText`, else
-    the fallback for its `stopReason`; None for `end_turn`."""
-    reason = result.get("stopReason")
-    if reason in (None, "end_turn"):
-        return None
-    sent = (result.get("_meta") or {}).get("parley", {}).get("stopText")
-    if isinstance(sent, str) and sent:
-        return sent
-    return FALLBACK_STOP_TEXTS.get(str(reason), f"Turn ended: {reason}.")
+# --- what a turn did ------------------------------------------------------------------------
 
 
 def _count(number: int, noun: str) -> str:

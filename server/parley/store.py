@@ -151,6 +151,19 @@ MIGRATIONS = [
     # 10: a call whose reply had thoughts the provider gave no count of (core.usage.Usage:
     # thought_tokens None); its thought_tokens is 0, and the totals' are unknown
     "ALTER TABLE usage ADD COLUMN thoughts_uncounted INTEGER NOT NULL DEFAULT 0",
+    # 11: notices, what Parley said about a turn that stopped or a prompt it refused (never
+    # sent to the model), kept where they came so that a replay shows them there again
+    """
+    CREATE TABLE notices (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        place INTEGER NOT NULL,  -- the number of messages the conversation had then
+        level TEXT NOT NULL,  -- info | warning | error
+        text TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX notices_by_session ON notices (session_id, place)
+    """,
 ]
 
 # Above any message's seq: `upto` when it is not given (SQLite's largest integer).
@@ -194,6 +207,15 @@ class Checkpoint:
     content: bytes | None
     mode: int | None
     written: str | None  # sha256 hex of what Parley last wrote; "" absent; None unknown
+
+
+@attrs.frozen
+class StoredNotice:
+    """A notice kept with a session: said after its first `after` messages."""
+
+    after: int
+    level: str
+    text: str
 
 
 @attrs.frozen
@@ -435,6 +457,25 @@ class Store:
             (session_id, upto),
         ).fetchone()
         return self.messages(session_id, after=0 if row is None else row[0] - 1, upto=upto)
+
+    def add_notice(
+        self, session_id: str, after: int, level: str, text: str, created_at: str
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO notices (session_id, place, level, text, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (session_id, after, level, text, created_at),
+        )
+
+    def notices(self, session_id: str, after: int = 0) -> list[StoredNotice]:
+        """The session's notices said after its first `after` messages or later, in order
+        (from 0: all of them). Few: read at once."""
+        rows = self._db.execute(
+            "SELECT place, level, text FROM notices WHERE session_id = ? AND place >= ? "
+            "ORDER BY place, id",
+            (session_id, after),
+        ).fetchall()
+        return [StoredNotice(row["place"], row["level"], row["text"]) for row in rows]
 
     def add_compaction(self, session_id: str, covers: int, summary: str, created_at: str) -> None:
         with self._transaction() as db:

@@ -17,7 +17,6 @@ import attrs
 
 from parley.agent.session import Session
 from parley.config import Settings
-from parley.display import format_cost
 
 
 @attrs.frozen
@@ -27,16 +26,6 @@ class Overrun:
     which: str  # "session" | "day"
     spent: float
     limit: float
-
-    def stop_text(self, *, starting: bool) -> str:
-        """The prompt result's `stopText`: `Not started: this session's budget of $1.00 is
-        spent ($1.02 so far).` (`starting`), or `Stopped: today's budget ...`."""
-        how = "Not started" if starting else "Stopped"
-        whose = "this session's" if self.which == "session" else "today's"
-        return (
-            f"{how}: {whose} budget of ${self.limit:.2f} is spent "
-            f"({format_cost(self.spent)} so far)."
-        )
 
     def explain(self, *, starting: bool, not_done: str | None = None) -> str:
         """For the user: why the turn does not start (`starting`) or stops, or why what the

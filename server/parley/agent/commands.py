@@ -11,9 +11,11 @@ from typing import Any, Protocol
 
 import attrs
 
+from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, describe_budgets
 from parley.agent.checkpoints import RestoreResult
 from parley.agent.config_options import MODEL
+from parley.agent.notices import Notice
 from parley.agent.session import Session
 from parley.config import Settings
 from parley.core.conversation import ContentBlock, TextBlock
@@ -62,12 +64,12 @@ class CommandCall:
 
 @attrs.frozen
 class CommandReply:
-    """What a command answers: its text (Markdown), and how the prompt ends."""
+    """What a command answers: its text (Markdown, an agent message), or, when it did
+    nothing, the notice that says why; and how the prompt ends."""
 
-    text: str
+    text: str = ""
     stop_reason: str = "end_turn"  # "cancelled": stopped; "refusal": a budget is spent
-    stop_text: str | None = None  # why it stopped (`_meta.parley.stopText`)
-    notice: bool = False  # Parley saying why nothing was done: a notice chunk
+    notice: Notice | None = None  # in place of `text`
 
 
 class CommandHost(Protocol):
@@ -106,11 +108,15 @@ def parse_command(content: tuple[ContentBlock, ...]) -> CommandCall | None:
 async def run_command(call: CommandCall, session: Session, host: CommandHost) -> CommandReply:
     """Run the command; returns the reply for the user."""
     if call.name == "model":
-        return CommandReply(await _switch_model(call.argument, session, host))
+        return await _switch_model(call.argument, session, host)
     if call.name == "undo":
         restored = await host.restore(session.id, None)
-        stop_reason = "cancelled" if restored.cancelled else "end_turn"
-        return CommandReply(describe_restore(restored), stop_reason)
+        if restored.turn is None:  # nothing was done: a notice says why
+            return CommandReply(notice=notices.NOTHING_TO_UNDO)
+        if restored.cancelled:
+            notice = notices.undo_cancelled(restored.turn)
+            return CommandReply(stop_reason="cancelled", notice=notice)
+        return CommandReply(describe_restore(restored))
     if call.name == "compact":
         return await _compact(session, host)
     return CommandReply(_cost(session, host.settings))
@@ -120,25 +126,26 @@ async def _compact(session: Session, host: CommandHost) -> CommandReply:
     try:
         before, after = await host.compact(session.id)
     except BudgetSpent as refused:
-        stop_text = refused.spent.stop_text(starting=True)
-        return CommandReply(refused.message, "refusal", stop_text, notice=True)
+        return CommandReply(stop_reason="refusal", notice=Notice("warning", refused.message))
     if after >= before:
         return CommandReply(f"Nothing to compact: the model sees about {before:,} tokens.")
     return CommandReply(f"Compacted the conversation: {before:,} → {after:,} tokens (estimated).")
 
 
-async def _switch_model(name: str, session: Session, host: CommandHost) -> str:
+async def _switch_model(name: str, session: Session, host: CommandHost) -> CommandReply:
     (model_option,) = [o for o in host.config_options(session) if o["id"] == MODEL]
     offered = ", ".join(f"`{choice['value']}`" for choice in model_option["options"])
     if not name:
-        return f"The model is `{session.model}`. Available: {offered}. Switch with `/model NAME`."
+        return CommandReply(
+            f"The model is `{session.model}`. Available: {offered}. Switch with `/model NAME`."
+        )
     problem = _model_problem(name, host.providers)
-    if problem is not None:
-        return f"{problem} The model is still `{session.model}`. Available: {offered}."
+    if problem is not None:  # refused: a notice
+        return CommandReply(notice=notices.model_refused(problem, session.model, offered))
     if name == session.model:
-        return f"The model is `{name}` already."
+        return CommandReply(f"The model is `{name}` already.")
     await host.configure(session.id, model=name)
-    return f"Switched to `{name}` from the next prompt on."
+    return CommandReply(f"Switched to `{name}` from the next prompt on.")
 
 
 def _model_problem(name: str, providers: ProviderRegistry) -> str | None:
@@ -160,10 +167,6 @@ def _cost(session: Session, settings: Settings) -> str:
 
 def describe_restore(result: RestoreResult) -> str:
     """What `/undo` did, for the user."""
-    if result.turn is None:
-        return "Nothing to undo: no turn of this session has edited files (or they were undone)."
-    if result.cancelled:
-        return f"Undo of turn {result.turn} cancelled: nothing was restored."
     if result.rejected:
         return f"Nothing was restored: you kept your changes to {_listed(result.rejected)}."
     lines = [f"Restored the files of turn {result.turn} as they were before it:"]

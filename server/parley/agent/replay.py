@@ -21,6 +21,7 @@ from parley.core.conversation import (
     UserMessage,
 )
 from parley.protocol import updates
+from parley.store import StoredNotice
 from parley.tools.registry import ToolRegistry
 
 INTERRUPTED = "Interrupted: Parley stopped before this call finished; it may not have run."
@@ -47,47 +48,75 @@ def unanswered_calls(history: Sequence[Message]) -> list[ToolResultMessage]:
 
 
 def replay_updates(
-    messages: Iterable[Message], tools: ToolRegistry, start: int = 0
+    messages: Iterable[Message],
+    tools: ToolRegistry,
+    start: int = 0,
+    notices: Iterable[StoredNotice] = (),
 ) -> Iterator[dict[str, Any]]:
     """The updates that show `messages` (the conversation from its message `start` on) as a
     client first saw it, in order (a window that was behind is shown only the turns it
-    missed); each call titled as `tools` shows it, with the result that followed it.
+    missed); each call titled as `tools` shows it, with the result that followed it; each of
+    `notices` (in order) where it was said, after the messages before it.
 
     Streamed: a message is read, shown and dropped, so a replay is sent as it is built and
     the conversation is never held whole. Only an assistant message whose calls still await
     their results is held back (with what follows it) until they arrive, or the end."""
-    held: deque[tuple[int, Message]] = deque()
+    held: deque[tuple[int, Message | StoredNotice]] = deque()
     awaited: set[str] = set()  # the held calls' ids without a result yet
     results: dict[str, ToolResultMessage] = {}  # the held calls' results, by call id
-    for position, message in enumerate(messages, start):
-        if isinstance(message, ToolResultMessage):
-            if message.tool_call_id in awaited:
-                awaited.discard(message.tool_call_id)
-                results[message.tool_call_id] = message
-        elif held or (isinstance(message, AssistantMessage) and message.tool_calls):
-            held.append((position, message))
-            if isinstance(message, AssistantMessage):
-                awaited.update(call.id for call in message.tool_calls)
+    for position, item in _with_notices(enumerate(messages, start), notices):
+        if isinstance(item, ToolResultMessage):
+            if item.tool_call_id in awaited:
+                awaited.discard(item.tool_call_id)
+                results[item.tool_call_id] = item
+        elif held or (isinstance(item, AssistantMessage) and item.tool_calls):
+            held.append((position, item))
+            if isinstance(item, AssistantMessage):
+                awaited.update(call.id for call in item.tool_calls)
         else:
-            yield from _message_updates(position, message, results, tools)
+            yield from _message_updates(position, item, results, tools)
         while held and not _awaits_results(held[0][1], awaited):
             yield from _message_updates(*held.popleft(), results, tools)
     while held:  # calls never answered: shown failed
         yield from _message_updates(*held.popleft(), results, tools)
 
 
-def _awaits_results(message: Message, awaited: set[str]) -> bool:
+def _with_notices(
+    messages: Iterable[tuple[int, Message]], notices: Iterable[StoredNotice]
+) -> Iterator[tuple[int, Message | StoredNotice]]:
+    """The messages with each notice put before the first message that came after it (a
+    notice's position: its index among the notices, for its `messageId`)."""
+    pending = enumerate(notices)
+    notice = next(pending, None)
+    for position, message in messages:
+        while notice is not None and notice[1].after <= position:
+            yield notice
+            notice = next(pending, None)
+        yield position, message
+    while notice is not None:
+        yield notice
+        notice = next(pending, None)
+
+
+def _awaits_results(message: Message | StoredNotice, awaited: set[str]) -> bool:
     return isinstance(message, AssistantMessage) and any(
         call.id in awaited for call in message.tool_calls
     )
 
 
 def _message_updates(
-    position: int, message: Message, results: dict[str, ToolResultMessage], tools: ToolRegistry
+    position: int,
+    message: Message | StoredNotice,
+    results: dict[str, ToolResultMessage],
+    tools: ToolRegistry,
 ) -> Iterator[dict[str, Any]]:
-    """The updates of one user or assistant message; its calls' results are taken out of
-    `results` (a later call with the same id waits for its own)."""
-    if isinstance(message, UserMessage):
+    """The updates of one user or assistant message, or a notice; a message's calls' results
+    are taken out of `results` (a later call with the same id waits for its own)."""
+    if isinstance(message, StoredNotice):
+        yield updates.notice_chunk(
+            f"notice_{message.after}_{position}", message.level, message.text
+        )
+    elif isinstance(message, UserMessage):
         for block in message.content:
             yield updates.user_chunk(f"user_{position}", _user_content(block))
     elif isinstance(message, AssistantMessage):
@@ -95,11 +124,8 @@ def _message_updates(
             if thought.text:
                 yield updates.thought_chunk(f"{message.message_id}_thought", thought.text)
         if message.text:
-            chunk = updates.message_chunk(message.message_id, message.text)
-            if message.stopped:
-                # The turn was cut short here: the client shows its mark again.
-                chunk["_meta"] = {"parley": {"stopReason": message.stopped}}
-            yield chunk
+            # A turn cut short here (`stopped`) is said by the notice that follows it.
+            yield updates.message_chunk(message.message_id, message.text)
         for call in message.tool_calls:
             yield _call_update(call, results.pop(call.id, None), tools)
 

@@ -16,7 +16,7 @@ from parley.core.choices import ToolFormat, ToolPolicy
 from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
-from parley.store import Store, StoredSession
+from parley.store import Store, StoredNotice, StoredSession
 from parley.tools.confined import workspace_root
 from parley.tools.registry import ToolRegistry
 
@@ -135,6 +135,17 @@ class Session:
         self._length += 1
         self.updated_at = now_iso()
         self.store.append_message(self.id, message, self.updated_at)
+
+    def add_notice(self, level: str, text: str) -> None:
+        """Keep a notice (agent/notices.py) where the conversation is now: a replay shows it
+        there again. Never part of the history: the model is not sent it."""
+        if self.stored:
+            self.store.add_notice(self.id, self._length, level, text, now_iso())
+
+    def notices(self, start: int = 0) -> Iterator[StoredNotice]:
+        """The notices said from message `start` on (all from 0; after start's, a window
+        that missed turns is shown only theirs). Read when first iterated (off the loop)."""
+        yield from self.store.notices(self.id, after=start + 1 if start else 0)
 
     def set_compaction(self, compaction: Compaction) -> None:
         self.compaction = compaction

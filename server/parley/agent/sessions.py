@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import FileRestore, RestoreCancelled, RestoreResult, restore_turn
@@ -177,7 +178,8 @@ class Sessions:
             if held:  # a turn running in another window: its calls are not stranded, they run
                 _mend_unanswered(session)
         if replay:
-            await self._replay(session, replay_updates(session.messages(), session.tools))
+            replayed = replay_updates(session.messages(), session.tools, 0, session.notices())
+            await self._replay(session, replayed)
         return session
 
     async def _replay(self, session: Session, replayed: Iterator[dict[str, Any]]) -> None:
@@ -297,9 +299,9 @@ class Sessions:
             return await self._run_command(session, command)
         self._check_content(session, content)
         if not session.stored:  # refused at once, a session nobody used stays unstored
-            refused = refused_by_budget(session, self.settings, self.ports)
+            refused = refused_by_budget(session, self.settings)
             if refused is not None:
-                return refused
+                return self._said(session, refused)
         session.start_storing()  # the first prompt stores a new session
         this_request = asyncio.current_task()
         assert this_request is not None
@@ -318,16 +320,21 @@ class Sessions:
 
     async def _run_command(self, session: Session, command: CommandCall) -> TurnResult:
         """The command's answer is an agent message (not in the history); a notice when it
-        says why nothing was done (a budget)."""
+        says why nothing was done (a budget, nothing to undo)."""
         reply = await run_command(command, session, self)
-        chunk = updates.notice_chunk if reply.notice else updates.message_chunk
-        self.ports.send_update(session.id, chunk(new_id("msg"), reply.text))
-        return TurnResult(
-            reply.stop_reason,
-            TurnStats(model=session.model),
-            attrs.evolve(session.totals),
-            reply.stop_text,
-        )
+        if reply.notice is None:
+            self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply.text))
+        totals = attrs.evolve(session.totals)
+        stats = TurnStats(model=session.model)
+        return self._said(session, TurnResult(reply.stop_reason, stats, totals, reply.notice))
+
+    def _said(self, session: Session, result: TurnResult) -> TurnResult:
+        """The prompt's result, once its notice (why it stopped or was refused) is said: the
+        one place a notice is sent, before the answer (a request cancelled instead is
+        answered with an error, and says none)."""
+        if result.notice is not None:
+            notices.say(session, self.ports.send_update, result.notice)
+        return result
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
         """Refuse, before any model call, what the session's model cannot take."""
@@ -345,7 +352,8 @@ class Sessions:
         in and show them, so the user and the model see the same conversation."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        await self._replay(session, replay_updates(session.messages(start), session.tools, start))
+        missed = session.messages(start), session.tools, start, session.notices(start)
+        await self._replay(session, replay_updates(*missed))
 
     async def _run_turn(
         self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
@@ -358,7 +366,7 @@ class Sessions:
             # (and settled its history); the request itself is answered -32800.
             if this_request.cancelling():
                 raise asyncio.CancelledError
-            return result
+            return self._said(session, result)
         finally:
             session.running_turn = None
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from parley.agent import budgets
+from parley.agent import budgets, notices
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.compaction import compacted_view, is_context_exceeded
@@ -62,8 +62,6 @@ CIRCUIT_BREAKER_ERRORS = 5
 TOOL_RESULT_LIMIT = 100_000
 
 _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
-# Why a turn stopped, for the stop reasons whose text has no figures (docs/display.md).
-STOP_TEXTS = {"cancelled": "Stopped.", "refusal": "The model refused to answer."}
 
 
 class TurnPorts(Protocol):
@@ -126,8 +124,9 @@ class TurnResult:
     stop_reason: str
     stats: TurnStats
     session_totals: UsageTotals  # the session's, this turn included
-    # Why the turn stopped, for the user (docs/display.md); None for `end_turn`.
-    stop_text: str | None = None
+    # Why the turn stopped, or was refused (agent/notices.py): said before the prompt's
+    # answer (agent/sessions.py), never on the wire of the answer itself.
+    notice: notices.Notice | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
@@ -142,8 +141,6 @@ class TurnResult:
                 }
             },
         }
-        if self.stop_text is not None:
-            wire["_meta"]["parley"]["stopText"] = self.stop_text
         return wire
 
 
@@ -177,6 +174,7 @@ class Turn:
         self._turn_budgets: dict[str, Thinking] = {}
         self._compactor = Compactor(session, settings.compaction_threshold, self._send)
         self._overrun: budgets.Overrun | None = None  # the budget that stopped the turn
+        self._tripped: notices.Notice | None = None  # the circuit breaker's, when it tripped
         self._summarised = False  # a summary call was made since the last budget check
         # How each call was shown (its title and files), stored with its result so that a
         # replay shows it again without computing its view (an edit's: a whole-file diff).
@@ -191,7 +189,7 @@ class Turn:
     # --- the turn, top to bottom --------------------------------------------------------
 
     async def run(self) -> TurnResult:
-        refused = refused_by_budget(self.session, self.settings, self.ports)
+        refused = refused_by_budget(self.session, self.settings)
         if refused is not None:
             return refused
         self._set_title_from_prompt()
@@ -216,27 +214,21 @@ class Turn:
                 else "An internal error in Parley interrupted this call.",
                 stopped="failed",
             )
+            # Answered by an error, not a notice; a replay shows the failure where it was.
+            failed = notices.turn_failed(error)
+            self.session.add_notice(failed.level, failed.text)
             raise
         return self._result(stop_reason)
 
     def _result(self, stop_reason: str) -> TurnResult:
-        return TurnResult(
-            stop_reason, self.stats, attrs.evolve(self.session.totals), self._stop_text(stop_reason)
+        """The turn's result, with its notice: why it stopped, if it did."""
+        notice = self._tripped or notices.turn_stopped(
+            stop_reason,
+            request_limit=self.settings.max_turn_requests,
+            token_limit=self.settings.model_config(self.stats.model).max_tokens,
+            overrun=self._overrun,
         )
-
-    def _stop_text(self, stop_reason: str) -> str | None:
-        """Why the turn stopped, with its figures (`_meta.parley.stopText`)."""
-        if stop_reason == "max_turn_requests":
-            if self._overrun is not None:
-                return self._overrun.stop_text(starting=False)
-            limit = self.settings.max_turn_requests
-            requests = "model request" if limit == 1 else "model requests"
-            return f"Stopped: the turn reached its limit of {limit} {requests}."
-        if stop_reason == "max_tokens":
-            limit = self.settings.model_config(self.stats.model).max_tokens
-            figure = f" ({limit:,} tokens)" if limit else ""
-            return f"The answer was cut off: the model reached its output token limit{figure}."
-        return STOP_TEXTS.get(stop_reason)
+        return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals), notice)
 
     async def _rounds(self) -> str:
         for _ in range(self.settings.max_turn_requests):
@@ -475,8 +467,7 @@ class Turn:
         spent = budgets.overrun(self.session, self.settings)
         if spent is None:
             return False
-        self._overrun = spent
-        self._send(updates.notice_chunk(new_id("msg"), spent.explain(starting=False)))
+        self._overrun = spent  # the turn's notice says so (`_result`)
         self._settle_interrupted("Not run: the turn stopped at its budget.")
         return True
 
@@ -504,12 +495,8 @@ class Turn:
                 )
             )
             if self._trips_circuit_breaker(call, result):
-                self._send(
-                    updates.message_chunk(
-                        new_id("msg"),
-                        f"\n\nStopped: `{call.name}` failed {CIRCUIT_BREAKER_ERRORS} times in a "
-                        f"row with the same error:\n\n{result.content[:500]}",
-                    )
+                self._tripped = notices.circuit_breaker(
+                    call.name, CIRCUIT_BREAKER_ERRORS, result.content
                 )
                 self._settle_interrupted("Not run: the turn was stopped after repeated errors.")
                 return True
@@ -692,19 +679,18 @@ def still_too_long(
     )
 
 
-def refused_by_budget(session: Session, settings: Settings, ports: TurnPorts) -> TurnResult | None:
+def refused_by_budget(session: Session, settings: Settings) -> TurnResult | None:
     """A turn past its session's or the day's budget does not start: no model call, the
-    prompt not kept (ACP's `refusal`), and the user is told why. None: it may start."""
+    prompt not kept (ACP's `refusal`), and its notice tells the user why. None: it may
+    start."""
     spent = budgets.overrun(session, settings)
     if spent is None:
         return None
-    why = spent.explain(starting=True)
-    ports.send_update(session.id, updates.notice_chunk(new_id("msg"), why))
     return TurnResult(
         "refusal",
         TurnStats(model=session.model),
         attrs.evolve(session.totals),
-        spent.stop_text(starting=True),
+        notices.budget_spent(spent, starting=True),
     )
 
 

@@ -108,7 +108,7 @@ class AssistantMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     message_id: str = ""  # the messageId of its agent_message_chunk updates
     # Why the turn ended right after this text, when it was cut short: "cancelled" or
-    # "failed". A reloaded session shows the mark again (replay sends it as stopReason).
+    # "failed" (a replay says so with the notice kept after the turn, agent/notices.py).
     stopped: str | None = None
 
 

@@ -242,22 +242,32 @@ async def _header_block(source: _Input) -> int | None:
                 raise _FramingError("a header block without Content-Length")
             return length
         lines += 1
-        if lines > MAX_HEADER_LINES:
-            if _CONTENT_LENGTH.match(line):  # the next message's header, after garbage ones
-                source.unread(line)
-            raise _FramingError(f"more than {MAX_HEADER_LINES} header lines")
-        embedded = _CONTENT_LENGTH.search(line, 1)
-        if embedded is not None:  # "garbageContent-Length: 5": a header after garbage
-            source.unread(line[embedded.start() :])
-            raise _FramingError(f"garbage before a header: {line[: embedded.start()][:80]!r}")
-        header = _HEADER_LINE.fullmatch(line)
-        if header is None:
-            raise _FramingError(f"not a header line: {line[:80]!r}")
-        name, value = header.groups()
-        if name.lower() == b"content-length":
-            if _LENGTH_VALUE.fullmatch(value) is None:
-                raise _FramingError(f"a bad Content-Length: {value[:40]!r}")
-            length = int(value)
+        value = _content_length(source, line, lines)
+        if value is not None:
+            length = value
+
+
+def _content_length(source: _Input, line: bytes, lines: int) -> int | None:
+    """Check the `lines`th line of a header block: its Content-Length, None for another
+    header. Raises `_FramingError` for a line that is not a header (leaving a header found
+    in it unread)."""
+    if lines > MAX_HEADER_LINES:
+        if _CONTENT_LENGTH.match(line):  # the next message's header, after garbage ones
+            source.unread(line)
+        raise _FramingError(f"more than {MAX_HEADER_LINES} header lines")
+    embedded = _CONTENT_LENGTH.search(line, 1)
+    if embedded is not None:  # "garbageContent-Length: 5": a header after garbage
+        source.unread(line[embedded.start() :])
+        raise _FramingError(f"garbage before a header: {line[: embedded.start()][:80]!r}")
+    header = _HEADER_LINE.fullmatch(line)
+    if header is None:
+        raise _FramingError(f"not a header line: {line[:80]!r}")
+    name, value = header.groups()
+    if name.lower() != b"content-length":
+        return None
+    if _LENGTH_VALUE.fullmatch(value) is None:
+        raise _FramingError(f"a bad Content-Length: {value[:40]!r}")
+    return int(value)
 
 
 async def _resynchronise(source: _Input) -> bool:

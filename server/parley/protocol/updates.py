@@ -21,11 +21,12 @@ def message_chunk(message_id: str, text: str, replaces: str | None = None) -> di
     return update
 
 
-def notice_chunk(message_id: str, text: str) -> dict[str, Any]:
-    """Parley speaking about the turn (a budget that refused or stopped it), not the model's
-    answer: a generic client shows it as a message, Parley's as a notice (docs/display.md)."""
+def notice_chunk(message_id: str, level: str, text: str) -> dict[str, Any]:
+    """Parley speaking about the turn (why it stopped, why a prompt or command was refused),
+    not the model's answer: a generic client shows it as a message, Parley's as a notice at
+    its `level` (`info`, `warning`, `error`; docs/protocol.md, Notices)."""
     update = message_chunk(message_id, text)
-    update["_meta"] = {"parley": {"notice": True}}
+    update["_meta"] = {"parley": {"notice": {"level": level}}}
     return update
 
 

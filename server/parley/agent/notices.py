@@ -1,0 +1,109 @@
+"""What Parley says about a turn that stopped, or a prompt or command it refused: one notice
+per stop, `{level, text}` (docs/protocol.md, Notices). The words for each stop are written
+here and nowhere else; the clients show what they are sent.
+
+A notice is sent before the prompt's answer and kept with the session (never in the history
+the model is sent), so `session/load` replays it where it came (agent/replay.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+from parley.agent.budgets import Overrun
+from parley.agent.session import Session, new_id
+from parley.core.errors import ProviderError
+from parley.protocol import updates
+
+Level = Literal["info", "warning", "error"]
+
+# How many characters of a tool's repeated error the circuit breaker's notice quotes.
+QUOTED_ERROR = 500
+
+
+@attrs.frozen
+class Notice:
+    level: Level
+    text: str
+
+
+CANCELLED = Notice("info", "Stopped.")
+REFUSED_BY_MODEL = Notice("warning", "The model refused to answer.")
+NOTHING_TO_UNDO = Notice(
+    "info", "Nothing to undo: no turn of this session has edited files (or they were undone)."
+)
+
+
+def turn_stopped(
+    stop_reason: str,
+    *,
+    request_limit: int,
+    token_limit: int | None,
+    overrun: Overrun | None = None,
+) -> Notice | None:
+    """Why a turn ended with `stop_reason`, with its figures; None for `end_turn`.
+    `overrun`: the budget that stopped the turn (it ends `max_turn_requests`)."""
+    if stop_reason == "end_turn":
+        return None
+    if stop_reason == "cancelled":
+        return CANCELLED
+    if stop_reason == "refusal":
+        return REFUSED_BY_MODEL
+    if stop_reason == "max_turn_requests":
+        if overrun is not None:
+            return budget_spent(overrun, starting=False)
+        requests = "model request" if request_limit == 1 else "model requests"
+        return Notice(
+            "warning", f"Stopped: the turn reached its limit of {request_limit} {requests}."
+        )
+    if stop_reason == "max_tokens":
+        figure = f" ({token_limit:,} tokens)" if token_limit else ""
+        return Notice(
+            "warning",
+            f"The answer was cut off: the model reached its output token limit{figure}.",
+        )
+    return Notice("info", f"Turn ended: {stop_reason}.")
+
+
+def turn_failed(error: Exception) -> Notice:
+    """A turn that ended in an error (answered a JSON-RPC error, not a notice): what a
+    replay shows where it failed."""
+    if isinstance(error, ProviderError):
+        return Notice("error", f"The turn failed: {error.message}")
+    return Notice("error", "The turn failed: an internal error in Parley (see its log).")
+
+
+def budget_spent(overrun: Overrun, *, starting: bool) -> Notice:
+    """A budget refused the prompt (`starting`) or stopped the turn: which budget, what was
+    spent of it, how to raise it (a command it refused: `BudgetSpent.message`)."""
+    return Notice("warning", overrun.explain(starting=starting))
+
+
+def circuit_breaker(tool: str, times: int, error: str) -> Notice:
+    """The model called `tool` `times` times in a row with the same `error`: the turn ends."""
+    return Notice(
+        "warning",
+        f"Stopped: `{tool}` failed {times} times in a row with the same error:\n\n"
+        f"{error[:QUOTED_ERROR]}",
+    )
+
+
+def undo_cancelled(turn: int) -> Notice:
+    """`/undo` stopped while it asked about the user's changes: nothing was restored."""
+    return Notice("info", f"Undo of turn {turn} cancelled: nothing was restored.")
+
+
+def model_refused(problem: str, model: str, offered: str) -> Notice:
+    """`/model NAME` with a model that cannot answer (`problem` says why)."""
+    return Notice("warning", f"{problem} The model is still `{model}`. Available: {offered}.")
+
+
+def say(
+    session: Session, send_update: Callable[[str, dict[str, Any]], None], notice: Notice
+) -> None:
+    """Send the notice, and keep it with the session at this point of its conversation."""
+    send_update(session.id, updates.notice_chunk(new_id("notice"), notice.level, notice.text))
+    session.add_notice(notice.level, notice.text)
