@@ -182,7 +182,13 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
 
     // A notice (here: stopped) is said when it comes.
     await host.apply({ type: 'userPrompt', text: 'And the median?', context: [] }, { type: 'meta', patch: { busy: true } });
-    await host.apply({ type: 'turnEnded', stopReason: 'cancelled' });
+    await host.apply(
+      {
+        type: 'update',
+        update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: { type: 'text', text: 'Stopped.' }, _meta: { parley: { notice: { level: 'info' } } } },
+      },
+      { type: 'turnEnded', stopReason: 'cancelled' },
+    );
     await page.waitForFunction(() => document.getElementById('status')?.textContent?.includes('Stopped.'));
     assert.doesNotMatch((await status.textContent()) ?? '', /finished/, 'the notice says why it ended');
     assert.deepEqual(view.problems, []);

@@ -116,6 +116,8 @@ export interface NoticeEntry {
   id: string;
   level: 'info' | 'warning' | 'error';
   text: string;
+  /** The server's notice's message id (`_meta.parley.notice`); none for the chat's own. */
+  messageId?: string;
   /** A button under the notice. */
   action?: { label: string; message: ViewToHost };
 }

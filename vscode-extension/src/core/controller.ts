@@ -41,10 +41,8 @@ import {
   type ChatEvent,
   type ChatState,
   MODEL_CATEGORY,
-  REPLAY_MARK_ID,
   TOOL_POLICY_OPTION,
   initialState,
-  isNoticeChunk,
   labelForUri,
   reduce,
 } from './chatState';
@@ -88,8 +86,8 @@ export interface ControllerHost {
   serverBlocked?(): string | undefined;
   clientInfo?: { name: string; version: string };
   /**
-   * Where the notices of a session ("Stopped.", errors, a crash) are kept: the server's
-   * replay brings back its messages, not what the chat said about them. E.g. VS Code's
+   * Where the chat's own notices of a session (errors, a crash) are kept: the server's
+   * replay brings back its messages and its own notices, not what the chat said. E.g. VS Code's
    * workspace state; without it, a reload shows no notices.
    */
   notices?: NoticeKeeper;
@@ -653,19 +651,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return transcriptMarkdown(title, kept.length ? withKeptNotices(state.entries, kept) : state.entries);
   }
 
-  /**
-   * Runs `change`, then keeps the notices it added to the session's entries (see `NoticeKeeper`),
-   * and, given the entries a turn started with (`turnStart`), the turn's notice chunks too.
-   */
-  private keepingNotices(change: () => void, turnStart?: Set<string>): void {
+  /** Runs `change`, then keeps the notices it added to the session's entries (see `NoticeKeeper`). */
+  private keepingNotices(change: () => void): void {
     const before = new Set(this.state.entries.map((e) => e.id));
-    if (turnStart) {
-      for (const e of this.state.entries) {
-        if (isNoticeChunk(e) && !turnStart.has(e.id)) {
-          before.delete(e.id);
-        }
-      }
-    }
     change();
     const sessionId = this.state.meta.sessionId;
     const keeper = this.host.notices;
@@ -740,19 +728,16 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.writtenThisTurn = new Set();
     this.dispatch({ type: 'userPrompt', text, context: items });
     this.meta({ busy: true, context: [] });
-    // Parley's notices in the turn (notice chunks) are kept with its end: the replay has none.
-    const turnStart = new Set(this.state.entries.map((e) => e.id));
     try {
       const result = await client.prompt(sessionId, blocks);
       const { session, turn } = promptUsage(result);
       // The session's count of turns after this one is this turn's number.
-      this.keepingNotices(() => this.dispatch({
+      this.dispatch({
         type: 'turnEnded',
         stopReason: result.stopReason,
-        stopText: result._meta?.parley?.stopText,
         turn: session?.turns || undefined,
         edited: [...this.writtenThisTurn],
-      }), turnStart);
+      });
       // The session's totals come with the result (and each usage_update): nothing to ask or add up.
       if (session) {
         this.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
@@ -766,7 +751,6 @@ export class ChatController extends EventEmitter<ControllerEvents> {
         const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
         this.keepingNotices(() =>
           this.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) }),
-          turnStart,
         );
       }
       this.meta({ busy: false });
@@ -1038,25 +1022,9 @@ export function withKeptNotices(entries: Entry[], kept: KeptNotice[]): Entry[] {
     while (end < out.length && out[end].kind !== 'user') {
       end++;
     }
-    // The replay's mark of the same stop (it came from the store) gives way to the kept notice.
-    for (let i = end - 1; i >= from; i--) {
-      if (isSameStop(out[i], n)) {
-        out.splice(i, 1);
-        end--;
-      }
-    }
     out.splice(end, 0, { kind: 'notice', id: `kept-notice-${++next}`, level: n.level, text: n.text });
   }
   return out;
-}
-
-/** Whether `entry` is a replayed stop mark that says the stop `kept` says: "Stopped" for a cancel, an error for a failure. */
-function isSameStop(entry: Entry, kept: KeptNotice): boolean {
-  if (entry.kind !== 'notice' || !entry.id.startsWith(REPLAY_MARK_ID)) {
-    return false;
-  }
-  const reason = entry.id.slice(REPLAY_MARK_ID.length).split('-')[0];
-  return reason === 'cancelled' ? kept.text.startsWith('Stopped') : kept.level === 'error';
 }
 
 /** What a restore did, as a notice: the files put back and those removed. */
