@@ -556,6 +556,43 @@ describe('chat state reducer', () => {
     assert.deepEqual(viewMessages(b, c).map((m) => m.type), ['meta']);
   });
 
+  it('sends the page deltas while a message streams: append what a chunk adds, finish, revise whole; never the whole entry per chunk', () => {
+    const step = (state: ChatState, event: ChatEvent | SessionUpdate) => {
+      const next = reduce(state, 'type' in event ? event : { type: 'update', update: event });
+      return { next, sent: viewMessages(state, next) };
+    };
+    let s = run({ type: 'userPrompt', text: 'hi', context: [] });
+    // The first chunk makes the entry: sent whole.
+    let r = step(s, msg('m1', 'Hello'));
+    assert.deepEqual(r.sent.map((m) => m.type), ['entries']);
+    const id = r.next.entries[1].id;
+    s = r.next;
+    // Each later chunk: only its text.
+    for (const piece of [', wor', 'ld', '!']) {
+      r = step(s, msg('m1', piece));
+      assert.deepEqual(r.sent, [{ type: 'append', id, text: piece }]);
+      s = r.next;
+    }
+    r = step(s, thought('t1', 'Hmm'));
+    // A thought after it: the answer finished, the thought new (whole).
+    assert.deepEqual(r.sent[0], { type: 'finish', id });
+    assert.deepEqual(r.sent.slice(1).map((m) => m.type), ['entries']);
+    const thoughtId = r.next.entries[2].id;
+    s = r.next;
+    r = step(s, thought('t1', ', yes'));
+    assert.deepEqual(r.sent, [{ type: 'append', id: thoughtId, text: ', yes' }]);
+    s = r.next;
+    // A revision replaces the text: the entry whole, once.
+    r = step(s, { sessionUpdate: 'agent_message_chunk', messageId: 'm2', content: { type: 'text', text: 'Hi.' }, _meta: { parley: { replaces: 'm1' } } });
+    const revised = r.sent.find((m) => m.type === 'entries');
+    assert.ok(revised?.type === 'entries' && revised.upserts.some((e) => e.id === id && e.kind === 'agent' && e.text === 'Hi.' && e.revised));
+    assert.ok(r.sent.every((m) => m.type !== 'append'));
+    // The turn's end finishes the streamed entries.
+    s = r.next;
+    r = step(s, { type: 'turnEnded', stopReason: 'end_turn' });
+    assert.deepEqual(r.sent.filter((m) => m.type === 'finish'), [{ type: 'finish', id: thoughtId }]);
+  });
+
   it('is pure: the same events give the same state, entry ids included, and ids are never reused', () => {
     const events = [
       { type: 'userPrompt', text: 'hi', context: [] },

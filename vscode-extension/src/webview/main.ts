@@ -70,6 +70,8 @@ const status = new Announcer(byId<HTMLElement>('status'));
 let meta: ViewMeta | undefined;
 /** Each shown entry's element, by entry id. */
 const rendered = new Map<string, HTMLElement>();
+/** Each shown entry as last sent or changed by a delta, by entry id. */
+const shownEntries = new Map<string, Entry>();
 
 // ---- helpers ----
 
@@ -491,8 +493,10 @@ function upsert(entries: Entry[], removed: string[]): void {
   for (const id of removed) {
     rendered.get(id)?.remove();
     rendered.delete(id);
+    shownEntries.delete(id);
   }
   for (const entry of entries) {
+    shownEntries.set(entry.id, entry);
     const shown = rendered.get(entry.id);
     if (shown) {
       updateEntry(shown, entry);
@@ -516,6 +520,25 @@ function upsert(entries: Entry[], removed: string[]): void {
   }
 }
 
+/**
+ * A delta to a streamed entry shown: text appended, or its stream finished. The entry is
+ * rendered from the text the page keeps (block by block: only what changed is drawn).
+ */
+function applyDelta(id: string, change: (entry: AgentEntry | ThoughtEntry) => AgentEntry | ThoughtEntry): void {
+  const entry = shownEntries.get(id);
+  const el = rendered.get(id);
+  if (!entry || !el || (entry.kind !== 'agent' && entry.kind !== 'thought')) {
+    return; // not shown (a reset came between): the next whole entry shows it
+  }
+  const stick = isNearBottom();
+  const next = change(entry);
+  shownEntries.set(id, next);
+  updateEntry(el, next);
+  if (stick) {
+    transcript.scrollTop = transcript.scrollHeight;
+  }
+}
+
 /** Notices said since the running turn began (one says why a turn ended). */
 let noticesSaid = 0;
 
@@ -527,6 +550,7 @@ function reset(entries: Entry[]): void {
     el.remove();
   }
   rendered.clear();
+  shownEntries.clear();
   resetting = true;
   try {
     upsert(entries, []);
@@ -929,6 +953,12 @@ window.addEventListener('message', (event: MessageEvent<HostToView>) => {
       break;
     case 'entries':
       upsert(msg.upserts, msg.removed);
+      break;
+    case 'append':
+      applyDelta(msg.id, (e) => ({ ...e, text: e.text + msg.text }));
+      break;
+    case 'finish':
+      applyDelta(msg.id, (e) => ({ ...e, streaming: false }));
       break;
     case 'meta':
       renderMeta(msg.meta);
