@@ -24,7 +24,7 @@ const CONTROLLER_PARTS = {
   models: ['core'],
   permissions: ['core'],
   sessions: ['core', 'keptNotices', 'models', 'serverProcess'],
-  turn: ['core', 'keptNotices', 'permissions', 'sessions'],
+  turn: ['core', 'permissions', 'sessions'],
   undo: ['core', 'sessions'],
 };
 

@@ -64,9 +64,9 @@ export interface ControllerHost {
   serverBlocked?(): string | undefined;
   clientInfo?: { name: string; version: string };
   /**
-   * Where the chat's own notices of a session (errors, a crash) are kept: the server's
-   * replay brings back its messages and its own notices, not what the chat said. E.g. VS
-   * Code's workspace state; without it, a reload shows none of them.
+   * Where the chat's own notices of a session (a server crash) are kept: the server's
+   * replay brings back its messages and its own notices (a stop, a failed turn), not what
+   * the chat said. E.g. VS Code's workspace state; without it, a reload shows none of them.
    */
   notices?: NoticeKeeper;
 }

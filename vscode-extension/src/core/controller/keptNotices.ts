@@ -1,6 +1,7 @@
 /**
- * The chat's own notices of a session (errors, a server crash), kept across reloads: the
- * server's replay brings back its messages and its own notices, not what the chat said.
+ * The chat's own notices of a session (a server crash), kept across reloads: the server's
+ * replay brings back its messages and its own notices (a stop, a failed turn), not what the
+ * chat said.
  */
 
 import type { Entry } from '../../common/view';

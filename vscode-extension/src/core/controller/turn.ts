@@ -8,7 +8,6 @@ import { type ContentBlock, type ResourceBlock, promptUsage } from '../../client
 import { PROVIDER_ERROR } from '../../common/display';
 import type { ContextItem } from '../../common/view';
 import type { ChatCore } from './core';
-import { keepingNotices } from './keptNotices';
 import type { Permissions } from './permissions';
 import type { Sessions } from './sessions';
 
@@ -107,11 +106,10 @@ export class Turn {
     } catch (err) {
       if (!(err instanceof ServerExitedError)) {
         core.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
-        // A provider's failure may pass: the card offers to send the same prompt again.
+        // A provider's failure may pass: the card offers to send the same prompt again. Not
+        // kept by the chat: the server keeps the failed turn's notice and replays it.
         const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
-        keepingNotices(core, () =>
-          core.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) }),
-        );
+        core.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) });
       }
       core.meta({ busy: false });
       this.ended('error');
