@@ -44,22 +44,30 @@ export function withKeptNotices(entries: Entry[], kept: KeptNotice[]): Entry[] {
   const out = [...entries];
   let next = 0;
   for (const n of kept) {
-    const prompts = out.flatMap((e, i) => (e.kind === 'user' ? [i] : []));
-    let at = n.afterPrompt === 0 ? -1 : prompts[n.afterPrompt - 1];
-    const prompt = at === undefined || at < 0 ? undefined : out[at];
-    if (n.afterPrompt > 0 && (prompt?.kind !== 'user' || (n.promptText !== undefined && prompt.text !== n.promptText))) {
-      const byText = prompts.filter((i) => {
-        const e = out[i];
-        return e.kind === 'user' && e.text === n.promptText;
-      });
-      at = byText.length ? byText[byText.length - 1] : out.length - 1;
-    }
     // After the answer: before the next prompt.
-    let end = (at ?? out.length - 1) + 1;
+    let end = promptIndex(out, n) + 1;
     while (end < out.length && out[end].kind !== 'user') {
       end++;
     }
     out.splice(end, 0, { kind: 'notice', id: `kept-notice-${++next}`, level: n.level, text: n.text });
   }
   return out;
+}
+
+/** Where the prompt a kept notice follows is in `entries` (-1: before the first; the last entry when not found). */
+function promptIndex(entries: Entry[], n: KeptNotice): number {
+  if (n.afterPrompt === 0) {
+    return -1;
+  }
+  const prompts = entries.flatMap((e, i) => (e.kind === 'user' ? [i] : []));
+  const at = prompts[n.afterPrompt - 1];
+  const prompt = at === undefined ? undefined : entries[at];
+  if (prompt?.kind === 'user' && (n.promptText === undefined || prompt.text === n.promptText)) {
+    return at;
+  }
+  const byText = prompts.filter((i) => {
+    const e = entries[i];
+    return e.kind === 'user' && e.text === n.promptText;
+  });
+  return byText.length ? byText[byText.length - 1] : entries.length - 1;
 }

@@ -5,7 +5,7 @@
  */
 
 import { type ParleyClient, describeError } from '../../client/client';
-import type { NewSessionResult, ResumeSessionResult, SessionNotification, SessionSummary } from '../../client/protocol';
+import type { LoadSessionResult, NewSessionResult, ResumeSessionResult, SessionNotification, SessionSummary } from '../../client/protocol';
 import type { SessionRow } from '../../common/view';
 import { initialState, reduce } from '../chatState';
 import { transcriptMarkdown } from '../transcriptMarkdown';
@@ -284,26 +284,12 @@ export class Sessions {
     core.meta({ sessionId, cwd: core.host.workspaceRoot(), title, commands: [], loading: true, busy: false, usage: NO_USAGE });
     try {
       const result = await client.loadSession(sessionId, core.host.workspaceRoot());
-      const parley = result._meta?.parley;
-      // The replay's last turn is the session's last: numbered, it offers "Undo turn" if it edited files.
-      core.dispatch({ type: 'turnEnded', stopReason: 'end_turn', turn: parley?.usage?.turns || undefined });
-      // What the chat said itself about its turns (the replay does not carry it), back in place.
-      const kept = core.host.notices?.get(sessionId) ?? [];
-      if (kept.length) {
-        core.dispatch({ type: 'setEntries', entries: withKeptNotices(core.state.entries, kept) });
-      }
-      this.onShown();
-      core.meta({ loading: false, model: parley?.model ?? core.state.meta.model, configOptions: [] });
-      core.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
-      if (parley?.model) {
-        this.models.chosenModel = parley.model;
-      }
-      this.openSession = sessionId;
+      this.showLoaded(sessionId, result);
       if (previous && previous !== sessionId && client.sessionCapabilities.close) {
         await closeQuietly(client, previous, (line) => core.log(line));
       }
-      if (parley?.usage) {
-        core.dispatch({ type: 'usageTotals', totals: parley.usage });
+      if (result._meta?.parley?.usage) {
+        core.dispatch({ type: 'usageTotals', totals: result._meta.parley.usage });
       }
       core.log(`Loaded session ${sessionId}${title ? ` (${title})` : ''}.`);
     } catch (err) {
@@ -313,6 +299,30 @@ export class Sessions {
       const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage } = before.meta;
       core.meta({ sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage, loading: false });
       throw err;
+    }
+  }
+
+  /** A session replayed: its last turn ended, the chat's kept notices back in place, its model and options. */
+  private showLoaded(sessionId: string, result: LoadSessionResult): void {
+    const { core } = this;
+    const parley = result._meta?.parley;
+    // The replay's last turn is the session's last: numbered, it offers "Undo turn" if it edited files.
+    core.dispatch({ type: 'turnEnded', stopReason: 'end_turn', turn: parley?.usage?.turns || undefined });
+    this.restoreKeptNotices(sessionId);
+    this.onShown();
+    core.meta({ loading: false, model: parley?.model ?? core.state.meta.model, configOptions: [] });
+    core.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
+    if (parley?.model) {
+      this.models.chosenModel = parley.model;
+    }
+    this.openSession = sessionId;
+  }
+
+  /** What the chat said itself about the session (the replay does not carry it), back in place. */
+  private restoreKeptNotices(sessionId: string): void {
+    const kept = this.core.host.notices?.get(sessionId) ?? [];
+    if (kept.length) {
+      this.core.dispatch({ type: 'setEntries', entries: withKeptNotices(this.core.state.entries, kept) });
     }
   }
 
