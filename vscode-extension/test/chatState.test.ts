@@ -27,6 +27,13 @@ const msg = (messageId: string, text: string): SessionUpdate => ({
   messageId,
   content: { type: 'text', text },
 });
+/** A notice as the server sends it (issue 24's contract): its own message id, `_meta.parley.notice: {level}`. */
+const notice = (messageId: string, text: string, level: 'info' | 'warning' | 'error'): SessionUpdate => ({
+  sessionUpdate: 'agent_message_chunk',
+  messageId,
+  content: { type: 'text', text },
+  _meta: { parley: { notice: { level } } },
+});
 const thought = (messageId: string, text: string): SessionUpdate => ({
   sessionUpdate: 'agent_thought_chunk',
   messageId,
@@ -270,15 +277,11 @@ describe('chat state reducer', () => {
     assert.deepEqual(answered.answer, { optionId: 'r', kind: 'reject_once', label: 'Reject' });
     assert.equal(answered.input, '1', 'code alone is shown as code, not as `code: 1`');
     s = reduce(s, { type: 'turnEnded', stopReason: 'cancelled' });
-    assert.deepEqual(summary(s.entries), [
-      'permission:python_eval:Reject',
-      'permission:python_eval:Cancelled',
-      'notice:info:Stopped.',
-    ]);
+    // Why it stopped is the server's notice to say: the end of the turn adds no words.
+    assert.deepEqual(summary(s.entries), ['permission:python_eval:Reject', 'permission:python_eval:Cancelled']);
     assert.equal(s.meta.busy, false);
-    // The server's sentence for the stop, when it sends one, instead of the fallback.
-    const limited = reduce(s, { type: 'turnEnded', stopReason: 'max_turn_requests', stopText: 'Stopped: the turn reached its limit of 25 model requests.' });
-    assert.deepEqual(summary(limited.entries).slice(-1), ['notice:warning:Stopped: the turn reached its limit of 25 model requests.']);
+    const limited = reduce(s, { type: 'turnEnded', stopReason: 'max_turn_requests' });
+    assert.deepEqual(summary(limited.entries), summary(s.entries));
     // An error card's Retry goes once another prompt is sent: it would no longer send the one that failed.
     const failed = reduce(limited, { type: 'notice', level: 'error', text: 'Rate limit.', action: { label: 'Retry', message: { type: 'retry' } } });
     const card = failed.entries[failed.entries.length - 1];
@@ -403,7 +406,7 @@ describe('chat state reducer', () => {
     assert.equal(unpricedUpdate.meta.usage.costBreakdown, undefined);
   });
 
-  it('shows the mark of a replayed answer that was cut short, after it: "Stopped." or the failure', () => {
+  it('shows a replayed answer that was cut short as it is: the server\'s replayed notice says why, the chat adds nothing', () => {
     const stopped = (messageId: string, text: string, stopReason: string): SessionUpdate => ({
       sessionUpdate: 'agent_message_chunk',
       messageId,
@@ -414,6 +417,7 @@ describe('chat state reducer', () => {
     const s = run(
       user('count to 100'),
       stopped('m1', 'one, two', 'cancelled'),
+      notice('n1', 'Stopped.', 'info'),
       user('again'),
       stopped('m2', 'one', 'failed'),
       user('and once more'),
@@ -427,38 +431,50 @@ describe('chat state reducer', () => {
       'notice:info:Stopped.',
       'user:again',
       'agent:one',
-      'notice:error:The turn failed here.',
       'user:and once more',
       'agent:done now',
     ]);
     assert.ok(s.entries.every((e) => e.kind !== 'agent' || !e.streaming));
   });
 
-  it('shows a notice chunk as a warning notice, not answer text, and its turn\'s stop text not again', () => {
-    const notice = (text: string): SessionUpdate => ({
-      sessionUpdate: 'agent_message_chunk',
-      messageId: 'n1',
-      content: { type: 'text', text },
-      _meta: { parley: { notice: true } },
-    });
+  it('shows each notice once, at its level, where it comes, never as answer text', () => {
     const refusal = 'Not started: this session\'s budget of $1.00 is spent ($1.02 so far).';
     const s = run(
       { type: 'userPrompt', text: 'go on', context: [] },
-      notice('Not started: this session\'s budget of $1.00 '),
-      notice('is spent ($1.02 so far).'),
-      { type: 'turnEnded', stopReason: 'refusal', stopText: refusal },
-    );
-    assert.deepEqual(summary(s.entries), ['user:go on', `notice:warning:${refusal}`]);
-    // The next turn's stop text is shown again: the notice was that turn's alone.
-    const next = run(
-      { type: 'userPrompt', text: 'go on', context: [] },
-      notice(refusal),
-      { type: 'turnEnded', stopReason: 'refusal', stopText: refusal },
+      notice('n1', 'Not started: this session\'s budget of $1.00 ', 'warning'),
+      notice('n1', 'is spent ($1.02 so far).', 'warning'),
+      { type: 'turnEnded', stopReason: 'refusal' },
       { type: 'userPrompt', text: 'and now?', context: [] },
       msg('m2', 'Partly'),
-      { type: 'turnEnded', stopReason: 'cancelled', stopText: 'Stopped.' },
+      notice('n2', 'Stopped.', 'info'),
+      { type: 'turnEnded', stopReason: 'cancelled' },
+      { type: 'userPrompt', text: 'once more', context: [] },
+      msg('m3', 'Cut'),
+      notice('n3', 'The answer was cut off: the model reached its output token limit of 50.', 'warning'),
+      { type: 'turnEnded', stopReason: 'max_tokens' },
+      { type: 'userPrompt', text: 'and?', context: [] },
+      notice('n4', 'The provider failed.', 'error'),
+      { type: 'turnEnded', stopReason: 'end_turn' },
     );
-    assert.deepEqual(summary(next.entries), ['user:go on', `notice:warning:${refusal}`, 'user:and now?', 'agent:Partly', 'notice:info:Stopped.']);
+    assert.deepEqual(summary(s.entries), [
+      'user:go on',
+      `notice:warning:${refusal}`,
+      'user:and now?',
+      'agent:Partly',
+      'notice:info:Stopped.',
+      'user:once more',
+      'agent:Cut',
+      'notice:warning:The answer was cut off: the model reached its output token limit of 50.',
+      'user:and?',
+      'notice:error:The provider failed.',
+    ]);
+    // Not answer text: the answers are untouched, and a notice ends the answer's streaming.
+    const answers = s.entries.filter((e) => e.kind === 'agent');
+    assert.deepEqual(answers.map((e) => e.text), ['Partly', 'Cut']);
+    assert.ok(answers.every((e) => !e.streaming));
+    // A level the view does not know is shown as info.
+    const odd = run(notice('n9', 'Something.', 'loud' as 'info'));
+    assert.deepEqual(summary(odd.entries), ['notice:info:Something.']);
   });
 
   it('keeps the configuration options; the model and the tool policy follow theirs', () => {
@@ -538,6 +554,43 @@ describe('chat state reducer', () => {
     assert.deepEqual(viewMessages(a, b).map((m) => m.type), ['entries']);
     const c = reduce(b, { type: 'meta', patch: { busy: true } });
     assert.deepEqual(viewMessages(b, c).map((m) => m.type), ['meta']);
+  });
+
+  it('sends the page deltas while a message streams: append what a chunk adds, finish, revise whole; never the whole entry per chunk', () => {
+    const step = (state: ChatState, event: ChatEvent | SessionUpdate) => {
+      const next = reduce(state, 'type' in event ? event : { type: 'update', update: event });
+      return { next, sent: viewMessages(state, next) };
+    };
+    let s = run({ type: 'userPrompt', text: 'hi', context: [] });
+    // The first chunk makes the entry: sent whole.
+    let r = step(s, msg('m1', 'Hello'));
+    assert.deepEqual(r.sent.map((m) => m.type), ['entries']);
+    const id = r.next.entries[1].id;
+    s = r.next;
+    // Each later chunk: only its text.
+    for (const piece of [', wor', 'ld', '!']) {
+      r = step(s, msg('m1', piece));
+      assert.deepEqual(r.sent, [{ type: 'append', id, text: piece }]);
+      s = r.next;
+    }
+    r = step(s, thought('t1', 'Hmm'));
+    // A thought after it: the answer finished, the thought new (whole).
+    assert.deepEqual(r.sent[0], { type: 'finish', id });
+    assert.deepEqual(r.sent.slice(1).map((m) => m.type), ['entries']);
+    const thoughtId = r.next.entries[2].id;
+    s = r.next;
+    r = step(s, thought('t1', ', yes'));
+    assert.deepEqual(r.sent, [{ type: 'append', id: thoughtId, text: ', yes' }]);
+    s = r.next;
+    // A revision replaces the text: the entry whole, once.
+    r = step(s, { sessionUpdate: 'agent_message_chunk', messageId: 'm2', content: { type: 'text', text: 'Hi.' }, _meta: { parley: { replaces: 'm1' } } });
+    const revised = r.sent.find((m) => m.type === 'entries');
+    assert.ok(revised?.type === 'entries' && revised.upserts.some((e) => e.id === id && e.kind === 'agent' && e.text === 'Hi.' && e.revised));
+    assert.ok(r.sent.every((m) => m.type !== 'append'));
+    // The turn's end finishes the streamed entries.
+    s = r.next;
+    r = step(s, { type: 'turnEnded', stopReason: 'end_turn' });
+    assert.deepEqual(r.sent.filter((m) => m.type === 'finish'), [{ type: 'finish', id: thoughtId }]);
   });
 
   it('is pure: the same events give the same state, entry ids included, and ids are never reused', () => {

@@ -597,13 +597,20 @@ describe('chat controller: undo turn', () => {
   });
 });
 
-describe('chat controller: stop marks after a reload', () => {
-  const replay = (stopReason: string): PeerScript => ({
+describe('chat controller: the server\'s notices, live and replayed (issue 24\'s contract)', () => {
+  /** A notice as the server sends it: its own message id, `_meta.parley.notice: {level}`. */
+  const noticeUpdate = (messageId: string, words: string, level: 'info' | 'warning' | 'error') => ({
+    sessionId: '$session',
+    update: { sessionUpdate: 'agent_message_chunk', messageId, content: text(words), _meta: { parley: { notice: { level } } } },
+  });
+  /** A stored session whose first turn was stopped: the replay marks the answer and then replays the stop's notice. */
+  const replay = (stopReason: string, notices: ReturnType<typeof noticeUpdate>[]): PeerScript => ({
     initialize: INITIALIZE,
     'session/load': {
       before: [
         { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('count to 100') } },
         { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('one, two'), _meta: { parley: { stopReason } } } },
+        ...notices,
         { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('thanks') } },
         { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm2', content: text('You are welcome.') } },
       ],
@@ -628,28 +635,34 @@ describe('chat controller: stop marks after a reload', () => {
   const shown = (ctl: ChatController) =>
     ctl.state.entries.map((e) => (e.kind === 'notice' ? `${e.level}: ${e.text}` : `${e.kind}: ${'text' in e ? e.text : ''}`));
 
-  it('a session cut short elsewhere shows its mark from the replay, after the answer it cut', async () => {
-    await withKept(replay('cancelled'), [], async (ctl) => {
+  it('a session cut short elsewhere shows the replayed notice once, at its level, after the answer it cut; the chat adds no words', async () => {
+    await withKept(replay('cancelled', [noticeUpdate('n1', 'Stopped.', 'info')]), [], async (ctl) => {
       await ctl.loadSession('stored-1', 'Count');
       assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'info: Stopped.', 'user: thanks', 'agent: You are welcome.']);
     });
-    await withKept(replay('failed'), [], async (ctl) => {
+    // A failed turn: the server stores no notice for an error, and the chat writes none.
+    await withKept(replay('failed', []), [], async (ctl) => {
       await ctl.loadSession('stored-1', 'Count');
-      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'error: The turn failed here.', 'user: thanks', 'agent: You are welcome.']);
+      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'user: thanks', 'agent: You are welcome.']);
     });
   });
 
-  it("a notice chunk is shown once, as a warning, and kept so that a reload shows it (the replay has none)", async () => {
+  it('a notice in a live turn is shown once, at its level, never as answer text, and not kept by the chat (the server replays it)', async () => {
     const refusal = "Not started: this session's budget of $1.00 is spent ($1.02 so far). Raise it with /budget.";
+    const cut = 'The answer was cut off: the model reached its output token limit (50 tokens).';
     const script: PeerScript = {
       initialize: INITIALIZE,
       'session/new': { result: { sessionId: '$session' } },
-      'session/prompt': {
-        before: [
-          { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: text(refusal), _meta: { parley: { notice: true } } } },
-        ],
-        result: { stopReason: 'refusal', _meta: { parley: { stopText: "Not started: this session's budget of $1.00 is spent ($1.02 so far)." } } },
-      },
+      'session/prompt': [
+        { before: [noticeUpdate('n1', refusal, 'warning')], result: { stopReason: 'refusal', _meta: { parley: {} } } },
+        {
+          before: [
+            { sessionId: '$session', update: { sessionUpdate: 'agent_message_chunk', messageId: 'm1', content: text('One, two') } },
+            noticeUpdate('n2', cut, 'warning'),
+          ],
+          result: { stopReason: 'max_tokens', _meta: { parley: {} } },
+        },
+      ],
     };
     const kept: KeptNotice[] = [];
     const peer = new Peer(script);
@@ -662,28 +675,25 @@ describe('chat controller: stop marks after a reload', () => {
     try {
       assert.equal(await ctl.send('go on'), 'refusal');
       assert.deepEqual(shown(ctl), ['user: go on', `warning: ${refusal}`]);
-      assert.deepEqual(kept, [{ level: 'warning', text: refusal, afterPrompt: 1, promptText: 'go on' }]);
+      assert.equal(await ctl.send('count'), 'max_tokens');
+      assert.deepEqual(shown(ctl), ['user: go on', `warning: ${refusal}`, 'user: count', 'agent: One, two', `warning: ${cut}`]);
+      assert.deepEqual(kept, []);
     } finally {
       await ctl.dispose();
     }
   });
 
-  it('a kept notice of the same stop is shown once: the replay mark gives way to it', async () => {
-    const stopped: KeptNotice = { level: 'info', text: 'Stopped.', afterPrompt: 1, promptText: 'count to 100' };
-    await withKept(replay('cancelled'), [stopped], async (ctl) => {
-      await ctl.loadSession('stored-1', 'Count');
-      assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'info: Stopped.', 'user: thanks', 'agent: You are welcome.']);
-    });
+  it("a kept error notice comes back in place beside the server's replayed notices, each once", async () => {
     const failed: KeptNotice = { level: 'error', text: 'The model provider failed: 500.', afterPrompt: 1, promptText: 'count to 100' };
-    await withKept(replay('failed'), [failed], async (ctl) => {
+    await withKept(replay('failed', []), [failed], async (ctl) => {
       await ctl.loadSession('stored-1', 'Count');
       assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'error: The model provider failed: 500.', 'user: thanks', 'agent: You are welcome.']);
     });
-    // A kept notice of something else (an undo) leaves the mark shown.
     const undo: KeptNotice = { level: 'info', text: 'Undid turn 1: restored a.py. The conversation is kept.', afterPrompt: 1, promptText: 'count to 100' };
-    await withKept(replay('cancelled'), [undo], async (ctl) => {
+    await withKept(replay('cancelled', [noticeUpdate('n1', 'Stopped.', 'info')]), [undo], async (ctl) => {
       await ctl.loadSession('stored-1', 'Count');
       assert.deepEqual(shown(ctl).slice(1, 4), ['agent: one, two', 'info: Stopped.', `info: ${undo.text}`]);
     });
   });
 });
+

@@ -1,6 +1,8 @@
 /** The display rules of docs/display.md, as `src/common/display.ts` keeps them for the host and the view. */
 
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, it } from 'node:test';
 
 import {
@@ -9,12 +11,75 @@ import {
   formatTime,
   formatTokens,
   formatToolInput,
-  stopNotice,
   summarizeToolResult,
 } from '../src/common/display';
 
+/**
+ * The cases every client checks (pytest, ERT and these tests): the repository's
+ * tests/display-cases.json, found from this file's place (`out/test/` when built, or `test/`).
+ */
+interface DisplayCases {
+  formatTokens: [number, string][];
+  formatCost: [number | null, string][];
+  formatContext: [number, number | null, string][];
+  summarizeToolResult: [string, string | null, string][];
+  formatTime: { now: string; cases: [string, string][] };
+}
+
+function sharedCases(): DisplayCases {
+  for (const up of ['..', '../..', '../../..']) {
+    const file = path.resolve(__dirname, up, 'tests', 'display-cases.json');
+    if (fs.existsSync(file)) {
+      return JSON.parse(fs.readFileSync(file, 'utf8')) as DisplayCases;
+    }
+  }
+  throw new Error(`tests/display-cases.json not found above ${__dirname}`);
+}
+
+describe('the shared display cases (tests/display-cases.json)', () => {
+  const cases = sharedCases();
+
+  it('formatTokens: every case', () => {
+    assert.ok(cases.formatTokens.length > 0);
+    for (const [n, want] of cases.formatTokens) {
+      assert.equal(formatTokens(n), want, `formatTokens(${n})`);
+    }
+  });
+
+  it('formatCost: every case', () => {
+    assert.ok(cases.formatCost.length > 0);
+    for (const [amount, want] of cases.formatCost) {
+      assert.equal(formatCost(amount), want, `formatCost(${amount})`);
+    }
+  });
+
+  it('formatContext: every case', () => {
+    assert.ok(cases.formatContext.length > 0);
+    for (const [used, size, want] of cases.formatContext) {
+      assert.equal(formatContext(used, size), want, `formatContext(${used}, ${size})`);
+    }
+  });
+
+  it('summarizeToolResult: every case', () => {
+    assert.ok(cases.summarizeToolResult.length > 0);
+    for (const [text, error, want] of cases.summarizeToolResult) {
+      assert.equal(summarizeToolResult(text, error ?? undefined), want, `summarizeToolResult(${JSON.stringify(text)}, ${JSON.stringify(error)})`);
+    }
+  });
+
+  // The times are UTC: the test run sets TZ=UTC (scripts/test-vscode, npm test); under another
+  // zone the local clock differs and these cases say nothing.
+  it('formatTime: every case, in UTC', { skip: new Date(0).getTimezoneOffset() !== 0 ? `TZ is not UTC (${process.env.TZ ?? 'unset'})` : false }, () => {
+    const now = new Date(cases.formatTime.now);
+    assert.ok(cases.formatTime.cases.length > 0);
+    for (const [when, want] of cases.formatTime.cases) {
+      assert.equal(formatTime(when, now), want, `formatTime(${when})`);
+    }
+  });
+});
+
 describe('display rules', () => {
-  it('formatTokens: the number, one decimal k below 10,000, whole k below a million, then M', () => {
+  it('formatTokens: the number, one decimal k below 10,000, whole k (cut, not rounded) below a million, then M', () => {
     const cases: [number, string][] = [
       [0, '0'],
       [950, '950'],
@@ -22,10 +87,10 @@ describe('display rules', () => {
       [1000, '1.0k'],
       [1234, '1.2k'],
       [9_949, '9.9k'],
-      [9_960, '10k'],
+      [9_960, '10.0k'],
       [12_345, '12k'],
       [999_000, '999k'],
-      [999_600, '1.0M'],
+      [999_600, '999k'],
       [1_234_567, '1.2M'],
     ];
     for (const [n, want] of cases) {
@@ -63,7 +128,7 @@ describe('display rules', () => {
     assert.equal(summarizeToolResult('stdout:\n\nresult:\n'), '(no output)');
     const long = 'x'.repeat(200);
     const cut = summarizeToolResult(long);
-    assert.equal(cut.length, 120);
+    assert.equal(cut.length, 121, 'its first 120 characters, then …');
     assert.ok(cut.endsWith('…'));
     assert.equal(summarizeToolResult('stderr:\nTraceback…', 'ZeroDivisionError: division by zero'), 'ZeroDivisionError: division by zero\nTraceback…');
   });
@@ -75,19 +140,5 @@ describe('display rules', () => {
     assert.equal(formatTime(new Date(2025, 10, 22, 14, 5), now), '2025-11-22 14:05');
     assert.equal(formatTime(new Date(2026, 10, 22, 14, 5).toISOString(), now), 'Nov 22 14:05', 'an ISO stamp, shown local');
     assert.equal(formatTime('not a date', now), '');
-  });
-
-  it("stopNotice: the server's stopText first, else the fallback table; nothing for end_turn", () => {
-    assert.equal(stopNotice('end_turn'), undefined);
-    assert.equal(stopNotice('end_turn', 'ignored'), undefined);
-    assert.deepEqual(stopNotice('cancelled'), { level: 'info', text: 'Stopped.' });
-    assert.deepEqual(stopNotice('max_tokens'), { level: 'warning', text: 'The answer was cut off: the model reached its output token limit.' });
-    assert.deepEqual(stopNotice('max_turn_requests'), { level: 'warning', text: 'Stopped: the turn reached its limit of model requests.' });
-    assert.deepEqual(stopNotice('refusal'), { level: 'warning', text: 'The model refused to answer.' });
-    assert.deepEqual(stopNotice('budget'), { level: 'info', text: 'Turn ended: budget.' });
-    assert.deepEqual(stopNotice('max_turn_requests', 'Stopped: the turn reached its limit of 25 model requests.'), {
-      level: 'warning',
-      text: 'Stopped: the turn reached its limit of 25 model requests.',
-    });
   });
 });

@@ -13,6 +13,7 @@ import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
 import { FakeLLM, PARLEY, serverEnv, serverUnavailable, tempDirs, until } from './harness';
 import { StubMemento, StubUri, VscodeStub } from './vscodeStub';
+import { foldViewMessages } from './viewModel';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
 
@@ -248,8 +249,7 @@ describe('the extension in a stand-in VS Code', () => {
   it('drives a session from the chat view messages', async (t) => {
     const view = stub.showView('parley.chatView');
     const metas = () => view.posted.filter((m): m is Extract<HostToView, { type: 'meta' }> & { type: string } => m.type === 'meta');
-    const entries = () =>
-      view.posted.flatMap((m) => (m.type === 'entries' ? (m as Extract<HostToView, { type: 'entries' }>).upserts : []));
+    const entries = () => foldViewMessages(view.posted).entries;
     view.receive({ type: 'ready' });
     assert.equal(view.posted[0]?.type, 'reset');
 
@@ -298,8 +298,7 @@ describe('the extension in a stand-in VS Code', () => {
       return;
     }
     const view = stub.showView('parley.chatView');
-    const entries = () =>
-      view.posted.flatMap((m) => (m.type === 'entries' ? (m as Extract<HostToView, { type: 'entries' }>).upserts : []));
+    const entries = () => foldViewMessages(view.posted).entries;
     const lastMeta = () => (view.posted.filter((m) => m.type === 'meta').pop() as Extract<HostToView, { type: 'meta' }> | undefined)?.meta;
     // The page (re)loads: the host resets it to the session it has.
     view.receive({ type: 'ready' });

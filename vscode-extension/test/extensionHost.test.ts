@@ -15,6 +15,7 @@ import type { HostToView, ViewState } from '../src/common/view';
 import type { LogLevel } from '../src/core/controller';
 import { FakeLLM, PARLEY, delay, serverEnv, serverUnavailable, tempDirs, until } from './harness';
 import { StubMemento, StubUri, type StubWebviewView, VscodeStub } from './vscodeStub';
+import { foldViewMessages } from './viewModel';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(EXT_ROOT, 'package.json'), 'utf8')) as {
@@ -34,30 +35,9 @@ interface ExtensionModule {
 type Meta = ViewState['meta'];
 type Entry = ViewState['entries'][number];
 
-/** What the page was told: the last meta, and every entry as last sent (by id). */
+/** What the page was told: the last meta, and every entry as the page shows it (by id). */
 function shown(view: StubWebviewView): { meta: Meta | undefined; entries: Entry[] } {
-  let meta: Meta | undefined;
-  const entries = new Map<string, Entry>();
-  for (const raw of view.posted) {
-    const m = raw as HostToView;
-    if (m.type === 'reset') {
-      meta = m.state.meta;
-      entries.clear();
-      for (const e of m.state.entries) {
-        entries.set(e.id, e);
-      }
-    } else if (m.type === 'meta') {
-      meta = m.meta;
-    } else if (m.type === 'entries') {
-      for (const e of m.upserts) {
-        entries.set(e.id, e);
-      }
-      for (const id of m.removed) {
-        entries.delete(id);
-      }
-    }
-  }
-  return { meta, entries: [...entries.values()] };
+  return foldViewMessages(view.posted);
 }
 
 describe('the extension host: sessions across reloads, the log, Restricted Mode', () => {

@@ -15,7 +15,7 @@ import type { Browser, Page } from 'playwright-core';
 
 import { type ChatState, initialState, reduce } from '../src/core/chatState';
 import { viewMessages } from '../src/core/webviewHtml';
-import type { AgentEntry, HostToView } from '../src/common/view';
+import type { HostToView } from '../src/common/view';
 import {
   CHROMIUM,
   OUTPUT,
@@ -393,19 +393,18 @@ async function benchmark(browser: Browser, title: string, answer: string, markOp
   for (let i = 0; i < answer.length; i += CHUNK) {
     ends.push(Math.min(answer.length, i + CHUNK));
   }
-  // The host's message for a chunk, through the real reducer: one upsert of the agent entry.
-  const state = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
-  await postToPage(page, { type: 'reset', state: { entries: state.entries, meta: state.meta } });
-  const first = agentChunk(state, answer.slice(0, ends[0]));
-  assert.equal(first.messages.length, 1);
-  const message = first.messages[0];
-  assert.ok(message.type === 'entries' && message.upserts.length === 1 && message.upserts[0].kind === 'agent');
-  const template = message.upserts[0];
+  // The host's messages for each chunk, through the real reducer: the new agent entry, then
+  // what each chunk appends to it.
+  const traffic = hostTraffic(answer, ends);
+  await postToPage(page, { type: 'reset', state: { entries: traffic.start.entries, meta: traffic.start.meta } });
+  const first = traffic.messages[0];
+  assert.ok(first.length === 1 && first[0].type === 'entries' && first[0].upserts[0]?.kind === 'agent', JSON.stringify(first));
+  assert.ok(traffic.messages.slice(1).every((ms) => ms.length === 1 && ms[0].type === 'append'), 'each later chunk is an append');
 
   const checkBefore = ends.findIndex((end) => end > until);
   const result = await page.evaluate(streamInPage, {
-    template,
-    answer,
+    messages: traffic.messages,
+    final: traffic.final,
     ends,
     interval: INTERVAL_MS,
     markOpenCode,
@@ -435,10 +434,15 @@ async function benchmark(browser: Browser, title: string, answer: string, markOp
       `| last chunk due (the model's schedule) to the view finished | ${result.lag.toFixed(1)} ms |`,
       `| the turn's end (the message final) handled in | ${result.finalWork.toFixed(1)} ms |`,
       `| streaming wall time (model: ${((ends.length * INTERVAL_MS) / 1000).toFixed(1)} s) | ${(result.wall / 1000).toFixed(1)} s |`,
+      `| host→page bytes per chunk, first tenth → last tenth | ${traffic.firstTenth.toFixed(0)} → ${traffic.lastTenth.toFixed(0)} bytes |`,
+      `| host→page bytes per chunk, last tenth / first tenth (≤ 1.2: flat in the answer's length) | ${traffic.ratio.toFixed(2)} |`,
+      `| host→page bytes in all | ${traffic.total} bytes (the answer: ${Buffer.byteLength(answer)} bytes) |`,
       `| nodes shown at a tenth, re-rendered or removed ${until < answer.length ? 'before the block closed' : 'later'} | ${result.touched} of ${result.marked} |`,
       '',
     ].join('\n'),
   );
+  // The host sends the page what a chunk adds, not the message so far.
+  assert.ok(traffic.ratio <= 1.2, `host→page bytes per chunk grow with the answer: last tenth / first tenth ${traffic.ratio.toFixed(2)}`);
   // The streamed message shows what the whole answer rendered at once shows.
   assert.equal(result.complete, true, 'the last line is shown');
   await showAnswer(page, answer);
@@ -447,6 +451,34 @@ async function benchmark(browser: Browser, title: string, answer: string, markOp
   assert.deepEqual(problems, []);
   await context.close();
   return result;
+}
+
+/**
+ * The host's messages to the page while `answer` streams in chunks ending at `ends`, through
+ * the real reducer and `viewMessages`: their size in bytes (as JSON, what `postMessage`
+ * carries) per chunk, averaged over the first and the last tenth of the stream.
+ */
+function hostTraffic(answer: string, ends: number[]) {
+  const start = reduce(initialState(), { type: 'meta', patch: { serverState: 'ready', sessionId: 's1', busy: true } });
+  let state = start;
+  const messages: HostToView[][] = [];
+  const bytes: number[] = [];
+  let from = 0;
+  for (const end of ends) {
+    const chunk = agentChunk(state, answer.slice(from, end));
+    from = end;
+    state = chunk.state;
+    messages.push(chunk.messages);
+    bytes.push(chunk.messages.reduce((n, m) => n + Buffer.byteLength(JSON.stringify(m)), 0));
+  }
+  // The turn's end: the message finished.
+  const ended = reduce(state, { type: 'turnEnded', stopReason: 'end_turn' });
+  const final = viewMessages(state, ended).filter((m) => m.type !== 'meta');
+  const tenth = Math.max(1, Math.floor(ends.length / 10));
+  const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const firstTenth = avg(bytes.slice(0, tenth));
+  const lastTenth = avg(bytes.slice(-tenth));
+  return { start, messages, final, firstTenth, lastTenth, ratio: lastTenth / firstTenth, total: bytes.reduce((a, b) => a + b, 0) };
 }
 
 const CHUNK = 24;
@@ -482,21 +514,21 @@ function shapeOf(body: Element): { tags: string[]; text: string } {
 }
 
 /**
- * Runs in the page: streams `answer` as the host would (one `entries` message per chunk, each
- * with the text so far, sent on a model's schedule: chunk k at k × `interval` ms), timing the
+ * Runs in the page: streams the host's `messages` (those of chunk k at k × `interval` ms, a
+ * model's schedule), then the turn's end (`final`), timing the
  * page's work per chunk — the message handler with the message's deserialisation, and the
  * animation frames after it, each with the layout it causes.
  */
 async function streamInPage(args: {
-  template: AgentEntry;
-  answer: string;
+  messages: HostToView[][];
+  final: HostToView[];
   ends: number[];
   interval: number;
   markOpenCode: boolean;
   /** The chunk before which to count the watched nodes touched. */
   checkBefore: number;
 }) {
-  const { template, answer, ends, interval, markOpenCode, checkBefore } = args;
+  const { messages, final, ends, interval, markOpenCode, checkBefore } = args;
   const work = new Array<number>(ends.length).fill(0);
   const parsed = new Array<number>(ends.length).fill(0);
   const counter = window as unknown as { __markdownChars: number };
@@ -519,11 +551,12 @@ async function streamInPage(args: {
   const frame = () => new Promise<void>((r) => raf(() => r()));
   const body = () => document.querySelector('.entry-agent .markdown');
   const send = (k: number, streaming: boolean) => {
-    const message = { type: 'entries', upserts: [{ ...template, text: answer.slice(0, ends[k]), streaming }], removed: [] };
     const s = performance.now();
     const chars = counter.__markdownChars;
-    const data: unknown = structuredClone(message);
-    window.dispatchEvent(new MessageEvent('message', { data }));
+    for (const message of streaming ? messages[k] : final) {
+      const data: unknown = structuredClone(message);
+      window.dispatchEvent(new MessageEvent('message', { data }));
+    }
     parsed[k] += counter.__markdownChars - chars;
     void document.body.offsetHeight;
     work[k] += performance.now() - s;

@@ -27,7 +27,8 @@ export interface PeerAnswer {
   requests?: { method: string; params: unknown }[];
 }
 
-export type PeerScript = Record<string, PeerAnswer>;
+/** How the peer answers each method; a list: the answers to its calls in turn (the last one for the calls after). */
+export type PeerScript = Record<string, PeerAnswer | PeerAnswer[]>;
 
 const PEER = `
 const rpc = require(${JSON.stringify(require.resolve('vscode-jsonrpc/node'))});
@@ -37,10 +38,13 @@ const conn = rpc.createMessageConnection(
   new rpc.StreamMessageWriter(process.stdout),
 );
 let sessions = 0;
+const calls = {};
 const fill = (value, id) => JSON.parse(JSON.stringify(value ?? null).split('"$session"').join(JSON.stringify(id)));
 conn.onRequest((method, params) => {
   process.stderr.write('RECV ' + JSON.stringify({ method, params }) + '\\n');
-  const answer = script[method];
+  const answers = [].concat(script[method] ?? []);
+  calls[method] = (calls[method] ?? 0) + 1;
+  const answer = answers[Math.min(calls[method], answers.length) - 1];
   if (!answer) {
     return new rpc.ResponseError(-32601, 'Method not found: ' + method);
   }

@@ -121,9 +121,9 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     await host.apply({ type: 'notice', level: 'error', text: `Provider error: ${'z'.repeat(200)}` });
     // A permission card whose code has a long line, and the tool card opened (its output one long line).
     await host.apply(ask('w1', 's-1', `values = [${'1234, '.repeat(40)}]`));
-    // Folded, the tool card shows its result in brief (the display rules' summary: cut at 120 with …).
+    // Folded, the tool card shows its result in brief (the display rules' summary: its first 120 characters, then …).
     const brief = await page.locator('.entry-tool .tool-summary').innerText();
-    assert.equal(brief, `${'y'.repeat(119)}…`);
+    assert.equal(brief, `${'y'.repeat(120)}…`);
     await page.locator('.entry-tool summary').first().click();
     assert.equal(await page.locator('.entry-tool .tool-summary').isVisible(), false, 'open, the output shows instead');
     assert.equal(await page.locator('.entry-tool .tool-output pre').isVisible(), true);
@@ -182,7 +182,13 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
 
     // A notice (here: stopped) is said when it comes.
     await host.apply({ type: 'userPrompt', text: 'And the median?', context: [] }, { type: 'meta', patch: { busy: true } });
-    await host.apply({ type: 'turnEnded', stopReason: 'cancelled' });
+    await host.apply(
+      {
+        type: 'update',
+        update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: { type: 'text', text: 'Stopped.' }, _meta: { parley: { notice: { level: 'info' } } } },
+      },
+      { type: 'turnEnded', stopReason: 'cancelled' },
+    );
     await page.waitForFunction(() => document.getElementById('status')?.textContent?.includes('Stopped.'));
     assert.doesNotMatch((await status.textContent()) ?? '', /finished/, 'the notice says why it ended');
     assert.deepEqual(view.problems, []);

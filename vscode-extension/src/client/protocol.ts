@@ -225,8 +225,6 @@ export interface PromptResult {
       usage?: Usage;
       turn?: TurnStats;
       session?: UsageTotals;
-      /** Why the turn stopped, as the chat says it (every stop reason but `end_turn`). */
-      stopText?: string;
     };
   };
 }
@@ -352,9 +350,15 @@ export interface AgentMessageChunk {
   /**
    * `replaces`: a revision of the streamed message with that id (clients that opt in).
    * `stopReason`: on a replay (`session/load`), the answer's turn was cut short here.
-   * `notice`: Parley speaking about the turn (e.g. why it did not start), not the model.
+   * `notice`: a notice, the server speaking about the turn (why it stopped, why it did not
+   * start), not the model: its text is shown once at `level`, never as answer text.
    */
-  _meta?: { parley?: { replaces?: string; stopReason?: string; notice?: boolean } };
+  _meta?: { parley?: { replaces?: string; stopReason?: string; notice?: Notice } };
+}
+
+/** A notice's `_meta.parley.notice`. */
+export interface Notice {
+  level: 'info' | 'warning' | 'error';
 }
 
 export interface AgentThoughtChunk {

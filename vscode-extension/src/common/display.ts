@@ -1,26 +1,24 @@
 /**
  * The display rules of `docs/display.md`, in the one place the VS Code extension keeps them:
- * token, cost and context figures, tool input and result texts, times, and the stop-reason
- * texts (the server's `stopText` first). Used by the extension host (status bar, reducer) and
+ * token, cost and context figures, tool input and result texts, times (the cases every client
+ * checks are the repository's tests/display-cases.json). Words about a turn (why it stopped)
+ * are the server's: it sends them as notices, shown as they come. Used by the extension host (status bar, reducer) and
  * by the webview, so it imports nothing and touches no DOM or Node API.
  */
 
-/** `950`, `1.2k`, `12k`, `999k`, `1.2M`. */
+/** `950`, `1.2k`, `12k`, `999k`, `1.2M`: one decimal below 10,000, whole thousands (cut) below a million. */
 export function formatTokens(n: number): string {
-  if (n >= 1_000_000) {
-    return `${(n / 1_000_000).toFixed(1)}M`;
+  const count = Math.trunc(n);
+  if (count < 1000) {
+    return String(count);
   }
-  if (n >= 10_000) {
-    // 999,600 rounds to 1000k: say it as millions instead.
-    const k = Math.round(n / 1000);
-    return k >= 1000 ? `${(n / 1_000_000).toFixed(1)}M` : `${k}k`;
+  if (count < 10_000) {
+    return `${(count / 1000).toFixed(1)}k`;
   }
-  if (n >= 1000) {
-    // 9,960 rounds to 10.0k: the next band's form.
-    const k = (n / 1000).toFixed(1);
-    return k === '10.0' ? '10k' : `${k}k`;
+  if (count < 1_000_000) {
+    return `${Math.floor(count / 1000)}k`;
   }
-  return String(Math.round(n));
+  return `${(count / 1_000_000).toFixed(1)}M`;
 }
 
 /** `$1.25` from $1, `$0.0123` below, `$0` for zero, `cost unknown` for none. */
@@ -40,7 +38,17 @@ export function formatContext(used: number, size?: number | null): string {
   if (!size) {
     return `context ${formatTokens(used)}`;
   }
-  return `context ${formatTokens(used)}/${formatTokens(size)} (${Math.round((100 * used) / size)}%)`;
+  return `context ${formatTokens(used)}/${formatTokens(size)} (${roundHalfEven((100 * used) / size)}%)`;
+}
+
+/** Rounds as Python's `round` does (a half to the even neighbour), so every client shows one percent. */
+function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const diff = x - floor;
+  if (diff !== 0.5) {
+    return Math.round(x);
+  }
+  return floor % 2 === 0 ? floor : floor + 1;
 }
 
 /**
@@ -118,32 +126,31 @@ function jsonWithLines(value: unknown, indent: string): string {
 }
 
 /** Lines that only label a section of a tool's output. */
-const SECTION_LABEL = /^\s*(stdout|stderr|result):\s*$/i;
+const SECTION_LABEL = /^\s*(stdout|stderr|result):\s*$/;
 const SUMMARY_LINES = 3;
 const SUMMARY_WIDTH = 120;
 
 /**
  * A tool result's summary: its first three non-blank lines after dropping section labels
- * (`stdout:` …), each cut at 120 characters with `…`; `(no output)` when nothing is left.
+ * (`stdout:` …), each longer than 120 characters cut to its first 120 and `…`; `(no output)` when nothing is left.
  * A failed call's summary starts with its error line (`error`, when given).
  */
 export function summarizeToolResult(text: string, error?: string): string {
-  const lines = text
+  let lines = text
     .split(/\r?\n/)
     .filter((l) => l.trim() !== '' && !SECTION_LABEL.test(l))
     .map((l) => l.trimEnd());
   if (error?.trim()) {
+    // The error line first, and not again where the output repeats it.
     const first = error.trim().split(/\r?\n/)[0];
-    if (lines[0] !== first) {
-      lines.unshift(first);
-    }
+    lines = [first, ...lines.filter((l) => l.trim() !== first.trim())];
   }
   if (lines.length === 0) {
     return '(no output)';
   }
   return lines
     .slice(0, SUMMARY_LINES)
-    .map((l) => (l.length > SUMMARY_WIDTH ? `${l.slice(0, SUMMARY_WIDTH - 1)}…` : l))
+    .map((l) => (l.length > SUMMARY_WIDTH ? `${l.slice(0, SUMMARY_WIDTH)}…` : l))
     .join('\n');
 }
 
@@ -165,28 +172,6 @@ export function formatTime(when: Date | string | number, now: Date = new Date())
   }
   return clock;
 }
-
-export type NoticeLevel = 'info' | 'warning' | 'error';
-
-/**
- * What the chat says when a turn stops for `stopReason` (nothing for `end_turn`): the
- * server's `stopText` (the prompt result's `_meta.parley.stopText`) when it sent one, else
- * the fallback table of `docs/display.md`.
- */
-export function stopNotice(stopReason: string, stopText?: string): { level: NoticeLevel; text: string } | undefined {
-  if (stopReason === 'end_turn') {
-    return undefined;
-  }
-  const fallback = STOP_FALLBACK[stopReason] ?? { level: 'info', text: `Turn ended: ${stopReason}.` };
-  return stopText?.trim() ? { level: fallback.level, text: stopText.trim() } : fallback;
-}
-
-const STOP_FALLBACK: Record<string, { level: NoticeLevel; text: string }> = {
-  cancelled: { level: 'info', text: 'Stopped.' },
-  max_tokens: { level: 'warning', text: 'The answer was cut off: the model reached its output token limit.' },
-  max_turn_requests: { level: 'warning', text: 'Stopped: the turn reached its limit of model requests.' },
-  refusal: { level: 'warning', text: 'The model refused to answer.' },
-};
 
 /** The JSON-RPC error code of a provider failure: the chat offers Retry for it. */
 export const PROVIDER_ERROR = -32001;

@@ -116,6 +116,8 @@ export interface NoticeEntry {
   id: string;
   level: 'info' | 'warning' | 'error';
   text: string;
+  /** The server's notice's message id (`_meta.parley.notice`); none for the chat's own. */
+  messageId?: string;
   /** A button under the notice. */
   action?: { label: string; message: ViewToHost };
 }
@@ -228,7 +230,15 @@ export interface ViewState {
 
 export type HostToView =
   | { type: 'reset'; state: ViewState }
+  /**
+   * Revise: entries new or changed (other than by text appended while they stream), each
+   * whole; and the ids of entries gone.
+   */
   | { type: 'entries'; upserts: Entry[]; removed: string[] }
+  /** Append: `text` added at the end of a streamed answer's or thought's text (a chunk). */
+  | { type: 'append'; id: string; text: string }
+  /** Finish: a streamed answer or thought is complete (its text as shown). */
+  | { type: 'finish'; id: string }
   | { type: 'meta'; meta: ViewMeta }
   /** The history list; `canDelete`: the server offers `session/delete`. */
   | { type: 'sessions'; sessions: SessionRow[]; canDelete?: boolean }

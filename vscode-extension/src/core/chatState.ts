@@ -36,31 +36,16 @@ import {
   type UsageTotals,
   type UsageUpdate,
 } from '../client/protocol';
-import { stopNotice, toolInputParts } from '../common/display';
+import { toolInputParts } from '../common/display';
 import { blockText, contentViews, locationViews, relativeTo } from './toolView';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
   nextEntryId: number;
-  /** Parley said why the running turn stopped in a notice chunk: its stop text is not shown again. */
-  turnNoticed?: boolean;
 }
 
-/** The mark a replayed answer that was cut short carries (`_meta.parley.stopReason`), as the chat says it. */
-const REPLAY_MARKS: Record<string, { level: NoticeEntry['level']; text: string }> = {
-  cancelled: { level: 'info', text: 'Stopped.' },
-  failed: { level: 'error', text: 'The turn failed here.' },
-};
-
-/** The id prefix of a replayed stop mark's notice (`withKeptNotices` drops it for a kept one). */
-export const REPLAY_MARK_ID = 'stop-mark-';
-/** The id prefix of a notice chunk's notice. */
-const NOTICE_CHUNK_ID = 'parley-notice-';
-
-/** Whether `entry` is a notice chunk's notice (Parley's words about the turn, `_meta.parley.notice`). */
-export function isNoticeChunk(entry: Entry): boolean {
-  return entry.kind === 'notice' && entry.id.startsWith(NOTICE_CHUNK_ID);
-}
+/** The levels a notice is shown at; another level the server sends is shown as `info`. */
+const NOTICE_LEVELS: readonly NoticeEntry['level'][] = ['info', 'warning', 'error'];
 
 export type ChatEvent =
   | { type: 'update'; update: SessionUpdate }
@@ -71,10 +56,10 @@ export type ChatEvent =
    * `stopReason`: a `StopReason`, or another value, shown as it is. `turn`: the turn's number
    * (from the session's totals), when known; `edited`: the files written through the editor
    * in it. A numbered turn that edited files (those, or by its edit tool calls) ends with a
-   * turn entry that offers "Undo turn". `stopText`: the server's sentence for the stop
-   * (`_meta.parley.stopText`), shown instead of the fallback text.
+   * turn entry that offers "Undo turn". Why it stopped is the server's to say: its notice
+   * came before the result.
    */
-  | { type: 'turnEnded'; stopReason: string; stopText?: string; turn?: number; edited?: string[] }
+  | { type: 'turnEnded'; stopReason: string; turn?: number; edited?: string[] }
   /** "Undo turn" for `turn`: asked (`undoing`), done (`undone`, with what the server did), or failed (`ready`). */
   | { type: 'turnUndo'; turn: number; state: TurnEntry['undo']; restored?: RestoredFile[] }
   | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
@@ -119,7 +104,7 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return applyUpdate(state, event.update);
     case 'userPrompt': {
       const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-      return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), turnNoticed: false };
+      return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
     }
     case 'permissionAsked': {
       const { params } = event;
@@ -160,12 +145,7 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
         const entry: TurnEntry = { kind: 'turn', id: `turn-${event.turn}`, turn: event.turn, files: edited, undo: 'ready' };
         next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
       }
-      // A notice chunk already said why the turn stopped (docs/display.md, notice chunks).
-      const notice = state.turnNoticed ? undefined : stopNotice(event.stopReason, event.stopText);
-      if (notice) {
-        next = appendNotice(next, notice.level, notice.text);
-      }
-      return { ...next, meta: { ...next.meta, busy: false }, turnNoticed: false };
+      return { ...next, meta: { ...next.meta, busy: false } };
     }
     case 'turnUndo':
       return applyTurnUndo(state, event.turn, event.state, event.restored);
@@ -248,19 +228,32 @@ function appendNotice(
 }
 
 /**
- * A notice chunk: Parley speaking about the turn, shown as a warning notice, not as answer
- * text; its pieces join while they come one after another.
+ * A notice (`_meta.parley.notice: {level}`): the server speaking about the turn (why it
+ * stopped, why it did not start), shown once at its level where it comes, never as answer
+ * text. Pieces with the notice's message id join.
  */
-function appendNoticeChunk(state: ChatState, text: string): ChatState {
+function appendNoticeChunk(state: ChatState, notice: unknown, text: string, messageId?: string): ChatState {
   const last = state.entries[state.entries.length - 1];
-  if (last?.kind === 'notice' && last.id.startsWith(NOTICE_CHUNK_ID)) {
-    return { ...replaceLast(state, { ...last, text: last.text + text }), turnNoticed: true };
+  if (last?.kind === 'notice' && messageId !== undefined && last.messageId === messageId) {
+    return replaceLast(state, { ...last, text: last.text + text });
   }
   if (text === '') {
     return state;
   }
-  const entry: NoticeEntry = { kind: 'notice', id: `${NOTICE_CHUNK_ID}${state.nextEntryId}`, level: 'warning', text };
-  return { ...withNumberedEntry(state, finishStreaming(state.entries), entry), turnNoticed: true };
+  const entry: NoticeEntry = {
+    kind: 'notice',
+    id: entryId(state, 'notice'),
+    level: noticeLevel(notice),
+    text,
+    ...(messageId !== undefined ? { messageId } : {}),
+  };
+  return withNumberedEntry(state, finishStreaming(state.entries), entry);
+}
+
+/** The level of `_meta.parley.notice`, when it is one the view shows; else `info`. */
+function noticeLevel(notice: unknown): NoticeEntry['level'] {
+  const level = typeof notice === 'object' && notice !== null && 'level' in notice ? notice.level : undefined;
+  return NOTICE_LEVELS.find((l) => l === level) ?? 'info';
 }
 
 /**
@@ -319,21 +312,14 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
   switch (update.sessionUpdate) {
     case 'agent_message_chunk': {
       const parley = update._meta?.parley;
-      if (parley?.notice === true) {
-        return appendNoticeChunk(state, blockText(update.content));
+      if (parley?.notice) {
+        return appendNoticeChunk(state, parley.notice, blockText(update.content), update.messageId);
       }
       const replaces = parley?.replaces;
       if (typeof replaces === 'string') {
         return reviseMessage(state, replaces, blockText(update.content), update.messageId);
       }
-      const next = appendChunk(state, 'agent', blockText(update.content), update.messageId);
-      const mark = typeof parley?.stopReason === 'string' ? REPLAY_MARKS[parley.stopReason] : undefined;
-      if (!mark) {
-        return next;
-      }
-      // A replayed answer that was cut short: its mark follows it, as it did when it stopped.
-      const entry: NoticeEntry = { kind: 'notice', id: `${REPLAY_MARK_ID}${parley?.stopReason}-${next.nextEntryId}`, ...mark };
-      return withNumberedEntry(next, finishStreaming(next.entries), entry);
+      return appendChunk(state, 'agent', blockText(update.content), update.messageId);
     }
     case 'agent_thought_chunk':
       return appendChunk(state, 'thought', blockText(update.content), update.messageId);

@@ -4,7 +4,7 @@
  * Does not import `vscode`: the Chromium test loads the same page.
  */
 
-import type { HostToView, ViewState } from '../common/view';
+import type { AgentEntry, Entry, HostToView, ThoughtEntry, ViewState } from '../common/view';
 import { diffEntries } from './chatState';
 
 export interface ChatPageResources {
@@ -89,17 +89,64 @@ export function makeNonce(): string {
   return out;
 }
 
-/** The messages that bring a webview from showing `prev` to showing `next`. */
+/**
+ * The messages that bring a webview from showing `prev` to showing `next`: deltas, so that
+ * what a chunk costs to send is the chunk, not the message so far — text appended to a
+ * streamed entry (`append`), its end (`finish`), and entries new or changed otherwise whole
+ * (`entries`, with the ids of those gone).
+ */
 export function viewMessages(prev: ViewState, next: ViewState): HostToView[] {
   const out: HostToView[] = [];
   if (prev.entries !== next.entries) {
     const { upserts, removed } = diffEntries(prev.entries, next.entries);
-    if (upserts.length || removed.length) {
-      out.push({ type: 'entries', upserts, removed });
+    const before = new Map(prev.entries.map((e) => [e.id, e]));
+    const whole: Entry[] = [];
+    for (const entry of upserts) {
+      const delta = entryDelta(before.get(entry.id), entry);
+      if (delta) {
+        out.push(delta);
+      } else {
+        whole.push(entry);
+      }
+    }
+    if (whole.length || removed.length) {
+      out.push({ type: 'entries', upserts: whole, removed });
     }
   }
   if (prev.meta !== next.meta) {
     out.push({ type: 'meta', meta: next.meta });
   }
   return out;
+}
+
+/**
+ * `entry` as a change to `old` (the same entry as shown before), when it is one: text
+ * appended while it streams, or its stream finished, and nothing else changed.
+ */
+function entryDelta(old: Entry | undefined, entry: Entry): HostToView | undefined {
+  if (!old || !isStreamed(old) || !isStreamed(entry) || !sameButTextAndStreaming(old, entry)) {
+    return undefined;
+  }
+  if (old.streaming && entry.streaming && entry.text.length > old.text.length && entry.text.startsWith(old.text)) {
+    return { type: 'append', id: entry.id, text: entry.text.slice(old.text.length) };
+  }
+  if (old.streaming && !entry.streaming && entry.text === old.text) {
+    return { type: 'finish', id: entry.id };
+  }
+  return undefined;
+}
+
+function isStreamed(entry: Entry): entry is AgentEntry | ThoughtEntry {
+  return entry.kind === 'agent' || entry.kind === 'thought';
+}
+
+/** Whether two versions of a streamed entry differ at most in their text and whether they stream. */
+function sameButTextAndStreaming(a: AgentEntry | ThoughtEntry, b: AgentEntry | ThoughtEntry): boolean {
+  if (a.kind !== b.kind || a.id !== b.id || a.messageId !== b.messageId) {
+    return false;
+  }
+  if (a.kind === 'agent' && b.kind === 'agent') {
+    return a.revised === b.revised && a.aliases.length === b.aliases.length && a.aliases.every((x, i) => x === b.aliases[i]);
+  }
+  return true;
 }

@@ -1,0 +1,119 @@
+/**
+ * The turn: a prompt sent with its attachments, the turn's end (its number, the files it
+ * edited), an error shown as a card (Retry for a provider's failure), and Retry itself.
+ */
+
+import { ServerExitedError, describeError } from '../../client/client';
+import { type ContentBlock, type ResourceBlock, promptUsage } from '../../client/protocol';
+import { PROVIDER_ERROR } from '../../common/display';
+import type { ContextItem } from '../../common/view';
+import type { ChatCore } from './core';
+import type { Permissions } from './permissions';
+import type { Sessions } from './sessions';
+
+/** The JSON-RPC error code of `err`, if it is a JSON-RPC error. */
+function errorCode(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+export class Turn {
+  private contextBlocks: ResourceBlock[] = [];
+  /** The last prompt sent in this session, as sent: what Retry sends again. */
+  private lastPrompt: { text: string; items: ContextItem[]; blocks: ContentBlock[] } | undefined;
+
+  constructor(
+    private readonly core: ChatCore,
+    private readonly sessions: Sessions,
+    private readonly permissions: Permissions,
+    /** Called with the stop reason (or `error`) when a turn ends. */
+    private readonly ended: (stopReason: string) => void,
+  ) {}
+
+  /** Another session is shown: its last prompt is not this one. */
+  forgetLastPrompt(): void {
+    this.lastPrompt = undefined;
+  }
+
+  addContext(item: ContextItem, block: ResourceBlock): void {
+    this.contextBlocks = [...this.contextBlocks, block];
+    this.core.meta({ context: [...this.core.state.meta.context, item] });
+  }
+
+  removeContext(index: number): void {
+    this.contextBlocks = this.contextBlocks.filter((_, i) => i !== index);
+    this.core.meta({ context: this.core.state.meta.context.filter((_, i) => i !== index) });
+  }
+
+  /**
+   * Send a prompt with the pending context (and `extra` blocks); resolves when the turn ends.
+   * Errors are shown in the view and also rethrown.
+   */
+  async send(text: string, extra: { items: ContextItem[]; blocks: ResourceBlock[] } = { items: [], blocks: [] }): Promise<string> {
+    if (this.core.state.meta.busy) {
+      throw new Error('A turn is already running; stop it first.');
+    }
+    const sessionId = await this.sessions.ensureSession();
+    const items = [...this.core.state.meta.context, ...extra.items];
+    const blocks: ContentBlock[] = [...this.contextBlocks, ...extra.blocks];
+    if (text.trim()) {
+      blocks.unshift({ type: 'text', text });
+    }
+    this.contextBlocks = [];
+    return this.run(sessionId, text, items, blocks);
+  }
+
+  /**
+   * Send the last prompt of this session again, as it was sent (its text and attachments):
+   * the error card's Retry after a provider failure.
+   */
+  async retry(): Promise<string> {
+    if (this.core.state.meta.busy) {
+      throw new Error('A turn is already running; stop it first.');
+    }
+    const last = this.lastPrompt;
+    if (!last) {
+      throw new Error('There is no prompt to send again in this session.');
+    }
+    const sessionId = await this.sessions.ensureSession();
+    return this.run(sessionId, last.text, last.items, last.blocks);
+  }
+
+  private async run(sessionId: string, text: string, items: ContextItem[], blocks: ContentBlock[]): Promise<string> {
+    const { core } = this;
+    const client = core.requireClient();
+    this.lastPrompt = { text, items, blocks };
+    this.permissions.startTurn();
+    core.dispatch({ type: 'userPrompt', text, context: items });
+    core.meta({ busy: true, context: [] });
+    try {
+      const result = await client.prompt(sessionId, blocks);
+      const { session, turn } = promptUsage(result);
+      // Why it stopped came as the server's notice, before the result. The session's count
+      // of turns after this one is this turn's number.
+      core.dispatch({
+        type: 'turnEnded',
+        stopReason: result.stopReason,
+        turn: session?.turns || undefined,
+        edited: this.permissions.writtenThisTurn(),
+      });
+      // The session's totals come with the result (and each usage_update): nothing to ask or add up.
+      if (session) {
+        core.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
+      }
+      this.ended(result.stopReason);
+      return result.stopReason;
+    } catch (err) {
+      if (!(err instanceof ServerExitedError)) {
+        core.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
+        // A provider's failure may pass: the card offers to send the same prompt again. Not
+        // kept by the chat: the server keeps the failed turn's notice and replays it.
+        const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
+        core.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) });
+      }
+      core.meta({ busy: false });
+      this.ended('error');
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,399 @@
+/**
+ * The transcript's entries as elements: a message (Markdown, block by block), a thought, a
+ * tool card (its diff, input, output and summary), a permission card, a notice, the end of a
+ * turn that edited files, and who speaks.
+ */
+
+import type {
+  AgentEntry,
+  ContextItem,
+  Entry,
+  LocationView,
+  NoticeEntry,
+  PermissionEntry,
+  ThoughtEntry,
+  ToolContentView,
+  ToolEntry,
+  TurnEntry,
+  UserEntry,
+} from '../common/view';
+import { summarizeToolResult } from '../common/display.js';
+import { byId, h, post } from './dom.js';
+import { renderMessage, renderPlainText } from './messageRenderer.js';
+
+const promptBox = byId<HTMLTextAreaElement>('prompt');
+const announcer = byId<HTMLElement>('announcer');
+
+export function createEntry(entry: Entry): HTMLElement {
+  const el = h('div', { class: `entry entry-${entry.kind}`, 'data-id': entry.id });
+  switch (entry.kind) {
+    case 'thought': {
+      const details = h('details', { class: 'thought' }, h('summary', {}, ''), h('div', { class: 'thought-body' }));
+      el.append(details);
+      break;
+    }
+    case 'tool': {
+      const details = h(
+        'details',
+        { class: 'tool-card' },
+        h(
+          'summary',
+          {},
+          h('span', { class: 'tool-status-icon', 'aria-hidden': 'true' }),
+          h('span', { class: 'tool-title' }),
+          h('span', { class: 'tool-kind' }),
+          h('span', { class: 'tool-stat diff-stat' }),
+          h('span', { class: 'tool-badge' }),
+        ),
+        h('div', { class: 'tool-section tool-content' }),
+        h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
+        h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
+      );
+      // Folded, a finished call shows its result's first lines (docs/display.md's summary).
+      el.append(details, h('div', { class: 'tool-summary' }), h('div', { class: 'tool-locations' }));
+      break;
+    }
+    default:
+      break;
+  }
+  updateEntry(el, entry);
+  return el;
+}
+
+export function updateEntry(el: HTMLElement, entry: Entry): void {
+  switch (entry.kind) {
+    case 'user':
+      return updateUser(el, entry);
+    case 'agent':
+      return updateAgent(el, entry);
+    case 'thought':
+      return updateThought(el, entry);
+    case 'tool':
+      return updateTool(el, entry);
+    case 'permission':
+      return updatePermission(el, entry);
+    case 'notice':
+      return updateNotice(el, entry);
+    case 'turn':
+      return updateTurn(el, entry);
+  }
+}
+
+function updateUser(el: HTMLElement, entry: UserEntry): void {
+  el.replaceChildren();
+  if (entry.text) {
+    el.append(h('div', { class: 'user-text' }, entry.text));
+  }
+  if (entry.context.length) {
+    el.append(h('div', { class: 'chips' }, ...entry.context.map((c) => chip(c))));
+  }
+}
+
+export function chip(c: ContextItem, onRemove?: () => void): HTMLElement {
+  const el = h('span', { class: 'chip', title: c.uri }, c.label);
+  if (onRemove) {
+    const x = h('button', { class: 'icon chip-remove', title: `Remove ${c.label}`, 'aria-label': `Remove ${c.label}` }, '×');
+    x.addEventListener('click', onRemove);
+    el.append(x);
+  }
+  return el;
+}
+
+function updateAgent(el: HTMLElement, entry: AgentEntry): void {
+  el.classList.toggle('streaming', entry.streaming);
+  el.classList.toggle('revised', entry.revised);
+  let body = el.querySelector<HTMLElement>('.markdown');
+  if (!body) {
+    body = h('div', { class: 'markdown' });
+    el.append(body);
+  }
+  renderMessage(body, entry.text, entry.streaming, entry.revised);
+}
+
+function updateThought(el: HTMLElement, entry: ThoughtEntry): void {
+  const summary = el.querySelector('summary');
+  const body = el.querySelector<HTMLElement>('.thought-body');
+  if (summary) {
+    summary.textContent = entry.streaming ? 'Thinking…' : 'Thought';
+  }
+  if (body) {
+    renderPlainText(body, entry.text);
+  }
+}
+
+const STATUS_LABEL: Record<string, string> = {
+  pending: 'pending',
+  in_progress: 'running',
+  completed: 'done',
+  failed: 'failed',
+  superseded: 'superseded',
+};
+
+const STATUS_ICON: Record<string, string> = {
+  pending: '○',
+  in_progress: '◔',
+  completed: '✓',
+  failed: '✗',
+  superseded: '–',
+};
+
+/**
+ * A tool call's content: text (the code) as code, an edit as a diff block — a header with
+ * the file and its counts of added and removed lines, then the lines, each with its sign in
+ * a gutter. With `openDiff`, the header has an "Open diff" button (an edit asked about).
+ */
+function contentElements(
+  content: ToolContentView[],
+  textClass: string,
+  openDiff?: (diff: Extract<ToolContentView, { kind: 'diff' }>) => void,
+): HTMLElement[] {
+  return content.map((c) => {
+    if (c.kind === 'text') {
+      return h('pre', { class: textClass }, c.text);
+    }
+    const lines = c.lines.map((l) => {
+      const cls = l.op === '+' ? 'diff-add' : l.op === '-' ? 'diff-del' : 'diff-ctx';
+      return h('span', { class: `diff-line ${cls}` }, h('span', { class: 'diff-sign' }, l.op), ` ${l.text}`);
+    });
+    const stat = h(
+      'span',
+      { class: 'diff-stat', title: `${c.added} line${c.added === 1 ? '' : 's'} added, ${c.removed} removed` },
+      ...(c.newFile ? [h('span', { class: 'diff-new' }, 'new file'), ' '] : []),
+      h('span', { class: 'diff-stat-add' }, `+${c.added}`),
+      ' ',
+      h('span', { class: 'diff-stat-del' }, `\u2212${c.removed}`),
+    );
+    const head = h('div', { class: 'diff-head' }, h('span', { class: 'diff-path' }, c.path), stat);
+    if (openDiff) {
+      const button = h(
+        'button',
+        { class: 'secondary diff-open', 'data-file': c.file, title: `Compare ${c.path} now with the edit, in the editor's diff view` },
+        'Open diff',
+      );
+      button.addEventListener('click', () => openDiff(c));
+      head.append(button);
+    }
+    return h(
+      'div',
+      { class: 'diff' },
+      head,
+      h('pre', { class: 'diff-lines' }, ...(lines.length ? lines : [h('span', { class: 'diff-ctx' }, '(no change)')])),
+    );
+  });
+}
+
+/** Links that open the files a tool call touches, at the line. */
+function locationLinks(locations: LocationView[]): HTMLElement[] {
+  return locations.map((l) => {
+    const a = h('a', { class: 'location', href: '#', title: l.line ? `${l.path}:${l.line}` : l.path }, l.label);
+    a.addEventListener('click', (e) => {
+      e.preventDefault();
+      post({ type: 'openLocation', path: l.path, ...(l.line ? { line: l.line } : {}) });
+    });
+    return a;
+  });
+}
+
+function updateTool(el: HTMLElement, entry: ToolEntry): void {
+  // A superseded call is not an error: muted, with its own icon and badge.
+  const status = entry.superseded ? 'superseded' : entry.status;
+  el.className = `entry entry-tool status-${status}${entry.superseded ? ' superseded' : ''}`;
+  const set = (sel: string, text: string) => {
+    const t = el.querySelector<HTMLElement>(sel);
+    if (t) {
+      t.textContent = text;
+    }
+  };
+  set('.tool-status-icon', STATUS_ICON[status] ?? '•');
+  set('.tool-title', entry.title);
+  set('.tool-kind', entry.toolKind);
+  // An edit's lines added and removed, on its folded line.
+  const diffs = entry.content.filter((c) => c.kind === 'diff');
+  const stat = el.querySelector<HTMLElement>('.tool-stat');
+  if (stat) {
+    stat.hidden = diffs.length === 0;
+    stat.replaceChildren(
+      h('span', { class: 'diff-stat-add' }, `+${diffs.reduce((n, d) => n + d.added, 0)}`),
+      ' ',
+      h('span', { class: 'diff-stat-del' }, `\u2212${diffs.reduce((n, d) => n + d.removed, 0)}`),
+    );
+  }
+  set('.tool-badge', STATUS_LABEL[status] ?? status);
+  const content = el.querySelector<HTMLElement>('.tool-content');
+  if (content) {
+    content.hidden = entry.content.length === 0;
+    content.replaceChildren(...contentElements(entry.content, 'tool-code'));
+  }
+  const locations = el.querySelector<HTMLElement>('.tool-locations');
+  if (locations) {
+    locations.hidden = entry.locations.length === 0;
+    locations.replaceChildren(...locationLinks(entry.locations));
+  }
+  const input = el.querySelector<HTMLElement>('.tool-input');
+  const output = el.querySelector<HTMLElement>('.tool-output');
+  if (input) {
+    // The content shows what the call does; the raw input only when there is none.
+    input.hidden = entry.input === undefined || entry.content.length > 0;
+    set('.tool-input pre', entry.input ?? '');
+  }
+  if (output) {
+    output.hidden = entry.output === undefined;
+    set('.tool-output pre', entry.output ?? '');
+  }
+  const summary = el.querySelector<HTMLElement>('.tool-summary');
+  if (summary) {
+    const done = (entry.status === 'completed' || entry.status === 'failed') && !entry.superseded && entry.output !== undefined;
+    summary.hidden = !done;
+    summary.textContent = done ? summarizeToolResult(entry.output ?? '') : '';
+  }
+}
+
+/** What an answered permission card says, on its one line. */
+const ANSWERED: Record<string, string> = {
+  allow_once: 'Allowed once',
+  allow_always: 'Always allowed',
+  reject_once: 'Rejected',
+  reject_always: 'Always rejected',
+};
+
+let permissionIds = 0;
+
+/**
+ * A permission card. Open, it is an alert dialog (named by its question, described by the
+ * tool's input) that takes focus when it appears — the card itself, not a button, so a key
+ * typed for the prompt box cannot approve anything. Answered, it folds to one line
+ * ("Allowed once: python_eval") with the input still one click away.
+ */
+function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
+  const wasOpen = el.getAttribute('role') === 'alertdialog';
+  const hadFocus = el.contains(document.activeElement) || document.activeElement === document.body;
+  el.replaceChildren();
+  el.classList.toggle('answered', entry.answer !== undefined);
+  const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
+  // What is asked about: the server's content (the code, the diff), else the raw input.
+  const openDiff = entry.answer
+    ? undefined
+    : (diff: { file: string }) => post({ type: 'openDiff', toolCallId: entry.toolCallId, file: diff.file });
+  const input = entry.content.length
+    ? h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input', openDiff))
+    : entry.input
+      ? h('pre', { class: 'permission-input' }, entry.input)
+      : undefined;
+  const locations = entry.locations.length ? h('div', { class: 'permission-locations' }, ...locationLinks(entry.locations)) : undefined;
+  if (entry.answer) {
+    for (const name of ['role', 'aria-labelledby', 'aria-describedby', 'aria-live', 'tabindex']) {
+      el.removeAttribute(name);
+    }
+    const said = (entry.answer.kind && ANSWERED[entry.answer.kind]) || entry.answer.label;
+    const line = h('summary', { class: 'permission-answer' }, `${said}: ${entry.title}`);
+    el.append(input ? h('details', { class: 'permission-record' }, line, input) : line);
+    if (wasOpen && hadFocus) {
+      promptBox.focus(); // the answered card holds nothing more to do
+    }
+    return;
+  }
+  const id = `permission-${++permissionIds}`;
+  el.setAttribute('role', 'alertdialog');
+  el.setAttribute('aria-labelledby', `${id}-question`);
+  el.setAttribute('tabindex', '-1');
+  el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
+  // The title is the server's words ("Run Python", "Read app.py:10-40") or a tool's name.
+  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks permission: ', h('strong', {}, entry.title), kind));
+  if (locations) {
+    el.append(locations);
+  }
+  if (input) {
+    input.id = `${id}-input`;
+    el.setAttribute('aria-describedby', input.id);
+    el.append(input);
+  }
+  const buttons = h('div', { class: 'permission-buttons', role: 'group', 'aria-label': 'Your answer' });
+  for (const option of entry.options) {
+    const primary = option.kind === 'allow_once';
+    const b = h(
+      'button',
+      { class: primary ? 'primary' : 'secondary', 'data-option-id': option.optionId, 'data-kind': option.kind },
+      option.name,
+    );
+    b.addEventListener('click', () => {
+      el.focus(); // keep the focus in the card while its buttons are disabled
+      for (const other of buttons.querySelectorAll('button')) {
+        other.disabled = true;
+      }
+      post({ type: 'permission', requestId: entry.requestId, optionId: option.optionId });
+    });
+    buttons.append(b);
+  }
+  el.append(buttons);
+}
+
+/** A new question takes the focus; when the page has none (the user is in the editor), a
+ *  live region says it instead, as focus would have. */
+export function askForAttention(el: HTMLElement, entry: PermissionEntry): void {
+  el.focus();
+  if (!document.hasFocus()) {
+    const first = entry.content.find((c) => c.kind === 'text')?.text ?? entry.input;
+    const code = first ? ` — ${first.split('\n')[0]}` : '';
+    announcer.textContent = `Parley asks permission: ${entry.title}${code}`;
+  }
+}
+
+function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
+  el.replaceChildren();
+  el.className = `entry entry-notice notice-${entry.level}`;
+  el.append(h('div', { class: 'notice-text' }, entry.text));
+  if (entry.action) {
+    const action = entry.action;
+    const b = h('button', { class: 'secondary' }, action.label);
+    b.addEventListener('click', () => post(action.message));
+    el.append(b);
+  }
+}
+
+/**
+ * The end of a turn that edited files: which, and "Undo turn"; once undone, what the restore
+ * did (or that an earlier turn's undo took this one's edits back too).
+ */
+function updateTurn(el: HTMLElement, entry: TurnEntry): void {
+  el.replaceChildren();
+  el.classList.toggle('undone', entry.undo === 'undone');
+  const files = entry.files.join(', ');
+  if (entry.undo === 'undone') {
+    const what = entry.restored
+      ? entry.restored.length
+        ? entry.restored.map((f) => `${f.path} ${f.action}`).join(', ')
+        : 'no files changed'
+      : `with an earlier turn (${files})`;
+    el.append(h('span', { class: 'turn-files' }, `Undone: ${what}`));
+    return;
+  }
+  el.append(h('span', { class: 'turn-files', title: files }, `Edited ${files}`));
+  const undoing = entry.undo === 'undoing';
+  const button = h(
+    'button',
+    {
+      class: 'secondary turn-undo',
+      'data-turn': String(entry.turn),
+      title: 'Put the files this turn (and any later one) edited back as they were before it; the conversation stays',
+    },
+    undoing ? 'Undoing…' : 'Undo turn',
+  );
+  button.disabled = undoing;
+  button.addEventListener('click', () => {
+    button.disabled = true;
+    post({ type: 'undoTurn', turn: entry.turn });
+  });
+  el.append(button);
+}
+
+/** Who says a message: "You" or "Parley", shown above it and naming it for a screen reader. */
+const SPEAKER: Partial<Record<Entry['kind'], string>> = { user: 'You', agent: 'Parley' };
+
+export function labelSpeaker(el: HTMLElement, entry: Entry): void {
+  const speaker = SPEAKER[entry.kind];
+  if (speaker && el.dataset.speaker !== speaker) {
+    el.dataset.speaker = speaker;
+    el.setAttribute('role', 'article');
+    el.setAttribute('aria-label', speaker);
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * The history list: each row opens its session, Export (Markdown, saved by the host), and
+ * Delete when the server can, which asks first in the row.
+ */
+
+import type { SessionRow } from '../common/view';
+import { formatTime } from '../common/display.js';
+import { byId, h, post } from './dom.js';
+
+const sessionsPanel = byId<HTMLElement>('sessions');
+const sessionList = byId<HTMLElement>('session-list');
+
+/**
+ * The history list: each row opens its session, and offers Export (Markdown, saved by the
+ * host) and — when the server can delete sessions — Delete, which asks first in the row.
+ */
+export function renderSessions(sessions: SessionRow[], canDelete: boolean): void {
+  sessionList.replaceChildren();
+  if (sessions.length === 0) {
+    sessionList.append(h('li', { class: 'muted' }, 'No sessions yet in this workspace.'));
+  }
+  for (const s of sessions) {
+    sessionList.append(sessionRow(s, canDelete));
+  }
+  setSessionsOpen(true);
+}
+
+function setSessionsOpen(open: boolean): void {
+  sessionsPanel.hidden = !open;
+  byId('sessions-button').setAttribute('aria-expanded', String(open));
+}
+
+function sessionRow(s: SessionRow, canDelete: boolean): HTMLElement {
+  const when = s.updatedAt ? formatTime(s.updatedAt) : '';
+  const li = h('li', { class: s.current ? 'current' : '', 'data-session-id': s.sessionId });
+  const openButton = h(
+    'button',
+    { class: 'session-open', title: `Open “${s.title}”${s.current ? ' (the session shown)' : ''}` },
+    h('span', { class: 'session-title' }, s.title),
+    h('span', { class: 'session-time' }, when),
+  );
+  const open = () => {
+    setSessionsOpen(false);
+    post({ type: 'loadSession', sessionId: s.sessionId });
+  };
+  openButton.addEventListener('click', (e) => {
+    e.stopPropagation();
+    open();
+  });
+  li.addEventListener('click', open);
+  const exportButton = h(
+    'button',
+    { class: 'secondary session-export', title: `Save “${s.title}” as Markdown`, 'aria-label': `Export “${s.title}” as Markdown` },
+    'Export',
+  );
+  exportButton.addEventListener('click', (e) => {
+    e.stopPropagation();
+    post({ type: 'exportSession', sessionId: s.sessionId });
+  });
+  const actions = h('span', { class: 'session-actions' }, exportButton);
+  if (canDelete) {
+    const deleteButton = h(
+      'button',
+      { class: 'secondary session-delete', title: `Delete “${s.title}” from the store`, 'aria-label': `Delete “${s.title}”` },
+      'Delete',
+    );
+    deleteButton.addEventListener('click', (e) => {
+      e.stopPropagation();
+      confirmDelete(li, s, actions);
+    });
+    actions.append(deleteButton);
+  }
+  li.append(openButton, actions);
+  return li;
+}
+
+/** Delete asks in the row: "Delete “title”?" with Delete and Keep; Keep (or Escape) takes it back. */
+function confirmDelete(li: HTMLElement, s: SessionRow, actions: HTMLElement): void {
+  const question = h('span', { class: 'session-confirm-text', id: `confirm-${s.sessionId}` }, `Delete “${s.title}”? It cannot be undone.`);
+  const yes = h('button', { class: 'danger session-confirm-delete', 'aria-describedby': question.id }, 'Delete');
+  const no = h('button', { class: 'secondary session-confirm-keep' }, 'Keep');
+  const box = h('span', { class: 'session-confirm', role: 'group', 'aria-label': 'Confirm delete' }, question, yes, no);
+  const back = () => {
+    box.replaceWith(actions);
+    actions.querySelector<HTMLButtonElement>('.session-delete')?.focus();
+  };
+  yes.addEventListener('click', (e) => {
+    e.stopPropagation();
+    yes.disabled = true;
+    no.disabled = true;
+    li.classList.add('deleting');
+    post({ type: 'deleteSession', sessionId: s.sessionId });
+  });
+  no.addEventListener('click', (e) => {
+    e.stopPropagation();
+    back();
+  });
+  box.addEventListener('click', (e) => e.stopPropagation());
+  box.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      e.preventDefault();
+      back();
+    }
+  });
+  actions.replaceWith(box);
+  no.focus(); // the safe answer first: Enter keeps the session
+}
+
+/** History opens the list (the host sends it) or closes it; × closes it. */
+export function listenToHistoryButtons(): void {
+  byId('sessions-button').addEventListener('click', () => {
+    if (sessionsPanel.hidden) {
+      post({ type: 'listSessions' });
+    } else {
+      setSessionsOpen(false);
+    }
+  });
+  byId('sessions-close').addEventListener('click', () => {
+    setSessionsOpen(false);
+  });
+}
