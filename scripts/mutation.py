@@ -1,0 +1,255 @@
+"""Mutation testing of Parley's promise-holding modules with cosmic-ray (run by scripts/mutation).
+
+Each module is mutated in a copy of the repository (never in the work tree), and the copy is
+what every test imports: pytest in-process and `parley serve` started as a subprocess, through
+PYTHONPATH. Cosmic-ray writes one mutant at a time to the copy's file on disk and runs the
+paired tests (`-x`: the first failure kills the mutant); a run longer than the timeout counts
+as timed out. Results per module: mutation-results/<module>.sqlite, and the survivors' diffs
+in mutation-results/<module>.survivors.txt (what docs/testing.md calls equivalent, or kills).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "mutation-results"
+
+# Module (under server/parley/) -> the fast tests that cover it, cheapest modules first.
+# In-process tests where they hold a rule as well as a subprocess test does; the subprocess
+# tests (`parley serve` over JSON-RPC) where the rule lives in the running server.
+MODULE_TESTS: dict[str, list[str]] = {
+    "agent/budgets.py": [
+        "tests/test_budget_rules.py",
+        "tests/test_budgets.py",
+    ],
+    "core/usage.py": [
+        "tests/test_usage_and_cost.py",
+        "tests/test_caching.py",
+    ],
+    "protocol/framing.py": [
+        "tests/test_framing_rules.py",
+        "tests/test_frame_writer.py",
+        "tests/test_server_robustness.py::test_an_oversized_frame_is_refused_without_being_held",
+        "tests/test_server_robustness.py::test_the_lsp_reader_resynchronises_after_a_framing_error",
+    ],
+    "tools/confined.py": [
+        "tests/test_path_gate.py",
+        "tests/test_confined_paths.py",
+    ],
+    "agent/compaction.py": [
+        "tests/test_compaction_rules.py",
+        "tests/test_compaction.py",
+        "tests/test_history.py",
+    ],
+    "agent/checkpoints.py": [
+        "tests/test_checkpoint_rules.py",
+        "tests/test_checkpoints.py",
+    ],
+    "agent/turn.py": [
+        "tests/test_server_hybrid.py",
+        "tests/test_budgets.py",
+        "tests/test_caching.py",
+        "tests/test_edit_tools.py",
+    ],
+}
+
+# Cosmic-ray replaces each operator by every other one; most of those pairs are noise (`|` in
+# the type hints, `a + b` -> `a << b`). Kept: the boundary and negation of each comparison,
+# the inverse of each arithmetic operator, and every other kind of mutation (constants,
+# `not`, and/or, True/False, break/continue, zero-iteration loops, exceptions, decorators).
+# The random variable inserter and replacer are left out: they make a different set each run.
+KEPT_OPERATORS = (
+    r"core/ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Mul|Mod_FloorDiv"
+    r"|BitAnd_BitOr)$",
+    r"core/ReplaceComparisonOperator_(Eq_NotEq|NotEq_Eq|Lt_LtE|Lt_GtE|LtE_Lt|LtE_Gt|Gt_GtE"
+    r"|Gt_LtE|GtE_Gt|GtE_Lt|Is_IsNot|IsNot_Is)$",
+    r"core/ReplaceUnaryOperator_(Delete_Not|Delete_USub)$",
+    r"core/(AddNot|NumberReplacer|ReplaceTrueWithFalse|ReplaceFalseWithTrue|ReplaceAndWithOr"
+    r"|ReplaceOrWithAnd|ReplaceBreakWithContinue|ReplaceContinueWithBreak|ZeroIterationForLoop"
+    r"|ExceptionReplacer|RemoveDecorator)$",
+)
+# cr-filter-operators skips what matches any of these: everything not kept above.
+EXCLUDED_OPERATORS = "(?!" + "|".join(f"(?:{kept})" for kept in KEPT_OPERATORS) + ").*"
+
+
+def copy_repository(work: Path) -> None:
+    """The sources and tests, without caches; node_modules linked, not copied."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "node_modules", ".hypothesis")
+    shutil.copytree(REPO / "server", work / "server", ignore=ignore)
+    shutil.copytree(REPO / "tests", work / "tests", ignore=ignore)
+    shutil.copy2(REPO / "pyproject.toml", work / "pyproject.toml")
+    modules = REPO / "tests" / "acp-schema" / "node_modules"
+    if modules.is_dir():
+        (work / "tests" / "acp-schema" / "node_modules").symlink_to(modules)
+
+
+def test_environment(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(work / "server")  # the copy, also in `parley serve` subprocesses
+    # conftest finds the shared wire fixtures beside the repository; the copy is elsewhere.
+    env.setdefault("PARLEY_WIRE_FIXTURES", str(REPO.parent / "shared" / "fixtures" / "wire"))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def pytest_command(tests: list[str]) -> list[str]:
+    python = REPO / ".venv" / "bin" / "python"
+    return [str(python), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+
+
+def write_config(path: Path, module_path: Path, command: list[str], timeout: float) -> None:
+    lines = [
+        "[cosmic-ray]",
+        f'module-path = "{module_path}"',
+        f"timeout = {timeout:.0f}",
+        "excluded-modules = []",
+        f'test-command = "{" ".join(command)}"',
+        "",
+        "[cosmic-ray.distributor]",
+        'name = "local"',
+        "",
+        "[cosmic-ray.filters.operators-filter]",
+        f"exclude-operators = ['{EXCLUDED_OPERATORS}']",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def cosmic_ray(tool: str, *args: str, cwd: Path, env: dict[str, str]) -> None:
+    subprocess.run([str(REPO / ".venv" / "bin" / tool), *args], cwd=cwd, env=env, check=True)
+
+
+def function_lines(module_path: Path, functions: list[str]) -> set[int]:
+    """The lines of the named functions (methods too, by their own name)."""
+    lines: set[int] = set()
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(module_path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in functions:
+            found.add(node.name)
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    if missing := set(functions) - found:
+        sys.exit(f"{module_path.name} has no function {', '.join(sorted(missing))}")
+    return lines
+
+
+def skip_outside(db_path: Path, lines: set[int]) -> None:
+    """Only the mutants on these lines are run; the others are skipped, like filtered ones."""
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            if item.mutations[0].start_pos[0] not in lines:
+                skipped = WorkResult(
+                    output="Outside the functions", worker_outcome=WorkerOutcome.SKIPPED
+                )
+                db.set_result(item.job_id, skipped)
+
+
+def tally(db_path: Path, survivors_path: Path) -> dict[str, int]:
+    """Mutants made (not skipped by the operator filter), killed, survived, timed out."""
+    counts = {"made": 0, "killed": 0, "survived": 0, "timed out": 0, "incompetent": 0}
+    survivors: list[str] = []
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            counts["made"] += 1
+            if result.worker_outcome != WorkerOutcome.NORMAL:
+                counts["incompetent"] += 1
+            elif result.test_outcome == TestOutcome.SURVIVED:
+                counts["survived"] += 1
+                mutation = item.mutations[0]
+                survivors.append(
+                    f"## {item.job_id} {mutation.operator_name} line {mutation.start_pos[0]}\n"
+                    f"{result.diff}\n"
+                )
+            elif result.output == "timeout":
+                counts["timed out"] += 1
+            else:
+                counts["killed"] += 1
+    survivors_path.write_text("\n".join(survivors))
+    return counts
+
+
+def run_module(module: str, functions: list[str]) -> dict[str, int]:
+    tests = MODULE_TESTS[module]
+    name = module.replace("/", ".").removesuffix(".py")
+    if functions:
+        name += "." + "+".join(functions)
+    RESULTS.mkdir(exist_ok=True)
+    db_path = RESULTS / f"{name}.sqlite"
+    config_path = RESULTS / f"{name}.toml"
+    db_path.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="parley-mutation-") as tmp:
+        work = Path(tmp)
+        copy_repository(work)
+        env = test_environment(work)
+        # Every module but the mutated one compiled once, so each `parley serve` starts fast.
+        subprocess.run(
+            [str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", "server"],
+            cwd=work,
+            check=True,
+            env={**env, "PYTHONDONTWRITEBYTECODE": ""},
+        )
+        module_path = work / "server" / "parley" / module
+        for stale in (module_path.parent / "__pycache__").glob(f"{module_path.stem}.*.pyc"):
+            stale.unlink()
+        command = pytest_command(tests)
+        started = time.monotonic()
+        clean = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        baseline = time.monotonic() - started
+        if clean.returncode != 0:
+            sys.exit(f"{module}: the tests fail without a mutant:\n{clean.stdout[-3000:]}")
+        timeout = max(3 * baseline + 15, 30)
+        write_config(config_path, module_path, command, timeout)
+        print(f"{module}: tests pass in {baseline:.1f} s; timeout {timeout:.0f} s", flush=True)
+        cosmic_ray("cosmic-ray", "init", str(config_path), str(db_path), cwd=work, env=env)
+        cosmic_ray("cr-filter-operators", str(db_path), str(config_path), cwd=work, env=env)
+        if functions:
+            skip_outside(db_path, function_lines(module_path, functions))
+        cosmic_ray("cosmic-ray", "exec", str(config_path), str(db_path), cwd=work, env=env)
+    return tally(db_path, RESULTS / f"{name}.survivors.txt")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "modules",
+        nargs="*",
+        help="paths under server/parley/ (default: all), each optionally with ::F1,F2 to "
+        "mutate only these functions (e.g. agent/turn.py::_count,_streamed_round)",
+    )
+    targets = parser.parse_args().modules or list(MODULE_TESTS)
+    rows = []
+    for target in targets:
+        module, _, names = target.partition("::")
+        if module not in MODULE_TESTS:
+            sys.exit(f"no tests paired with {module}; known: {', '.join(MODULE_TESTS)}")
+        counts = run_module(module, [name for name in names.split(",") if name])
+        rows.append((target, counts))
+        print(f"{target}: {format_counts(counts)}", flush=True)
+    print("\n| module | mutants | killed | survived | timed out | incompetent |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for module, c in rows:
+        print(
+            f"| {module} | {c['made']} | {c['killed']} | {c['survived']} | {c['timed out']} "
+            f"| {c['incompetent']} |"
+        )
+
+
+def format_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{value} {key}" for key, value in counts.items())
+
+
+if __name__ == "__main__":
+    main()
