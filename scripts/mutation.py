@@ -14,9 +14,9 @@ import argparse
 import ast
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +25,9 @@ from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "mutation-results"
+# Where each module's copy is made: the same place every run, since the session database
+# names the mutated file by its path (`--survivors` runs the survivors again there).
+WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "parley-mutation"
 
 # Module (under server/parley/) -> the fast tests that cover it, cheapest modules first.
 # In-process tests where they hold a rule as well as a subprocess test does; the subprocess
@@ -65,6 +68,12 @@ MODULE_TESTS: dict[str, list[str]] = {
     ],
 }
 
+# What a module's tests need set: fewer examples for the gate's property tests (2,000 by
+# default), which still send every kind of hostile path.
+MODULE_ENV: dict[str, dict[str, str]] = {
+    "tools/confined.py": {"GATE_EXAMPLES": "200"},
+}
+
 # Cosmic-ray replaces each operator by every other one; most of those pairs are noise (`|` in
 # the type hints, `a + b` -> `a << b`). Kept: the boundary and negation of each comparison,
 # the inverse of each arithmetic operator, and every other kind of mutation (constants,
@@ -95,8 +104,8 @@ def copy_repository(work: Path) -> None:
         (work / "tests" / "acp-schema" / "node_modules").symlink_to(modules)
 
 
-def test_environment(work: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def test_environment(work: Path, module: str) -> dict[str, str]:
+    env = {**os.environ, **MODULE_ENV.get(module, {})}
     env["PYTHONPATH"] = str(work / "server")  # the copy, also in `parley serve` subprocesses
     # conftest finds the shared wire fixtures beside the repository; the copy is elsewhere.
     env.setdefault("PARLEY_WIRE_FIXTURES", str(REPO.parent / "shared" / "fixtures" / "wire"))
@@ -181,7 +190,7 @@ def tally(db_path: Path, survivors_path: Path) -> dict[str, int]:
     return counts
 
 
-def run_module(module: str, functions: list[str]) -> dict[str, int]:
+def run_module(module: str, functions: list[str], *, survivors_only: bool) -> dict[str, int]:
     tests = MODULE_TESTS[module]
     name = module.replace("/", ".").removesuffix(".py")
     if functions:
@@ -189,35 +198,43 @@ def run_module(module: str, functions: list[str]) -> dict[str, int]:
     RESULTS.mkdir(exist_ok=True)
     db_path = RESULTS / f"{name}.sqlite"
     config_path = RESULTS / f"{name}.toml"
-    db_path.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory(prefix="parley-mutation-") as tmp:
-        work = Path(tmp)
-        copy_repository(work)
-        env = test_environment(work)
-        # Every module but the mutated one compiled once, so each `parley serve` starts fast.
-        subprocess.run(
-            [str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", "server"],
-            cwd=work,
-            check=True,
-            env={**env, "PYTHONDONTWRITEBYTECODE": ""},
-        )
-        module_path = work / "server" / "parley" / module
-        for stale in (module_path.parent / "__pycache__").glob(f"{module_path.stem}.*.pyc"):
-            stale.unlink()
-        command = pytest_command(tests)
-        started = time.monotonic()
-        clean = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
-        baseline = time.monotonic() - started
-        if clean.returncode != 0:
-            sys.exit(f"{module}: the tests fail without a mutant:\n{clean.stdout[-3000:]}")
-        timeout = max(3 * baseline + 15, 30)
-        write_config(config_path, module_path, command, timeout)
-        print(f"{module}: tests pass in {baseline:.1f} s; timeout {timeout:.0f} s", flush=True)
+    work = WORK / name
+    module_path = work / "server" / "parley" / module
+    if survivors_only and not db_path.exists():
+        sys.exit(f"{module}: no earlier run to take the survivors of ({db_path})")
+    shutil.rmtree(work, ignore_errors=True)
+    copy_repository(work)
+    env = test_environment(work, module)
+    # Every module but the mutated one compiled once, so each `parley serve` starts fast.
+    subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", "server"],
+        cwd=work,
+        check=True,
+        env={**env, "PYTHONDONTWRITEBYTECODE": ""},
+    )
+    for stale in (module_path.parent / "__pycache__").glob(f"{module_path.stem}.*.pyc"):
+        stale.unlink()
+    command = pytest_command(tests)
+    started = time.monotonic()
+    clean = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    baseline = time.monotonic() - started
+    if clean.returncode != 0:
+        sys.exit(f"{module}: the tests fail without a mutant:\n{clean.stdout[-3000:]}")
+    timeout = max(3 * baseline + 15, 30)
+    write_config(config_path, module_path, command, timeout)
+    print(f"{module}: tests pass in {baseline:.1f} s; timeout {timeout:.0f} s", flush=True)
+    if survivors_only:
+        with sqlite3.connect(db_path) as db:  # run again: the tests may have grown since
+            db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+            db.execute("UPDATE mutation_specs SET module_path = ?", (str(module_path),))
+    else:
+        db_path.unlink(missing_ok=True)
         cosmic_ray("cosmic-ray", "init", str(config_path), str(db_path), cwd=work, env=env)
         cosmic_ray("cr-filter-operators", str(db_path), str(config_path), cwd=work, env=env)
         if functions:
             skip_outside(db_path, function_lines(module_path, functions))
-        cosmic_ray("cosmic-ray", "exec", str(config_path), str(db_path), cwd=work, env=env)
+    cosmic_ray("cosmic-ray", "exec", str(config_path), str(db_path), cwd=work, env=env)
+    shutil.rmtree(work, ignore_errors=True)
     return tally(db_path, RESULTS / f"{name}.survivors.txt")
 
 
@@ -229,13 +246,20 @@ def main() -> None:
         help="paths under server/parley/ (default: all), each optionally with ::F1,F2 to "
         "mutate only these functions (e.g. agent/turn.py::_count,_streamed_round)",
     )
-    targets = parser.parse_args().modules or list(MODULE_TESTS)
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="run only the last run's survivors again (after adding tests), keeping the rest",
+    )
+    arguments = parser.parse_args()
+    targets = arguments.modules or list(MODULE_TESTS)
     rows = []
     for target in targets:
         module, _, names = target.partition("::")
         if module not in MODULE_TESTS:
             sys.exit(f"no tests paired with {module}; known: {', '.join(MODULE_TESTS)}")
-        counts = run_module(module, [name for name in names.split(",") if name])
+        functions = [name for name in names.split(",") if name]
+        counts = run_module(module, functions, survivors_only=arguments.survivors)
         rows.append((target, counts))
         print(f"{target}: {format_counts(counts)}", flush=True)
     print("\n| module | mutants | killed | survived | timed out | incompetent |")

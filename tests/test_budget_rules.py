@@ -151,3 +151,12 @@ def test_cost_tells_what_is_left_of_each_budget_and_never_less_than_nothing(
     assert describe_budgets(session, settings_with(day_usd=0.2)) == (
         "Budgets: today $0.2500 spent of $0.20, $0.0000 left."
     )
+
+
+def test_a_session_whose_calls_have_no_known_price_has_its_whole_budget_left(
+    store: Store, tmp_path: Path
+) -> None:
+    session = session_of(store, tmp_path, None)
+    assert describe_budgets(session, settings_with(session_usd=1.0)) == (
+        "Budgets: session budget $1.00, $1.0000 left."
+    )
