@@ -48,8 +48,8 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_server_robustness.py::test_the_lsp_reader_resynchronises_after_a_framing_error",
     ],
     "tools/confined.py": [
-        "tests/test_path_gate.py",
         "tests/test_confined_paths.py",
+        "tests/test_path_gate.py",
     ],
     "agent/compaction.py": [
         "tests/test_compaction_rules.py",
@@ -60,11 +60,41 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_checkpoint_rules.py",
         "tests/test_checkpoints.py",
     ],
+    # The turn loop's accounting, budget and permission rules, through the running server
+    # (the whole of test_server_hybrid, test_caching and test_edit_tools takes minutes).
     "agent/turn.py": [
-        "tests/test_server_hybrid.py",
-        "tests/test_budgets.py",
-        "tests/test_caching.py",
-        "tests/test_edit_tools.py",
+        f"tests/test_server_hybrid.py::{name}"
+        for name in (
+            "test_a_finish_reason_only_round_counts_the_synchronous_call_not_the_full_stream",
+            "test_tool_round_one_early_closed_stream_one_sync_call",
+            "test_sync_policy_never_streams",
+            "test_stream_policy_assembles_tool_calls_from_the_stream",
+            "test_permission_asked_and_allowed_always_is_remembered",
+            "test_rejected_call_does_not_run_and_the_model_is_told",
+            "test_auto_approve_runs_eval_without_asking",
+        )
+    ]
+    + [
+        f"tests/test_caching.py::{name}"
+        for name in (
+            "test_a_discarded_stream_is_estimated_as_waste_not_counted",
+            "test_anthropic_cache_usage_is_counted_and_priced",
+            "test_openai_synchronous_call_cache_usage_is_counted",
+        )
+    ]
+    + [
+        f"tests/test_budgets.py::{name}"
+        for name in (
+            "test_a_turn_past_the_session_budget_does_not_call_the_provider",
+            "test_the_day_budget_counts_every_session",
+            "test_a_turn_that_crosses_the_budget_stops_after_the_round",
+            "test_calls_of_unknown_price_never_block",
+            "test_a_summary_that_crosses_the_budget_stops_the_turn_before_its_round",
+        )
+    ]
+    + [
+        "tests/test_server_robustness.py::"
+        "test_a_malformed_answer_to_the_servers_own_request_is_a_rejection",
     ],
 }
 

@@ -155,3 +155,20 @@ def test_calls_priced_before_the_split_was_kept_show_a_zero_split() -> None:
 def test_an_estimate_is_about_four_characters_a_token_rounded_up(characters: int) -> None:
     tokens = estimate_tokens(characters)
     assert 4 * tokens >= characters > 4 * (tokens - 1)
+
+
+def test_the_smallest_bill_is_shown_to_the_hundred_millionth_of_a_dollar() -> None:
+    # One token of each kind, priced so that each part has a digit in its eighth place.
+    price = Price(0.15, 0.61, cached_read=0.12, cached_write=0.33)
+    usage = Usage(input_tokens=3, output_tokens=1, cached_read_tokens=1, cached_write_tokens=1)
+    totals = UsageTotals()
+    totals.add_call(usage, price.cost(usage), price.breakdown(usage))
+    shown = totals.to_wire()
+    assert shown["cost"] == {"amount": 1.21e-06, "currency": "USD"}
+    assert shown["costBreakdown"] == {
+        "uncachedInput": 1.5e-07,
+        "cacheReads": 1.2e-07,
+        "cacheWrites": 3.3e-07,
+        "output": 6.1e-07,
+        "currency": "USD",
+    }
