@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cosmic_ray.work_db import WorkDB, use_db
@@ -104,6 +105,12 @@ MODULE_ENV: dict[str, dict[str, str]] = {
     "tools/confined.py": {"GATE_EXAMPLES": "200"},
 }
 
+# Data, not rules: the list prices are checked once each against the providers' published
+# ones (test_usage_and_cost.py); mutating each of their numbers twice adds minutes, no rule.
+MODULE_DATA: dict[str, list[str]] = {
+    "core/usage.py": ["DEFAULT_PRICES"],
+}
+
 # Cosmic-ray replaces each operator by every other one; most of those pairs are noise (`|` in
 # the type hints, `a + b` -> `a << b`). Kept: the boundary and negation of each comparison,
 # the inverse of each arithmetic operator, and every other kind of mutation (constants,
@@ -170,27 +177,35 @@ def cosmic_ray(tool: str, *args: str, cwd: Path, env: dict[str, str]) -> None:
     subprocess.run([str(REPO / ".venv" / "bin" / tool), *args], cwd=cwd, env=env, check=True)
 
 
-def function_lines(module_path: Path, functions: list[str]) -> set[int]:
-    """The lines of the named functions (methods too, by their own name)."""
+def definition_lines(module_path: Path, names: list[str]) -> set[int]:
+    """The lines of the named functions (methods too, by their own name) and module-level
+    assignments."""
     lines: set[int] = set()
     found: set[str] = set()
     for node in ast.walk(ast.parse(module_path.read_text())):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in functions:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
             found.add(node.name)
-            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    if missing := set(functions) - found:
-        sys.exit(f"{module_path.name} has no function {', '.join(sorted(missing))}")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigned = {target.id for target in targets if isinstance(target, ast.Name)}
+            if not assigned & set(names):
+                continue
+            found |= assigned & set(names)
+        else:
+            continue
+        lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    if missing := set(names) - found:
+        sys.exit(f"{module_path.name} defines no {', '.join(sorted(missing))}")
     return lines
 
 
-def skip_outside(db_path: Path, lines: set[int]) -> None:
-    """Only the mutants on these lines are run; the others are skipped, like filtered ones."""
+def skip_mutants(db_path: Path, keep: Callable[[int], bool], why: str) -> None:
+    """The mutants on lines `keep` refuses are skipped, like filtered operators (run or not:
+    the same mutants count however often the module was run)."""
+    skipped = WorkResult(output=why, worker_outcome=WorkerOutcome.SKIPPED)
     with use_db(str(db_path), WorkDB.Mode.open) as db:
-        for item in list(db.pending_work_items):
-            if item.mutations[0].start_pos[0] not in lines:
-                skipped = WorkResult(
-                    output="Outside the functions", worker_outcome=WorkerOutcome.SKIPPED
-                )
+        for item in list(db.work_items):
+            if not keep(item.mutations[0].start_pos[0]):
                 db.set_result(item.job_id, skipped)
 
 
@@ -261,8 +276,12 @@ def run_module(module: str, functions: list[str], *, survivors_only: bool) -> di
         db_path.unlink(missing_ok=True)
         cosmic_ray("cosmic-ray", "init", str(config_path), str(db_path), cwd=work, env=env)
         cosmic_ray("cr-filter-operators", str(db_path), str(config_path), cwd=work, env=env)
-        if functions:
-            skip_outside(db_path, function_lines(module_path, functions))
+    if functions:
+        inside = definition_lines(module_path, functions)
+        skip_mutants(db_path, lambda line: line in inside, "Outside the functions")
+    if module in MODULE_DATA:
+        data = definition_lines(module_path, MODULE_DATA[module])
+        skip_mutants(db_path, lambda line: line not in data, "Data")
     cosmic_ray("cosmic-ray", "exec", str(config_path), str(db_path), cwd=work, env=env)
     shutil.rmtree(work, ignore_errors=True)
     return tally(db_path, RESULTS / f"{name}.survivors.txt")
@@ -279,7 +298,8 @@ def main() -> None:
     parser.add_argument(
         "--survivors",
         action="store_true",
-        help="run only the last run's survivors again (after adding tests), keeping the rest",
+        help="run the last run's survivors again (after adding tests) and any mutant it did "
+        "not reach, keeping the rest of its results",
     )
     arguments = parser.parse_args()
     targets = arguments.modules or list(MODULE_TESTS)
