@@ -94,8 +94,12 @@ MODULE_TESTS: dict[str, list[str]] = {
         )
     ]
     + [
-        "tests/test_server_robustness.py::"
-        "test_a_malformed_answer_to_the_servers_own_request_is_a_rejection",
+        f"tests/test_server_robustness.py::{name}"
+        for name in (
+            "test_a_malformed_answer_to_the_servers_own_request_is_a_rejection",
+            "test_unknown_tool_and_bad_arguments_go_back_to_the_model",
+            "test_editor_tool_error_reaches_the_model",
+        )
     ],
 }
 

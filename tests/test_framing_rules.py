@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import os
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from parley.protocol.framing import (
+    FLUSH_BYTES,
     MAX_FRAME_BYTES,
     MAX_HEADER_LINE_BYTES,
     MAX_HEADER_LINES,
@@ -22,6 +26,7 @@ from parley.protocol.framing import (
     FrameWriter,
     OversizedFrame,
     read_frames,
+    stdin_reader,
 )
 
 HELLO = b'{"jsonrpc":"2.0","id":1,"method":"hello"}'
@@ -218,3 +223,52 @@ async def test_close_sends_what_is_pending_then_closes() -> None:
     writer.write(HELLO)
     writer.close()
     assert stream.sent == HELLO + b"\n" and stream.closed
+
+
+async def test_empty_ndjson_lines_between_messages_are_skipped() -> None:
+    assert await frames_of(HELLO + b"\n\n\n" + AFTER + b"\n", "ndjson") == [
+        HELLO + b"\n",
+        AFTER + b"\n",
+    ]
+
+
+async def test_a_header_after_one_byte_of_garbage_is_still_found() -> None:
+    assert await frames_of(b"x" + lsp(HELLO) + lsp(AFTER), "lsp") == [HELLO, AFTER]
+
+
+async def test_an_oversized_frame_keeps_its_first_four_kibibytes() -> None:
+    body = b'{"jsonrpc":"2.0","id":7,' + b" " * 20_000
+    header = b"Content-Length: %d\r\n\r\n" % (MAX_FRAME_BYTES + 1)
+    frames = await frames_of(header + body, "lsp")
+    assert [len(frame.head) for frame in frames] == [4096]  # type: ignore[union-attr]
+
+
+async def test_a_burst_of_the_flush_size_leaves_at_once() -> None:
+    stream = io.BytesIO()
+    writer = FrameWriter(stream, "lsp")
+    writer.write(b"x" * (FLUSH_BYTES - 1))
+    assert stream.getvalue() == b""  # under the size: at the end of the loop's turn
+    writer.write(b"y")
+    assert stream.getvalue() == b"x" * (FLUSH_BYTES - 1) + b"y"  # at the size: at once
+
+
+@pytest.mark.parametrize("source", ["pipe", "file"])
+async def test_the_server_reads_its_input_from_a_pipe_or_a_file(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = lsp(HELLO) + lsp(AFTER)
+    if source == "file":
+        (tmp_path / "input").write_bytes(data)
+        stdin = open(tmp_path / "input", "rb")  # noqa: SIM115  # closed below
+    else:
+        read_end, write_end = os.pipe()
+        os.write(write_end, data)
+        os.close(write_end)
+        stdin = open(read_end, "rb")  # noqa: SIM115
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    try:
+        reader = await stdin_reader()
+        frames = [frame async for frame in read_frames(reader, "lsp")]
+    finally:
+        stdin.close()
+    assert frames == [HELLO, AFTER]

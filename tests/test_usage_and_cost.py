@@ -172,3 +172,23 @@ def test_the_smallest_bill_is_shown_to_the_hundred_millionth_of_a_dollar() -> No
         "output": 6.1e-07,
         "currency": "USD",
     }
+
+
+def test_a_part_under_a_hundred_millionth_of_a_dollar_is_shown_as_nothing() -> None:
+    price = Price(0.004, 0.004, cached_read=0.004, cached_write=0.004)  # $4e-9 a token
+    usage = Usage(input_tokens=3, output_tokens=1, cached_read_tokens=1, cached_write_tokens=1)
+    assert price.breakdown(usage).to_wire() == {
+        "uncachedInput": 0.0,
+        "cacheReads": 0.0,
+        "cacheWrites": 0.0,
+        "output": 0.0,
+        "currency": "USD",
+    }
+
+
+def test_a_new_sessions_totals_are_zero_and_complete() -> None:
+    totals = UsageTotals()
+    shown = totals.to_wire()
+    assert (shown["turns"], shown["rounds"], shown["totalTokens"]) == (0, 0, 0)
+    totals.add_call(Usage(10, 1), 0.01)
+    assert totals.cost_complete  # every call had a known price: its cost is the whole cost
