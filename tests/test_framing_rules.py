@@ -148,8 +148,20 @@ async def test_a_header_at_the_end_of_a_long_garbage_line_is_still_found() -> No
     assert await frames_of(data, "lsp") == [HELLO, AFTER]
 
 
-async def test_blank_lines_between_messages_are_allowed() -> None:
+async def test_blank_lines_between_messages_are_allowed(caplog: pytest.LogCaptureFixture) -> None:
     assert await frames_of(b"\r\n\r\n" + lsp(HELLO) + b"\n" + lsp(AFTER), "lsp") == [HELLO, AFTER]
+    assert caplog.records == []  # no framing error in the server's log
+
+
+async def test_a_bad_length_is_named_in_the_log_cut_at_forty_bytes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    value = b"9" * 16 + b"x" * 40
+    assert await frames_of(b"Content-Length: %s\r\n\r\n" % value + lsp(AFTER), "lsp") == [AFTER]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"LSP framing error (a bad Content-Length: {value[:40]!r}); skipping to the next "
+        "Content-Length header"
+    ]
 
 
 @pytest.mark.parametrize("extra", [b"", b"Content-Type: x\r\n"])
@@ -181,13 +193,10 @@ async def test_a_frame_cut_short_by_the_end_of_the_input_is_dropped() -> None:
 
 
 async def test_an_ndjson_line_over_the_limit_is_refused_with_its_start() -> None:
-    line = b'{"id":3,' + b" " * (MAX_FRAME_BYTES - 9) + b"}\n"
-    assert len(line) == MAX_FRAME_BYTES + 1
+    # Longer than the limit by more than one read: it is skipped to its very end.
+    line = b'{"id":3,' + b" " * (MAX_FRAME_BYTES + 300_000) + b"}\n"
     frames = await frames_of(line + AFTER + b"\n", "ndjson")
-    assert frames == [
-        OversizedFrame(line[:OVERSIZED_HEAD_BYTES], MAX_FRAME_BYTES + 1),
-        AFTER + b"\n",
-    ]
+    assert frames == [OversizedFrame(line[:OVERSIZED_HEAD_BYTES], len(line)), AFTER + b"\n"]
 
 
 async def test_an_ndjson_line_at_the_limit_is_read_whole() -> None:
@@ -250,6 +259,8 @@ async def test_a_burst_of_the_flush_size_leaves_at_once() -> None:
     assert stream.getvalue() == b""  # under the size: at the end of the loop's turn
     writer.write(b"y")
     assert stream.getvalue() == b"x" * (FLUSH_BYTES - 1) + b"y"  # at the size: at once
+    writer.write(b"z" * FLUSH_BYTES)  # and so is the next burst of that size
+    assert stream.getvalue().endswith(b"y" + b"z" * FLUSH_BYTES)
 
 
 @pytest.mark.parametrize("source", ["pipe", "file"])
