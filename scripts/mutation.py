@@ -63,6 +63,8 @@ MODULE_TESTS: dict[str, list[str]] = {
     ],
     # The turn loop's accounting, budget and permission rules, through the running server
     # (the whole of test_server_hybrid, test_caching and test_edit_tools takes minutes).
+    # Not test_caching's discarded-stream test: under load the stream may end before the
+    # hang-up it checks for, which fails it without a mutant.
     "agent/turn.py": [
         f"tests/test_server_hybrid.py::{name}"
         for name in (
@@ -70,15 +72,11 @@ MODULE_TESTS: dict[str, list[str]] = {
             "test_tool_round_one_early_closed_stream_one_sync_call",
             "test_sync_policy_never_streams",
             "test_stream_policy_assembles_tool_calls_from_the_stream",
-            "test_permission_asked_and_allowed_always_is_remembered",
-            "test_rejected_call_does_not_run_and_the_model_is_told",
-            "test_auto_approve_runs_eval_without_asking",
         )
     ]
     + [
         f"tests/test_caching.py::{name}"
         for name in (
-            "test_a_discarded_stream_is_estimated_as_waste_not_counted",
             "test_anthropic_cache_usage_is_counted_and_priced",
             "test_openai_synchronous_call_cache_usage_is_counted",
         )
@@ -91,6 +89,14 @@ MODULE_TESTS: dict[str, list[str]] = {
             "test_a_turn_that_crosses_the_budget_stops_after_the_round",
             "test_calls_of_unknown_price_never_block",
             "test_a_summary_that_crosses_the_budget_stops_the_turn_before_its_round",
+        )
+    ]
+    + [
+        f"tests/test_server_hybrid.py::{name}"
+        for name in (
+            "test_permission_asked_and_allowed_always_is_remembered",
+            "test_rejected_call_does_not_run_and_the_model_is_told",
+            "test_auto_approve_runs_eval_without_asking",
         )
     ]
     + [
