@@ -92,6 +92,10 @@ MODULE_TESTS: dict[str, list[str]] = {
         )
     ]
     + [
+        "tests/test_learned_windows.py::"
+        "test_a_learned_window_wins_over_the_built_in_one_of_the_models_name",
+    ]
+    + [
         f"tests/test_server_hybrid.py::{name}"
         for name in (
             "test_permission_asked_and_allowed_always_is_remembered",

@@ -283,3 +283,14 @@ async def test_the_server_reads_its_input_from_a_pipe_or_a_file(
     finally:
         stdin.close()
     assert frames == [HELLO, AFTER]
+
+
+async def test_a_line_that_is_no_header_is_named_in_the_log_cut_at_eighty_bytes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    line = b"no header here " + b"y" * 100 + b"\r\n"
+    assert await frames_of(line + b"\r\n" + lsp(AFTER), "lsp") == [AFTER]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"LSP framing error (not a header line: {line[:80]!r}); skipping to the next "
+        "Content-Length header"
+    ]
