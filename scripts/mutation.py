@@ -95,6 +95,8 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_learned_windows.py::"
         "test_a_learned_window_wins_over_the_built_in_one_of_the_models_name",
         "tests/test_text_tools.py::test_ollama_stream_with_role_on_every_chunk_and_no_usage",
+        "tests/test_acp_conformance.py::"
+        "test_usage_update_reports_the_context_the_window_and_the_cost",
     ]
     + [
         f"tests/test_server_hybrid.py::{name}"
