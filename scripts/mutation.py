@@ -97,6 +97,9 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_text_tools.py::test_ollama_stream_with_role_on_every_chunk_and_no_usage",
         "tests/test_acp_conformance.py::"
         "test_usage_update_reports_the_context_the_window_and_the_cost",
+        "tests/test_continuation.py::"
+        "test_each_preset_continues_the_streamed_text_in_its_servers_form",
+        "tests/test_stop_text.py",
     ]
     + [
         f"tests/test_server_hybrid.py::{name}"
