@@ -100,6 +100,7 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_continuation.py::"
         "test_each_preset_continues_the_streamed_text_in_its_servers_form",
         "tests/test_stop_text.py",
+        "tests/test_wasted_tokens.py",
     ]
     + [
         f"tests/test_server_hybrid.py::{name}"
