@@ -294,3 +294,22 @@ async def test_a_line_that_is_no_header_is_named_in_the_log_cut_at_eighty_bytes(
         f"LSP framing error (not a header line: {line[:80]!r}); skipping to the next "
         "Content-Length header"
     ]
+
+
+@pytest.mark.parametrize("extra", [b"", b"Content-Type: x\r\n"])
+async def test_the_limit_is_64_mib(extra: bytes) -> None:
+    at_limit = b"Content-Length: 67108864\r\n%s\r\n" % extra
+    over = b"Content-Length: 67108865\r\n%s\r\n" % extra
+    assert await frames_of(at_limit + HELLO, "lsp") == []  # waits for the rest: not refused
+    assert await frames_of(over + HELLO, "lsp") == [OversizedFrame(HELLO, 67_108_865)]
+
+
+async def test_garbage_before_a_header_is_named_in_the_log_cut_at_eighty_bytes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    garbage = b"g" * 100
+    assert await frames_of(garbage + lsp(HELLO), "lsp") == [HELLO]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"LSP framing error (garbage before a header: {garbage[:80]!r}); skipping to the next "
+        "Content-Length header"
+    ]
