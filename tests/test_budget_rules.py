@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from parley.agent.budgets import Overrun, describe_budgets, overrun
+from parley.agent.notices import Notice, budget_spent
 from parley.agent.session import Session, now_iso
 from parley.config import Budget, Settings
 from parley.core.usage import Usage
@@ -68,8 +69,11 @@ def test_a_session_is_stopped_exactly_when_its_spending_reaches_its_limit(
     assert overrun(session_of(store, tmp_path, 0.99), settings) is None
     at_limit = overrun(session_of(store, tmp_path, 1.0), settings)
     assert at_limit == Overrun("session", 1.0, 1.0)
-    assert at_limit.stop_text(starting=True) == (
-        "Not started: this session's budget of $1.00 is spent ($1.00 so far)."
+    assert budget_spent(at_limit, starting=True) == Notice(
+        "warning",
+        "This session spent $1.0000 of its $1.00 budget, so this prompt was not sent to the "
+        "model. To go on, choose a higher Budget in the session's options (or "
+        "`budget.session_usd` in config.toml).",
     )
 
 
@@ -106,8 +110,8 @@ def test_the_day_counts_every_sessions_calls_since_local_midnight_only(
     session_of(store, tmp_path, 0.4)  # another session: today reaches $1.00
     spent = overrun(quiet, settings)
     assert spent == Overrun("day", pytest.approx(1.0), 1.0)
-    assert spent.stop_text(starting=False) == (
-        "Stopped: today's budget of $1.00 is spent ($1.00 so far)."
+    assert budget_spent(spent, starting=False).text.startswith(
+        "Today's model calls spent $1.0000 of its $1.00 budget, so the turn stops here."
     )
 
 
@@ -132,8 +136,11 @@ def test_the_explanation_says_what_was_spent_what_stopped_and_what_to_raise() ->
         "Today's model calls spent $0.5000 of its $0.25 budget, so the conversation is not "
         "compacted. "
     )
-    assert session.stop_text(starting=False) == (
-        "Stopped: this session's budget of $1.00 is spent ($1.02 so far)."
+    assert budget_spent(session, starting=False) == Notice(
+        "warning",
+        "This session spent $1.0234 of its $1.00 budget, so the turn stops here. To go on, "
+        "choose a higher Budget in the session's options (or `budget.session_usd` in "
+        "config.toml).",
     )
 
 
