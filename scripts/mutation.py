@@ -61,6 +61,17 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_checkpoint_rules.py",
         "tests/test_checkpoints.py",
     ],
+    # A continued call reconciled with the streamed text (issue 23): in-process rules, then
+    # the real llama.cpp server's tool rounds.
+    "providers/continuation.py": [
+        "tests/test_continuation_reconcile.py",
+        "tests/test_continued_call.py",
+        "tests/test_llamacpp_real.py::test_a_hybrid_tool_round_shows_and_stores_the_streamed_text_once",
+    ],
+    "agent/continued_call.py": [
+        "tests/test_continued_call.py",
+        "tests/test_continuation.py",
+    ],
     # The turn loop's accounting, budget and permission rules, through the running server
     # (the whole of test_server_hybrid, test_caching and test_edit_tools takes minutes).
     # Not test_caching's discarded-stream test: under load the stream may end before the
