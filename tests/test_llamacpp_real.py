@@ -156,8 +156,9 @@ async def test_max_tokens_ends_the_turn_with_max_tokens(
     result = await client.prompt(session, "Sing a song.")
 
     assert result["stopReason"] == "max_tokens", result
-    # " tick tock" is three tokens; the reply's leading space is not shown.
-    assert client.text_of(session).lstrip() == (scripts.ENDLESS_UNIT * 2).lstrip()
+    # " tick tock" is three tokens. llama.cpp itself drops the content's leading space when
+    # the request has tools (its tool-call parser trims it; without tools it sends " tick").
+    assert client.text_of(session) == (scripts.ENDLESS_UNIT * 2).lstrip()
     assert result["_meta"]["parley"]["usage"]["outputTokens"] == 6
 
 
