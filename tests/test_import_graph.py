@@ -25,6 +25,7 @@ LAYERS = {
     "parley.config": "config",
     "parley.config_file": "config",  # config.toml's shape, structured by cattrs
     "parley.store": "store",
+    "parley.store_schema": "store",  # the store's migrations
     "parley.providers": "providers",
     "parley.protocol": "protocol",
     "parley.agent": "agent",
