@@ -6,15 +6,24 @@ The real servers' behaviours these stand for are exercised in tests/test_llamacp
 
 from __future__ import annotations
 
+import http.server
+import json
 import string
+import threading
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
+import attrs
+import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from parley.providers.continuation import (
     PROBE_PREFIX,
     ServerContinuation,
     continued_prompt_form,
+    looks_regenerated,
     new_part,
+    probe_continuation,
     served_by_vllm,
 )
 
@@ -134,3 +143,119 @@ def test_a_prompt_that_ends_with_the_prefill_continues_it() -> None:
     assert not continued_prompt_form({"prompt": closed})
     assert served_by_vllm({"data": [{"id": "m", "owned_by": "vllm"}]})
     assert not served_by_vllm({"data": [{"id": "m", "owned_by": "llamacpp"}]})
+
+
+# --- the probe: what a server says it does with a continued request ------------------------
+
+
+class _ProbedServer(http.server.BaseHTTPRequestHandler):
+    """Answers the probe's three questions as `answers` says (path -> JSON, absent: 404),
+    recording each request's path, body and authorization."""
+
+    answers: ClassVar[dict[str, Any]] = {}
+    asked: ClassVar[list[tuple[str, Any, str | None]]] = []
+
+    def do_GET(self) -> None:
+        self._answer(None)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self._answer(json.loads(self.rfile.read(length)))
+
+    def _answer(self, body: Any) -> None:
+        answer = self.answers.get(self.path)
+        if callable(answer):
+            answer = answer(body)
+        self.asked.append((self.path, body, self.headers.get("Authorization")))
+        data = json.dumps(answer).encode()
+        self.send_response(404 if answer is None else 200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def probed() -> Iterator[tuple[str, type[_ProbedServer]]]:
+    handler = type("Handler", (_ProbedServer,), {"answers": {}, "asked": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    server.shutdown()
+    server.server_close()
+
+
+def prompt_of(continued: bool) -> Any:
+    """llama.cpp's /apply-template answer: the prompt ends with the prefill, or not."""
+
+    def answer(body: dict[str, Any]) -> dict[str, str]:
+        prefix = body["messages"][-1]["content"]
+        tail = prefix if continued else f"{prefix}<|im_end|>\n<|im_start|>assistant\n"
+        return {"prompt": f"<|im_start|>assistant\n{tail}"}
+
+    return answer
+
+
+async def test_a_llamacpp_server_that_prefills_continues_with_the_prefill_form(probed) -> None:
+    base_url, server = probed
+    server.answers["/apply-template"] = prompt_of(True)
+    known = await probe_continuation(base_url, "tiny", "key-1", "vllm")
+    assert (known.form, known.echoes) == ("prefill", None)
+    ((path, body, authorization),) = server.asked
+    assert (path, authorization) == ("/apply-template", "Bearer key-1")
+    assert body["messages"][-1] == {"role": "assistant", "content": PROBE_PREFIX}
+
+
+async def test_a_llamacpp_server_without_prefill_is_asked_in_vllms_form(probed) -> None:
+    """`--no-prefill-assistant` closes the message; an explicit `continue_final_message`
+    (and no generation prompt) still continues it."""
+    base_url, server = probed
+
+    def explicit_only(body: dict[str, Any]) -> dict[str, str]:
+        asked = body.get("continue_final_message") is True
+        return prompt_of(asked and body.get("add_generation_prompt") is False)(body)
+
+    server.answers["/apply-template"] = explicit_only
+    known = await probe_continuation(base_url, "tiny", None, "prefill")
+    assert known.form == "vllm"
+    assert [authorization for _, _, authorization in server.asked] == [None, None]
+    server.answers["/apply-template"] = prompt_of(False)
+    assert (await probe_continuation(base_url, "tiny", None, "prefill")).form is None
+
+
+async def test_ollama_and_vllm_are_known_by_their_own_endpoints(probed) -> None:
+    base_url, server = probed
+    server.answers["/api/show"] = {"template": "{{ .Messages }}"}
+    assert attrs.astuple(await probe_continuation(base_url, "m", None, "vllm")) == (
+        "prefill",
+        False,
+    )
+    server.answers["/api/show"] = {"parameters": "num_ctx 4096"}  # no template: not Ollama's
+    server.answers["/v1/models"] = {"data": [{"id": "m", "owned_by": "vllm"}]}
+    assert attrs.astuple(await probe_continuation(base_url, "m", None, "prefill")) == (
+        "vllm",
+        False,
+    )
+    del server.answers["/v1/models"]
+    assert attrs.astuple(await probe_continuation(base_url, "m", None, "prefill")) == (
+        "prefill",
+        None,
+    )
+
+
+async def test_a_hosted_form_or_an_address_that_is_no_server_is_not_probed(probed) -> None:
+    base_url, server = probed
+    assert (await probe_continuation(base_url, "m", None, "deepseek")).form == "deepseek"
+    assert (await probe_continuation("ftp://example/v1", "m", None, "vllm")).form == "vllm"
+    assert server.asked == []
+
+
+def test_the_regeneration_rule_needs_sixteen_equal_leading_characters() -> None:
+    """Up to 15 equal leading characters can be chance; 16 are a reply written again."""
+    same = "I will read the "  # 16 characters
+    assert looks_regenerated(same + "file.", same + "code.")
+    assert not looks_regenerated(same[:15] + "X file.", same[:15] + "Y code.")
+    assert not looks_regenerated("", "anything")
+    assert not looks_regenerated("anything", "")
