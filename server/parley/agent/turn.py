@@ -519,6 +519,7 @@ class Turn:
             self.ports.client_files,
             client_writes=self.ports.client_writes,
             edit_journal=self._checkpoints,
+            send_update=self._send,
         )
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
             # A call bound to fail (an edit of a file never read) is not put to the user.
@@ -581,6 +582,7 @@ class Turn:
                 raw_output=updates.raw_output(result.raw_output, result.content, result.is_error),
                 text=result.content,
                 diffs=result.diffs,
+                first=result.shown_first,
             )
         )
         return result

@@ -64,16 +64,18 @@ def tool_call(
 def tool_call_update(tool_call_id: str, **changes: Any) -> dict[str, Any]:
     """Only what changed: status, title, kind, rawInput, rawOutput, `text` (the output
     shown to a person), which becomes the update's `content` (after `diffs`, the changes
-    the call made), and `meta` (its `_meta`)."""
+    the call made, and `first`, content blocks shown before both: a terminal), and `meta`
+    (its `_meta`)."""
     update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id}
     text = changes.pop("text", None)
     diffs = changes.pop("diffs", ())
+    first = changes.pop("first", ())
     meta = changes.pop("meta", None)
     for name, value in changes.items():
         if value is not None:
             update[camel(name)] = value
     if text is not None:
-        update["content"] = [*map(diff_content, diffs), text_content(text)]
+        update["content"] = [*first, *map(diff_content, diffs), text_content(text)]
     if meta is not None:
         update["_meta"] = meta
     return update

@@ -8,6 +8,7 @@ workspace files) or in the editor (declared by the client in `initialize`), impl
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,6 +48,9 @@ class ToolResult:
     is_error: bool = False
     raw_output: Any = None
     diffs: tuple[Diff, ...] = ()  # the changes made (an edit's), shown with the result
+    # ACP content blocks shown before the result's text (a command's `{"type": "terminal",
+    # "terminalId": ...}`, which a client keeps showing after the call ends).
+    shown_first: tuple[dict[str, Any], ...] = ()
 
 
 class ClientFiles(Protocol):
@@ -146,6 +150,9 @@ class ToolContext:
     client_files: ClientFiles | None = None  # None: read the files on disk
     client_writes: ClientWrites | None = None  # None: write the files on disk
     edit_journal: EditJournal | None = None  # None: edits are not checkpointed
+    # Sends a `session/update` of this session to the editor while the call runs (a
+    # command's output as it comes, a plan): None where nobody is shown (the bench).
+    send_update: Callable[[dict[str, Any]], None] | None = None
 
 
 @runtime_checkable
