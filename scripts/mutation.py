@@ -175,8 +175,6 @@ def copy_repository(work: Path) -> None:
 def test_environment(work: Path, module: str) -> dict[str, str]:
     env = {**os.environ, **MODULE_ENV.get(module, {})}
     env["PYTHONPATH"] = str(work / "server")  # the copy, also in `parley serve` subprocesses
-    # conftest finds the shared wire fixtures beside the repository; the copy is elsewhere.
-    env.setdefault("PARLEY_WIRE_FIXTURES", str(REPO.parent / "shared" / "fixtures" / "wire"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 

@@ -22,10 +22,8 @@ from pytest_lsp import ClientServerConfig
 pytest_plugins = ("llamacpp_fixtures",)
 
 REPO = Path(__file__).resolve().parents[1]
-# CI clones the repository with the team's shared/ folder beside it.
-WIRE_FIXTURES = Path(
-    os.environ.get("PARLEY_WIRE_FIXTURES", REPO.parent / "shared" / "fixtures" / "wire")
-)
+# Real recorded provider streams (tests/fixtures/wire/README.md says where each came from).
+WIRE_FIXTURES = REPO / "tests" / "fixtures" / "wire"
 
 # A server's event loop blocked longer than this fails the test (see `loop_watchdog`).
 LOOP_WATCHDOG_MS = 100

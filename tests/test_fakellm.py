@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,12 +17,8 @@ import openai
 import pytest
 from parley.fakellm import FakeLLM, Fault, Pacing, RecordedRequest, Reply, ScriptedToolCall
 
-WIRE_FIXTURES = Path(
-    os.environ.get(
-        "PARLEY_WIRE_FIXTURES",
-        Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "wire",
-    )
-)
+# Real recorded provider streams, kept in the repository: a fresh clone replays them all.
+WIRE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "wire"
 USER_TURN = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
@@ -68,7 +63,7 @@ def sync_openai_client(fake_url: str) -> openai.OpenAI:
 def wire_fixture(name: str) -> Path:
     path = WIRE_FIXTURES / name
     if not path.is_file():
-        pytest.skip(f"wire fixture {path} not found (set PARLEY_WIRE_FIXTURES)")
+        pytest.fail(f"wire fixture {path} is missing from the repository")
     return path
 
 

@@ -142,7 +142,7 @@ def assert_events_in_order(events: list[StreamEvent]) -> None:
 def wire_fixture(name: str) -> Path:
     path = WIRE_FIXTURES / name
     if not path.is_file():
-        pytest.skip(f"wire fixture {path} not found (set PARLEY_WIRE_FIXTURES)")
+        pytest.fail(f"wire fixture {path} is missing from the repository")
     return path
 
 
@@ -451,8 +451,6 @@ async def test_recorded_json_replays_through_complete(fake: FakeLLM, replay: Jso
 def test_every_recorded_reply_has_a_replay_test() -> None:
     """A recording added to fixtures/wire/ later is not silently left untested. Error bodies
     are not replies: the fake renders the providers' error bodies itself (tested below)."""
-    if not WIRE_FIXTURES.is_dir():
-        pytest.skip(f"{WIRE_FIXTURES} not found (set PARLEY_WIRE_FIXTURES)")
     replies = {
         path.name
         for path in WIRE_FIXTURES.iterdir()
