@@ -6,6 +6,7 @@ import argparse
 import gc
 import logging
 import os
+import signal
 import sys
 import threading
 
@@ -116,10 +117,22 @@ def _set_up_logging(level: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
+    except BrokenPipeError:
+        return _reader_gone()
     finally:
         # What is left is only the exit: without this, the interpreter's last collection
         # goes through every object the SDKs and pygls made (half a second, per process).
         gc.freeze()
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`parley sessions | head -1`): end quietly, as `cat` does.
+    stdout is pointed at /dev/null so that the interpreter's last flush of what is still
+    buffered fails no more (Python's own advice for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE  # 141, what a shell reports for a command ended by a closed pipe
 
 
 def _main(argv: list[str] | None) -> int:
@@ -233,6 +246,7 @@ def _read_store(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "sessions":
             listing = sessions_json if args.json else sessions_table
             print(listing(store, limit=args.limit))
+            sys.stdout.flush()
             return 0
         try:
             session = find_session(store, args.session)
@@ -241,6 +255,7 @@ def _read_store(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         render = export_json if args.format == "json" else export_markdown
         print(render(store, session))
+        sys.stdout.flush()  # a closed pipe is found here, inside `main`'s handler
         return 0
     finally:
         store.close()
