@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from conftest import server_env
-from parley.fakellm import FakeLLM, Reply
-from test_cli import run_parley, two_sessions
+from parley.fakellm import FakeLLM
+from test_cli import two_sessions
 
 
 def run_into_closed_pipe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
