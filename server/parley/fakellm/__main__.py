@@ -4,9 +4,11 @@
                              [--script FILE.json] [--exit-on-stdin-eof]
 
 Prints the base URL (`http://127.0.0.1:PORT`) as one line on stdout once it accepts
-connections, writes the bare port number to --port-file when given, then serves until it is
-killed (SIGTERM or SIGINT end it cleanly). With --exit-on-stdin-eof it also ends when its
-stdin closes, so it cannot outlive a parent that holds the other end of a pipe.
+connections (and on stderr, the variables that point Parley at it: `OPENAI_BASE_URL` with
+`/v1`, `ANTHROPIC_BASE_URL` without), writes the bare port number to --port-file when
+given, then serves until it is killed (SIGTERM or SIGINT end it cleanly). With
+--exit-on-stdin-eof it also ends when its stdin closes, so it cannot outlive a parent that
+holds the other end of a pipe.
 Drive it with `POST /_fake/script` and `GET /_fake/requests`.
 """
 
@@ -66,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
             partial.write_text(f"{fake.port}\n", encoding="utf-8")
             partial.replace(arguments.port_file)
         print(fake.url, flush=True)
+        # For a person trying Parley offline: the OpenAI SDK's base URL ends in /v1.
+        print(
+            f"fake LLM: OPENAI_BASE_URL={fake.url}/v1 (OpenAI's wire) or "
+            f"ANTHROPIC_BASE_URL={fake.url} (Anthropic's); any API key will do",
+            file=sys.stderr,
+            flush=True,
+        )
         # A timed wait keeps the main thread responsive to signals.
         while not stop_requested.wait(0.5):
             pass
