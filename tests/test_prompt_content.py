@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from conftest import MODELS
+from parley.agent.export import export_markdown
 from parley.client import ParleyClient
 from parley.config import ConfigError, load_settings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.store import Store
 from parley.tools import workspace as workspace_tools
 from parley.tools.base import ToolContext
-from parley.transcript import export_markdown
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 
 PNG = bytes.fromhex(

@@ -231,15 +231,9 @@ def _doctor(settings: Settings) -> int:
 
 
 def _read_store(args: argparse.Namespace, settings: Settings) -> int:
+    from parley.agent.export import export_json, export_markdown
     from parley.store import Store
-    from parley.transcript import (
-        UnknownSession,
-        export_json,
-        export_markdown,
-        find_session,
-        sessions_json,
-        sessions_table,
-    )
+    from parley.transcript import UnknownSession, find_session, sessions_json, sessions_table
 
     store = Store.open_in(settings.home)
     try:

@@ -24,6 +24,7 @@ from pygls.server import JsonRPCServer
 
 import parley
 from parley.agent.budgets import BudgetSpent
+from parley.agent.export import export_json, export_markdown
 from parley.agent.session import Session
 from parley.agent.sessions import (
     InvalidOptions,
@@ -43,6 +44,7 @@ from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_rea
 from parley.protocol.params import (
     CompactParams,
     ConfigureParams,
+    ExportParams,
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
@@ -109,6 +111,7 @@ class ParleyServer(JsonRPCServer):
             "_parley/session/configure": self.configure_session,
             "_parley/session/restore": self.restore_session,
             "_parley/session/compact": self.compact_session,
+            "_parley/session/export": self.export_session,
             "_parley/usage": self.usage,
             "_parley/models": self.models,
         }
@@ -342,6 +345,21 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(CompactParams, raw)
         before, after = await self.sessions.compact(params.session_id)
         return {"tokensBefore": before, "tokensAfter": after}
+
+    async def export_session(self, raw: Any) -> dict[str, Any]:
+        """A stored session as one document (`agent/export.py`): the same Markdown from every
+        client. Read and rendered off the loop: it grows with the history."""
+        params = parse_params(ExportParams, raw)
+        stored = self.store.session(params.session_id)
+        if stored is None:
+            raise _not_found(
+                f"Unknown session {params.session_id!r} (a session is stored from its first prompt)"
+            )
+        render = export_json if params.format == "json" else export_markdown
+        return {
+            "text": await asyncio.to_thread(render, self.store, stored),
+            "format": params.format,
+        }
 
     def usage(self, raw: Any) -> dict[str, Any]:
         """Totals from the store: since the session began, and across every session."""

@@ -198,6 +198,12 @@ class CompactParams:
 
 
 @attrs.frozen
+class ExportParams:
+    session_id: str
+    format: Literal["markdown", "json"] = "markdown"
+
+
+@attrs.frozen
 class UsageParams:
     session_id: str | None = None
 
