@@ -737,3 +737,29 @@ async def test_cancel_request_answers_the_prompt_with_request_cancelled(
         await asyncio.wait_for(pending, 5)
     assert raised.value.code == -32800
     assert (await client.prompt(session, "Again."))["stopReason"] == "end_turn"
+
+
+def test_stderr_warns_only_of_what_no_one_was_told(
+    raw_server: RawServer, fake, workspace: Path
+) -> None:
+    """An error answered to the client is not also a WARNING (ACP clients show stderr to
+    their users: it would appear twice); a late answer to a request of ours that timed out is
+    no news either. An answer to an id the server never sent is still worth a warning."""
+    fake.set_script([Reply(text="never", fault=Fault("http", status=400))])
+    raw_server.send(
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(workspace)}}
+    )
+    session = raw_server.answer()["result"]["sessionId"]
+    prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "Fail."}]}
+    raw_server.send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
+    assert "error" in raw_server.answer(timeout=60)
+    raw_server.send({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {}})
+    assert raw_server.answer()["error"]["code"] == -32602
+    raw_server.send({"jsonrpc": "2.0", "id": "parley-0ld", "result": {}})  # ours, too late
+    still_serves(raw_server, "after")
+    assert "WARNING" not in raw_server.stderr()
+    raw_server.send({"jsonrpc": "2.0", "id": "forged", "result": {}})
+    still_serves(raw_server, "again")
+    assert "WARNING parley.protocol.dispatch: Dropped a response to id 'forged'" in (
+        raw_server.stderr()
+    )

@@ -52,6 +52,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
 
+REQUEST_ID_PREFIX = "parley-"  # the ids of the requests Parley sends the client
 CANCEL_METHODS = ("$/cancelRequest", "$/cancel_request")
 
 # Recovers the id of a message that cannot be read, to answer it with the error.
@@ -264,7 +265,10 @@ class ParleyProtocol(JsonRPCProtocol):
                     msg_id, INVALID_REQUEST, 'Invalid request: a request needs a "method"'
                 )
             else:
-                logger.warning(
+                # A late answer to a request of ours that timed out (the user was told then) is
+                # no news; an answer to an id we never sent is, to whoever runs the server.
+                ours = isinstance(msg_id, str) and msg_id.startswith(REQUEST_ID_PREFIX)
+                (logger.info if ours else logger.warning)(
                     "Dropped a response to id %.*r: no request of ours is waiting for it",
                     _QUOTE_CHARS,
                     msg_id,
@@ -306,7 +310,7 @@ class ParleyProtocol(JsonRPCProtocol):
         """A request to the peer, awaited at most `timeout` seconds. A request abandoned
         (cancelled, timed out) is forgotten, so the peer's late answer is dropped instead of
         failing inside pygls."""
-        msg_id = f"parley-{uuid.uuid4().hex}"
+        msg_id = f"{REQUEST_ID_PREFIX}{uuid.uuid4().hex}"
         answer = self.send_request_async(method, params, msg_id=msg_id)
         try:
             return await asyncio.wait_for(answer, timeout)
@@ -342,7 +346,9 @@ class ParleyProtocol(JsonRPCProtocol):
                 except Exception:
                     logger.exception("After answering %.*r", _QUOTE_CHARS, msg_id)
         elif isinstance(error, JsonRpcException):
-            logger.warning("Request %.*r: %s (%d)", _QUOTE_CHARS, msg_id, error.message, error.code)
+            # The client is told in the answer: stderr (which ACP clients show as notices)
+            # need not say it twice. WARNING is for what no one else was told.
+            logger.info("Request %.*r: %s (%d)", _QUOTE_CHARS, msg_id, error.message, error.code)
             self._send_response(msg_id, error=error.to_response_error())
         else:
             logger.error("Request %.*r failed", _QUOTE_CHARS, msg_id, exc_info=error)

@@ -362,7 +362,9 @@ async def editor_text(context: ToolContext, path: str) -> str | None:
         async with asyncio.timeout(EDITOR_READ_SECONDS):
             return await context.client_files.read_text_file(context.session_id, path)
     except TimeoutError:
-        logger.warning("The editor did not answer fs/read_text_file in time; read %s", path)
+        # The tool reads the disk instead and says nothing wrong happened to the model: for an
+        # operator only (an ACP client shows stderr's warnings to its user as errors).
+        logger.info("The editor did not answer fs/read_text_file in time; read %s", path)
     except Exception as error:  # the editor's JSON-RPC error, or an answer without text
         message = getattr(error, "message", None) or str(error) or type(error).__name__
         logger.info("The editor could not read %s (%s); read the disk", path, message)
