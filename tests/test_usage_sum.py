@@ -88,3 +88,39 @@ def test_the_sum_of_any_calls_follows_the_one_rule(
     assert summed.usage.input_tokens == sum(usage.input_tokens for usage, _ in priced_calls)
     thoughts = [usage.thought_tokens for usage, _ in priced_calls]
     assert summed.usage.thought_tokens == (None if None in thoughts else sum(thoughts))
+
+
+# --- /cost: parts a person can add up -------------------------------------------------------
+
+PRICE_PART = st.one_of(st.just(0.0), st.floats(min_value=1e-9, max_value=50, allow_nan=False))
+
+
+@given(PRICE_PART, PRICE_PART, PRICE_PART, PRICE_PART, st.floats(min_value=0, max_value=1))
+def test_the_cost_parts_shown_add_up_to_the_total_shown(
+    uncached: float, reads: float, writes: float, output: float, earlier: float
+) -> None:
+    """`/cost`'s "$T (uncached input $a, …)": every part that is not zero is visible (no
+    `$0.0000` beside a non-zero total), and the parts as shown sum to the total as shown."""
+    from decimal import Decimal
+
+    from parley.agent.commands import _cost_with_parts
+    from parley.core.usage import CostBreakdown, UsageTotals
+
+    split = CostBreakdown(uncached, reads, writes, output)
+    totals = UsageTotals(cost=split.total + earlier, cost_breakdown=split, rounds=1)
+    text = _cost_with_parts(totals)
+    if not split.total:
+        return
+    total, _, listed = text.partition(" (")
+    amounts = [Decimal(part.rsplit("$", 1)[1]) for part in listed.rstrip(")").split(", ")]
+    assert all(amount > 0 for amount in amounts), text
+    assert sum(amounts) == Decimal(total.lstrip("$")), text
+
+
+def test_tiny_costs_show_their_parts() -> None:
+    from parley.agent.commands import _cost_with_parts
+    from parley.core.usage import CostBreakdown, UsageTotals
+
+    split = CostBreakdown(uncached_input=0.00003, output=0.00007)
+    totals = UsageTotals(cost=split.total, cost_breakdown=split, rounds=1)
+    assert _cost_with_parts(totals) == "$0.000100 (uncached input $0.000030, output $0.000070)"

@@ -7,6 +7,8 @@ that work are listed.
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
 from typing import Any, Protocol
 
 import attrs
@@ -195,31 +197,49 @@ def describe_totals(totals: UsageTotals) -> str:
     if totals.cost is None:
         cost = "cost unknown (no price is known for the models used)"
     elif totals.cost_complete:
-        cost = f"cost ${totals.cost:.4f}{_cost_split(totals)}"
+        cost = f"cost {_cost_with_parts(totals)}"
     else:
-        cost = (
-            f"cost at least ${totals.cost:.4f}{_cost_split(totals)} "
-            "(some calls' prices are unknown)"
-        )
+        cost = f"cost at least {_cost_with_parts(totals)} (some calls' prices are unknown)"
     turns = f"{totals.turns} turn{'s' * (totals.turns != 1)}"
     rounds = f"{totals.rounds} model round{'s' * (totals.rounds != 1)}"
     return f"{turns}, {rounds}; {tokens}; {cost}."
 
 
-def _cost_split(totals: UsageTotals) -> str:
-    """What the cost went on, its parts that are not zero: " (uncached input $…, cache
-    reads $…, …)"; "" when nothing of it is split."""
+def _cost_with_parts(totals: UsageTotals) -> str:
+    """`$0.0075 (uncached input $0.0005, cache reads $0.0003, …)`: the total and its parts
+    that are not zero, all to as many places as the smallest part needs to show two
+    significant digits (4 to 8), and the total the sum of the parts as shown, so that what a
+    person adds up is what they read."""
+    assert totals.cost is not None
     split = totals.cost_breakdown
-    if split is None or totals.cost is None or not split.total:
-        return ""
+    if split is None or not split.total:
+        return f"${totals.cost:.4f}"
     parts = [
         ("uncached input", split.uncached_input),
         ("cache reads", split.cache_reads),
         ("cache writes", split.cache_writes),
         ("output", split.output),
+        ("earlier calls not split", totals.cost - split.total),  # counted before the split
     ]
-    shown = [f"{name} ${amount:.4f}" for name, amount in parts if amount]
-    unsplit = totals.cost - split.total
-    if unsplit >= 0.00005:  # calls counted before the store kept the split
-        shown.append(f"earlier calls not split ${unsplit:.4f}")
-    return f" ({', '.join(shown)})"
+    # Float sums leave dust (1e-19): below half of the smallest place shown, it is nothing.
+    parts = [(name, amount if amount >= SMALLEST_AMOUNT else 0.0) for name, amount in parts]
+    places = money_places([amount for _, amount in parts])
+    unit = Decimal(1).scaleb(-places)
+    rounded = [(name, Decimal(repr(amount)).quantize(unit)) for name, amount in parts]
+    shown = [(name, amount) for name, amount in rounded if amount]
+    total = sum((amount for _, amount in shown), Decimal(0))
+    listed = ", ".join(f"{name} ${amount}" for name, amount in shown)
+    return f"${total} ({listed})"
+
+
+SMALLEST_AMOUNT = 5e-9  # half of $0.00000001, the last place shown
+
+
+def money_places(amounts: list[float]) -> int:
+    """Decimal places that show each non-zero amount with two significant digits: 4 at
+    least (a hundredth of a cent), 8 at most."""
+    places = 4
+    for amount in amounts:
+        if amount > 0:
+            places = max(places, 1 - math.floor(math.log10(amount)))
+    return min(places, 8)
