@@ -266,7 +266,8 @@ def lines_added_and_removed(old: list[str], new: list[str]) -> tuple[int, int]:
 
 def changed_lines(after: str, change: Change) -> str:
     """The edited region of `after` with line numbers (at most SHOWN_LINES), for the model
-    to see what the file says now."""
+    to see what the file says now, headed by which lines of how many they are (an excerpt
+    says it is one)."""
     new_lines = after.splitlines()
     first = max(0, change.first - 2)
     last = min(len(new_lines), max(change.new_end, change.first + 1) + 2)
@@ -274,9 +275,14 @@ def changed_lines(after: str, change: Change) -> str:
         return ""
     cut = last - first > SHOWN_LINES
     block = new_lines[first : first + SHOWN_LINES] if cut else new_lines[first:last]
-    text = _numbered_lines(block, first + 1)
+    shown_end = first + len(block)
+    if first == 0 and shown_end == len(new_lines):
+        heading = f"It now reads (all {len(new_lines)} lines):\n"
+    else:
+        heading = f"Lines {first + 1}-{shown_end} of {len(new_lines)} now read:\n"
+    text = heading + _numbered_lines(block, first + 1)
     if cut:
-        text += f"[… lines {first + SHOWN_LINES + 1}-{last} not shown]\n"
+        text += f"[… lines {shown_end + 1}-{last} of the change not shown]\n"
     return text
 
 
@@ -700,7 +706,7 @@ def _edited(target: Target, before: str, after: str) -> str:
     message = f"Edited {target.shown} (+{change.added} -{change.removed} lines)."
     shown = changed_lines(after, change)
     if shown:
-        message += " It now reads:\n" + shown
+        message += " " + shown
     return message
 
 
