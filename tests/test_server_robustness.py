@@ -427,9 +427,22 @@ def test_bytes_that_are_not_utf8_are_repaired_not_refused(raw_server: RawServer)
     assert answer["id"] == "caf\ufffd" and "models" in answer["result"]
 
 
+@pytest.fixture(params=["lsp", "ndjson"])
+def info_server(request, fake, tmp_path):
+    """A raw server logging at INFO: what an operator who asks for more sees."""
+    server = RawServer(
+        {**server_env(fake, tmp_path), "PARLEY_LOG_LEVEL": "INFO"}, framing=request.param
+    )
+    yield server
+    if server.process.poll() is None:
+        server.process.kill()
+
+
 def test_errors_are_one_line_and_answers_carry_no_traceback(
-    raw_server: RawServer, fake, workspace: Path
+    info_server: RawServer, fake, workspace: Path
 ) -> None:
+    """Answered errors are INFO (the client was told): at INFO, one line each."""
+    raw_server = info_server
     fake.set_script([Reply(text="x", fault=Fault("http", status=400))])
     ghost = {"name": "ghost", "command": "/no/such/mcp-server", "args": [], "env": []}
     unknown = {"sessionId": "sess_unknown", "prompt": [{"type": "text", "text": "Hello?"}]}
@@ -461,7 +474,12 @@ def test_errors_are_one_line_and_answers_carry_no_traceback(
     assert "Method Not Found" not in stderr
     (mcp_line,) = [line for line in stderr.splitlines() if "ghost" in line]
     assert "MCP server ghost did not start: its command was not found" in mcp_line
-    assert len(stderr.strip().splitlines()) == 6, stderr  # nothing else
+    about_requests = [
+        line for line in stderr.strip().splitlines() if " parley.sandbox: " not in line
+    ]
+    about_requests = [line for line in about_requests if " httpx2: " not in line]
+    assert len(about_requests) == 6, stderr  # nothing else
+    assert "WARNING" not in stderr  # each was answered: INFO
 
 
 def test_a_session_list_cursor_the_server_did_not_issue_is_invalid_params(

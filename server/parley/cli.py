@@ -87,12 +87,21 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _drop_client_errors(record: logging.LogRecord) -> bool:
+    """pygls's lines about a request the client got wrong: the client is told in the
+    answer, so stderr (which ACP clients show their users) need not say it again. Its
+    traceback is dropped; its "unknown method" line becomes INFO."""
     from pygls.exceptions import JsonRpcException
 
     error = record.exc_info[1] if record.exc_info else None
     if isinstance(error, JsonRpcException):
         return False
-    return not (record.name == "pygls.server" and "Method Not Found" in record.getMessage())
+    message = record.getMessage()
+    if record.name == "pygls.server" and "Method Not Found" in message:
+        return False
+    if record.name.startswith("pygls") and "unknown method" in message:
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger().isEnabledFor(logging.INFO)
+    return True
 
 
 class RedactingFormatter(logging.Formatter):

@@ -532,7 +532,7 @@ class Store:
                    COALESCE(SUM(cached_write_tokens), 0), SUM(cost), COUNT(*) - COUNT(cost),
                    COALESCE(SUM(cost_uncached_input), 0), COALESCE(SUM(cost_cache_reads), 0),
                    COALESCE(SUM(cost_cache_writes), 0), COALESCE(SUM(cost_output), 0),
-                   COALESCE(MAX(thoughts_uncounted), 0)
+                   COALESCE(MAX(thoughts_uncounted), 0), COALESCE(SUM(call = 'estimate'), 0)
             FROM usage {where}
             """,
             args,
@@ -549,6 +549,7 @@ class Store:
             turns=counts[0],
             rounds=counts[1],
             cost_breakdown=None if row[5] is None else CostBreakdown(*row[7:11]),
+            estimated_calls=row[12],
         )
 
 

@@ -194,6 +194,9 @@ def describe_totals(totals: UsageTotals) -> str:
     tokens += f", {usage.output_tokens:,} out"
     if usage.thought_tokens:
         tokens += f" ({usage.thought_tokens:,} of them thinking)"
+    if totals.estimated_calls:  # cut off before the provider reported them
+        cut = totals.estimated_calls
+        tokens += f", of which {cut} call{'s' * (cut != 1)} cut off, estimated"
     if totals.cost is None:
         cost = "cost unknown (no price is known for the models used)"
     elif totals.cost_complete:

@@ -232,5 +232,5 @@ class Session:
     ) -> None:
         """Count one model call in the session's totals and the store; `breakdown`, the
         split of `cost`, is None when the price is unknown."""
-        self.totals.add_call(usage, cost, breakdown)
+        self.totals.add_call(usage, cost, breakdown, estimated=call == "estimate")
         self.store.record_usage(self.id, call, model, usage, cost, now_iso(), breakdown)

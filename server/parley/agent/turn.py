@@ -38,12 +38,20 @@ from parley.core.conversation import (
 from parley.core.errors import ProviderError
 from parley.core.off_loop import off_loop
 from parley.core.thought_levels import Thinking
-from parley.core.usage import CostBreakdown, Usage, UsageSum, UsageTotals, cost_to_wire
+from parley.core.usage import (
+    CostBreakdown,
+    Usage,
+    UsageSum,
+    UsageTotals,
+    cost_to_wire,
+    estimate_tokens,
+)
 from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
     ModelRequest,
+    ModelStream,
 )
 from parley.providers.events import (
     StreamFinished,
@@ -112,6 +120,10 @@ class TurnStats:
             "costBreakdown": (self.spent.cost_breakdown or CostBreakdown()).to_wire(),
             "wastedTokensEstimate": self.wasted_tokens_estimate,
             "model": self.model,
+            # Calls cut off (Stop, a broken stream): their usage is Parley's estimate.
+            **(
+                {"estimatedCalls": self.spent.estimated_calls} if self.spent.estimated_calls else {}
+            ),
         }
 
     @property
@@ -179,9 +191,11 @@ class Turn:
         # How each call was shown (its title and files), stored with its result so that a
         # replay shows it again without computing its view (an edit's: a whole-file diff).
         self._shown: dict[str, dict[str, Any]] = {}
-        # A model call was made and not counted yet: interrupted now, its usage is unknown
-        # (the server may have read the whole prompt and generated), never zero.
+        # A model call was made and not counted yet: interrupted now, it is counted as an
+        # estimate (the server read the prompt and may have generated), never as zero.
         self._uncounted_call = False
+        self._stream: ModelStream | None = None  # the round's stream, while it is read
+        self._streamed_thought_chars = 0  # what the round's stream thought, in characters
         # The view the round's first call was announced with: its permission question shows
         # it again, unless a tool ran since (and may have changed what the call would do).
         self._reusable_view: tuple[str, CallView] | None = None
@@ -341,15 +355,17 @@ class Turn:
         self.stats.streamed_rounds += 1
         thought_id = new_id("thought")
         self._streamed_text = []
+        self._streamed_thought_chars = 0
         self._announced = []
         finished: StreamFinished | None = None
-        stream = resolved.provider.stream(request)
+        stream = self._stream = resolved.provider.stream(request)
         async with stream:  # leaving it closes the stream: the provider sees the hang-up
             async for event in stream:
                 if isinstance(event, TextDelta):
                     self._streamed_text.append(event.text)
                     self._send(updates.message_chunk(self._message_id, event.text))
                 elif isinstance(event, ThoughtDelta):
+                    self._streamed_thought_chars += len(event.text)
                     self._send(updates.thought_chunk(thought_id, event.text))
                 elif isinstance(event, ToolCallStarted):
                     call_id = new_id("call")
@@ -361,6 +377,7 @@ class Turn:
                 elif isinstance(event, StreamFinished):
                     finished = event
         streamed_text = "".join(self._streamed_text)
+        self._stream = None
 
         ended_in_text = finished is not None and finished.reason != "tool_use"
         if not hybrid or (ended_in_text and not self._announced):
@@ -609,13 +626,45 @@ class Turn:
         )
         self.stats.spent.add_call(counted.usage, counted.cost, counted.breakdown)
 
+    def _count_cut_off(self, cancelled: bool) -> None:
+        """Count a model call cut off before its usage came: what the provider reported of it
+        (Anthropic's input, at the stream's start), else Parley's estimate (the request, and
+        the characters streamed back), stored as an `estimate`. A call stopped by the user
+        was read by the provider; a failed one is counted only if it streamed anything (an
+        error answered at once generated nothing)."""
+        stream = self._stream  # None: the call cut off was a synchronous one
+        streamed_chars = 0
+        if stream is not None:  # (a discarded stream's text is not the sync call's output)
+            streamed_chars = sum(map(len, self._streamed_text or ())) + self._streamed_thought_chars
+        if not cancelled and not streamed_chars:
+            return
+        reported = stream.usage_so_far() if stream is not None else None
+        input_tokens = (reported.input_tokens if reported else 0) or self._compactor.tokens_after
+        output_tokens = max(
+            reported.output_tokens if reported else 0, estimate_tokens(streamed_chars)
+        )
+        usage = Usage(input_tokens, output_tokens, thought_tokens=None)
+        counted = count_call(
+            self.session,
+            self.settings,
+            self._send,
+            self.stats.model,
+            usage,
+            "estimate",
+            self._window,
+        )
+        self.stats.spent.add_call(counted.usage, counted.cost, counted.breakdown, estimated=True)
+        self._uncounted_call = False
+
     def _settle_interrupted(self, reason: str, stopped: str | None = None) -> None:
         """Leave a history the provider accepts: keep the text streamed so far (marked
         `stopped`, why the turn ended there), and answer every call of the last assistant
-        message that has no result yet. A model call cut off leaves the turn's usage
-        incomplete: what it cost was never reported."""
+        message that has no result yet. A model call cut off is counted as an estimate
+        (`_count_cut_off`), and leaves the turn's usage incomplete: the provider never
+        reported it."""
         if self._uncounted_call:
             self.stats.usage_complete = False
+            self._count_cut_off(cancelled=stopped == "cancelled")
         if self._streamed_text:
             self.session.add_message(
                 AssistantMessage(

@@ -173,12 +173,20 @@ class UsageSum:
     # `cost` by kind of token: None exactly when `cost` is. Calls stored before the store
     # kept the split (its migration 8) are in `cost` and in no part of it.
     cost_breakdown: CostBreakdown | None = None
+    # Calls cut off (a Stop, a stream that broke) whose usage is Parley's estimate, not the
+    # provider's report: the provider bills what it read and generated all the same.
+    estimated_calls: int = 0
 
     def add_call(
-        self, usage: Usage, cost: float | None, breakdown: CostBreakdown | None = None
+        self,
+        usage: Usage,
+        cost: float | None,
+        breakdown: CostBreakdown | None = None,
+        estimated: bool = False,
     ) -> None:
-        """Add a counted call: its usage, and its cost (None: no known price) with the
-        cost's split when known."""
+        """Add a counted call: its usage (`estimated`: Parley's estimate of a call cut off),
+        and its cost (None: no known price) with the cost's split when known."""
+        self.estimated_calls += estimated
         self.usage = self.usage + usage
         if cost is None:
             self.cost_complete = False
@@ -211,4 +219,6 @@ class UsageTotals(UsageSum):
             "costBreakdown": None if breakdown is None else breakdown.to_wire(),
             "turns": self.turns,
             "rounds": self.rounds,
+            # Only when some are: the usage of calls cut off is an estimate.
+            **({"estimatedCalls": self.estimated_calls} if self.estimated_calls else {}),
         }

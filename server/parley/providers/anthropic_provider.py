@@ -273,6 +273,10 @@ class _AnthropicReply(base.StreamReply):
             if delta.partial_json:
                 yield events.ToolCallArgumentsDelta(index, delta.partial_json)
 
+    def usage_so_far(self) -> Usage | None:
+        """The input's usage (`message_start`), and the output's once `message_delta` said."""
+        return None if self.start_usage is None else _usage(self.start_usage, self.output_tokens)
+
     def completion(self) -> base.Completion:
         tool_calls = []
         for index in sorted(self.calls):

@@ -185,6 +185,10 @@ class ModelStream(ABC):
     completion: Completion | None = None
     _events_generator: Any = None
 
+    def usage_so_far(self) -> Usage | None:
+        """The usage the provider reported before the stream was cut off, if any."""
+        return None
+
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         self._events_generator = self._events()
         return self._events_generator
@@ -221,6 +225,11 @@ class StreamReply(ABC):
     def completion(self) -> Completion:
         """The whole reply, once the stream has ended."""
 
+    def usage_so_far(self) -> Usage | None:
+        """What the provider has reported of this request's usage before the stream ended
+        (Anthropic's `message_start` gives the input's); None when nothing yet."""
+        return None
+
 
 class SDKStream(ModelStream):
     """A stream read through a provider SDK's async stream object, which `_open` returns
@@ -231,6 +240,7 @@ class SDKStream(ModelStream):
         self._arguments = arguments
         self._sdk_stream: Any = None
         self._closed = False  # closed by us: a transport error after it is no failure
+        self._reply: StreamReply | None = None  # the current request's, read so far
 
     @abstractmethod
     async def _open(self) -> Any:
@@ -242,7 +252,7 @@ class SDKStream(ModelStream):
 
     async def _request_events(self) -> AsyncIterator[StreamEvent]:
         """One request's events; raises what `_failure` says."""
-        reply = self._new_reply()
+        reply = self._reply = self._new_reply()
         try:
             self._sdk_stream = await self._open()
             async for chunk in self._sdk_stream:
@@ -255,6 +265,9 @@ class SDKStream(ModelStream):
             raise failure from error
         self.completion = reply.completion()
         yield StreamFinished(self.completion.finish_reason, self.completion.usage)
+
+    def usage_so_far(self) -> Usage | None:
+        return self._reply.usage_so_far() if self._reply is not None else None
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
         """The events of the first request that does not break off before its first event.

@@ -259,6 +259,9 @@ class _OpenAIReply(base.StreamReply):
         self.finish: events.FinishReason = "end_turn"
         self.usage: Usage | None = None
 
+    def usage_so_far(self) -> Usage | None:
+        return self.usage  # only in the last chunk: a stream cut off has none
+
     def read(self, chunk: Any) -> Iterator[events.StreamEvent]:
         if chunk.usage is not None:
             self.usage = usage_from_openai(chunk.usage)

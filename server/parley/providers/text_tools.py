@@ -35,6 +35,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
+from parley.core.usage import Usage
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
@@ -207,6 +208,9 @@ class _ParsedTextStream(ModelStream):
     def __init__(self, inner: ModelStream, reader: _ReplyReader) -> None:
         self._inner = inner
         self._reader = reader
+
+    def usage_so_far(self) -> Usage | None:
+        return self._inner.usage_so_far()
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
         async for event in self._inner:

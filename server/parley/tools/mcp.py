@@ -420,7 +420,8 @@ class McpConnections:
                 if not isinstance(outcome, McpStartFailed):
                     logger.error("MCP server %s failed to start", name, exc_info=outcome)
                 reason = redact(_reason(outcome))  # it may quote the server's stderr
-                logger.warning("MCP server %s did not start: %s", name, reason.splitlines()[0])
+                # The user is told, in the chat: for an operator, INFO.
+                logger.info("MCP server %s did not start: %s", name, reason.splitlines()[0])
                 failures.append(
                     f"The MCP server `{name}` could not start: {reason}\n"
                     "This session goes on without its tools."
