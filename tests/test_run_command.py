@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import server_env
 from parley.client import ParleyClient, allow_all
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import SandboxSettings, sandbox_status
+from test_cli import read_until, start_chat
 from test_sandbox import left_after_a_while, needs_bwrap, processes_with
 
 _here = sandbox_status(SandboxSettings(), environ={})
@@ -248,3 +250,29 @@ async def test_a_refused_argument_runs_nothing_and_says_why(
     await client.prompt(session, "Run it.", timeout=60)
     assert "is outside the workspace" in the_models_copy(fake)
     assert not (workspace / "ran").exists() and not (workspace.parent / "ran").exists()
+
+
+def test_parley_chat_writes_the_output_to_stderr_as_it_comes(
+    fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The command waits for a file the test writes only once its first line is on stderr:
+    output held back until the end would never get there."""
+    command = (
+        "printf '\\033[33mfirst\\033[0m\\n'; while [ ! -e go ]; do sleep 0.05; done; echo second"
+    )
+    fake.set_script(command_call(command))
+    chat = start_chat("Run it.", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    assert chat.stderr is not None
+    try:
+        seen = read_until(chat.stderr.fileno(), b"first\n", timeout=30)
+        (workspace / "go").touch()
+        stdout, rest = chat.communicate(timeout=60)
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+    stderr = (seen + rest).decode()
+    assert chat.returncode == 0, stderr
+    assert stdout == b"Done.\n"  # stdout holds only the answer
+    assert "\x1b" not in stderr  # not a terminal: no colours
+    announced = stderr.index("→ Run `printf")
+    assert announced < stderr.index("\nfirst\nsecond\n") < stderr.index("✓ Run `printf")
