@@ -96,7 +96,16 @@ def mistakes(tmp_path: Path, text: str) -> list[str]:
         (
             "[sandbox]\nnetwork = true\n",
             "sandbox.network: unknown setting (expected one of enabled, pids_max, "
-            "kernel_network, mcp_network, writable, hidden)",
+            "kernel_network, mcp_network, command_network, writable, hidden)",
+        ),
+        (
+            "[commands]\ntimeout = 5\n",
+            "commands.timeout: unknown setting (expected one of timeout_seconds, "
+            "max_timeout_seconds)",
+        ),
+        (
+            "[commands]\nmax_timeout_seconds = 0\n",
+            "commands.max_timeout_seconds: expected a number > 0, got 0",
         ),
         # A key a table needs.
         ('[prices."a:b"]\ninput = 1\n', 'prices."a:b".output: missing (it is required)'),

@@ -112,8 +112,8 @@ SCHEMAS_BEFORE: dict[str, dict[str, Any]] = {
 
 def test_every_server_tool_tells_the_model_what_it_did_before(tmp_path: Path) -> None:
     schemas = {tool.spec.name: tool.spec.input_schema for tool in server_tools(tmp_path)}
-    # The edit tools (issue 13) came after these, with schemas of their own.
-    assert list(schemas) == [*SCHEMAS_BEFORE, "edit_file", "write_file"]
+    # The edit tools (issue 13) and run_command (issue 25) came after these.
+    assert list(schemas) == [*SCHEMAS_BEFORE, "edit_file", "write_file", "run_command"]
     for name, schema in schemas.items():
         if name not in SCHEMAS_BEFORE:
             continue
@@ -203,13 +203,29 @@ def test_a_wrong_argument_is_named_in_a_sentence(arguments: dict[str, Any], mess
     assert str(raised.value) == message
 
 
-def test_only_str_int_and_bool_arguments_can_be_declared() -> None:
+def test_only_str_int_float_and_bool_arguments_can_be_declared() -> None:
     @attrs.frozen
     class Listed:
         names: list[str] = attrs.field()
 
-    with pytest.raises(TypeError, match=r"Listed\.names: arguments are str, int or bool"):
+    with pytest.raises(TypeError, match=r"Listed\.names: arguments are str, int, float or bool"):
         json_schema(Listed)
+
+    @attrs.frozen
+    class Timed:
+        seconds: float | None = argument("Seconds.", default=None)
+
+    assert json_schema(Timed)["properties"] == {
+        "seconds": {"type": "number", "description": "Seconds."}
+    }
+    assert read_arguments(Timed, {"seconds": 2}).seconds == 2.0
+    assert read_arguments(Timed, {"seconds": 0.5}).seconds == 0.5
+    for wrong in (True, "2", [2]):
+        with pytest.raises(InvalidArguments, match="'seconds' must be a number"):
+            read_arguments(Timed, {"seconds": wrong})
+    for endless in (float("inf"), float("nan"), 10**400):
+        with pytest.raises(InvalidArguments, match="'seconds' must be a finite number"):
+            read_arguments(Timed, {"seconds": endless})
 
     @attrs.frozen
     class Flagged:

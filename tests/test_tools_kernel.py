@@ -604,13 +604,14 @@ async def test_every_tool_has_a_spec_the_model_can_use(workspace: Path) -> None:
         "search_files",
         "edit_file",
         "write_file",
+        "run_command",
     ]
     for tool in tools:
         assert isinstance(tool, Tool)
         assert tool.spec.input_schema["type"] == "object"
         assert "\n" not in tool.spec.description
     asked = [tool.spec.name for tool in tools if tool.spec.needs_permission]
-    assert asked == ["python_eval", "edit_file", "write_file"]
+    assert asked == ["python_eval", "edit_file", "write_file", "run_command"]
     await tools[0].aclose()
 
 

@@ -1,11 +1,11 @@
 """`parley chat` and `parley demo`: one prompt from the command line, the answer streamed.
 
 The answer goes to stdout as it arrives, and nothing else does: thoughts (each line marked
-`│ `, dimmed on a terminal), tool activity (the call, its input with code as code, the
-first lines of its result, an edit's diff), why the turn stopped and the turn's summary go to
-stderr, so `parley chat "…" > answer.md` keeps only the answer. `--json` prints every update
-as one JSON line instead, and nothing else. The display rules are docs/display.md's
-(`parley/display.py`).
+`│ `, dimmed on a terminal), tool activity (the call, its input with code as code, a command's
+output as it runs, the first lines of its result, an edit's diff), why the turn stopped and
+the turn's summary go to stderr, so `parley chat "…" > answer.md` keeps only the answer.
+`--json` prints every update as one JSON line instead, and nothing else. The display rules are
+docs/display.md's (`parley/display.py`).
 
 A tool that needs permission is asked about on the controlling terminal (`/dev/tty`), or on
 stderr when stdin is a terminal and there is no `/dev/tty`; with no way to ask, the call is
@@ -43,6 +43,7 @@ from parley.display import (
     summarize_tool_result,
     turn_summary,
 )
+from parley.tools.command_output import only_colours, strip_ansi
 
 if TYPE_CHECKING:  # imported when the server is already starting (it takes a second)
     from parley.client import ParleyClient
@@ -113,6 +114,9 @@ class TerminalView:
         elif kind in ("tool_call", "tool_call_update"):
             self._end_thought()
             self._show_tool(update)
+            delta = update.get("_meta", {}).get("parley", {}).get("commandOutput", {}).get("append")
+            if isinstance(delta, str):  # a command's output as it runs: colours on a terminal
+                self._write(self.err, only_colours(delta) if self.colour else strip_ansi(delta))
 
     def _notice(self, level: str, text: str) -> None:
         """A notice at its level: a warning marked `⚠` (yellow on a terminal), an error `✗`

@@ -15,9 +15,14 @@ never written anywhere by Parley.
     enabled = true                    # false (or PARLEY_SANDBOX=off): unsandboxed
     pids_max = 1024                   # processes per child (a pids cgroup); 0: no cap
     kernel_network = false            # the Python kernel may use the network
+    command_network = false           # the model's shell commands (run_command) may
     mcp_network = ["fetch"]           # MCP servers (by name; "*": all) that may
     writable = ["~/.npm"]             # directories children may write besides the workspace
     hidden = ["~/.config/secrets"]    # unreadable to children too, besides ~/.ssh, ~/.aws, ...
+
+    [commands]                        # the model's shell commands (run_command)
+    timeout_seconds = 120             # a call's default
+    max_timeout_seconds = 600         # the most a call may ask for
 
     [providers.lmstudio]              # any OpenAI-compatible server
     kind = "openai"
@@ -63,6 +68,7 @@ import attrs
 
 from parley.config_file import (
     DEFAULT_STALL_TIMEOUT,
+    CommandsTable,
     ConfigFile,
     ConfigFileError,
     ContinuationForm,
@@ -171,6 +177,7 @@ class Settings:
     mcp_start_timeout_seconds: float = 10.0  # an MCP server's start, up to its tools listed
     kernel: KernelTable = attrs.field(factory=KernelTable)  # the kernel's: server.py
     sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
+    commands: CommandsTable = attrs.field(factory=CommandsTable)  # run_command's: server.py
     budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     # The share of a model's context window a request may fill before it is compacted.
@@ -358,6 +365,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mcp_start_timeout_seconds=file.mcp_start_timeout_seconds,
         kernel=file.kernel,
         sandbox=_sandbox(file),
+        commands=file.commands,
         budget=Budget(**attrs.asdict(file.budget, recurse=False)),
         environ=environ,
         compaction_threshold=file.compaction.threshold,

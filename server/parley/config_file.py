@@ -2,8 +2,9 @@
 
 Every value is checked by its type: the hooks below say what a type takes (a strict TOML
 type, then its range), and a mistake becomes one line naming the key's path and what was
-expected (`providers.local.stall_timeout: expected a number, got "slow"`). `[sandbox]` and
-`[budget]` refuse a key they do not know; the other tables ignore one (as Parley always has).
+expected (`providers.local.stall_timeout: expected a number, got "slow"`). `[sandbox]`,
+`[commands]` and `[budget]` refuse a key they do not know; the other tables ignore one (as
+Parley always has).
 `config.py` turns the structured file into `Settings`.
 """
 
@@ -64,8 +65,17 @@ class SandboxTable:
     pids_max: Count = Count(1024)  # 0: no cap
     kernel_network: bool = False
     mcp_network: tuple[str, ...] = ()
+    command_network: bool = False
     writable: tuple[PathText, ...] = ()
     hidden: tuple[PathText, ...] = ()
+
+
+@attrs.frozen
+class CommandsTable:
+    """[commands]: the model's shell commands (`run_command`). Unknown keys are refused."""
+
+    timeout_seconds: Positive = Positive(120.0)  # a call's default
+    max_timeout_seconds: Positive = Positive(600.0)  # the most a call may ask for
 
 
 @attrs.frozen
@@ -131,6 +141,7 @@ class ConfigFile:
     mcp_start_timeout_seconds: Positive = Positive(10.0)
     kernel: KernelTable = KernelTable()
     sandbox: SandboxTable = SandboxTable()
+    commands: CommandsTable = CommandsTable()
     budget: BudgetTable = BudgetTable()
     compaction: CompactionTable = CompactionTable()
     providers: dict[str, ProviderTable] = attrs.field(factory=dict)
@@ -138,7 +149,7 @@ class ConfigFile:
     prices: dict[str, PriceTable] = attrs.field(factory=dict)
 
 
-CLOSED_TABLES = (SandboxTable, BudgetTable)  # they refuse a key they do not know
+CLOSED_TABLES = (SandboxTable, CommandsTable, BudgetTable)  # they refuse a key they do not know
 
 
 class Mistake(ValueError):

@@ -60,6 +60,7 @@ class SandboxSettings:
     pids_max: int = 1024  # processes per child, where a pids cgroup is offered; 0: no cap
     kernel_network: bool = False  # the Python kernel may use the network
     mcp_network: tuple[str, ...] = ()  # MCP servers (by name; "*": all) that may
+    command_network: bool = False  # the model's shell commands (run_command) may
     # Directories children may write besides the workspace (`~/.npm` for `npx`, say);
     # those that do not exist are left out.
     writable: tuple[str, ...] = ()
@@ -95,6 +96,7 @@ class ChildSpec:
     env: Mapping[str, str]  # exactly the child's environment (already without secrets)
     network: bool = False
     label: str = "child"  # names its cgroup, for a person reading `ps` or the cgroup tree
+    cwd: Path | None = None  # where it starts, inside the workspace; None: the workspace
 
 
 @attrs.frozen
@@ -147,7 +149,7 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
         writable = _existing_directories(settings.writable)
         hidden = hidden_paths(settings.hidden)
         needed = needed_under_tmp(argv)
-        arguments = _bwrap_arguments(workspace, spec.network, writable, hidden, needed)
+        arguments = _bwrap_arguments(workspace, spec.network, writable, hidden, needed, spec.cwd)
         argv = [*arguments, "--", *argv]
     elif _has_capabilities() and shutil.which("setpriv"):
         # Root (or any holder of CAP_SYS_PTRACE) could read the server's environ even when
@@ -156,7 +158,8 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     group = _new_group(spec.label, settings.pids_max)
     if group is not None:  # join the group before anything else runs, then become the child
         argv = [*JOIN_GROUP, str(group.procs_file), *argv]
-    return Launch(tuple(argv), dict(spec.env), workspace, sandboxed, group)
+    cwd = workspace if spec.cwd is None else spec.cwd
+    return Launch(tuple(argv), dict(spec.env), cwd, sandboxed, group)
 
 
 def make_undumpable() -> bool:
@@ -240,6 +243,7 @@ def _bwrap_arguments(
     writable: Sequence[Path] = (),
     hidden: Sequence[Path] = (),
     needed: Sequence[Path] = (),
+    chdir: Path | None = None,
 ) -> list[str]:
     arguments = [
         _bwrap() or "bwrap",
@@ -255,7 +259,7 @@ def _bwrap_arguments(
     for directory in (workspace, *writable):
         arguments += ["--bind", str(directory), str(directory)]
     arguments += [
-        "--chdir", str(workspace),
+        "--chdir", str(chdir or workspace),
         "--unshare-pid",
         "--unshare-ipc",
         "--new-session",  # no controlling terminal to push input into

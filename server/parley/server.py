@@ -62,10 +62,11 @@ from parley.protocol.params import (
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import CallView, ClientFiles, ClientWrites, Tool, ToolSpec
+from parley.tools.base import CallView, ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.kernel import KernelSettings
 from parley.tools.mcp import McpServerConfig
+from parley.tools.run_command import CommandSettings
 from parley.tools.server_tools import server_tools
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class ParleyServer(JsonRPCServer):
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
         self.client_writes_files = False  # the client offers fs/write_text_file
+        self.client_runs_terminals = False  # the client offers terminal/*
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
@@ -205,6 +207,26 @@ class ParleyServer(JsonRPCServer):
         if not isinstance(answer, dict):  # ACP's answer is an object: anything else is no write
             raise ValueError(f"the editor's answer to fs/write_text_file was {answer!r:.60}")
 
+    @property
+    def client_terminals(self) -> ClientTerminals | None:
+        return self if self.client_runs_terminals else None
+
+    async def create_terminal(self, session_id: str, params: dict[str, Any]) -> str:
+        """The editor runs a command in a terminal of its own: `terminal/create`."""
+        answer = await self.protocol.request("terminal/create", {"sessionId": session_id, **params})
+        if not isinstance(answer, dict) or not isinstance(answer.get("terminalId"), str):
+            raise ValueError("the editor's answer to terminal/create had no terminalId")
+        return answer["terminalId"]
+
+    async def terminal_request(
+        self, method: str, session_id: str, terminal_id: str
+    ) -> dict[str, Any]:
+        """`terminal/output`, `wait_for_exit`, `kill` or `release` of one terminal."""
+        answer = await self.protocol.request(
+            method, {"sessionId": session_id, "terminalId": terminal_id}
+        )
+        return answer if isinstance(answer, dict) else {}
+
     # --- handlers -----------------------------------------------------------------------
 
     def initialize(self, raw: Any) -> dict[str, Any]:
@@ -213,6 +235,7 @@ class ParleyServer(JsonRPCServer):
         self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
         file_system = params.client_capabilities.fs or {}
         self.client_writes_files = file_system.get("writeTextFile") is True
+        self.client_runs_terminals = params.client_capabilities.terminal is True
         self.wants_revisions = params.client_capabilities.meta.parley.revisions
         asyncio.get_running_loop().call_later(PRELOAD_DELAY_SECONDS, self._preload_sdk)
         return {
@@ -422,7 +445,7 @@ class ParleyServer(JsonRPCServer):
             EditorTool(spec, self._call_editor, self.settings.tool_timeout_seconds)
             for spec in self.client_tools
         ]
-        return [*server_tools(cwd, kernel), *editor_tools]
+        return [*server_tools(cwd, kernel, command_settings(self.settings)), *editor_tools]
 
     async def _call_editor(self, params: dict[str, Any], timeout: float) -> Any:
         return await self.protocol.request("_parley/editor/callTool", params, timeout)
@@ -439,6 +462,17 @@ def kernel_settings(settings: Settings, eval_timeout: float | None = None) -> Ke
         output_limit=kernel.output_limit,
         memory_limit_bytes=kernel.memory_limit_bytes,
         cpu_seconds=kernel.cpu_seconds or None,
+        secret_env_names=settings.secret_env_names(),
+        sandbox=settings.sandbox,
+    )
+
+
+def command_settings(settings: Settings) -> CommandSettings:
+    """`run_command`'s: config.toml's `[commands]` in its `[sandbox]`, without the providers'
+    key variables."""
+    return CommandSettings(
+        timeout_seconds=settings.commands.timeout_seconds,
+        max_timeout_seconds=settings.commands.max_timeout_seconds,
         secret_env_names=settings.secret_env_names(),
         sandbox=settings.sandbox,
     )

@@ -60,7 +60,14 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import CallView, ClientFiles, ClientWrites, ToolContext, ToolResult
+from parley.tools.base import (
+    CallView,
+    ClientFiles,
+    ClientTerminals,
+    ClientWrites,
+    ToolContext,
+    ToolResult,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +90,9 @@ class TurnPorts(Protocol):
 
     # The client asked for hybrid revisions (`_meta.parley.revisions` in `initialize`).
     wants_revisions: bool
+
+    # The editor runs commands in its terminals (`terminal/*`), when it offers to.
+    client_terminals: ClientTerminals | None
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
@@ -537,6 +547,7 @@ class Turn:
             client_writes=self.ports.client_writes,
             edit_journal=self._checkpoints,
             send_update=self._send,
+            terminals=self.ports.client_terminals,
         )
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
             # A call bound to fail (an edit of a file never read) is not put to the user.

@@ -59,6 +59,7 @@ class ClientMeta:
 @attrs.frozen
 class ClientCapabilities:
     fs: dict[str, Any] | None = None
+    terminal: bool = False  # the client runs `terminal/*` (ACP's; anything but true: no)
     meta: ClientMeta = ClientMeta()
 
 

@@ -6,16 +6,18 @@ the reading of a call's arguments both come from it.
         path: str = argument("Path relative to the workspace.")
         start_line: int | None = argument(wire_name="startLine", minimum=1, default=None)
 
-A field without a default is required. `str`, `int` and `bool` are the types a field may
-have (optionally `| None`). A required string must not be blank unless `blank=True`. Arguments the
-model adds that are not declared are ignored. A wrong argument raises `InvalidArguments` with a
-sentence the model can act on; tools turn it into an error result. `minimum` is only told to
-the model: a range is the tool's to check (read_file reads `startLine: 0` from line 1).
+A field without a default is required. `str`, `int`, `float` and `bool` are the types a field
+may have (optionally `| None`). A required string must not be blank unless `blank=True`.
+Arguments the model adds that are not declared are ignored. A wrong argument raises
+`InvalidArguments` with a sentence the model can act on; tools turn it into an error result.
+`minimum` is only told to the model: a range is the tool's to check (read_file reads
+`startLine: 0` from line 1).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import types
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union, get_args, get_origin
@@ -24,7 +26,7 @@ import attrs
 
 ArgumentsT = TypeVar("ArgumentsT")
 
-JSON_TYPES: dict[type, str] = {str: "string", int: "integer", bool: "boolean"}
+JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 class InvalidArguments(ValueError):
@@ -77,7 +79,7 @@ def _declared(cls: type) -> tuple[_Declared, ...]:
     for field in attrs.fields(cls):
         python_type = _without_none(field.type)
         if python_type not in JSON_TYPES:
-            raise TypeError(f"{cls.__name__}.{field.name}: arguments are str, int or bool")
+            raise TypeError(f"{cls.__name__}.{field.name}: arguments are str, int, float or bool")
         declared.append(
             _Declared(
                 field_name=field.name,
@@ -138,6 +140,17 @@ def _checked(field: _Declared, value: Any) -> Any:
         if not isinstance(value, bool):
             raise InvalidArguments(f"'{name}' must be true or false")
         return value
+    if field.python_type is float:
+        # Any finite JSON number: 2 and 2.5 alike, not true nor "2" nor 1e999.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidArguments(f"'{name}' must be a number")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise InvalidArguments(f"'{name}' must be a finite number")
+        return number
     if field.python_type is int:
         # JSON has one number type: 3.0 is a whole number, true is not.
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())

@@ -74,6 +74,24 @@ class ClientWrites(Protocol):
         ...
 
 
+class ClientTerminals(Protocol):
+    """The editor runs commands in terminals of its own (ACP `terminal/*`), which the user
+    watches live. The server implements it when the editor offers it (`terminal: true`).
+    Each method raises when the editor answers with an error or not at all."""
+
+    async def create_terminal(self, session_id: str, params: dict[str, Any]) -> str:
+        """`terminal/create` with `params` (command, args, env, cwd, outputByteLimit);
+        answers the terminal's id."""
+        ...
+
+    async def terminal_request(
+        self, method: str, session_id: str, terminal_id: str
+    ) -> dict[str, Any]:
+        """`terminal/output`, `terminal/wait_for_exit`, `terminal/kill` or
+        `terminal/release` of one terminal; answers the editor's result."""
+        ...
+
+
 class EditJournal(Protocol):
     """Keeps what a turn's edits overwrite, so that the turn can be undone (checkpoints).
     The agent implements it; edit tools call it before they change a file."""
@@ -153,6 +171,7 @@ class ToolContext:
     # Sends a `session/update` of this session to the editor while the call runs (a
     # command's output as it comes, a plan): None where nobody is shown (the bench).
     send_update: Callable[[dict[str, Any]], None] | None = None
+    terminals: ClientTerminals | None = None  # None: commands run in Parley's own runner
 
 
 @runtime_checkable

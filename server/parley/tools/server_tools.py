@@ -1,5 +1,5 @@
-"""The tools that run in the server: the Python kernel's tools, the workspace files and
-the edit tools."""
+"""The tools that run in the server: the Python kernel's tools, the workspace files, the
+edit tools and shell commands."""
 
 from __future__ import annotations
 
@@ -10,10 +10,15 @@ from parley.tools.edits import edit_tools
 from parley.tools.file_ledger import FileLedger
 from parley.tools.kernel import KernelSettings, PythonKernel
 from parley.tools.python_tools import python_tools
+from parley.tools.run_command import CommandSettings, RunCommandTool
 from parley.tools.workspace import workspace_tools
 
 
-def server_tools(workspace: Path, settings: KernelSettings | None = None) -> list[Tool]:
+def server_tools(
+    workspace: Path,
+    settings: KernelSettings | None = None,
+    commands: CommandSettings | None = None,
+) -> list[Tool]:
     """All server-side tools for one session in `workspace`.
 
     The Python tools share one kernel, whose process starts on first use. Each of them has an
@@ -25,4 +30,12 @@ def server_tools(workspace: Path, settings: KernelSettings | None = None) -> lis
         *python_tools(kernel, workspace),
         *workspace_tools(workspace, ledger),
         *edit_tools(workspace, ledger),
+        RunCommandTool(workspace, commands or _commands_like(settings)),
     ]
+
+
+def _commands_like(kernel: KernelSettings | None) -> CommandSettings:
+    """Commands in the kernel's sandbox, without its secrets, when only that is given."""
+    if kernel is None:
+        return CommandSettings()
+    return CommandSettings(secret_env_names=kernel.secret_env_names, sandbox=kernel.sandbox)
