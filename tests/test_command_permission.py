@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from parley.client import ParleyClient
+from parley.core.choices import AllowPrefix, CommandOffer
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.protocol.permission import permission_decision, permission_options
 from parley.sandbox import SandboxSettings, sandbox_status
 
 # Stand-in for tools/run_command.py's tool (same name, kind and arguments).
@@ -91,23 +95,28 @@ def ran(client: ParleyClient) -> list[str]:
 
 
 @needs_sandbox
-async def test_the_question_shows_the_command_and_offers_its_prefixes(
+async def test_the_question_shows_the_command_and_its_prefixes_whatever_auto_approve_says(
     start_server, fake: FakeLLM, workspace: Path
 ) -> None:
     client = await command_client(start_server)
-    session = await client.new_session(str(workspace))
+    # A client's autoApprove naming the tool does not skip a command's question.
+    session = await client.new_session(str(workspace), autoApprove=["run_command"])
     command = "git status --short -- 'a file.txt'"
     await run_commands(client, fake, session, command, "git status | sh")
+    configure = {"sessionId": session, "autoApprove": ["run_command"]}
+    await client.request("_parley/session/configure", configure)
+    await run_commands(client, fake, session, "pytest -q", after=3)
 
-    simple, compound = client.permission_requests
+    simple, compound, configured = client.permission_requests
     assert simple["toolCall"]["kind"] == "execute"
     assert simple["toolCall"]["rawInput"] == {"command": command}
     assert simple["options"] == [ONCE, always("git status"), always("git"), REJECT]
+    assert "UNSANDBOXED" not in str(simple["toolCall"])
     # A compound command: once or not at all.
     assert compound["toolCall"]["rawInput"] == {"command": "git status | sh"}
     assert compound["options"] == [ONCE, REJECT]
-    assert "UNSANDBOXED" not in str(simple["toolCall"])
-    assert ran(client) == []  # both rejected
+    assert configured["toolCall"]["rawInput"] == {"command": "pytest -q"}
+    assert ran(client) == []  # all rejected
 
 
 @needs_sandbox
@@ -163,6 +172,16 @@ async def test_the_rule_holds_in_the_workspace_for_every_session_and_only_there(
     assert second.permission_requests[0]["sessionId"] == other_workspace
     assert ran(second) == ["pytest --lf"]
 
+    # Without the sandbox: nothing offered always, the question says so, the rule not used.
+    unsandboxed = await command_client(start_server, extra_env={"PARLEY_SANDBOX": "off"})
+    session = await unsandboxed.new_session(str(workspace))
+    await run_commands(unsandboxed, fake, session, "pytest -q")
+    (question,) = unsandboxed.permission_requests
+    assert question["options"] == [ONCE, REJECT]
+    content = str(question["toolCall"]["content"])
+    assert "This command runs UNSANDBOXED: PARLEY_SANDBOX=off" in content
+    assert ran(unsandboxed) == []
+
 
 @needs_sandbox
 async def test_an_option_the_question_did_not_offer_allows_nothing(
@@ -179,34 +198,42 @@ async def test_an_option_the_question_did_not_offer_allows_nothing(
     assert ran(client) == ["rm -rf build"]  # allowed once, at its own question
 
 
-@needs_sandbox
-async def test_with_the_sandbox_off_nothing_is_allowed_always_and_the_question_says_so(
-    start_server, fake: FakeLLM, workspace: Path
+# --- the answer, in-process -------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+option_ids = st.one_of(
+    st.sampled_from(["allow_once", "allow_always", "reject_once", "allow_always:", "allow"]),
+    st.text(max_size=12).map(lambda prefix: f"allow_always:{prefix}"),
+    json_values,
+)
+offers = st.one_of(
+    st.none(),
+    st.builds(
+        CommandOffer,
+        st.lists(st.sampled_from(["git", "git status", "pytest", "rm", ""]), max_size=3).map(tuple),
+        st.none() | st.just("PARLEY_SANDBOX=off"),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(option=option_ids, outcome=st.sampled_from(["selected", "cancelled", None]), offer=offers)
+def test_only_an_offered_option_allows_and_only_an_offered_prefix_becomes_a_rule(
+    option: Any, outcome: Any, offer: CommandOffer | None
 ) -> None:
-    sandboxed = await command_client(start_server, ["allow_always:pytest"])
-    session = await sandboxed.new_session(str(workspace))
-    await run_commands(sandboxed, fake, session, "pytest")
-
-    unsandboxed = await command_client(start_server, extra_env={"PARLEY_SANDBOX": "off"})
-    session = await unsandboxed.new_session(str(workspace))
-    await run_commands(unsandboxed, fake, session, "pytest -q")
-    # The rule given with the sandbox on does not hold without it.
-    (question,) = unsandboxed.permission_requests
-    assert question["options"] == [ONCE, REJECT]
-    content = str(question["toolCall"]["content"])
-    assert "This command runs UNSANDBOXED: PARLEY_SANDBOX=off" in content
-    assert ran(unsandboxed) == []
-
-
-@needs_sandbox
-async def test_auto_approve_naming_run_command_does_not_skip_the_question(
-    start_server, fake: FakeLLM, workspace: Path
-) -> None:
-    client = await command_client(start_server)
-    session = await client.new_session(str(workspace), autoApprove=["run_command"])
-    await run_commands(client, fake, session, "pytest -q")
-    configure = {"sessionId": session, "autoApprove": ["run_command"]}
-    await client.request("_parley/session/configure", configure)
-    await run_commands(client, fake, session, "pytest -q", after=2)
-    assert asked(client) == ["pytest -q", "pytest -q"]
-    assert ran(client) == []
+    answer = {"outcome": {"outcome": outcome, "optionId": option}}
+    decision = permission_decision(answer, offer)
+    offered = [o["optionId"] for o in permission_options(offer)]
+    if outcome != "selected" or option not in offered or option == "reject_once":
+        assert decision == "reject"
+    elif isinstance(decision, AllowPrefix):
+        assert offer is not None and offer.unsandboxed is None
+        assert decision.prefix in offer.prefixes and option == f"allow_always:{decision.prefix}"
+    else:
+        assert decision == option  # allow_once; allow_always only for a tool, not a command
+    if offer is not None:
+        assert "allow_always" not in offered

@@ -141,6 +141,8 @@ def test_a_compound_or_dynamic_command_is_never_covered_whatever_the_rules(
         "~/bin/pytest",
         "pyt*",
         "pytest\x00",
+        "pytest\x85",
+        "pytest " + "-q " * 2000,  # longer than is looked into
     ],
 )
 def test_the_worst_cases_are_never_covered(command: str) -> None:
