@@ -14,13 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp_schema import acp_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from parley.client import ParleyClient
 from parley.core.choices import AllowPrefix, CommandOffer
+from parley.core.conversation import ToolCall
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from parley.protocol.permission import permission_decision, permission_options
+from parley.protocol.permission import (
+    permission_decision,
+    permission_options,
+    permission_request,
+)
 from parley.sandbox import SandboxSettings, sandbox_status
+from parley.tools.base import CallView
 
 # Stand-in for tools/run_command.py's tool (same name, kind and arguments).
 RUN_COMMAND = {
@@ -237,3 +244,21 @@ def test_only_an_offered_option_allows_and_only_an_offered_prefix_becomes_a_rule
         assert decision == option  # allow_once; allow_always only for a tool, not a command
     if offer is not None:
         assert "allow_always" not in offered
+
+
+@pytest.mark.parametrize(
+    "offer",
+    [
+        CommandOffer(("git status", "git")),
+        CommandOffer(()),
+        CommandOffer(("pytest",), unsandboxed="PARLEY_SANDBOX=off"),
+    ],
+)
+def test_a_commands_question_is_valid_acp(offer: CommandOffer) -> None:
+    call = ToolCall("c1", "run_command", {"command": "git status"}, "call_1")
+    view = CallView("Run `git status`", content=("```sh\ngit status\n```",))
+    params = permission_request("sess_1", call, "execute", view, offer)
+    message = {"jsonrpc": "2.0", "id": 1, "method": "session/request_permission", "params": params}
+    assert acp_schema().check_agent_messages([], [message]) == []
+    texts = str(params["toolCall"]["content"])
+    assert ("UNSANDBOXED" in texts) == (offer.unsandboxed is not None)
