@@ -54,6 +54,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "agent": (
         "parley.core",
         "parley.display",
+        "parley.sandbox",  # whether commands run sandboxed (what "allow always" may cover)
         "parley.config",
         "parley.store",
         "parley.providers",
@@ -168,6 +169,11 @@ def test_core_imports_nothing_of_parley() -> None:
     core = {module: targets for module, targets in graph.items() if layer_of(module) == "core"}
     assert "parley.core.conversation" in core and "parley.core.errors" in core
     assert all(target.startswith("parley.core") for targets in core.values() for target in targets)
+
+
+def test_the_command_rules_are_pure() -> None:
+    # What "allow always" covers for shell commands is decided by the standard library alone.
+    assert import_graph()["parley.tools.command_rules"] == set()
 
 
 def test_only_the_commands_import_the_script_model() -> None:

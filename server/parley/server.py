@@ -34,7 +34,7 @@ from parley.agent.sessions import (
     UnsupportedContent,
 )
 from parley.config import Settings
-from parley.core.choices import PermissionDecision
+from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
 from parley.core.loop_watchdog import LoopWatchdog
@@ -175,11 +175,16 @@ class ParleyServer(JsonRPCServer):
         self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
 
     async def request_permission(
-        self, session_id: str, call: ToolCall, kind: str, view: CallView
+        self,
+        session_id: str,
+        call: ToolCall,
+        kind: str,
+        view: CallView,
+        command: CommandOffer | None = None,
     ) -> PermissionDecision:
-        params = permission.permission_request(session_id, call, kind, view)
+        params = permission.permission_request(session_id, call, kind, view, command)
         return permission.permission_decision(
-            await self.protocol.request(permission.METHOD, params)
+            await self.protocol.request(permission.METHOD, params), command
         )
 
     @property

@@ -386,6 +386,22 @@ class Store:
         ).fetchone()
         return None if row is None else row["tokens"]
 
+    # --- "allow always" for commands, per workspace -------------------------------------
+
+    def add_command_rule(self, workspace: str, prefix: str, created_at: str) -> None:
+        """Always allow commands that start with `prefix` in `workspace` (once is enough)."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO command_rules (workspace, prefix, created_at) VALUES (?, ?, ?)",
+            (workspace, prefix, created_at),
+        )
+
+    def command_rules(self, workspace: str) -> frozenset[str]:
+        """The command prefixes always allowed in `workspace`."""
+        rows = self._db.execute(
+            "SELECT prefix FROM command_rules WHERE workspace = ?", (workspace,)
+        ).fetchall()
+        return frozenset(row["prefix"] for row in rows)
+
     # --- checkpoints: what a turn's edits overwrote -----------------------------------------
 
     def keep_checkpoint(

@@ -128,4 +128,14 @@ MIGRATIONS = [
     );
     CREATE INDEX notices_by_session ON notices (session_id, place)
     """,
+    # 12: "allow always" for commands: the command prefixes (tools/command_rules.py) the user
+    # allowed in a workspace (the session's root), for every session there
+    """
+    CREATE TABLE command_rules (
+        workspace TEXT NOT NULL,
+        prefix TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (workspace, prefix)
+    )
+    """,
 ]

@@ -17,6 +17,7 @@ from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store import Store, StoredNotice, StoredSession
+from parley.tools.command_rules import COMMAND_TOOL
 from parley.tools.confined import workspace_root
 from parley.tools.registry import ToolRegistry
 
@@ -53,6 +54,12 @@ def _as_history(messages: Iterable[Message] | None) -> History | None:
     return History(messages)
 
 
+def tool_approvals(names: Iterable[str]) -> set[str]:
+    """The tools a session always allows, from a list a client sent or the store kept:
+    never `run_command`, whose calls only the workspace's prefix rules allow always."""
+    return set(names) - {COMMAND_TOOL}
+
+
 def load_compaction(store: Store, session_id: str) -> Compaction | None:
     stored = store.compaction(session_id)
     return None if stored is None else Compaction(*stored)
@@ -73,7 +80,8 @@ class Session:
     tool_format: ToolFormat | None = None  # None: the model's configured format
     thought_level: ThoughtLevel | None = None  # None: the model's default
     budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
-    auto_approve: set[str] = attrs.field(factory=set)  # always allowed, in `cwd` only
+    # Tools always allowed, in `cwd` only (never `run_command`: `tool_approvals`).
+    auto_approve: set[str] = attrs.field(factory=set, converter=tool_approvals)
     # The conversation (`history`), None until it is first needed: a session opened from the
     # store reads it then, not to be loaded; a replay streams it from the store instead.
     _history: History | None = attrs.field(factory=list, converter=_as_history)
@@ -128,6 +136,15 @@ class Session:
 
     def system_text(self) -> str:
         return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.root)
+
+    def command_rules(self) -> frozenset[str]:
+        """The command prefixes always allowed in this session's workspace, as stored now:
+        a rule another session there added holds here at once."""
+        return self.store.command_rules(str(self.root))
+
+    def add_command_rule(self, prefix: str) -> None:
+        """Always allow commands that start with `prefix`, in this workspace, every session."""
+        self.store.add_command_rule(str(self.root), prefix, now_iso())
 
     def add_message(self, message: Message) -> None:
         if self._history is not None:

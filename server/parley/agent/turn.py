@@ -27,7 +27,7 @@ from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
 from parley.config import Settings
-from parley.core.choices import PermissionDecision
+from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import (
     AssistantMessage,
     ToolCall,
@@ -60,6 +60,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
+from parley.sandbox import sandbox_status
 from parley.tools.base import (
     CallView,
     ClientFiles,
@@ -68,6 +69,7 @@ from parley.tools.base import (
     ToolContext,
     ToolResult,
 )
+from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +99,15 @@ class TurnPorts(Protocol):
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
     async def request_permission(
-        self, session_id: str, call: ToolCall, kind: str, view: CallView
+        self,
+        session_id: str,
+        call: ToolCall,
+        kind: str,
+        view: CallView,
+        command: CommandOffer | None = None,
     ) -> PermissionDecision:
         """Ask the user whether `call` (shown as `view`) may run; raises when the editor
-        cannot ask."""
+        cannot ask. A shell command's question offers `command`'s prefixes to allow always."""
 
 
 @attrs.define
@@ -549,7 +556,7 @@ class Turn:
             send_update=self._send,
             terminals=self.ports.client_terminals,
         )
-        if tool.spec.needs_permission and call.name not in self.session.auto_approve:
+        if tool.spec.needs_permission and not await self._allowed_always(call):
             # A call bound to fail (an edit of a file never read) is not put to the user.
             failure = await _precheck(tool, call, context)
             if failure is not None:
@@ -575,18 +582,42 @@ class Turn:
         """None when the user allows the call; otherwise what the model is told."""
         try:
             view = await self._current_view(call)
-            decision = await self.ports.request_permission(self.session.id, call, kind, view)
+            command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
+            decision = await self.ports.request_permission(
+                self.session.id, call, kind, view, command
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
             logger.warning("Permission request failed: %s", error)
             return "The editor could not ask the user for permission, so this call was not run."
-        if decision == "allow_always":
+        if isinstance(decision, AllowPrefix):  # one the question offered (protocol/permission)
+            self.session.add_command_rule(decision.prefix)
+        elif decision == "allow_always" and call.name != COMMAND_TOOL:
             self.session.auto_approve.add(call.name)
             self.session.save()  # it holds for the rest of the session, reloads included
         if decision == "reject":
             return "The user rejected this call, so it was not run."
         return None
+
+    async def _allowed_always(self, call: ToolCall) -> bool:
+        """Whether the call runs without a question: a tool the session always allows; a
+        shell command only when sandboxed and covered by a prefix rule of the workspace
+        (tools/command_rules.py), never by the tool's name (a client's `autoApprove`)."""
+        if call.name != COMMAND_TOOL:
+            return call.name in self.session.auto_approve
+        command = _command_line(call)
+        if not covered(command, self.session.command_rules()):
+            return False
+        return (await off_loop(sandbox_status, self.settings.sandbox)).sandboxed
+
+    async def _command_offer(self, call: ToolCall) -> CommandOffer:
+        """What the question about a shell command offers to allow always: its prefixes,
+        when it is simple and would run sandboxed."""
+        status = await off_loop(sandbox_status, self.settings.sandbox)  # probed once: a thread
+        if not status.sandboxed:
+            return CommandOffer(unsandboxed=status.reason)
+        return CommandOffer(offered_prefixes(_command_line(call)))
 
     async def _current_view(self, call: ToolCall) -> CallView:
         """The call's view as it would run now: the one it was announced with when no tool
@@ -754,6 +785,13 @@ def refused_by_budget(session: Session, settings: Settings) -> TurnResult | None
         attrs.evolve(session.totals),
         notices.budget_spent(spent, starting=True),
     )
+
+
+def _command_line(call: ToolCall) -> str:
+    """A shell command call's command line ("" when the model sent none)."""
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    command = arguments.get("command")
+    return command if isinstance(command, str) else ""
 
 
 async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:

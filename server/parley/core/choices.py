@@ -9,8 +9,27 @@ import attrs
 ToolPolicy = Literal["hybrid", "stream", "sync"]
 ToolFormat = Literal["native", "text"]  # "text": for models without native tool calling
 
+
+@attrs.frozen
+class AllowPrefix:
+    """The answer "always allow commands that start with `prefix`, in this workspace" (one
+    of the prefixes the question offered: tools/command_rules.py)."""
+
+    prefix: str
+
+
 # The user's answer to "may this tool call run?"
-PermissionDecision = Literal["allow_once", "allow_always", "reject"]
+PermissionDecision = Literal["allow_once", "allow_always", "reject"] | AllowPrefix
+
+
+@attrs.frozen
+class CommandOffer:
+    """What the question about a shell command offers besides "once": the prefixes the user
+    may always allow (none for a compound command), and why the command would run
+    unsandboxed (None: it runs sandboxed; otherwise nothing is offered always)."""
+
+    prefixes: tuple[str, ...] = ()
+    unsandboxed: str | None = None
 
 
 @attrs.frozen
@@ -20,6 +39,8 @@ class SessionOptions:
     model: str | None = None
     tool_policy: ToolPolicy = "hybrid"
     system_prompt: str | None = None
+    # Tools always allowed, by name; never `run_command`: a command is allowed always only
+    # by the workspace's prefix rules (agent/session.py drops the name).
     auto_approve: list[str] = attrs.field(factory=list)
     eval_timeout_seconds: float | None = None  # the Python kernel's limit per call
     tool_format: ToolFormat | None = None  # None: the model's configured format

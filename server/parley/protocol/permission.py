@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.core.choices import PermissionDecision
+from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.protocol import updates
 from parley.tools.base import CallView
@@ -17,31 +17,73 @@ PERMISSION_OPTIONS = [
     {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
 ]
 
+# A command's "allow always" option: this prefix followed by the prefix allowed.
+ALLOW_PREFIX = "allow_always:"
+
 
 def permission_request(
-    session_id: str, call: ToolCall, kind: str, view: CallView
+    session_id: str,
+    call: ToolCall,
+    kind: str,
+    view: CallView,
+    command: CommandOffer | None = None,
 ) -> dict[str, Any]:
     """The question about `call`, showing what it would do (`view`: its title, the files it
-    touches, the code it would run)."""
+    touches, the code it would run). A shell command's (`command`) offers to always allow
+    its prefixes instead of the tool, and says so when it would run unsandboxed."""
+    shown = updates.call_view(view)
+    if command is not None and command.unsandboxed is not None:
+        warning = (
+            f"This command runs UNSANDBOXED: {command.unsandboxed}. It can read, write and "
+            'reach whatever your account can; "always allow" is not offered.'
+        )
+        shown["content"] = [*shown.get("content", []), updates.text_content(warning)]
     return {
         "sessionId": session_id,
         "toolCall": {
             "toolCallId": call.wire_id,
             "kind": kind,
             "rawInput": call.arguments,
-            **updates.call_view(view),
+            **shown,
             # Which tool asks ("restore": a restore overwriting the user's own changes).
             "_meta": {"parley": {"tool": call.name}},
         },
-        "options": PERMISSION_OPTIONS,
+        "options": permission_options(command),
     }
 
 
-def permission_decision(answer: Any) -> PermissionDecision:
-    """The client's answer; anything but a selected allow option rejects the call."""
+def permission_options(command: CommandOffer | None = None) -> list[dict[str, Any]]:
+    """Once, always (a tool; or each prefix a command offers), reject."""
+    if command is None:
+        return PERMISSION_OPTIONS
+    once, _, reject = PERMISSION_OPTIONS
+    always = [] if command.unsandboxed is not None else command.prefixes
+    return [
+        once,
+        *(
+            {
+                "optionId": f"{ALLOW_PREFIX}{prefix}",
+                "name": f"Always allow `{prefix}` here",
+                "kind": "allow_always",
+            }
+            for prefix in always
+        ),
+        reject,
+    ]
+
+
+def permission_decision(answer: Any, command: CommandOffer | None = None) -> PermissionDecision:
+    """The client's answer; anything but a selected allow option the question offered
+    rejects the call (a client cannot invent a prefix to allow)."""
     outcome = answer.get("outcome") if isinstance(answer, dict) else None
-    if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
-        option = outcome.get("optionId")
-        if option == "allow_always" or option == "allow_once":
-            return option
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return "reject"
+    option = outcome.get("optionId")
+    offered = {o["optionId"] for o in permission_options(command)}
+    if not isinstance(option, str) or option not in offered:
+        return "reject"
+    if option.startswith(ALLOW_PREFIX):
+        return AllowPrefix(option.removeprefix(ALLOW_PREFIX))
+    if option == "allow_always" or option == "allow_once":
+        return option
     return "reject"
