@@ -604,6 +604,7 @@ async def test_every_tool_has_a_spec_the_model_can_use(workspace: Path) -> None:
         "search_files",
         "edit_file",
         "write_file",
+        "update_plan",
     ]
     for tool in tools:
         assert isinstance(tool, Tool)

@@ -128,4 +128,16 @@ MIGRATIONS = [
     );
     CREATE INDEX notices_by_session ON notices (session_id, place)
     """,
+    # 12: "always allow" for commands, per workspace and command prefix (the rules slice's,
+    # issue 25; as its contract gives it)
+    """
+    CREATE TABLE command_rules (
+        workspace TEXT,
+        prefix TEXT,
+        created_at TEXT,
+        PRIMARY KEY (workspace, prefix)
+    )
+    """,
+    # 13: the session's mode: ask | accept_edits | plan (agent/modes.py)
+    "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'ask'",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from parley.agent import budgets, notices
+from parley.agent import budgets, modes, notices
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.compaction import compacted_view, is_context_exceeded
@@ -512,6 +512,9 @@ class Turn:
             return self._finish_call(
                 call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
             )
+        not_offered = modes.refusal(tool.spec, self.session.mode)  # Plan mode's: not run
+        if not_offered is not None:
+            return self._finish_call(call, ToolResult(not_offered, is_error=True))
         context = ToolContext(
             self.session.id,
             call.wire_id,
@@ -521,7 +524,11 @@ class Turn:
             edit_journal=self._checkpoints,
             send_update=self._send,
         )
-        if tool.spec.needs_permission and call.name not in self.session.auto_approve:
+        if (
+            tool.spec.needs_permission
+            and call.name not in self.session.auto_approve
+            and not modes.runs_unasked(tool.spec, self.session.mode)
+        ):
             # A call bound to fail (an edit of a file never read) is not put to the user.
             failure = await _precheck(tool, call, context)
             if failure is not None:
@@ -656,7 +663,7 @@ def session_request(
         model=resolved.model,
         system=session.system_text(),
         messages=messages,
-        tools=session.tools.specs(),
+        tools=modes.offered_specs(session.tools.specs(), session.mode),
         max_tokens=model_config.max_tokens,
         thinking_budget=thinking.budget_tokens,
         reasoning_effort=thinking.reasoning_effort,

@@ -1,5 +1,5 @@
-"""The tools that run in the server: the Python kernel's tools, the workspace files and
-the edit tools."""
+"""The tools that run in the server: the Python kernel's tools, the workspace files, the
+edit tools and the plan."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from parley.tools.base import Tool
 from parley.tools.edits import edit_tools
 from parley.tools.file_ledger import FileLedger
 from parley.tools.kernel import KernelSettings, PythonKernel
+from parley.tools.plan import UpdatePlanTool
 from parley.tools.python_tools import python_tools
 from parley.tools.workspace import workspace_tools
 
@@ -25,4 +26,5 @@ def server_tools(workspace: Path, settings: KernelSettings | None = None) -> lis
         *python_tools(kernel, workspace),
         *workspace_tools(workspace, ledger),
         *edit_tools(workspace, ledger),
+        UpdatePlanTool(),
     ]
