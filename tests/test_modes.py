@@ -22,6 +22,7 @@ from acp_schema import acp_schema
 from conftest import server_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from parley.agent.modes import PLAN_NOTE
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.tools.base import ToolContext
 from parley.tools.plan import MAX_ENTRIES, PRIORITIES, STATUSES, UpdatePlanTool
@@ -101,7 +102,7 @@ async def test_each_mode_offers_exactly_its_tools(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
     every_tool = {tool.spec.name for tool in server_tools(workspace)}
-    offered = {}
+    offered, system = {}, {}
     async with acp_server(acp_env) as run:
         session_id = await started(run, workspace)
         started_with = run.recording.result_of("session/new")
@@ -110,6 +111,7 @@ async def test_each_mode_offers_exactly_its_tools(
             fake.set_script([Reply(text="ok")])
             await prompt(run, session_id, "Which tools?")
             offered[mode] = offered_tools(fake)
+            system[mode] = fake.requests[-1].body["messages"][0]["content"]
     assert started_with["modes"]["currentModeId"] == "ask"
     assert [m["id"] for m in started_with["modes"]["availableModes"]] == [
         "ask",
@@ -119,6 +121,9 @@ async def test_each_mode_offers_exactly_its_tools(
     assert started_with["configOptions"][0]["id"] == "mode"
     assert offered["ask"] == offered["accept_edits"] == every_tool
     assert offered["plan"] == READ_ONLY_TOOLS
+    # The model is told it can only read (the system prompt says how to edit).
+    assert system["ask"] == system["accept_edits"] and "Plan mode" not in system["ask"]
+    assert system["plan"] == f"{system['ask']}\n\n{PLAN_NOTE}"
     run.recording.assert_conformant()
 
 

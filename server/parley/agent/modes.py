@@ -35,6 +35,15 @@ MODES: Mapping[Mode, tuple[str, str]] = {
 }
 
 
+# What the model is told in Plan mode, after the session's system prompt (which may say how
+# to edit: in this mode it cannot).
+PLAN_NOTE = (
+    "This session is in Plan mode (read only): you are offered only the tools that read. "
+    "Investigate, then propose the changes (their steps with update_plan); the user switches "
+    "the mode to let them be made."
+)
+
+
 def is_mode(value: Any) -> TypeGuard[Mode]:
     return isinstance(value, str) and value in get_args(Mode)
 
@@ -64,6 +73,11 @@ def current_mode_update(current: Mode) -> dict[str, Any]:
 def is_offered(spec: ToolSpec, mode: Mode) -> bool:
     """Whether the model is offered (and may call) the tool in `mode`."""
     return mode != "plan" or not spec.needs_permission
+
+
+def system_text(base: str, mode: Mode) -> str:
+    """The system prompt a request of a session in `mode` sends: Plan mode's says so."""
+    return f"{base}\n\n{PLAN_NOTE}" if mode == "plan" else base
 
 
 def offered_specs(specs: Iterable[ToolSpec], mode: Mode) -> tuple[ToolSpec, ...]:

@@ -661,7 +661,7 @@ def session_request(
         messages = without_images(messages)
     return ModelRequest(
         model=resolved.model,
-        system=session.system_text(),
+        system=modes.system_text(session.system_text(), session.mode),
         messages=messages,
         tools=modes.offered_specs(session.tools.specs(), session.mode),
         max_tokens=model_config.max_tokens,
