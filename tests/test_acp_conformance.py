@@ -195,6 +195,8 @@ async def a_reloaded_session(where: Stage) -> Scenario:
         deleted = await run.raw_request("session/delete", {"sessionId": session_id})
         with pytest.raises(RequestError) as gone:
             await run.conn.load_session(cwd=str(where.workspace), session_id=session_id)
+        # ACP advises an idempotent delete: an unknown id (deleted, or never made) is no error.
+        deleted_again = await run.raw_request("session/delete", {"sessionId": session_id})
     seen = {
         "list": listed,
         "load": loaded,
@@ -202,6 +204,7 @@ async def a_reloaded_session(where: Stage) -> Scenario:
         "again": again,
         "deleted": deleted,
         "gone": gone.value,
+        "deleted_again": deleted_again,
     }
     return Scenario(
         [first.recording, run.recording], run.editor, session_id, where.workspace, [], seen
@@ -311,6 +314,7 @@ def test_load_replays_the_session_then_it_goes_on_and_delete_removes_it(
     assert "What does area do?" in json.dumps(reloaded.requests[-1].body)
     assert seen["deleted"] == {}
     assert seen["gone"].code == RESOURCE_NOT_FOUND
+    assert seen["deleted_again"] == {}
 
 
 # --- every message against ACP's schema ------------------------------------------------

@@ -33,6 +33,8 @@ MODELS = [
         ("/undo", CommandCall("undo", "")),
         ("/costs", None),  # not an advertised command: a prompt for the model
         ("/compact", CommandCall("compact", "")),
+        ("/mode plan", CommandCall("mode", "plan")),
+        ("/modes", None),
         ("What does /cost mean?", None),
         ("/", None),
         ("", None),
@@ -51,14 +53,18 @@ def test_a_prompt_that_starts_with_context_is_not_a_command() -> None:
 
 def test_the_advertised_commands_are_those_that_run() -> None:
     advertised = available_commands()
-    assert [command["name"] for command in advertised] == ["model", "cost", "undo", "compact"]
+    names = [command["name"] for command in advertised]
+    assert names == ["model", "mode", "cost", "undo", "compact"]
     assert advertised[0]["input"] == {"hint": "provider:model"}
-    assert all("input" not in command for command in advertised[1:])
+    assert advertised[1]["input"] == {"hint": "ask|accept_edits|plan"}
+    assert all("input" not in command for command in advertised[2:])
 
 
 def test_the_model_option_offers_the_available_models_and_the_sessions_own() -> None:
     options = session_config_options("ollama:qwen3", "sync", MODELS)
-    model, policy, budget = options
+    mode, model, policy, budget = options
+    assert mode["category"] == "mode" and mode["currentValue"] == "ask"
+    assert [o["value"] for o in mode["options"]] == ["ask", "accept_edits", "plan"]
     assert model["category"] == "model" and model["currentValue"] == "ollama:qwen3"
     assert [o["value"] for o in model["options"]] == ["ollama:qwen3", "openai:gpt-4.1"]
     assert policy["currentValue"] == "sync"
@@ -70,7 +76,9 @@ def test_a_change_must_be_one_the_options_offer() -> None:
     options = session_config_options("openai:gpt-4.1", "hybrid", MODELS)
     assert requested_change("tool_policy", "stream", options) == {"tool_policy": "stream"}
     assert requested_change("model", "openai:gpt-4.1", options) == {"model": "openai:gpt-4.1"}
+    assert requested_change("mode", "plan", options) == {"mode": "plan"}
     for config_id, value in (
+        ("mode", "yolo"),
         ("model", "anthropic:claude-haiku-4-5"),  # configured, not available
         ("tool_policy", True),
         ("thought_level", "high"),
@@ -171,12 +179,13 @@ def test_the_thought_level_option_is_there_only_for_a_model_that_has_one() -> No
         "anthropic:claude-sonnet-4-5", "hybrid", MODELS, levels, "high"
     )
     assert [option["id"] for option in options] == [
+        "mode",
         "model",
         "thought_level",
         "tool_policy",
         "budget",
     ]
-    thought = options[1]
+    thought = options[2]
     assert thought["category"] == "thought_level" and thought["type"] == "select"
     assert thought["currentValue"] == "high"
     assert [o["value"] for o in thought["options"]] == list(levels)
@@ -184,6 +193,6 @@ def test_the_thought_level_option_is_there_only_for_a_model_that_has_one() -> No
     with pytest.raises(InvalidChoice):
         requested_change("thought_level", "extreme", options)
     effort = session_config_options("openai:o3", "hybrid", MODELS, levels[1:], None)
-    assert [o["value"] for o in effort[1]["options"]] == ["low", "medium", "high"]
+    assert [o["value"] for o in effort[2]["options"]] == ["low", "medium", "high"]
     plain = session_config_options("openai:gpt-4.1", "hybrid", MODELS)
     assert "thought_level" not in [option["id"] for option in plain]

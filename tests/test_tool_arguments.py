@@ -112,8 +112,15 @@ SCHEMAS_BEFORE: dict[str, dict[str, Any]] = {
 
 def test_every_server_tool_tells_the_model_what_it_did_before(tmp_path: Path) -> None:
     schemas = {tool.spec.name: tool.spec.input_schema for tool in server_tools(tmp_path)}
-    # The edit tools (issue 13) and run_command (issue 25) came after these.
-    assert list(schemas) == [*SCHEMAS_BEFORE, "edit_file", "write_file", "run_command"]
+    # The edit tools (issue 13), run_command and the plan (issue 25) came after these, with
+    # schemas of their own.
+    assert list(schemas) == [
+        *SCHEMAS_BEFORE,
+        "edit_file",
+        "write_file",
+        "run_command",
+        "update_plan",
+    ]
     for name, schema in schemas.items():
         if name not in SCHEMAS_BEFORE:
             continue

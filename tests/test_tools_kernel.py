@@ -605,6 +605,7 @@ async def test_every_tool_has_a_spec_the_model_can_use(workspace: Path) -> None:
         "edit_file",
         "write_file",
         "run_command",
+        "update_plan",
     ]
     for tool in tools:
         assert isinstance(tool, Tool)

@@ -72,6 +72,7 @@ methods = (
             "session/list",
             "session/cancel",
             "session/delete",
+            "session/set_mode",
             "_parley/usage",
             "_parley/models",
             "_parley/session/configure",

@@ -25,6 +25,7 @@ from pygls.server import JsonRPCServer
 import parley
 from parley.agent.budgets import BudgetSpent
 from parley.agent.export import export_json, export_markdown
+from parley.agent.modes import mode_state
 from parley.agent.session import Session
 from parley.agent.sessions import (
     InvalidOptions,
@@ -54,6 +55,7 @@ from parley.protocol.params import (
     RestoreParams,
     SessionIdParams,
     SetConfigOptionParams,
+    SetModeParams,
     UsageParams,
     check_mcp_servers,
     parse_params,
@@ -108,6 +110,7 @@ class ParleyServer(JsonRPCServer):
             "session/resume": self.resume_session,
             "session/close": self.close_session,
             "session/set_config_option": self.set_config_option,
+            "session/set_mode": self.set_mode,
             "session/list": self.list_sessions,
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
@@ -276,12 +279,12 @@ class ParleyServer(JsonRPCServer):
         self.loads_running += 1
         try:
             session = await self.sessions.load(params.session_id, Path(params.cwd))
-            await self.start_mcp_servers(session.id, params.mcp_servers)
+            await self.start_mcp_servers(session.id, params.mcp_servers, loaded=True)
         finally:
             self.loads_running -= 1
         totals = self.store.usage_totals(session.id)
         return {
-            **self._started(session),
+            **self._started(session, loaded=True),
             "_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}},
         }
 
@@ -304,6 +307,12 @@ class ParleyServer(JsonRPCServer):
             params.session_id, params.config_id, params.value
         )
         return {"configOptions": options}
+
+    async def set_mode(self, raw: Any) -> dict[str, Any]:
+        """ACP's `session/set_mode`: the same change as the `mode` config option."""
+        params = parse_params(SetModeParams, raw)
+        await self.sessions.configure(params.session_id, mode=params.mode_id)
+        return {}
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
@@ -409,12 +418,20 @@ class ParleyServer(JsonRPCServer):
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _started(self, session: Session) -> dict[str, Any]:
-        """What the answer to a session's start holds (its config options); its slash
-        commands are announced right after the answer, when the client knows the session."""
-        self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
+    def _started(self, session: Session, *, loaded: bool = False) -> dict[str, Any]:
+        """What the answer to a session's start holds (its mode and config options). Its
+        slash commands are announced when the client knows the session: right after the
+        answer, or before a `session/load`'s (`loaded`: nothing of a loaded session may
+        follow the answer to its replay)."""
+        if loaded:
+            self.sessions.announce_commands(session.id)
+        else:
+            self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
         self.protocol.after_the_answer(self._preload_sdk)
-        return {"configOptions": self.sessions.config_options(session)}
+        return {
+            "modes": mode_state(session.mode),
+            "configOptions": self.sessions.config_options(session),
+        }
 
     def _preload_sdk(self) -> None:
         """The first prompt need not wait for the SDK's import: it starts in a thread
@@ -427,11 +444,14 @@ class ParleyServer(JsonRPCServer):
             # After the answer is flushed (the flush is already scheduled).
             asyncio.get_running_loop().call_soon(self.providers.preload)
 
-    async def start_mcp_servers(self, session_id: str, servers: list[McpServerParams]) -> None:
+    async def start_mcp_servers(
+        self, session_id: str, servers: list[McpServerParams], *, loaded: bool = False
+    ) -> None:
         """Start the MCP servers a client listed for an open session (session/new, load,
         resume: call it last, before the handler answers). A server that did not start is
         told to the user as a message of its own, right after the answer: an ACP client
-        drops updates of a session it does not know yet. The handlers check the list
+        drops updates of a session it does not know yet; a loaded session's (`loaded`), at
+        once: nothing of it may follow the answer. The handlers check the list
         (`check_mcp_servers`, -32602) before they open the session."""
         session = self.sessions.get(session_id)
         failures = await self.sessions.start_mcp_servers(
@@ -440,7 +460,10 @@ class ParleyServer(JsonRPCServer):
         if failures:
             text = "\n\n".join(failures)
             message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
-            self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
+            if loaded:
+                self.send_update(session_id, message)
+            else:
+                self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
     def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace

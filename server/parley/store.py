@@ -107,6 +107,7 @@ class StoredSession:
     updated_at: str
     thought_level: str | None = None  # None: the model's default
     budget: str | None = None  # USD as text, or "none"; None: config.toml's session_usd
+    mode: str = "ask"  # ask | accept_edits | plan (agent/modes.py)
 
 
 class Store:
@@ -172,14 +173,14 @@ class Store:
                 """
                 INSERT INTO sessions (id, cwd, title, model, tool_policy, approvals,
                                       system_prompt, tool_format, created_at, updated_at,
-                                      thought_level, budget)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      thought_level, budget, mode)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     title = COALESCE(excluded.title, title), model = excluded.model,
                     tool_policy = excluded.tool_policy, approvals = excluded.approvals,
                     system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
                     updated_at = excluded.updated_at, thought_level = excluded.thought_level,
-                    budget = excluded.budget
+                    budget = excluded.budget, mode = excluded.mode
                 """,
                 (
                     session.id,
@@ -194,6 +195,7 @@ class Store:
                     session.updated_at,
                     session.thought_level,
                     session.budget,
+                    session.mode,
                 ),
             )
 
@@ -618,6 +620,7 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         updated_at=row["updated_at"],
         thought_level=row["thought_level"],
         budget=row["budget"],
+        mode=row["mode"],
     )
 
 

@@ -138,4 +138,6 @@ MIGRATIONS = [
         PRIMARY KEY (workspace, prefix)
     )
     """,
+    # 13: the session's mode: ask | accept_edits | plan (agent/modes.py)
+    "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'ask'",
 ]

@@ -17,9 +17,11 @@ from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, describe_budgets
 from parley.agent.checkpoints import RestoreResult
 from parley.agent.config_options import MODEL
+from parley.agent.modes import MODES, is_mode
 from parley.agent.notices import Notice
 from parley.agent.session import Session
 from parley.config import Settings
+from parley.core.choices import Mode
 from parley.core.conversation import ContentBlock, TextBlock
 from parley.core.usage import UsageTotals
 from parley.providers.registry import ProviderRegistry, split_model_id
@@ -43,6 +45,12 @@ COMMANDS = (
         "model",
         "Switch this session's model from the next prompt on (without a name: list them)",
         hint="provider:model",
+    ),
+    Command(
+        "mode",
+        "Switch this session's mode: ask, accept_edits (edits apply unasked) or plan "
+        "(read only); without a name: say which it is",
+        hint="ask|accept_edits|plan",
     ),
     Command("cost", "What this session has used and spent so far, and its budgets"),
     Command(
@@ -82,7 +90,9 @@ class CommandHost(Protocol):
 
     def config_options(self, session: Session) -> list[dict[str, Any]]: ...
 
-    async def configure(self, session_id: str, *, model: str | None = None) -> None: ...
+    async def configure(
+        self, session_id: str, *, model: str | None = None, mode: Mode | None = None
+    ) -> None: ...
 
     async def restore(self, session_id: str, turn: int | None) -> RestoreResult: ...
 
@@ -111,6 +121,8 @@ async def run_command(call: CommandCall, session: Session, host: CommandHost) ->
     """Run the command; returns the reply for the user."""
     if call.name == "model":
         return await _switch_model(call.argument, session, host)
+    if call.name == "mode":
+        return await _switch_mode(call.argument, session, host)
     if call.name == "undo":
         restored = await host.restore(session.id, None)
         if restored.turn is None:  # nothing was done: a notice says why
@@ -148,6 +160,22 @@ async def _switch_model(name: str, session: Session, host: CommandHost) -> Comma
         return CommandReply(f"The model is `{name}` already.")
     await host.configure(session.id, model=name)
     return CommandReply(f"Switched to `{name}` from the next prompt on.")
+
+
+async def _switch_mode(name: str, session: Session, host: CommandHost) -> CommandReply:
+    choices = "; ".join(
+        f"`{mode}` ({title}: {description.lower()})" for mode, (title, description) in MODES.items()
+    )
+    if not name:
+        return CommandReply(
+            f"The mode is `{session.mode}`. The modes: {choices}. Switch with `/mode NAME`."
+        )
+    if not is_mode(name):  # refused: a notice
+        return CommandReply(notice=notices.mode_refused(name, session.mode, list(MODES)))
+    if name == session.mode:
+        return CommandReply(f"The mode is `{name}` already.")
+    await host.configure(session.id, mode=name)
+    return CommandReply(f"Switched to `{name}` ({MODES[name][0]}).")
 
 
 def _model_problem(name: str, providers: ProviderRegistry) -> str | None:

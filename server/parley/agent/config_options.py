@@ -4,13 +4,14 @@ What an editor's pickers show (`configOptions` in the results of `session/new`, 
 `resume`, and in `config_option_update`), and what `session/set_config_option` may set. The
 options are plain dicts in the protocol's shape; a change is applied by `Sessions.configure`.
 
-The options: `model` (category `model`), `thought_level` (category `thought_level`) when the
-session's model takes a thinking level (`Settings.thought_levels`: Anthropic's extended
-thinking `off`/`low`/`medium`/`high`, OpenAI's reasoning effort `low`/`medium`/`high`), and
-`tool_policy`, and `budget` (always offered, so a budget can be set without config.toml):
-what the session may spend in US dollars, "none" or one of `BUDGETS` (and config.toml's
-`[budget] session_usd`, the session's value until it chooses another). A model without a
-thinking level has no `thought_level` option, so setting it is refused.
+The options: `mode` (category `mode`, first: agent/modes.py), `model` (category `model`),
+`thought_level` (category `thought_level`) when the session's model takes a thinking level
+(`Settings.thought_levels`: Anthropic's extended thinking `off`/`low`/`medium`/`high`,
+OpenAI's reasoning effort `low`/`medium`/`high`), and `tool_policy`, and `budget` (always
+offered, so a budget can be set without config.toml): what the session may spend in US
+dollars, "none" or one of `BUDGETS` (and config.toml's `[budget] session_usd`, the
+session's value until it chooses another). A model without a thinking level has no
+`thought_level` option, so setting it is refused.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from parley.core.choices import ToolPolicy
+from parley.agent.modes import DEFAULT_MODE, MODES
+from parley.core.choices import Mode, ToolPolicy
 from parley.core.thought_levels import ThoughtLevel
 
+MODE = "mode"
 MODEL = "model"
 TOOL_POLICY = "tool_policy"
 THOUGHT_LEVEL = "thought_level"
@@ -32,6 +35,7 @@ BUDGETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 
 # What `Sessions.configure` is given for each option.
 _CONFIGURE_ARGUMENT = {
+    MODE: "mode",
     MODEL: "model",
     TOOL_POLICY: "tool_policy",
     THOUGHT_LEVEL: "thought_level",
@@ -68,17 +72,30 @@ def session_config_options(
     *,
     budget: str = NO_BUDGET,
     configured_budget: float | None = None,
+    mode: Mode = DEFAULT_MODE,
 ) -> list[dict[str, Any]]:
     """The options of a session whose model and tool policy are these. `model_infos` are
     the configured models (`ProviderRegistry.model_infos`): each available one is offered,
     and the session's own model even when it is not listed. `thought_levels` are those the
     model takes (none: no `thought_level` option), `thought_level` the session's (its
     current value); `budget` the session's (`budget_value`), `configured_budget` config.toml's
-    `session_usd`, offered too."""
+    `session_usd`, offered too; `mode` the session's mode."""
     models = [info["id"] for info in model_infos if info.get("available")]
     if model not in models:
         models.insert(0, model)
     options = [
+        {
+            "id": MODE,
+            "name": "Mode",
+            "description": "What the tools may do without asking you first",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode,
+            "options": [
+                {"value": value, "name": name, "description": description}
+                for value, (name, description) in MODES.items()
+            ],
+        },
         {
             "id": MODEL,
             "name": "Model",

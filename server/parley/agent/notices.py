@@ -101,6 +101,14 @@ def model_refused(problem: str, model: str, offered: str) -> Notice:
     return Notice("warning", f"{problem} The model is still `{model}`. Available: {offered}.")
 
 
+def mode_refused(name: str, mode: str, modes: list[str]) -> Notice:
+    """`/mode NAME` with a name that is no mode."""
+    offered = ", ".join(f"`{choice}`" for choice in modes)
+    return Notice(
+        "warning", f"No mode {name[:60]!r}. The mode is still `{mode}`. Modes: {offered}."
+    )
+
+
 def say(
     session: Session, send_update: Callable[[str, dict[str, Any]], None], notice: Notice
 ) -> None:

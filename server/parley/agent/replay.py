@@ -22,6 +22,8 @@ from parley.core.conversation import (
 )
 from parley.protocol import updates
 from parley.store import StoredNotice
+from parley.tools.arguments import InvalidArguments
+from parley.tools.plan import UpdatePlanTool, plan_update, read_plan
 from parley.tools.registry import ToolRegistry
 
 INTERRUPTED = "Interrupted: Parley stopped before this call finished; it may not have run."
@@ -127,7 +129,9 @@ def _message_updates(
             # A turn cut short here (`stopped`) is said by the notice that follows it.
             yield updates.message_chunk(message.message_id, message.text)
         for call in message.tool_calls:
-            yield _call_update(call, results.pop(call.id, None), tools)
+            result = results.pop(call.id, None)
+            yield _call_update(call, result, tools)
+            yield from _plan_shown(call, result, tools)
 
 
 def _call_update(
@@ -149,6 +153,20 @@ def _call_update(
         update["rawOutput"] = updates.raw_output(result.raw_output, result.content, result.is_error)
         update["content"] = [updates.text_content(result.content)]
     return update
+
+
+def _plan_shown(
+    call: ToolCall, result: ToolResultMessage | None, tools: ToolRegistry
+) -> Iterator[dict[str, Any]]:
+    """The plan an `update_plan` call showed (read back from its stored arguments), right
+    after the call, as the client saw it then; nothing for any other call, or one that
+    failed (it showed no plan)."""
+    if result is None or result.is_error or not isinstance(tools.get(call.name), UpdatePlanTool):
+        return
+    try:
+        yield plan_update(read_plan(call.arguments))
+    except InvalidArguments:  # not what it ran with (a row mangled elsewhere): not shown
+        return
 
 
 def _stored_view(shown: Any) -> dict[str, Any] | None:

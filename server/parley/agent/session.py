@@ -12,7 +12,8 @@ import attrs
 
 from parley.agent.compaction import Compaction
 from parley.agent.history import History
-from parley.core.choices import ToolFormat, ToolPolicy
+from parley.agent.modes import DEFAULT_MODE
+from parley.core.choices import Mode, ToolFormat, ToolPolicy
 from parley.core.conversation import Message
 from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
@@ -82,6 +83,7 @@ class Session:
     budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
     # Tools always allowed, in `cwd` only (never `run_command`: `tool_approvals`).
     auto_approve: set[str] = attrs.field(factory=set, converter=tool_approvals)
+    mode: Mode = DEFAULT_MODE  # what the tools may do unasked (agent/modes.py)
     # The conversation (`history`), None until it is first needed: a session opened from the
     # store reads it then, not to be loaded; a replay streams it from the store instead.
     _history: History | None = attrs.field(factory=list, converter=_as_history)
@@ -199,6 +201,7 @@ class Session:
                 tool_format=self.tool_format,
                 thought_level=self.thought_level,
                 budget=self.budget,
+                mode=self.mode,
                 turns=self.totals.turns,
                 rounds=self.totals.rounds,
                 created_at=self.created_at,

@@ -32,6 +32,7 @@ from parley.agent.config_options import (
     session_config_options,
 )
 from parley.agent.learned_windows import LearnedWindows
+from parley.agent.modes import current_mode_update, stored_mode
 from parley.agent.replay import replay_updates, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
 from parley.agent.turn import (
@@ -43,7 +44,7 @@ from parley.agent.turn import (
     session_request,
 )
 from parley.config import Settings
-from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
+from parley.core.choices import Mode, SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
 from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.thought_levels import ThoughtLevel
@@ -212,6 +213,7 @@ class Sessions:
             tool_format=stored.tool_format,  # type: ignore[arg-type]
             thought_level=stored.thought_level,  # type: ignore[arg-type]
             budget=stored.budget,
+            mode=stored_mode(stored.mode),
             auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
             history=None,  # read when first needed: a replay streams it from the store
             length=self.store.message_count(stored.id),
@@ -279,6 +281,7 @@ class Sessions:
             level,
             budget=budget_value(session.budget, self.settings.budget.session_usd),
             configured_budget=self.settings.budget.session_usd,
+            mode=session.mode,
         )
 
     def announce_commands(self, session_id: str) -> None:
@@ -542,12 +545,14 @@ class Sessions:
         auto_approve: list[str] | None = None,
         thought_level: ThoughtLevel | None = None,
         budget: str | None = None,
+        mode: Mode | None = None,
         announce: bool = True,
     ) -> None:
-        """Change what is given (None: unchanged); the turn applies it from its next round.
-        A new model starts at its own default thinking level, unless one is given with it.
-        A change of the config options is announced (`config_option_update`) unless
-        `announce` is False (`session/set_config_option` answers with them instead)."""
+        """Change what is given (None: unchanged); the turn applies it from its next round
+        (a mode from its next tool call). A new model starts at its own default thinking
+        level, unless one is given with it. A change of the config options is announced
+        (`config_option_update`) unless `announce` is False (`session/set_config_option`
+        answers with them instead); a change of the mode always is (`current_mode_update`)."""
         session = self.get(session_id)
         if session.stored and self.store.session(session.id) is None:
             await self.forget(session.id)  # deleted in another window: don't bring it back
@@ -573,7 +578,10 @@ class Sessions:
             session.tool_policy = tool_policy
         if auto_approve is not None:
             session.auto_approve = set(auto_approve)
+        mode_before, session.mode = session.mode, mode or session.mode
         session.save()
+        if session.mode != mode_before:
+            self.ports.send_update(session.id, current_mode_update(session.mode))
         options = self.config_options(session)
         if announce and options != before:
             self.ports.send_update(session.id, updates.config_options(options))
@@ -598,18 +606,17 @@ class Sessions:
         await self.forget(session_id)
 
     async def delete(self, session_id: str) -> None:
+        """Delete the session, here and in the store; an unknown one (never created, or
+        deleted already) is no error: ACP's delete is idempotent."""
         session = self._open.get(session_id)
-        never_stored = session is not None and not session.stored
         if session is not None and session.running_turn is not None:
             session.running_turn.cancel()  # this window's turn ends with its session
             await asyncio.gather(session.running_turn, return_exceptions=True)
         try:
-            deleted = self.store.delete_session(session_id, self.instance_id)
+            self.store.delete_session(session_id, self.instance_id)
         except SessionBusy as busy:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
         await self.forget(session_id)
-        if not deleted and not never_stored:
-            raise _unknown(session_id)
 
     async def forget(self, session_id: str) -> None:
         """Close this server's copy of a session (the store keeps it, unless deleted)."""

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from parley.agent import budgets, notices
+from parley.agent import budgets, modes, notices
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import TurnCheckpoints
 from parley.agent.compaction import compacted_view, is_context_exceeded
@@ -26,8 +26,9 @@ from parley.agent.compactor import Compactor
 from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
+from parley.agent.tool_permission import ToolPermission, precheck
 from parley.config import Settings
-from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
+from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import (
     AssistantMessage,
     ToolCall,
@@ -60,7 +61,6 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.sandbox import sandbox_status
 from parley.tools.base import (
     CallView,
     ClientFiles,
@@ -69,7 +69,6 @@ from parley.tools.base import (
     ToolContext,
     ToolResult,
 )
-from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +201,7 @@ class Turn:
         # holds for the turn; a change of the level applies from the next turn.
         self._turn_budgets: dict[str, Thinking] = {}
         self._compactor = Compactor(session, settings.compaction_threshold, self._send)
+        self._permission = ToolPermission(session, settings, ports)
         self._overrun: budgets.Overrun | None = None  # the budget that stopped the turn
         self._tripped: notices.Notice | None = None  # the circuit breaker's, when it tripped
         self._summarised = False  # a summary call was made since the last budget check
@@ -546,6 +546,9 @@ class Turn:
             return self._finish_call(
                 call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
             )
+        not_offered = modes.refusal(tool.spec, self.session.mode)  # Plan mode's: not run
+        if not_offered is not None:
+            return self._finish_call(call, ToolResult(not_offered, is_error=True))
         context = ToolContext(
             self.session.id,
             call.wire_id,
@@ -556,12 +559,13 @@ class Turn:
             send_update=self._send,
             terminals=self.ports.client_terminals,
         )
-        if tool.spec.needs_permission and not await self._allowed_always(call):
-            # A call bound to fail (an edit of a file never read) is not put to the user.
-            failure = await _precheck(tool, call, context)
+        if not await self._permission.runs_unasked(tool, call):
+            failure = await precheck(tool, call, context)
             if failure is not None:
                 return self._finish_call(call, failure)
-            refusal = await self._ask_permission(call, tool.spec.kind)
+            refusal = await self._permission.ask(
+                call, tool.spec.kind, lambda: self._current_view(call)
+            )
             if refusal is not None:
                 return self._finish_call(call, ToolResult(refusal, is_error=True))
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
@@ -577,47 +581,6 @@ class Turn:
             if self._checkpoints is not None:
                 self._checkpoints.record_written()  # what a restore expects to find
         return self._finish_call(call, result)
-
-    async def _ask_permission(self, call: ToolCall, kind: str) -> str | None:
-        """None when the user allows the call; otherwise what the model is told."""
-        try:
-            view = await self._current_view(call)
-            command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
-            decision = await self.ports.request_permission(
-                self.session.id, call, kind, view, command
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            logger.warning("Permission request failed: %s", error)
-            return "The editor could not ask the user for permission, so this call was not run."
-        if isinstance(decision, AllowPrefix):  # one the question offered (protocol/permission)
-            self.session.add_command_rule(decision.prefix)
-        elif decision == "allow_always" and call.name != COMMAND_TOOL:
-            self.session.auto_approve.add(call.name)
-            self.session.save()  # it holds for the rest of the session, reloads included
-        if decision == "reject":
-            return "The user rejected this call, so it was not run."
-        return None
-
-    async def _allowed_always(self, call: ToolCall) -> bool:
-        """Whether the call runs without a question: a tool the session always allows; a
-        shell command only when sandboxed and covered by a prefix rule of the workspace
-        (tools/command_rules.py), never by the tool's name (a client's `autoApprove`)."""
-        if call.name != COMMAND_TOOL:
-            return call.name in self.session.auto_approve
-        command = _command_line(call)
-        if not covered(command, self.session.command_rules()):
-            return False
-        return (await off_loop(sandbox_status, self.settings.sandbox)).sandboxed
-
-    async def _command_offer(self, call: ToolCall) -> CommandOffer:
-        """What the question about a shell command offers to allow always: its prefixes,
-        when it is simple and would run sandboxed."""
-        status = await off_loop(sandbox_status, self.settings.sandbox)  # probed once: a thread
-        if not status.sandboxed:
-            return CommandOffer(unsandboxed=status.reason)
-        return CommandOffer(offered_prefixes(_command_line(call)))
 
     async def _current_view(self, call: ToolCall) -> CallView:
         """The call's view as it would run now: the one it was announced with when no tool
@@ -745,9 +708,9 @@ def session_request(
         messages = without_images(messages)
     return ModelRequest(
         model=resolved.model,
-        system=session.system_text(),
+        system=modes.system_text(session.system_text(), session.mode),
         messages=messages,
-        tools=session.tools.specs(),
+        tools=modes.offered_specs(session.tools.specs(), session.mode),
         max_tokens=model_config.max_tokens,
         thinking_budget=thinking.budget_tokens,
         reasoning_effort=thinking.reasoning_effort,
@@ -785,24 +748,3 @@ def refused_by_budget(session: Session, settings: Settings) -> TurnResult | None
         attrs.evolve(session.totals),
         notices.budget_spent(spent, starting=True),
     )
-
-
-def _command_line(call: ToolCall) -> str:
-    """A shell command call's command line ("" when the model sent none)."""
-    arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    command = arguments.get("command")
-    return command if isinstance(command, str) else ""
-
-
-async def _precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:
-    """The error a call would end in, when the tool can tell before it runs (`precheck`)."""
-    precheck = getattr(tool, "precheck", None)
-    if precheck is None:
-        return None
-    try:
-        return await precheck(call.arguments, context)
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # the call itself will say what is wrong
-        logger.exception("Checking a call of %s failed", call.name)
-        return None

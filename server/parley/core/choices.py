@@ -8,6 +8,8 @@ import attrs
 
 ToolPolicy = Literal["hybrid", "stream", "sync"]
 ToolFormat = Literal["native", "text"]  # "text": for models without native tool calling
+# A session's mode: what its tools may do without asking (agent/modes.py).
+Mode = Literal["ask", "accept_edits", "plan"]
 
 
 @attrs.frozen

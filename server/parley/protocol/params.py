@@ -16,7 +16,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 from pygls.exceptions import JsonRpcInvalidParams
 
-from parley.core.choices import SessionOptions, ToolFormat, ToolPolicy
+from parley.core.choices import Mode, SessionOptions, ToolFormat, ToolPolicy
 from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock, file_note
 from parley.core.images import (
     InvalidImage,
@@ -185,6 +185,14 @@ class SetConfigOptionParams:
     session_id: str
     config_id: str
     value: Any  # a select's value id (a string); which values fit, the session's options say
+
+
+@attrs.frozen
+class SetModeParams:
+    """ACP's `SetSessionModeRequest`."""
+
+    session_id: str
+    mode_id: Mode
 
 
 @attrs.frozen

@@ -1,5 +1,5 @@
 """The tools that run in the server: the Python kernel's tools, the workspace files, the
-edit tools and shell commands."""
+edit tools, shell commands and the plan."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from parley.tools.base import Tool
 from parley.tools.edits import edit_tools
 from parley.tools.file_ledger import FileLedger
 from parley.tools.kernel import KernelSettings, PythonKernel
+from parley.tools.plan import UpdatePlanTool
 from parley.tools.python_tools import python_tools
 from parley.tools.run_command import CommandSettings, RunCommandTool
 from parley.tools.workspace import workspace_tools
@@ -31,6 +32,7 @@ def server_tools(
         *workspace_tools(workspace, ledger),
         *edit_tools(workspace, ledger),
         RunCommandTool(workspace, commands or _commands_like(settings)),
+        UpdatePlanTool(),
     ]
 
 

@@ -1,0 +1,113 @@
+"""Whether a tool call may run: **the one place a call's permission is decided**.
+
+A call of a tool that needs permission runs unasked only when the session's mode lets it
+(Accept edits: the edit tools; agent/modes.py), when the session always allows the tool, or,
+for a shell command, when it would run sandboxed and a prefix rule of the workspace covers it
+(tools/command_rules.py: never a compound command, never by the tool's name). Otherwise the
+user is asked (`TurnPorts.request_permission`), and the answer decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from parley.agent import modes
+from parley.agent.session import Session
+from parley.config import Settings
+from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
+from parley.core.conversation import ToolCall
+from parley.core.off_loop import off_loop
+from parley.sandbox import sandbox_status
+from parley.tools.base import CallView, Tool, ToolContext, ToolResult
+from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
+
+logger = logging.getLogger(__name__)
+
+REJECTED = "The user rejected this call, so it was not run."
+NOT_ASKED = "The editor could not ask the user for permission, so this call was not run."
+
+
+class PermissionPorts(Protocol):
+    async def request_permission(
+        self,
+        session_id: str,
+        call: ToolCall,
+        kind: str,
+        view: CallView,
+        command: CommandOffer | None = None,
+    ) -> PermissionDecision: ...
+
+
+class ToolPermission:
+    """A session's permission decisions for one turn's calls."""
+
+    def __init__(self, session: Session, settings: Settings, ports: PermissionPorts) -> None:
+        self.session = session
+        self.settings = settings
+        self.ports = ports
+
+    async def runs_unasked(self, tool: Tool, call: ToolCall) -> bool:
+        """Whether `call` runs without a question."""
+        if not tool.spec.needs_permission or modes.runs_unasked(tool.spec, self.session.mode):
+            return True
+        if call.name != COMMAND_TOOL:
+            return call.name in self.session.auto_approve
+        if not covered(command_line(call), self.session.command_rules()):
+            return False
+        return (await off_loop(sandbox_status, self.settings.sandbox)).sandboxed
+
+    async def ask(
+        self, call: ToolCall, kind: str, view: Callable[[], Awaitable[CallView]]
+    ) -> str | None:
+        """Ask the user about `call` (shown as `view()` gives it); None when allowed,
+        otherwise what the model is told. "Always" answers are remembered here."""
+        try:
+            shown = await view()
+            command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
+            decision = await self.ports.request_permission(
+                self.session.id, call, kind, shown, command
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            logger.warning("Permission request failed: %s", error)
+            return NOT_ASKED
+        if isinstance(decision, AllowPrefix):  # one the question offered (protocol/permission)
+            self.session.add_command_rule(decision.prefix)
+        elif decision == "allow_always" and call.name != COMMAND_TOOL:
+            self.session.auto_approve.add(call.name)
+            self.session.save()  # it holds for the rest of the session, reloads included
+        return REJECTED if decision == "reject" else None
+
+    async def _command_offer(self, call: ToolCall) -> CommandOffer:
+        """What the question about a shell command offers to allow always: its prefixes,
+        when it is simple and would run sandboxed."""
+        status = await off_loop(sandbox_status, self.settings.sandbox)  # probed once: a thread
+        if not status.sandboxed:
+            return CommandOffer(unsandboxed=status.reason)
+        return CommandOffer(offered_prefixes(command_line(call)))
+
+
+def command_line(call: ToolCall) -> str:
+    """A shell command call's command line ("" when the model sent none)."""
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    command = arguments.get("command")
+    return command if isinstance(command, str) else ""
+
+
+async def precheck(tool: Any, call: ToolCall, context: ToolContext) -> ToolResult | None:
+    """The error a call would end in, when the tool can tell before it runs (`precheck`):
+    a call bound to fail (an edit of a file never read) is not put to the user."""
+    check = getattr(tool, "precheck", None)
+    if check is None:
+        return None
+    try:
+        return await check(call.arguments, context)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # the call itself will say what is wrong
+        logger.exception("Checking a call of %s failed", call.name)
+        return None
