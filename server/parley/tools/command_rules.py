@@ -8,7 +8,8 @@ compound, and is asked about every time. The proof is deliberately blunt:
 - no character that lets `/bin/sh` do more than split words and remove quotes: operators
   and redirections (`; & | < > ( )`), expansions and substitutions (`$`, backtick), escapes
   (backslash), comments (`#`), line breaks or other control characters — anywhere, quoted
-  or not, so that no reading of the quotes can differ from the shell's;
+  or not, so that no reading of the quotes can differ from the shell's; nor more than
+  MAX_COMMAND_CHARS characters;
 - `shlex` splits the rest into words (POSIX rules; unbalanced quotes: compound);
 - the first word is a plain program name or path (no `=`: not a leading `VAR=value`; no
   glob or `~`), and not a program that runs another command line or code given on its own
@@ -31,8 +32,11 @@ COMMAND_TOOL = "run_command"
 # A prefix has at most this many words.
 MAX_PREFIX_WORDS = 2
 
-# Characters that make the shell do more than run one program with its words.
-SHELL_SPECIAL = frozenset(";&|<>()$`\\#\n\r")
+# Characters that make the shell do more than run one program with its words (line breaks
+# and every other control character included).
+SHELL_SPECIAL = re.compile(r"[;&|<>()$`\\#\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# Longer commands are not looked into (shlex reads a character at a time): compound.
+MAX_COMMAND_CHARS = 4096
 
 # The program word: a name or a path of plain characters, with a letter or digit in it.
 PROGRAM_WORD = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_.+/-]*")
@@ -104,7 +108,7 @@ def covered(command: str, prefixes: Iterable[str]) -> bool:
 
 def _simple_words(command: str) -> list[str] | None:
     """The words of `command` when it is simple; None when it is not (or may not be)."""
-    if any(char in SHELL_SPECIAL or _is_control(char) for char in command):
+    if len(command) > MAX_COMMAND_CHARS or SHELL_SPECIAL.search(command):
         return None
     try:
         words = shlex.split(command, comments=False, posix=True)
@@ -115,10 +119,6 @@ def _simple_words(command: str) -> list[str] | None:
     if _runs_other_commands(words):
         return None
     return words
-
-
-def _is_control(char: str) -> bool:
-    return (ord(char) < 0x20 and char != "\t") or 0x7F <= ord(char) < 0xA0
 
 
 def _is_program(word: str) -> bool:
