@@ -13,7 +13,8 @@ compound, and is asked about every time. The proof is deliberately blunt:
 - `shlex` splits the rest into words (POSIX rules; unbalanced quotes: compound);
 - the first word is a plain program name or path (no `=`: not a leading `VAR=value`; no
   glob or `~`), and not a program that runs another command line or code given on its own
-  command line (`bash`, `env`, `sudo`, `xargs`, `python`, `uv run` …).
+  command line (`bash`, `env`, `sudo`, `xargs`, `python`, `uv run` …), nor any of its
+  words an option or subcommand known to run a command it is given (`git -c`, `--exec` …).
 
 A prefix is at most two plain words, the words before the first option, path or `=`
 argument; a rule covers a command when the rule is one of the command's prefixes.
@@ -80,7 +81,19 @@ RUNNER_SUBCOMMANDS = frozenset(
         *(("pnpm", "dlx"), ("yarn", "exec"), ("yarn", "dlx"), ("bun", "x")),
         *(("docker", "run"), ("docker", "exec"), ("podman", "run"), ("podman", "exec")),
         *(("kubectl", "exec"), ("kubectl", "run"), ("nix", "run"), ("nix", "develop")),
-        *(("nix", "shell"), ("git", "submodule"), ("cargo", "script"), ("go", "run")),
+        *(("nix", "shell"), ("cargo", "script"), ("go", "run"), ("git", "submodule")),
+        *(("git", "bisect"), ("git", "filter-branch"), ("git", "difftool"), ("git", "-c")),
+        *(("git", "mergetool"), ("tar", "-I"), ("rsync", "-e")),
+    }
+)
+
+# Options that make a program run a command it is given (`--exec=…` too), whatever the
+# program: `git rebase --exec`, `git --exec-path`, `tar --to-command`, `rsync --rsh`.
+RUNNER_OPTIONS = frozenset(
+    {
+        *("--exec", "-exec", "-execdir", "-ok", "-okdir", "--exec-path", "--to-command"),
+        *("--checkpoint-action", "--use-compress-program", "--rsh", "--upload-pack"),
+        *("--receive-pack", "--config-env", "--ext-diff", "--extcmd", "--tool"),
     }
 )
 
@@ -131,7 +144,10 @@ def _runs_other_commands(words: list[str]) -> bool:
     if name in COMMAND_RUNNERS or name.startswith(INTERPRETER_STEMS):
         return True
     # Anywhere after the program: options may come first (`npm --yes exec …`).
-    return any((name, word) in RUNNER_SUBCOMMANDS for word in words[1:])
+    return any(
+        (name, word) in RUNNER_SUBCOMMANDS or word.partition("=")[0] in RUNNER_OPTIONS
+        for word in words[1:]
+    )
 
 
 def _program_name(word: str) -> str:
