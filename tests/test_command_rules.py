@@ -142,6 +142,12 @@ def test_a_compound_or_dynamic_command_is_never_covered_whatever_the_rules(
         "pyt*",
         "pytest\x00",
         "pytest\x85",
+        "git -c core.pager=sh log",
+        "git rebase --exec 'rm x' main",
+        "git --exec-path=. status",
+        "git bisect run rm x",
+        "tar --to-command=sh -xf a.tar",
+        "rsync -e 'sh x' a b",
         "pytest " + "-q " * 2000,  # longer than is looked into
     ],
 )

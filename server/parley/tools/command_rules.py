@@ -8,11 +8,13 @@ compound, and is asked about every time. The proof is deliberately blunt:
 - no character that lets `/bin/sh` do more than split words and remove quotes: operators
   and redirections (`; & | < > ( )`), expansions and substitutions (`$`, backtick), escapes
   (backslash), comments (`#`), line breaks or other control characters — anywhere, quoted
-  or not, so that no reading of the quotes can differ from the shell's;
+  or not, so that no reading of the quotes can differ from the shell's; nor more than
+  MAX_COMMAND_CHARS characters;
 - `shlex` splits the rest into words (POSIX rules; unbalanced quotes: compound);
 - the first word is a plain program name or path (no `=`: not a leading `VAR=value`; no
   glob or `~`), and not a program that runs another command line or code given on its own
-  command line (`bash`, `env`, `sudo`, `xargs`, `python`, `uv run` …).
+  command line (`bash`, `env`, `sudo`, `xargs`, `python`, `uv run` …), nor any of its
+  words an option or subcommand known to run a command it is given (`git -c`, `--exec` …).
 
 A prefix is at most two plain words, the words before the first option, path or `=`
 argument; a rule covers a command when the rule is one of the command's prefixes.
@@ -31,8 +33,11 @@ COMMAND_TOOL = "run_command"
 # A prefix has at most this many words.
 MAX_PREFIX_WORDS = 2
 
-# Characters that make the shell do more than run one program with its words.
-SHELL_SPECIAL = frozenset(";&|<>()$`\\#\n\r")
+# Characters that make the shell do more than run one program with its words (line breaks
+# and every other control character included).
+SHELL_SPECIAL = re.compile(r"[;&|<>()$`\\#\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# Longer commands are not looked into (shlex reads a character at a time): compound.
+MAX_COMMAND_CHARS = 4096
 
 # The program word: a name or a path of plain characters, with a letter or digit in it.
 PROGRAM_WORD = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_.+/-]*")
@@ -76,7 +81,19 @@ RUNNER_SUBCOMMANDS = frozenset(
         *(("pnpm", "dlx"), ("yarn", "exec"), ("yarn", "dlx"), ("bun", "x")),
         *(("docker", "run"), ("docker", "exec"), ("podman", "run"), ("podman", "exec")),
         *(("kubectl", "exec"), ("kubectl", "run"), ("nix", "run"), ("nix", "develop")),
-        *(("nix", "shell"), ("git", "submodule"), ("cargo", "script"), ("go", "run")),
+        *(("nix", "shell"), ("cargo", "script"), ("go", "run"), ("git", "submodule")),
+        *(("git", "bisect"), ("git", "filter-branch"), ("git", "difftool"), ("git", "-c")),
+        *(("git", "mergetool"), ("tar", "-I"), ("rsync", "-e")),
+    }
+)
+
+# Options that make a program run a command it is given (`--exec=…` too), whatever the
+# program: `git rebase --exec`, `git --exec-path`, `tar --to-command`, `rsync --rsh`.
+RUNNER_OPTIONS = frozenset(
+    {
+        *("--exec", "-exec", "-execdir", "-ok", "-okdir", "--exec-path", "--to-command"),
+        *("--checkpoint-action", "--use-compress-program", "--rsh", "--upload-pack"),
+        *("--receive-pack", "--config-env", "--ext-diff", "--extcmd", "--tool"),
     }
 )
 
@@ -104,7 +121,7 @@ def covered(command: str, prefixes: Iterable[str]) -> bool:
 
 def _simple_words(command: str) -> list[str] | None:
     """The words of `command` when it is simple; None when it is not (or may not be)."""
-    if any(char in SHELL_SPECIAL or _is_control(char) for char in command):
+    if len(command) > MAX_COMMAND_CHARS or SHELL_SPECIAL.search(command):
         return None
     try:
         words = shlex.split(command, comments=False, posix=True)
@@ -117,10 +134,6 @@ def _simple_words(command: str) -> list[str] | None:
     return words
 
 
-def _is_control(char: str) -> bool:
-    return (ord(char) < 0x20 and char != "\t") or 0x7F <= ord(char) < 0xA0
-
-
 def _is_program(word: str) -> bool:
     """A plain program name or path: not `.` (source), no `=` (an assignment), no glob."""
     return bool(PROGRAM_WORD.fullmatch(word)) and any(char.isalnum() for char in word)
@@ -131,7 +144,10 @@ def _runs_other_commands(words: list[str]) -> bool:
     if name in COMMAND_RUNNERS or name.startswith(INTERPRETER_STEMS):
         return True
     # Anywhere after the program: options may come first (`npm --yes exec …`).
-    return any((name, word) in RUNNER_SUBCOMMANDS for word in words[1:])
+    return any(
+        (name, word) in RUNNER_SUBCOMMANDS or word.partition("=")[0] in RUNNER_OPTIONS
+        for word in words[1:]
+    )
 
 
 def _program_name(word: str) -> str:
