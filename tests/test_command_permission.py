@@ -1,10 +1,9 @@
 """The permission question for shell commands, and "allow always" by command prefix, per
 workspace (docs/security.md, "Commands are allowed always only by prefix, per workspace").
 
-Over the wire: `parley serve` as a subprocess, the scripted model calling `run_command`,
-the test answering the questions as a user would. Until `tools/run_command.py` lands, the
-`run_command` the model calls is a stand-in the test client declares as an editor tool of
-that name and kind (the server's permission path is the same for any tool of that name).
+Over the wire: `parley serve` as a subprocess, the scripted model calling the real
+`run_command` (tools/run_command.py: each allowed command really runs, sandboxed, in the
+test's workspace), the test answering the questions as a user would.
 """
 
 from __future__ import annotations
@@ -29,23 +28,6 @@ from parley.protocol.permission import (
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.tools.base import CallView
 
-# Stand-in for tools/run_command.py's tool (same name, kind and arguments).
-RUN_COMMAND = {
-    "name": "run_command",
-    "description": "Run a shell command line in the workspace.",
-    "inputSchema": {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string"},
-            "cwd": {"type": "string"},
-            "timeout": {"type": "number"},
-        },
-        "required": ["command"],
-    },
-    "kind": "execute",
-    "needsPermission": True,
-}
-
 _here = sandbox_status(SandboxSettings())
 needs_sandbox = pytest.mark.skipif(
     not _here.sandboxed, reason=f"commands cannot run sandboxed here: {_here.reason}"
@@ -66,11 +48,9 @@ def always(prefix: str) -> dict[str, str]:
 async def command_client(
     start: Callable[..., Any], answers: list[str] | None = None, **server: Any
 ) -> ParleyClient:
-    """A server whose client offers `run_command`, runs it (saying what ran), and answers
-    its questions with `answers` in order (then rejects)."""
+    """A server whose client answers its questions with `answers` in order (then rejects)."""
     client: ParleyClient = await start(**server)
-    await client.initialize(tools=[RUN_COMMAND])
-    client.editor_tool_handler = lambda params: {"content": "ran"}
+    await client.initialize()
     pending = list(answers or [])
 
     def answer(params: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +78,17 @@ def asked(client: ParleyClient) -> list[str]:
 
 
 def ran(client: ParleyClient) -> list[str]:
-    return [call["arguments"]["command"] for call in client.editor_calls]
+    """The commands that ran (their calls completed: a refused one fails unrun), in order."""
+    commands: dict[str, str] = {}
+    completed: list[str] = []
+    for updates in client.updates.values():
+        for update in updates:
+            call_id, arguments = update.get("toolCallId"), update.get("rawInput") or {}
+            if "command" in arguments:
+                commands[call_id] = arguments["command"]
+            elif update.get("status") == "completed":
+                completed.append(commands[call_id])
+    return completed
 
 
 @needs_sandbox
@@ -117,6 +107,11 @@ async def test_the_question_shows_the_command_and_its_prefixes_whatever_auto_app
     simple, compound, configured = client.permission_requests
     assert simple["toolCall"]["kind"] == "execute"
     assert simple["toolCall"]["rawInput"] == {"command": command}
+    # The real tool's view: the command in full, and the directory it runs in.
+    assert simple["toolCall"]["title"] == "Run `git status --short -- 'a file.txt'`"
+    assert simple["toolCall"]["locations"] == [{"path": str(workspace)}]
+    shown = [block["content"]["text"] for block in simple["toolCall"]["content"]]
+    assert f"```sh\n{command}\n```" in shown
     assert simple["options"] == [ONCE, always("git status"), always("git"), REJECT]
     assert "UNSANDBOXED" not in str(simple["toolCall"])
     # A compound command: once or not at all.
