@@ -217,13 +217,17 @@ async def test_set_mode_and_the_mode_option_say_the_change_and_refuse_what_is_no
             refused.append(error.value)
         # /mode: without a name it says which; a name that is no mode is refused.
         fake.set_script([Reply(text="unused")])
-        for command in ("/mode", "/mode yolo", "/mode ask"):
+        for command in ("/mode", "/mode yolo", "/mode ask", "/mode plan"):
             assert await prompt(run, session_id, command) == "end_turn"
         said = run.editor.text_of(session_id)
     assert answered == {}
-    assert mode_updates(run, session_id) == ["accept_edits", "plan", "ask"]
+    assert mode_updates(run, session_id) == ["accept_edits", "plan", "ask", "plan"]
     options = run.recording.raw_updates(session_id, "config_option_update")
-    assert [current_values(u["configOptions"])["mode"] for u in options] == ["accept_edits", "ask"]
+    assert [current_values(u["configOptions"])["mode"] for u in options] == [
+        "accept_edits",
+        "ask",
+        "plan",
+    ]
     assert [error.code for error in refused] == [
         INVALID_PARAMS,
         INVALID_PARAMS,
@@ -232,7 +236,9 @@ async def test_set_mode_and_the_mode_option_say_the_change_and_refuse_what_is_no
     assert "modeId: must be one of ask, accept_edits, plan, not 'yolo'" in str(refused[0])
     assert "The mode is `plan`" in said
     assert "No mode 'yolo'. The mode is still `plan`" in said
-    assert "Switched to `ask`" in said
+    assert "Switched to `ask`: ask before every evaluation, edit and command." in said
+    switched = "Switched to `plan`: only tools that read: the model investigates and proposes"
+    assert said.endswith(f"{switched}, nothing is changed or run.")
     assert fake.requests == []  # no command called the model
     run.recording.assert_conformant()
 
