@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from acp import RequestError
 from acp.helpers import text_block
+from acp.schema import McpServerStdio
 from acp_client import AcpRun, acp_server
 from acp_schema import acp_schema
 from conftest import server_env
@@ -217,13 +218,17 @@ async def test_set_mode_and_the_mode_option_say_the_change_and_refuse_what_is_no
             refused.append(error.value)
         # /mode: without a name it says which; a name that is no mode is refused.
         fake.set_script([Reply(text="unused")])
-        for command in ("/mode", "/mode yolo", "/mode ask"):
+        for command in ("/mode", "/mode yolo", "/mode ask", "/mode plan"):
             assert await prompt(run, session_id, command) == "end_turn"
         said = run.editor.text_of(session_id)
     assert answered == {}
-    assert mode_updates(run, session_id) == ["accept_edits", "plan", "ask"]
+    assert mode_updates(run, session_id) == ["accept_edits", "plan", "ask", "plan"]
     options = run.recording.raw_updates(session_id, "config_option_update")
-    assert [current_values(u["configOptions"])["mode"] for u in options] == ["accept_edits", "ask"]
+    assert [current_values(u["configOptions"])["mode"] for u in options] == [
+        "accept_edits",
+        "ask",
+        "plan",
+    ]
     assert [error.code for error in refused] == [
         INVALID_PARAMS,
         INVALID_PARAMS,
@@ -232,12 +237,14 @@ async def test_set_mode_and_the_mode_option_say_the_change_and_refuse_what_is_no
     assert "modeId: must be one of ask, accept_edits, plan, not 'yolo'" in str(refused[0])
     assert "The mode is `plan`" in said
     assert "No mode 'yolo'. The mode is still `plan`" in said
-    assert "Switched to `ask`" in said
+    assert "Switched to `ask`: ask before every evaluation, edit and command." in said
+    switched = "Switched to `plan`: only tools that read: the model investigates and proposes"
+    assert said.endswith(f"{switched}, nothing is changed or run.")
     assert fake.requests == []  # no command called the model
     run.recording.assert_conformant()
 
 
-async def test_the_mode_survives_a_reload_and_the_commands_come_before_the_load_answer(
+async def test_the_mode_survives_a_reload_and_nothing_of_the_session_follows_the_load_answer(
     acp_env: dict[str, str], fake: FakeLLM, workspace: Path
 ) -> None:
     fake.set_script([Reply(text="Noted."), Reply(text="Still read only.")])
@@ -245,9 +252,12 @@ async def test_the_mode_survives_a_reload_and_the_commands_come_before_the_load_
         session_id = await started(first, workspace)
         await first.conn.set_session_mode(session_id=session_id, mode_id="plan")
         await prompt(first, session_id, "Look around.")
+    missing = McpServerStdio(name="ghost", command="/no/such/mcp-server", args=[], env=[])
     async with acp_server(acp_env) as run:
         await run.initialize()
-        await run.conn.load_session(cwd=str(workspace), session_id=session_id)
+        await run.conn.load_session(
+            cwd=str(workspace), session_id=session_id, mcp_servers=[missing]
+        )
         await asyncio.sleep(0.3)  # anything of the session after the answer would be in
         messages = run.recording.agent_messages()
         await prompt(run, session_id, "And now?")
@@ -266,6 +276,13 @@ async def test_the_mode_survives_a_reload_and_the_commands_come_before_the_load_
         and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
     ]
     assert announced_at and max(announced_at) < answer_at
+    (told,) = [
+        i
+        for i, m in enumerate(messages)
+        if m.get("method") == "session/update"
+        and "`ghost` could not start" in m["params"]["update"].get("content", {}).get("text", "")
+    ]
+    assert told < answer_at
     assert messages[answer_at + 1 :] == []  # nothing of the loaded session after its answer
     first.recording.assert_conformant()
     run.recording.assert_conformant()

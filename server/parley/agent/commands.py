@@ -175,7 +175,7 @@ async def _switch_mode(name: str, session: Session, host: CommandHost) -> Comman
     if name == session.mode:
         return CommandReply(f"The mode is `{name}` already.")
     await host.configure(session.id, mode=name)
-    return CommandReply(f"Switched to `{name}` ({MODES[name][0]}).")
+    return CommandReply(f"Switched to `{name}`: {MODES[name][1].lower()}.")
 
 
 def _model_problem(name: str, providers: ProviderRegistry) -> str | None:
