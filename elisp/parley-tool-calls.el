@@ -24,6 +24,7 @@
 (require 'parley-diff)
 (require 'parley-display)
 (require 'parley-markdown)
+(require 'parley-terminals)
 (require 'parley-transcript)
 
 ;;;; Customization
@@ -188,6 +189,19 @@ Each part starts with a newline and does not end with one."
         (concat "\n    " (mapconcat #'parley--location-string locations "  "))
       "")))
 
+(defun parley--terminals-string (block)
+  "Return the line of links to the tool BLOCK's terminals, or the empty string.
+A command the server runs in an Emacs terminal has the content
+`{type: \"terminal\", terminalId}'."
+  (let ((ids (delete-dups
+              (cl-loop for item in (parley--block-content block)
+                       when (and (equal (plist-get item :type) "terminal")
+                                 (stringp (plist-get item :terminalId)))
+                       collect (plist-get item :terminalId)))))
+    (if ids
+        (concat "\n    " (mapconcat #'parley-terminals-link ids "  "))
+      "")))
+
 (defun parley-open-location (&optional pos)
   "Open the file of the tool call location at POS (point), at its line."
   (interactive)
@@ -312,6 +326,7 @@ folded unless the block is expanded, the input, content and output."
             (let ((summary (parley--result-summary block)))
               (and summary (list 'help-echo summary))))
      (parley--props (parley--locations-string block) 'parley-header block)
+     (parley--props (parley--terminals-string block) 'parley-header block)
      (if (string-empty-p body)
          ""
        (parley--props body 'parley-body block
