@@ -42,6 +42,27 @@ not bound by `jsonrpc-default-request-timeout'."
 
 ;;;; Session state
 
+(defcustom parley-additional-directories nil
+  "More workspace roots of a session, beside its project's root.
+A list of absolute directories, or a function called with the
+project's root that returns one (nil: none).  They are sent as ACP
+`additionalDirectories' with each `session/new', `load' and `resume':
+the model's file tools and commands may read and write there too."
+  :type '(choice (repeat directory) function)
+  :group 'parley)
+
+(defun parley--roots-params (cwd)
+  "Return the params naming the session's other roots, beside CWD, or nil."
+  (let ((roots (if (functionp parley-additional-directories)
+                   (funcall parley-additional-directories cwd)
+                 parley-additional-directories)))
+    (when roots
+      (list :additionalDirectories
+            (vconcat (cl-remove (file-name-as-directory (expand-file-name cwd))
+                                (mapcar (lambda (dir) (directory-file-name (expand-file-name dir)))
+                                        roots)
+                                :key #'file-name-as-directory :test #'equal))))))
+
 (defvar parley--sessions (make-hash-table :test #'equal)
   "Map a session id to its chat buffer.")
 
@@ -499,7 +520,8 @@ continues as a new one."
         (funcall fn conn)
       (jsonrpc-async-request
        conn 'session/resume
-       (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+       (append (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+               (parley--roots-params parley--cwd))
        :timeout parley-turn-timeout
        :success-fn
        (lambda (result)
@@ -525,6 +547,7 @@ must not wait for an answer: the request is asynchronous."
     (jsonrpc-async-request
      conn 'session/new
      (append (list :cwd parley--cwd :mcpServers [])
+             (parley--roots-params parley--cwd)
              (and parley--model
                   (list :_meta (list :parley (list :model parley--model)))))
      :timeout parley-request-timeout

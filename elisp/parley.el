@@ -244,6 +244,7 @@ came for the session before it are applied."
          (result (parley--request
                   conn 'session/new
                   (append (list :cwd cwd :mcpServers [])
+                          (parley--roots-params cwd)
                           (and meta (list :_meta (list :parley meta)))))))
     (parley--make-buffer
      cwd (plist-get result :sessionId)
@@ -400,7 +401,8 @@ takes prompts as before.  Return the buffer."
                 parley--busy t)
           (jsonrpc-async-request
            conn 'session/load
-           (list :sessionId session-id :cwd cwd :mcpServers [])
+           (append (list :sessionId session-id :cwd cwd :mcpServers [])
+                   (parley--roots-params cwd))
            :timeout parley-turn-timeout
            :success-fn
            (lambda (result)
