@@ -129,7 +129,8 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
 
 (ert-deftest parley-terminal-kill-and-release ()
   (parley-terminals-test--with
-    (let* ((id (parley-terminals-test--create conn dir "echo started; exec sleep 30"))
+    (let* ((id (parley-terminals-test--create
+                conn dir "(trap '' HUP; exec sleep 30) & echo $! > grandchild; echo started; wait"))
            (params (parley-terminals-test--params id))
            (buffer (parley-terminals-buffer id))
            (waited (parley-test--request conn 'terminal/wait_for_exit params)))
@@ -138,6 +139,15 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
       (should (equal (parley-terminals-test--call conn 'terminal/kill params) nil))
       (parley-test--wait (lambda () (not (eq (car waited) 'pending))))
       (should (equal (car waited) '(:exitCode nil :signal "SIGKILL")))
+      ;; The whole process group: the command's own child too (which
+      ;; ignores the hangup that ends the terminal's session).
+      (let ((grandchild (with-temp-buffer
+                          (insert-file-contents (expand-file-name "grandchild" dir))
+                          (string-to-number (buffer-string)))))
+        (should (> grandchild 0))
+        (parley-test--wait (lambda ()
+                             (let ((state (alist-get 'state (process-attributes grandchild))))
+                               (or (null state) (equal state "Z"))))))
       ;; Killed, the terminal is still there: its output, its status.
       (should (equal (parley-terminals-test--call conn 'terminal/output params)
                      '(:output "started\n" :truncated :json-false
