@@ -183,11 +183,26 @@ A window whose point was at the end follows the output."
           (pcase-dolist (`(,conn . ,id) (reverse waiters))
             (parley--reply conn id exit)))))))
 
+(defun parley-terminal-no-rerun (&rest _)
+  "Refuse to run the terminal's command again: it is the server's to run."
+  (interactive)
+  (user-error "Parley's server ran this command; ask the model to run it again"))
+
+(defvar parley-terminal-mode-map
+  (let ((map (make-sparse-keymap)))
+    ;; Not `recompile': that would run `compile-command' here.
+    (define-key map "g" #'parley-terminal-no-rerun)
+    map)
+  "Keymap of `parley-terminal-mode'.")
+
 (define-derived-mode parley-terminal-mode compilation-mode "Parley-Terminal"
   "Major mode of a terminal in which Parley's server runs a command.
 The command's output, in colour; \\<compilation-mode-map>\\[compile-goto-error]
-on an error line visits it, as in a compilation."
-  (setq-local compilation-scroll-output nil))
+on an error line visits it, as in a compilation.  The command is not
+run again from here (\\<parley-terminal-mode-map>\\[parley-terminal-no-rerun] \
+only says so)."
+  (setq-local compilation-scroll-output nil)
+  (setq-local revert-buffer-function #'parley-terminal-no-rerun))
 
 (defun parley-terminals--shown-command (command args)
   "Return the command line that COMMAND with ARGS run, as shown to a person.

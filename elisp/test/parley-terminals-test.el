@@ -93,6 +93,10 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
         ;; The error line is a link to the file, as in a compilation.
         (make-directory (expand-file-name "src" dir))
         (with-temp-file (expand-file-name "src/app.py" dir) (insert "one\ntwo\nthree\n"))
+        ;; Not run again from here (`recompile' would run `compile-command').
+        (cl-letf (((symbol-function 'compile) (lambda (&rest _) (error "Compiled"))))
+          (should (eq (car (parley-test--type buffer "g")) 'user-error))
+          (should-error (revert-buffer) :type 'user-error))
         (goto-char (point-min))
         (compilation-next-error 1)
         (should (looking-at "src/app.py:3"))
