@@ -63,6 +63,12 @@ it, as (CONN . ID)."
 (defvar parley-terminals--count 0
   "How many terminals this Emacs made: the number in the next one's id.")
 
+(defconst parley-terminals--emacs-id
+  (substring (md5 (format "%s %s %s" (emacs-pid) (float-time) (random))) 0 8)
+  "This Emacs's part of its terminals' ids.
+A stored session's tool card names a terminal of the Emacs that ran
+it: another Emacs's `term-1' must not be taken for this one's.")
+
 (defun parley-terminals--get (params)
   "Return the live terminal PARAMS (`terminal/*' params) name.
 Signal a JSON-RPC error when it is unknown, released, or of another session."
@@ -280,7 +286,8 @@ chat buffer.  Return the answer, (:terminalId ID)."
          (args (append (plist-get params :args) nil))
          (shown (parley-terminals--shown-command command args))
          (limit (plist-get params :outputByteLimit))
-         (id (format "term-%d" (cl-incf parley-terminals--count)))
+         (id (format "term-%s-%d" parley-terminals--emacs-id
+                     (cl-incf parley-terminals--count)))
          (buffer (generate-new-buffer
                   (format "*parley-terminal: %s*"
                           (truncate-string-to-width (car (split-string shown "\n")) 50

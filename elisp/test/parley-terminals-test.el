@@ -129,6 +129,14 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
       (parley-test--update
        "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\"}")
       (should (string-match-p "\\[done\\]\n    \\[terminal output not kept\\]\n"
+                              (parley-test--visible-transcript)))
+      ;; Nor is the terminal of another Emacs, whose ids were its own,
+      ;; though this one made terminals since.
+      (parley-terminals-test--create conn dir "true")
+      (parley-test--update
+       (format "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c2\",\"title\":\"Run `make`\",\"status\":\"completed\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"term-%d\"}]}"
+               parley-terminals--count))
+      (should (string-match-p "Run `make` \\[done\\]\n    \\[terminal output not kept\\]\n"
                               (parley-test--visible-transcript))))))
 
 (ert-deftest parley-terminal-kill-and-release ()
