@@ -109,35 +109,36 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
 
 (ert-deftest parley-terminal-card-links-to-buffer ()
   (parley-terminals-test--with
-    (let* ((id (parley-terminals-test--create conn dir "echo linked"))
-           (buffer (parley-terminals-buffer id)))
-      (parley-test--update
-       (format "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run `echo linked`\",\"kind\":\"execute\",\"status\":\"in_progress\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"%s\"}]}" id))
-      (should (string-match-p (concat "▸ Run `echo linked` \\[running\\]\n    \\[terminal: "
-                                      (regexp-quote (buffer-name buffer)) "\\]\n")
-                              (parley-test--visible-transcript)))
-      ;; RET on the link shows the terminal.
-      (should-not (parley-test--type (current-buffer) "RET" (parley-test--pos "[terminal: ")))
-      (should (eq (window-buffer (selected-window)) buffer))
-      (parley-terminals-test--call conn 'terminal/release (parley-terminals-test--params id))
-      ;; The final update keeps the link: the buffer outlives the release.
-      (parley-test--update
-       (format "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"%s\"},{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"linked\\nExit code: 0\"}}]}" id))
-      (should (string-match-p "\\[done\\]\n    \\[terminal: " (parley-test--visible-transcript)))
-      (kill-buffer buffer)
-      ;; A terminal gone (or of an earlier Emacs, on replay) says so.
-      (parley-test--update
-       "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\"}")
-      (should (string-match-p "\\[done\\]\n    \\[terminal output not kept\\]\n"
-                              (parley-test--visible-transcript)))
-      ;; Nor is the terminal of another Emacs, whose ids were its own,
-      ;; though this one made terminals since.
-      (parley-terminals-test--create conn dir "true")
-      (parley-test--update
-       (format "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c2\",\"title\":\"Run `make`\",\"status\":\"completed\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"term-%d\"}]}"
-               parley-terminals--count))
-      (should (string-match-p "Run `make` \\[done\\]\n    \\[terminal output not kept\\]\n"
-                              (parley-test--visible-transcript))))))
+    (save-window-excursion
+      (let* ((id (parley-terminals-test--create conn dir "echo linked"))
+             (buffer (parley-terminals-buffer id)))
+        (parley-test--update
+         (format "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run `echo linked`\",\"kind\":\"execute\",\"status\":\"in_progress\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"%s\"}]}" id))
+        (should (string-match-p (concat "▸ Run `echo linked` \\[running\\]\n    \\[terminal: "
+                                        (regexp-quote (buffer-name buffer)) "\\]\n")
+                                (parley-test--visible-transcript)))
+        ;; RET on the link shows the terminal.
+        (should-not (parley-test--type (current-buffer) "RET" (parley-test--pos "[terminal: ")))
+        (should (eq (window-buffer (selected-window)) buffer))
+        (parley-terminals-test--call conn 'terminal/release (parley-terminals-test--params id))
+        ;; The final update keeps the link: the buffer outlives the release.
+        (parley-test--update
+         (format "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"%s\"},{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"linked\\nExit code: 0\"}}]}" id))
+        (should (string-match-p "\\[done\\]\n    \\[terminal: " (parley-test--visible-transcript)))
+        (kill-buffer buffer)
+        ;; A terminal gone (or of an earlier Emacs, on replay) says so.
+        (parley-test--update
+         "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\"}")
+        (should (string-match-p "\\[done\\]\n    \\[terminal output not kept\\]\n"
+                                (parley-test--visible-transcript)))
+        ;; Nor is the terminal of another Emacs, whose ids were its own,
+        ;; though this one made terminals since.
+        (parley-terminals-test--create conn dir "true")
+        (parley-test--update
+         (format "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c2\",\"title\":\"Run `make`\",\"status\":\"completed\",\"content\":[{\"type\":\"terminal\",\"terminalId\":\"term-%d\"}]}"
+                 parley-terminals--count))
+        (should (string-match-p "Run `make` \\[done\\]\n    \\[terminal output not kept\\]\n"
+                                (parley-test--visible-transcript)))))))
 
 (ert-deftest parley-terminal-kill-and-release ()
   (parley-terminals-test--with
@@ -184,19 +185,19 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
     (pcase-dolist (`(,params ,code ,words)
                    (list
                     `((:sessionId "no-such-session" :command "true" :cwd ,dir)
-                     -32002 "Unknown session")
-                   `((:sessionId ,parley-test--session :command "true" :cwd "relative/dir")
-                     -32602 "not an absolute existing directory")
-                   `((:sessionId ,parley-test--session :command "" :cwd ,dir)
-                     -32602 "non-empty string")
-                   `((:sessionId ,parley-test--session :command "true" :cwd ,dir
-                                 :env [(:name "A=B" :value "c")])
-                     -32602 "without =")
-                   `((:sessionId ,parley-test--session :command "/no/such/program" :cwd ,dir)
-                     -32602 "no program /no/such/program")
-                   `((:sessionId ,parley-test--session :command "no-such-program-anywhere"
-                                 :cwd ,dir)
-                     -32602 "no program no-such-program-anywhere")))
+                      -32002 "Unknown session")
+                    `((:sessionId ,parley-test--session :command "true" :cwd "relative/dir")
+                      -32602 "not an absolute existing directory")
+                    `((:sessionId ,parley-test--session :command "" :cwd ,dir)
+                      -32602 "non-empty string")
+                    `((:sessionId ,parley-test--session :command "true" :cwd ,dir
+                                  :env [(:name "A=B" :value "c")])
+                      -32602 "without =")
+                    `((:sessionId ,parley-test--session :command "/no/such/program" :cwd ,dir)
+                      -32602 "no program /no/such/program")
+                    `((:sessionId ,parley-test--session :command "no-such-program-anywhere"
+                                  :cwd ,dir)
+                      -32602 "no program no-such-program-anywhere")))
       (let ((answer (parley-terminals-test--call conn 'terminal/create params)))
         (should (eq (car answer) 'error))
         (should (eql (plist-get (cadr answer) :code) code))
@@ -235,7 +236,7 @@ STATE is the `cl-random' state."
   (let ((state (cl-make-random-state 25)))
     (dotimes (_ 400)
       (let* ((limit (nth (cl-random 4 state) (list nil 0 (cl-random 12 state)
-                                                  (cl-random 80 state))))
+                                                   (cl-random 80 state))))
              (terminal (parley-terminal--create :id "t" :limit limit))
              (chunks (cl-loop repeat (cl-random 6 state)
                               collect (parley-terminals-test--random-text state)))
@@ -262,41 +263,42 @@ STATE is the `cl-random' state."
 SKIPPED ONLY while the server has no `run_command' tool yet (issue 25)."
   (unless (parley-terminals-test--server-runs-commands)
     (ert-skip "the server has no run_command tool yet (parley.tools.run_command)"))
-  (let ((go (expand-file-name "go-terminal" parley-it--workspace))
-        (parley-display-terminals t))
-    (parley-it--script
-     (list :tool_calls
-           (vector (list :name "run_command"
-                         :arguments
-                         (list :command "echo first; i=0; while [ ! -e go-terminal ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done; echo 'src/app.py:3: error: boom'"))))
-     (list :text "The command failed at src/app.py:3."))
-    (with-current-buffer (parley)
-      (parley-it--send "Run it")
-      (parley-it--answer "y")
-      (let* ((buffer (parley-it--wait
-                      (lambda () (cl-find-if (lambda (b) (string-prefix-p "*parley-terminal: echo first"
-                                                                          (buffer-name b)))
-                                             (buffer-list)))
-                      "the terminal buffer"))
-             (process (get-buffer-process buffer)))
-        ;; It fills while the command runs, and the card links to it.
-        (parley-it--wait (lambda () (with-current-buffer buffer
-                                      (string-search "first\n" (buffer-string))))
-                         "the first line in the terminal")
-        (should (process-live-p process))
-        (parley-it--wait (lambda () (string-search (format "[terminal: %s]" (buffer-name buffer))
-                                                   (parley-test--visible-transcript)))
-                         "the link in the tool card")
-        (with-temp-file go)
-        (parley-it--wait-idle)
-        (with-current-buffer buffer
-          (should (string-match-p "first\nsrc/app.py:3: error: boom\n\n\\[exited with code 0\\]"
-                                  (buffer-string))))
-        (should (string-match-p "\\[terminal: .*\\]\n\\(.\\|\n\\)*The command failed"
-                                (parley-test--visible-transcript)))
-        (kill-buffer buffer)))
-    ;; The model got the output, from the terminal.
-    (should (string-search "boom" (car (last (parley-it--tool-messages)))))))
+  (save-window-excursion
+    (let ((go (expand-file-name "go-terminal" parley-it--workspace))
+          (parley-display-terminals t))
+      (parley-it--script
+       (list :tool_calls
+             (vector (list :name "run_command"
+                           :arguments
+                           (list :command "echo first; i=0; while [ ! -e go-terminal ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done; echo 'src/app.py:3: error: boom'"))))
+       (list :text "The command failed at src/app.py:3."))
+      (with-current-buffer (parley)
+        (parley-it--send "Run it")
+        (parley-it--answer "y")
+        (let* ((buffer (parley-it--wait
+                        (lambda () (cl-find-if (lambda (b) (string-prefix-p "*parley-terminal: echo first"
+                                                                            (buffer-name b)))
+                                               (buffer-list)))
+                        "the terminal buffer"))
+               (process (get-buffer-process buffer)))
+          ;; It fills while the command runs, and the card links to it.
+          (parley-it--wait (lambda () (with-current-buffer buffer
+                                        (string-search "first\n" (buffer-string))))
+                           "the first line in the terminal")
+          (should (process-live-p process))
+          (parley-it--wait (lambda () (string-search (format "[terminal: %s]" (buffer-name buffer))
+                                                     (parley-test--visible-transcript)))
+                           "the link in the tool card")
+          (with-temp-file go)
+          (parley-it--wait-idle)
+          (with-current-buffer buffer
+            (should (string-match-p "first\nsrc/app.py:3: error: boom\n\n\\[exited with code 0\\]"
+                                    (buffer-string))))
+          (should (string-match-p "\\[terminal: .*\\]\n\\(.\\|\n\\)*The command failed"
+                                  (parley-test--visible-transcript)))
+          (kill-buffer buffer)))
+      ;; The model got the output, from the terminal.
+      (should (string-search "boom" (car (last (parley-it--tool-messages))))))))
 
 (provide 'parley-terminals-test)
 ;;; parley-terminals-test.el ends here
