@@ -258,8 +258,15 @@ STATE is the `cl-random' state."
   (zerop (call-process parley-test-env-python nil nil nil
                        "-c" "import parley.tools.run_command")))
 
+(defun parley-terminals-test--buffer-named (prefix)
+  "Wait for the terminal buffer whose name starts with PREFIX; return it."
+  (parley-it--wait (lambda () (cl-find-if (lambda (b) (string-prefix-p prefix (buffer-name b)))
+                                          (buffer-list)))
+                   (concat "the buffer " prefix)))
+
 (parley-it--deftest parley-it-command-in-emacs-terminal
   "The real server runs `run_command' in an Emacs terminal; the card links to it.
+Stop kills the command in its terminal.
 SKIPPED ONLY while the server has no `run_command' tool yet (issue 25)."
   (unless (parley-terminals-test--server-runs-commands)
     (ert-skip "the server has no run_command tool yet (parley.tools.run_command)"))
@@ -275,11 +282,7 @@ SKIPPED ONLY while the server has no `run_command' tool yet (issue 25)."
       (with-current-buffer (parley)
         (parley-it--send "Run it")
         (parley-it--answer "y")
-        (let* ((buffer (parley-it--wait
-                        (lambda () (cl-find-if (lambda (b) (string-prefix-p "*parley-terminal: echo first"
-                                                                            (buffer-name b)))
-                                               (buffer-list)))
-                        "the terminal buffer"))
+        (let* ((buffer (parley-terminals-test--buffer-named "*parley-terminal: echo first"))
                (process (get-buffer-process buffer)))
           ;; It fills while the command runs, and the card links to it.
           (parley-it--wait (lambda () (with-current-buffer buffer
@@ -296,9 +299,28 @@ SKIPPED ONLY while the server has no `run_command' tool yet (issue 25)."
                                     (buffer-string))))
           (should (string-match-p "\\[terminal: .*\\]\n\\(.\\|\n\\)*The command failed"
                                   (parley-test--visible-transcript)))
-          (kill-buffer buffer)))
-      ;; The model got the output, from the terminal.
-      (should (string-search "boom" (car (last (parley-it--tool-messages))))))))
+          (kill-buffer buffer))
+        ;; The model got the output, from the terminal.
+        (should (string-search "boom" (car (last (parley-it--tool-messages)))))
+        ;; Stop (C-c C-k) while a command runs: its terminal's process ends.
+        (parley-it--script
+         (list :tool_calls (vector (list :name "run_command"
+                                         :arguments (list :command "echo waiting; sleep 120")))))
+        (parley-it--send "Wait")
+        (parley-it--answer "y")
+        (let* ((buffer (parley-terminals-test--buffer-named "*parley-terminal: echo waiting"))
+               (process (get-buffer-process buffer)))
+          (parley-it--wait (lambda () (with-current-buffer buffer
+                                        (string-search "waiting\n" (buffer-string))))
+                           "the command's first line")
+          (should (process-live-p process))
+          (should-not (parley-test--type (current-buffer) "C-c C-k"))
+          (parley-it--wait-idle)
+          (parley-it--wait (lambda () (not (process-live-p process))) "the command's end")
+          (with-current-buffer buffer
+            (parley-it--wait (lambda () (string-search "\n[killed by SIG" (buffer-string)))
+                             "the kill in the terminal"))
+          (kill-buffer buffer))))))
 
 (provide 'parley-terminals-test)
 ;;; parley-terminals-test.el ends here
