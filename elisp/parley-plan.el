@@ -58,19 +58,23 @@
               "")
             "\n")))
 
+(defun parley--plan-done ()
+  "Return how many entries of the plan are completed, and of how many: \"2/5\"."
+  (format "%d/%d"
+          (cl-count "completed" parley--plan
+                    :key (lambda (entry) (plist-get entry :status)) :test #'equal)
+          (length parley--plan)))
+
 (defun parley--plan-progress ()
   "Return how far the plan is, such as \"plan 2/5\"; nil when there is none."
   (when parley--plan
-    (format "plan %d/%d"
-            (cl-count "completed" parley--plan
-                      :key (lambda (entry) (plist-get entry :status)) :test #'equal)
-            (length parley--plan))))
+    (concat "plan " (parley--plan-done))))
 
 (defun parley--plan-string ()
   "Return the text of the plan, or the empty string when there is none."
   (if parley--plan
       (concat (propertize "Plan" 'face 'parley-plan-header)
-              (propertize (format "  %s\n" (parley--plan-progress)) 'face 'shadow)
+              (propertize (format "  %s done\n" (parley--plan-done)) 'face 'shadow)
               (mapconcat #'parley--plan-entry-string parley--plan "")
               "\n")
     ""))

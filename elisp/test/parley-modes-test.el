@@ -100,7 +100,7 @@
                                                   '("Fix the parser" "in_progress" "high")
                                                   '("Run the tests" "pending" "low")))
     (should (equal (parley-modes-test--shown-plan)
-                   "Plan  plan 1/3\n  ☑ Read the failing test\n  ◐ Fix the parser  (high)\n  ☐ Run the tests  (low)\n\n"))
+                   "Plan  1/3 done\n  ☑ Read the failing test\n  ◐ Fix the parser  (high)\n  ☐ Run the tests  (low)\n\n"))
     (should (string-match-p "  plan 1/3  " (parley--header-line)))
     ;; Not in the transcript, which goes on growing after it.
     (parley-test--chunk " Done.")
@@ -109,7 +109,7 @@
     (parley-test--update (parley-modes-test--plan '("Fix the parser" "completed" "high")
                                                   '("Run the tests" "completed" "medium")))
     (should (equal (parley-modes-test--shown-plan)
-                   "Plan  plan 2/2\n  ☑ Fix the parser  (high)\n  ☑ Run the tests\n\n"))
+                   "Plan  2/2 done\n  ☑ Fix the parser  (high)\n  ☑ Run the tests\n\n"))
     (let ((shown (overlay-get (cl-find-if (lambda (o) (overlay-get o 'parley-plan))
                                           (overlays-in (point-min) (point-max)))
                               'after-string)))
@@ -144,7 +144,7 @@
         (unwind-protect
             (with-current-buffer buffer
               (should (equal (parley-modes-test--shown-plan)
-                             "Plan  plan 1/2\n  ☑ Fix\n  ◐ Test\n\n"))
+                             "Plan  1/2 done\n  ☑ Fix\n  ◐ Test\n\n"))
               (should (equal (parley-test--visible-transcript)
                              "You\nFix it\n\nParley\nFixed.\n"))
               (should (string-match-p "  Ask  plan 1/2  " (parley--header-line))))
@@ -183,7 +183,7 @@ SKIPPED ONLY while the server offers no modes (issue 25)."
       (parley-it--send "Plan the fix")
       (parley-it--wait-idle)
       (should (equal (parley-modes-test--shown-plan)
-                     "Plan  plan 1/2\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n\n"))
+                     "Plan  1/2 done\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n\n"))
       ;; /mode is the server's slash command: the header follows it.
       (parley-it--send "/mode accept_edits")
       (parley-it--wait-idle)
@@ -195,7 +195,7 @@ SKIPPED ONLY while the server offers no modes (issue 25)."
       (parley-it--wait-idle)
       (should (string-match-p "  Accept edits  plan 1/2  " (parley--header-line)))
       (should (equal (parley-modes-test--shown-plan)
-                     "Plan  plan 1/2\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n\n")))))
+                     "Plan  1/2 done\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n\n")))))
 
 (provide 'parley-modes-test)
 ;;; parley-modes-test.el ends here
