@@ -248,7 +248,7 @@ or a directory that is not an absolute existing one."
     (let ((default-directory (file-name-as-directory dir))
           (command (plist-get params :command)))
       (unless (if (file-name-absolute-p command)
-                  (file-executable-p command)
+                  (and (file-executable-p command) (not (file-directory-p command)))
                 (executable-find command))
         (funcall bad (format "there is no program %s to run" command))))
     dir))
@@ -268,7 +268,8 @@ or a directory that is not an absolute existing one."
                             :noquery t
                             :filter (parley-terminals--filter terminal)
                             :sentinel (parley-terminals--sentinel terminal))
-            (error (jsonrpc-error :code -32603
+            (error (kill-buffer (parley-terminal-buffer terminal))
+                   (jsonrpc-error :code -32603
                                   :message (format "Cannot run %s: %s" command
                                                    (error-message-string err)))))))
     ;; Nobody types into it: a command that reads its input ends.  It

@@ -195,10 +195,19 @@ printf 'src/app.py:3: error: \\033[31mboom\\033[0m\\n'; exit 3"
                       -32602 "without =")
                     `((:sessionId ,parley-test--session :command "/no/such/program" :cwd ,dir)
                       -32602 "no program /no/such/program")
+                    `((:sessionId ,parley-test--session :command ,dir :cwd ,dir)
+                      -32602 ,(concat "no program " dir))
                     `((:sessionId ,parley-test--session :command "no-such-program-anywhere"
                                   :cwd ,dir)
                       -32602 "no program no-such-program-anywhere")))
-      (let ((answer (parley-terminals-test--call conn 'terminal/create params)))
+      (let* ((terminals (lambda ()
+                          (cl-remove-if-not (lambda (b) (string-prefix-p "*parley-terminal: "
+                                                                         (buffer-name b)))
+                                            (buffer-list))))
+             (before (funcall terminals))
+             (answer (parley-terminals-test--call conn 'terminal/create params)))
+        ;; Refused, it leaves no buffer behind.
+        (should (equal (funcall terminals) before))
         (should (eq (car answer) 'error))
         (should (eql (plist-get (cadr answer) :code) code))
         (should (string-search words (plist-get (cadr answer) :message)))))
