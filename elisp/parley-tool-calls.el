@@ -385,12 +385,22 @@ A field it has replaces the one shown; the others stay."
         (error nil)))                   ; plain text is still the code
     (concat (parley--indent code) "\n")))
 
+(defun parley--unfenced (text)
+  "Return TEXT without the Markdown fence around it, when it is one fenced block.
+A command's content is its command line in a fence (```sh)."
+  (let ((text (string-trim text)))
+    (if (and (string-prefix-p "```" text) (string-suffix-p "\n```" text)
+             (string-search "\n" text))
+        (substring text (1+ (string-search "\n" text)) (- (length text) 4))
+      text)))
+
 (defun parley--in-input-p (text input)
-  "Return non-nil when TEXT is the value of a field of the tool INPUT."
+  "Return non-nil when TEXT is the value of a field of the tool INPUT.
+TEXT may be that value in a Markdown fence."
   (and (consp input) (keywordp (car input))
-       (cl-loop for (_key value) on input by #'cddr
-                thereis (and (stringp value)
-                             (equal (string-trim value) (string-trim text))))))
+       (let ((text (string-trim (parley--unfenced text))))
+         (cl-loop for (_key value) on input by #'cddr
+                  thereis (and (stringp value) (equal (string-trim value) text))))))
 
 (defun parley--content-item-string (item input &optional mode limit)
   "Return the ACP tool call content ITEM as transcript text, in lines.

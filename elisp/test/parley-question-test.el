@@ -139,7 +139,10 @@
 (defconst parley-test--command-permission
   '(:sessionId "sess-unit"
                :toolCall (:toolCallId "call_7" :title "Run `git status --short`" :kind "execute"
-                                      :rawInput (:command "git status --short"))
+                                      :rawInput (:command "git status --short")
+                                      :content [(:type "content"
+                                                       :content (:type "text"
+                                                                       :text "```sh\ngit status --short\n```"))])
                :options [(:optionId "allow_once" :name "Allow once" :kind "allow_once")
                          (:optionId "allow_always:git status"
                                     :name "Always allow `git status` here" :kind "allow_always")
@@ -162,6 +165,11 @@
             (let ((answer (parley-test--request conn 'session/request_permission
                                                 parley-test--command-permission)))
               (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              ;; The command once, as code: not again in its fence.
+              (should (string-match-p
+                       "Parley asks permission: Run `git status --short` (execute)\n    git status --short\n  \\[y\\]"
+                       (parley-test--visible-transcript)))
+              (should-not (string-search "```" (parley-test--visible-transcript)))
               (should (string-match-p
                        (concat "  \\[y\\] Allow once   \\[a\\] Always allow `git status` here   "
                                "\\[A\\] Always allow `git` here   \\[n\\] Reject\n")
