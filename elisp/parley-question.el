@@ -142,7 +142,10 @@ TOOL is the ACP tool call: its title, kind, rawInput and content."
          (input (plist-get tool :rawInput))
          (mode (parley--code-mode title)))
     (concat
-     (parley--props (concat header "\n") 'face 'parley-question-header)
+     (parley--props header 'face 'parley-question-header)
+     ;; Where it runs, or the files it touches: a command's directory.
+     (parley--props (parley--locations-line (plist-get tool :locations)))
+     (parley--props "\n")
      (parley--question-input title (if diffs (parley--without-edit-texts input) input))
      (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")

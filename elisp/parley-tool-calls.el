@@ -181,13 +181,18 @@ Each part starts with a newline and does not end with one."
                 'mouse-face 'highlight 'follow-link t 'keymap parley-location-map
                 'help-echo (format "RET or mouse-1: open %s" label))))
 
-(defun parley--locations-string (block)
-  "Return the line of the tool BLOCK's file locations, or the empty string."
+(defun parley--locations-line (locations)
+  "Return the line of the file LOCATIONS (ACP's), or the empty string.
+It starts with a newline and does not end with one."
   (let ((locations (cl-remove-if-not (lambda (l) (stringp (plist-get l :path)))
-                                     (parley--block-locations block))))
+                                     (append locations nil))))
     (if locations
         (concat "\n    " (mapconcat #'parley--location-string locations "  "))
       "")))
+
+(defun parley--locations-string (block)
+  "Return the line of the tool BLOCK's file locations, or the empty string."
+  (parley--locations-line (parley--block-locations block)))
 
 (defun parley--terminals-string (block)
   "Return the line of links to the tool BLOCK's terminals, or the empty string.

@@ -140,6 +140,7 @@
   '(:sessionId "sess-unit"
                :toolCall (:toolCallId "call_7" :title "Run `git status --short`" :kind "execute"
                                       :rawInput (:command "git status --short")
+                                      :locations [(:path "/srv/project")]
                                       :content [(:type "content"
                                                        :content (:type "text"
                                                                        :text "```sh\ngit status --short\n```"))])
@@ -165,9 +166,9 @@
             (let ((answer (parley-test--request conn 'session/request_permission
                                                 parley-test--command-permission)))
               (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
-              ;; The command once, as code: not again in its fence.
+              ;; Its directory; the command once, as code: not again in its fence.
               (should (string-match-p
-                       "Parley asks permission: Run `git status --short` (execute)\n    git status --short\n  \\[y\\]"
+                       "Parley asks permission: Run `git status --short` (execute)\n    /srv/project\n    git status --short\n  \\[y\\]"
                        (parley-test--visible-transcript)))
               (should-not (string-search "```" (parley-test--visible-transcript)))
               (should (string-match-p
