@@ -11,7 +11,7 @@
 
 ;; What a chat buffer's session can be told besides a prompt: its
 ;; model (C-c C-m) and tool policy (C-c C-t), set through the server's
-;; config options, and undoing an editing turn (C-c C-u); and the diff
+;; config options, its mode (C-c C-o, `session/set_mode'), and undoing an editing turn (C-c C-u); and the diff
 ;; of the edit at point (C-c C-d).
 
 ;;; Code:
@@ -135,6 +135,51 @@ offers the policies."
   (parley--check-buffer)
   (parley--apply-setting (parley--setting :id "tool_policy" "tool policy") policy
                          "tool policy"))
+
+(defun parley-set-mode (mode)
+  "Switch this chat buffer's session to MODE, a mode id such as `plan'.
+Ask: every evaluation, edit and command asks first; Accept edits:
+edits apply without a question (still undoable per turn); Plan: the
+model only reads and proposes.  The server offers the modes."
+  (interactive
+   (progn
+     (parley--check-buffer)
+     (let ((choices (or (parley--mode-choices)
+                        (user-error "This session offers no modes to choose"))))
+       (list (plist-get (cdr (assoc (completing-read
+                                     (format "Mode (now %s): " (or (parley--mode-name) "?"))
+                                     (lambda (string pred action)
+                                       (if (eq action 'metadata)
+                                           `(metadata
+                                             (annotation-function
+                                              . ,(lambda (name)
+                                                   (let ((description
+                                                          (plist-get (cdr (assoc name choices))
+                                                                     :description)))
+                                                     (if (stringp description)
+                                                         (concat "  " description)
+                                                       "")))))
+                                         (complete-with-action action choices string pred)))
+                                     nil t)
+                                    choices))
+                        :id)))))
+  (parley--check-buffer)
+  (unless (stringp mode) (user-error "No mode chosen"))
+  (let ((buffer (current-buffer)))
+    (parley--with-session
+     (lambda (conn)
+       (jsonrpc-async-request
+        conn 'session/set_mode
+        (list :sessionId parley--session-id :modeId mode)
+        :timeout parley-request-timeout
+        :success-fn (lambda (_result)
+                      (parley--with-live-buffer buffer
+                        (setq parley--current-mode mode)
+                        (force-mode-line-update)
+                        (message "Parley: the mode is now %s" (parley--mode-name))))
+        :error-fn (lambda (err)
+                    (message "Parley cannot set the mode to %s: %s" mode
+                             (plist-get err :message))))))))
 
 (provide 'parley-commands)
 ;;; parley-commands.el ends here

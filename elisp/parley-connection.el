@@ -155,10 +155,12 @@ jsonrpc.el reads as nil), so only its presence counts."
   "Return the params of the `initialize' request.
 The client asks for hybrid revisions (`revisions'): it replaces the
 streamed text with the revised one (see `parley--on-message'), where
-a generic ACP client would show both."
+a generic ACP client would show both.  It runs the server's commands
+in its own terminals (`terminal', parley-terminals.el)."
   (list :protocolVersion 1
         :clientCapabilities
         (list :fs (list :readTextFile t :writeTextFile t)
+              :terminal t
               :_meta (list :parley (list :tools (parley-tools-specs)
                                          :revisions t)))
         :clientInfo (list :name "parley.el" :version parley-version)))

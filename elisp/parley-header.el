@@ -10,7 +10,7 @@
 ;;; Commentary:
 
 ;; What the session is doing (working, waiting for an answer, not
-;; connected), its model, the usage the server reported
+;; connected), its model and mode, how far the plan is, the usage the server reported
 ;; (parley-usage.el) by the rules of parley-display.el, the context
 ;; waiting for the next prompt and the session's title.
 
@@ -19,12 +19,17 @@
 (require 'jsonrpc)
 (require 'parley-display)
 (require 'parley-input)
+(require 'parley-plan)
 (require 'parley-question)
 (require 'parley-session)
 (require 'parley-transcript)
 (require 'parley-usage)
 
 ;;;; Header line and mode line
+
+(defface parley-mode '((t :inherit font-lock-type-face))
+  "Face for the session's mode (Ask, Accept edits, Plan) in the header line."
+  :group 'parley)
 
 (defun parley--status ()
   "Return what the session is doing, as (GLYPH WORDS FACE); nil when idle."
@@ -52,6 +57,10 @@ The status comes first, so that a narrow window still shows it."
        "")
      (propertize "Parley" 'face 'bold)
      " " (or parley--model "default model")
+     (let ((mode (parley--mode-name)))
+       (if mode (concat "  " (propertize mode 'face 'parley-mode)) ""))
+     (let ((plan (parley--plan-progress)))
+       (if plan (concat "  " plan) ""))
      (format "  tokens %s in / %s out" (parley-display-tokens (parley--usage-in u))
              (parley-display-tokens (parley--usage-out u)))
      (if (numberp cost) (concat "  " (parley-display-cost cost)) "")

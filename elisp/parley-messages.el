@@ -14,13 +14,14 @@
 ;; folded when the answer starts; the user's prompts, as sent or as a
 ;; session's replay; the server's notices (why a turn stopped, a
 ;; budget), shown once, where they come, at their level, never as
-;; answer text; tool calls (parley-tool-calls.el) and usage
-;; (parley-usage.el).  parley-session.el routes the updates here.
+;; answer text; tool calls (parley-tool-calls.el), usage
+;; (parley-usage.el) and the plan (parley-plan.el).  parley-session.el routes the updates here.
 
 ;;; Code:
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'parley-plan)
 (require 'parley-transcript)
 (require 'parley-tool-calls)
 (require 'parley-usage)
@@ -138,6 +139,7 @@ where it comes, in the face of its level; never as answer text."
     ("user_message_chunk" (parley--on-user-chunk update))
     ((or "tool_call" "tool_call_update") (parley--tool-update update))
     ("usage_update" (parley--record-usage 'round update))
+    ("plan" (parley--plan-update update))
     ("session_info_update"
      (when (plist-get update :title)
        (setq parley--title (plist-get update :title))

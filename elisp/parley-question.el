@@ -55,7 +55,19 @@
   '(("allow_once" "y" "Allowed once" parley-allowed)
     ("allow_always" "a" "Allowed always" parley-allowed)
     ("reject_once" "n" "Rejected" parley-rejected))
-  "Option kinds a question offers: (KIND KEY COLLAPSED-LABEL FACE).")
+  "Option kinds a question offers: (KIND KEY COLLAPSED-LABEL FACE).
+A command's question may offer several `allow_always' options, one
+per prefix, most specific first: the second one's key is `A'.")
+
+(defun parley--option-key (option options)
+  "Return the key that answers with OPTION, one of OPTIONS, or nil if none does."
+  (let ((key (nth 1 (assoc (plist-get option :kind) parley--choice-keys))))
+    (if (equal key "a")
+        (nth (cl-position option (cl-remove "allow_always" options
+                                            :key (lambda (o) (plist-get o :kind))
+                                            :test-not #'equal))
+             '("a" "A"))
+      key)))
 
 (cl-defstruct (parley--question (:constructor parley--question-create)
                                 (:copier nil))
@@ -71,6 +83,7 @@ items of the tool call, the edits asked about."
   (let ((map (make-sparse-keymap)))
     (define-key map "y" #'parley-question-allow-once)
     (define-key map "a" #'parley-question-allow-always)
+    (define-key map "A" #'parley-question-allow-always-broader)
     (define-key map "n" #'parley-question-reject)
     (define-key map "d" #'parley-question-show-diff)
     (define-key map (kbd "RET") #'parley-question-help)
@@ -100,13 +113,17 @@ DIFF non-nil says that `d' shows the edit's diff in its own buffer."
    (parley--props "  ")
    (mapconcat
     (lambda (option)
-      (let* ((kind (plist-get option :kind))
-             (key (nth 1 (assoc kind parley--choice-keys))))
-        (parley--props (concat (propertize (format "[%s]" key) 'face 'parley-question-key)
-                               " " (or (plist-get option :name) kind))
-                       'parley-choice kind 'mouse-face 'highlight
-                       'help-echo (format "mouse-1 or %s: %s" key
-                                          (or (plist-get option :name) kind)))))
+      (let ((key (parley--option-key option options))
+            (name (or (plist-get option :name) (plist-get option :kind))))
+        (parley--props (concat (if key
+                                   (concat (propertize (format "[%s]" key)
+                                                       'face 'parley-question-key)
+                                           " ")
+                                 "")
+                               name)
+                       'parley-choice option 'mouse-face 'highlight
+                       'help-echo (if key (format "mouse-1 or %s: %s" key name)
+                                    (format "mouse-1: %s" name)))))
     (cl-remove-if-not (lambda (o) (assoc (plist-get o :kind) parley--choice-keys))
                       options)
     (parley--props "   "))
@@ -125,7 +142,10 @@ TOOL is the ACP tool call: its title, kind, rawInput and content."
          (input (plist-get tool :rawInput))
          (mode (parley--code-mode title)))
     (concat
-     (parley--props (concat header "\n") 'face 'parley-question-header)
+     (parley--props header 'face 'parley-question-header)
+     ;; Where it runs, or the files it touches: a command's directory.
+     (parley--props (parley--locations-line (plist-get tool :locations)))
+     (parley--props "\n")
      (parley--question-input title (if diffs (parley--without-edit-texts input) input))
      (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")
@@ -234,13 +254,14 @@ The buffer is displayed, not selected, when no window shows it."
   (cl-some (lambda (overlay) (overlay-get overlay 'parley-question))
            (overlays-at pos)))
 
-(defun parley--answer-at-point (kind)
-  "Answer the question at point with its option of KIND."
+(defun parley--answer-at-point (key)
+  "Answer the question at point with its option whose key is KEY."
   (let* ((question (or (and (derived-mode-p 'parley-chat-mode)
                             (parley--question-at (point)))
                        (user-error "No Parley question at point")))
-         (option (or (cl-find kind (parley--question-options question)
-                              :key (lambda (o) (plist-get o :kind)) :test #'equal)
+         (options (parley--question-options question))
+         (option (or (cl-find-if (lambda (o) (equal (parley--option-key o options) key))
+                                 options)
                      (user-error "This question does not offer that choice"))))
     (parley--settle question option)
     ;; Back to the prompt, where the window follows the answer.
@@ -249,25 +270,35 @@ The buffer is displayed, not selected, when no window shows it."
 (defun parley-question-allow-once ()
   "Allow the tool call of the question at point, this once."
   (interactive)
-  (parley--answer-at-point "allow_once"))
+  (parley--answer-at-point "y"))
 
 (defun parley-question-allow-always ()
-  "Allow the tool of the question at point for the rest of the session."
+  "Allow the tool of the question at point for the rest of the session.
+A command's question offers its prefixes: this allows the first, the
+most specific one (`git status' rather than `git')."
   (interactive)
-  (parley--answer-at-point "allow_always"))
+  (parley--answer-at-point "a"))
+
+(defun parley-question-allow-always-broader ()
+  "Allow always the second prefix of the command question at point.
+That is the broader one (`git' rather than `git status')."
+  (interactive)
+  (parley--answer-at-point "A"))
 
 (defun parley-question-reject ()
   "Reject the tool call of the question at point."
   (interactive)
-  (parley--answer-at-point "reject_once"))
+  (parley--answer-at-point "n"))
 
 (defun parley-question-help ()
   "Say which keys answer the question at point; answer nothing."
   (interactive)
-  (message "Answer with y (allow once), a (allow always) or n (reject)%s"
-           (if (let ((q (parley--question-at (point)))) (and q (parley--question-diffs q)))
-               "; d shows the diff"
-             "")))
+  (let* ((question (parley--question-at (point)))
+         (options (and question (parley--question-options question)))
+         (broader (cl-find-if (lambda (o) (equal (parley--option-key o options) "A")) options)))
+    (message "Answer with y (allow once), a (allow always)%s or n (reject)%s"
+             (if broader (format ", A (%s)" (plist-get broader :name)) "")
+             (if (and question (parley--question-diffs question)) "; d shows the diff" ""))))
 
 (defun parley-question-show-diff ()
   "Show the diff of the edit the question at point asks about, in `diff-mode'."
@@ -284,13 +315,10 @@ The buffer is displayed, not selected, when no window shows it."
   (let* ((position (event-end event))
          (pos (posn-point position)))
     (with-current-buffer (window-buffer (posn-window position))
-      (let ((kind (and pos (get-text-property pos 'parley-choice)))
+      (let ((option (and pos (get-text-property pos 'parley-choice)))
             (question (and pos (parley--question-at pos))))
-        (when (and kind question)
-          (parley--settle question
-                          (cl-find kind (parley--question-options question)
-                                   :key (lambda (o) (plist-get o :kind))
-                                   :test #'equal)))))))
+        (when (and option question (memq option (parley--question-options question)))
+          (parley--settle question option))))))
 
 (defun parley-goto-question ()
   "Show the oldest question Parley waits on, with point in it."

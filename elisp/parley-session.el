@@ -25,6 +25,7 @@
 (require 'parley-files)
 (require 'parley-messages)
 (require 'parley-question)
+(require 'parley-terminals)
 (require 'parley-tools)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
@@ -41,6 +42,27 @@ not bound by `jsonrpc-default-request-timeout'."
 
 ;;;; Session state
 
+(defcustom parley-additional-directories nil
+  "More workspace roots of a session, beside its project's root.
+A list of absolute directories, or a function called with the
+project's root that returns one (nil: none).  They are sent as ACP
+`additionalDirectories' with each `session/new', `load' and `resume':
+the model's file tools and commands may read and write there too."
+  :type '(choice (repeat directory) function)
+  :group 'parley)
+
+(defun parley--roots-params (cwd)
+  "Return the params naming the session's other roots, beside CWD, or nil."
+  (let ((roots (if (functionp parley-additional-directories)
+                   (funcall parley-additional-directories cwd)
+                 parley-additional-directories)))
+    (when roots
+      (list :additionalDirectories
+            (vconcat (cl-remove (file-name-as-directory (expand-file-name cwd))
+                                (mapcar (lambda (dir) (directory-file-name (expand-file-name dir)))
+                                        roots)
+                                :key #'file-name-as-directory :test #'equal))))))
+
 (defvar parley--sessions (make-hash-table :test #'equal)
   "Map a session id to its chat buffer.")
 
@@ -50,7 +72,8 @@ The server follows its answer to `session/new' with the session's
 commands at once, while Emacs is still making the buffer.  Only the
 last update of each kind is kept.")
 
-(defconst parley--state-updates '("available_commands_update" "config_option_update")
+(defconst parley--state-updates '("available_commands_update" "config_option_update"
+                                  "current_mode_update")
   "The kinds of `session/update' that set the session's state, not its transcript.")
 
 (parley--define-buffer-state
@@ -60,6 +83,9 @@ last update of each kind is kept.")
   (parley--model "The model of this buffer's session, if known.")
   (parley--config-options
    "The session's ACP config options (model, tool policy...), as last sent.")
+  (parley--current-mode "The id of the session's mode (`ask', `plan'...), if it has modes.")
+  (parley--modes
+   "The modes the session offers, a list of plists (:id :name :description).")
   (parley--commands
    "The slash commands the server offers this session (plists: name, description).")
   (parley--approvals "Hash table: toolCallId to `once' or `always', as the user answered.")
@@ -90,15 +116,51 @@ choices (ACP's `{group, name, options}') are flattened."
   "Keep OPTIONS (a vector) as this session's config options.
 The model shown is the current value of the option of category `model'."
   (setq parley--config-options (append options nil))
-  (let ((model (parley--config-option :category "model")))
+  (let ((model (parley--config-option :category "model"))
+        (mode (parley--config-option :category "mode")))
     (when (stringp (plist-get model :currentValue))
-      (setq parley--model (plist-get model :currentValue))))
+      (setq parley--model (plist-get model :currentValue)))
+    (when (stringp (plist-get mode :currentValue))
+      (setq parley--current-mode (plist-get mode :currentValue))))
   (force-mode-line-update))
 
+;;;; Modes
+
+;; The server offers its modes both ways: as ACP `modes' (with
+;; `current_mode_update') and as the config option of category `mode'
+;; (with `config_option_update').  Either sets `parley--current-mode'.
+
+(defun parley--set-modes (modes)
+  "Keep the ACP MODES (`currentModeId', `availableModes') of the session."
+  (setq parley--modes (append (plist-get modes :availableModes) nil))
+  (when (stringp (plist-get modes :currentModeId))
+    (setq parley--current-mode (plist-get modes :currentModeId)))
+  (force-mode-line-update))
+
+(defun parley--mode-choices ()
+  "Return the session's modes as an alist (NAME . MODE), MODE a plist (:id :name).
+From its ACP modes, or else its config option of category `mode'."
+  (mapcar (lambda (mode) (cons (or (plist-get mode :name) (plist-get mode :id)) mode))
+          (or parley--modes
+              (mapcar (lambda (choice)
+                        (list :id (car choice) :name (plist-get (cdr choice) :name)
+                              :description (plist-get (cdr choice) :description)))
+                      (parley--config-choices (parley--config-option :category "mode"))))))
+
+(defun parley--mode-name ()
+  "Return the name of the session's mode, or nil when it has none."
+  (when parley--current-mode
+    (or (car (cl-find parley--current-mode (parley--mode-choices)
+                      :key (lambda (choice) (plist-get (cdr choice) :id)) :test #'equal))
+        parley--current-mode)))
+
 (defun parley--session-result (result)
-  "Keep the config options of RESULT, from `session/new', `load' or `resume'."
+  "Keep the config options and modes of RESULT.
+RESULT is the answer to `session/new', `session/load' or `session/resume'."
   (when (plist-get result :configOptions)
-    (parley--set-config-options (plist-get result :configOptions))))
+    (parley--set-config-options (plist-get result :configOptions)))
+  (when (plist-get result :modes)
+    (parley--set-modes (plist-get result :modes))))
 
 ;;;; Dispatch
 
@@ -137,17 +199,27 @@ The state updates that came for it before are applied in BUFFER."
      (parley--set-config-options (plist-get update :configOptions)))
     ("available_commands_update"
      (setq parley--commands (append (plist-get update :availableCommands) nil)))
+    ("current_mode_update"
+     (setq parley--current-mode (plist-get update :currentModeId))
+     (force-mode-line-update))
     (_ (parley--update update)
        (parley--after-edit update))))
 
-(defun parley--handle-request (_conn method params)
-  "Answer the request METHOD with PARAMS from the server."
+(defun parley--handle-request (conn method params)
+  "Answer the request METHOD with PARAMS from the server on CONN."
   (pcase method
     ('session/request_permission
      (parley--later (lambda (conn id) (parley--ask-permission conn id params))))
     ('_parley/editor/callTool
      (parley--later (lambda (conn id)
                       (run-at-time 0 nil #'parley--call-editor-tool conn id params))))
+    ('terminal/create
+     (let ((buffer (parley--session-buffer params)))
+       (parley-terminals-create conn params (buffer-local-value 'parley--cwd buffer) buffer)))
+    ('terminal/output (parley-terminals-output params))
+    ('terminal/wait_for_exit (parley-terminals-wait-for-exit params))
+    ('terminal/kill (parley-terminals-kill params))
+    ('terminal/release (parley-terminals-release params))
     ('fs/read_text_file
      (list :content (parley-files-read (parley--session-file params)
                                        (plist-get params :line)
@@ -172,6 +244,7 @@ Run M-x parley-restart to start it again."
                        (process-status proc) (process-exit-status proc)
                        (parley--stderr-tail conn))))
     (parley--stderr-reported conn)
+    (parley-terminals-end conn)
     (dolist (buffer (parley--chat-buffers))
       (with-current-buffer buffer
         (when (or (eq parley--conn conn) parley--busy)
@@ -274,15 +347,20 @@ the transcript say what changed."
 
 ;;;; Server requests
 
-(defun parley--session-file (params)
-  "Return the file PARAMS (`fs/*' params) name, inside its session's workspace.
-Signal a JSON-RPC error for an unknown session or a path outside."
+(defun parley--session-buffer (params)
+  "Return the chat buffer of the session PARAMS name (a server request's).
+Signal a JSON-RPC error for an unknown session."
   (let ((buffer (gethash (plist-get params :sessionId) parley--sessions)))
     (unless (buffer-live-p buffer)
       (jsonrpc-error :code -32002 :message (format "Unknown session %s"
                                                    (plist-get params :sessionId))))
-    (parley-files-resolve (plist-get params :path)
-                          (buffer-local-value 'parley--cwd buffer))))
+    buffer))
+
+(defun parley--session-file (params)
+  "Return the file PARAMS (`fs/*' params) name, inside its session's workspace.
+Signal a JSON-RPC error for an unknown session or a path outside."
+  (parley-files-resolve (plist-get params :path)
+                        (buffer-local-value 'parley--cwd (parley--session-buffer params))))
 
 (defun parley--write-file (conn id file content)
   "Write CONTENT to FILE for the server's request ID on CONN, and reply."
@@ -442,7 +520,8 @@ continues as a new one."
         (funcall fn conn)
       (jsonrpc-async-request
        conn 'session/resume
-       (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+       (append (list :sessionId parley--session-id :cwd parley--cwd :mcpServers [])
+               (parley--roots-params parley--cwd))
        :timeout parley-turn-timeout
        :success-fn
        (lambda (result)
@@ -468,6 +547,7 @@ must not wait for an answer: the request is asynchronous."
     (jsonrpc-async-request
      conn 'session/new
      (append (list :cwd parley--cwd :mcpServers [])
+             (parley--roots-params parley--cwd)
              (and parley--model
                   (list :_meta (list :parley (list :model parley--model)))))
      :timeout parley-request-timeout

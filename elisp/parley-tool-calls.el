@@ -24,6 +24,7 @@
 (require 'parley-diff)
 (require 'parley-display)
 (require 'parley-markdown)
+(require 'parley-terminals)
 (require 'parley-transcript)
 
 ;;;; Customization
@@ -180,12 +181,30 @@ Each part starts with a newline and does not end with one."
                 'mouse-face 'highlight 'follow-link t 'keymap parley-location-map
                 'help-echo (format "RET or mouse-1: open %s" label))))
 
-(defun parley--locations-string (block)
-  "Return the line of the tool BLOCK's file locations, or the empty string."
+(defun parley--locations-line (locations)
+  "Return the line of the file LOCATIONS (ACP's), or the empty string.
+It starts with a newline and does not end with one."
   (let ((locations (cl-remove-if-not (lambda (l) (stringp (plist-get l :path)))
-                                     (parley--block-locations block))))
+                                     (append locations nil))))
     (if locations
         (concat "\n    " (mapconcat #'parley--location-string locations "  "))
+      "")))
+
+(defun parley--locations-string (block)
+  "Return the line of the tool BLOCK's file locations, or the empty string."
+  (parley--locations-line (parley--block-locations block)))
+
+(defun parley--terminals-string (block)
+  "Return the line of links to the tool BLOCK's terminals, or the empty string.
+A command the server runs in an Emacs terminal has the content
+`{type: \"terminal\", terminalId}'."
+  (let ((ids (delete-dups
+              (cl-loop for item in (parley--block-content block)
+                       when (and (equal (plist-get item :type) "terminal")
+                                 (stringp (plist-get item :terminalId)))
+                       collect (plist-get item :terminalId)))))
+    (if ids
+        (concat "\n    " (mapconcat #'parley-terminals-link ids "  "))
       "")))
 
 (defun parley-open-location (&optional pos)
@@ -312,6 +331,7 @@ folded unless the block is expanded, the input, content and output."
             (let ((summary (parley--result-summary block)))
               (and summary (list 'help-echo summary))))
      (parley--props (parley--locations-string block) 'parley-header block)
+     (parley--props (parley--terminals-string block) 'parley-header block)
      (if (string-empty-p body)
          ""
        (parley--props body 'parley-body block
@@ -370,12 +390,22 @@ A field it has replaces the one shown; the others stay."
         (error nil)))                   ; plain text is still the code
     (concat (parley--indent code) "\n")))
 
+(defun parley--unfenced (text)
+  "Return TEXT without the Markdown fence around it, when it is one fenced block.
+A command's content is its command line in a fence (```sh)."
+  (let ((text (string-trim text)))
+    (if (and (string-prefix-p "```" text) (string-suffix-p "\n```" text)
+             (string-search "\n" text))
+        (substring text (1+ (string-search "\n" text)) (- (length text) 4))
+      text)))
+
 (defun parley--in-input-p (text input)
-  "Return non-nil when TEXT is the value of a field of the tool INPUT."
+  "Return non-nil when TEXT is the value of a field of the tool INPUT.
+TEXT may be that value in a Markdown fence."
   (and (consp input) (keywordp (car input))
-       (cl-loop for (_key value) on input by #'cddr
-                thereis (and (stringp value)
-                             (equal (string-trim value) (string-trim text))))))
+       (let ((text (string-trim (parley--unfenced text))))
+         (cl-loop for (_key value) on input by #'cddr
+                  thereis (and (stringp value) (equal (string-trim value) text))))))
 
 (defun parley--content-item-string (item input &optional mode limit)
   "Return the ACP tool call content ITEM as transcript text, in lines.

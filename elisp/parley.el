@@ -27,6 +27,7 @@
 ;;                             in the prompt, complete a /command
 ;;   C-c C-m                   switch the model
 ;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
+;;   C-c C-o                   switch the mode (Ask, Accept edits, Plan)
 ;;   C-c C-s                   list the stored sessions and open one
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
@@ -61,8 +62,8 @@
 ;;   parley.el             the entry points (M-x parley, stored
 ;;                         sessions, a buffer or region as context),
 ;;                         the chat mode and its buffers
-;;   parley-commands.el    the model, the tool policy, undoing a turn,
-;;                         the diff of an edit
+;;   parley-commands.el    the model, the tool policy, the mode,
+;;                         undoing a turn, the diff of an edit
 ;;   parley-export.el      code blocks copied or inserted, Markdown export
 ;;   parley-header.el      the header line and mode line
 ;;   parley-input.el       the prompt: send, history, slash commands,
@@ -73,9 +74,11 @@
 ;;   parley-messages.el    where an update lands: answers, thoughts,
 ;;                         prompts, notices
 ;;   parley-tool-calls.el  tool calls and edits in the transcript
+;;   parley-plan.el        the model's plan, above the transcript
 ;;   parley-usage.el       the usage the server reports
 ;;   parley-transcript.el  the transcript's blocks: streaming at a
 ;;                         marker, sections, thoughts, the end of a turn
+;;   parley-terminals.el   the terminals the server runs commands in
 ;;   parley-markdown.el    Markdown fontified line by line as it streams
 ;;   parley-display.el     the display rules (docs/display.md): tokens,
 ;;                         cost, context, tool input and result, times
@@ -132,6 +135,7 @@
     (define-key map (kbd "TAB") #'parley-tab)
     (define-key map (kbd "C-c C-m") #'parley-set-model)
     (define-key map (kbd "C-c C-t") #'parley-set-tool-policy)
+    (define-key map (kbd "C-c C-o") #'parley-set-mode)
     (define-key map (kbd "C-c C-s") #'parley-sessions)
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)
@@ -240,6 +244,7 @@ came for the session before it are applied."
          (result (parley--request
                   conn 'session/new
                   (append (list :cwd cwd :mcpServers [])
+                          (parley--roots-params cwd)
                           (and meta (list :_meta (list :parley meta)))))))
     (parley--make-buffer
      cwd (plist-get result :sessionId)
@@ -396,7 +401,8 @@ takes prompts as before.  Return the buffer."
                 parley--busy t)
           (jsonrpc-async-request
            conn 'session/load
-           (list :sessionId session-id :cwd cwd :mcpServers [])
+           (append (list :sessionId session-id :cwd cwd :mcpServers [])
+                   (parley--roots-params cwd))
            :timeout parley-turn-timeout
            :success-fn
            (lambda (result)

@@ -136,6 +136,69 @@
                                       (parley-test--transcript))))))
         (should (eq (gethash "call_9" parley--approvals) 'always))))))
 
+(defconst parley-test--command-permission
+  '(:sessionId "sess-unit"
+               :toolCall (:toolCallId "call_7" :title "Run `git status --short`" :kind "execute"
+                                      :rawInput (:command "git status --short")
+                                      :locations [(:path "/srv/project")]
+                                      :content [(:type "content"
+                                                       :content (:type "text"
+                                                                       :text "```sh\ngit status --short\n```"))])
+               :options [(:optionId "allow_once" :name "Allow once" :kind "allow_once")
+                         (:optionId "allow_always:git status"
+                                    :name "Always allow `git status` here" :kind "allow_always")
+                         (:optionId "allow_always:git"
+                                    :name "Always allow `git` here" :kind "allow_always")
+                         (:optionId "reject_once" :name "Reject" :kind "reject_once")])
+  "A command's permission request: one `allow_always' option per prefix.")
+
+(ert-deftest parley-permission-command-prefixes-each-chosen ()
+  ;; Each prefix offered is a choice of its own: `a' the first (the most
+  ;; specific), `A' the second, or a click on either.
+  (parley-test--with-chat
+    (let ((chat (current-buffer)))
+      (parley-test--with-loopback
+        (parley-test--no-minibuffer
+          (pcase-dolist (`(,how ,option)
+                         '(("a" "allow_always:git status")
+                           ("A" "allow_always:git")
+                           (click "allow_always:git")))
+            (let ((answer (parley-test--request conn 'session/request_permission
+                                                parley-test--command-permission)))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              ;; Its directory; the command once, as code: not again in its fence.
+              (should (string-match-p
+                       "Parley asks permission: Run `git status --short` (execute)\n    /srv/project\n    git status --short\n  \\[y\\]"
+                       (parley-test--visible-transcript)))
+              (should-not (string-search "```" (parley-test--visible-transcript)))
+              (should (string-match-p
+                       (concat "  \\[y\\] Allow once   \\[a\\] Always allow `git status` here   "
+                               "\\[A\\] Always allow `git` here   \\[n\\] Reject\n")
+                       (parley-test--visible-transcript)))
+              (if (stringp how)
+                  (should-not (parley-test--type chat how (parley-test--question-pos)))
+                (set-window-buffer (selected-window) chat)
+                (let ((pos (let ((case-fold-search nil)) (parley-test--pos "[A] Always"))))
+                  (parley-question-click
+                   (list 'mouse-1 (list (selected-window) pos '(0 . 0) 0 nil pos)))))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+              (should (equal (car answer) `(:outcome (:outcome "selected" :optionId ,option)))))))
+        ;; With one prefix, `A' offers nothing and answers nothing.
+        (let* ((one (vconcat (cl-remove "allow_always:git"
+                                        (plist-get parley-test--command-permission :options)
+                                        :key (lambda (o) (plist-get o :optionId))
+                                        :test #'equal)))
+               (answer (parley-test--request
+                        conn 'session/request_permission
+                        (plist-put (copy-sequence parley-test--command-permission)
+                                   :options one))))
+          (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+          (should-not (string-search "[A]" (parley-test--visible-transcript)))
+          (should (eq (car (parley-test--type chat "A" (parley-test--question-pos))) 'user-error))
+          (parley-test--settle)
+          (should (eq (car answer) 'pending))
+          (parley--cancel-questions))))))
+
 (ert-deftest parley-permission-shows-content-and-diff ()
   (parley-test--with-chat
     (parley-test--with-loopback

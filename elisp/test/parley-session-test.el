@@ -273,5 +273,25 @@
             (should-not (gethash id parley--early-updates)))
         (kill-buffer buffer)))))
 
+(ert-deftest parley-additional-directories-sent ()
+  ;; The other roots go with session/new and load, the project's own left out.
+  (let* ((other (directory-file-name (make-temp-file "parley-root-" t)))
+         (parley-additional-directories
+          (lambda (root) (list root (file-name-as-directory other)))))
+    (unwind-protect
+        (parley-test--with-fake-server '((session/new . (:sessionId "sess-roots"))
+                                         (session/load . nil))
+          (kill-buffer (parley--new-session-buffer "/tmp/project"))
+          (should (equal (cdr (assq 'session/new requests))
+                         `(:cwd "/tmp/project" :mcpServers [] :additionalDirectories [,other])))
+          (kill-buffer (parley-open-session "sess-stored" "/tmp/project"))
+          (should (equal (plist-get (cdr (assq 'session/load requests)) :additionalDirectories)
+                         (vector other)))
+          (let ((parley-additional-directories nil))
+            (kill-buffer (parley--new-session-buffer "/tmp/project"))
+            (should-not (plist-member (cdr (assq 'session/new requests))
+                                      :additionalDirectories))))
+      (delete-directory other))))
+
 (provide 'parley-session-test)
 ;;; parley-session-test.el ends here

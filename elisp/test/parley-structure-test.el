@@ -18,9 +18,10 @@
     ("parley-tools" "parley-files" "parley-diff" "parley-display" "parley-markdown")
     ;; The `parley serve' process and JSON-RPC.
     ("parley-connection")
-    ;; The transcript's blocks, and what fills them.
-    ("parley-transcript")
-    ("parley-tool-calls" "parley-usage")
+    ;; The terminals the server runs commands in; the transcript's
+    ;; blocks, and what fills them.
+    ("parley-transcript" "parley-terminals")
+    ("parley-tool-calls" "parley-usage" "parley-plan")
     ("parley-messages" "parley-question")
     ;; A buffer's session: the server's messages routed, its turns.
     ("parley-session")
