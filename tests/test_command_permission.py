@@ -230,7 +230,9 @@ def test_only_an_offered_option_allows_and_only_an_offered_prefix_becomes_a_rule
     answer = {"outcome": {"outcome": outcome, "optionId": option}}
     decision = permission_decision(answer, offer)
     offered = [o["optionId"] for o in permission_options(offer)]
-    if outcome != "selected" or option not in offered or option == "reject_once":
+    if outcome == "cancelled":
+        assert decision == "cancelled"  # the user stopped the turn at the question
+    elif outcome != "selected" or option not in offered or option == "reject_once":
         assert decision == "reject"
     elif isinstance(decision, AllowPrefix):
         assert offer is not None and offer.unsandboxed is None

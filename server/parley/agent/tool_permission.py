@@ -27,6 +27,11 @@ from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
 logger = logging.getLogger(__name__)
 
 REJECTED = "The user rejected this call, so it was not run."
+
+
+class StoppedAtQuestion(Exception):
+    """The user answered a call's question with ACP's `cancelled` outcome (a Cancel button):
+    the turn ends as `session/cancel` would end it, the call unrun, no further model call."""
 NOT_ASKED = "The editor could not ask the user for permission, so this call was not run."
 
 
@@ -63,7 +68,8 @@ class ToolPermission:
         self, call: ToolCall, kind: str, view: Callable[[], Awaitable[CallView]]
     ) -> str | None:
         """Ask the user about `call` (shown as `view()` gives it); None when allowed,
-        otherwise what the model is told. "Always" answers are remembered here."""
+        otherwise what the model is told. "Always" answers are remembered here. Raises
+        `StoppedAtQuestion` when the user stopped the turn at the question."""
         try:
             shown = await view()
             command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
@@ -75,6 +81,8 @@ class ToolPermission:
         except Exception as error:
             logger.warning("Permission request failed: %s", error)
             return NOT_ASKED
+        if decision == "cancelled":
+            raise StoppedAtQuestion
         if isinstance(decision, AllowPrefix):  # one the question offered (protocol/permission)
             self.session.add_command_rule(decision.prefix)
         elif decision == "allow_always" and call.name != COMMAND_TOOL:

@@ -26,7 +26,7 @@ from parley.agent.compactor import Compactor
 from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
-from parley.agent.tool_permission import ToolPermission, precheck
+from parley.agent.tool_permission import StoppedAtQuestion, ToolPermission, precheck
 from parley.config import Settings
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import (
@@ -231,7 +231,7 @@ class Turn:
         )
         try:
             stop_reason = await self._rounds()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, StoppedAtQuestion):
             self._settle_interrupted(
                 "The user cancelled this call before it finished.", stopped="cancelled"
             )

@@ -20,8 +20,9 @@ class AllowPrefix:
     prefix: str
 
 
-# The user's answer to "may this tool call run?"
-PermissionDecision = Literal["allow_once", "allow_always", "reject"] | AllowPrefix
+# The user's answer to "may this tool call run?" ("cancelled": ACP's cancelled outcome, the
+# user stopped the turn at the question)
+PermissionDecision = Literal["allow_once", "allow_always", "reject", "cancelled"] | AllowPrefix
 
 
 @attrs.frozen

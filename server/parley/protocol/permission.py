@@ -73,9 +73,12 @@ def permission_options(command: CommandOffer | None = None) -> list[dict[str, An
 
 
 def permission_decision(answer: Any, command: CommandOffer | None = None) -> PermissionDecision:
-    """The client's answer; anything but a selected allow option the question offered
-    rejects the call (a client cannot invent a prefix to allow)."""
+    """The client's answer: ACP's `cancelled` outcome stops the turn (the user asked to stop,
+    not to go on without the call); anything else but a selected allow option the question
+    offered rejects the call (a client cannot invent a prefix to allow)."""
     outcome = answer.get("outcome") if isinstance(answer, dict) else None
+    if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
+        return "cancelled"
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
         return "reject"
     option = outcome.get("optionId")
