@@ -226,8 +226,14 @@ async def test_a_loaded_session_replays_each_notice_where_it_came_and_the_model_
     again = await server_with_config(start_server, tmp_path, "max_turn_requests = 1\n")
     await again.load_session(session, str(workspace))
     replayed = replayable(again.updates_of(session))
-    # As it came (live, the prompts were the client's own; a command's is not kept).
+    # As it came (live, the prompts were the client's own; a command's is kept too).
     assert [entry for entry in replayed if entry[0] != "you"] == live
+    assert [text for who, text in replayed if who == "you"] == [
+        "Read it.",
+        "Explain.",
+        "/undo",
+        "Finish.",
+    ]
     assert [who for who, _ in replayed] == [
         "you",
         "answer",
@@ -235,6 +241,7 @@ async def test_a_loaded_session_replays_each_notice_where_it_came_and_the_model_
         "you",
         "answer",
         "warning",
+        "you",
         "info",
         "you",
         "answer",

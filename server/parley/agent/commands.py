@@ -71,6 +71,11 @@ class CommandCall:
     name: str
     argument: str  # the text after the name, stripped
 
+    @property
+    def typed(self) -> str:
+        """The command as a person types it: `/model openai:gpt-4.1`."""
+        return f"/{self.name} {self.argument}".rstrip()
+
 
 @attrs.frozen
 class CommandReply:

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from parley.agent.notices import COMMAND, COMMAND_REPLY
 from parley.core.conversation import (
     AssistantMessage,
     ImageBlock,
@@ -106,8 +107,17 @@ def export_markdown(store: Store, session: StoredSession) -> str:
 
 
 def _notice_lines(notices: Iterable[StoredNotice]) -> list[str]:
-    """Parley's notices, each a quoted line that names its level."""
-    return [line for n in notices for line in ("", f"> **{n.level.title()}:** {n.text}")]
+    """Parley's notices, each a quoted line that names its level; a slash command turn as
+    the user's command and Parley's answer."""
+    out: list[str] = []
+    for notice in notices:
+        if notice.level == COMMAND:
+            out += ["", "## You", "", f"`{notice.text}`"]
+        elif notice.level == COMMAND_REPLY:
+            out += ["", "## Parley", "", nested_headings(notice.text)]
+        else:
+            out += ["", f"> **{notice.level.title()}:** {notice.text}"]
+    return out
 
 
 def _user_lines(message: UserMessage) -> list[str]:

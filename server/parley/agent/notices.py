@@ -109,6 +109,21 @@ def mode_refused(name: str, mode: str, modes: list[str]) -> Notice:
     )
 
 
+# A command turn (`/cost`, `/model`, `/undo`, `/compact`) is kept with the notices, at its place
+# in the conversation: the command as the user typed it, and its answer when that is not a
+# notice. Never in the history (the model is told what it needs some other way); replayed as
+# the user's words and Parley's answer, marked `_meta.parley.command` (agent/replay.py).
+COMMAND = "command"
+COMMAND_REPLY = "command_reply"
+
+
+def keep_command_turn(session: Session, typed: str, answer: str | None) -> None:
+    """Keep a command turn with the session, for replay and export."""
+    session.add_notice(COMMAND, typed)
+    if answer is not None:
+        session.add_notice(COMMAND_REPLY, answer)
+
+
 def say(
     session: Session, send_update: Callable[[str, dict[str, Any]], None], notice: Notice
 ) -> None:

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from parley.agent import notices
 from parley.core.conversation import (
     AssistantMessage,
     ContentBlock,
@@ -115,9 +116,12 @@ def _message_updates(
     """The updates of one user or assistant message, or a notice; a message's calls' results
     are taken out of `results` (a later call with the same id waits for its own)."""
     if isinstance(message, StoredNotice):
-        yield updates.notice_chunk(
-            f"notice_{message.after}_{position}", message.level, message.text
-        )
+        message_id = f"notice_{message.after}_{position}"
+        if message.level in (notices.COMMAND, notices.COMMAND_REPLY):
+            typed = message.level == notices.COMMAND
+            yield updates.command_chunk(message_id, message.text, typed=typed)
+        else:
+            yield updates.notice_chunk(message_id, message.level, message.text)
     elif isinstance(message, UserMessage):
         for block in message.content:
             yield updates.user_chunk(f"user_{position}", _user_content(block))

@@ -325,8 +325,11 @@ class Sessions:
         """The command's answer is an agent message (not in the history); a notice when it
         says why nothing was done (a budget, nothing to undo)."""
         reply = await run_command(command, session, self)
+        # Kept, to be replayed where it was said; its notice, if any, is kept by `_said`.
+        notices.keep_command_turn(session, command.typed, None if reply.notice else reply.text)
         if reply.notice is None:
-            self.ports.send_update(session.id, updates.message_chunk(new_id("msg"), reply.text))
+            answer = updates.command_chunk(new_id("msg"), reply.text, typed=False)
+            self.ports.send_update(session.id, answer)
         totals = attrs.evolve(session.totals)
         stats = TurnStats(model=session.model)
         return self._said(session, TurnResult(reply.stop_reason, stats, totals, reply.notice))

@@ -32,6 +32,8 @@ REJECTED = "The user rejected this call, so it was not run."
 class StoppedAtQuestion(Exception):
     """The user answered a call's question with ACP's `cancelled` outcome (a Cancel button):
     the turn ends as `session/cancel` would end it, the call unrun, no further model call."""
+
+
 NOT_ASKED = "The editor could not ask the user for permission, so this call was not run."
 
 

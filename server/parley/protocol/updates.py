@@ -30,6 +30,17 @@ def notice_chunk(message_id: str, level: str, text: str) -> dict[str, Any]:
     return update
 
 
+def command_chunk(message_id: str, text: str, *, typed: bool) -> dict[str, Any]:
+    """A slash command turn's words: the command as typed (`typed`: a `user_message_chunk`)
+    or its answer (an `agent_message_chunk`), marked `_meta.parley.command`."""
+    if typed:
+        update = user_chunk(message_id, {"type": "text", "text": text})
+    else:
+        update = message_chunk(message_id, text)
+    update["_meta"] = {"parley": {"command": True}}
+    return update
+
+
 def thought_chunk(message_id: str, text: str) -> dict[str, Any]:
     return {
         "sessionUpdate": "agent_thought_chunk",
