@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,8 @@ from acp.schema import (
 from acp_client import AcpRun, EditorClient, acp_server
 from conftest import server_env
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from test_sandbox import left_after_a_while, processes_with
+from test_run_command import leaves_a_daemon, unique_sleep
+from test_sandbox import _here, left_after_a_while, processes_with
 
 
 class Terminal:
@@ -160,7 +160,7 @@ async def test_a_command_runs_in_the_editors_terminal_and_stop_kills_it(
 ) -> None:
     env = {**os.environ, **server_env(fake, tmp_path / "home")}
     editor = TerminalEditor()
-    marker = f"{6000 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"
+    marker, daemon = unique_sleep(), unique_sleep()
     async with acp_server(env, editor) as run:
         session = await initialized_with_terminals(run, workspace)
         fake.set_script(
@@ -171,17 +171,19 @@ async def test_a_command_runs_in_the_editors_terminal_and_stop_kills_it(
 
         # A second session's command runs until Stop.
         session_2 = (await run.conn.new_session(cwd=str(workspace))).session_id
-        fake.set_script(command_call(f"echo started; sleep {marker}"))
+        fake.set_script(command_call(leaves_a_daemon(daemon, marker)))
         prompt = asyncio.ensure_future(
             run.conn.prompt(session_id=session_2, prompt=[text_block("Run it.")])
         )
         async with asyncio.timeout(30):
             while not any(b"started" in t.output for t in editor.terminals.values()):
                 await asyncio.sleep(0.05)
-        assert processes_with(marker.encode())
+        assert processes_with(marker.encode()) and processes_with(daemon.encode())
         await run.conn.cancel(session_id=session_2)
         assert (await asyncio.wait_for(prompt, 30)).stop_reason == "cancelled"
         assert await left_after_a_while(marker.encode()) == []
+        if _here.sandboxed or _here.pids_capped:  # the sandbox's end, or the pids group's
+            assert await left_after_a_while(daemon.encode()) == []
 
     # The model's copy: stripped, bounded, the exit code; not the editor's environment.
     assert seen.startswith("ok\n1\n2\n"), seen[:100]
