@@ -68,6 +68,7 @@ class TerminalEditor(EditorClient):
         self.terminals: dict[str, Terminal] = {}
         self.created: list[dict[str, Any]] = []
         self.calls: list[tuple[str, str]] = []  # (method, terminalId), in order
+        self.refuse_to_create = False  # answer terminal/create with an error
 
     async def create_terminal(
         self,
@@ -79,6 +80,8 @@ class TerminalEditor(EditorClient):
         output_byte_limit: int | None = None,
         **kwargs: Any,
     ) -> CreateTerminalResponse:
+        if self.refuse_to_create:
+            raise RequestError.internal_error({"details": "no terminal here"})
         self.created.append(
             {"command": command, "args": args, "cwd": cwd, "env": env, "limit": output_byte_limit}
         )
@@ -184,6 +187,16 @@ async def test_a_command_runs_in_the_editors_terminal_and_stop_kills_it(
         assert await left_after_a_while(marker.encode()) == []
         if _here.sandboxed or _here.pids_capped:  # the sandbox's end, or the pids group's
             assert await left_after_a_while(daemon.encode()) == []
+
+        # An editor that cannot make a terminal: the call fails, saying so; the turn goes on.
+        editor.refuse_to_create = True
+        session_3 = (await run.conn.new_session(cwd=str(workspace))).session_id
+        fake.set_script(command_call("echo never"))
+        await run.conn.prompt(session_id=session_3, prompt=[text_block("Run it.")])
+        refused = str(fake.requests[-1].body["messages"][-1]["content"])
+        assert refused.startswith("The editor's terminal failed:"), refused
+        failed = run.recording.raw_updates(session_3, "tool_call_update")[-1]
+        assert failed["status"] == "failed"
 
     # The model's copy: stripped, bounded, the exit code; not the editor's environment.
     assert seen.startswith("ok\n1\n2\n"), seen[:100]
