@@ -61,7 +61,7 @@ def check_bounded(whole: str, shown: str, lines: int, size: int, head: int, tail
     assert len(shown.encode("utf-8", "surrogatepass")) <= head + tail + len(marker) + 2
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     text=st.one_of(OUTPUT, st.text(), st.text("x\né", min_size=50, max_size=400)),
     head=st.integers(0, 120),
@@ -75,7 +75,7 @@ def test_bound_output_keeps_head_and_tail_exactly_and_counts_the_cut(
     assert bounded.cut == (bounded.cut_bytes > 0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     data=st.one_of(
         OUTPUT.map(lambda text: text.encode("utf-8", "surrogatepass")),
@@ -102,7 +102,7 @@ def test_streamed_output_is_bounded_as_the_whole_stripped_text(
     assert output.shown() == stripped[-len(output.shown()) :] if output.shown() else True
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(text=OUTPUT, cuts=st.lists(st.integers(0, 2000), max_size=10))
 def test_stripping_in_pieces_is_stripping_the_whole(text: str, cuts: list[int]) -> None:
     stripper = AnsiStripper()

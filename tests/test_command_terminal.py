@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,8 @@ from acp.schema import (
 from acp_client import AcpRun, EditorClient, acp_server
 from conftest import server_env
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from test_sandbox import left_after_a_while, processes_with
+from test_run_command import leaves_a_daemon, unique_sleep
+from test_sandbox import _here, left_after_a_while, processes_with
 
 
 class Terminal:
@@ -68,6 +68,7 @@ class TerminalEditor(EditorClient):
         self.terminals: dict[str, Terminal] = {}
         self.created: list[dict[str, Any]] = []
         self.calls: list[tuple[str, str]] = []  # (method, terminalId), in order
+        self.refuse_to_create = False  # answer terminal/create with an error
 
     async def create_terminal(
         self,
@@ -79,6 +80,8 @@ class TerminalEditor(EditorClient):
         output_byte_limit: int | None = None,
         **kwargs: Any,
     ) -> CreateTerminalResponse:
+        if self.refuse_to_create:
+            raise RequestError.internal_error({"details": "no terminal here"})
         self.created.append(
             {"command": command, "args": args, "cwd": cwd, "env": env, "limit": output_byte_limit}
         )
@@ -160,7 +163,7 @@ async def test_a_command_runs_in_the_editors_terminal_and_stop_kills_it(
 ) -> None:
     env = {**os.environ, **server_env(fake, tmp_path / "home")}
     editor = TerminalEditor()
-    marker = f"{6000 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"
+    marker, daemon = unique_sleep(), unique_sleep()
     async with acp_server(env, editor) as run:
         session = await initialized_with_terminals(run, workspace)
         fake.set_script(
@@ -171,17 +174,29 @@ async def test_a_command_runs_in_the_editors_terminal_and_stop_kills_it(
 
         # A second session's command runs until Stop.
         session_2 = (await run.conn.new_session(cwd=str(workspace))).session_id
-        fake.set_script(command_call(f"echo started; sleep {marker}"))
+        fake.set_script(command_call(leaves_a_daemon(daemon, marker)))
         prompt = asyncio.ensure_future(
             run.conn.prompt(session_id=session_2, prompt=[text_block("Run it.")])
         )
         async with asyncio.timeout(30):
             while not any(b"started" in t.output for t in editor.terminals.values()):
                 await asyncio.sleep(0.05)
-        assert processes_with(marker.encode())
+        assert processes_with(marker.encode()) and processes_with(daemon.encode())
         await run.conn.cancel(session_id=session_2)
         assert (await asyncio.wait_for(prompt, 30)).stop_reason == "cancelled"
         assert await left_after_a_while(marker.encode()) == []
+        if _here.sandboxed or _here.pids_capped:  # the sandbox's end, or the pids group's
+            assert await left_after_a_while(daemon.encode()) == []
+
+        # An editor that cannot make a terminal: the call fails, saying so; the turn goes on.
+        editor.refuse_to_create = True
+        session_3 = (await run.conn.new_session(cwd=str(workspace))).session_id
+        fake.set_script(command_call("echo never"))
+        await run.conn.prompt(session_id=session_3, prompt=[text_block("Run it.")])
+        refused = str(fake.requests[-1].body["messages"][-1]["content"])
+        assert refused.startswith("The editor's terminal failed:"), refused
+        failed = run.recording.raw_updates(session_3, "tool_call_update")[-1]
+        assert failed["status"] == "failed"
 
     # The model's copy: stripped, bounded, the exit code; not the editor's environment.
     assert seen.startswith("ok\n1\n2\n"), seen[:100]

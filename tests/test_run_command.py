@@ -8,6 +8,7 @@ The processes are found as `ps` finds them: by a unique `sleep` argument in /pro
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import parley.tools
 import pytest
 from conftest import server_env
 from parley.client import ParleyClient, allow_all
@@ -72,7 +74,7 @@ STREAMED = (
 async def test_the_output_reaches_the_model_bounded_and_the_editor_streamed(
     start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
 ) -> None:
-    client = await started(start_server, tmp_path)
+    client = await started(start_server, tmp_path, "[commands]\nmax_timeout_seconds = 60\n")
     session = await client.new_session(str(workspace), toolPolicy="sync")
     fake.set_script(command_call(STREAMED))
     result = await client.prompt(session, "Run the tests.", timeout=60)
@@ -111,6 +113,17 @@ async def test_the_output_reaches_the_model_bounded_and_the_editor_streamed(
     assert question["toolCall"]["title"] == f"Run `{STREAMED[:59]}…`"  # its first 60 characters
     assert question["toolCall"]["locations"] == [{"path": str(workspace)}]
     assert STREAMED in question["toolCall"]["content"][0]["content"]["text"]
+
+    # A refused argument runs nothing and says why ([commands] max_timeout_seconds = 60).
+    for arguments, said in [
+        ({"timeout": 61}, "timeout: 61 s is over the maximum of 60 s ([commands] "),
+        ({"cwd": "../"}, "cwd: '../' is outside the workspace"),
+    ]:
+        session = await client.new_session(str(workspace), toolPolicy="sync")
+        fake.set_script(command_call("touch ran", **arguments))
+        await client.prompt(session, "Run it.", timeout=60)
+        assert the_models_copy(fake).startswith(said), the_models_copy(fake)
+    assert not (workspace / "ran").exists() and not (workspace.parent / "ran").exists()
 
 
 async def output_shows(client: ParleyClient, session: str, text: str) -> None:
@@ -234,24 +247,6 @@ async def test_in_the_sandbox_a_command_writes_nothing_outside_and_reaches_no_ne
             path.unlink(missing_ok=True)
 
 
-async def test_a_refused_argument_runs_nothing_and_says_why(
-    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
-) -> None:
-    client = await started(start_server, tmp_path, "[commands]\nmax_timeout_seconds = 60\n")
-    session = await client.new_session(str(workspace), toolPolicy="sync")
-    fake.set_script(command_call("touch ran", timeout=61))
-    await client.prompt(session, "Run it.", timeout=60)
-    assert the_models_copy(fake) == (
-        "timeout: 61 s is over the maximum of 60 s ([commands] max_timeout_seconds); "
-        "ask for at most that."
-    )
-    session = await client.new_session(str(workspace), toolPolicy="sync")
-    fake.set_script(command_call("touch ran", cwd="../"))
-    await client.prompt(session, "Run it.", timeout=60)
-    assert "is outside the workspace" in the_models_copy(fake)
-    assert not (workspace / "ran").exists() and not (workspace.parent / "ran").exists()
-
-
 def test_parley_chat_writes_the_output_to_stderr_as_it_comes(
     fake: FakeLLM, workspace: Path, tmp_path: Path
 ) -> None:
@@ -276,3 +271,30 @@ def test_parley_chat_writes_the_output_to_stderr_as_it_comes(
     assert "\x1b" not in stderr  # not a terminal: no colours
     announced = stderr.index("→ Run `printf")
     assert announced < stderr.index("\nfirst\nsecond\n") < stderr.index("✓ Run `printf")
+
+
+SPAWNS = {"create_subprocess_exec", "create_subprocess_shell", "Popen", "system", "posix_spawn"}
+SPAWN_MODULES = {"subprocess", "os", "pty", "asyncio"}
+
+
+def test_the_tools_start_processes_only_from_a_sandbox_launch() -> None:
+    """Every process the tools start (the kernel, commands) is `*launch.argv` of a Launch
+    `sandbox.prepare` made: a source scan of server/parley/tools."""
+    tools = Path(parley.tools.__file__).parent
+    spawns = []
+    for path in sorted(tools.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            owner = node.func.value
+            module = owner.id if isinstance(owner, ast.Name) else None
+            name = node.func.attr
+            if module in SPAWN_MODULES and (name in SPAWNS or name.startswith(("spawn", "exec"))):
+                first = node.args[0] if node.args else None
+                spawned = ast.unparse(first.value) if isinstance(first, ast.Starred) else None
+                spawns.append((path.name, f"{module}.{name}", spawned))
+    assert sorted(spawns) == [
+        ("command_runners.py", "asyncio.create_subprocess_exec", "launch.argv"),
+        ("kernel.py", "asyncio.create_subprocess_exec", "launch.argv"),
+    ]
+    assert "prepare, self._spec(" in (tools / "run_command.py").read_text()

@@ -55,7 +55,7 @@ def inside(path: Path, root: Path) -> bool:
 
 
 @settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(cwd=CWD)
 def test_a_cwd_is_a_directory_inside_the_workspace_or_refused(

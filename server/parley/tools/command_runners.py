@@ -34,6 +34,8 @@ POLL_SECONDS = 0.5  # a client terminal's output is read this often
 # killed with it, so the pipe closes at once unless something outside its group holds it).
 DRAIN_SECONDS = 2.0
 OUTPUT_BYTE_LIMIT = 1_000_000  # what a client terminal keeps of the output
+# How long the editor may take to answer a terminal request (but `terminal/wait_for_exit`).
+TERMINAL_ANSWER_SECONDS = 30.0
 # Most of a raw delta sent in one update; a flood's excess is left out of the live view.
 APPEND_LIMIT = 256 * 1024
 
@@ -69,12 +71,11 @@ class CommandStream:
 
     def take(self, raw: bytes) -> None:
         self._add_delta(self.output.add(raw))
-        if time.monotonic() - self._last_sent >= UPDATE_SECONDS:
-            self.flush()
+        self.flush()
 
     def finish(self) -> None:
         self._add_delta(self.output.finish())
-        self.flush()
+        self.flush(force=True)
 
     def _add_delta(self, text: str) -> None:
         if not text:
@@ -85,9 +86,12 @@ class CommandStream:
         self._delta.append(text)
         self._delta_size += len(text)
 
-    def flush(self) -> None:
-        """Send what came since the last update, if anything did."""
+    def flush(self, force: bool = False) -> None:
+        """Send what came since the last update, if anything did and (unless `force`) the
+        last update is UPDATE_SECONDS old."""
         if not (self._delta or self._left_out) or self._send is None:
+            return
+        if not force and time.monotonic() - self._last_sent < UPDATE_SECONDS:
             return
         append = "".join(self._delta)
         if self._left_out:
@@ -278,11 +282,14 @@ async def run_in_client_terminal(
     run = TerminalRun()
     began = time.monotonic()
     try:
-        run.terminal_id = await terminals.create_terminal(session_id, terminal_params(launch))
+        run.terminal_id = await asyncio.wait_for(
+            terminals.create_terminal(session_id, terminal_params(launch)),
+            TERMINAL_ANSWER_SECONDS,
+        )
         started(run.terminal_id)
         status = await _poll_until_exit(terminals, session_id, run, timeout)
         if status is None:  # the timeout
-            await terminals.terminal_request("terminal/kill", session_id, run.terminal_id)
+            await _answered(terminals, "terminal/kill", session_id, run.terminal_id)
             await _poll(terminals, session_id, run)
         ended = _terminal_end(status, time.monotonic() - began)
     except asyncio.CancelledError:
@@ -323,7 +330,7 @@ async def _poll(terminals: ClientTerminals, session_id: str, run: TerminalRun) -
     """Read the terminal's output; what is new since the last poll goes to the model's copy
     (the terminal keeps the output's last OUTPUT_BYTE_LIMIT bytes: once it drops the start,
     the new part is found by where the previous output's end appears again)."""
-    answer = await terminals.terminal_request("terminal/output", session_id, run.terminal_id)
+    answer = await _answered(terminals, "terminal/output", session_id, run.terminal_id)
     text = answer.get("output") if isinstance(answer.get("output"), str) else ""
     run.truncated = run.truncated or answer.get("truncated") is True
     run.output.add(_new_part(run.seen, text).encode("utf-8", "replace"))
@@ -351,11 +358,19 @@ def _terminal_end(status: dict[str, Any] | None, duration: float) -> CommandEnd:
     )
 
 
+async def _answered(
+    terminals: ClientTerminals, method: str, session_id: str, terminal_id: str
+) -> dict[str, Any]:
+    """The editor's answer to a terminal request; TimeoutError when it gives none in time."""
+    request = terminals.terminal_request(method, session_id, terminal_id)
+    return await asyncio.wait_for(request, TERMINAL_ANSWER_SECONDS)
+
+
 async def _kill_quietly(terminals: ClientTerminals, session_id: str, terminal_id: str) -> None:
     with contextlib.suppress(Exception):
-        await terminals.terminal_request("terminal/kill", session_id, terminal_id)
+        await _answered(terminals, "terminal/kill", session_id, terminal_id)
 
 
 async def _release(terminals: ClientTerminals, session_id: str, terminal_id: str) -> None:
     with contextlib.suppress(Exception):
-        await terminals.terminal_request("terminal/release", session_id, terminal_id)
+        await _answered(terminals, "terminal/release", session_id, terminal_id)

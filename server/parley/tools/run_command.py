@@ -82,10 +82,11 @@ class RunCommandTool(DeclaredTool):
             (
                 "Run a shell command line (tests, a build, git, a linter) in the workspace; "
                 "stdout and stderr together. Answers the output (its head and tail when long), "
-                "the exit code and the time. It runs sandboxed: the workspace is writable, the "
-                "rest read-only, no network unless configured; stdin is empty (no prompts). "
-                f"Timeout: {self.settings.timeout_seconds:g} s by default, at most "
-                f"{self.settings.max_timeout_seconds:g} s."
+                "the exit code and the time. In the sandbox (where the machine offers one) only "
+                "the workspace is writable and there is no network unless configured; stdin "
+                "is empty (no prompts). Everything it starts ends with it. Timeout: "
+                f"{min(self.settings.timeout_seconds, self.settings.max_timeout_seconds):g} s "
+                f"by default, at most {self.settings.max_timeout_seconds:g} s."
             ),
             RunCommandArguments,
             kind="execute",
