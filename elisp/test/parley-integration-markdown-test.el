@@ -92,23 +92,27 @@
 (parley-it--deftest parley-it-crash-shows-its-own-stderr
   "After a crash the buffer shows what the server wrote since, not an older, handled error's log."
   (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 1)))
-  (with-current-buffer (parley)
-    (let ((stderr (jsonrpc-stderr-buffer parley--connection)))
-      (parley-it--send "Fail first")
-      (parley-it--wait-idle)
-      (should (string-match-p "Error: " (parley-it--transcript)))
-      ;; The server logged the error it answered (a warning on stderr).
-      (parley-it--wait (lambda () (with-current-buffer stderr
-                                    (string-match-p "openai answered 400" (buffer-string))))
-                       "the server's log of the error")
-      (let ((until (+ (float-time) 1.5)))
-        (while (< (float-time) until) (accept-process-output nil 0.05)))
-      (signal-process (jsonrpc--process parley--connection) 'kill)
-      (parley-it--wait (lambda () (string-match-p "The Parley server exited" (parley-it--transcript)))
-                       "the report of the crash")
-      ;; Before: the crash report quoted the last lines of stderr, that warning.
-      (should-not (string-match-p "The Parley server exited[^\0]*openai answered 400"
-                                  (parley-it--transcript))))))
+  ;; At INFO the server logs the error it answered (at its default level, WARNING, an
+  ;; error the client was told is not logged at all).
+  (let ((parley-server-environment
+         (cons "PARLEY_LOG_LEVEL=INFO" parley-server-environment)))
+    (with-current-buffer (parley)
+      (let ((stderr (jsonrpc-stderr-buffer parley--connection)))
+        (parley-it--send "Fail first")
+        (parley-it--wait-idle)
+        (should (string-match-p "Error: " (parley-it--transcript)))
+        ;; The server logged the error it answered (INFO on stderr).
+        (parley-it--wait (lambda () (with-current-buffer stderr
+                                      (string-match-p "openai answered 400" (buffer-string))))
+                         "the server's log of the error")
+        (let ((until (+ (float-time) 1.5)))
+          (while (< (float-time) until) (accept-process-output nil 0.05)))
+        (signal-process (jsonrpc--process parley--connection) 'kill)
+        (parley-it--wait (lambda () (string-match-p "The Parley server exited" (parley-it--transcript)))
+                         "the report of the crash")
+        ;; Before: the crash report quoted the last lines of stderr, that log line.
+        (should-not (string-match-p "The Parley server exited[^\0]*openai answered 400"
+                                    (parley-it--transcript)))))))
 
 (parley-it--deftest parley-it-cancelled-mark-replayed
   "A cancelled turn keeps its mark in the transcript and when the session is reopened."

@@ -697,9 +697,9 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
     (parley-it--wait (lambda () parley--commands) "the available commands" 5)
     (should (member "cost" (mapcar #'parley--command-name parley--commands)))
     (goto-char (point-max))
-    (insert "/mo")
+    (insert "/un")
     (parley-tab)
-    (should (equal (parley--current-input) "/model"))))
+    (should (equal (parley--current-input) "/undo"))))
 
 (parley-it--deftest parley-it-kill-buffer-closes-session
   "Killing an idle chat buffer closes its session on the server; it stays stored."
