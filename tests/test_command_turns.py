@@ -39,6 +39,10 @@ async def test_command_turns_are_replayed_in_place_and_marked(
     await first.prompt(session, "/undo")
     assert not (workspace / "notes.txt").exists()
     await first.prompt(session, "/cost")
+    fake.set_script([Reply(text="Read again.")])
+    await first.prompt(session, "Read notes.txt again.")
+    # The model is told of the restore, in the prompt's turn; the user never sees it there.
+    assert "[Parley: the user restored files" in str(fake.requests[-1].body)
     live_cost = [text for kind, text, _ in replayed(first, session) if "so far" in text]
 
     second: ParleyClient = await start_server(home=home)
@@ -47,7 +51,13 @@ async def test_command_turns_are_replayed_in_place_and_marked(
     await second.request("session/load", params)
     shown = replayed(second, session)
     users = [(text, command) for kind, text, command in shown if kind == "user_message_chunk"]
-    assert users == [("Write the notes.", False), ("/undo", True), ("/cost", True)]
+    assert users == [
+        ("Write the notes.", False),
+        ("/undo", True),
+        ("/cost", True),
+        ("Read notes.txt again.", False),  # Parley's note to the model is not the user's
+    ]
+    assert not any("[Parley:" in text for _, text, _ in shown)
     commands = [text for kind, text, command in shown if command]
     assert commands[0] == "/undo" and "notes.txt" in commands[1]  # what /undo put back
     assert commands[2] == "/cost" and commands[3] == live_cost[0]
@@ -57,3 +67,4 @@ async def test_command_turns_are_replayed_in_place_and_marked(
 
     exported = await second.request("_parley/session/export", {"sessionId": session})
     assert "## You\n\n`/undo`" in exported["text"] and "## You\n\n`/cost`" in exported["text"]
+    assert "[Parley:" not in exported["text"]

@@ -697,6 +697,8 @@ def decode_message(role: str, body: dict[str, Any]) -> Message:
 
 def _encode_block(block: ContentBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
+        if block.for_model:
+            return {"type": "text", "text": block.text, "forModel": True}
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
         return {"type": "image", "mimeType": block.media_type, "data": block.data, "uri": block.uri}
@@ -705,7 +707,7 @@ def _encode_block(block: ContentBlock) -> dict[str, Any]:
 
 def _decode_block(block: dict[str, Any]) -> ContentBlock:
     if block["type"] == "text":
-        return TextBlock(block["text"])
+        return TextBlock(block["text"], for_model=block.get("forModel") is True)
     if block["type"] == "image":
         return ImageBlock(block["mimeType"], block["data"], block.get("uri"))
     return ResourceBlock(block["uri"], block["text"], block.get("mimeType"))

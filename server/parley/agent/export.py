@@ -21,6 +21,7 @@ from parley.core.conversation import (
     AssistantMessage,
     ImageBlock,
     ResourceBlock,
+    TextBlock,
     ToolResultMessage,
     UserMessage,
     image_note,
@@ -125,6 +126,8 @@ def _user_lines(message: UserMessage) -> list[str]:
     for block in message.content:
         if isinstance(block, ImageBlock):
             out.append(f"*{image_note(block, 'was attached')}*")
+        elif isinstance(block, TextBlock) and block.for_model:
+            continue  # Parley's note to the model (a restore): not the user's words
         elif isinstance(block, ResourceBlock):
             out += [f"<details><summary>{block.uri}</summary>", "", "```", block.text]
             out += ["```", "", "</details>"]

@@ -124,6 +124,8 @@ def _message_updates(
             yield updates.notice_chunk(message_id, message.level, message.text)
     elif isinstance(message, UserMessage):
         for block in message.content:
+            if isinstance(block, TextBlock) and block.for_model:
+                continue  # Parley's note to the model: never the user's words
             yield updates.user_chunk(f"user_{position}", _user_content(block))
     elif isinstance(message, AssistantMessage):
         for thought in message.thinking:

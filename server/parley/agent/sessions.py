@@ -315,8 +315,8 @@ class Sessions:
                 note = self.store.take_restore_note(
                     session.id
                 )  # files restored since the last turn
-                if note is not None:
-                    content = (TextBlock(note), *content)
+                if note is not None:  # for the model only: never replayed as the user's
+                    content = (TextBlock(note, for_model=True), *content)
                 return await self._run_turn(session, UserMessage(content), this_request)
             finally:
                 self._prompts.discard(this_request)

@@ -15,6 +15,9 @@ import attrs
 @attrs.frozen
 class TextBlock:
     text: str
+    # Parley's own words to the model (a restore note), put in the user's turn because that
+    # is where a model reads them: never replayed, exported or shown as the user's.
+    for_model: bool = False
 
 
 @attrs.frozen
