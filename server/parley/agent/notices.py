@@ -109,6 +109,16 @@ def mode_refused(name: str, mode: str, modes: list[str]) -> Notice:
     )
 
 
+def changed_elsewhere(turns: int) -> Notice:
+    """A window catching up, in a client that cannot show the missed turns in place."""
+    added = "a turn was" if turns == 1 else f"{turns} turns were"
+    return Notice(
+        "info",
+        f"This session changed in another window: {added} added there, which the model "
+        "sees. Reload the session to see them here.\n\n",
+    )
+
+
 # A command turn (`/cost`, `/model`, `/undo`, `/compact`) is kept with the notices, at its place
 # in the conversation: the command as the user typed it, and its answer when that is not a
 # notice. Never in the history (the model is told what it needs some other way); replayed as

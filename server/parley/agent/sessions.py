@@ -13,7 +13,7 @@ import contextlib
 import functools
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,14 @@ from parley.agent.turn import (
 )
 from parley.config import Settings
 from parley.core.choices import Mode, SessionOptions, ToolFormat, ToolPolicy
-from parley.core.conversation import ContentBlock, ImageBlock, TextBlock, ToolCall, UserMessage
+from parley.core.conversation import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolCall,
+    UserMessage,
+)
 from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.thought_levels import ThoughtLevel
 from parley.protocol import updates
@@ -355,11 +362,21 @@ class Sessions:
 
     async def _show_missed_turns(self, session: Session) -> None:
         """Another window may have added turns since this one read the session: take them
-        in and show them, so the user and the model see the same conversation."""
+        in (the model sees the same conversation) and tell this window. Parley's own
+        clients show them in place (a replay); ACP defines no replay inside a prompt, so any
+        other client is told in one notice to reload instead (its user would see the other
+        window's turn as the start of this reply)."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
-        missed = session.messages(start), session.tools, start, session.notices(start)
-        await self._replay(session, replay_updates(*missed))
+        if self.ports.wants_revisions:
+            missed = session.messages(start), session.tools, start, session.notices(start)
+            await self._replay(session, replay_updates(*missed))
+            return
+        turns = await off_loop(_user_turns, session.messages(start))
+        if turns:
+            notice = notices.changed_elsewhere(turns)
+            chunk = updates.notice_chunk(new_id("notice"), notice.level, notice.text)
+            self.ports.send_update(session.id, chunk)
 
     async def _run_turn(
         self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
@@ -664,3 +681,8 @@ def _check_model_id(model: str) -> None:
         split_model_id(model)
     except ValueError as error:
         raise InvalidOptions(str(error)) from error
+
+
+def _user_turns(messages: Iterable[Message]) -> int:
+    """How many of `messages` are prompts: the turns another window added."""
+    return sum(isinstance(message, UserMessage) for message in messages)
