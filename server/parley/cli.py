@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 
+import parley
 from parley.config import ConfigError, Settings, load_settings
 from parley.core.redact import redact, remember_secrets
 from parley.sandbox import make_undumpable, sandbox_status
@@ -27,6 +28,9 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         default=os.environ.get("PARLEY_LOG_LEVEL", "WARNING").upper(),
         help="log level on stderr (default: $PARLEY_LOG_LEVEL, else WARNING)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"parley {parley.__version__} (parley-code)"
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
