@@ -26,7 +26,8 @@ function styledChars(runs: AnsiRun[]): [string, string][] {
 }
 
 function sortedStyle(style: AnsiStyle): AnsiStyle {
-  return Object.fromEntries(Object.entries(style).sort(([a], [b]) => a.localeCompare(b))) as AnsiStyle;
+  const sorted: AnsiStyle = Object.fromEntries(Object.entries(style).sort(([a], [b]) => a.localeCompare(b)));
+  return sorted;
 }
 
 /** The runs of `pieces` parsed one after the other, as the page draws a streamed output. */

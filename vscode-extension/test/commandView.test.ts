@@ -92,7 +92,7 @@ describe('issue 25 on the chat page: a command\'s live output, the plan, the mod
     );
     assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined, 'text, never HTML');
     const styles = await live.locator('span').evaluateAll((spans) =>
-      spans.map((s) => ({ text: s.textContent, cls: s.className, color: getComputedStyle(s).color, weight: getComputedStyle(s).fontWeight })),
+      spans.map((s) => ({ text: s.textContent ?? '', color: getComputedStyle(s).color, weight: getComputedStyle(s).fontWeight })),
     );
     const of = (text: string) => styles.find((s) => s.text === text);
     assert.equal(of('..')?.color, 'rgb(13, 188, 121)', 'green: the theme\'s ANSI green');
