@@ -61,7 +61,7 @@ export function createEntry(entry: Entry): HTMLElement {
       el.append(
         details,
         h('div', { class: 'tool-summary' }),
-        h('pre', { class: 'command-output', role: 'log', 'aria-label': 'Command output' }),
+        h('pre', { class: 'command-output', 'aria-label': 'Command output' }),
         h('div', { class: 'tool-terminal' }, 'Terminal output: shown in the terminal of the editor that ran the command.'),
         h('div', { class: 'tool-locations' }),
         h('div', { class: 'tool-actions' }, terminalButton),
