@@ -22,7 +22,7 @@ import {
 } from '../src/client/protocol';
 import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
-import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverHasModule, serverUnavailable, tempDirs } from './harness';
 
 let skipReason: string | undefined;
 let fake: FakeLLM | undefined;
@@ -619,6 +619,48 @@ describe('server death and restart', () => {
       assert.deepEqual(await fake!.requests(), [], 'no model call');
     } finally {
       await ctl.dispose();
+    }
+  });
+
+  it('the chat controller: the mode shown and switched (session/set_mode, /mode), the plan live and replayed on load (issue 25)', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    // SKIPS ONLY while the server has no modes (issue 25's modes slice not merged): once it is
+    // on main, remove this skip (or set PARLEY_REQUIRE_MODES=1) to make the test strict.
+    if (process.env.PARLEY_REQUIRE_MODES !== '1' && !(await serverHasModule('parley.agent.modes'))) {
+      return t.skip('the server has no modes yet (no parley.agent.modes): issue 25\'s modes slice');
+    }
+    const settings = () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } });
+    const ctl = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
+    const other = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
+    const PLAN = [
+      { content: 'Run the tests', status: 'completed', priority: 'high' },
+      { content: 'Fix the failing test', status: 'in_progress', priority: 'medium' },
+    ];
+    try {
+      const sessionId = await ctl.ensureSession();
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+      assert.deepEqual(ctl.state.meta.mode?.modes.map((m) => m.id), ['ask', 'accept_edits', 'plan']);
+      assert.deepEqual(ctl.state.meta.mode?.via, { method: 'set_mode' });
+
+      await ctl.setMode('plan');
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'plan');
+      await fake!.script([{ tool_calls: [{ name: 'update_plan', arguments: { entries: PLAN } }] }, { text: 'Planned.' }]);
+      assert.equal(await ctl.send('Plan the fix.'), 'end_turn');
+      assert.deepEqual(ctl.state.meta.plan, PLAN, 'the plan shown as the model wrote it');
+
+      await fake!.script([]);
+      await ctl.send('/mode accept_edits');
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits', 'the server\'s current_mode_update');
+
+      // Another window loads the session: its plan replayed, its stored mode shown.
+      await other.loadSession(sessionId);
+      assert.deepEqual(other.state.meta.plan, PLAN);
+      assert.equal(other.state.meta.mode?.currentModeId, 'accept_edits');
+    } finally {
+      await ctl.dispose();
+      await other.dispose();
     }
   });
 
