@@ -723,7 +723,7 @@ describe('chat controller: modes, the plan, multi-root (issue 25)', () => {
 
   it('sends the other roots as additionalDirectories, shows the modes, and switches with session/set_mode', async () => {
     const peer = new Peer({
-      initialize: { result: { ...INITIALIZE.result, agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {} } } } },
+      initialize: { result: { ...INITIALIZE.result, agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {}, additionalDirectories: {} } } } },
       'session/new': { result: { sessionId: '$session', configOptions: [MODE_OPTION('ask'), MODEL_OPTION('openai:a')], modes: MODES } },
       'session/set_mode': {
         result: {},
@@ -772,22 +772,29 @@ describe('chat controller: modes, the plan, multi-root (issue 25)', () => {
     }
   });
 
-  it('switches the mode through the mode option when the server offers modes only that way', async () => {
-    await withController(
-      {
-        initialize: INITIALIZE,
-        'session/new': { result: { sessionId: '$session', configOptions: [MODE_OPTION('ask')] } },
-        'session/set_config_option': { result: { configOptions: [MODE_OPTION('accept_edits')] } },
-      },
-      async (ctl, peer) => {
-        const sessionId = await ctl.newSession();
-        assert.equal(peer.received('session/new')[0].params.additionalDirectories, undefined, 'a single root sends none');
-        await ctl.setMode('accept_edits');
-        assert.deepEqual(peer.received('session/set_config_option').map((r) => r.params), [{ sessionId, configId: 'mode', value: 'accept_edits' }]);
-        assert.deepEqual(peer.received('session/set_mode'), []);
-        assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');
-      },
-    );
+  it('switches the mode through the mode option when the server offers modes only that way; sends no other roots to a server that does not take them', async () => {
+    const peer = new Peer({
+      initialize: INITIALIZE,
+      'session/new': { result: { sessionId: '$session', configOptions: [MODE_OPTION('ask')] } },
+      'session/set_config_option': { result: { configOptions: [MODE_OPTION('accept_edits')] } },
+    });
+    const ctl = new ChatController({
+      workspaceRoot: () => os.tmpdir(),
+      additionalDirectories: () => roots,
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+    });
+    try {
+      const sessionId = await ctl.newSession();
+      assert.equal(peer.received('session/new')[0].params.additionalDirectories, undefined, 'not advertised: not sent');
+      assert.ok(peer.log.some((line) => line.includes('takes no other workspace folders')), 'the log says so');
+      await ctl.setMode('accept_edits');
+      assert.deepEqual(peer.received('session/set_config_option').map((r) => r.params), [{ sessionId, configId: 'mode', value: 'accept_edits' }]);
+      assert.deepEqual(peer.received('session/set_mode'), []);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');
+    } finally {
+      await ctl.dispose();
+    }
   });
 
   it('a mode the server refuses leaves the mode shown as it was', async () => {

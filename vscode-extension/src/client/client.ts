@@ -344,10 +344,10 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return this.request('session/set_config_option', { sessionId, configId, value });
   }
 
-  /** What the server advertised of the session lifecycle in `initialize`. */
-  get sessionCapabilities(): { resume: boolean; close: boolean } {
+  /** What the server advertised of the session lifecycle in `initialize` (and whether it takes other roots). */
+  get sessionCapabilities(): { resume: boolean; close: boolean; additionalDirectories: boolean } {
     const caps = this.initializeResult?.agentCapabilities?.sessionCapabilities;
-    return { resume: Boolean(caps?.resume), close: Boolean(caps?.close) };
+    return { resume: Boolean(caps?.resume), close: Boolean(caps?.close), additionalDirectories: Boolean(caps?.additionalDirectories) };
   }
 
   listSessions(params: ListSessionsParams = {}): Promise<ListSessionsResult> {

@@ -177,7 +177,8 @@ export interface InitializeResult {
     loadSession?: boolean;
     promptCapabilities?: { image?: boolean; audio?: boolean; embeddedContext?: boolean };
     mcpCapabilities?: { http?: boolean };
-    sessionCapabilities?: { list?: object; delete?: object; resume?: object; close?: object };
+    /** `additionalDirectories`: the session's params may name other workspace roots. */
+    sessionCapabilities?: { list?: object; delete?: object; resume?: object; close?: object; additionalDirectories?: object };
   };
   agentInfo?: { name: string; version: string };
   authMethods?: unknown[];

@@ -226,9 +226,23 @@ export class Sessions {
     return sessionId;
   }
 
-  /** The workspace's other roots, for `additionalDirectories`. */
+  /** The other roots the server could not be given were said in the log (once). */
+  private rootsNotTaken = false;
+
+  /**
+   * The workspace's other roots, for `additionalDirectories`: sent only to a server that
+   * advertises it (ACP's rule); to another, the log says they are not part of the session.
+   */
   private otherRoots(): string[] {
-    return this.core.host.additionalDirectories?.() ?? [];
+    const roots = this.core.host.additionalDirectories?.() ?? [];
+    if (roots.length === 0 || this.core.client?.sessionCapabilities.additionalDirectories) {
+      return roots;
+    }
+    if (!this.rootsNotTaken) {
+      this.rootsNotTaken = true;
+      this.core.log(`The server takes no other workspace folders (additionalDirectories): ${roots.join(', ')} are not part of the session.`, 'warn');
+    }
+    return [];
   }
 
   /** Passes on the updates for `sessionId` that came before its id was known. */
