@@ -51,9 +51,9 @@ const ESCAPE = /^\x1b(?:\[([\x30-\x3f]*)[\x20-\x2f]*([\x40-\x7e])|\][^\x07\x1b]*
 /** The start of an escape sequence that the next piece may still finish. */
 // eslint-disable-next-line no-control-regex
 const UNFINISHED = /^\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*|\][^\x07\x1b]*\x1b?|[\x20-\x2f]+)?$/;
-/** Control characters that are not shown (all but tab and newline; `\r` and ESC are handled first). */
+/** Control characters that are not shown (C0 but tab and newline, DEL, C1; `\r` and ESC are handled first). */
 // eslint-disable-next-line no-control-regex
-const CONTROLS = /[\x00-\x08\x0b-\x0c\x0e-\x1a\x1c-\x1f\x7f]/g;
+const CONTROLS = /[\x00-\x08\x0b-\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]/g;
 
 /**
  * The runs of `piece`, following the output before it (`state`), and the state after it.
