@@ -341,8 +341,8 @@ describe('protocol client against parley serve', () => {
     if (skipIfNoServer(t)) {
       return;
     }
-    const caps = client.sessionCapabilities;
-    assert.deepEqual(caps, { resume: true, close: true }, 'advertised in initialize');
+    const { resume, close } = client.sessionCapabilities;
+    assert.deepEqual({ resume, close }, { resume: true, close: true }, 'advertised in initialize');
     await fake!.script([{ text: 'Noted.' }]);
     const sessionId = await client.newSession(dirs.workspace);
     assert.equal((await client.prompt(sessionId, 'Remember 7.')).stopReason, 'end_turn');

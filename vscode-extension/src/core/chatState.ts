@@ -566,7 +566,8 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   // Content sent before the call ends says what it does (the code, the diff); content that
   // ends it is its result, shown as the output (a diff in it still shows as a diff).
   const ends = u.status === 'completed' || u.status === 'failed';
-  const views = Array.isArray(u.content) && !withCommandOutput(next, u, ends) ? contentViews(u.content, state.meta.cwd) : undefined;
+  const onlyOutputCopy = withCommandOutput(next, u, ends);
+  const views = Array.isArray(u.content) && !onlyOutputCopy ? contentViews(u.content, state.meta.cwd) : undefined;
   let outputText: string | undefined;
   if (views && !ends) {
     // A terminal alone (another client's) leaves what the call does as it was.
