@@ -633,7 +633,6 @@ describe('server death and restart', () => {
     }
     const settings = () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } });
     const ctl = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
-    const other = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
     const PLAN = [
       { content: 'Run the tests', status: 'completed', priority: 'high' },
       { content: 'Fix the failing test', status: 'in_progress', priority: 'medium' },
@@ -654,13 +653,15 @@ describe('server death and restart', () => {
       await ctl.send('/mode accept_edits');
       assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits', 'the server\'s current_mode_update');
 
-      // Another window loads the session: its plan replayed, its stored mode shown.
-      await other.loadSession(sessionId);
-      assert.deepEqual(other.state.meta.plan, PLAN);
-      assert.equal(other.state.meta.mode?.currentModeId, 'accept_edits');
+      // A new session has no plan; loading the first one again replays its plan, its stored mode shown.
+      await ctl.newSession();
+      assert.equal(ctl.state.meta.plan, undefined);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+      await ctl.loadSession(sessionId);
+      assert.deepEqual(ctl.state.meta.plan, PLAN);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');
     } finally {
       await ctl.dispose();
-      await other.dispose();
     }
   });
 
