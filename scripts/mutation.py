@@ -48,6 +48,8 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_server_robustness.py::test_an_oversized_frame_is_refused_without_being_held",
         "tests/test_server_robustness.py::test_the_lsp_reader_resynchronises_after_a_framing_error",
     ],
+    "tools/command_rules.py": ["tests/test_command_rules.py"],
+    "tools/command_output.py": ["tests/test_command_output.py"],
     "tools/confined.py": [
         "tests/test_confined_paths.py",
         "tests/test_path_gate.py",

@@ -35,9 +35,11 @@ const PAGE_MODULES = {
   markdownBlocks: [],
   codeBlocks: [],
   messageRenderer: ['codeBlocks', 'markdownBlocks'],
-  entryViews: ['dom', 'messageRenderer'],
+  commandOutput: ['dom'],
+  planView: ['dom'],
+  entryViews: ['commandOutput', 'dom', 'messageRenderer'],
   transcript: ['announce', 'dom', 'entryViews'],
-  metaView: ['dom', 'entryViews', 'transcript'],
+  metaView: ['dom', 'entryViews', 'planView', 'transcript'],
   history: ['dom'],
   composer: ['dom', 'metaView'],
 };

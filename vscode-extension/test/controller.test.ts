@@ -697,3 +697,120 @@ describe('chat controller: the server\'s notices, live and replayed (issue 24\'s
   });
 });
 
+
+describe('chat controller: modes, the plan, multi-root (issue 25)', () => {
+  const MODES = {
+    currentModeId: 'ask',
+    availableModes: [
+      { id: 'ask', name: 'Ask' },
+      { id: 'accept_edits', name: 'Accept edits' },
+      { id: 'plan', name: 'Plan (read only)' },
+    ],
+  };
+  const MODE_OPTION = (value: string) => ({
+    id: 'mode',
+    name: 'Mode',
+    category: 'mode',
+    type: 'select',
+    currentValue: value,
+    options: MODES.availableModes.map((m) => ({ value: m.id, name: m.name })),
+  });
+  const PLAN = [
+    { content: 'Run the tests', status: 'completed', priority: 'high' },
+    { content: 'Fix the failure', status: 'in_progress', priority: 'medium' },
+  ];
+  const roots = ['/srv/other-root', '/srv/third root'];
+
+  it('sends the other roots as additionalDirectories, shows the modes, and switches with session/set_mode', async () => {
+    const peer = new Peer({
+      initialize: { result: { ...INITIALIZE.result, agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {}, additionalDirectories: {} } } } },
+      'session/new': { result: { sessionId: '$session', configOptions: [MODE_OPTION('ask'), MODEL_OPTION('openai:a')], modes: MODES } },
+      'session/set_mode': {
+        result: {},
+        after: [{ sessionId: '$session', update: { sessionUpdate: 'current_mode_update', currentModeId: 'plan' } }],
+      },
+      'session/resume': { result: { modes: { ...MODES, currentModeId: 'plan' } } },
+      'session/load': {
+        before: [
+          { sessionId: '$session', update: { sessionUpdate: 'user_message_chunk', content: text('fix it') } },
+          { sessionId: '$session', update: { sessionUpdate: 'plan', entries: PLAN } },
+        ],
+        result: { modes: { ...MODES, currentModeId: 'accept_edits' } },
+      },
+    });
+    const ctl = new ChatController({
+      workspaceRoot: () => os.tmpdir(),
+      additionalDirectories: () => roots,
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+    });
+    try {
+      const sessionId = await ctl.newSession();
+      assert.deepEqual(peer.received('session/new')[0].params.additionalDirectories, roots);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+      assert.deepEqual(ctl.state.meta.configOptions.map((o) => o.id), ['mode', 'model']);
+
+      await ctl.setMode('plan');
+      assert.deepEqual(peer.received('session/set_mode').map((r) => r.params), [{ sessionId, modeId: 'plan' }]);
+      assert.deepEqual(peer.received('session/set_config_option'), []);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'plan');
+      await assert.rejects(ctl.setMode('yolo'), /Unknown mode: yolo/);
+
+      await ctl.restart();
+      assert.deepEqual(peer.received('session/resume')[0].params.additionalDirectories, roots);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'plan');
+
+      await ctl.loadSession(sessionId);
+      assert.deepEqual(peer.received('session/load')[0].params.additionalDirectories, roots);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');
+      assert.deepEqual(ctl.state.meta.plan, PLAN, 'the plan replayed with the session');
+
+      await ctl.newSession();
+      assert.equal(ctl.state.meta.plan, undefined, 'a new session has no plan');
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
+  it('switches the mode through the mode option when the server offers modes only that way; sends no other roots to a server that does not take them', async () => {
+    const peer = new Peer({
+      initialize: INITIALIZE,
+      'session/new': { result: { sessionId: '$session', configOptions: [MODE_OPTION('ask')] } },
+      'session/set_config_option': { result: { configOptions: [MODE_OPTION('accept_edits')] } },
+    });
+    const ctl = new ChatController({
+      workspaceRoot: () => os.tmpdir(),
+      additionalDirectories: () => roots,
+      settings: () => ({ server: peer.server }),
+      log: (line) => peer.log.push(line),
+    });
+    try {
+      const sessionId = await ctl.newSession();
+      assert.equal(peer.received('session/new')[0].params.additionalDirectories, undefined, 'not advertised: not sent');
+      assert.ok(peer.log.some((line) => line.includes('takes no other workspace folders')), 'the log says so');
+      await ctl.setMode('accept_edits');
+      assert.deepEqual(peer.received('session/set_config_option').map((r) => r.params), [{ sessionId, configId: 'mode', value: 'accept_edits' }]);
+      assert.deepEqual(peer.received('session/set_mode'), []);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
+  it('a mode the server refuses leaves the mode shown as it was', async () => {
+    await withController(
+      {
+        initialize: INITIALIZE,
+        'session/new': { result: { sessionId: '$session', modes: MODES } },
+        'session/set_mode': { error: { code: -32602, message: 'Invalid params: modeId' } },
+      },
+      async (ctl) => {
+        await ctl.newSession();
+        const before = ctl.state.meta.mode;
+        await assert.rejects(ctl.setMode('plan'), /modeId/);
+        assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+        assert.notEqual(ctl.state.meta.mode, before, 'sent to the page again, so its picker shows it');
+      },
+    );
+  });
+});

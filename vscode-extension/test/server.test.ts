@@ -22,7 +22,7 @@ import {
 } from '../src/client/protocol';
 import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
-import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverHasModule, serverUnavailable, tempDirs } from './harness';
 
 let skipReason: string | undefined;
 let fake: FakeLLM | undefined;
@@ -341,8 +341,8 @@ describe('protocol client against parley serve', () => {
     if (skipIfNoServer(t)) {
       return;
     }
-    const caps = client.sessionCapabilities;
-    assert.deepEqual(caps, { resume: true, close: true }, 'advertised in initialize');
+    const { resume, close } = client.sessionCapabilities;
+    assert.deepEqual({ resume, close }, { resume: true, close: true }, 'advertised in initialize');
     await fake!.script([{ text: 'Noted.' }]);
     const sessionId = await client.newSession(dirs.workspace);
     assert.equal((await client.prompt(sessionId, 'Remember 7.')).stopReason, 'end_turn');
@@ -617,6 +617,79 @@ describe('server death and restart', () => {
       assert.equal(ctl.state.meta.model, 'openai:gpt-4.1');
       assert.equal(byId().get('model')?.currentValue, 'openai:gpt-4.1');
       assert.deepEqual(await fake!.requests(), [], 'no model call');
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
+  it('the chat controller: the mode shown and switched (session/set_mode, /mode), the plan live and replayed on load (issue 25)', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    // SKIPS ONLY while the server has no modes (issue 25's modes slice not merged): once it is
+    // on main, remove this skip (or set PARLEY_REQUIRE_MODES=1) to make the test strict.
+    if (process.env.PARLEY_REQUIRE_MODES !== '1' && !(await serverHasModule('parley.agent.modes'))) {
+      return t.skip('the server has no modes yet (no parley.agent.modes): issue 25\'s modes slice');
+    }
+    const settings = () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } });
+    const ctl = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
+    const PLAN = [
+      { content: 'Run the tests', status: 'completed', priority: 'high' },
+      { content: 'Fix the failing test', status: 'in_progress', priority: 'medium' },
+    ];
+    try {
+      const sessionId = await ctl.ensureSession();
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+      assert.deepEqual(ctl.state.meta.mode?.modes.map((m) => m.id), ['ask', 'accept_edits', 'plan']);
+      assert.deepEqual(ctl.state.meta.mode?.via, { method: 'set_mode' });
+
+      await ctl.setMode('plan');
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'plan');
+      await fake!.script([{ tool_calls: [{ name: 'update_plan', arguments: { entries: PLAN } }] }, { text: 'Planned.' }]);
+      assert.equal(await ctl.send('Plan the fix.'), 'end_turn');
+      assert.deepEqual(ctl.state.meta.plan, PLAN, 'the plan shown as the model wrote it');
+
+      await fake!.script([]);
+      await ctl.send('/mode accept_edits');
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits', 'the server\'s current_mode_update');
+
+      // A new session has no plan; loading the first one again replays its plan, its stored mode shown.
+      await ctl.newSession();
+      assert.equal(ctl.state.meta.plan, undefined);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+      await ctl.loadSession(sessionId);
+      assert.deepEqual(ctl.state.meta.plan, PLAN);
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');
+    } finally {
+      await ctl.dispose();
+    }
+  });
+
+  it('the chat controller gives the workspace\'s other folders as additionalDirectories: the model reads a file there (issue 25)', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const other = fs.mkdtempSync(path.join(path.dirname(dirs.workspace), 'other-root-'));
+    fs.writeFileSync(path.join(other, 'notes.txt'), 'The other root says hello.\n');
+    const ctl = new ChatController({
+      workspaceRoot: () => dirs.workspace,
+      additionalDirectories: () => [other],
+      settings: () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } }),
+    });
+    try {
+      await ctl.ensureStarted();
+      // SKIPS ONLY while the server does not advertise additionalDirectories (issue 25's roots
+      // slice not merged): once it is on main, remove this skip to make the test strict.
+      if (!ctl.client?.sessionCapabilities.additionalDirectories && process.env.PARLEY_REQUIRE_ROOTS !== '1') {
+        return t.skip('the server does not advertise sessionCapabilities.additionalDirectories yet: issue 25\'s roots slice');
+      }
+      await ctl.ensureSession();
+      const notes = path.join(other, 'notes.txt');
+      await fake!.script([{ tool_calls: [{ name: 'read_file', arguments: { path: notes } }] }, { text: 'It says hello.' }]);
+      assert.equal(await ctl.send('What do the notes in the other folder say?'), 'end_turn');
+      const card = ctl.state.entries.find((e) => e.kind === 'tool');
+      assert.equal(card?.kind === 'tool' && card.status, 'completed', JSON.stringify(card));
+      assert.match(card?.kind === 'tool' ? (card.output ?? '') : '', /The other root says hello\./);
     } finally {
       await ctl.dispose();
     }

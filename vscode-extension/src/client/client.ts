@@ -291,12 +291,16 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   // ---- protocol methods ----
 
-  /** `session/new`: the session's id and, from a second-edition server, its `configOptions`. */
-  startSession(cwd: string, options: NewSessionOptions = {}): Promise<NewSessionResult> {
+  /**
+   * `session/new`: the session's id and, from a second-edition server, its `configOptions`
+   * and `modes`. `additionalDirectories`: the workspace's other roots (sent when there are some).
+   */
+  startSession(cwd: string, options: NewSessionOptions = {}, additionalDirectories: string[] = []): Promise<NewSessionResult> {
     const parley = pruneUndefined(options);
     return this.request('session/new', {
       cwd,
       mcpServers: [],
+      ...roots(additionalDirectories),
       ...(Object.keys(parley).length ? { _meta: { parley } } : {}),
     });
   }
@@ -316,13 +320,18 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     await this.notify('session/cancel', { sessionId });
   }
 
-  loadSession(sessionId: string, cwd: string): Promise<LoadSessionResult> {
-    return this.request('session/load', { sessionId, cwd, mcpServers: [] });
+  loadSession(sessionId: string, cwd: string, additionalDirectories: string[] = []): Promise<LoadSessionResult> {
+    return this.request('session/load', { sessionId, cwd, mcpServers: [], ...roots(additionalDirectories) });
   }
 
   /** `session/resume` (when the server advertises it): reattach without a replay. */
-  resumeSession(sessionId: string, cwd: string): Promise<ResumeSessionResult> {
-    return this.request('session/resume', { sessionId, cwd, mcpServers: [] });
+  resumeSession(sessionId: string, cwd: string, additionalDirectories: string[] = []): Promise<ResumeSessionResult> {
+    return this.request('session/resume', { sessionId, cwd, mcpServers: [], ...roots(additionalDirectories) });
+  }
+
+  /** `session/set_mode`: the session's mode (`ask`, `accept_edits`, `plan`). */
+  async setMode(sessionId: string, modeId: string): Promise<void> {
+    await this.request('session/set_mode', { sessionId, modeId });
   }
 
   /** `session/close` (when the server advertises it): frees the session in the server; it stays stored. */
@@ -335,10 +344,10 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return this.request('session/set_config_option', { sessionId, configId, value });
   }
 
-  /** What the server advertised of the session lifecycle in `initialize`. */
-  get sessionCapabilities(): { resume: boolean; close: boolean } {
+  /** What the server advertised of the session lifecycle in `initialize` (and whether it takes other roots). */
+  get sessionCapabilities(): { resume: boolean; close: boolean; additionalDirectories: boolean } {
     const caps = this.initializeResult?.agentCapabilities?.sessionCapabilities;
-    return { resume: Boolean(caps?.resume), close: Boolean(caps?.close) };
+    return { resume: Boolean(caps?.resume), close: Boolean(caps?.close), additionalDirectories: Boolean(caps?.additionalDirectories) };
   }
 
   listSessions(params: ListSessionsParams = {}): Promise<ListSessionsResult> {
@@ -576,4 +585,12 @@ function pruneUndefined<T extends object>(obj: T): T {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/**
+ * `additionalDirectories` for a session's params: only when there are some, so a
+ * single-folder workspace sends what a server without multi-root accepts.
+ */
+function roots(additionalDirectories: string[]): { additionalDirectories?: string[] } {
+  return additionalDirectories.length ? { additionalDirectories } : {};
 }

@@ -177,7 +177,8 @@ export interface InitializeResult {
     loadSession?: boolean;
     promptCapabilities?: { image?: boolean; audio?: boolean; embeddedContext?: boolean };
     mcpCapabilities?: { http?: boolean };
-    sessionCapabilities?: { list?: object; delete?: object; resume?: object; close?: object };
+    /** `additionalDirectories`: the session's params may name other workspace roots. */
+    sessionCapabilities?: { list?: object; delete?: object; resume?: object; close?: object; additionalDirectories?: object };
   };
   agentInfo?: { name: string; version: string };
   authMethods?: unknown[];
@@ -197,12 +198,28 @@ export interface NewSessionOptions {
 export interface NewSessionParams {
   cwd: string;
   mcpServers: McpServer[];
+  /** The workspace's other roots (absolute directories; ACP's field): sent only when there are some. */
+  additionalDirectories?: string[];
   _meta?: { parley?: NewSessionOptions };
+}
+
+/** A session mode (`ask`, `accept_edits`, `plan`) as ACP lists it. */
+export interface SessionMode {
+  id: string;
+  name: string;
+  description?: string | null;
+}
+
+/** ACP's `modes` in the answers of `session/new`, `load` and `resume`: the current mode and the choices. */
+export interface SessionModeState {
+  currentModeId: string;
+  availableModes: SessionMode[];
 }
 
 export interface NewSessionResult {
   sessionId: string;
   configOptions?: SessionConfigOption[];
+  modes?: SessionModeState | null;
 }
 
 export interface PromptParams {
@@ -248,10 +265,13 @@ export interface LoadSessionParams {
   sessionId: string;
   cwd: string;
   mcpServers: McpServer[];
+  /** As `session/new`'s: not stored by the server, so sent with each load and resume. */
+  additionalDirectories?: string[];
 }
 
 export interface LoadSessionResult {
   configOptions?: SessionConfigOption[];
+  modes?: SessionModeState | null;
   _meta?: { parley?: { usage?: UsageTotals; model?: string } };
 }
 
@@ -260,6 +280,7 @@ export type ResumeSessionParams = LoadSessionParams;
 
 export interface ResumeSessionResult {
   configOptions?: SessionConfigOption[];
+  modes?: SessionModeState | null;
   _meta?: { parley?: { usage?: UsageTotals; model?: string } };
 }
 
@@ -267,6 +288,12 @@ export interface SetConfigOptionParams {
   sessionId: string;
   configId: string;
   value: string;
+}
+
+/** `session/set_mode`: the session's mode (answered `{}`; a `current_mode_update` follows). */
+export interface SetModeParams {
+  sessionId: string;
+  modeId: string;
 }
 
 export interface SetConfigOptionResult {
@@ -319,7 +346,10 @@ export type EmptyResult = Record<string, never>;
 
 export type ToolCallStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
 
-/** What a tool call shows: text content, an edit's diff, or a terminal (shown by name). */
+/**
+ * What a tool call shows: text content, an edit's diff, or a terminal of the client that ran
+ * the command (another client's: this one advertises no `terminal`, so the card says so).
+ */
 export type ToolCallContent =
   | { type: 'content'; content: ContentBlock }
   | { type: 'diff'; path: string; oldText?: string | null; newText: string }
@@ -340,7 +370,13 @@ interface ToolCallFields {
   rawOutput?: unknown;
   content?: ToolCallContent[] | null;
   locations?: ToolCallLocation[] | null;
-  _meta?: { parley?: { superseded?: boolean } };
+  /** `commandOutput.append`: a running command's new output since the last update (raw, ANSI colours kept). */
+  _meta?: { parley?: { superseded?: boolean; commandOutput?: CommandOutput } };
+}
+
+/** `_meta.parley.commandOutput` of a running command's `tool_call_update`. */
+export interface CommandOutput {
+  append?: string;
 }
 
 export interface AgentMessageChunk {
@@ -417,6 +453,27 @@ export interface AvailableCommandsUpdate {
   availableCommands: AvailableCommand[];
 }
 
+export type PlanEntryStatus = 'pending' | 'in_progress' | 'completed';
+export type PlanEntryPriority = 'high' | 'medium' | 'low';
+
+export interface PlanEntry {
+  content: string;
+  status: PlanEntryStatus;
+  priority?: PlanEntryPriority;
+}
+
+/** The model's plan (`update_plan`): the whole plan, each time (it replaces the one shown). */
+export interface PlanUpdate {
+  sessionUpdate: 'plan';
+  entries: PlanEntry[];
+}
+
+/** The session's mode changed (by `session/set_mode`, the config option, or `/mode`). */
+export interface CurrentModeUpdate {
+  sessionUpdate: 'current_mode_update';
+  currentModeId: string;
+}
+
 /**
  * One member per kind the contract lists, and no other: the client drops a kind it does not
  * know (see `isSessionUpdate`), so code that switches on `sessionUpdate` narrows exactly.
@@ -430,7 +487,9 @@ export type SessionUpdate =
   | UsageUpdate
   | SessionInfoUpdate
   | ConfigOptionUpdate
-  | AvailableCommandsUpdate;
+  | AvailableCommandsUpdate
+  | PlanUpdate
+  | CurrentModeUpdate;
 
 /** Every kind of `SessionUpdate`; the `Record` type makes the compiler keep it complete. */
 const SESSION_UPDATE_KINDS: Record<SessionUpdate['sessionUpdate'], true> = {
@@ -443,6 +502,8 @@ const SESSION_UPDATE_KINDS: Record<SessionUpdate['sessionUpdate'], true> = {
   session_info_update: true,
   config_option_update: true,
   available_commands_update: true,
+  plan: true,
+  current_mode_update: true,
 };
 
 /** Whether an update is of a kind this client knows (its fields are taken as the server sent them). */
@@ -552,6 +613,7 @@ export interface AgentRequests {
   'session/close': { params: SessionIdParams; result: EmptyResult };
   'session/delete': { params: SessionIdParams; result: EmptyResult };
   'session/set_config_option': { params: SetConfigOptionParams; result: SetConfigOptionResult };
+  'session/set_mode': { params: SetModeParams; result: EmptyResult };
   '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
   '_parley/session/restore': { params: RestoreParams; result: RestoreResult };
   '_parley/usage': { params: UsageParams; result: UsageResult };

@@ -87,6 +87,15 @@ export interface ToolEntry {
   output?: string;
   /** The model did not make this call after all: shown muted, not as an error. */
   superseded: boolean;
+  /**
+   * A command's output as it ran (`_meta.parley.commandOutput.append`, raw: ANSI colours
+   * kept), its last part when long; shown live while it runs, and in "Open in Terminal".
+   */
+  commandOutput?: string;
+  /** Characters of the command's output dropped from the start of `commandOutput` (it keeps the last part). */
+  commandOutputCut?: number;
+  /** The call showed a terminal of the client that ran it (another client's `{type: "terminal"}`). */
+  terminal?: boolean;
 }
 
 export interface PermissionOptionView {
@@ -193,6 +202,21 @@ export interface CommandView {
   hint?: string;
 }
 
+/** The session's mode (`ask`, `accept_edits`, `plan`) and the modes it may switch to. */
+export interface ModeView {
+  currentModeId: string;
+  modes: { id: string; name: string; description?: string }[];
+  /** How the server takes a change: `session/set_mode`, or the `mode` config option (its id). */
+  via: { method: 'set_mode' } | { method: 'config_option'; configId: string };
+}
+
+/** One item of the model's plan, as shown above the transcript. */
+export interface PlanItemView {
+  content: string;
+  status: 'pending' | 'in_progress' | 'completed';
+  priority: 'high' | 'medium' | 'low';
+}
+
 export type ServerState = 'stopped' | 'starting' | 'ready' | 'exited';
 
 export interface SessionRow {
@@ -214,6 +238,10 @@ export interface ViewMeta {
   configOptions: ConfigOptionView[];
   /** The session's tool policy (`hybrid`, `stream`, `sync`). */
   toolPolicy?: string;
+  /** The session's mode, when the server offers modes. */
+  mode?: ModeView;
+  /** The model's plan (the last `plan` update): shown above the transcript; none or empty: hidden. */
+  plan?: PlanItemView[];
   /** The slash commands the prompt box offers when the user types `/`. */
   commands: CommandView[];
   busy: boolean;
@@ -239,6 +267,8 @@ export type HostToView =
   | { type: 'append'; id: string; text: string }
   /** Finish: a streamed answer or thought is complete (its text as shown). */
   | { type: 'finish'; id: string }
+  /** Output: `text` added at the end of a running command's output (a tool entry's `commandOutput`). */
+  | { type: 'output'; id: string; text: string }
   | { type: 'meta'; meta: ViewMeta }
   /** The history list; `canDelete`: the server offers `session/delete`. */
   | { type: 'sessions'; sessions: SessionRow[]; canDelete?: boolean }
@@ -252,6 +282,10 @@ export type ViewToHost =
   | { type: 'selectModel'; model: string }
   /** Set a configuration option (`tool_policy`, `thought_level`, …) of the session. */
   | { type: 'setConfigOption'; configId: string; value: string }
+  /** Switch the session's mode. */
+  | { type: 'setMode'; modeId: string }
+  /** Show a command's output in a (read-only) terminal of the editor, live while it runs. */
+  | { type: 'openTerminal'; toolCallId: string }
   | { type: 'newSession' }
   | { type: 'listSessions' }
   | { type: 'loadSession'; sessionId: string }

@@ -29,6 +29,7 @@ import {
   type RestoredFile,
   type SessionConfigOption,
   type SessionConfigSelectOption,
+  type SessionModeState,
   type SessionUpdate,
   type ToolCall,
   type ToolCallUpdate,
@@ -37,7 +38,8 @@ import {
   type UsageUpdate,
 } from '../client/protocol';
 import { toolInputParts } from '../common/display';
-import { blockText, contentViews, locationViews, relativeTo } from './toolView';
+import { modeChanged, modeFromModes, modeWithOptions, planView } from './modesAndPlan';
+import { appendedOutput, blockText, contentViews, locationViews, relativeTo } from './toolView';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
@@ -69,7 +71,9 @@ export type ChatEvent =
   /** The session's totals (and the turn's stats) from a prompt's or `session/load`'s result: shown as they are. */
   | { type: 'usageTotals'; totals: UsageTotals; turn?: Partial<TurnStats> }
   /** The session's configuration options (from `session/new`, `load`, `resume`, `set_config_option`). */
-  | { type: 'configOptions'; options: SessionConfigOption[] };
+  | { type: 'configOptions'; options: SessionConfigOption[] }
+  /** The session's modes (ACP's `modes` of `session/new`, `load`, `resume`); none: the server offers none. */
+  | { type: 'modes'; modes: SessionModeState | null | undefined };
 
 export function initialState(): ChatState {
   return {
@@ -159,6 +163,10 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       return { ...state, meta: { ...state.meta, ...event.patch } };
     case 'configOptions':
       return applyConfigOptions(state, event.options);
+    case 'modes': {
+      const mode = modeWithOptions(modeFromModes(event.modes), state.meta.configOptions);
+      return { ...state, meta: { ...state.meta, mode } };
+    }
     case 'usageTotals': {
       const usage: UsageView = { ...state.meta.usage, ...sessionUsage(event.totals) };
       if (!event.totals.costBreakdown) {
@@ -363,6 +371,12 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
       return applyConfigOptions(state, update.configOptions);
     case 'available_commands_update':
       return { ...state, meta: { ...state.meta, commands: commandViews(update.availableCommands) } };
+    case 'plan':
+      return { ...state, meta: { ...state.meta, plan: planView(update.entries) } };
+    case 'current_mode_update': {
+      const mode = modeChanged(state.meta.mode, update.currentModeId);
+      return mode === state.meta.mode ? state : { ...state, meta: { ...state.meta, mode } };
+    }
   }
 }
 
@@ -392,6 +406,7 @@ function applyConfigOptions(state: ChatState, options: SessionConfigOption[]): C
     meta: {
       ...state.meta,
       configOptions: views,
+      mode: modeWithOptions(state.meta.mode, views),
       ...(model ? { model: model.currentValue } : {}),
       ...(toolPolicy ? { toolPolicy: toolPolicy.currentValue } : {}),
     },
@@ -550,11 +565,15 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   }
   // Content sent before the call ends says what it does (the code, the diff); content that
   // ends it is its result, shown as the output (a diff in it still shows as a diff).
-  const views = Array.isArray(u.content) ? contentViews(u.content, state.meta.cwd) : undefined;
   const ends = u.status === 'completed' || u.status === 'failed';
+  const onlyOutputCopy = withCommandOutput(next, u, ends);
+  const views = Array.isArray(u.content) && !onlyOutputCopy ? contentViews(u.content, state.meta.cwd) : undefined;
   let outputText: string | undefined;
   if (views && !ends) {
-    next.content = views;
+    // A terminal alone (another client's) leaves what the call does as it was.
+    if (views.length > 0 || !next.terminal) {
+      next.content = views;
+    }
   } else if (views) {
     const diffs = views.filter((v) => v.kind === 'diff');
     if (diffs.length) {
@@ -577,6 +596,23 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
     return mapEntry(state, id, () => next);
   }
   return { ...state, entries: [...finishStreaming(state.entries), next] }; // its id is its call's, not numbered
+}
+
+/**
+ * A running command's output (`_meta.parley.commandOutput.append`) added to `entry`, and a
+ * terminal in its content noted. True when the update's content is only the generic
+ * clients' copy of that output (the card shows the output itself), to be left out.
+ */
+function withCommandOutput(entry: ToolEntry, u: ToolCall | ToolCallUpdate, ends: boolean): boolean {
+  if (Array.isArray(u.content) && u.content.some((c) => c?.type === 'terminal')) {
+    entry.terminal = true;
+  }
+  const append = u._meta?.parley?.commandOutput?.append;
+  if (typeof append !== 'string') {
+    return false;
+  }
+  Object.assign(entry, appendedOutput(entry.commandOutput, entry.commandOutputCut, append));
+  return !ends;
 }
 
 /** A call the stream announced but the model did not make (`_meta.parley`; the first edition said it in `rawOutput`). */

@@ -224,6 +224,11 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   setConfigOption(configId: string, value: string): Promise<void> {
     return this.models.setConfigOption(configId, value);
   }
+
+  /** Switch the session's mode (`ask`, `accept_edits`, `plan`). */
+  setMode(modeId: string): Promise<void> {
+    return this.models.setMode(modeId);
+  }
 }
 
 /** A resource block and its chip, for a file or a part of one. */

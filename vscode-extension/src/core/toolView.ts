@@ -157,3 +157,30 @@ function splitLines(text: string): string[] {
   }
   return lines;
 }
+
+/** A command's output a card keeps: past this many characters, only its last `COMMAND_OUTPUT_KEPT`. */
+export const COMMAND_OUTPUT_MAX = 256 * 1024;
+/** Cut seldom and to half, so that nearly every update is an append the page can draw alone. */
+export const COMMAND_OUTPUT_KEPT = 128 * 1024;
+
+/**
+ * A command's output after `append` (`_meta.parley.commandOutput.append`): the text so far
+ * and how many characters were dropped from its start. Past `COMMAND_OUTPUT_MAX`, its last
+ * `COMMAND_OUTPUT_KEPT` characters are kept, from a line's start when one begins there.
+ */
+export function appendedOutput(
+  output: string | undefined,
+  cut: number | undefined,
+  append: string,
+): { commandOutput: string; commandOutputCut: number } {
+  const text = (output ?? '') + append;
+  if (text.length <= COMMAND_OUTPUT_MAX) {
+    return { commandOutput: text, commandOutputCut: cut ?? 0 };
+  }
+  let from = text.length - COMMAND_OUTPUT_KEPT;
+  const line = text.indexOf('\n', from);
+  if (line >= 0 && line < text.length - 1) {
+    from = line + 1;
+  }
+  return { commandOutput: text.slice(from), commandOutputCut: (cut ?? 0) + from };
+}

@@ -4,7 +4,7 @@
  * Does not import `vscode`: the Chromium test loads the same page.
  */
 
-import type { AgentEntry, Entry, HostToView, ThoughtEntry, ViewState } from '../common/view';
+import type { AgentEntry, Entry, HostToView, ThoughtEntry, ToolEntry, ViewState } from '../common/view';
 import { diffEntries } from './chatState';
 
 export interface ChatPageResources {
@@ -39,6 +39,7 @@ export function chatPageHtml(r: ChatPageResources): string {
 <div id="app">
   <header id="toolbar">
     <select id="model" title="Model for this session" aria-label="Model"></select>
+    <select id="mode" title="Mode: what Parley may do without asking" aria-label="Mode" hidden></select>
     <select id="tool-policy" title="How the server gets tool calls from the model" aria-label="Tool policy"></select>
     <span id="config-options"></span>
     <span class="spacer"></span>
@@ -54,6 +55,7 @@ export function chatPageHtml(r: ChatPageResources): string {
   <div id="banner" hidden></div>
   <div id="announcer" class="visually-hidden" aria-live="assertive"></div>
   <div id="status" class="visually-hidden" role="status" aria-live="polite"></div>
+  <section id="plan" aria-label="Plan" hidden></section>
   <main id="transcript" aria-label="Conversation">
     <div id="empty" class="empty">Ask Parley about your code. It can read your workspace, run Python in a live kernel, and look at your editor.</div>
   </main>
@@ -124,6 +126,9 @@ export function viewMessages(prev: ViewState, next: ViewState): HostToView[] {
  * appended while it streams, or its stream finished, and nothing else changed.
  */
 function entryDelta(old: Entry | undefined, entry: Entry): HostToView | undefined {
+  if (old?.kind === 'tool' && entry.kind === 'tool') {
+    return outputDelta(old, entry);
+  }
   if (!old || !isStreamed(old) || !isStreamed(entry) || !sameButTextAndStreaming(old, entry)) {
     return undefined;
   }
@@ -134,6 +139,25 @@ function entryDelta(old: Entry | undefined, entry: Entry): HostToView | undefine
     return { type: 'finish', id: entry.id };
   }
   return undefined;
+}
+
+/**
+ * A running command's card whose output grew and nothing else changed: the output added
+ * (`output`). When the output was cut at its start, the card goes whole.
+ */
+function outputDelta(old: ToolEntry, entry: ToolEntry): HostToView | undefined {
+  const before = old.commandOutput ?? '';
+  const after = entry.commandOutput;
+  if (after === undefined || after.length <= before.length || (old.commandOutputCut ?? 0) !== (entry.commandOutputCut ?? 0)) {
+    return undefined;
+  }
+  const keys = new Set([...Object.keys(old), ...Object.keys(entry)] as (keyof ToolEntry)[]);
+  for (const key of keys) {
+    if (key !== 'commandOutput' && key !== 'commandOutputCut' && old[key] !== entry[key]) {
+      return undefined;
+    }
+  }
+  return after.startsWith(before) ? { type: 'output', id: entry.id, text: after.slice(before.length) } : undefined;
 }
 
 function isStreamed(entry: Entry): entry is AgentEntry | ThoughtEntry {

@@ -17,6 +17,7 @@ import { ChatController, type ControllerSettings, type LogLevel, resourceContext
 import type { ChatState } from '../core/chatState';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
+import { CommandTerminals } from './commandTerminals';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
@@ -95,6 +96,14 @@ function workspaceRoot(): string {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
 }
 
+/** A multi-root workspace's other folders (on disk), for the session's `additionalDirectories`. */
+export function additionalDirectories(): string[] {
+  return (vscode.workspace.workspaceFolders ?? [])
+    .slice(1)
+    .filter((f) => f.uri.scheme === 'file')
+    .map((f) => f.uri.fsPath);
+}
+
 function readSettings(logLevel?: vscode.LogLevel): ControllerSettings {
   const c = vscode.workspace.getConfiguration('parley');
   const root = workspaceRoot();
@@ -145,6 +154,7 @@ export function activate(context: vscode.ExtensionContext): void {
 
   const ctl: ChatController = new ChatController({
     workspaceRoot,
+    additionalDirectories,
     settings: () => readSettings(output.logLevel),
     serverBlocked: () => (vscode.workspace.isTrusted === false ? RESTRICTED_MODE_TEXT : undefined),
     clientInfo: { name: 'parley-vscode', version },
@@ -163,10 +173,11 @@ export function activate(context: vscode.ExtensionContext): void {
     ctl.restoreOnOpen(kept.sessionId, kept.title);
   }
 
+  const terminals = new CommandTerminals(() => ctl.state);
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
     (m: ViewToHost) => {
-      void handleViewMessage(ctl, chatView, proposedEdits, m);
+      void handleViewMessage(ctl, chatView, { proposedEdits, terminals }, m);
     },
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
@@ -183,6 +194,7 @@ export function activate(context: vscode.ExtensionContext): void {
     for (const m of viewMessages(prev, next)) {
       chatView.post(m);
     }
+    terminals.stateChanged(prev, next);
     // No session yet (the window just opened) or one loading: nothing to change.
     if ((prev.entries !== next.entries || prev.meta !== next.meta) && next.meta.sessionId && !next.meta.loading) {
       const keep = sessionToKeep(next);
@@ -212,6 +224,7 @@ export function activate(context: vscode.ExtensionContext): void {
     output,
     editorTools,
     status,
+    terminals,
     vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView),
     vscode.workspace.registerTextDocumentContentProvider(PROPOSED_SCHEME, proposedEdits),
     vscode.commands.registerCommand('parley.openChat', run(() => chatView.reveal())),
@@ -290,7 +303,7 @@ export async function deactivate(): Promise<void> {
 async function handleViewMessage(
   ctl: ChatController,
   view: ChatViewProvider,
-  proposedEdits: ProposedEditDocuments,
+  { proposedEdits, terminals }: { proposedEdits: ProposedEditDocuments; terminals: CommandTerminals },
   m: ViewToHost,
 ): Promise<void> {
   try {
@@ -316,6 +329,12 @@ async function handleViewMessage(
         break;
       case 'setConfigOption':
         await ctl.setConfigOption(m.configId, m.value);
+        break;
+      case 'setMode':
+        await ctl.setMode(m.modeId);
+        break;
+      case 'openTerminal':
+        terminals.show(m.toolCallId);
         break;
       case 'newSession':
         if (ctl.state.meta.busy) {

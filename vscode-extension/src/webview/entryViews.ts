@@ -18,6 +18,7 @@ import type {
   UserEntry,
 } from '../common/view';
 import { summarizeToolResult } from '../common/display.js';
+import { renderOutput } from './commandOutput.js';
 import { byId, h, post } from './dom.js';
 import { renderMessage, renderPlainText } from './messageRenderer.js';
 
@@ -49,8 +50,22 @@ export function createEntry(entry: Entry): HTMLElement {
         h('div', { class: 'tool-section tool-input' }, h('div', { class: 'section-label' }, 'Input'), h('pre', {})),
         h('div', { class: 'tool-section tool-output' }, h('div', { class: 'section-label' }, 'Output'), h('pre', {})),
       );
-      // Folded, a finished call shows its result's first lines (docs/display.md's summary).
-      el.append(details, h('div', { class: 'tool-summary' }), h('div', { class: 'tool-locations' }));
+      // Folded, a finished call shows its result's first lines (docs/display.md's summary);
+      // a running command its output, live.
+      const terminalButton = h(
+        'button',
+        { class: 'secondary command-open-terminal', title: "Show this command's output in a terminal of the editor (read-only), live while it runs" },
+        'Open in Terminal',
+      );
+      terminalButton.addEventListener('click', () => post({ type: 'openTerminal', toolCallId: entry.kind === 'tool' ? entry.toolCallId : '' }));
+      el.append(
+        details,
+        h('div', { class: 'tool-summary' }),
+        h('pre', { class: 'command-output', 'aria-label': 'Command output' }),
+        h('div', { class: 'tool-terminal' }, 'Terminal output: shown in the terminal of the editor that ran the command.'),
+        h('div', { class: 'tool-locations' }),
+        h('div', { class: 'tool-actions' }, terminalButton),
+      );
       break;
     }
     default:
@@ -245,6 +260,32 @@ function updateTool(el: HTMLElement, entry: ToolEntry): void {
     const done = (entry.status === 'completed' || entry.status === 'failed') && !entry.superseded && entry.output !== undefined;
     summary.hidden = !done;
     summary.textContent = done ? summarizeToolResult(entry.output ?? '') : '';
+  }
+  const terminal = el.querySelector<HTMLElement>('.tool-terminal');
+  if (terminal) {
+    terminal.hidden = !entry.terminal;
+  }
+  updateCommandOutput(el, entry);
+}
+
+/**
+ * A command's output: live in the card while it runs (its colours drawn), until its result
+ * comes; "Open in Terminal" for any call that has it.
+ */
+export function updateCommandOutput(el: HTMLElement, entry: ToolEntry): void {
+  const live = el.querySelector<HTMLElement>('.command-output');
+  const actions = el.querySelector<HTMLElement>('.tool-actions');
+  const has = entry.commandOutput !== undefined;
+  if (actions) {
+    actions.hidden = !has;
+  }
+  if (!live) {
+    return;
+  }
+  const ended = entry.status === 'completed' || entry.status === 'failed';
+  live.hidden = !has || (ended && entry.output !== undefined);
+  if (!live.hidden) {
+    renderOutput(live, entry.commandOutput ?? '');
   }
 }
 

@@ -5,7 +5,9 @@
  *
  * - `transcript.ts` — the entries shown, their deltas, what is announced;
  * - `entryViews.ts` — each kind of entry as elements (messages via `messageRenderer.ts`);
- * - `metaView.ts` — the toolbar, banner, usage line and attachments;
+ * - `metaView.ts` — the toolbar (model, mode, options), banner, usage line and attachments;
+ *   `planView.ts` — the model's plan above the transcript;
+ * - `commandOutput.ts` — a running command's output in its card, colours drawn;
  * - `history.ts` — the history list; `composer.ts` — the prompt box and slash commands;
  * - `dom.ts` — the webview API and element helpers.
  */
@@ -17,7 +19,7 @@ import { post } from './dom.js';
 import { listenToHistoryButtons, renderSessions } from './history.js';
 import { onRenderFrame } from './messageRenderer.js';
 import { listenToToolbar, renderMeta } from './metaView.js';
-import { applyDelta, isNearBottom, reset, transcript, upsert } from './transcript.js';
+import { applyDelta, applyOutput, isNearBottom, reset, transcript, upsert } from './transcript.js';
 
 function showMeta(meta: Parameters<typeof renderMeta>[0]): void {
   renderMeta(meta);
@@ -46,6 +48,9 @@ window.addEventListener('message', (event: MessageEvent<HostToView>) => {
       break;
     case 'finish':
       applyDelta(msg.id, (e) => ({ ...e, streaming: false }));
+      break;
+    case 'output':
+      applyOutput(msg.id, msg.text);
       break;
     case 'meta':
       showMeta(msg.meta);

@@ -1,18 +1,20 @@
 /**
- * The view's meta: the toolbar's pickers (model, tool policy, the server's other options),
- * the banner (server state, loading), the usage line, the attachments waiting, and what is
- * said when a turn starts and ends.
+ * The view's meta: the toolbar's pickers (model, mode, tool policy, the server's other
+ * options), the plan, the banner (server state, loading), the usage line, the attachments
+ * waiting, and what is said when a turn starts and ends.
  */
 
 import type { ConfigOptionView, ViewMeta } from '../common/view';
 import { formatContext, formatCost, formatTokens } from '../common/display.js';
 import { byId, h, post } from './dom.js';
 import { chip } from './entryViews.js';
+import { renderPlan } from './planView.js';
 import { lastAnswerText, notices, status } from './transcript.js';
 
 const sendButton = byId<HTMLButtonElement>('send-button');
 const stopButton = byId<HTMLButtonElement>('stop-button');
 const modelSelect = byId<HTMLSelectElement>('model');
+const modeSelect = byId<HTMLSelectElement>('mode');
 const toolPolicySelect = byId<HTMLSelectElement>('tool-policy');
 const configOptionsEl = byId<HTMLElement>('config-options');
 const usageEl = byId<HTMLElement>('usage');
@@ -47,6 +49,7 @@ export function renderMeta(m: ViewMeta): void {
   document.body.classList.toggle('busy', m.busy);
 
   renderPickers(m);
+  renderPlan(m.plan);
 
   // Banner: server state, loading.
   let text = '';
@@ -149,7 +152,15 @@ function renderPickers(m: ViewMeta): void {
   setSelect(toolPolicySelect, policyOption?.options ?? TOOL_POLICIES, policyOption?.currentValue ?? m.toolPolicy ?? 'hybrid');
   toolPolicySelect.title = policyOption?.description ?? 'How the server gets tool calls from the model';
 
-  const others = m.configOptions.filter((o) => o !== modelOption && o !== policyOption);
+  // The mode, from `modes` or its config option: its own picker, next to the model's.
+  modeSelect.hidden = !m.mode;
+  if (m.mode) {
+    const current = m.mode.modes.find((x) => x.id === m.mode?.currentModeId);
+    setSelect(modeSelect, m.mode.modes.map((x) => ({ value: x.id, name: x.name, description: x.description })), m.mode.currentModeId);
+    modeSelect.title = `Mode: ${current?.name ?? m.mode.currentModeId}${current?.description ? ` — ${current.description}` : ''}`;
+  }
+
+  const others = m.configOptions.filter((o) => o !== modelOption && o !== policyOption && !(m.mode && o.category === 'mode'));
   const shown = new Map([...configOptionsEl.querySelectorAll<HTMLSelectElement>('select')].map((el) => [el.dataset.configId, el]));
   configOptionsEl.replaceChildren(
     ...others.map((o) => {
@@ -165,5 +176,6 @@ function renderPickers(m: ViewMeta): void {
 /** The toolbar's pickers post the user's choice. */
 export function listenToToolbar(): void {
   modelSelect.addEventListener('change', () => post({ type: 'selectModel', model: modelSelect.value }));
+  modeSelect.addEventListener('change', () => post({ type: 'setMode', modeId: modeSelect.value }));
   toolPolicySelect.addEventListener('change', () => post({ type: 'setConfigOption', configId: 'tool_policy', value: toolPolicySelect.value }));
 }

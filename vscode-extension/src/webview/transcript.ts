@@ -7,7 +7,7 @@
 import type { AgentEntry, Entry, ThoughtEntry } from '../common/view';
 import { Announcer } from './announce.js';
 import { byId } from './dom.js';
-import { askForAttention, createEntry, labelSpeaker, updateEntry } from './entryViews.js';
+import { askForAttention, createEntry, labelSpeaker, updateCommandOutput, updateEntry } from './entryViews.js';
 
 export const transcript = byId<HTMLElement>('transcript');
 const empty = byId<HTMLElement>('empty');
@@ -83,6 +83,22 @@ export function applyDelta(id: string, change: (entry: AgentEntry | ThoughtEntry
   const next = change(entry);
   shownEntries.set(id, next);
   updateEntry(el, next);
+  if (stick) {
+    transcript.scrollTop = transcript.scrollHeight;
+  }
+}
+
+/** A running command's output grew by `text`: only its output is drawn again (what is new of it). */
+export function applyOutput(id: string, text: string): void {
+  const entry = shownEntries.get(id);
+  const el = rendered.get(id);
+  if (!entry || !el || entry.kind !== 'tool') {
+    return; // not shown (a reset came between): the next whole entry shows it
+  }
+  const stick = isNearBottom();
+  const next = { ...entry, commandOutput: (entry.commandOutput ?? '') + text };
+  shownEntries.set(id, next);
+  updateCommandOutput(el, next);
   if (stick) {
     transcript.scrollTop = transcript.scrollHeight;
   }

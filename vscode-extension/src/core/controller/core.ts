@@ -42,6 +42,8 @@ export type LogLevel = 'info' | 'warn' | 'error' | 'server';
 export interface ControllerHost {
   /** The workspace root (absolute), sent as the session's `cwd`. */
   workspaceRoot(): string;
+  /** The workspace's other roots (absolute; a multi-root workspace's folders after the first), sent as `additionalDirectories`. */
+  additionalDirectories?(): string[];
   settings(): ControllerSettings;
   /**
    * The editor's files: when given, the client advertises `fs.readTextFile` and

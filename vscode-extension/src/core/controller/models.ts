@@ -1,6 +1,7 @@
 /**
  * Models and the session's configuration: the models the server offers, the one chosen (for
- * this session and new ones), the tool policy, and the other options the server offers.
+ * this session and new ones), the tool policy, the session's mode, and the other options the
+ * server offers.
  */
 
 import type { ConfigureParams, InitializeResult, ModelInfo, ToolPolicy } from '../../client/protocol';
@@ -90,6 +91,36 @@ export class Models {
       throw new Error(`The server offers no option ${configId} for this session.`);
     }
     await this.configureSession(option.id, value, undefined);
+  }
+
+  /**
+   * Switch the open session's mode: `session/set_mode`, or the `mode` config option when the
+   * server offers modes only that way. A choice the server refused leaves the mode shown as it was.
+   */
+  async setMode(modeId: string): Promise<void> {
+    const { core } = this;
+    const mode = core.state.meta.mode;
+    const sessionId = core.state.meta.sessionId;
+    if (!mode || !sessionId) {
+      throw new Error('The server offers no modes for this session.');
+    }
+    if (!mode.modes.some((m) => m.id === modeId)) {
+      throw new Error(`Unknown mode: ${modeId}`);
+    }
+    try {
+      if (mode.via.method === 'config_option') {
+        await this.configureSession(mode.via.configId, modeId, undefined);
+        return;
+      }
+      await core.requireClient().setMode(sessionId, modeId);
+      if (core.state.meta.sessionId === sessionId) {
+        // As the server's `current_mode_update` will say (it may come before or after the answer).
+        core.dispatch({ type: 'update', update: { sessionUpdate: 'current_mode_update', currentModeId: modeId } });
+      }
+    } catch (err) {
+      core.meta({ mode: core.state.meta.mode && { ...core.state.meta.mode } }); // the picker shows the mode again
+      throw err;
+    }
   }
 
   /** Applies a setting to the open session: by its config option if any, else by `configure`. */

@@ -141,13 +141,14 @@ export class Sessions {
     core.meta({ loading: true });
     let result: ResumeSessionResult;
     try {
-      result = await client.resumeSession(sessionId, core.host.workspaceRoot());
+      result = await client.resumeSession(sessionId, core.host.workspaceRoot(), this.otherRoots());
     } finally {
       core.meta({ loading: false });
     }
     const parley = result._meta?.parley;
     core.meta({ sessionId, cwd: core.host.workspaceRoot(), busy: false, model: parley?.model ?? core.state.meta.model, configOptions: [] });
     core.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
+    core.dispatch({ type: 'modes', modes: result.modes });
     this.openSession = sessionId;
     if (parley?.usage) {
       core.dispatch({ type: 'usageTotals', totals: parley.usage });
@@ -182,12 +183,16 @@ export class Sessions {
     this.opening += 1;
     let result: NewSessionResult;
     try {
-      result = await client.startSession(core.host.workspaceRoot(), {
-        model,
-        toolPolicy,
-        autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
-        systemPrompt: settings.systemPrompt || undefined,
-      });
+      result = await client.startSession(
+        core.host.workspaceRoot(),
+        {
+          model,
+          toolPolicy,
+          autoApprove: settings.autoApprove?.length ? settings.autoApprove : undefined,
+          systemPrompt: settings.systemPrompt || undefined,
+        },
+        this.otherRoots(),
+      );
     } finally {
       this.opening -= 1;
     }
@@ -206,8 +211,11 @@ export class Sessions {
       configOptions: [],
       commands: [],
       usage: NO_USAGE,
+      mode: undefined,
+      plan: undefined,
     });
     core.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
+    core.dispatch({ type: 'modes', modes: result.modes });
     this.openSession = sessionId;
     this.sessionPromise = undefined;
     core.log(`New session ${sessionId} (stored from its first prompt).`);
@@ -216,6 +224,25 @@ export class Sessions {
       await closeQuietly(client, previous, (line) => core.log(line));
     }
     return sessionId;
+  }
+
+  /** The other roots the server could not be given were said in the log (once). */
+  private rootsNotTaken = false;
+
+  /**
+   * The workspace's other roots, for `additionalDirectories`: sent only to a server that
+   * advertises it (ACP's rule); to another, the log says they are not part of the session.
+   */
+  private otherRoots(): string[] {
+    const roots = this.core.host.additionalDirectories?.() ?? [];
+    if (roots.length === 0 || this.core.client?.sessionCapabilities.additionalDirectories) {
+      return roots;
+    }
+    if (!this.rootsNotTaken) {
+      this.rootsNotTaken = true;
+      this.core.log(`The server takes no other workspace folders (additionalDirectories): ${roots.join(', ')} are not part of the session.`, 'warn');
+    }
+    return [];
   }
 
   /** Passes on the updates for `sessionId` that came before its id was known. */
@@ -281,9 +308,9 @@ export class Sessions {
     const before = { entries: core.state.entries, meta: core.state.meta };
     const previous = this.openSession;
     core.dispatch({ type: 'clear' });
-    core.meta({ sessionId, cwd: core.host.workspaceRoot(), title, commands: [], loading: true, busy: false, usage: NO_USAGE });
+    core.meta({ sessionId, cwd: core.host.workspaceRoot(), title, commands: [], loading: true, busy: false, usage: NO_USAGE, mode: undefined, plan: undefined });
     try {
-      const result = await client.loadSession(sessionId, core.host.workspaceRoot());
+      const result = await client.loadSession(sessionId, core.host.workspaceRoot(), this.otherRoots());
       this.showLoaded(sessionId, result);
       if (previous && previous !== sessionId && client.sessionCapabilities.close) {
         await closeQuietly(client, previous, (line) => core.log(line));
@@ -296,8 +323,8 @@ export class Sessions {
       core.log(`Could not load session ${sessionId}: ${describeError(err)}`, 'warn');
       // Back to the session we had.
       core.dispatch({ type: 'setEntries', entries: before.entries });
-      const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage } = before.meta;
-      core.meta({ sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage, loading: false });
+      const { sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage, mode, plan } = before.meta;
+      core.meta({ sessionId: shown, cwd, title: shownTitle, commands, configOptions, model, usage, mode, plan, loading: false });
       throw err;
     }
   }
@@ -312,6 +339,7 @@ export class Sessions {
     this.onShown();
     core.meta({ loading: false, model: parley?.model ?? core.state.meta.model, configOptions: [] });
     core.dispatch({ type: 'configOptions', options: result.configOptions ?? [] });
+    core.dispatch({ type: 'modes', modes: result.modes });
     if (parley?.model) {
       this.models.chosenModel = parley.model;
     }
@@ -358,7 +386,7 @@ export class Sessions {
       state = reduce(state, { type: 'update', update: n.update });
     });
     try {
-      await client.loadSession(sessionId, core.host.workspaceRoot());
+      await client.loadSession(sessionId, core.host.workspaceRoot(), this.otherRoots());
     } finally {
       this.collectors.delete(sessionId);
     }
