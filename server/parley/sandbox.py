@@ -34,7 +34,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -95,6 +95,8 @@ class ChildSpec:
     env: Mapping[str, str]  # exactly the child's environment (already without secrets)
     network: bool = False
     label: str = "child"  # names its cgroup, for a person reading `ps` or the cgroup tree
+    # More directories the child may write, as the workspace (the session's other roots).
+    writable: tuple[Path, ...] = ()
 
 
 @attrs.frozen
@@ -144,8 +146,13 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     argv: list[str] = [command, *spec.argv[1:]]
     sandboxed = sandbox_status(settings).sandboxed
     if sandboxed:
-        writable = _existing_directories(settings.writable)
-        hidden = hidden_paths(settings.hidden)
+        roots = _existing_directories(map(str, spec.writable))
+        writable = [*roots, *_existing_directories(settings.writable)]
+        hidden = [  # as for the workspace (`_hiding`): never over a root or what holds one
+            path
+            for path in hidden_paths(settings.hidden)
+            if not any(path == root or path in root.parents for root in roots)
+        ]
         needed = needed_under_tmp(argv)
         arguments = _bwrap_arguments(workspace, spec.network, writable, hidden, needed)
         argv = [*arguments, "--", *argv]
@@ -266,7 +273,7 @@ def _bwrap_arguments(
     return arguments
 
 
-def _existing_directories(paths: Sequence[str]) -> list[Path]:
+def _existing_directories(paths: Iterable[str]) -> list[Path]:
     found = []
     for path in paths:
         directory = Path(path).expanduser()

@@ -196,7 +196,7 @@ class Turn:
         self.session.add_message(self.prompt)
         self.session.count_turn()
         self._checkpoints = TurnCheckpoints(
-            self.session.store, self.session.id, self.session.totals.turns, self.session.root
+            self.session.store, self.session.id, self.session.totals.turns, self.session.roots
         )
         try:
             stop_reason = await self._rounds()
@@ -520,6 +520,7 @@ class Turn:
             client_writes=self.ports.client_writes,
             edit_journal=self._checkpoints,
             send_update=self._send,
+            roots=self.session.roots.all,
         )
         if tool.spec.needs_permission and call.name not in self.session.auto_approve:
             # A call bound to fail (an edit of a file never read) is not put to the user.

@@ -7,8 +7,10 @@ clients may send more than Parley reads.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
@@ -108,6 +110,7 @@ class McpServerParams:
 class NewSessionParams:
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
+    additional_directories: list[str] | None = None  # checked by `additional_roots`
     meta: SessionMeta = SessionMeta()
 
 
@@ -158,9 +161,12 @@ class SessionIdParams:
 
 @attrs.frozen
 class LoadSessionParams:
+    """`session/load` and `session/resume`."""
+
     session_id: str
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
+    additional_directories: list[str] | None = None  # checked by `additional_roots`
 
 
 @attrs.frozen
@@ -291,6 +297,20 @@ def check_mcp_servers(servers: list[McpServerParams]) -> None:
             raise JsonRpcInvalidParams(
                 f"mcpServers[{position}]: a {server.type} server needs '{needed}'"
             )
+
+
+def additional_roots(directories: list[str] | None) -> tuple[Path, ...]:
+    """ACP's `additionalDirectories` (null: none) as paths; invalid params naming the first
+    that is not an absolute path to an existing directory."""
+    roots = []
+    for position, directory in enumerate(directories or ()):
+        where = f"additionalDirectories[{position}]: {directory[:300]!r}"
+        if "\0" in directory or not os.path.isabs(directory):
+            raise JsonRpcInvalidParams(f"{where} is not an absolute path")
+        if not os.path.isdir(directory):
+            raise JsonRpcInvalidParams(f"{where} is not an existing directory")
+        roots.append(Path(directory))
+    return tuple(roots)
 
 
 # A `resource_link`'s file read as content: (uri, name, mimeType) → a resource or a note.

@@ -153,6 +153,11 @@ class ToolContext:
     # Sends a `session/update` of this session to the editor while the call runs (a
     # command's output as it comes, a plan): None where nobody is shown (the bench).
     send_update: Callable[[dict[str, Any]], None] | None = None
+    # The session's workspace roots, each resolved: the cwd's first, then the client's
+    # `additionalDirectories` (a command's sandbox makes them all writable).
+    roots: tuple[Path, ...] = attrs.field(
+        kw_only=True, default=attrs.Factory(lambda self: (self.cwd,), takes_self=True)
+    )
 
 
 @runtime_checkable
