@@ -34,7 +34,7 @@ from parley.tools.confined import (
 from parley.tools.workspace import files_in_roots
 
 CANARY = "CANARY-OUTSIDE-EVERY-ROOT"
-EXAMPLES = int(os.environ.get("GATE_EXAMPLES", "2000")) // 2
+EXAMPLES = int(os.environ.get("GATE_EXAMPLES", "2000")) // 4
 PROPERTY = settings(
     max_examples=EXAMPLES,
     deadline=None,
