@@ -74,14 +74,8 @@ class Roots:
 
     cwd: Path
     others: tuple[Path, ...] = ()
-    # The roots, and the directories that hold a root (the only ones a walk may pass
-    # outside every root), as text.
-    all_names: frozenset[str] = attrs.field(
-        init=False,
-        eq=False,
-        repr=False,
-        default=attrs.Factory(lambda self: frozenset(map(str, self.all)), takes_self=True),
-    )
+    # The directories that hold a root (the only ones a walk may pass outside every root),
+    # as text.
     holders: frozenset[str] = attrs.field(
         init=False,
         eq=False,
@@ -259,7 +253,9 @@ class _Walk:
         self.root: Path | None = None  # the root walked in; None: outside every root
         self.outside = "/"
         self.symlinks = 0
-        if not os.path.isabs(expanded):
+        if os.path.isabs(expanded):
+            self.move_to("/")
+        else:
             self.enter(roots.cwd)
 
     def close(self) -> None:
@@ -294,8 +290,8 @@ class _Walk:
             if candidate is None:
                 continue
             place = posixpath.join(self.outside, candidate)
-            if place in self.roots.all_names:
-                self.enter(Path(place))
+            if self.roots.holding(place) is not None:  # a root
+                self.move_to(place)
                 return
             if place in self.roots.holders:
                 self.outside = place

@@ -91,8 +91,8 @@ def requested_name(root: Roots | Path, path: str) -> str:
     expanded = os.path.expanduser(path) if path else "."
     if os.path.isabs(expanded):
         expanded = posixpath.normpath(expanded)
-        if roots.holding(expanded) in (None, roots.cwd):
-            expanded = os.path.relpath(expanded, roots.cwd)
+        inside = roots.holding(expanded) is not None
+        expanded = roots.shown(expanded) if inside else os.path.relpath(expanded, roots.cwd)
     return printable_name(posixpath.normpath(expanded))
 
 
