@@ -20,8 +20,12 @@ from acp import RequestError
 from acp.helpers import text_block
 from acp_client import AcpRun, acp_server
 from conftest import server_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.protocol.params import LoadSessionParams, additional_roots, parse_params
 from parley.sandbox import SandboxSettings, sandbox_status
+from pygls.exceptions import JsonRpcInvalidParams
 
 INVALID_PARAMS = -32602
 CANARY = "CANARY-OUTSIDE-EVERY-ROOT"
@@ -243,6 +247,78 @@ async def test_load_and_resume_take_the_roots_given_then(
     for result in resumed:  # no additionalDirectories: the cwd's root only
         assert "is outside the workspace (" in result
     assert str(third) not in resumed_system and str(other) not in resumed_system
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    base = tmp_path_factory.mktemp("places")
+    (base / "dir").mkdir()
+    (base / "file").write_text("x")
+    (base / "link_to_dir").symlink_to(base / "dir")
+    return {"dir": str(base / "dir"), "file": str(base / "file"), "link": str(base / "link_to_dir")}
+
+
+def entries(places: dict[str, str]) -> st.SearchStrategy[Any]:
+    nasty = [
+        *places.values(),
+        *(f"{places['dir']}/", f"{places['dir']}/../dir", f"{places['dir']}/missing", "/", "//"),
+        *("relative", "./x", "../x", "~", "~/x", "", " ", f"{places['dir']}\0", "\0"),
+        *(f"{places['dir']}\udcff", "\udcff", "C:\\Users", "file:///tmp"),
+    ]
+    scalar = st.one_of(
+        st.sampled_from(nasty), st.text(max_size=12), st.integers(), st.booleans(), st.none()
+    )
+    return st.one_of(
+        st.none(),
+        scalar,
+        st.lists(st.one_of(scalar, st.lists(st.text(max_size=3), max_size=2)), max_size=4),
+        st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2),
+    )
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_any_additional_directories_are_roots_or_invalid_params_naming_the_entry(
+    places: dict[str, str], data: st.DataObject
+) -> None:
+    """Whatever a client sends as `additionalDirectories`: null or an array of absolute paths
+    to existing directories become the roots, in order; anything else is `-32602` naming
+    the field (and the first bad entry's index), never another error."""
+    value = data.draw(entries(places))
+    raw = {"sessionId": "s", "cwd": "/", "mcpServers": [], "additionalDirectories": value}
+    good = value is None or (
+        isinstance(value, list)
+        and all(
+            isinstance(entry, str)
+            and "\0" not in entry
+            and os.path.isabs(entry)
+            and os.path.isdir(entry)
+            for entry in value
+        )
+    )
+    try:
+        roots = additional_roots(parse_params(LoadSessionParams, raw).additional_directories)
+    except JsonRpcInvalidParams as error:
+        assert not good, value
+        assert "additionalDirectories" in error.message
+        if isinstance(value, list):
+            first_bad = next(
+                position
+                for position, entry in enumerate(value)
+                if not isinstance(entry, str)
+                or not (os.path.isabs(entry) and os.path.isdir(entry))
+                or "\0" in entry
+            )
+            assert f"additionalDirectories[{first_bad}]" in error.message
+        json.dumps(error.message)  # travels as JSON
+        return
+    assert good, value
+    assert [str(root) for root in roots] == [os.fspath(Path(entry)) for entry in value or []]
 
 
 KERNEL_WRITES = """\

@@ -110,7 +110,7 @@ class McpServerParams:
 class NewSessionParams:
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
-    additional_directories: list[str] | None = None  # checked by `additional_roots`
+    additional_directories: Any = None  # checked by `additional_roots`
     meta: SessionMeta = SessionMeta()
 
 
@@ -166,7 +166,7 @@ class LoadSessionParams:
     session_id: str
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
-    additional_directories: list[str] | None = None  # checked by `additional_roots`
+    additional_directories: Any = None  # checked by `additional_roots`
 
 
 @attrs.frozen
@@ -286,7 +286,8 @@ def _describe(message: str) -> str:
 def _json_type(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+    kinds = {list: "an array", str: "a string", bool: "a boolean", dict: "an object"}
+    return kinds.get(type(value), "a number")
 
 
 def check_mcp_servers(servers: list[McpServerParams]) -> None:
@@ -299,13 +300,27 @@ def check_mcp_servers(servers: list[McpServerParams]) -> None:
             )
 
 
-def additional_roots(directories: list[str] | None) -> tuple[Path, ...]:
+def additional_roots(directories: Any) -> tuple[Path, ...]:
     """ACP's `additionalDirectories` (null: none) as paths; invalid params naming the first
-    that is not an absolute path to an existing directory."""
+    entry that is not an absolute path to an existing directory."""
+    if directories is None:
+        return ()
+    if not isinstance(directories, list):
+        raise JsonRpcInvalidParams(
+            "invalid params: additionalDirectories: expected an array of absolute paths, "
+            f"got {_json_type(directories)}"
+        )
     roots = []
-    for position, directory in enumerate(directories or ()):
+    for position, directory in enumerate(directories):
+        if not isinstance(directory, str):
+            raise JsonRpcInvalidParams(
+                f"invalid params: additionalDirectories[{position}]: expected a string, "
+                f"got {_json_type(directory)}"
+            )
         where = f"additionalDirectories[{position}]: {directory[:300]!r}"
-        if "\0" in directory or not os.path.isabs(directory):
+        if "\0" in directory:
+            raise JsonRpcInvalidParams(f"{where} has a NUL character")
+        if not os.path.isabs(directory):
             raise JsonRpcInvalidParams(f"{where} is not an absolute path")
         if not os.path.isdir(directory):
             raise JsonRpcInvalidParams(f"{where} is not an existing directory")
