@@ -231,3 +231,33 @@ def test_the_listing_covers_every_root_once(tree: RootsTree) -> None:
     assert listed[:2] == ["a.txt", "inner/i.txt"]  # the cwd's, relative; `inner` once
     assert set(listed[2:]) == {f"{tree.base}/r2/c.txt", f"{tree.base}/r2/sub/e.txt"}
     assert not any("s.txt" in name or "x.txt" in name for name in listed)
+
+
+def test_a_root_inside_another_swapped_for_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    """The outer root is writable (by an approved eval, say): a symlink put in the place of
+    a root inside it, leading out, is never followed — by a path from the outer root, by the
+    inner root's own path, nor by a relative path when the inner root is the cwd's."""
+    outer, outside = tmp_path / "outer", tmp_path / "outside"
+    (outer / "inner").mkdir(parents=True)
+    (outer / "inner" / "f.txt").write_text("inside\n")
+    outside.mkdir()
+    (outside / "f.txt").write_text(CANARY)
+    for chosen in (["outer/inner", "outer"], ["outer", "outer/inner"]):
+        roots = workspace_roots(tmp_path / chosen[0], [tmp_path / chosen[1]])
+        (outer / "inner").rename(outer / "away")
+        (outer / "inner").symlink_to(outside)
+        try:
+            for path in ("f.txt", f"{outer}/inner/f.txt", "inner/f.txt", f"{outer}/inner"):
+                for want in (Want.FILE, Want.DIRECTORY, Want.PARENT, Want.WHERE):
+                    try:
+                        opened = open_in_workspace(roots, path, want)
+                    except (Refused, OSError):
+                        continue
+                    assert opened.fd is None or not opened_place(opened.fd).startswith(
+                        str(outside)
+                    ), (chosen, path, want)
+                    if opened.fd is not None:
+                        os.close(opened.fd)
+        finally:
+            (outer / "inner").unlink()
+            (outer / "away").rename(outer / "inner")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import functools
 import io
 import os
 import posixpath
@@ -66,6 +67,18 @@ def _ancestors(roots: tuple[Path, ...]) -> frozenset[str]:
     return frozenset(str(parent) for root in roots for parent in root.parents)
 
 
+def _ways_in(roots: tuple[Path, ...]) -> dict[str, tuple[Path, tuple[str, ...]]]:
+    """How each root is opened: from the outermost root holding it (itself, for most), then
+    down the components between them. A root inside another is never opened by its path:
+    the outer root is writable, and a symlink put there in the inner one's place must not
+    be followed."""
+    ways = {}
+    for root in roots:
+        outer = min((r for r in roots if _within(str(root), str(r))), key=lambda r: len(str(r)))
+        ways[str(root)] = (outer, tuple(_components(posixpath.relpath(root, outer))))
+    return ways
+
+
 @attrs.frozen
 class Roots:
     """A session's workspace roots as the gate takes them (`workspace_roots`): each absolute,
@@ -82,6 +95,12 @@ class Roots:
         repr=False,
         default=attrs.Factory(lambda self: _ancestors(self.all), takes_self=True),
     )
+    ways_in: dict[str, tuple[Path, tuple[str, ...]]] = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(lambda self: _ways_in(self.all), takes_self=True),
+    )
 
     @property
     def all(self) -> tuple[Path, ...]:
@@ -96,9 +115,10 @@ class Roots:
         """A place inside a root as the gate answers it: relative to the cwd's root with `/`
         ("." for the root itself) when inside it, else absolute."""
         cwd = str(self.cwd)
-        if not _within(absolute, cwd):
-            return absolute
-        return posixpath.relpath(absolute, cwd) if absolute != cwd else "."
+        if absolute == cwd:
+            return "."
+        below = cwd.rstrip("/") + "/"
+        return absolute[len(below) :] if absolute.startswith(below) else absolute
 
     def describe(self) -> str:
         return ", ".join(printable_name(str(root)) for root in self.all)
@@ -128,7 +148,12 @@ def resolved_roots(workspace: Roots | Path) -> Roots:
 def as_roots(workspace: Roots | Path) -> Roots:
     """`workspace` as `Roots`: a single root (resolved, as `workspace_root` gives it) is the
     cwd's."""
-    return workspace if isinstance(workspace, Roots) else Roots(Path(workspace))
+    return workspace if isinstance(workspace, Roots) else _single_root(Path(workspace))
+
+
+@functools.lru_cache(maxsize=64)
+def _single_root(root: Path) -> Roots:
+    return Roots(root)
 
 
 def printable_name(name: str) -> str:
@@ -254,7 +279,7 @@ class _Walk:
         self.outside = "/"
         self.symlinks = 0
         if os.path.isabs(expanded):
-            self.move_to("/")
+            self.from_the_top()
         else:
             self.enter(roots.cwd)
 
@@ -267,9 +292,48 @@ class _Walk:
         """Walk on from `root`, one of the roots; `below`: the components from it to where
         the walk is (walked first)."""
         self.close()
-        self.fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        self.fds = [self.open_root(root)]
         self.root, self.names = root, []
         self.pending = [*(below or []), *self.pending]
+
+    def open_root(self, root: Path) -> int:
+        """A descriptor of `root`: the outermost root holding it opened by its path (what
+        holds it is outside every root), then each component down to it with `O_NOFOLLOW`."""
+        outer, down = self.roots.ways_in[str(root)]
+        fd = os.open(outer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for name in down:
+            try:
+                inner = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+            except OSError as error:
+                if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise Refused(
+                    f"The workspace root {printable_name(str(root))} is no longer a directory "
+                    f"inside {printable_name(str(outer))} (a symlink or a file stands in its "
+                    "place), so nothing in it is opened."
+                ) from None
+            finally:
+                os.close(fd)
+            fd = inner
+        return fd
+
+    def from_the_top(self) -> None:
+        """Walk the pending components from the file system's root: straight into the
+        deepest root they begin with (the directories above a root hold no symlink: they
+        were resolved with it), else one step at a time."""
+        place, entered = "/", None
+        for count, name in enumerate(self.pending, start=1):
+            place = posixpath.join(place, name)
+            if place in self.roots.ways_in:
+                entered = count, place
+            elif name == ".." or place not in self.roots.holders:
+                break
+        if entered is None:
+            self.move_to("/")
+            return
+        count, place = entered
+        self.pending = self.pending[count:]
+        self.enter(Path(place))
 
     def move_to(self, place: str) -> None:
         """Go to `place`: the file system's root or a directory that holds a root (resolved
@@ -353,7 +417,7 @@ class _Walk:
             return
         self.pending = _components(target) + self.pending
         if os.path.isabs(target):
-            self.move_to("/")  # refused as the walk leaves the roots, when it is elsewhere
+            self.from_the_top()  # refused as the walk leaves the roots, when it is elsewhere
 
     def to_last(self, *, create: bool = False, lexical: bool = False) -> str | None:
         """Walk every directory of the path but the last component, and take that from
