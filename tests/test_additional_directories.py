@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.protocol.params import LoadSessionParams, additional_roots, parse_params
-from parley.sandbox import SandboxSettings, sandbox_status
+from parley.sandbox import ChildSpec, SandboxSettings, prepare, sandbox_status
 from pygls.exceptions import JsonRpcInvalidParams
 
 INVALID_PARAMS = -32602
@@ -359,3 +359,28 @@ async def test_the_sandboxed_kernel_writes_in_every_root_and_nowhere_else(
         run.recording.assert_conformant()
     finally:
         system_outside.unlink(missing_ok=True)
+
+
+@needs_bwrap
+def test_each_root_is_bound_writable_once_and_a_root_inside_another_only_through_it(
+    tmp_path: Path,
+) -> None:
+    """A root inside another is not bound by its own path: a child writing in the outer
+    root could have put a symlink there, and bwrap would make its target writable."""
+    outer, other = tmp_path / "outer", tmp_path / "other"
+    (outer / "inner").mkdir(parents=True)
+    other.mkdir()
+
+    def binds(workspace: Path, *writable: Path) -> list[str]:
+        spec = ChildSpec(("/bin/true",), workspace, {}, writable=writable)
+        argv = prepare(spec, SandboxSettings()).argv
+        return [argv[i + 1] for i, arg in enumerate(argv) if arg == "--bind"]
+
+    assert sorted(binds(outer, other)) == sorted([str(outer), str(other)])
+    assert sorted(binds(outer, outer / "inner", other)) == sorted([str(outer), str(other)])
+    assert binds(outer / "inner", outer) == [str(outer)]
+    (outer / "inner").rename(outer / "away")
+    (outer / "inner").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    assert binds(outer, outer / "inner") == [str(outer)]
+    assert binds(other, outer / "inner") == [str(other)]  # not its target

@@ -146,7 +146,8 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     argv: list[str] = [command, *spec.argv[1:]]
     sandboxed = sandbox_status(settings).sandboxed
     if sandboxed:
-        roots = _existing_directories(map(str, spec.writable))
+        # The roots come resolved: one that resolves elsewhere now has a symlink in its place.
+        roots = [root for root in spec.writable if root.is_dir() and root.resolve() == root]
         writable = [*roots, *_existing_directories(settings.writable)]
         hidden = [  # as for the workspace (`_hiding`): never over a root or what holds one
             path
@@ -259,7 +260,7 @@ def _bwrap_arguments(
     for path in needed:  # read-only, and before the workspace, whose own bind then wins
         arguments += ["--ro-bind", str(path), str(path)]
     # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
-    for directory in (workspace, *writable):
+    for directory in _outermost([workspace, *writable]):
         arguments += ["--bind", str(directory), str(directory)]
     arguments += [
         "--chdir", str(workspace),
@@ -271,6 +272,17 @@ def _bwrap_arguments(
     if not network:
         arguments.append("--unshare-net")
     return arguments
+
+
+def _outermost(directories: Sequence[Path]) -> list[Path]:
+    """The directories to bind writable: each once, and none inside another, whose bind holds
+    it already. (Bound by its own path, a root inside a writable one could be a symlink a
+    child put there by then, and bwrap would make its target writable.)"""
+    kept: list[Path] = []
+    for directory in sorted(set(directories), key=lambda path: len(path.parts)):
+        if not any(directory == bound or bound in directory.parents for bound in kept):
+            kept.append(directory)
+    return kept
 
 
 def _existing_directories(paths: Iterable[str]) -> list[Path]:
