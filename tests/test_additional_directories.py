@@ -384,3 +384,4 @@ def test_each_root_is_bound_writable_once_and_a_root_inside_another_only_through
     (tmp_path / "elsewhere").mkdir()
     assert binds(outer, outer / "inner") == [str(outer)]
     assert binds(other, outer / "inner") == [str(other)]  # not its target
+    assert binds(outer / "inner", outer) == [str(outer)]  # the workspace itself swapped

@@ -148,6 +148,8 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     if sandboxed:
         # The roots come resolved: one that resolves elsewhere now has a symlink in its place.
         roots = [root for root in spec.writable if root.is_dir() and root.resolve() == root]
+        if any(root == spec.workspace or root in spec.workspace.parents for root in roots):
+            workspace = spec.workspace  # inside a writable root: its bind holds it, as named
         writable = [*roots, *_existing_directories(settings.writable)]
         hidden = [  # as for the workspace (`_hiding`): never over a root or what holds one
             path
