@@ -240,6 +240,18 @@ async def test_load_and_resume_take_the_roots_given_then(
         await run.conn.resume_session(cwd=str(workspace), session_id=session_id)
         await prompt(run, session_id, "And now?")
         resumed, resumed_system = tool_results(fake)[-2:], system_prompt(fake)
+        # A session never prompted (not stored yet) takes the roots of its load too.
+        unstored = (
+            await run.conn.new_session(cwd=str(workspace), additional_directories=[str(other)])
+        ).session_id
+        await run.conn.load_session(
+            cwd=str(workspace), session_id=unstored, additional_directories=[str(third)]
+        )
+        await prompt(run, unstored, "Read both, fresh.")
+        of_fresh = [r.body for r in fake.requests if "Read both, fresh." in json.dumps(r.body)]
+        longest = max(of_fresh, key=lambda body: len(body["messages"]))
+        fresh = [m["content"] for m in longest["messages"] if m["role"] == "tool"]
+    assert "outside the workspace" in fresh[0] and "notes of the third root" in fresh[1]
     run.recording.assert_conformant()
     assert "from the other root" in first[0] and "outside the workspace's roots" in first[1]
     assert "outside the workspace" in loaded[0] and "notes of the third root" in loaded[1]
