@@ -221,7 +221,10 @@ class ParleyServer(JsonRPCServer):
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": True},
                 "sessionCapabilities": {
-                    **{"list": {}, "delete": {}, "resume": {}, "close": {}},
+                    "list": {},
+                    "delete": {},
+                    "resume": {},
+                    "close": {},
                     "additionalDirectories": {},
                 },
             },
