@@ -53,6 +53,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     "tools/confined.py": [
         "tests/test_confined_paths.py",
         "tests/test_path_gate.py",
+        "tests/test_roots_gate.py",
     ],
     "agent/compaction.py": [
         "tests/test_compaction_rules.py",

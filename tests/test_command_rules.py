@@ -223,3 +223,15 @@ def test_a_rule_covers_by_whole_words_only() -> None:
     assert not covered("gitk", ["git"])
     assert not covered("git log", ["git status"])
     assert not covered("pytest -q", ["pytest -q"])  # never offered: options are not a prefix
+
+
+def test_the_length_limit_is_exact() -> None:
+    """A simple command of MAX_COMMAND_CHARS characters is looked into; one more is not."""
+    from parley.tools.command_rules import MAX_COMMAND_CHARS
+
+    longest = "pytest -k " + "a" * (MAX_COMMAND_CHARS - len("pytest -k "))
+    assert len(longest) == MAX_COMMAND_CHARS == 4096
+    assert offered_prefixes(longest) == ("pytest",)
+    assert covered(longest, ["pytest"])
+    assert offered_prefixes(longest + "a") == ()
+    assert not covered(longest + "a", ["pytest"])

@@ -34,7 +34,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -97,6 +97,8 @@ class ChildSpec:
     network: bool = False
     label: str = "child"  # names its cgroup, for a person reading `ps` or the cgroup tree
     cwd: Path | None = None  # where it starts, inside the workspace; None: the workspace
+    # More directories the child may write, as the workspace (the session's other roots).
+    writable: tuple[Path, ...] = ()
 
 
 @attrs.frozen
@@ -146,8 +148,16 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     argv: list[str] = [command, *spec.argv[1:]]
     sandboxed = sandbox_status(settings).sandboxed
     if sandboxed:
-        writable = _existing_directories(settings.writable)
-        hidden = hidden_paths(settings.hidden)
+        # The roots come resolved: one that resolves elsewhere now has a symlink in its place.
+        roots = [root for root in spec.writable if root.is_dir() and root.resolve() == root]
+        if any(root == spec.workspace or root in spec.workspace.parents for root in roots):
+            workspace = spec.workspace  # inside a writable root: its bind holds it, as named
+        writable = [*roots, *_existing_directories(settings.writable)]
+        hidden = [  # as for the workspace (`_hiding`): never over a root or what holds one
+            path
+            for path in hidden_paths(settings.hidden)
+            if not any(path == root or path in root.parents for root in roots)
+        ]
         needed = needed_under_tmp(argv)
         arguments = _bwrap_arguments(workspace, spec.network, writable, hidden, needed, spec.cwd)
         argv = [*arguments, "--", *argv]
@@ -256,7 +266,7 @@ def _bwrap_arguments(
     for path in needed:  # read-only, and before the workspace, whose own bind then wins
         arguments += ["--ro-bind", str(path), str(path)]
     # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
-    for directory in (workspace, *writable):
+    for directory in _outermost([workspace, *writable]):
         arguments += ["--bind", str(directory), str(directory)]
     arguments += [
         "--chdir", str(chdir or workspace),
@@ -270,7 +280,18 @@ def _bwrap_arguments(
     return arguments
 
 
-def _existing_directories(paths: Sequence[str]) -> list[Path]:
+def _outermost(directories: Sequence[Path]) -> list[Path]:
+    """The directories to bind writable: each once, and none inside another, whose bind holds
+    it already. (Bound by its own path, a root inside a writable one could be a symlink a
+    child put there by then, and bwrap would make its target writable.)"""
+    kept: list[Path] = []
+    for directory in sorted(set(directories), key=lambda path: len(path.parts)):
+        if not any(directory == bound or bound in directory.parents for bound in kept):
+            kept.append(directory)
+    return kept
+
+
+def _existing_directories(paths: Iterable[str]) -> list[Path]:
     found = []
     for path in paths:
         directory = Path(path).expanduser()

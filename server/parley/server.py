@@ -57,6 +57,7 @@ from parley.protocol.params import (
     SetConfigOptionParams,
     SetModeParams,
     UsageParams,
+    additional_roots,
     check_mcp_servers,
     parse_params,
     prompt_content,
@@ -65,6 +66,7 @@ from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
 from parley.tools.base import CallView, ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
+from parley.tools.confined import Roots
 from parley.tools.editor import EditorTool
 from parley.tools.kernel import KernelSettings
 from parley.tools.mcp import McpServerConfig
@@ -252,7 +254,13 @@ class ParleyServer(JsonRPCServer):
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": True},
-                "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {
+                    "list": {},
+                    "delete": {},
+                    "resume": {},
+                    "close": {},
+                    "additionalDirectories": {},
+                },
             },
             "agentInfo": {"name": "parley", "version": parley.__version__},
             "authMethods": [],
@@ -268,7 +276,8 @@ class ParleyServer(JsonRPCServer):
     async def new_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(NewSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
-        session = self.sessions.new(Path(params.cwd), params.meta.parley)
+        additional = additional_roots(params.additional_directories)
+        session = self.sessions.new(Path(params.cwd), params.meta.parley, additional)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return {"sessionId": session.id, **self._started(session)}
 
@@ -276,9 +285,12 @@ class ParleyServer(JsonRPCServer):
         """Replay the stored conversation as updates, then answer; prompts may follow."""
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
+        additional = additional_roots(params.additional_directories)
         self.loads_running += 1
         try:
-            session = await self.sessions.load(params.session_id, Path(params.cwd))
+            session = await self.sessions.load(
+                params.session_id, Path(params.cwd), additional=additional
+            )
             await self.start_mcp_servers(session.id, params.mcp_servers, loaded=True)
         finally:
             self.loads_running -= 1
@@ -292,7 +304,10 @@ class ParleyServer(JsonRPCServer):
         """Reattach a stored session without replaying it."""
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
-        session = await self.sessions.load(params.session_id, Path(params.cwd), replay=False)
+        additional = additional_roots(params.additional_directories)
+        session = await self.sessions.load(
+            params.session_id, Path(params.cwd), replay=False, additional=additional
+        )
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
 
@@ -319,7 +334,7 @@ class ParleyServer(JsonRPCServer):
         literal = params.literal  # checked first: a bad one is refused before any work
         # Linked files are read and images decoded: off the event loop.
         session = self.sessions.get(params.session_id)
-        link_reader = functools.partial(attach_link, session.root, given=session.cwd)
+        link_reader = functools.partial(attach_link, session.roots, given=session.cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
         result = await self.sessions.prompt(params.session_id, content, literal=literal)
         return result.to_wire()
@@ -465,9 +480,10 @@ class ParleyServer(JsonRPCServer):
             else:
                 self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
-    def _tools_for(self, cwd: Path, eval_timeout: float | None = None) -> list[Tool]:
-        """The tools of a session in `cwd`: the server's own (a Python kernel, the workspace
-        files), then the editor's (which win a name clash: the user chose that editor)."""
+    def _tools_for(self, cwd: Roots | Path, eval_timeout: float | None = None) -> list[Tool]:
+        """The tools of a session in `cwd` (its roots): the server's own (a Python kernel,
+        the workspace files), then the editor's (which win a name clash: the user chose that
+        editor)."""
         kernel = kernel_settings(self.settings, eval_timeout)
         editor_tools = [
             EditorTool(spec, self._call_editor, self.settings.tool_timeout_seconds)

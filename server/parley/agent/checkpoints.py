@@ -23,7 +23,9 @@ import attrs
 from parley.agent.session import now_iso
 from parley.store import Checkpoint, Store
 from parley.tools.confined import (
+    Roots,
     Want,
+    as_roots,
     open_confined,
     open_in_workspace,
     printable_name,
@@ -40,11 +42,11 @@ class TurnCheckpoints:
     """The `EditJournal` of one turn of one session: keeps each file's bytes before the
     turn's first write to it (only the first), and how the turn left it."""
 
-    def __init__(self, store: Store, session_id: str, turn: int, root: Path) -> None:
+    def __init__(self, store: Store, session_id: str, turn: int, root: Roots | Path) -> None:
         self.store = store
         self.session_id = session_id
         self.turn = turn
-        self.root = root
+        self.root = as_roots(root)  # the checkpoints keep the cwd's root
         self._kept: set[str] = set()
         self._written: set[str] = set()  # written since `record_written` last ran
 
@@ -57,7 +59,7 @@ class TurnCheckpoints:
             return
         content, mode = _current(self.root, key)
         self.store.keep_checkpoint(
-            self.session_id, self.turn, str(self.root), key, content, mode, now_iso()
+            self.session_id, self.turn, str(self.root.cwd), key, content, mode, now_iso()
         )
         self._kept.add(key)
 
@@ -68,7 +70,7 @@ class TurnCheckpoints:
         self._written.clear()
 
 
-def _current(root: Path, path: str) -> tuple[bytes | None, int | None]:
+def _current(root: Roots | Path, path: str) -> tuple[bytes | None, int | None]:
     """The file's bytes and permission bits; (None, None) when there is no file."""
     try:
         with open_confined(root, path) as file:
@@ -77,7 +79,7 @@ def _current(root: Path, path: str) -> tuple[bytes | None, int | None]:
         return None, None
 
 
-def fingerprint(root: Path, path: str) -> str:
+def fingerprint(root: Roots | Path, path: str) -> str:
     """What a file is now, as `Checkpoint.written` says it: its bytes' sha256, or ABSENT."""
     try:
         content, _ = _current(root, path)
@@ -118,8 +120,15 @@ class FileRestore:
 
     @property
     def shown(self) -> str:
-        """The path as a person reads it: relative to the workspace."""
-        return printable_name(os.path.relpath(self.path, self.root))
+        """The path as a person reads it: relative to the workspace (absolute in another
+        root)."""
+        return printable_name(Roots(Path(self.root)).shown(os.path.normpath(self.path)))
+
+    def roots(self, others: tuple[Path, ...]) -> Roots:
+        """Where the file may be restored: the root its turn ran in, and the session's other
+        roots now (`additionalDirectories` are not stored: a root no longer given is not
+        written in)."""
+        return Roots(Path(self.root), others)
 
 
 @attrs.frozen
@@ -170,35 +179,40 @@ def plan_restore(checkpoints: list[Checkpoint]) -> list[FileRestore]:
     return sorted(plan.values(), key=lambda file: file.path)
 
 
-def changed_since_written(plan: list[FileRestore]) -> list[FileRestore]:
+def changed_since_written(
+    plan: list[FileRestore], others: tuple[Path, ...] = ()
+) -> list[FileRestore]:
     """The files not already as the restore would make them that someone else changed:
     now (not as Parley last left them), or between the turns undone (a later turn found
     the file otherwise than an earlier one left it). Restoring them would lose that change.
     A file whose write was never recorded (the server died mid-call) counts as changed."""
     changed = []
     for file in plan:
-        now = fingerprint(Path(file.root), file.path)
+        now = fingerprint(file.roots(others), file.path)
         if now != file.target and (file.changed_between or now != file.expected):
             changed.append(file)
     return changed
 
 
-async def restore_turn(store: Store, session_id: str, turn: int, ask: AskUser) -> RestoreResult:
-    """Put the files edited from `turn` on back as they were before it. Files the user
-    changed since are overwritten only if `ask` says so (otherwise nothing is restored).
-    The checkpoints are used up (unless a file failed: then all stay, to try again)."""
+async def restore_turn(
+    store: Store, session_id: str, turn: int, ask: AskUser, others: tuple[Path, ...] = ()
+) -> RestoreResult:
+    """Put the files edited from `turn` on back as they were before it, inside the root
+    each turn ran in or `others` (the session's other roots). Files the user changed since
+    are overwritten only if `ask` says so (otherwise nothing is restored). The checkpoints
+    are used up (unless a file failed: then all stay, to try again)."""
     # A file the turns left as they found it (a write that failed) has nothing to undo.
     plan = [f for f in plan_restore(store.checkpoints(session_id, turn)) if f.expected != f.target]
     if not plan:
         store.drop_checkpoints(session_id, turn)
         return RestoreResult(turn)
-    changed = await asyncio.to_thread(changed_since_written, plan)
+    changed = await asyncio.to_thread(changed_since_written, plan, others)
     try:
         if changed and not await ask(turn, changed):
             return RestoreResult(turn, rejected=tuple(changed))
     except RestoreCancelled:
         return RestoreResult(turn, cancelled=True)
-    failures = await asyncio.to_thread(_apply, plan)
+    failures = await asyncio.to_thread(_apply, plan, others)
     failed = {file.path for file, _ in failures}
     restored = tuple(file for file in plan if file.path not in failed)
     if not failures:
@@ -221,22 +235,22 @@ def model_note(turn: int, files: tuple[FileRestore, ...]) -> str:
     )
 
 
-def _apply(plan: list[FileRestore]) -> list[tuple[FileRestore, str]]:
+def _apply(plan: list[FileRestore], others: tuple[Path, ...]) -> list[tuple[FileRestore, str]]:
     """Write (or remove) each file; what failed, and why."""
     failures = []
     for file in plan:
         try:
             if file.content is None:
-                _remove(Path(file.root), file.path)
+                _remove(file.roots(others), file.path)
             else:
-                _write(Path(file.root), file.path, file.content, file.mode)
+                _write(file.roots(others), file.path, file.content, file.mode)
         except (OSError, ValueError) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else error
             failures.append((file, str(reason)))
     return failures
 
 
-def _write(root: Path, path: str, content: bytes, mode: int | None) -> None:
+def _write(root: Roots, path: str, content: bytes, mode: int | None) -> None:
     """Atomically: a temporary file beside it, renamed over it (a symlink there is replaced,
     never followed), in its folder as the gate opens it (made if missing, inside the root)."""
     entry = open_in_workspace(root, path, Want.ENTRY, create=True)
@@ -247,7 +261,7 @@ def _write(root: Path, path: str, content: bytes, mode: int | None) -> None:
         os.close(entry.fd)
 
 
-def _remove(root: Path, path: str) -> None:
+def _remove(root: Roots, path: str) -> None:
     try:
         entry = open_in_workspace(root, path, Want.ENTRY)
     except FileNotFoundError:

@@ -19,7 +19,7 @@ from parley.core.thought_levels import ThoughtLevel
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store import Store, StoredNotice, StoredSession
 from parley.tools.command_rules import COMMAND_TOOL
-from parley.tools.confined import workspace_root
+from parley.tools.confined import Roots, printable_name, workspace_root
 from parley.tools.registry import ToolRegistry
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -28,6 +28,13 @@ Look before you answer: use the tools to read the code and to inspect the live p
 prefer what they show over guesses. To change a file, read it first, then use edit_file (or \
 write_file for a new file): the user reviews each diff. Be concise. Write Markdown; put code \
 in fenced blocks."""
+
+# Told the model after the system prompt when the client gave `additionalDirectories`.
+OTHER_ROOTS_NOTE = (
+    "\n\nThe workspace has more roots besides {cwd}: {others}. Name files there by absolute "
+    "path (relative paths start at {cwd}); the file tools reach every root and nothing "
+    "outside them."
+)
 
 TITLE_LENGTH = 60
 
@@ -104,6 +111,12 @@ class Session:
     root: Path = attrs.field(
         kw_only=True, default=attrs.Factory(lambda self: workspace_root(self.cwd), takes_self=True)
     )
+    # Every root of the workspace (`root` first, then the client's `additionalDirectories`,
+    # resolved): the gate's, the sandbox's writable places. Given with each new, load and
+    # resume; never stored.
+    roots: Roots = attrs.field(
+        kw_only=True, default=attrs.Factory(lambda self: Roots(self.root), takes_self=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self._history is not None:
@@ -137,7 +150,11 @@ class Session:
         return self.store.last_exchange(self.id, upto=self._length)
 
     def system_text(self) -> str:
-        return self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.root)
+        text = self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.root)
+        if self.roots.others:
+            others = ", ".join(printable_name(str(root)) for root in self.roots.others)
+            text += OTHER_ROOTS_NOTE.format(cwd=printable_name(str(self.root)), others=others)
+        return text
 
     def command_rules(self) -> frozenset[str]:
         """The command prefixes always allowed in this session's workspace, as stored now:

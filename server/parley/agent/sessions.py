@@ -60,7 +60,7 @@ from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
-from parley.tools.confined import workspace_root
+from parley.tools.confined import Roots, workspace_roots
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -87,8 +87,9 @@ BUSY_ELSEWHERE = (
     "then try again."
 )
 
-# The tools of a session in a workspace, given the kernel's limit per call (None: default).
-ToolsFor = Callable[[Path, float | None], list[Tool]]
+# The tools of a session in a workspace (its roots), given the kernel's limit per call (None:
+# default).
+ToolsFor = Callable[[Roots, float | None], list[Tool]]
 
 
 class SessionError(Exception):
@@ -137,21 +138,24 @@ class Sessions:
 
     # --- opening ---------------------------------------------------------------------------
 
-    def new(self, cwd: Path, options: SessionOptions) -> Session:
+    def new(self, cwd: Path, options: SessionOptions, additional: Sequence[Path] = ()) -> Session:
+        """A new session in `cwd`, with `additional` roots (absolute directories, checked
+        by the protocol); stored from its first prompt on."""
         if not cwd.is_absolute():
             raise InvalidOptions(f"cwd must be an absolute path, not {str(cwd)!r}")
         if not cwd.is_dir():
             raise InvalidOptions(f"cwd {str(cwd)!r} is not a directory")
         model = options.model or self.settings.default_model
         _check_model_id(model)
-        root = workspace_root(cwd)  # once: the tools and the checkpoints share it
+        roots = workspace_roots(cwd, additional)  # once: the tools and the checkpoints share them
         session = Session(
             id=new_id("sess"),
             cwd=cwd,
-            root=root,
+            root=roots.cwd,
+            roots=roots,
             model=model,
             tool_policy=options.tool_policy,
-            tools=ToolRegistry(self.tools_for(root, options.eval_timeout_seconds)),
+            tools=ToolRegistry(self.tools_for(roots, options.eval_timeout_seconds)),
             store=self.store,
             system_prompt=options.system_prompt,
             tool_format=options.tool_format,
@@ -161,12 +165,17 @@ class Sessions:
         self._open[session.id] = session
         return session
 
-    async def load(self, session_id: str, cwd: Path, *, replay: bool = True) -> Session:
-        """Open a stored session (or catch up the open one), then replay its conversation
-        to the client (`session/load`; `session/resume` does not replay)."""
+    async def load(
+        self, session_id: str, cwd: Path, *, replay: bool = True, additional: Sequence[Path] = ()
+    ) -> Session:
+        """Open a stored session (or catch up the open one) with the `additional` roots given
+        now, then replay its conversation to the client (`session/load`; `session/resume`
+        does not replay)."""
         unstored = self._open.get(session_id)
         if unstored is not None and not unstored.stored:
-            return unstored  # never prompted: nothing stored, nothing to show
+            # Never prompted: nothing stored, nothing to show; only the roots may change.
+            await self._reroot(unstored, workspace_roots(unstored.cwd, additional))
+            return unstored
         # A turn in another window does not stop a load; only its calls are not mended.
         async with self._leased(session_id, "load", unless_held_elsewhere=True) as held:
             stored = self.store.session(session_id)
@@ -176,11 +185,12 @@ class Sessions:
             # The client's cwd is where the user is now; fall back to where the session began.
             cwd = cwd if cwd.is_dir() else Path(stored.cwd)
             session = self._open.get(stored.id)
-            if session is not None and session.cwd != cwd:
+            roots = workspace_roots(cwd, additional)
+            if session is not None and (session.cwd != cwd or session.roots != roots):
                 await self.forget(session.id)  # its tools and approvals belong to its workspace
                 session = None
             if session is None:
-                session = self._open_stored(stored, cwd)
+                session = self._open_stored(stored, cwd, roots)
             else:
                 session.catch_up()
             if held:  # a turn running in another window: its calls are not stranded, they run
@@ -206,15 +216,15 @@ class Sessions:
             for update in batch:
                 self.ports.send_update(session.id, update)
 
-    def _open_stored(self, stored: StoredSession, cwd: Path) -> Session:
-        root = workspace_root(cwd)  # once: the tools and the checkpoints share it
+    def _open_stored(self, stored: StoredSession, cwd: Path, roots: Roots) -> Session:
         session = Session(
             id=stored.id,
             cwd=cwd,
-            root=root,
+            root=roots.cwd,
+            roots=roots,  # once: the tools and the checkpoints share them
             model=stored.model,
             tool_policy=stored.tool_policy,  # type: ignore[arg-type]  # the store holds valid ones
-            tools=ToolRegistry(self.tools_for(root, None)),
+            tools=ToolRegistry(self.tools_for(roots, None)),
             store=self.store,
             system_prompt=stored.system_prompt,
             tool_format=stored.tool_format,  # type: ignore[arg-type]
@@ -232,6 +242,16 @@ class Sessions:
         )
         self._open[session.id] = session
         return session
+
+    async def _reroot(self, session: Session, roots: Roots) -> None:
+        """A session not yet stored given other roots: its tools are made anew for them (the
+        kernel's sandbox writes only in its roots; the MCP servers are restarted by the
+        caller). Its own kernel limit per call is not kept: the configured one applies."""
+        if roots == session.roots:
+            return
+        await session.tools.aclose()
+        session.roots = roots
+        session.tools = ToolRegistry(self.tools_for(roots, None))
 
     async def start_mcp_servers(
         self, session: Session, servers: Sequence[McpServerConfig]
@@ -509,6 +529,7 @@ class Sessions:
                     session_id,
                     turn,
                     lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
+                    session.roots.others if session is not None else (),
                 )
             finally:
                 del self._restoring[session_id]

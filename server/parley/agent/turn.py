@@ -227,7 +227,7 @@ class Turn:
         self.session.add_message(self.prompt)
         self.session.count_turn()
         self._checkpoints = TurnCheckpoints(
-            self.session.store, self.session.id, self.session.totals.turns, self.session.root
+            self.session.store, self.session.id, self.session.totals.turns, self.session.roots
         )
         try:
             stop_reason = await self._rounds()
@@ -558,6 +558,7 @@ class Turn:
             edit_journal=self._checkpoints,
             send_update=self._send,
             terminals=self.ports.client_terminals,
+            roots=self.session.roots.all,
         )
         if not await self._permission.runs_unasked(tool, call):
             failure = await precheck(tool, call, context)

@@ -7,8 +7,10 @@ clients may send more than Parley reads.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
@@ -109,6 +111,7 @@ class McpServerParams:
 class NewSessionParams:
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
+    additional_directories: Any = None  # checked by `additional_roots`
     meta: SessionMeta = SessionMeta()
 
 
@@ -159,9 +162,12 @@ class SessionIdParams:
 
 @attrs.frozen
 class LoadSessionParams:
+    """`session/load` and `session/resume`."""
+
     session_id: str
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
+    additional_directories: Any = None  # checked by `additional_roots`
 
 
 @attrs.frozen
@@ -295,7 +301,8 @@ def _describe(message: str) -> str:
 def _json_type(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+    kinds = {list: "an array", str: "a string", bool: "a boolean", dict: "an object"}
+    return kinds.get(type(value), "a number")
 
 
 def check_mcp_servers(servers: list[McpServerParams]) -> None:
@@ -306,6 +313,34 @@ def check_mcp_servers(servers: list[McpServerParams]) -> None:
             raise JsonRpcInvalidParams(
                 f"mcpServers[{position}]: a {server.type} server needs '{needed}'"
             )
+
+
+def additional_roots(directories: Any) -> tuple[Path, ...]:
+    """ACP's `additionalDirectories` (null: none) as paths; invalid params naming the first
+    entry that is not an absolute path to an existing directory."""
+    if directories is None:
+        return ()
+    if not isinstance(directories, list):
+        raise JsonRpcInvalidParams(
+            "invalid params: additionalDirectories: expected an array of absolute paths, "
+            f"got {_json_type(directories)}"
+        )
+    roots = []
+    for position, directory in enumerate(directories):
+        if not isinstance(directory, str):
+            raise JsonRpcInvalidParams(
+                f"invalid params: additionalDirectories[{position}]: expected a string, "
+                f"got {_json_type(directory)}"
+            )
+        where = f"additionalDirectories[{position}]: {directory[:300]!r}"
+        if "\0" in directory:
+            raise JsonRpcInvalidParams(f"{where} has a NUL character")
+        if not os.path.isabs(directory):
+            raise JsonRpcInvalidParams(f"{where} is not an absolute path")
+        if not os.path.isdir(directory):
+            raise JsonRpcInvalidParams(f"{where} is not an existing directory")
+        roots.append(Path(directory))
+    return tuple(roots)
 
 
 # A `resource_link`'s file read as content: (uri, name, mimeType) → a resource or a note.

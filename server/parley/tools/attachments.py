@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock, file_note
-from parley.tools.confined import Refused, open_confined, printable_name, workspace_root
+from parley.tools.confined import Refused, Roots, open_confined, printable_name, resolved_roots
 
 # What one attached file may put in the prompt; the rest is left to read_file.
 ATTACH_MAX_CHARS = 100_000
@@ -24,7 +24,7 @@ BINARY_SNIFF_BYTES = 8192
 
 
 def attach_link(
-    workspace: Path,
+    workspace: Roots | Path,
     uri: str,
     name: str | None = None,
     mime_type: str | None = None,
@@ -32,8 +32,8 @@ def attach_link(
     given: Path | None = None,
 ) -> ContentBlock:
     """The linked file's text as a resource, or a note saying why it is not attached.
-    `workspace` is the session's root (resolved); `given`, the workspace as the client
-    names it (maybe through a symlink), which its links may start with."""
+    `workspace` is the session's roots (resolved); `given`, the cwd as the client names it
+    (maybe through a symlink), which its links may start with."""
     path = _path_of(uri)
     if path is None:
         return TextBlock(f"[{name or uri}]({uri}) (a link, not a workspace file: not read)")
@@ -43,7 +43,7 @@ def attach_link(
         if relative != ".." and not relative.startswith("../"):
             path = relative  # lexically only: the gate walks it from the root
     try:
-        with open_confined(workspace_root(workspace), path) as file:
+        with open_confined(resolved_roots(workspace), path) as file:
             size = os.fstat(file.fileno()).st_size
             head = file.read(BINARY_SNIFF_BYTES)
             if b"\0" in head:

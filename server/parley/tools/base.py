@@ -172,6 +172,11 @@ class ToolContext:
     # command's output as it comes, a plan): None where nobody is shown (the bench).
     send_update: Callable[[dict[str, Any]], None] | None = None
     terminals: ClientTerminals | None = None  # None: commands run in Parley's own runner
+    # The session's workspace roots, each resolved: the cwd's first, then the client's
+    # `additionalDirectories` (a command's sandbox makes them all writable).
+    roots: tuple[Path, ...] = attrs.field(
+        kw_only=True, default=attrs.Factory(lambda self: (self.cwd,), takes_self=True)
+    )
 
 
 @runtime_checkable

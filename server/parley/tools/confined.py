@@ -2,14 +2,17 @@
 opened file or directory inside the workspace, or a refusal (`open_in_workspace`; the
 `open_confined*` functions below are its common uses).
 
-The workspace root is resolved once, when a session starts (`workspace_root`), and every
-tool and checkpoint of the session is given that same root. A path is walked from a
-descriptor of the root one component at a time, each opened with `O_NOFOLLOW` relative to
-the directory before it, so no step follows a symlink the kernel finds there. A symlink met
-on the way is read and resolved here: its target is spliced into the remaining components
-and the walk goes on (`..` goes back to the directory actually walked through); a target
-outside the root is refused. A symlink swapped in after it was read is met again by the
-next `O_NOFOLLOW` open, never followed.
+The workspace is one root or several (`Roots`: the session's cwd, then the client's
+`additionalDirectories`), resolved once, when a session starts (`workspace_roots`), and every
+tool and checkpoint of the session is given those same roots. A relative path starts at the
+cwd's root. A path is walked from a descriptor of a root one component at a time, each
+opened with `O_NOFOLLOW` relative to the directory before it, so no step follows a symlink
+the kernel finds there. A symlink met on the way is read and resolved here: its target is
+spliced into the remaining components and the walk goes on (`..` goes back to the directory
+actually walked through). Outside every root the walk takes only the directories that hold
+a root (they were resolved with it: no symlink among them) until it enters a root again; any
+other step there is refused, so nothing outside the roots is ever looked at. A symlink
+swapped in after it was read is met again by the next `O_NOFOLLOW` open, never followed.
 
 A file is opened with `O_NONBLOCK` (a FIFO cannot block the open) and checked with `fstat`
 on the descriptor itself, after opening: only regular files are answered, and a file with
@@ -25,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import functools
 import io
 import os
 import posixpath
 import re
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -56,6 +61,99 @@ def workspace_root(cwd: Path | str) -> Path:
     """The workspace root as the gate takes it: absolute, every symlink resolved. Resolved
     once per session, so its tools and its checkpoints name files the same way."""
     return Path(os.path.realpath(cwd))
+
+
+def _ancestors(roots: tuple[Path, ...]) -> frozenset[str]:
+    return frozenset(str(parent) for root in roots for parent in root.parents)
+
+
+def _ways_in(roots: tuple[Path, ...]) -> dict[str, tuple[Path, tuple[str, ...]]]:
+    """How each root is opened: from the outermost root holding it (itself, for most), then
+    down the components between them. A root inside another is never opened by its path:
+    the outer root is writable, and a symlink put there in the inner one's place must not
+    be followed."""
+    ways = {}
+    for root in roots:
+        outer = min((r for r in roots if _within(str(root), str(r))), key=lambda r: len(str(r)))
+        ways[str(root)] = (outer, tuple(_components(posixpath.relpath(root, outer))))
+    return ways
+
+
+@attrs.frozen
+class Roots:
+    """A session's workspace roots as the gate takes them (`workspace_roots`): each absolute,
+    every symlink resolved. `cwd`'s is where relative paths start and what the gate's answers
+    are relative to; `others` are the client's `additionalDirectories`."""
+
+    cwd: Path
+    others: tuple[Path, ...] = ()
+    # The directories that hold a root (the only ones a walk may pass outside every root),
+    # as text.
+    holders: frozenset[str] = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(lambda self: _ancestors(self.all), takes_self=True),
+    )
+    ways_in: dict[str, tuple[Path, tuple[str, ...]]] = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(lambda self: _ways_in(self.all), takes_self=True),
+    )
+
+    @property
+    def all(self) -> tuple[Path, ...]:
+        return (self.cwd, *self.others)
+
+    def holding(self, place: str) -> Path | None:
+        """The deepest root that `place` (absolute, normal) is in, if any."""
+        holders = [root for root in self.all if _within(place, str(root))]
+        return max(holders, key=lambda root: len(str(root)), default=None)
+
+    def shown(self, absolute: str) -> str:
+        """A place inside a root as the gate answers it: relative to the cwd's root with `/`
+        ("." for the root itself) when inside it, else absolute."""
+        cwd = str(self.cwd)
+        if absolute == cwd:
+            return "."
+        below = cwd.rstrip("/") + "/"
+        return absolute[len(below) :] if absolute.startswith(below) else absolute
+
+    def describe(self) -> str:
+        return ", ".join(printable_name(str(root)) for root in self.all)
+
+
+def _within(place: str, directory: str) -> bool:
+    return place == directory or place.startswith(directory.rstrip("/") + "/")
+
+
+def workspace_roots(cwd: Path | str, additional: Iterable[Path | str] = ()) -> Roots:
+    """The session's roots as the gate takes them (`workspace_root` of each), resolved once:
+    the cwd's first, then each additional directory not already among them."""
+    first = workspace_root(cwd)
+    others: list[Path] = []
+    for directory in additional:
+        root = workspace_root(directory)
+        if root != first and root not in others:
+            others.append(root)
+    return Roots(first, tuple(others))
+
+
+def resolved_roots(workspace: Roots | Path) -> Roots:
+    """The session's roots as given, or a single root resolved (`workspace_root`)."""
+    return workspace if isinstance(workspace, Roots) else workspace_roots(workspace)
+
+
+def as_roots(workspace: Roots | Path) -> Roots:
+    """`workspace` as `Roots`: a single root (resolved, as `workspace_root` gives it) is the
+    cwd's."""
+    return workspace if isinstance(workspace, Roots) else _single_root(Path(workspace))
+
+
+@functools.lru_cache(maxsize=64)
+def _single_root(root: Path) -> Roots:
+    return Roots(root)
 
 
 def printable_name(name: str) -> str:
@@ -86,21 +184,21 @@ def _unescaped(component: str) -> str | None:
     return name if printable_name(name) == component else None
 
 
-def _outside(root: Path, path: str) -> OutsideWorkspace:
+def _outside(roots: Roots, path: str) -> OutsideWorkspace:
+    if not roots.others:
+        return OutsideWorkspace(
+            f"{printable_name(path)!r} is outside the workspace ({roots.describe()}); "
+            "only paths inside it can be used."
+        )
     return OutsideWorkspace(
-        f"{printable_name(path)!r} is outside the workspace ({printable_name(str(root))}); "
-        "only paths inside it can be used."
+        f"{printable_name(path)!r} is outside the workspace's roots ({roots.describe()}); "
+        "only paths inside one of them can be used."
     )
 
 
-def _components(root: Path, path: str, asked: str) -> list[str]:
-    """`path` (relative to the root, or absolute inside it) as components below the root.
-    `..` stays, for the walk to apply to the directories it really walked through."""
-    if os.path.isabs(path):
-        relative = os.path.relpath(posixpath.normpath(path), root)
-        if relative == ".." or relative.startswith("../"):
-            raise _outside(root, asked)
-        path = relative
+def _components(path: str) -> list[str]:
+    """`path` as its components; `..` stays, for the walk to apply to the directories it
+    really walked through."""
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
@@ -122,8 +220,9 @@ class Want(enum.Enum):
 @attrs.frozen
 class Opened:
     """What the gate answers: a descriptor the caller closes (None for `Want.WHERE`), where
-    the path really is, relative to the root with `/` (names as `os` gives them), the last
-    entry's name in the directory `fd` (PARENT, ENTRY) and its own status (None: missing)."""
+    the path really is (`Roots.shown`: relative to the cwd's root with `/`, or absolute in
+    another root; names as `os` gives them), the last entry's name in the directory `fd`
+    (PARENT, ENTRY) and its own status (None: missing)."""
 
     fd: int | None
     relative: str
@@ -131,21 +230,22 @@ class Opened:
     status: os.stat_result | None = None
 
 
-def open_in_workspace(root: Path, path: str, want: Want, *, create: bool = False) -> Opened:
-    """The gate: what `path` names in the workspace `root` (as `workspace_root` gives it),
-    opened as `want` says, or a refusal. With `create` (PARENT, ENTRY), missing directories
-    on the way are made, each inside the one walked through.
+def open_in_workspace(root: Roots | Path, path: str, want: Want, *, create: bool = False) -> Opened:
+    """The gate: what `path` names in the workspace's roots (`Roots`, or a single root as
+    `workspace_root` gives it), opened as `want` says, or a refusal. With `create` (PARENT,
+    ENTRY), missing directories on the way are made, each inside the one walked through.
 
     Raises `OutsideWorkspace` or `Refused` (a sentence for the model), `FileNotFoundError`,
     `IsADirectoryError`, `NotADirectoryError`, or another `OSError`.
     """
+    roots = as_roots(root)
     if create:  # refused before anything is made: the whole path is looked at first
-        looked_at = _Walk(root, path)
+        looked_at = _Walk(roots, path)
         try:
             _where(looked_at, follow=want is not Want.ENTRY)
         finally:
             looked_at.close()
-    walk = _Walk(root, path)
+    walk = _Walk(roots, path)
     try:
         if want is Want.FILE:
             fd, relative = _open_last(walk, _FILE_FLAGS)
@@ -160,34 +260,118 @@ def open_in_workspace(root: Path, path: str, want: Want, *, create: bool = False
 
 
 class _Walk:
-    """The walk of one path from the root: a descriptor per directory walked through (all
-    closed by `close`), the components still to walk, and those past a missing directory
-    (`Want.WHERE` only)."""
+    """The walk of one path: a descriptor per directory walked through from the root it is
+    in (all closed by `close`), the components still to walk, and those past a missing
+    directory (`Want.WHERE` only). Between roots (`root` None) it is at `outside`, a
+    directory that holds a root, and opens nothing."""
 
-    def __init__(self, root: Path, path: str) -> None:
+    def __init__(self, roots: Roots, path: str) -> None:
         if "\0" in path:
             raise Refused(f"{printable_name(path)!r} has a NUL character; no file is named so.")
-        self.root = root
+        self.roots = roots
         self.path = path  # as the model wrote it, for messages
-        self.pending = _components(root, os.path.expanduser(path), path)
+        expanded = os.path.expanduser(path)
+        self.pending = _components(expanded)
         self.names: list[str] = []
         self.missing: list[str] = []  # below a directory that does not exist
-        self.fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        self.fds: list[int] = []
+        self.root: Path | None = None  # the root walked in; None: outside every root
+        self.outside = "/"
         self.symlinks = 0
+        if os.path.isabs(expanded):
+            self.from_the_top()
+        else:
+            self.enter(roots.cwd)
 
     def close(self) -> None:
         for fd in self.fds:
             os.close(fd)
         self.fds = []
 
+    def enter(self, root: Path, below: list[str] | None = None) -> None:
+        """Walk on from `root`, one of the roots; `below`: the components from it to where
+        the walk is (walked first)."""
+        self.close()
+        self.fds = [self.open_root(root)]
+        self.root, self.names = root, []
+        self.pending = [*(below or []), *self.pending]
+
+    def open_root(self, root: Path) -> int:
+        """A descriptor of `root`: the outermost root holding it opened by its path (what
+        holds it is outside every root), then each component down to it with `O_NOFOLLOW`."""
+        outer, down = self.roots.ways_in[str(root)]
+        fd = os.open(outer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for name in down:
+            try:
+                inner = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+            except OSError as error:
+                if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise Refused(
+                    f"The workspace root {printable_name(str(root))} is no longer a directory "
+                    f"inside {printable_name(str(outer))} (a symlink or a file stands in its "
+                    "place), so nothing in it is opened."
+                ) from None
+            finally:
+                os.close(fd)
+            fd = inner
+        return fd
+
+    def from_the_top(self) -> None:
+        """Walk the pending components from the file system's root: straight into the
+        deepest root they begin with (the directories above a root hold no symlink: they
+        were resolved with it), else one step at a time."""
+        place, entered = "/", None
+        for count, name in enumerate(self.pending, start=1):
+            place = posixpath.join(place, name)
+            if place in self.roots.ways_in:
+                entered = count, place
+            elif name == ".." or place not in self.roots.holders:
+                break
+        if entered is None:
+            self.move_to("/")
+            return
+        count, place = entered
+        self.pending = self.pending[count:]
+        self.enter(Path(place))
+
+    def move_to(self, place: str) -> None:
+        """Go to `place`: the file system's root or a directory that holds a root (resolved
+        with the roots: no symlink on its way). Inside a root, the walk goes on from the
+        deepest root holding it; else it is outside every root."""
+        holder = self.roots.holding(place)
+        if holder is not None:
+            self.enter(holder, _components(posixpath.relpath(place, holder)))
+            return
+        self.close()
+        self.root, self.names, self.outside = None, [], place
+
+    def step_outside(self, name: str) -> None:
+        """From outside every root, into `name`: a root (entered) or a directory holding one;
+        anything else is outside the workspace, refused without being looked at."""
+        self.check_unlisted(name)
+        for candidate in (name, _unescaped(name)):
+            if candidate is None:
+                continue
+            place = posixpath.join(self.outside, candidate)
+            if self.roots.holding(place) is not None:  # a root
+                self.move_to(place)
+                return
+            if place in self.roots.holders:
+                self.outside = place
+                return
+        raise _outside(self.roots, self.path)
+
     def up(self) -> None:
         if self.missing:
             self.missing.pop()
-            return
-        if not self.names:
-            raise _outside(self.root, self.path)
-        self.names.pop()
-        os.close(self.fds.pop())
+        elif self.root is None:
+            self.outside = posixpath.dirname(self.outside)
+        elif self.names:
+            self.names.pop()
+            os.close(self.fds.pop())
+        else:  # above the root: real, as the root was resolved
+            self.move_to(str(self.root.parent))
 
     def entry(self, name: str) -> tuple[str, os.stat_result | None]:
         """`name` as it is in the current directory — as written, or the ordinary name its
@@ -223,21 +407,17 @@ class _Walk:
 
     def follow(self, name: str) -> None:
         """`name` (in the current directory) seemed a symlink: put its target in front of
-        the pending components (from the root again for an absolute target). Swapped for
-        something else since, it is looked at again."""
+        the pending components (from the file system's root for an absolute target). Swapped
+        for something else since, it is looked at again."""
         self.count_symlink()
         try:
             target = os.readlink(name, dir_fd=self.fds[-1])
         except OSError:
             self.pending.insert(0, name)
             return
+        self.pending = _components(target) + self.pending
         if os.path.isabs(target):
-            parts = _components(self.root, target, self.path)  # refused when it is elsewhere
-            while self.names:
-                self.up()
-        else:
-            parts = [part for part in target.split("/") if part not in ("", ".")]
-        self.pending = parts + self.pending
+            self.from_the_top()  # refused as the walk leaves the roots, when it is elsewhere
 
     def to_last(self, *, create: bool = False, lexical: bool = False) -> str | None:
         """Walk every directory of the path but the last component, and take that from
@@ -247,6 +427,9 @@ class _Walk:
             name = self.pending.pop(0)
             if name == "..":
                 self.up()
+                continue
+            if self.root is None:
+                self.step_outside(name)
                 continue
             if not self.pending:
                 return name
@@ -273,10 +456,15 @@ class _Walk:
                 continue
             self.fds.append(fd)
             self.names.append(actual)
+        if self.root is None:  # the path ends outside every root
+            raise _outside(self.roots, self.path)
         return None
 
     def relative(self, name: str | None = None) -> str:
-        return "/".join([*self.names, *self.missing, *([name] if name else [])]) or "."
+        """Where the walk is (and `name` in it), as `Roots.shown` says it."""
+        assert self.root is not None
+        parts = [*self.names, *self.missing, *([name] if name else [])]
+        return self.roots.shown(posixpath.join(str(self.root), *parts))
 
 
 def _is_symlink(walk: _Walk, name: str) -> bool:

@@ -37,6 +37,7 @@ from parley.tools.base import (
 )
 from parley.tools.confined import (
     Refused,
+    Roots,
     Want,
     open_confined,
     open_confined_parent,
@@ -293,7 +294,7 @@ class EditTool(WorkspaceTool):
     """What `edit_file` and `write_file` share: the target, its current text, the stale
     check, and the write (through the editor, or atomically on disk)."""
 
-    def __init__(self, workspace: Path, ledger: FileLedger | None = None) -> None:
+    def __init__(self, workspace: Roots | Path, ledger: FileLedger | None = None) -> None:
         super().__init__(workspace, ledger if ledger is not None else FileLedger())
         # Where each path led when the user was last shown a call on it (None: refused), so
         # a call writes only the file its question named.
@@ -309,9 +310,9 @@ class EditTool(WorkspaceTool):
     def target(self, path: str) -> Target:
         """Where `path` leads, as the gate resolves it (the file need not exist; a missing
         directory is fine: `write` makes it, walking the path again through the gate)."""
-        asked = requested_name(self.workspace, path)
+        asked = requested_name(self.roots, path)
         try:
-            where = open_in_workspace(self.workspace, path, Want.WHERE)
+            where = open_in_workspace(self.roots, path, Want.WHERE)
         except NotADirectoryError as exc:
             raise EditRefused(f"{asked}: a part of this path is a file, not a directory.") from exc
         status = where.status
@@ -343,7 +344,7 @@ class EditTool(WorkspaceTool):
     def disk_text(self, target: Target) -> str | None:
         """The file's text on disk; None when it does not exist."""
         try:
-            with open_confined(self.workspace, target.relative) as file:
+            with open_confined(self.roots, target.relative) as file:
                 size = os.fstat(file.fileno()).st_size
                 if size > EDIT_MAX_BYTES:
                     raise EditRefused(
@@ -368,7 +369,7 @@ class EditTool(WorkspaceTool):
         """Raise as `disk_text` would for a file that is not a regular file with one name;
         whether the file is there."""
         try:
-            open_confined(self.workspace, target.relative).close()
+            open_confined(self.roots, target.relative).close()
         except (FileNotFoundError, NotADirectoryError):
             return False
         except IsADirectoryError as exc:
@@ -461,7 +462,7 @@ class EditTool(WorkspaceTool):
         resolved), or `EditRefused` saying why it could not be. The checkpoint journal
         hears of it first (its failure stops the write)."""
         try:
-            relative = await asyncio.to_thread(make_parents, self.workspace, target.relative)
+            relative = await asyncio.to_thread(make_parents, self.roots, target.relative)
         except (Refused, ValueError) as exc:
             raise EditRefused(str(exc)) from exc
         except OSError as exc:
@@ -475,7 +476,7 @@ class EditTool(WorkspaceTool):
         if context.client_writes is None or target.wire_path != target.path:
             # (A name that is not UTF-8 cannot travel to the editor: the disk is written.)
             try:
-                await asyncio.to_thread(write_atomically, self.workspace, relative, text)
+                await asyncio.to_thread(write_atomically, self.roots, relative, text)
             except (Refused, ValueError) as exc:
                 raise EditRefused(str(exc)) from exc
             except OSError as exc:
@@ -525,15 +526,15 @@ def _refusal(error: Exception, path: Any) -> ToolResult:
     raise error
 
 
-def make_parents(workspace: Path, relative: str) -> str:
-    """The directories of the file at `relative`, made where missing (inside the root);
-    where the file really is, relative to the root."""
+def make_parents(workspace: Roots | Path, relative: str) -> str:
+    """The directories of the file at `relative`, made where missing (inside its root);
+    where the file really is (`Roots.shown`)."""
     directory_fd, _, real = open_confined_parent(workspace, relative, create=True)
     os.close(directory_fd)
     return real
 
 
-def write_atomically(workspace: Path, relative: str, text: str) -> str:
+def write_atomically(workspace: Roots | Path, relative: str, text: str) -> str:
     """`text` as the whole content of the file at `relative` (missing directories made):
     written to a temporary file in the same directory, then renamed over it, so a reader
     sees the old file or the new one, never part of one. An existing file keeps its mode.
@@ -590,7 +591,7 @@ class EditFileTool(EditTool):
     )
 
     def view(self, arguments: EditFileArguments) -> CallView:
-        title = f"Edit {requested_name(self.workspace, arguments.path)}"
+        title = f"Edit {requested_name(self.roots, arguments.path)}"
         try:
             target = self.asked_target(arguments.path)
         except (EditRefused, Refused, OSError, ValueError) as exc:
@@ -662,7 +663,7 @@ class WriteFileTool(EditTool):
     )
 
     def view(self, arguments: WriteFileArguments) -> CallView:
-        title = f"Write {requested_name(self.workspace, arguments.path)}"
+        title = f"Write {requested_name(self.roots, arguments.path)}"
         try:
             target = self.asked_target(arguments.path)
             before = self.view_text(target)
@@ -710,7 +711,7 @@ def _edited(target: Target, before: str, after: str) -> str:
     return message
 
 
-def edit_tools(workspace: Path, ledger: FileLedger) -> list[Any]:
+def edit_tools(workspace: Roots | Path, ledger: FileLedger) -> list[Any]:
     """edit_file and write_file for one workspace, sharing the session's `ledger` with
     read_file."""
     return [EditFileTool(workspace, ledger), WriteFileTool(workspace, ledger)]

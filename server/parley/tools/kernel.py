@@ -135,8 +135,14 @@ def _kill_group(pid: int) -> None:
 class PythonKernel:
     """One persistent Python process for one workspace; calls are serialized."""
 
-    def __init__(self, workspace: Path, settings: KernelSettings | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        settings: KernelSettings | None = None,
+        writable: tuple[Path, ...] = (),
+    ) -> None:
         self.workspace = Path(workspace).resolve()
+        self.writable = writable  # the session's other roots: writable too, in the sandbox
         self.settings = settings or KernelSettings()
         self._lock = asyncio.Lock()
         self._process: asyncio.subprocess.Process | None = None
@@ -221,6 +227,7 @@ class PythonKernel:
             child_environment(self.settings.secret_env_names),
             network=self.settings.sandbox.kernel_network,
             label="kernel",
+            writable=self.writable,
         )
         try:
             launch = await asyncio.to_thread(prepare, spec, self.settings.sandbox)

@@ -28,9 +28,9 @@ from parley.tools.base import (
     declared_spec,
     quoted,
 )
-from parley.tools.confined import open_confined, printable_name, workspace_root
+from parley.tools.confined import Roots, open_confined, printable_name, resolved_roots
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
-from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, workspace_files
+from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, files_in_roots
 
 if TYPE_CHECKING:
     from parley.tools.static_python import StaticIntrospector
@@ -450,14 +450,14 @@ class _CallFinder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def find_call_sites(workspace: Path, name: str) -> tuple[list[CallSite], list[str]]:
-    """Every call of `name` in the workspace's Python files, and the files that did not
-    parse (or were too large to read). Files are opened as the file tools open them: no
-    symlink followed, regular files only."""
+def find_call_sites(workspace: Roots | Path, name: str) -> tuple[list[CallSite], list[str]]:
+    """Every call of `name` in the Python files of every root of the workspace, and the
+    files that did not parse (or were too large to read). Files are opened as the file
+    tools open them: no symlink followed, regular files only."""
     sites: list[CallSite] = []
     unparsable: list[str] = []
-    root = workspace_root(workspace)
-    for relative in workspace_files(root):
+    root = resolved_roots(workspace)
+    for relative in files_in_roots(root):
         if not relative.endswith(".py"):
             continue
         shown = printable_name(relative)
@@ -488,8 +488,8 @@ class PythonWhoCallsTool(DeclaredTool):
         kind="search",
     )
 
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = Path(workspace)
+    def __init__(self, workspace: Roots | Path) -> None:
+        self.workspace = resolved_roots(workspace)
 
     def view(self, arguments: WhoCallsArguments) -> CallView:
         return CallView(f"Find the calls of {quoted(arguments.name)}")
@@ -515,16 +515,17 @@ class PythonWhoCallsTool(DeclaredTool):
         return ToolResult(text)
 
 
-def python_tools(kernel: PythonKernel, workspace: Path) -> list[Any]:
+def python_tools(kernel: PythonKernel, workspace: Roots | Path) -> list[Any]:
     """The seven Python tools; all but who_calls share `kernel`, and the read-only ones
-    one `StaticSource` (its cache of parsed modules)."""
-    static = StaticSource(workspace, kernel.settings.output_limit)
+    one `StaticSource` (its cache of parsed modules, the cwd's root's)."""
+    roots = resolved_roots(workspace)
+    static = StaticSource(roots.cwd, kernel.settings.output_limit)
     return [
         PythonEvalTool(kernel),
         PythonDescribeTool(kernel, static),
         PythonSourceTool(kernel, static),
         PythonMembersTool(kernel, static),
         PythonAproposTool(kernel, static),
-        PythonWhoCallsTool(workspace),
+        PythonWhoCallsTool(roots),
         PythonLastErrorTool(kernel),
     ]

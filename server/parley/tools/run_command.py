@@ -35,7 +35,13 @@ from parley.tools.command_runners import (
     run_in_client_terminal,
     run_own,
 )
-from parley.tools.confined import Refused, open_confined_directory, printable_name, workspace_root
+from parley.tools.confined import (
+    Refused,
+    Roots,
+    open_confined_directory,
+    printable_name,
+    resolved_roots,
+)
 
 SHELL = "/bin/sh"
 
@@ -73,8 +79,10 @@ def shown_seconds(seconds: float) -> str:
 class RunCommandTool(DeclaredTool):
     Arguments = RunCommandArguments
 
-    def __init__(self, workspace: Path, settings: CommandSettings | None = None) -> None:
-        self.workspace = workspace_root(workspace)
+    def __init__(self, workspace: Roots | Path, settings: CommandSettings | None = None) -> None:
+        # The session's roots: a command may run in any, and may write all of them.
+        self.roots = resolved_roots(workspace)
+        self.workspace = self.roots.cwd
         self.settings = settings or CommandSettings()
         self.processes = OwnProcesses()
         self.spec = declared_spec(
@@ -101,13 +109,14 @@ class RunCommandTool(DeclaredTool):
         if not cwd or cwd == ".":
             return self.workspace
         try:
-            fd, relative = open_confined_directory(self.workspace, cwd)
+            fd, relative = open_confined_directory(self.roots, cwd)
         except Refused as refused:
             raise ArgumentRefused(f"cwd: {refused}") from None
         except OSError as error:
             shown = printable_name(cwd)
             raise ArgumentRefused(f"cwd: {shown!r} is not a directory: {error.strerror}") from None
         os.close(fd)
+        # Relative to the cwd's root, or absolute in another root.
         return self.workspace if relative == "." else self.workspace / relative
 
     def timeout(self, asked: float | None) -> float:
@@ -164,6 +173,7 @@ class RunCommandTool(DeclaredTool):
             network=self.settings.sandbox.command_network,
             label="command",
             cwd=where,
+            writable=self.roots.others,
         )
 
     async def _in_own_process(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from parley.tools.base import Tool
+from parley.tools.confined import Roots, resolved_roots
 from parley.tools.edits import edit_tools
 from parley.tools.file_ledger import FileLedger
 from parley.tools.kernel import KernelSettings, PythonKernel
@@ -16,22 +17,23 @@ from parley.tools.workspace import workspace_tools
 
 
 def server_tools(
-    workspace: Path,
+    workspace: Roots | Path,
     settings: KernelSettings | None = None,
     commands: CommandSettings | None = None,
 ) -> list[Tool]:
-    """All server-side tools for one session in `workspace`.
+    """All server-side tools for one session in `workspace` (its roots).
 
     The Python tools share one kernel, whose process starts on first use. Each of them has an
     idempotent `aclose` that stops that kernel; the registry calls it when the session ends.
     """
-    kernel = PythonKernel(workspace, settings)
+    roots = resolved_roots(workspace)
+    kernel = PythonKernel(roots.cwd, settings, writable=roots.others)
     ledger = FileLedger()  # what read_file read, for the edit tools' stale check
     return [
-        *python_tools(kernel, workspace),
-        *workspace_tools(workspace, ledger),
-        *edit_tools(workspace, ledger),
-        RunCommandTool(workspace, commands or _commands_like(settings)),
+        *python_tools(kernel, roots),
+        *workspace_tools(roots, ledger),
+        *edit_tools(roots, ledger),
+        RunCommandTool(roots, commands or _commands_like(settings)),
         UpdatePlanTool(),
     ]
 

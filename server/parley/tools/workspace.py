@@ -42,11 +42,13 @@ from parley.tools.base import (
 )
 from parley.tools.confined import (
     Refused,
+    Roots,
     open_confined,
     open_confined_directory,
     open_regular_at,
     printable_name,
     resolve_confined,
+    resolved_roots,
     workspace_root,
 )
 from parley.tools.file_ledger import FileLedger
@@ -82,12 +84,15 @@ EDIT_MAX_BYTES = 2 * 1024 * 1024
 EDITOR_READ_SECONDS = 10.0
 
 
-def requested_name(root: Path, path: str) -> str:
-    """A path as the model asked for it, shown relative to the root (for messages about a
-    file that could not be opened)."""
+def requested_name(root: Roots | Path, path: str) -> str:
+    """A path as the model asked for it, shown relative to the cwd's root (absolute when it
+    is in another root), for messages about a file that could not be opened."""
+    roots = resolved_roots(root)
     expanded = os.path.expanduser(path) if path else "."
     if os.path.isabs(expanded):
-        expanded = os.path.relpath(posixpath.normpath(expanded), root)
+        expanded = posixpath.normpath(expanded)
+        inside = roots.holding(expanded) is not None
+        expanded = roots.shown(expanded) if inside else os.path.relpath(expanded, roots.cwd)
     return printable_name(posixpath.normpath(expanded))
 
 
@@ -202,6 +207,17 @@ def workspace_files(root: Path) -> list[str]:
     return sorted(listed)
 
 
+def files_in_roots(workspace: Roots | Path) -> list[str]:
+    """`workspace_files` of every root: the cwd's root's relative, then those of the other
+    roots absolute (`Roots.shown`), each file once where roots nest."""
+    roots = resolved_roots(workspace)
+    listed: dict[str, None] = {}
+    for root in roots.all:
+        for relative in workspace_files(root):
+            listed.setdefault(roots.shown(posixpath.join(str(root), relative)))
+    return list(listed)
+
+
 def _matches_glob(relative: str, glob: str) -> bool:
     """`*.py` matches at any depth; `src/*.py` and `**/*.py` match the whole path."""
     if "/" not in glob:
@@ -240,8 +256,9 @@ class WorkspaceTool(DeclaredTool):
     (shared by a session's file tools) keeps the text of each file the model read, for the
     edit tools' stale check."""
 
-    def __init__(self, workspace: Path, ledger: FileLedger | None = None) -> None:
-        self.workspace = workspace_root(workspace)  # as the session resolved it: a no-op
+    def __init__(self, workspace: Roots | Path, ledger: FileLedger | None = None) -> None:
+        self.roots = resolved_roots(workspace)  # as the session resolved them
+        self.workspace = self.roots.cwd  # where relative paths start
         self.ledger = ledger
 
     def shown(self, path: str | None) -> tuple[str, tuple[Location, ...]]:
@@ -249,9 +266,9 @@ class WorkspaceTool(DeclaredTool):
         root) and its location for an editor (absolute); the path as asked, without a
         location, when the gate refuses it. Nothing at the path's end is opened."""
         try:
-            relative = resolve_confined(self.workspace, path or ".")
+            relative = resolve_confined(self.roots, path or ".")
         except (OSError, ValueError):  # Refused is a ValueError
-            return requested_name(self.workspace, path or "."), ()
+            return requested_name(self.roots, path or "."), ()
         absolute = self.workspace if relative == "." else self.workspace / relative
         return printable_name(relative), (Location(printable_name(str(absolute))),)
 
@@ -303,13 +320,13 @@ class ReadFileTool(WorkspaceTool):
         disk answers — a path refused (outside the workspace: the editor is never asked), a
         directory, a binary file, one too large to count its lines."""
         try:
-            with open_confined(self.workspace, path) as file:
+            with open_confined(self.roots, path) as file:
                 if os.fstat(file.fileno()).st_size > READ_COUNT_MAX_BYTES or looks_binary(file):
                     return None
                 relative = file.name
         except (FileNotFoundError, NotADirectoryError):
             try:
-                relative = resolve_confined(self.workspace, path)
+                relative = resolve_confined(self.roots, path)
             except (OSError, Refused, ValueError):
                 return None
         except (OSError, Refused, ValueError):
@@ -319,9 +336,9 @@ class ReadFileTool(WorkspaceTool):
         return str(self.workspace / relative), relative
 
     def _read(self, path: str, start: int, end: int | None) -> ToolResult:
-        asked = requested_name(self.workspace, path)
+        asked = requested_name(self.roots, path)
         try:
-            with open_confined(self.workspace, path) as file:
+            with open_confined(self.roots, path) as file:
                 name = printable_name(file.name)
                 size = os.fstat(file.fileno()).st_size
                 if looks_binary(file):
@@ -441,9 +458,9 @@ class ListDirectoryTool(WorkspaceTool):
         return await asyncio.to_thread(self._list, arguments.path or ".")
 
     def _list(self, path: str) -> ToolResult:
-        asked = requested_name(self.workspace, path)
+        asked = requested_name(self.roots, path)
         try:
-            directory_fd, relative = open_confined_directory(self.workspace, path)
+            directory_fd, relative = open_confined_directory(self.roots, path)
         except (Refused, ValueError) as exc:
             return ToolResult(str(exc), is_error=True)
         except NotADirectoryError:
@@ -477,14 +494,14 @@ class ListDirectoryTool(WorkspaceTool):
         name = printable_name(entry.name)
         if entry.is_symlink():
             try:
-                target = resolve_confined(self.workspace, posixpath.join(directory, entry.name))
+                target = resolve_confined(self.roots, posixpath.join(directory, entry.name))
             except Refused:
                 return f"{name} -> (outside the workspace)"
             except OSError:
                 return f"{name} -> (unreadable)"
             target_fd = None
             try:  # only to add '/' to a directory's name
-                target_fd, _ = open_confined_directory(self.workspace, target)
+                target_fd, _ = open_confined_directory(self.roots, target)
                 suffix = "/"
             except (OSError, Refused):
                 suffix = ""
@@ -541,14 +558,14 @@ class SearchFilesTool(WorkspaceTool):
         return await asyncio.to_thread(self._search, compiled, glob)
 
     def _search(self, pattern: regex.Pattern[str], glob: str | None) -> ToolResult:
-        files = [f for f in workspace_files(self.workspace) if not glob or _matches_glob(f, glob)]
-        return _Search(self.workspace, pattern, glob).run(files)
+        files = [f for f in files_in_roots(self.roots) if not glob or _matches_glob(f, glob)]
+        return _Search(self.roots, pattern, glob).run(files)
 
 
 class _Search:
     """One search: the lines that match so far, and what was searched or skipped."""
 
-    def __init__(self, root: Path, pattern: regex.Pattern[str], glob: str | None) -> None:
+    def __init__(self, root: Roots, pattern: regex.Pattern[str], glob: str | None) -> None:
         self.root = root
         self.pattern = pattern
         self.glob = glob
@@ -621,9 +638,9 @@ class _Search:
         return ToolResult(text)
 
 
-def workspace_tools(workspace: Path, ledger: FileLedger | None = None) -> list[Any]:
-    """read_file, list_directory, search_files for one workspace; `read_file` records what
-    it reads in `ledger` (the session's, shared with the edit tools)."""
+def workspace_tools(workspace: Roots | Path, ledger: FileLedger | None = None) -> list[Any]:
+    """read_file, list_directory, search_files for one workspace (its roots); `read_file`
+    records what it reads in `ledger` (the session's, shared with the edit tools)."""
     return [
         ReadFileTool(workspace, ledger),
         ListDirectoryTool(workspace),
