@@ -444,6 +444,10 @@ An error is the reply, so the request is answered whatever happens."
 
 ;;;; Turns
 
+(defvar parley-turn-end-functions nil
+  "Functions called in a chat buffer when its turn ended.
+Each is called with one argument: non-nil when the turn failed.")
+
 (defun parley--end-turn-state ()
   "Forget the blocks of the turn that ended; fontify its answers.
 A question still pending is answered `cancelled': its turn is over."
@@ -472,7 +476,8 @@ shows as they are."
     ;; Why it stopped is not here: the server said it, in a notice,
     ;; before this result.
     (parley--close-tail)
-    (parley--end-turn-state)))
+    (parley--end-turn-state)
+    (run-hook-with-args 'parley-turn-end-functions nil)))
 
 (defconst parley--provider-error -32001
   "The JSON-RPC error code of a model provider's failure: worth a retry.")
@@ -507,7 +512,8 @@ A provider's failure (`parley--provider-error') says how to retry."
               (substitute-command-keys
                "\nRetry: \\<parley-chat-mode-map>\\[parley-retry] sends the prompt again.")
             ""))))))
-  (parley--end-turn-state))
+  (parley--end-turn-state)
+  (run-hook-with-args 'parley-turn-end-functions t))
 
 (defun parley--with-session (fn)
   "Call FN once this buffer's session is active on the live connection.

@@ -25,7 +25,8 @@
 ;;   C-c C-k                   cancel the turn
 ;;   TAB                       fold or unfold the thoughts or tool call at point;
 ;;                             in the prompt, complete a /command
-;;   C-c C-m                   switch the model
+;;   C-c C-m                   send the prompt too (gptel's key)
+;;   C-c C-l                   switch the model (the language model)
 ;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
 ;;   C-c C-o                   switch the mode (Ask, Accept edits, Plan)
 ;;   C-c C-s                   list the stored sessions and open one
@@ -123,6 +124,53 @@
   :type 'hook
   :group 'parley)
 
+;;;; From any buffer: `parley-global-mode'
+
+(defvar parley-command-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map "q" #'parley-goto-question)
+    (define-key map "p" #'parley)
+    (define-key map "s" #'parley-sessions)
+    (define-key map "b" #'parley-add-buffer)
+    (define-key map "r" #'parley-send-region)
+    map)
+  "Parley's commands from any buffer, under `parley-global-prefix'.
+`parley-global-mode' binds it; bind it under a key of your own with
+\(define-key \=`global-map' (kbd \"C-c p\") parley-command-map).")
+
+(defvar parley-global-mode-map (make-sparse-keymap)
+  "Keymap of `parley-global-mode': `parley-command-map' under its prefix.")
+
+(defun parley--set-global-prefix (symbol prefix)
+  "Set SYMBOL to PREFIX and bind `parley-command-map' under it.
+PREFIX is a key in `kbd' notation, or nil for no key."
+  (set-default symbol prefix)
+  (setcdr parley-global-mode-map nil)
+  (when prefix
+    (define-key parley-global-mode-map (kbd prefix) parley-command-map)))
+
+(defcustom parley-global-prefix "C-x M-p"
+  "The prefix of `parley-command-map' while `parley-global-mode' is on.
+A key in `kbd' notation; nil binds nothing.  The default is unbound
+in Emacs and in gptel, and leaves `C-c LETTER' (the user's) and
+`C-c C-KEY' (major modes') alone; see README.md.  Under it, `q' goes
+to the question Parley waits on, `p' opens the chat, `s' the stored
+sessions, `b' adds a buffer and `r' asks about the region."
+  :type '(choice (const :tag "No key" nil) (string :tag "Key"))
+  :set #'parley--set-global-prefix
+  :group 'parley)
+
+;;;###autoload
+(define-minor-mode parley-global-mode
+  "Bind Parley's commands in every buffer, under `parley-global-prefix'.
+With it on, the key that goes to a waiting question works where you
+are, and the echo area names it.
+
+\{parley-command-map}"
+  :global t
+  :keymap parley-global-mode-map
+  :group 'parley)
+
 ;;;; The mode
 
 (defvar parley-chat-mode-map
@@ -133,7 +181,9 @@
     (define-key map (kbd "M-n") #'parley-next-input)
     (define-key map (kbd "C-c C-k") #'parley-cancel)
     (define-key map (kbd "TAB") #'parley-tab)
-    (define-key map (kbd "C-c C-m") #'parley-set-model)
+    ;; C-c C-m (C-c RET) sends, as in gptel, whose users type it.
+    (define-key map (kbd "C-c C-m") #'parley-send)
+    (define-key map (kbd "C-c C-l") #'parley-set-model)
     (define-key map (kbd "C-c C-t") #'parley-set-tool-policy)
     (define-key map (kbd "C-c C-o") #'parley-set-mode)
     (define-key map (kbd "C-c C-s") #'parley-sessions)
@@ -183,7 +233,8 @@ The transcript is read-only; type your prompt below it.
       (setq parley--output (copy-marker end-of-transcript t)))
     (set-buffer-modified-p nil))
   (setq buffer-undo-list nil)
-  (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t))
+  (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t)
+  (add-hook 'after-change-functions #'parley--after-change nil t))
 
 (defun parley--forget-buffer ()
   "Cancel the turn of the buffer being killed; close and unregister its session.
@@ -223,13 +274,13 @@ kernel and memory, and the session stays stored."
   "Return a new chat buffer for SESSION-ID in CWD.
 INIT, when non-nil, is called in the buffer before the updates that
 came for the session before it are applied."
-  (let ((buffer (generate-new-buffer
-                 (format "*parley: %s*" (file-name-nondirectory cwd)))))
+  (let ((buffer (generate-new-buffer "*parley*")))
     (with-current-buffer buffer
       (parley-chat-mode)
       (setq default-directory (file-name-as-directory cwd)
             parley--cwd cwd
             parley--session-id session-id)
+      (parley--name-buffer)
       (when init (funcall init)))
     (parley--register-session session-id buffer)
     buffer))
@@ -397,8 +448,8 @@ takes prompts as before.  Return the buffer."
       (let* ((conn (parley--live-connection))
              (buffer (parley--make-buffer cwd session-id)))
         (with-current-buffer buffer
-          (setq parley--title title
-                parley--busy t)
+          (when title (parley--set-title title))
+          (setq parley--busy t)
           (jsonrpc-async-request
            conn 'session/load
            (append (list :sessionId session-id :cwd cwd :mcpServers [])
