@@ -401,25 +401,40 @@ With a prefix argument NEW, start a new session in a new buffer."
              (and cursor (< pages 50))))
     sessions))
 
+(defun parley--session-label (session)
+  "Return the picker's line for the stored SESSION (a plist of `session/list').
+Its title, model, turns and cost (`_meta.parley'), and when it was
+last used, in local time."
+  (let* ((meta (plist-get (plist-get session :_meta) :parley))
+         (turns (plist-get meta :turns))
+         (cost (plist-get meta :cost))
+         (date (plist-get session :updatedAt)))
+    (string-join
+     (delq nil
+           (list (replace-regexp-in-string "[[:space:]]+" " "
+                                           (or (plist-get session :title) "(untitled)"))
+                 (let ((model (plist-get meta :model))) (and (stringp model) model))
+                 (and (natnump turns) (format "%d turn%s" turns (if (= turns 1) "" "s")))
+                 (and (numberp cost) (parley-display-cost cost))
+                 (and (or (numberp date) (stringp date)) (parley-display-time date))))
+     "  ")))
+
 (defun parley--session-candidates (sessions)
-  "Return an alist of completion strings for SESSIONS, in their order."
+  "Return an alist of completion strings for SESSIONS, in their order.
+One line per session (`parley--session-label'), none left out; two
+alike are told apart by the session's id."
   (let ((seen (make-hash-table :test #'equal)))
     (mapcar (lambda (s)
-              (let* ((title (or (plist-get s :title) "(untitled)"))
-                     (date (let ((d (plist-get s :updatedAt)))
-                             (if (or (numberp d) (stringp d)) (parley-display-time d) "")))
-                     (label (format "%s  %s" title date)))
+              (let ((label (parley--session-label s)))
                 (when (gethash label seen)
                   (setq label (format "%s  [%s]" label (plist-get s :sessionId))))
                 (puthash label t seen)
                 (cons label s)))
             sessions)))
 
-;;;###autoload
-(defun parley-sessions (&optional all)
-  "Choose a stored session of this project and show it again.
-With a prefix argument ALL, choose among the sessions of all projects."
-  (interactive "P")
+(defun parley--read-session (prompt all)
+  "Read a stored session with PROMPT; return its plist from `session/list'.
+The sessions of this project, or of ALL projects, newest first."
   (let* ((conn (parley--live-connection))
          (cwd (parley--project-root))
          (sessions (parley--list-sessions conn (unless all cwd)))
@@ -427,16 +442,41 @@ With a prefix argument ALL, choose among the sessions of all projects."
                          (user-error "No stored sessions%s"
                                      (if all "" " for this project"))))
          (choice (completing-read
-                  "Parley session: "
+                  prompt
                   (lambda (string pred action)
                     (if (eq action 'metadata)
                         '(metadata (display-sort-function . identity))
                       (complete-with-action action candidates string pred)))
-                  nil t))
-         (session (cdr (assoc choice candidates))))
+                  nil t)))
+    (cdr (assoc choice candidates))))
+
+;;;###autoload
+(defun parley-sessions (&optional all)
+  "Choose a stored session of this project and show it again.
+With a prefix argument ALL, choose among the sessions of all projects.
+Each is one line: title, model, turns, cost and when it was last
+used.  `parley-delete-session' deletes one."
+  (interactive "P")
+  (let ((session (parley--read-session "Parley session: " all)))
     (pop-to-buffer (parley-open-session (plist-get session :sessionId)
-                                        (or (plist-get session :cwd) cwd)
+                                        (or (plist-get session :cwd) (parley--project-root))
                                         (plist-get session :title)))))
+
+;;;###autoload
+(defun parley-delete-session (&optional all)
+  "Choose a stored session of this project and delete it, after asking.
+With a prefix argument ALL, choose among the sessions of all projects.
+A chat buffer showing it is killed first (its session closed)."
+  (interactive "P")
+  (let* ((session (parley--read-session "Delete Parley session: " all))
+         (id (plist-get session :sessionId))
+         (label (parley--session-label session)))
+    (when (yes-or-no-p (format "Delete the stored session %s? " label))
+      (let ((buffer (gethash id parley--sessions)))
+        (when (buffer-live-p buffer) (kill-buffer buffer)))
+      (parley--request (parley--live-connection) 'session/delete (list :sessionId id))
+      (message "Deleted the session %s" label)
+      id)))
 
 (defun parley-open-session (session-id cwd &optional title)
   "Show the stored session SESSION-ID of CWD (its TITLE) in a chat buffer.

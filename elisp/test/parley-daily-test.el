@@ -201,5 +201,23 @@
           (should-not (string-match-p "<[0-9]+>" (buffer-name second))))
       (when (buffer-live-p second) (kill-buffer second)))))
 
+;;;; A replayed edit's diff
+
+(ert-deftest parley-daily-replayed-edit-gets-its-diff-numbered-by-its-location ()
+  (parley-test--with-chat
+    ;; As `session/load' replays an edit: its arguments, where it
+    ;; changed the file (line 7), its result's text; no diff.
+    (parley-test--update "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"e1\",\
+\"title\":\"Edit app.py\",\"kind\":\"edit\",\"status\":\"completed\",\
+\"rawInput\":{\"path\":\"app.py\",\"old_text\":\"a\\nb\\nold\\nc\",\
+\"new_text\":\"a\\nb\\nnew\\nc\"},\"locations\":[{\"path\":\"/tmp/app.py\",\"line\":7}],\
+\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\
+\"text\":\"Edited app.py (+1 -1 lines).\"}}]}")
+    (should (string-match-p "^▸ Edited app\\.py \\+1 −1$" (parley-test--visible-transcript)))
+    (goto-char (parley-test--pos "Edited"))
+    (let ((diff (with-current-buffer (parley-show-diff) (buffer-string))))
+      ;; The changed line is line 7 of the file: the fragment starts at 5.
+      (should (equal diff "--- app.py\n+++ app.py\n@@ -5,4 +5,4 @@\n a\n b\n-old\n+new\n c\n")))))
+
 (provide 'parley-daily-test)
 ;;; parley-daily-test.el ends here

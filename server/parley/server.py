@@ -337,6 +337,7 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(ListSessionsParams, raw if raw is not None else {})
         start = _page_start(params.cursor)
         page = self.store.list_sessions(params.cwd, start, SESSIONS_PAGE_SIZE + 1)
+        costs = self.store.session_costs([s.id for s in page[:SESSIONS_PAGE_SIZE]])
         result: dict[str, Any] = {
             "sessions": [
                 {
@@ -344,6 +345,11 @@ class ParleyServer(JsonRPCServer):
                     "cwd": s.cwd,
                     "title": s.title or "Untitled",
                     "updatedAt": s.updated_at,
+                    # For a picker's line: the model, how many turns, what it cost.
+                    "_meta": {
+                        "parley": {"model": s.model, "turns": s.turns}
+                        | ({"cost": costs[s.id]} if s.id in costs else {})
+                    },
                 }
                 for s in page[:SESSIONS_PAGE_SIZE]
             ]
