@@ -321,8 +321,23 @@ the transcript say what changed."
     (unless rejected
       ;; The server dropped the checkpoints of this turn and later ones.
       (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
-    (parley--insert-notice (concat "[" text "]"))
+    (if (stringp (plist-get result :text))
+        ;; The server kept it as `/undo' is kept: shown as it is replayed.
+        (parley--show-command-turn "/undo" (plist-get result :text))
+      (parley--insert-notice (concat "[" text "]")))
     (message "Parley: %s" text)))
+
+(defun parley--show-command-turn (typed answer)
+  "Show a slash command turn: the command TYPED, and Parley's ANSWER.
+As `session/load' replays it (`_meta.parley.command'), so that the
+transcript is the same live and reopened."
+  (parley--render-prompt typed nil)
+  (parley--update (list :sessionUpdate "agent_message_chunk"
+                        :messageId (format "command-%s" (float-time))
+                        :content (list :type "text" :text answer)
+                        :_meta (list :parley (list :command t))))
+  (parley--close-tail)
+  (parley--finish-blocks))
 
 (defun parley--undo-turn (turn)
   "Ask the server to put the files TURN edited back as they were before it."

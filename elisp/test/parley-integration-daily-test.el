@@ -17,51 +17,60 @@
 (require 'parley-integration-test)
 
 (defun parley-it-daily--offered ()
-  "Return the lines the session picker offers (the completion is quit)."
+  "Return the lines the session picker offers (the completion is quit).
+Nil when there is no stored session."
   (let (offered)
     (cl-letf (((symbol-function 'completing-read)
                (lambda (_prompt collection &rest _)
                  (setq offered (all-completions "" collection))
                  (signal 'quit nil))))
-      (condition-case nil (parley-sessions) (quit nil)))
+      (condition-case nil (parley-sessions) (quit nil) (user-error nil)))
     offered))
 
 (parley-it--deftest parley-it-picker-one-line-per-session-and-delete
   "The picker shows each session's title, model, turns and cost; one can be deleted."
-  (let ((titles nil))
-    (dolist (prompt '("First question" "Second question"))
+  (let ((prompts '("Daily first question" "Daily second question"))
+        (before (length (parley-it-daily--offered)))
+        (ids nil))
+    (dolist (prompt prompts)
       (parley-it--script (list :text "Answered." :usage [1000 200]))
       (with-current-buffer (parley t)
         (parley-it--send prompt)
         (parley-it--wait-idle)
-        (push (cons parley--session-id prompt) titles)))
+        (push parley--session-id ids)))
     (let ((offered (parley-it-daily--offered)))
-      (should (= (length offered) 2))
+      (should (= (length offered) (+ before 2)))
       ;; Title, model, turns and cost on the line, the time last.
-      (dolist (line offered)
-        (should (string-match-p
-                 "\\`.+  openai:gpt-4\\.1-mini  1 turn  \\$[0-9.]+  [0-2][0-9]:[0-5][0-9]\\'"
-                 line))))
+      (dolist (prompt prompts)
+        (should (cl-find-if
+                 (lambda (line)
+                   (string-match-p
+                    (concat "\\`" prompt "  openai:gpt-4\\.1-mini  1 turn  \\$[0-9.]+  "
+                            "[0-2][0-9]:[0-5][0-9]\\'")
+                    line))
+                 offered))))
     ;; Delete the first: asked, then gone from the store and the picker.
-    (let ((doomed (car (last titles)))
-          (asked nil))
+    (let ((asked nil))
       (cl-letf (((symbol-function 'completing-read)
                  (lambda (_prompt collection &rest _)
-                   (car (last (all-completions "" collection)))))
+                   (cl-find-if (lambda (line) (string-prefix-p (car prompts) line))
+                               (all-completions "" collection))))
                 ((symbol-function 'yes-or-no-p)
                  (lambda (question) (setq asked question) t)))
-        (should (equal (parley-delete-session) (car doomed))))
-      (should (string-match-p "\\`Delete the stored session " asked))
-      (should-not (gethash (car doomed) parley--sessions))
-      (should (= (length (parley-it-daily--offered)) 1))
+        (should (equal (parley-delete-session) (cadr ids))))
+      (should (string-match-p "\\`Delete the stored session Daily first question " asked))
+      (should-not (gethash (cadr ids) parley--sessions))
+      (let ((offered (parley-it-daily--offered)))
+        (should (= (length offered) (+ before 1)))
+        (should-not (cl-find-if (lambda (line) (string-prefix-p (car prompts) line)) offered)))
       (should-error (parley--request parley--connection 'session/load
-                                     (list :sessionId (car doomed)
+                                     (list :sessionId (cadr ids)
                                            :cwd (directory-file-name parley-it--workspace)
                                            :mcpServers []))
                     :type 'jsonrpc-error))))
 
 (parley-it--deftest parley-it-replay-shows-edits-and-undo-as-live
-  "A reopened session shows its edit as `Edited' with its diff, and `/undo' where it was."
+  "A reopened session shows its edit as `Edited' with its diff, and its undo where it was."
   (let ((file (expand-file-name "replayed.py" parley-it--workspace))
         (visiting nil) (session-id nil) (live nil) (live-diff nil))
     (unwind-protect
@@ -71,8 +80,11 @@
                   visiting (parley-it--edit-turn file))
             (goto-char (parley-test--pos "Edited"))
             (setq live-diff (with-current-buffer (parley-show-diff) (buffer-string)))
-            (parley-it--send "/undo")
-            (parley-it--wait-idle 60)
+            ;; C-c C-u: the server keeps it as `/undo' is kept.
+            (parley-undo-turn)
+            (parley-it--wait (lambda () (string-match-p "- `replayed\\.py` restored\n\\'"
+                                                        (parley-it--transcript)))
+                             "the turn undone")
             (setq live (parley-test--visible-transcript))
             (kill-buffer))
           (with-current-buffer (parley-open-session session-id
