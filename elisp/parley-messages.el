@@ -54,7 +54,7 @@ titled, so that sessions of one project are told apart by name."
     (if (and title (not (string-empty-p (string-trim title))))
         (format "*parley: %s: %s*" project
                 (truncate-string-to-width
-                 (replace-regexp-in-string "[[:space:]]+" " " (string-trim title))
+                 (replace-regexp-in-string "[[:space:]\n\r\t]+" " " (string-trim title))
                  parley--title-width nil nil "…"))
       (format "*parley: %s*" project))))
 

@@ -52,6 +52,9 @@
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
 ;; `parley-add-buffer' adds a buffer to the next prompt's context.
+;; `parley-global-mode' binds them, and `parley-goto-question', under
+;; `parley-global-prefix' (C-x M-p); `parley-delete-session' deletes a
+;; stored session.  A prompt sent while a turn runs is queued.
 ;; `parley-restart' restarts the server when it died.
 ;;
 ;; Streaming is O(1) per chunk: text goes in at a marker, nothing of
@@ -411,7 +414,7 @@ last used, in local time."
          (date (plist-get session :updatedAt)))
     (string-join
      (delq nil
-           (list (replace-regexp-in-string "[[:space:]]+" " "
+           (list (replace-regexp-in-string "[[:space:]\n\r\t]+" " "
                                            (or (plist-get session :title) "(untitled)"))
                  (let ((model (plist-get meta :model))) (and (stringp model) model))
                  (and (natnump turns) (format "%d turn%s" turns (if (= turns 1) "" "s")))

@@ -201,6 +201,25 @@
           (should-not (string-match-p "<[0-9]+>" (buffer-name second))))
       (when (buffer-live-p second) (kill-buffer second)))))
 
+(ert-deftest parley-daily-buffer-name-of-any-title-property ()
+  ;; Titles are the server's (the model's words): any text, `%',
+  ;; newlines, tabs, multibyte, long, blank.  The name is one line,
+  ;; bounded, the project's first.
+  (let ((alphabet "ab %\n\t é漢*<2>")
+        (state (cl-make-random-state 7)))
+    (dotimes (_ 300)
+      (let* ((title (apply #'string (cl-loop repeat (cl-random 80 state)
+                                             collect (aref alphabet (cl-random (length alphabet)
+                                                                               state)))))
+             (name (parley--buffer-name "/work/proj" title)))
+        (should (string-prefix-p "*parley: proj" name))
+        (should (string-suffix-p "*" name))
+        (should-not (string-match-p "[\n\t]" name))
+        (should (<= (string-width name) (+ (length "*parley: proj: *") parley--title-width)))
+        (if (string-empty-p (string-trim title))
+            (should (equal name "*parley: proj*"))
+          (should (string-prefix-p "*parley: proj: " name)))))))
+
 ;;;; A replayed edit's diff
 
 (ert-deftest parley-daily-replayed-edit-gets-its-diff-numbered-by-its-location ()
