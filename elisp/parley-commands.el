@@ -10,7 +10,7 @@
 ;;; Commentary:
 
 ;; What a chat buffer's session can be told besides a prompt: its
-;; model (C-c C-m) and tool policy (C-c C-t), set through the server's
+;; model (C-c C-l) and tool policy (C-c C-t), set through the server's
 ;; config options, its mode (C-c C-o, `session/set_mode'), and undoing an editing turn (C-c C-u); and the diff
 ;; of the edit at point (C-c C-d).
 

@@ -131,21 +131,25 @@ Changes closer than twice `parley-diff-context' lines share a hunk."
               hunks)))
     (nreverse hunks)))
 
-(defun parley-diff--hunk-header (hunk)
-  "Return the @@ line of HUNK, numbered as diff -u numbers it."
+(defun parley-diff--hunk-header (hunk &optional first-line)
+  "Return the @@ line of HUNK, numbered as diff -u numbers it.
+FIRST-LINE, when non-nil, is the line of the file the texts start
+at (a part of a file, such as a replayed edit's), 1 by default."
   (let ((old (cl-remove 'insert hunk :key #'car))
-        (new (cl-remove 'delete hunk :key #'car)))
+        (new (cl-remove 'delete hunk :key #'car))
+        (shift (1- (or first-line 1))))
     ;; A side without lines in a hunk is an empty file (a hunk has
     ;; context otherwise): diff -u numbers it 0.
     (format "@@ -%d,%d +%d,%d @@"
-            (if old (1+ (nth 1 (car old))) 0) (length old)
-            (if new (1+ (car (last (car new)))) 0) (length new))))
+            (if old (+ shift (1+ (nth 1 (car old)))) 0) (length old)
+            (if new (+ shift (1+ (car (last (car new))))) 0) (length new))))
 
 ;;;; What callers use
 
-(defun parley-diff-lines (path old new)
+(defun parley-diff-lines (path old new &optional first-line)
   "Return the unified diff of PATH from OLD (nil: a new file) to NEW.
-The value is a list of (FACE . LINE), LINE without its newline."
+The value is a list of (FACE . LINE), LINE without its newline.
+FIRST-LINE is the line of the file OLD and NEW start at (default 1)."
   (let* ((a (parley-diff--lines old))
          (b (parley-diff--lines new))
          (edits (parley-diff--edits a b)))
@@ -154,7 +158,7 @@ The value is a list of (FACE . LINE), LINE without its newline."
            (cons 'diff-file-header (concat "+++ " path)))
      (cl-loop
       for hunk in (parley-diff--hunks edits)
-      collect (cons 'diff-hunk-header (parley-diff--hunk-header hunk))
+      collect (cons 'diff-hunk-header (parley-diff--hunk-header hunk first-line))
       append (mapcar (lambda (edit)
                        (pcase edit
                          (`(equal ,_ ,j) (cons 'diff-context (concat " " (aref b j))))
@@ -162,12 +166,34 @@ The value is a list of (FACE . LINE), LINE without its newline."
                          (`(insert ,j) (cons 'diff-added (concat "+" (aref b j))))))
                      hunk)))))
 
-(defun parley-diff-string (path old new &optional indent)
+(defun parley-diff-string (path old new &optional indent first-line)
   "Return the unified diff of PATH from OLD to NEW in `diff-mode' faces.
-Each line starts with INDENT (default none) and ends in a newline."
+Each line starts with INDENT (default none) and ends in a newline.
+FIRST-LINE is the line of the file OLD and NEW start at (default 1)."
   (mapconcat (lambda (line)
                (propertize (concat indent (cdr line) "\n") 'face (car line)))
-             (parley-diff-lines path old new) ""))
+             (parley-diff-lines path old new first-line) ""))
+
+(defun parley-diff-item-string (item root &optional indent)
+  "Return the ACP diff ITEM as text, by `parley-diff-string'.
+Its path is relative to ROOT; each line starts with INDENT.  An item
+Parley made of a part of a file (`parley-diff-of-edit') is numbered
+from its `:parleyFirstLine'."
+  (parley-diff-string (parley-diff-path item root) (plist-get item :oldText)
+                      (plist-get item :newText) indent (plist-get item :parleyFirstLine)))
+
+(defun parley-diff-of-edit (path old-text new-text line)
+  "Return an ACP diff item of an edit of PATH replacing OLD-TEXT by NEW-TEXT.
+LINE is the line of the file the change starts at (the edit's
+location), from which the texts' lines are numbered; nil if unknown.
+The edit of a replayed session, whose call is stored with its
+arguments, not with the whole file."
+  (let* ((a (parley-diff--lines old-text))
+         (b (parley-diff--lines new-text))
+         (same (cl-loop for i below (min (length a) (length b))
+                        while (equal (aref a i) (aref b i)) count t)))
+    (list :type "diff" :path path :oldText old-text :newText new-text
+          :parleyFirstLine (and (natnump line) (> line same) (- line same)))))
 
 (defun parley-diff-stats (old new)
   "Count the lines added and removed from OLD to NEW: (ADDED . REMOVED)."
@@ -201,9 +227,7 @@ workspace, where `diff-goto-source' finds them.  Return the buffer."
         (erase-buffer)
         (when root (setq default-directory (file-name-as-directory root)))
         (dolist (item items)
-          (insert (parley-diff-string (parley-diff-path item root)
-                                      (plist-get item :oldText)
-                                      (plist-get item :newText))))
+          (insert (parley-diff-item-string item root)))
         ;; diff-mode fontifies the text itself; the faces above are for
         ;; the transcript.
         (set-text-properties (point-min) (point-max) nil))

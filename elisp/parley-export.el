@@ -11,8 +11,9 @@
 
 ;; The code blocks of the answers, copied to the kill ring or inserted
 ;; in another window (C-c C-w, C-c C-i), and the whole conversation
-;; exported as Markdown (C-c C-e).  Notices are not answer text: the
-;; export shows them in italics, apart from the answers.
+;; exported as Markdown (C-c C-e): the server's export
+;; (`_parley/session/export'), the one format of every client, written
+;; outside the workspace unless you say where.
 
 ;;; Code:
 
@@ -61,68 +62,55 @@ WINDOW is by default the window last selected before the chat's."
     (message "Inserted the code into %s" (window-buffer window))
     code))
 
-(defun parley--thought-p (section)
-  "Return non-nil when SECTION is a thought.
-SECTION is the value of a `parley-header' or `parley-body' property."
-  (not (and (parley--block-p section) (eq (parley--block-kind section) 'tool))))
-
-(defun parley--export-line (beg end)
-  "Return the transcript's line from BEG to END (its newline excluded) as Markdown."
-  (let ((text (buffer-substring-no-properties beg end))
-        (face (get-text-property beg 'face))
-        (header (get-text-property beg 'parley-header))
-        (body (get-text-property beg 'parley-body)))
-    (cond
-     ((string-empty-p text) text)
-     ((eq face 'parley-user-header) "## You")
-     ((eq face 'parley-agent-header) "## Parley")
-     (header
-      (let ((text (string-trim (replace-regexp-in-string "\\`[▾▸] " "" text))))
-        (cond ((parley--thought-p header) (format "> **%s**" text))
-              ((memq (char-after beg) (list parley--arrow-open parley--arrow-closed))
-               (format "- **%s**" text))
-              (t (format "  %s" text)))))
-     ;; A thought's text, as a quote; a tool's input and output are left out.
-     (body (and (parley--thought-p body) (concat "> " text)))
-     ((memq face '(parley-notice parley-warning)) (format "*%s*" text))
-     ((eq face 'parley-error) (format "**%s**" text))
-     (t text))))
+(defcustom parley-export-directory "~/"
+  "The directory `parley-export' offers, and where a relative file name goes.
+Outside the workspace by default: an export never lands in the
+repository unless you say so."
+  :type 'directory
+  :group 'parley)
 
 (defun parley--export-markdown ()
-  "Return this buffer's conversation as Markdown."
-  (let ((lines nil))
-    (save-excursion
-      (goto-char parley--start)
-      (while (< (point) parley--output)
-        (let* ((beg (point))
-               (end (min parley--output (line-end-position)))
-               (line (parley--export-line beg end)))
-          (when line (push line lines))
-          (goto-char (min parley--output (1+ end))))))
-    (concat "# " (or parley--title "Parley session") "\n\n"
-            (format "Session %s%s, exported %s.\n\n" parley--session-id
-                    (if parley--model (format " (%s)" parley--model) "")
-                    (parley-display-time (current-time)))
-            (string-join (nreverse lines) "\n") "\n")))
+  "Return this buffer's session as Markdown, from the server.
+`_parley/session/export': the one format of every client, the same
+as `parley export' prints."
+  (parley--check-buffer)
+  (condition-case err
+      (let ((result (parley--request (parley--live-connection) '_parley/session/export
+                                     (list :sessionId parley--session-id
+                                           :format "markdown"))))
+        (or (plist-get result :text) (user-error "The server exported no text")))
+    (jsonrpc-error
+     (user-error "Cannot export this session: %s"
+                 (or (alist-get 'jsonrpc-error-message (cddr err))
+                     (error-message-string err))))))
+
+(defun parley--export-file-name ()
+  "Return the file name to offer for an export: the session's title, as a name."
+  (concat (replace-regexp-in-string "[^[:alnum:]_.-]+" "-"
+                                    (or parley--title parley--session-id "parley"))
+          ".md"))
 
 (defun parley-export (file)
   "Write this conversation as Markdown to FILE, or show it in a buffer.
-Interactively, with a prefix argument, or when FILE is nil, the
-Markdown goes to the buffer *parley export*, which is returned."
+The Markdown is the server's (`_parley/session/export'), the same
+from every client.  FILE, when relative, is in
+`parley-export-directory', not the workspace.  Interactively, with a
+prefix argument, or when FILE is nil, the Markdown goes to the buffer
+*parley export*, which is returned."
   (interactive
    (progn (parley--check-buffer)
           (list (unless current-prefix-arg
-                  (read-file-name "Export the conversation to: " nil nil nil
-                                  (concat (replace-regexp-in-string
-                                           "[^[:alnum:]_.-]+" "-"
-                                           (or parley--title parley--session-id "parley"))
-                                          ".md"))))))
+                  (let ((directory (file-name-as-directory
+                                    (expand-file-name parley-export-directory))))
+                    (read-file-name "Export the conversation to: " directory nil nil
+                                    (parley--export-file-name)))))))
   (parley--check-buffer)
   (let ((markdown (parley--export-markdown)))
     (if file
-        (progn (with-temp-file file (insert markdown))
-               (message "Exported the conversation to %s" file)
-               file)
+        (let ((file (expand-file-name file parley-export-directory)))
+          (with-temp-file file (insert markdown))
+          (message "Exported the conversation to %s" file)
+          file)
       (let ((buffer (get-buffer-create "*parley export*")))
         (with-current-buffer buffer
           (let ((inhibit-read-only t))

@@ -42,9 +42,28 @@ goes to the question")
         ((not (and parley--conn (jsonrpc-running-p parley--conn)))
          (list "○" "not connected" 'shadow))))
 
+(defun parley--mode-line-literal (string)
+  "Return STRING with each % doubled, for a mode line to show as it is.
+A mode line construct reads `%' as a %-construct: `(2%)' would lose
+its `%' and a title's `%-' would fill the line with dashes.  Each `%'
+keeps the text properties (the face) it had."
+  (let ((start 0) (parts nil) pos)
+    (while (setq pos (string-search "%" string start))
+      (push (substring string start (1+ pos)) parts)
+      (push (substring string pos (1+ pos)) parts)
+      (setq start (1+ pos)))
+    (push (substring string start) parts)
+    (apply #'concat (nreverse parts))))
+
 (defun parley--header-line ()
-  "Return the header line of a chat buffer.
-The status comes first, so that a narrow window still shows it."
+  "Return the header line of a chat buffer, for `header-line-format'.
+The status comes first, so that a narrow window still shows it.  Its
+`%' are doubled (`parley--mode-line-literal'): the line is a mode
+line construct."
+  (parley--mode-line-literal (parley--header-text)))
+
+(defun parley--header-text ()
+  "Return the text of the header line, as it is shown."
   (let* ((u (or parley--usage (parley--usage-create)))
          (cost (parley--usage-cost u))
          (turns (parley--usage-turns u))

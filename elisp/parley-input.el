@@ -42,6 +42,10 @@
   "Face for the prompt string."
   :group 'parley)
 
+(defface parley-queued '((t :inherit shadow :slant italic))
+  "Face for a prompt queued while a turn runs."
+  :group 'parley)
+
 ;;;; Chat buffer state
 
 (parley--define-buffer-state
@@ -49,7 +53,8 @@
   (parley--history "The prompts sent from this buffer, newest first.")
   (parley--history-pos "Index in `parley--history' of the prompt shown, or nil.")
   (parley--history-saved "The input that was there before browsing the history.")
-  (parley--context "Resource blocks to send with the next prompt, in order."))
+  (parley--context "Resource blocks to send with the next prompt, in order.")
+  (parley--queued "The overlay over the prompt queued while a turn runs, or nil."))
 
 ;;;; Input
 
@@ -64,27 +69,33 @@
   (insert text))
 
 (defun parley-send ()
-  "Send the prompt to the agent."
+  "Send the prompt to the agent.
+While a turn runs, the prompt is queued instead: it is sent when the
+turn ends (`parley--queue-input')."
   (interactive)
   (parley--check-buffer)
   (when parley--questions
     (user-error (substitute-command-keys "Parley waits for your answer to its question \
 \\<parley-chat-mode-map>(\\[parley-goto-question] goes there)")))
-  (when parley--busy
-    (user-error "Parley is still answering (C-c C-k cancels)"))
   (let ((text (string-trim (parley--current-input)))
         (context parley--context))
     (when (and (string-empty-p text) (null context))
       (user-error "Nothing to send"))
-    (unless (string-empty-p text)
-      (push text parley--history))
-    (setq parley--history-pos nil
-          parley--context nil)
-    (delete-region parley--input (point-max))
-    (parley--render-prompt text context)
-    (parley--prompt (append context
-                            (unless (string-empty-p text)
-                              (list (list :type "text" :text text)))))))
+    (if parley--busy
+        (progn
+          (parley--queue-input)
+          (message "%s" (substitute-command-keys "Queued: sent when the turn ends \
+\\<parley-chat-mode-map>(\\[parley-cancel] or an edit unqueues it)")))
+      (parley--unqueue)
+      (unless (string-empty-p text)
+        (push text parley--history))
+      (setq parley--history-pos nil
+            parley--context nil)
+      (delete-region parley--input (point-max))
+      (parley--render-prompt text context)
+      (parley--prompt (append context
+                              (unless (string-empty-p text)
+                                (list (list :type "text" :text text))))))))
 
 (defun parley-return ()
   "Send the prompt when point is at its end; otherwise insert a newline.
@@ -105,6 +116,50 @@ A slash command being typed at the start of the prompt is completed."
              (completion-at-point)
            (indent-for-tab-command)))
         (t (parley-next-section))))
+
+;;;; The queue: a prompt sent while a turn runs
+
+(defun parley--queue-input ()
+  "Queue the prompt: shown as pending, it is sent when the turn ends.
+The prompt stays where it is, dimmed and marked; an edit of it, or
+\[parley-cancel], unqueues it (it stays, unsent)."
+  (parley--unqueue)
+  (let ((overlay (make-overlay parley--input (point-max) nil nil t)))
+    (overlay-put overlay 'face 'parley-queued)
+    (overlay-put overlay 'before-string
+                 (propertize (substitute-command-keys
+                              "[queued: sent when the turn ends; \<parley-chat-mode-map>\
+\[parley-cancel] or an edit unqueues it] ")
+                             'face 'parley-notice))
+    (setq parley--queued overlay)))
+
+(defun parley--unqueue ()
+  "Unqueue the queued prompt, if any: it stays in the prompt, unsent."
+  (when parley--queued
+    (delete-overlay parley--queued)
+    (setq parley--queued nil)))
+
+(defun parley--send-queued (failed)
+  "Send the queued prompt, now that the turn ended.
+After a turn that FAILED, it is unqueued instead, with a message: it
+may no longer be what to say."
+  (when parley--queued
+    (if failed
+        (progn (parley--unqueue)
+               (message "The turn failed: your queued prompt was not sent"))
+      (parley-send))))
+
+(add-hook 'parley-turn-end-functions #'parley--send-queued)
+
+(defun parley--after-change (beg end _length)
+  "Keep the chat buffer unmodified; an edit of a queued prompt unqueues it.
+The transcript is not a file: nothing is there to save.  BEG and END
+are the changed text's bounds (`after-change-functions')."
+  (restore-buffer-modified-p nil)
+  (when (and parley--queued parley--input (>= end parley--input)
+             (< beg (point-max)))
+    (parley--unqueue)
+    (message "Unqueued: the prompt will not be sent when the turn ends")))
 
 ;;;; Slash commands
 
@@ -144,10 +199,16 @@ its description and the hint for its input."
   "Cancel the turn in progress."
   (interactive)
   (parley--check-buffer)
-  (if (not (and parley--busy parley--conn (jsonrpc-running-p parley--conn)))
-      (message "Nothing to cancel")
+  (cond
+   (parley--queued
+    (parley--unqueue)
+    (message "%s" (substitute-command-keys "Unqueued: the prompt stays, unsent \
+\\<parley-chat-mode-map>(\\[parley-cancel] again cancels the turn)")))
+   ((not (and parley--busy parley--conn (jsonrpc-running-p parley--conn)))
+    (message "Nothing to cancel"))
+   (t
     (jsonrpc-notify parley--conn 'session/cancel (list :sessionId parley--session-id))
-    (message "Cancelling…")))
+    (message "Cancelling…"))))
 
 (defun parley--history-move (n)
   "Show the prompt N places back in the history (forward when N < 0)."

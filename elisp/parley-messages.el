@@ -38,6 +38,47 @@
     (parley--emit (parley--props (concat text "\n") 'face 'parley-user-text))))
 
 
+;;;; The buffer's name and title
+
+(parley--define-buffer-state
+  (parley--given-name "The name Parley gave the buffer; nil once the user renamed it."))
+
+(defconst parley--title-width 40
+  "The most characters of a session's title in its buffer's name.")
+
+(defun parley--buffer-name (cwd title)
+  "Return the name of a chat buffer of CWD whose session has TITLE (or nil).
+`*parley: PROJECT*' while untitled, `*parley: PROJECT: TITLE*' once
+titled, so that sessions of one project are told apart by name."
+  (let ((project (file-name-nondirectory (directory-file-name cwd))))
+    (if (and title (not (string-empty-p (string-trim title))))
+        (format "*parley: %s: %s*" project
+                (truncate-string-to-width
+                 (replace-regexp-in-string "[[:space:]\n\r\t]+" " " (string-trim title))
+                 parley--title-width nil nil "…"))
+      (format "*parley: %s*" project))))
+
+(defun parley--name-buffer ()
+  "Name this chat buffer after its project and title, unless the user renamed it.
+A name taken by another buffer gets the session's number of that
+name: `*parley: proj: session 2*' rather than `*parley: proj*<2>'."
+  (when (or (null parley--given-name) (equal parley--given-name (buffer-name)))
+    (let* ((base (parley--buffer-name parley--cwd parley--title))
+           (name base)
+           (n 1))
+      (while (let ((other (get-buffer name)))
+               (and other (not (eq other (current-buffer)))))
+        (setq n (1+ n)
+              name (format "%s: session %d*" (substring base 0 -1) n)))
+      (rename-buffer name)
+      (setq parley--given-name name))))
+
+(defun parley--set-title (title)
+  "Set the session's TITLE, for the header line and the buffer's name."
+  (setq parley--title title)
+  (when parley--cwd (parley--name-buffer))
+  (force-mode-line-update))
+
 ;;;; Updates
 
 (defun parley--on-message (update)
@@ -141,9 +182,8 @@ where it comes, in the face of its level; never as answer text."
     ("usage_update" (parley--record-usage 'round update))
     ("plan" (parley--plan-update update))
     ("session_info_update"
-     (when (plist-get update :title)
-       (setq parley--title (plist-get update :title))
-       (force-mode-line-update)))))
+     (when (stringp (plist-get update :title))
+       (parley--set-title (plist-get update :title))))))
 
 (provide 'parley-messages)
 ;;; parley-messages.el ends here

@@ -193,11 +193,21 @@ The buffer is displayed, not selected, when no window shows it."
     (let ((buffer (current-buffer)))
       (unless (get-buffer-window buffer 'visible)
         (ignore-errors (display-buffer buffer '(nil (inhibit-same-window . t)))))
-      (message "%s" (substitute-command-keys
-                     (format "Parley is waiting for you in %s: \
-\\<parley-chat-mode-map>\\[parley-goto-question] goes to its question"
-                             (buffer-name buffer)))))
+      (message "Parley is waiting for you in %s: %s goes to its question"
+               (buffer-name buffer) (parley--goto-question-key)))
     question))
+
+(defun parley--goto-question-key ()
+  "Return what takes the user to the question from where the user is.
+The key `parley-goto-question' has in the buffer of the selected
+window (its local map, its minor modes, `parley-global-mode'), the
+shortest one, or
+`M-x parley-goto-question' where no key runs it: never a key that
+would be undefined there, or do something else."
+  (with-current-buffer (window-buffer (selected-window))
+    (let ((keys (sort (where-is-internal #'parley-goto-question)
+                      (lambda (a b) (< (length a) (length b))))))
+      (if keys (key-description (car keys)) "M-x parley-goto-question"))))
 
 (defun parley--settle (question option)
   "Answer QUESTION with OPTION (nil: cancelled) and collapse it to one line."

@@ -321,8 +321,23 @@ the transcript say what changed."
     (unless rejected
       ;; The server dropped the checkpoints of this turn and later ones.
       (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
-    (parley--insert-notice (concat "[" text "]"))
+    (if (stringp (plist-get result :text))
+        ;; The server kept it as `/undo' is kept: shown as it is replayed.
+        (parley--show-command-turn "/undo" (plist-get result :text))
+      (parley--insert-notice (concat "[" text "]")))
     (message "Parley: %s" text)))
+
+(defun parley--show-command-turn (typed answer)
+  "Show a slash command turn: the command TYPED, and Parley's ANSWER.
+As `session/load' replays it (`_meta.parley.command'), so that the
+transcript is the same live and reopened."
+  (parley--render-prompt typed nil)
+  (parley--update (list :sessionUpdate "agent_message_chunk"
+                        :messageId (format "command-%s" (float-time))
+                        :content (list :type "text" :text answer)
+                        :_meta (list :parley (list :command t))))
+  (parley--close-tail)
+  (parley--finish-blocks))
 
 (defun parley--undo-turn (turn)
   "Ask the server to put the files TURN edited back as they were before it."
@@ -444,6 +459,10 @@ An error is the reply, so the request is answered whatever happens."
 
 ;;;; Turns
 
+(defvar parley-turn-end-functions nil
+  "Functions called in a chat buffer when its turn ended.
+Each is called with one argument: non-nil when the turn failed.")
+
 (defun parley--end-turn-state ()
   "Forget the blocks of the turn that ended; fontify its answers.
 A question still pending is answered `cancelled': its turn is over."
@@ -472,7 +491,8 @@ shows as they are."
     ;; Why it stopped is not here: the server said it, in a notice,
     ;; before this result.
     (parley--close-tail)
-    (parley--end-turn-state)))
+    (parley--end-turn-state)
+    (run-hook-with-args 'parley-turn-end-functions nil)))
 
 (defconst parley--provider-error -32001
   "The JSON-RPC error code of a model provider's failure: worth a retry.")
@@ -507,7 +527,8 @@ A provider's failure (`parley--provider-error') says how to retry."
               (substitute-command-keys
                "\nRetry: \\<parley-chat-mode-map>\\[parley-retry] sends the prompt again.")
             ""))))))
-  (parley--end-turn-state))
+  (parley--end-turn-state)
+  (run-hook-with-args 'parley-turn-end-functions t))
 
 (defun parley--with-session (fn)
   "Call FN once this buffer's session is active on the live connection.

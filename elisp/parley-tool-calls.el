@@ -244,10 +244,7 @@ One line, such as \"Edited app.py +3 −1\", whose body is the diff
                           (plist-get raw :content)
                         (parley--json-brief raw))))
          (body (concat
-                (mapconcat (lambda (item)
-                             (parley-diff-string (parley-diff-path item root)
-                                                 (plist-get item :oldText)
-                                                 (plist-get item :newText) "    "))
+                (mapconcat (lambda (item) (parley-diff-item-string item root "    "))
                            diffs "")
                 (if output
                     (parley--props (concat "  output:\n"
@@ -338,6 +335,29 @@ folded unless the block is expanded, the input, content and output."
                       'invisible (unless expanded 'parley-hidden)))
      (parley--props (string ?\n)))))
 
+(defun parley--replayed-edit-diff (block)
+  "Give the finished edit BLOCK the diff of its arguments, if it has no diff.
+A session replayed from the store sends an edit as its call (its
+arguments, `path', `old_text' and `new_text', and where it changed
+the file) and its result's text, without the diff it showed live:
+made from them, the edit is shown as it was live, one `Edited' line,
+and \\[parley-show-diff] shows it."
+  (let ((input (parley--block-input block))
+        (content (parley--block-content block)))
+    (when (and (equal (parley--block-status block) "completed")
+               (consp input) (keywordp (car input))
+               (stringp (plist-get input :old_text))
+               (stringp (plist-get input :new_text))
+               (null (parley-diff-items content)))
+      (let* ((location (car (parley--block-locations block)))
+             (path (or (plist-get location :path) (plist-get input :path))))
+        (when (stringp path)
+          (setf (parley--block-content block)
+                (cons (parley-diff-of-edit path (plist-get input :old_text)
+                                           (plist-get input :new_text)
+                                           (plist-get location :line))
+                      content)))))))
+
 (defun parley--tool-update (update)
   "Show the `tool_call' or `tool_call_update' UPDATE.
 A field it has replaces the one shown; the others stay."
@@ -360,6 +380,7 @@ A field it has replaces the one shown; the others stay."
       (setf (parley--block-locations block) (append (plist-get update :locations) nil)))
     (when (plist-member update :rawOutput)
       (setf (parley--block-raw-output block) (plist-get update :rawOutput)))
+    (parley--replayed-edit-diff block)
     ;; Superseded: the model did not make this call after all.
     (when (eq (parley--meta update :superseded) t)
       (setf (parley--block-superseded block) t))
@@ -424,10 +445,7 @@ With LIMIT, either is cut to `parley-tool-display-limit' characters."
                (t (parley--props (parley--code-block (funcall cut text) nil)
                                  'face 'parley-tool-body)))))
       ("diff"
-       (funcall cut (parley--props (parley-diff-string
-                                    (parley-diff-path item parley--cwd)
-                                    (plist-get item :oldText) (plist-get item :newText)
-                                    "    "))))
+       (funcall cut (parley--props (parley-diff-item-string item parley--cwd "    "))))
       (_ ""))))
 
 (provide 'parley-tool-calls)

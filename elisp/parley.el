@@ -25,7 +25,8 @@
 ;;   C-c C-k                   cancel the turn
 ;;   TAB                       fold or unfold the thoughts or tool call at point;
 ;;                             in the prompt, complete a /command
-;;   C-c C-m                   switch the model
+;;   C-c C-m                   send the prompt too (gptel's key)
+;;   C-c C-l                   switch the model (the language model)
 ;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
 ;;   C-c C-o                   switch the mode (Ask, Accept edits, Plan)
 ;;   C-c C-s                   list the stored sessions and open one
@@ -51,6 +52,9 @@
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
 ;; `parley-add-buffer' adds a buffer to the next prompt's context.
+;; `parley-global-mode' binds them, and `parley-goto-question', under
+;; `parley-global-prefix' (C-x M-p); `parley-delete-session' deletes a
+;; stored session.  A prompt sent while a turn runs is queued.
 ;; `parley-restart' restarts the server when it died.
 ;;
 ;; Streaming is O(1) per chunk: text goes in at a marker, nothing of
@@ -123,6 +127,53 @@
   :type 'hook
   :group 'parley)
 
+;;;; From any buffer: `parley-global-mode'
+
+(defvar parley-command-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map "q" #'parley-goto-question)
+    (define-key map "p" #'parley)
+    (define-key map "s" #'parley-sessions)
+    (define-key map "b" #'parley-add-buffer)
+    (define-key map "r" #'parley-send-region)
+    map)
+  "Parley's commands from any buffer, under `parley-global-prefix'.
+`parley-global-mode' binds it; bind it under a key of your own with
+\(define-key \=`global-map' (kbd \"C-c p\") parley-command-map).")
+
+(defvar parley-global-mode-map (make-sparse-keymap)
+  "Keymap of `parley-global-mode': `parley-command-map' under its prefix.")
+
+(defun parley--set-global-prefix (symbol prefix)
+  "Set SYMBOL to PREFIX and bind `parley-command-map' under it.
+PREFIX is a key in `kbd' notation, or nil for no key."
+  (set-default symbol prefix)
+  (setcdr parley-global-mode-map nil)
+  (when prefix
+    (define-key parley-global-mode-map (kbd prefix) parley-command-map)))
+
+(defcustom parley-global-prefix "C-x M-p"
+  "The prefix of `parley-command-map' while `parley-global-mode' is on.
+A key in `kbd' notation; nil binds nothing.  The default is unbound
+in Emacs and in gptel, and leaves `C-c LETTER' (the user's) and
+`C-c C-KEY' (major modes') alone; see README.md.  Under it, `q' goes
+to the question Parley waits on, `p' opens the chat, `s' the stored
+sessions, `b' adds a buffer and `r' asks about the region."
+  :type '(choice (const :tag "No key" nil) (string :tag "Key"))
+  :set #'parley--set-global-prefix
+  :group 'parley)
+
+;;;###autoload
+(define-minor-mode parley-global-mode
+  "Bind Parley's commands in every buffer, under `parley-global-prefix'.
+With it on, the key that goes to a waiting question works where you
+are, and the echo area names it.
+
+\{parley-command-map}"
+  :global t
+  :keymap parley-global-mode-map
+  :group 'parley)
+
 ;;;; The mode
 
 (defvar parley-chat-mode-map
@@ -133,7 +184,9 @@
     (define-key map (kbd "M-n") #'parley-next-input)
     (define-key map (kbd "C-c C-k") #'parley-cancel)
     (define-key map (kbd "TAB") #'parley-tab)
-    (define-key map (kbd "C-c C-m") #'parley-set-model)
+    ;; C-c C-m (C-c RET) sends, as in gptel, whose users type it.
+    (define-key map (kbd "C-c C-m") #'parley-send)
+    (define-key map (kbd "C-c C-l") #'parley-set-model)
     (define-key map (kbd "C-c C-t") #'parley-set-tool-policy)
     (define-key map (kbd "C-c C-o") #'parley-set-mode)
     (define-key map (kbd "C-c C-s") #'parley-sessions)
@@ -183,7 +236,8 @@ The transcript is read-only; type your prompt below it.
       (setq parley--output (copy-marker end-of-transcript t)))
     (set-buffer-modified-p nil))
   (setq buffer-undo-list nil)
-  (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t))
+  (add-hook 'kill-buffer-hook #'parley--forget-buffer nil t)
+  (add-hook 'after-change-functions #'parley--after-change nil t))
 
 (defun parley--forget-buffer ()
   "Cancel the turn of the buffer being killed; close and unregister its session.
@@ -223,13 +277,13 @@ kernel and memory, and the session stays stored."
   "Return a new chat buffer for SESSION-ID in CWD.
 INIT, when non-nil, is called in the buffer before the updates that
 came for the session before it are applied."
-  (let ((buffer (generate-new-buffer
-                 (format "*parley: %s*" (file-name-nondirectory cwd)))))
+  (let ((buffer (generate-new-buffer "*parley*")))
     (with-current-buffer buffer
       (parley-chat-mode)
       (setq default-directory (file-name-as-directory cwd)
             parley--cwd cwd
             parley--session-id session-id)
+      (parley--name-buffer)
       (when init (funcall init)))
     (parley--register-session session-id buffer)
     buffer))
@@ -350,25 +404,40 @@ With a prefix argument NEW, start a new session in a new buffer."
              (and cursor (< pages 50))))
     sessions))
 
+(defun parley--session-label (session)
+  "Return the picker's line for the stored SESSION (a plist of `session/list').
+Its title, model, turns and cost (`_meta.parley'), and when it was
+last used, in local time."
+  (let* ((meta (plist-get (plist-get session :_meta) :parley))
+         (turns (plist-get meta :turns))
+         (cost (plist-get meta :cost))
+         (date (plist-get session :updatedAt)))
+    (string-join
+     (delq nil
+           (list (replace-regexp-in-string "[[:space:]\n\r\t]+" " "
+                                           (or (plist-get session :title) "(untitled)"))
+                 (let ((model (plist-get meta :model))) (and (stringp model) model))
+                 (and (natnump turns) (format "%d turn%s" turns (if (= turns 1) "" "s")))
+                 (and (numberp cost) (parley-display-cost cost))
+                 (and (or (numberp date) (stringp date)) (parley-display-time date))))
+     "  ")))
+
 (defun parley--session-candidates (sessions)
-  "Return an alist of completion strings for SESSIONS, in their order."
+  "Return an alist of completion strings for SESSIONS, in their order.
+One line per session (`parley--session-label'), none left out; two
+alike are told apart by the session's id."
   (let ((seen (make-hash-table :test #'equal)))
     (mapcar (lambda (s)
-              (let* ((title (or (plist-get s :title) "(untitled)"))
-                     (date (let ((d (plist-get s :updatedAt)))
-                             (if (or (numberp d) (stringp d)) (parley-display-time d) "")))
-                     (label (format "%s  %s" title date)))
+              (let ((label (parley--session-label s)))
                 (when (gethash label seen)
                   (setq label (format "%s  [%s]" label (plist-get s :sessionId))))
                 (puthash label t seen)
                 (cons label s)))
             sessions)))
 
-;;;###autoload
-(defun parley-sessions (&optional all)
-  "Choose a stored session of this project and show it again.
-With a prefix argument ALL, choose among the sessions of all projects."
-  (interactive "P")
+(defun parley--read-session (prompt all)
+  "Read a stored session with PROMPT; return its plist from `session/list'.
+The sessions of this project, or of ALL projects, newest first."
   (let* ((conn (parley--live-connection))
          (cwd (parley--project-root))
          (sessions (parley--list-sessions conn (unless all cwd)))
@@ -376,16 +445,41 @@ With a prefix argument ALL, choose among the sessions of all projects."
                          (user-error "No stored sessions%s"
                                      (if all "" " for this project"))))
          (choice (completing-read
-                  "Parley session: "
+                  prompt
                   (lambda (string pred action)
                     (if (eq action 'metadata)
                         '(metadata (display-sort-function . identity))
                       (complete-with-action action candidates string pred)))
-                  nil t))
-         (session (cdr (assoc choice candidates))))
+                  nil t)))
+    (cdr (assoc choice candidates))))
+
+;;;###autoload
+(defun parley-sessions (&optional all)
+  "Choose a stored session of this project and show it again.
+With a prefix argument ALL, choose among the sessions of all projects.
+Each is one line: title, model, turns, cost and when it was last
+used.  `parley-delete-session' deletes one."
+  (interactive "P")
+  (let ((session (parley--read-session "Parley session: " all)))
     (pop-to-buffer (parley-open-session (plist-get session :sessionId)
-                                        (or (plist-get session :cwd) cwd)
+                                        (or (plist-get session :cwd) (parley--project-root))
                                         (plist-get session :title)))))
+
+;;;###autoload
+(defun parley-delete-session (&optional all)
+  "Choose a stored session of this project and delete it, after asking.
+With a prefix argument ALL, choose among the sessions of all projects.
+A chat buffer showing it is killed first (its session closed)."
+  (interactive "P")
+  (let* ((session (parley--read-session "Delete Parley session: " all))
+         (id (plist-get session :sessionId))
+         (label (parley--session-label session)))
+    (when (yes-or-no-p (format "Delete the stored session %s? " label))
+      (let ((buffer (gethash id parley--sessions)))
+        (when (buffer-live-p buffer) (kill-buffer buffer)))
+      (parley--request (parley--live-connection) 'session/delete (list :sessionId id))
+      (message "Deleted the session %s" label)
+      id)))
 
 (defun parley-open-session (session-id cwd &optional title)
   "Show the stored session SESSION-ID of CWD (its TITLE) in a chat buffer.
@@ -397,8 +491,8 @@ takes prompts as before.  Return the buffer."
       (let* ((conn (parley--live-connection))
              (buffer (parley--make-buffer cwd session-id)))
         (with-current-buffer buffer
-          (setq parley--title title
-                parley--busy t)
+          (when title (parley--set-title title))
+          (setq parley--busy t)
           (jsonrpc-async-request
            conn 'session/load
            (append (list :sessionId session-id :cwd cwd :mcpServers [])

@@ -324,7 +324,11 @@ async def test_restore_asks_before_overwriting_what_the_user_changed(
     result = await client.request(
         "_parley/session/restore", {"sessionId": session_id, "turn": 1}, timeout=30
     )  # the test client rejects every permission request
-    assert result == {"files": [], "rejected": True}
+    assert result == {
+        "files": [],
+        "rejected": True,
+        "text": "Nothing was restored: you kept your changes to `crlf.txt`.",
+    }
     (asked,) = client.permission_requests
     assert asked["sessionId"] == session_id
     assert asked["toolCall"]["locations"] == [{"path": str(root / "crlf.txt")}]
@@ -338,6 +342,23 @@ async def test_restore_asks_before_overwriting_what_the_user_changed(
     )
     assert [file["action"] for file in result["files"]] == ["restored", "restored"]
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE
+    assert result["text"].startswith("Restored the files of turn 1 as they were before it:")
+    # Kept as `/undo` is, where it was: a reopened session replays both restores.
+    await client.stop()
+    again: ParleyClient = await start_server()
+    await again.initialize()
+    await again.load_session(session_id, str(root))
+    commands = [
+        (u["sessionUpdate"], u["content"]["text"])
+        for u in again.updates[session_id]
+        if u.get("_meta", {}).get("parley", {}).get("command")
+    ]
+    assert commands == [
+        ("user_message_chunk", "/undo"),
+        ("agent_message_chunk", "Nothing was restored: you kept your changes to `crlf.txt`."),
+        ("user_message_chunk", "/undo"),
+        ("agent_message_chunk", result["text"]),
+    ]
 
 
 async def test_undo_restores_the_last_turn_that_edited_files(

@@ -135,6 +135,11 @@ async def test_list_is_newest_first_and_delete_removes(
     await client.prompt(ids[0], "alpha again")  # alpha is now the newest
     listed = await client.request("session/list", {"cwd": str(workspace)})
     assert [s["title"] for s in listed["sessions"]] == ["alpha", "gamma", "beta"]
+    # What a picker shows on one line: the model, the turns and the cost.
+    meta = [s["_meta"]["parley"] for s in listed["sessions"]]
+    assert [m["turns"] for m in meta] == [2, 1, 1]
+    assert all(isinstance(m["model"], str) and m["model"] for m in meta)
+    assert all(isinstance(m.get("cost", 0.0), float) for m in meta)
     assert (await client.request("session/list", {"cwd": "/elsewhere"}))["sessions"] == []
     assert await client.request("session/delete", {"sessionId": ids[1]}) == {}
     listed = await client.request("session/list", {})

@@ -205,7 +205,11 @@ async def test_restoring_an_earlier_turn_asks_about_a_change_made_between_the_tu
     result = await client.request(
         "_parley/session/restore", {"sessionId": session_id, "turn": 1}, timeout=30
     )
-    assert result == {"files": [], "rejected": True}
+    assert result == {
+        "files": [],
+        "rejected": True,
+        "text": "Nothing was restored: you kept your changes to `notes.txt`.",
+    }
     (asked,) = client.permission_requests
     assert asked["toolCall"]["locations"] == [{"path": str(notes)}]
     assert notes.read_text() == "better plan\nthe user's own line\n"

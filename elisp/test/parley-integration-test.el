@@ -524,7 +524,9 @@ first, as the edit tools require."
           (setq visiting (parley-it--edit-turn file))
           (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
           (parley-undo-turn)
-          (parley-it--wait (lambda () (string-match-p "Turn [0-9]+ undone: restored undone.py"
+          ;; Shown as `/undo' is, live and replayed (the server keeps it).
+          (parley-it--wait (lambda () (string-match-p "\n\nYou\n/undo\n\nParley\nRestored \
+the files of turn [0-9]+ as they were before it:\n- `undone\\.py` restored\n\\'"
                                                       (parley-it--transcript)))
                            "the turn undone")
           (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))

@@ -152,22 +152,39 @@
               (parley-test--chunk "## Answer\n```python\nprint(1)\n```\n" "m1")
               (parley-test--notice "Stopped." "info")
               (parley-test--json
-               "{\"stopReason\":\"cancelled\",\"_meta\":{\"parley\":{\"session\":{\"inputTokens\":1,\"outputTokens\":1,\"turns\":1}}}}"))))
+               "{\"stopReason\":\"cancelled\",\"_meta\":{\"parley\":{\"session\":{\"inputTokens\":1,\"outputTokens\":1,\"turns\":1}}}}")))
+      (_parley/session/export
+       . ,(lambda (params)
+            (list :text (format "# A talk\n\nSession %s, %s.\n"
+                                (plist-get params :sessionId) (plist-get params :format))))))
     (parley-test--with-chat
       (setq parley--conn 'fake-connection
             parley--title "A talk")
       (goto-char (point-max))
       (insert "Show code")
       (parley-send)
+      ;; The server's Markdown, the one format of every client.
       (let* ((file (make-temp-file "parley-export-" nil ".md"))
              (text (progn (parley-export file)
                           (with-temp-buffer (insert-file-contents file) (buffer-string)))))
         (delete-file file)
-        (should (string-match-p "\\`# A talk\n" text))
-        (should (string-match-p "## You\nShow code\n\n## Parley\n> \\*\\*Thinking\\*\\*\n> Weighing it\\.\n- \\*\\*Run Python \\[done\\]\\*\\*\n## Answer\n```python\nprint(1)\n```\n\\*Stopped\\.\\*\n\\'"
-                                text)))
+        (should (equal text "# A talk\n\nSession sess-unit, markdown.\n")))
+      ;; A relative name goes to `parley-export-directory', not the workspace.
+      (let* ((parley-export-directory (make-temp-file "parley-exports-" t))
+             (default-directory temporary-file-directory)
+             (file (parley-export "talk.md")))
+        (should (equal file (expand-file-name "talk.md" parley-export-directory)))
+        (should (file-exists-p file))
+        (delete-directory parley-export-directory t))
       (with-current-buffer (parley-export nil)
-        (should (string-match-p "## Parley\n> \\*\\*Thinking" (buffer-string))))
+        (should (string-match-p "\\`# A talk" (buffer-string))))
+      ;; Asked where, the user starts in `parley-export-directory'.
+      (let ((parley-export-directory "~/exports/") offered)
+        (cl-letf (((symbol-function 'read-file-name)
+                   (lambda (_prompt directory &rest _) (setq offered directory) (signal 'quit nil))))
+          (condition-case nil (call-interactively #'parley-export) (quit nil)))
+        (should (equal offered (expand-file-name "~/exports/"))))
+      (setq requests (cl-remove '_parley/session/export requests :key #'car))
       ;; Retry sends the same prompt again, shown again.
       (parley-retry)
       (should (equal (mapcar #'car requests) '(session/prompt session/prompt)))

@@ -526,7 +526,7 @@ signalled, or nil."
   (parley-test--with-chat
     (setq parley--model "openai:gpt-4.1-mini" parley--busy t)
     (parley-test--update (parley-test--usage-update 1200 100 100 20 0.0021 128000))
-    (let ((line (parley--header-line)))
+    (let ((line (parley--header-text)))
       (should (string-match-p "openai:gpt-4.1-mini" line))
       (should (string-match-p "tokens 100 in / 20 out" line))
       (should (string-match-p "\\$0.0021" line))

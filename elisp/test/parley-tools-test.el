@@ -147,7 +147,7 @@
          . ,(lambda (_params)
               (parley-test--update (parley-test--usage-update 20 10 1000 50 0.5 1000))
               (should (string-match-p "tokens 1.0k in / 50 out  \\$0.5000  4 turns  context 20/1.0k (2%)"
-                                      (parley--header-line)))
+                                      (parley--header-text)))
               (parley-test--update (parley-test--usage-update 1264 20 777 66 0.75))
               (let ((line (parley--header-line)))
                 (should (string-match-p "tokens 777 in / 66 out  \\$0.7500  4 turns  context 1.3k\\'"

@@ -24,7 +24,9 @@
   (load (expand-file-name "parley-integration-test" here) nil t)
   (load (expand-file-name "parley-integration-markdown-test" here) nil t)
   (load (expand-file-name "parley-modes-test" here) nil t)
-  (load (expand-file-name "parley-terminals-test" here) nil t))
+  (load (expand-file-name "parley-terminals-test" here) nil t)
+  (load (expand-file-name "parley-daily-test" here) nil t)
+  (load (expand-file-name "parley-integration-daily-test" here) nil t))
 
 (let* ((result-file (car command-line-args-left))
        (stats (ert-run-tests-batch t))

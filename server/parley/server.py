@@ -23,7 +23,9 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
+from parley.agent import notices
 from parley.agent.budgets import BudgetSpent
+from parley.agent.commands import describe_restore
 from parley.agent.export import export_json, export_markdown
 from parley.agent.modes import mode_state
 from parley.agent.session import Session
@@ -352,6 +354,7 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(ListSessionsParams, raw if raw is not None else {})
         start = _page_start(params.cursor)
         page = self.store.list_sessions(params.cwd, start, SESSIONS_PAGE_SIZE + 1)
+        costs = self.store.session_costs([s.id for s in page[:SESSIONS_PAGE_SIZE]])
         result: dict[str, Any] = {
             "sessions": [
                 {
@@ -359,6 +362,11 @@ class ParleyServer(JsonRPCServer):
                     "cwd": s.cwd,
                     "title": s.title or "Untitled",
                     "updatedAt": s.updated_at,
+                    # For a picker's line: the model, how many turns, what it cost.
+                    "_meta": {
+                        "parley": {"model": s.model, "turns": s.turns}
+                        | ({"cost": costs[s.id]} if s.id in costs else {})
+                    },
                 }
                 for s in page[:SESSIONS_PAGE_SIZE]
             ]
@@ -391,7 +399,14 @@ class ParleyServer(JsonRPCServer):
                 f"invalid params: turn: 1 is the first turn, not {params.turn}"
             )
         result = await self.sessions.restore(params.session_id, params.turn)
-        return result.to_wire()
+        wire = result.to_wire()
+        done = result.files or result.failures or result.rejected  # else nothing to mark
+        if done and not result.cancelled and params.session_id in self.sessions:
+            # Kept as `/undo` is, at its place: a reopened session shows the mark where it was.
+            text = describe_restore(result)
+            notices.keep_command_turn(self.sessions.get(params.session_id), "/undo", text)
+            wire["text"] = text  # the words a client shows now, the same as replayed
+        return wire
 
     async def compact_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(CompactParams, raw)

@@ -13,7 +13,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -213,6 +213,19 @@ class Store:
             (*args, limit, offset),
         ).fetchall()
         return [_stored_session(row) for row in rows]
+
+    def session_costs(self, session_ids: Sequence[str]) -> dict[str, float]:
+        """What each of the sessions cost so far (USD), for a listing; a session with no
+        priced call is left out."""
+        if not session_ids:
+            return {}
+        marks = ", ".join("?" * len(session_ids))
+        rows = self._db.execute(
+            f"SELECT session_id, SUM(cost) FROM usage WHERE session_id IN ({marks}) "
+            "GROUP BY session_id",
+            tuple(session_ids),
+        ).fetchall()
+        return {row[0]: row[1] for row in rows if row[1] is not None}
 
     def sessions_with_id_prefix(self, prefix: str, limit: int = 10) -> list[StoredSession]:
         """The sessions whose id starts with `prefix`, newest first (`parley export 1a2b`)."""

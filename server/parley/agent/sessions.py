@@ -289,6 +289,10 @@ class Sessions:
             raise _unknown(session_id, hint)
         return session
 
+    def __contains__(self, session_id: str) -> bool:
+        """Whether the session is open in this server."""
+        return session_id in self._open
+
     def is_unprompted(self, session_id: str) -> bool:
         """A new session of this server that had no prompt yet (so it is not stored)."""
         session = self._open.get(session_id)

@@ -1,0 +1,110 @@
+;;; parley-integration-daily-test.el --- Daily use against the real server (issue 26)  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Against `parley serve' and the fake LLM (the helpers of
+;; parley-integration-test.el): the stored sessions' picker, one line
+;; per session with its model, turns and cost, and deleting one; a
+;; reopened session showing its edits (their diffs) and its `/undo'
+;; as they were shown live.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'parley)
+(require 'parley-test)
+(require 'parley-integration-test)
+
+(defun parley-it-daily--offered ()
+  "Return the lines the session picker offers (the completion is quit).
+Nil when there is no stored session."
+  (let (offered)
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (_prompt collection &rest _)
+                 (setq offered (all-completions "" collection))
+                 (signal 'quit nil))))
+      (condition-case nil (parley-sessions) (quit nil) (user-error nil)))
+    offered))
+
+(parley-it--deftest parley-it-picker-one-line-per-session-and-delete
+  "The picker shows each session's title, model, turns and cost; one can be deleted."
+  (let ((prompts '("Daily first question" "Daily second question"))
+        (before (length (parley-it-daily--offered)))
+        (ids nil))
+    (dolist (prompt prompts)
+      (parley-it--script (list :text "Answered." :usage [1000 200]))
+      (with-current-buffer (parley t)
+        (parley-it--send prompt)
+        (parley-it--wait-idle)
+        (push parley--session-id ids)))
+    (let ((offered (parley-it-daily--offered)))
+      (should (= (length offered) (+ before 2)))
+      ;; Title, model, turns and cost on the line, the time last.
+      (dolist (prompt prompts)
+        (should (cl-find-if
+                 (lambda (line)
+                   (string-match-p
+                    (concat "\\`" prompt "  openai:gpt-4\\.1-mini  1 turn  \\$[0-9.]+  "
+                            "[0-2][0-9]:[0-5][0-9]\\'")
+                    line))
+                 offered))))
+    ;; Delete the first: asked, then gone from the store and the picker.
+    (let ((asked nil))
+      (cl-letf (((symbol-function 'completing-read)
+                 (lambda (_prompt collection &rest _)
+                   (cl-find-if (lambda (line) (string-prefix-p (car prompts) line))
+                               (all-completions "" collection))))
+                ((symbol-function 'yes-or-no-p)
+                 (lambda (question) (setq asked question) t)))
+        (should (equal (parley-delete-session) (cadr ids))))
+      (should (string-match-p "\\`Delete the stored session Daily first question " asked))
+      (should-not (gethash (cadr ids) parley--sessions))
+      (let ((offered (parley-it-daily--offered)))
+        (should (= (length offered) (+ before 1)))
+        (should-not (cl-find-if (lambda (line) (string-prefix-p (car prompts) line)) offered)))
+      (should-error (parley--request parley--connection 'session/load
+                                     (list :sessionId (cadr ids)
+                                           :cwd (directory-file-name parley-it--workspace)
+                                           :mcpServers []))
+                    :type 'jsonrpc-error))))
+
+(parley-it--deftest parley-it-replay-shows-edits-and-undo-as-live
+  "A reopened session shows its edit as `Edited' with its diff, and its undo where it was."
+  (let ((file (expand-file-name "replayed.py" parley-it--workspace))
+        (visiting nil) (session-id nil) (live nil) (live-diff nil))
+    (unwind-protect
+        (progn
+          (with-current-buffer (parley t)
+            (setq session-id parley--session-id
+                  visiting (parley-it--edit-turn file))
+            (goto-char (parley-test--pos "Edited"))
+            (setq live-diff (with-current-buffer (parley-show-diff) (buffer-string)))
+            ;; C-c C-u: the server keeps it as `/undo' is kept.
+            (parley-undo-turn)
+            (parley-it--wait (lambda () (string-match-p "- `replayed\\.py` restored\n\\'"
+                                                        (parley-it--transcript)))
+                             "the turn undone")
+            (setq live (parley-test--visible-transcript))
+            (kill-buffer))
+          (with-current-buffer (parley-open-session session-id
+                                                    (directory-file-name parley-it--workspace))
+            (parley-it--wait-idle 30)
+            (let ((replayed (parley-test--visible-transcript))
+                  (edited "▸ Edited replayed\\.py \\+1 −1\n")
+                  (undone "\n\nYou\n/undo\n\nParley\nRestored the files of turn 1 [^\n]*\n- `replayed\\.py` restored\n"))
+              (should (string-match-p edited live))
+              (should (string-match-p edited replayed))
+              (should (string-match-p undone live))
+              (should (string-match-p undone replayed)))
+            ;; C-c C-d on the replayed edit: its diff, the file's lines.
+            (goto-char (parley-test--pos "Edited"))
+            (let ((diff (with-current-buffer (parley-show-diff) (buffer-string))))
+              (should (string-match-p "^@@ -1,1 \\+1,1 @@\n-value = 1\n\\+value = 2\n" diff))
+              (should (string-match-p "^@@ -1,1 \\+1,1 @@\n-value = 1\n\\+value = 2\n" live-diff)))))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
+
+(provide 'parley-integration-daily-test)
+;;; parley-integration-daily-test.el ends here
