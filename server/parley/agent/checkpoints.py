@@ -23,6 +23,7 @@ import attrs
 from parley.agent.session import now_iso
 from parley.store import Checkpoint, Store
 from parley.tools.confined import (
+    Refused,
     Roots,
     Want,
     as_roots,
@@ -157,6 +158,13 @@ class RestoreResult:
 AskUser = Callable[[int, list[FileRestore]], Awaitable[bool]]
 
 
+# Writes a file's whole text through the editor (ACP `fs/write_text_file`): its absolute path
+# and the text; raises when the editor does not write it (its answer decides).
+EditorWrite = Callable[[str, str], Awaitable[None]]
+# How long a restore waits for the editor to write one file.
+EDITOR_WRITE_SECONDS = 30.0
+
+
 class RestoreCancelled(Exception):
     """The user stopped the restore while it asked them (`session/cancel`)."""
 
@@ -195,12 +203,19 @@ def changed_since_written(
 
 
 async def restore_turn(
-    store: Store, session_id: str, turn: int, ask: AskUser, others: tuple[Path, ...] = ()
+    store: Store,
+    session_id: str,
+    turn: int,
+    ask: AskUser,
+    others: tuple[Path, ...] = (),
+    editor: EditorWrite | None = None,
 ) -> RestoreResult:
     """Put the files edited from `turn` on back as they were before it, inside the root
-    each turn ran in or `others` (the session's other roots). Files the user changed since
-    are overwritten only if `ask` says so (otherwise nothing is restored). The checkpoints
-    are used up (unless a file failed: then all stay, to try again)."""
+    each turn ran in or `others` (the session's other roots): through the editor when it
+    writes files (`editor`: its buffers, one undoable change each; a file it cannot take —
+    removed, not text — on disk), else on disk. Files the user changed since are
+    overwritten only if `ask` says so (otherwise nothing is restored). The checkpoints are
+    used up (unless a file failed: then all stay, to try again)."""
     # A file the turns left as they found it (a write that failed) has nothing to undo.
     plan = [f for f in plan_restore(store.checkpoints(session_id, turn)) if f.expected != f.target]
     if not plan:
@@ -212,7 +227,13 @@ async def restore_turn(
             return RestoreResult(turn, rejected=tuple(changed))
     except RestoreCancelled:
         return RestoreResult(turn, cancelled=True)
-    failures = await asyncio.to_thread(_apply, plan, others)
+    by_editor = [file for file in plan if editor is not None and _as_text(file) is not None]
+    on_disk = [file for file in plan if file not in by_editor]
+    failures = await asyncio.to_thread(_apply, on_disk, others)
+    if editor is not None:
+        failures += [
+            failure for file in by_editor if (failure := await _through(editor, file, others))
+        ]
     failed = {file.path for file, _ in failures}
     restored = tuple(file for file in plan if file.path not in failed)
     if not failures:
@@ -233,6 +254,51 @@ def model_note(turn: int, files: tuple[FileRestore, ...]) -> str:
         f"edits made from that turn on (the conversation is unchanged): {listed}. Read a file "
         "again before editing it.]"
     )
+
+
+def _as_text(file: FileRestore) -> str | None:
+    """What the editor is given to write: the file's old bytes as text (None: removed, or
+    not UTF-8, which only the disk can take back exactly)."""
+    if file.content is None:
+        return None
+    try:
+        return file.content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+async def _through(
+    editor: EditorWrite, file: FileRestore, others: tuple[Path, ...]
+) -> tuple[FileRestore, str] | None:
+    """Restore `file` through the editor; None when it did, else why not."""
+    text = _as_text(file)
+    assert text is not None
+    try:
+        where = await asyncio.to_thread(_editor_path, file, others)
+    except UnicodeEncodeError:  # a name the wire cannot carry: the disk takes it back
+        failures = await asyncio.to_thread(_apply, [file], others)
+        return failures[0] if failures else None
+    except (Refused, OSError, ValueError) as error:
+        return file, str(error.strerror if isinstance(error, OSError) and error.strerror else error)
+    try:
+        async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+            await editor(where, text)
+    except TimeoutError:
+        return file, "the editor did not write it in time; it may be unchanged"
+    except Exception as error:  # the editor's JSON-RPC error: it did not write
+        reason = getattr(error, "message", None) or str(error) or type(error).__name__
+        return file, f"the editor could not write it: {reason}"
+    return None
+
+
+def _editor_path(file: FileRestore, others: tuple[Path, ...]) -> str:
+    """The absolute path the editor writes: where the gate says `file` is inside its roots
+    now (a symlink swapped in since is refused), as UTF-8 text the wire can carry."""
+    roots = file.roots(others)
+    where = roots.cwd / open_in_workspace(roots, file.path, Want.WHERE).relative
+    text = str(where)
+    text.encode("utf-8")  # a name that is not UTF-8 raises (UnicodeEncodeError)
+    return text
 
 
 def _apply(plan: list[FileRestore], others: tuple[Path, ...]) -> list[tuple[FileRestore, str]]:

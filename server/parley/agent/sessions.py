@@ -22,7 +22,13 @@ import attrs
 from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.call_usage import count_call
-from parley.agent.checkpoints import FileRestore, RestoreCancelled, RestoreResult, restore_turn
+from parley.agent.checkpoints import (
+    EditorWrite,
+    FileRestore,
+    RestoreCancelled,
+    RestoreResult,
+    restore_turn,
+)
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.compactor import Compactor
 from parley.agent.config_options import (
@@ -534,9 +540,18 @@ class Sessions:
                     turn,
                     lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
                     session.roots.others if session is not None else (),
+                    self._editor_writes(session_id),
                 )
             finally:
                 del self._restoring[session_id]
+
+    def _editor_writes(self, session_id: str) -> EditorWrite | None:
+        """A restore's writes through the editor's buffers, when it offers
+        `fs/write_text_file` (as the edits were: one undoable change per file there)."""
+        writes = self.ports.client_writes
+        if writes is None:
+            return None
+        return lambda path, text: writes.write_text_file(session_id, path, text)
 
     async def _may_overwrite(
         self, session_id: str, turn: int, changed: list[FileRestore], stop: asyncio.Event

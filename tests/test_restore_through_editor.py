@@ -1,0 +1,95 @@
+"""`/undo` writes through the editor when the editor offers `fs/write_text_file`, as the edit
+itself did: the open buffer is restored (one undoable change per file there), not the disk
+behind it; the editor's answer decides whether the file was restored (issue 27, point 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from parley.client import ParleyClient, allow_all
+from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from pygls.exceptions import JsonRpcInternalError
+
+BEFORE = "first words\n"
+AFTER = "second words\n"
+
+
+async def editor_client(start_server: Any, buffers: dict[str, str], fail: set[str]) -> ParleyClient:
+    """A client whose editor writes a file into its buffer (`buffers`: path → text, every
+    write in order) and saves it, as Emacs and agent-shell do, and refuses to write the
+    paths in `fail`."""
+    client: ParleyClient = await start_server()
+
+    def read(params: dict[str, Any]) -> dict[str, Any]:
+        path = params["path"]
+        return {"content": buffers[path] if path in buffers else Path(path).read_text()}
+
+    def write(params: dict[str, Any]) -> dict[str, Any]:
+        if params["path"] in fail:
+            raise JsonRpcInternalError("the buffer is read-only")
+        buffers[params["path"]] = params["content"]
+        Path(params["path"]).write_text(params["content"])  # saved
+        return {}
+
+    client.feature("fs/read_text_file")(read)
+    client.feature("fs/write_text_file")(write)
+    capabilities = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    await client.request(
+        "initialize",
+        {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": {"name": "e"}},
+    )
+    client.permission_handler = allow_all
+    return client
+
+
+async def test_undo_restores_the_buffer_the_edit_went_to(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    notes, kept = workspace / "notes.txt", workspace / "kept.txt"
+    notes.write_text(BEFORE)
+    kept.write_text(BEFORE)
+    buffers: dict[str, str] = {}
+    client = await editor_client(start_server, buffers, fail={str(kept)})
+    session = await client.new_session(str(workspace))
+    reads = [ScriptedToolCall("read_file", {"path": name}) for name in ("notes.txt", "kept.txt")]
+    writes = [
+        ScriptedToolCall("write_file", {"path": name, "content": AFTER})
+        for name in ("notes.txt", "kept.txt", "new.txt")
+    ]
+    calls = [*reads, *writes]
+    fake.set_script([Reply(tool_calls=(call,)) for call in calls] + [Reply(text="Done.")])
+    # kept.txt: the editor refuses its write, so the edit itself fails (nothing to undo).
+    await client.prompt(session, "Write them.")
+    assert buffers == {str(notes): AFTER, str(workspace / "new.txt"): AFTER}
+    assert kept.read_text() == BEFORE
+
+    await client.prompt(session, "/undo")
+    said = client.text_of(session)
+    # notes.txt went back through the editor (its buffer, then saved), not behind its back.
+    assert buffers[str(notes)] == BEFORE and notes.read_text() == BEFORE
+    assert not (workspace / "new.txt").exists()
+    # new.txt did not exist: removing it is the disk's (no ACP method removes a file).
+    assert "notes.txt" in said and "new.txt" in said
+    assert "could not" not in said.lower()
+
+
+async def test_an_editor_that_refuses_the_restore_leaves_it_failed(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    notes = workspace / "notes.txt"
+    notes.write_text(BEFORE)
+    buffers: dict[str, str] = {}
+    fail: set[str] = set()
+    client = await editor_client(start_server, buffers, fail)
+    session = await client.new_session(str(workspace))
+    read = ScriptedToolCall("read_file", {"path": "notes.txt"})
+    call = ScriptedToolCall("write_file", {"path": "notes.txt", "content": AFTER})
+    fake.set_script([Reply(tool_calls=(read,)), Reply(tool_calls=(call,)), Reply(text="Done.")])
+    await client.prompt(session, "Write it.")
+    fail.add(str(notes))  # the buffer became read-only since
+    result = await client.request("_parley/session/restore", {"sessionId": session, "turn": 1})
+    assert result["files"] == []
+    assert result["failed"][0]["path"].endswith("notes.txt")
+    assert "the buffer is read-only" in result["failed"][0]["reason"]
+    assert buffers[str(notes)] == AFTER  # the editor's answer decided: not restored
