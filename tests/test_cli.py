@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -306,6 +307,8 @@ def test_ctrl_c_at_the_question_cancels_without_running_the_tool(
         assert QUESTION_END.decode() in read_until(master, QUESTION_END).decode()
         os.write(master, b"\x03")  # Ctrl-C typed at the terminal: its driver sends SIGINT
         stdout, stderr = chat.communicate(timeout=60)
+        flags = termios.tcgetattr(slave)[3]  # the question's cbreak mode is gone with it
+        assert flags & termios.ICANON and flags & termios.ECHO
     finally:
         os.close(slave)
         os.close(master)

@@ -23,9 +23,7 @@ def keeps_session(args: argparse.Namespace, settings: Settings) -> bool:
     `[chat] store`. A continued session (`--session`) was kept already and stays."""
     asked = getattr(args, "store", None)
     if args.session is not None:
-        if asked is False:
-            raise BadOptions("--no-store starts a new session: it cannot continue one (--session)")
-        return True
+        return True  # (`parley chat` refuses --no-store with --session)
     return settings.chat.store if asked is None else asked
 
 

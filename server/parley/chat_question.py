@@ -172,6 +172,22 @@ def allow_all_but_overwrites(view: TerminalView) -> Callable[[dict[str, Any]], d
     return answer
 
 
+def first_answer(typed: str, keys: set[str]) -> str | None:
+    """The answer in what was typed: the first of `keys` (either case), `\n` for Enter,
+    None at the end of input (nothing, or Ctrl-D); "" for none yet. An escape sequence (an
+    arrow key) and what follows it in the same read are ignored."""
+    if not typed:
+        return None
+    for key in typed.split("\x1b")[0]:
+        if key == END_OF_INPUT:
+            return None
+        if key in ENTER:
+            return "\n"
+        if key.lower() in keys:
+            return key.lower()
+    return ""
+
+
 class QuestionTerminal:
     """Where the question is asked: the controlling terminal, else stdin/stderr when stdin
     is a terminal. Keys are read through the event loop, so a pending question never blocks
@@ -225,8 +241,7 @@ class QuestionTerminal:
 
     def read_key(self, answer: asyncio.Future[str | None], keys: set[str]) -> None:
         """Resolves `answer` with the first of `keys` typed, `\\n` for Enter, None at the end
-        of input (Ctrl-D). Other keys (an arrow's escape sequence, a key not offered) are
-        ignored."""
+        of input (Ctrl-D); other keys are ignored (`first_answer`)."""
         loop = asyncio.get_running_loop()
 
         def readable() -> None:
@@ -234,14 +249,10 @@ class QuestionTerminal:
                 chunk = os.read(self.read_fd, 1024).decode(errors="replace")
             except OSError:
                 chunk = ""
-            if answer.done():
-                return
-            if not chunk or chunk[0] == END_OF_INPUT:
-                answer.set_result(None)
-            elif chunk[0] in ENTER:
-                answer.set_result("\n")
-            elif not chunk.startswith("\x1b") and chunk[0].lower() in keys:
-                answer.set_result(chunk[0].lower())
+            if not answer.done():
+                key = first_answer(chunk, keys)
+                if key != "":
+                    answer.set_result(key)
 
         loop.add_reader(self.read_fd, readable)
         answer.add_done_callback(lambda _: self._stop_reading())

@@ -170,6 +170,8 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # a bad $PARLEY_LOG_LEVEL (argparse checks only flags)
         parser.error(f"PARLEY_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    if args.command == "chat" and args.session is not None and args.store is False:
+        parser.error("--no-store starts a new session: it cannot continue one (--session)")
     _set_up_logging(args.log_level)
     try:
         settings = load_settings()
