@@ -22,6 +22,7 @@ from conftest import server_env
 from hypothesis import given
 from hypothesis import strategies as st
 from parley.chat_prompt import BACKTICK_RUNS, with_piped_text
+from parley.chat_question import choices, first_answer, key_line
 from parley.config import SandboxSettings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import sandbox_status
@@ -358,3 +359,48 @@ def test_quiet_leaves_stderr_to_what_went_wrong(
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == ["⚠ Stopped: the turn reached its limit of 1 model request."]
+
+
+# --- the question's keys: what is typed, what the request offers (properties) ----------------
+
+OPTION = st.fixed_dictionaries(
+    {
+        "optionId": st.sampled_from(["allow_once", "allow_always", "reject_once"])
+        | st.text(max_size=12).map(lambda prefix: f"allow_always:{prefix}")
+        | st.text(max_size=12),
+        "kind": st.sampled_from(["allow_once", "allow_always", "reject_once", "reject_always"])
+        | st.text(max_size=8),
+    }
+)
+
+
+@given(options=st.lists(OPTION | st.integers() | st.none(), max_size=14))
+def test_every_key_selects_an_option_the_request_offers(options: list) -> None:
+    offered = choices(options)
+    ids = {o["optionId"] for o in options if isinstance(o, dict)}
+    assert all(choice.option_id in ids for choice in offered)  # none invented
+    assert len({choice.key for choice in offered}) == len(offered)  # a key answers once
+    kinds = {"y": {"allow_once"}, "n": {"reject_once"}}
+    for choice in offered:  # `a`, or a digit for a command's prefix: an "always" offered
+        wanted = kinds.get(choice.key, {"allow_always"})
+        assert any(
+            isinstance(o, dict) and o["optionId"] == choice.option_id and o["kind"] in wanted
+            for o in options
+        )
+        if choice.key.isdigit():
+            assert choice.option_id.startswith("allow_always:")
+    line = key_line(offered)
+    assert line.startswith("Allow it? ") and line.endswith(" no: ")
+
+
+@given(typed=st.text(max_size=12), keys=st.sets(st.sampled_from(["y", "a", "n", "1", "2"])))
+def test_only_an_offered_key_or_enter_answers(typed: str, keys: set[str]) -> None:
+    answer = first_answer(typed, keys)
+    assert answer in ({None, "", "\n"} | keys)
+    before_escape = typed.split("\x1b")[0]
+    if answer in keys:  # the first key that means something, typed before any escape
+        assert answer in before_escape.lower()
+    if typed.startswith("\x1b"):  # an arrow key, a function key: never an answer
+        assert answer == ""
+    if typed and typed[0] in "\r\n":
+        assert answer == "\n"

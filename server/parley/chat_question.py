@@ -27,6 +27,8 @@ from parley.chat_view import TerminalView, diff_lines, diffs_of, shown_input, te
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 ALLOW_PREFIX = "allow_always:"  # a shell command's "always" option: this, then the prefix
 MAX_PREFIX_KEYS = 9  # keys 1-9
+# Where a key is listed: once, always (the tool; then the prefixes, 2, in order), no.
+KEY_RANK = {"y": 0, "a": 1, "n": 3}
 ENTER = ("\r", "\n")
 END_OF_INPUT = "\x04"  # Ctrl-D: in cbreak mode a key like any other
 HOW_TO_OVERWRITE = (
@@ -44,8 +46,8 @@ class Choice(NamedTuple):
 
 
 def choices(options: Any) -> list[Choice]:
-    """A key for each option the request offers (none invented): `y` allow once, `a` always
-    allow (the tool), `1`-`9` always allow a command's prefix, `n` reject."""
+    """A key for each option the request offers (none invented), in this order: `y` allow
+    once, `a` always allow (the tool), `1`-`9` always allow a command's prefix, `n` reject."""
     found: list[Choice] = []
     prefixes = 0
     for option in options if isinstance(options, list) else ():
@@ -64,7 +66,8 @@ def choices(options: Any) -> list[Choice]:
         elif kind == "reject_once":
             found.append(Choice("n", option_id, "no"))
     keys: set[str] = set()
-    return [c for c in found if not (c.key in keys or keys.add(c.key))]  # a key answers once
+    unique = [c for c in found if not (c.key in keys or keys.add(c.key))]  # a key answers once
+    return sorted(unique, key=lambda c: KEY_RANK.get(c.key, 2))
 
 
 def key_line(offered: list[Choice]) -> str:
