@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from parley.chat_prompt import BACKTICK_RUNS, with_piped_text
 from parley.chat_question import choices, first_answer, key_line
+from parley.chat_view import input_worth_showing
 from parley.config import SandboxSettings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import sandbox_status
@@ -404,3 +405,25 @@ def test_only_an_offered_key_or_enter_answers(typed: str, keys: set[str]) -> Non
         assert answer == ""
     if typed and typed[0] in "\r\n":
         assert answer == "\n"
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@given(
+    raw_input=st.dictionaries(st.text(max_size=6), JSON_VALUE, max_size=5),
+    title=st.text(max_size=40),
+)
+def test_an_argument_left_out_is_one_the_title_shows_in_full(raw_input: dict, title: str) -> None:
+    worth = input_worth_showing(raw_input, title) or {}
+    for name, value in raw_input.items():
+        if name not in worth:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            assert text.strip() and "\n" not in text and text in title
+    assert input_worth_showing(raw_input, title, has_diff=True) is None  # the diff shows it

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 import termios
 import tty
@@ -30,6 +31,7 @@ MAX_PREFIX_KEYS = 9  # keys 1-9
 # Where a key is listed: once, always (the tool; then the prefixes, 2, in order), no.
 KEY_RANK = {"y": 0, "a": 1, "n": 3}
 ENTER = ("\r", "\n")
+FENCED_BLOCK = re.compile(r"(`{3,})[^\n`]*\n(.*)\n\1", re.DOTALL)
 END_OF_INPUT = "\x04"  # Ctrl-D: in cbreak mode a key like any other
 HOW_TO_OVERWRITE = (
     "to overwrite your own changes, run the command in a terminal without --yes "
@@ -94,23 +96,27 @@ def _tool_of(tool_call: dict[str, Any]) -> str:
     return name if isinstance(name, str) else str(tool_call.get("title") or "")
 
 
+def _unfenced(text: str) -> str:
+    """A text without the code fence around it, if it is one fenced block."""
+    block = FENCED_BLOCK.fullmatch(text.strip())
+    return block.group(2) if block else text
+
+
 def _added_text(tool_call: dict[str, Any]) -> list[str]:
-    """The view's text content that the input does not already hold (a warning such as
-    "This command runs UNSANDBOXED: …"), not the code or command it repeats."""
+    """The view's text content but for what only repeats an argument (the code, the command
+    in a fence): a warning such as "This command runs UNSANDBOXED: …" is always shown."""
     raw_input = tool_call.get("rawInput")
     values = (
-        [v for v in raw_input.values() if isinstance(v, str)] if isinstance(raw_input, dict) else []
+        {v.strip() for v in raw_input.values() if isinstance(v, str)}
+        if isinstance(raw_input, dict)
+        else set()
     )
     content = tool_call.get("content") if isinstance(tool_call.get("content"), list) else []
     texts = []
     for item in content:
-        inner = (
-            item.get("content")
-            if isinstance(item, dict) and item.get("type") == "content"
-            else None
-        )
+        inner = item.get("content") if isinstance(item, dict) else None
         text = inner.get("text") if isinstance(inner, dict) else None
-        if isinstance(text, str) and text.strip() and not any(v and v in text for v in values):
+        if isinstance(text, str) and text.strip() and _unfenced(text).strip() not in values:
             texts.append(text)
     return texts
 

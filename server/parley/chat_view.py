@@ -104,10 +104,12 @@ def tool_name(update: Mapping[str, Any]) -> str:
 
 
 def said_by_title(value: Any, title: str) -> bool:
-    """Whether the title already shows `value` in full (a path, a short pattern, a one-line
-    command); a text with a newline never is."""
+    """Whether the title already shows `value` in full, as a word of its own (a path, a short
+    pattern, a one-line command; not `a` inside `made`); a text with a newline never is."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return bool(text) and "\n" not in text and text in title
+    if not text.strip() or "\n" in text:
+        return False
+    return re.search(rf"(?<!\w){re.escape(text)}(?!\w)", title) is not None
 
 
 def input_worth_showing(
