@@ -3,8 +3,8 @@
 Every value is checked by its type: the hooks below say what a type takes (a strict TOML
 type, then its range), and a mistake becomes one line naming the key's path and what was
 expected (`providers.local.stall_timeout: expected a number, got "slow"`). `[sandbox]`,
-`[commands]`, `[chat]` and `[budget]` refuse a key they do not know; the other tables ignore one (as
-Parley always has).
+`[commands]`, `[chat]` and `[budget]` refuse a key they do not know; the other tables ignore
+one (as Parley always has).
 `config.py` turns the structured file into `Settings`.
 """
 
@@ -157,12 +157,8 @@ class ConfigFile:
     prices: dict[str, PriceTable] = attrs.field(factory=dict)
 
 
-CLOSED_TABLES = (
-    SandboxTable,
-    CommandsTable,
-    ChatTable,
-    BudgetTable,
-)  # they refuse a key they do not know
+# They refuse a key they do not know.
+CLOSED_TABLES = (SandboxTable, CommandsTable, ChatTable, BudgetTable)
 
 
 class Mistake(ValueError):
