@@ -323,12 +323,12 @@ def test_an_input_asked_about_is_not_shown_again(
     env = {**server_env(fake, tmp_path), "NO_COLOR": "1"}  # lines compared as text
     chat = terminal.chat("Comment it.", "--cwd", str(workspace), env=env)
     edit_question = terminal.asked()
-    assert "[y] once  [a] always in this session  [n/Enter] no: " in edit_question
     terminal.type(b"y")  # one key, no Enter
     eval_question = terminal.asked()
     terminal.type(b"y")
     stdout, stderr = chat.communicate(timeout=60)
     assert terminal.cooked()  # the questions' cbreak mode is gone with them
+    assert "[y] once  [a] always in this session  [n/Enter] no: " in edit_question
     assert sent_prompt(fake) == "Comment it."  # stdin, a terminal, added nothing
     err = stderr.decode()
     assert chat.returncode == 0, err
