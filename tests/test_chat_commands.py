@@ -19,7 +19,7 @@ from conftest import server_env
 from hypothesis import given
 from hypothesis import strategies as st
 from parley.agent.commands import parse_command
-from parley.chat import NotACommand, runs_commands
+from parley.chat_prompt import NotACommand, runs_commands
 from parley.client import ParleyClient
 from parley.core.conversation import TextBlock
 from parley.fakellm import FakeLLM, Reply

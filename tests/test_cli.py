@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -244,6 +245,9 @@ def test_a_closed_pipe_ends_the_chat_quietly(fake: FakeLLM, tmp_path: Path, work
     assert len(fake.requests) == 1  # the turn ended: nothing more was asked of the model
 
 
+QUESTION_END = b"[n/Enter] no: "  # the question's last words, before the key is read
+
+
 def _take_terminal(slave_fd: int) -> None:
     # In the child, after setsid: make the pty its controlling terminal (what a shell does).
     import fcntl
@@ -275,10 +279,11 @@ def test_the_question_is_asked_on_the_terminal_and_y_allows(
     try:
         chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
         os.write(master, b"n\n")  # typed before the question: it must not answer it
-        asked = read_until(master, b"[n] no: ").decode()
+        asked = read_until(master, QUESTION_END).decode().replace("\r\n", "\n")
         assert "Parley asks to run Python:" in asked
         # The code in full, as code: one line each, not a line of JSON.
-        assert "    Path(" in asked and "\n    6 * 7" in asked.replace("\r\n", "\n")
+        assert "\n  ```python\n  from pathlib import Path\n  Path(" in asked
+        assert "\n  6 * 7\n  ```\n" in asked
         assert not marker.exists()
         os.write(master, b"y\n")
         stdout, stderr = chat.communicate(timeout=60)
@@ -299,9 +304,11 @@ def test_ctrl_c_at_the_question_cancels_without_running_the_tool(
     master, slave = os.openpty()
     try:
         chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
-        assert "[n] no: " in read_until(master, b"[n] no: ").decode()
+        assert QUESTION_END.decode() in read_until(master, QUESTION_END).decode()
         os.write(master, b"\x03")  # Ctrl-C typed at the terminal: its driver sends SIGINT
         stdout, stderr = chat.communicate(timeout=60)
+        flags = termios.tcgetattr(slave)[3]  # the question's cbreak mode is gone with it
+        assert flags & termios.ICANON and flags & termios.ECHO
     finally:
         os.close(slave)
         os.close(master)
@@ -363,6 +370,7 @@ def chat_with_edit_agent(monkeypatch, workspace: Path, typed: bytes | None, writ
     notes.txt and create new.txt, with ACP diffs); the question goes to `writer`, and is
     answered with `typed` (None: there is no terminal)."""
     from parley import chat as chat_module
+    from parley import chat_question
     from parley.client import ParleyClient
 
     async def start_fake(env):
@@ -376,11 +384,10 @@ def chat_with_edit_agent(monkeypatch, workspace: Path, typed: bytes | None, writ
         read_fd, write_fd = os.pipe()
         os.write(write_fd, typed)
         os.close(write_fd)
-        return chat_module._Terminal(read_fd, writer, owned=False)
+        return chat_question.QuestionTerminal(read_fd, writer, owned=False)
 
     monkeypatch.setattr(chat_module, "_start_server", start_fake)
-    monkeypatch.setattr(chat_module._Terminal, "open", staticmethod(terminal))
-    monkeypatch.setattr(chat_module._Terminal, "forget_typeahead", lambda self: None)
+    monkeypatch.setattr(chat_question.QuestionTerminal, "open", staticmethod(terminal))
     return chat_module
 
 
@@ -403,7 +410,7 @@ async def test_the_question_shows_the_edit_as_a_diff(monkeypatch, capsys, notes:
     assert "\n  -second line\n  +second line, edited\n  +third line\n" in question
     assert "\n  --- /dev/null\n  +++ b/new.txt\n" in question and "\n  +x\n" in question
     assert "old_text" not in question  # the texts are shown by the diff, once
-    assert "path: notes.txt" in question
+    assert "path:" not in question  # the title and the diff name the file
     assert "\x1b[" not in question  # not a terminal: no colour
     out, err = capsys.readouterr()
     assert out == "Done.\n"
@@ -444,7 +451,7 @@ async def test_a_rejected_edit_is_not_listed_as_edited(monkeypatch, capsys, note
 
 
 def test_a_diff_is_terminal_safe_and_marks_a_missing_final_newline() -> None:
-    from parley.chat import diff_lines
+    from parley.chat_view import diff_lines
 
     lines = diff_lines(
         {"type": "diff", "path": "/w/a.py", "oldText": "x = 1\r\n", "newText": "x = '\x1b[2J'"},
@@ -478,7 +485,7 @@ def test_an_edit_tool_call_is_asked_with_its_diff_on_the_terminal(
     master, slave = os.openpty()
     try:
         chat = start_chat_on_terminal(slave, fake, tmp_path, workspace)
-        asked = read_until(master, b"[n] no: ").decode().replace("\r\n", "\n")
+        asked = read_until(master, QUESTION_END).decode().replace("\r\n", "\n")
         os.write(master, b"y\n")
         stdout, stderr = chat.communicate(timeout=60)
     finally:
@@ -681,7 +688,7 @@ def test_the_chat_imports_no_client_library_before_the_server_starts() -> None:
     """`parley chat` starts the server first and imports pygls (and lsprotocol, a second of
     imports) while the server imports its own: the command's modules must not import it."""
     probe = (
-        "import sys, parley.cli, parley.chat, parley.transcript, parley.display\n"
+        "import sys, parley.cli, parley.chat_command, parley.transcript, parley.display\n"
         "print(sorted(m for m in ('pygls', 'lsprotocol', 'openai', 'anthropic') "
         "if m in sys.modules))"
     )

@@ -35,7 +35,12 @@ LAYERS = {
     "parley.scriptllm": "scriptllm",  # a test double too: a real llama.cpp server's model
     # The commands: each puts the layers together for one use; nothing imports them.
     "parley.cli": "commands",
-    "parley.chat": "commands",
+    "parley.chat": "commands",  # a turn from the command line
+    "parley.chat_command": "commands",  # `parley chat`'s options
+    "parley.chat_prompt": "commands",  # the prompt: the words and what is piped in
+    "parley.chat_question": "commands",  # the permission question on the terminal
+    "parley.chat_view": "commands",  # the turn on stdout and stderr
+    "parley.demo": "commands",
     "parley.transcript": "commands",
     "parley.bench": "commands",
     "parley.bench_llamacpp": "commands",

@@ -43,7 +43,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     chat = commands.add_parser("chat", help="ask once; the answer streams to stdout")
-    chat.add_argument("prompt", help="what to ask; - reads it from stdin")
+    chat.add_argument(
+        "prompt",
+        help="what to ask; text piped in follows it as a ```stdin block; - reads the whole "
+        "prompt from stdin",
+    )
     chat.add_argument("--model", help="provider:model, or 'demo' for the scripted model")
     chat.add_argument(
         "--session", help="continue this session: its id, a unique start of it, or 'last'"
@@ -60,6 +64,20 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the prompt as a slash command (/undo, /compact, /cost, /model); without "
         "it, only a prompt typed at a terminal runs one",
+    )
+    chat.add_argument(
+        "--store",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep the session afterwards, so `parley sessions` lists it (default: yes, or "
+        "config.toml's [chat] store); --no-store: a throwaway run, deleted at the end",
+    )
+    chat.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="for scripts: nothing on stderr but what went wrong (no thoughts, tool calls, "
+        "summary)",
     )
     chat.add_argument("--cwd", help="the workspace (default: the current directory)")
     chat.add_argument(
@@ -156,6 +174,8 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # a bad $PARLEY_LOG_LEVEL (argparse checks only flags)
         parser.error(f"PARLEY_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    if args.command == "chat" and args.session is not None and args.store is False:
+        parser.error("--no-store starts a new session: it cannot continue one (--session)")
     _set_up_logging(args.log_level)
     try:
         settings = load_settings()
@@ -190,7 +210,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return _doctor(settings)
     if args.command in ("chat", "demo"):
         try:
-            from parley.chat import run_chat, run_demo
+            from parley.chat_command import run_chat
+            from parley.demo import run_demo
             from parley.store import Store
             from parley.transcript import UnknownSession, find_session
 

@@ -24,6 +24,9 @@ never written anywhere by Parley.
     timeout_seconds = 120             # a call's default
     max_timeout_seconds = 600         # the most a call may ask for
 
+    [chat]                            # `parley chat`
+    store = false                     # keep no chat's session (as --no-store; --store keeps one)
+
     [providers.lmstudio]              # any OpenAI-compatible server
     kind = "openai"
     base_url = "http://localhost:1234/v1"
@@ -68,6 +71,7 @@ import attrs
 
 from parley.config_file import (
     DEFAULT_STALL_TIMEOUT,
+    ChatTable,
     CommandsTable,
     ConfigFile,
     ConfigFileError,
@@ -178,6 +182,7 @@ class Settings:
     kernel: KernelTable = attrs.field(factory=KernelTable)  # the kernel's: server.py
     sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
     commands: CommandsTable = attrs.field(factory=CommandsTable)  # run_command's: server.py
+    chat: ChatTable = attrs.field(factory=ChatTable)  # `parley chat`'s defaults
     budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     # The share of a model's context window a request may fill before it is compacted.
@@ -366,6 +371,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         kernel=file.kernel,
         sandbox=_sandbox(file),
         commands=file.commands,
+        chat=file.chat,
         budget=Budget(**attrs.asdict(file.budget, recurse=False)),
         environ=environ,
         compaction_threshold=file.compaction.threshold,

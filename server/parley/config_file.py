@@ -3,8 +3,8 @@
 Every value is checked by its type: the hooks below say what a type takes (a strict TOML
 type, then its range), and a mistake becomes one line naming the key's path and what was
 expected (`providers.local.stall_timeout: expected a number, got "slow"`). `[sandbox]`,
-`[commands]` and `[budget]` refuse a key they do not know; the other tables ignore one (as
-Parley always has).
+`[commands]`, `[chat]` and `[budget]` refuse a key they do not know; the other tables ignore
+one (as Parley always has).
 `config.py` turns the structured file into `Settings`.
 """
 
@@ -79,6 +79,13 @@ class CommandsTable:
 
 
 @attrs.frozen
+class ChatTable:
+    """[chat]: `parley chat`'s defaults. Unknown keys are refused."""
+
+    store: bool = True  # keep each chat's session (false: as if --no-store)
+
+
+@attrs.frozen
 class BudgetTable:
     """[budget], in US dollars; absent: no limit. Unknown keys are refused."""
 
@@ -142,6 +149,7 @@ class ConfigFile:
     kernel: KernelTable = KernelTable()
     sandbox: SandboxTable = SandboxTable()
     commands: CommandsTable = CommandsTable()
+    chat: ChatTable = ChatTable()
     budget: BudgetTable = BudgetTable()
     compaction: CompactionTable = CompactionTable()
     providers: dict[str, ProviderTable] = attrs.field(factory=dict)
@@ -149,7 +157,8 @@ class ConfigFile:
     prices: dict[str, PriceTable] = attrs.field(factory=dict)
 
 
-CLOSED_TABLES = (SandboxTable, CommandsTable, BudgetTable)  # they refuse a key they do not know
+# They refuse a key they do not know.
+CLOSED_TABLES = (SandboxTable, CommandsTable, ChatTable, BudgetTable)
 
 
 class Mistake(ValueError):

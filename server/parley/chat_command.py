@@ -1,0 +1,67 @@
+"""`parley chat`'s options: the prompt (`chat_prompt.py`), whether the session is kept,
+whether a slash command runs; then the turn (`chat.py`), or the demo's (`--model demo`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from parley.chat import chat
+from parley.chat_prompt import NotACommand, is_slash_command, read_prompt, runs_commands
+from parley.config import Settings
+
+
+class BadOptions(ValueError):
+    """Options that do not go together."""
+
+
+def keeps_session(args: argparse.Namespace, settings: Settings) -> bool:
+    """Whether the chat's session is kept: `--store`/`--no-store`, else config.toml's
+    `[chat] store`. A continued session (`--session`) was kept already and stays."""
+    asked = getattr(args, "store", None)
+    if args.session is not None:
+        return True  # (`parley chat` refuses --no-store with --session)
+    return settings.chat.store if asked is None else asked
+
+
+def run_chat(args: argparse.Namespace, settings: Settings) -> int:
+    cwd = Path(args.cwd or os.getcwd()).resolve()
+    quiet = getattr(args, "quiet", False)
+    explicit = getattr(args, "slash_command", False)
+    try:
+        store = keeps_session(args, settings)
+        prompt = read_prompt(args.prompt, explicit_command=explicit)
+        if prompt is None:
+            raise BadOptions("the prompt on stdin is empty")
+        commands = runs_commands(prompt, explicit, sys.stdin.isatty())
+    except (BadOptions, NotACommand) as error:
+        print(f"parley: {error}", file=sys.stderr)
+        return 2
+    if not commands and not quiet and is_slash_command(prompt):
+        print(
+            "parley: the prompt is sent to the model as text: slash commands run only from a "
+            "terminal, or with --command.",
+            file=sys.stderr,
+        )
+    if args.model == "demo":
+        from parley.demo import run_demo
+
+        return run_demo(prompt=prompt, as_json=args.json)
+    return asyncio.run(
+        chat(
+            prompt,
+            model=args.model,
+            cwd=cwd,
+            session_id=args.session,
+            as_json=args.json,
+            allow_all=args.yes,
+            tool_policy=args.tool_policy,
+            session_model=getattr(args, "session_model", None),
+            commands=commands,
+            store=store,
+            quiet=quiet,
+        )
+    )
