@@ -31,13 +31,27 @@ def run_parley(*args: str, env: dict[str, str], cwd: Path | None = None, timeout
     )
 
 
-def test_demo_runs_a_hybrid_tool_turn_offline_and_says_it_is_scripted(tmp_path: Path) -> None:
-    done = run_parley("demo", env={"PARLEY_HOME": str(tmp_path), "OPENAI_API_KEY": ""})
+def test_demo_runs_the_tests_fixes_the_failure_offline_and_keeps_its_session(
+    tmp_path: Path,
+) -> None:
+    """README's demo: a scripted model, real tools: the tests really fail, the edit really
+    lands, the tests really pass; the session is kept where `parley sessions` finds it."""
+    env = {"PARLEY_HOME": str(tmp_path), "OPENAI_API_KEY": ""}
+    done = run_parley("demo", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "SCRIPTED" in done.stderr
-    assert "value: 12" in done.stderr  # the kernel really evaluated geometry.area(3, 4)
-    assert "a 3 by 4 rectangle gives **12**" in done.stdout
-    assert "stream (closed early), sync" in done.stderr
+    failed, passed = done.stderr.index("FAILED (failures=1)"), done.stderr.index("\nOK\n")
+    assert failed < done.stderr.index("Edited geometry.py (+1 -1 lines)") < passed
+    assert "Exit code: 1" in done.stderr and "Exit code: 0" in done.stderr
+    assert done.stdout.rstrip().endswith("Both tests pass now.")
+    project = tmp_path / "demo" / "project"
+    assert "return 2 * (width + height)" in (project / "geometry.py").read_text()
+    assert "What the scripted model was asked" not in done.stderr  # plain words at the end
+    assert "`parley sessions` lists it" in done.stderr
+    listed = run_parley("sessions", env=env)
+    assert "The tests fail. Find out why and fix it." in listed.stdout
+    exported = run_parley("export", "last", env=env)
+    assert "python3 -m unittest -v" in exported.stdout
 
 
 def test_chat_streams_the_answer_to_stdout(fake: FakeLLM, tmp_path: Path, workspace) -> None:

@@ -49,7 +49,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     if args.model == "demo":
         from parley.demo import run_demo
 
-        return run_demo(prompt=prompt, as_json=args.json)
+        return run_demo(settings.home, prompt=prompt, as_json=args.json)
     return asyncio.run(
         chat(
             prompt,

@@ -230,6 +230,7 @@ class TerminalView:
         self.stopped = False  # the turn is being cancelled: what it still sends is not shown
         self._message_id: str | None = None
         self._calls: dict[str, ToolCallSeen] = {}
+        self._streamed: set[str] = set()  # calls whose output was shown as it came
         # The last write, to either stream, left its line open (they may share a terminal).
         self._mid_line = False
         self.out_mid_line = False  # stdout's own last line is open
@@ -261,6 +262,7 @@ class TerminalView:
             self._show_tool(update)
             delta = update.get("_meta", {}).get("parley", {}).get("commandOutput", {}).get("append")
             if isinstance(delta, str):  # a command's output as it runs: colours on a terminal
+                self._streamed.add(str(update.get("toolCallId")))
                 self._write(self.err, only_colours(delta) if self.colour else strip_ansi(delta))
 
     def _answer_chunk(self, update: dict[str, Any]) -> None:
@@ -332,6 +334,8 @@ class TerminalView:
         )
         error = error_line(text, update.get("rawOutput")) if status == "failed" else None
         lines = result_summary(text, error, call.is_edit and status == "completed")
+        if call_id in self._streamed and error is None:  # its output was shown as it came
+            lines = [text.rstrip().rsplit("\n", 1)[-1] or lines[0]]  # `Exit code: 0 · 1.2 s`
         mark = "✓" if status == "completed" else "✗"
         self.line(f"{mark} {call.title}: {terminal_safe(lines[0])}")
         for more in lines[1:]:

@@ -216,7 +216,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             from parley.transcript import UnknownSession, find_session
 
             if args.command == "demo":
-                return run_demo()
+                return run_demo(settings.home)
             store = Store.open_in(settings.home)  # its server would fail on it: say why here
             try:
                 if args.session is not None:
