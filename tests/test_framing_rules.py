@@ -420,3 +420,19 @@ async def test_a_last_ndjson_line_over_the_limit_without_a_newline_is_refused() 
     line = b'{"id":4,' + b" " * MAX_FRAME_BYTES
     frames = await frames_of(HELLO + b"\n" + line, "ndjson")
     assert frames == [HELLO + b"\n", OversizedFrame(line[:OVERSIZED_HEAD_BYTES], len(line))]
+
+
+async def test_a_long_lines_newline_at_the_start_of_a_read_ends_it() -> None:
+    # The reader takes 64 KiB at a time: this line's newline is the first byte of a read,
+    # after the line was found too long. The next message is not part of it.
+    line = b'{"id":5,' + b" " * (65536 * 1026 - 8)
+    more = [AFTER + b"\n"] * 3000  # past the end of that read
+    frames = await frames_of(line + b"\n" + b"".join(more), "ndjson")
+    assert frames == [OversizedFrame(line[:OVERSIZED_HEAD_BYTES], len(line) + 1), *more]
+
+
+@pytest.mark.parametrize("size", [MAX_FRAME_BYTES + 1, 10**12])
+async def test_an_oversized_frame_after_another_is_refused_not_waited_for(size: int) -> None:
+    # A usual header after a message is read at once: over the limit, it is refused too.
+    data = lsp(HELLO) + b"Content-Length: %d\r\n\r\n" % size + AFTER + lsp(HELLO)
+    assert await frames_of(data, "lsp") == [HELLO, OversizedFrame(AFTER, size), HELLO]
