@@ -212,3 +212,10 @@ def test_only_a_context_length_refusal_asks_for_compaction() -> None:
         ProviderError("bad request", provider="openai", type="invalid_request", status=400)
     )
     assert not is_context_exceeded(ValueError("context"))
+
+
+def test_a_calls_arguments_are_shown_to_the_summary_cut_at_500_characters() -> None:
+    long_call = called("write_file", path="a.py", content="z" * 2_000)
+    prompt = summary_request("gpt", None, [long_call], window=100_000).messages[0].as_text()  # type: ignore[union-attr]
+    arguments = '{"path": "a.py", "content": "' + "z" * 2_000 + '"}'
+    assert f"Agent: \n[called write_file {arguments[:500]}]\n</transcript>" in prompt
