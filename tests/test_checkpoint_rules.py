@@ -17,6 +17,7 @@ from parley.agent.checkpoints import (
     ABSENT,
     UNREADABLE,
     FileRestore,
+    RestoreCancelled,
     RestoreResult,
     TurnCheckpoints,
     fingerprint,
@@ -191,3 +192,61 @@ def test_the_models_note_names_each_file_as_the_user_sees_it() -> None:
         "made from that turn on (the conversation is unchanged): src/x.py (restored). Read a "
         "file again before editing it.]"
     )
+
+
+def test_a_restore_stopped_while_asking_restores_nothing(store: Store, root: Path) -> None:
+    edit(store, root, 1, {"a.txt": b"edited"})
+    (root / "a.txt").write_bytes(b"the user's own change")
+
+    async def stopped(turn: int, changed: list[FileRestore]) -> bool:
+        raise RestoreCancelled
+
+    result = restore(store, 1, stopped)
+    assert result.to_wire() == {"files": [], "cancelled": True}
+    assert (root / "a.txt").read_bytes() == b"the user's own change"
+    assert store.checkpoints("sess_1", 1) and store.take_restore_note("sess_1") is None
+
+
+def test_only_a_files_bytes_before_its_first_write_in_a_turn_are_kept(
+    store: Store, root: Path
+) -> None:
+    journal = TurnCheckpoints(store, "sess_1", 1, root)
+    for content in (b"first edit", b"second edit"):
+        journal.before_write(root / "a.txt")
+        (root / "a.txt").write_bytes(content)
+        journal.record_written()
+    never = Asked(False)
+    assert [file.shown for file in restore(store, 1, never).files] == ["a.txt"]
+    assert never.asked == [] and (root / "a.txt").read_bytes() == b"original a\n"
+
+
+def test_a_write_never_recorded_counts_as_a_change_to_ask_about(store: Store, root: Path) -> None:
+    # The server died during the call: the edit was journalled, how it left the file not.
+    journal = TurnCheckpoints(store, "sess_1", 1, root)
+    journal.before_write(root / "a.txt")
+    (root / "a.txt").write_bytes(b"edited")
+    asked = Asked(True)
+    restore(store, 1, asked)
+    assert asked.asked == [(1, ["a.txt"])]
+    assert (root / "a.txt").read_bytes() == b"original a\n"
+
+
+def test_a_made_file_whose_folder_is_gone_is_simply_removed(store: Store, root: Path) -> None:
+    edit(store, root, 1, {"sub/deeper/new.txt": b"made"})
+    (root / "sub" / "deeper" / "new.txt").unlink()
+    (root / "sub" / "deeper").rmdir()
+    result = restore(store, 1, Asked(False))
+    assert result.to_wire() == {
+        "files": [{"path": str(root / "sub" / "deeper" / "new.txt"), "action": "removed"}]
+    }
+    assert store.checkpoints("sess_1", 1) == []
+
+
+def test_when_every_file_fails_the_model_is_told_nothing(store: Store, root: Path) -> None:
+    edit(store, root, 1, {"sub/new.txt": b"made"})
+    (root / "sub" / "new.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").write_bytes(b"a file where the folder was")
+    result = restore(store, 1, Asked(True))
+    assert result.files == () and len(result.failures) == 1
+    assert store.take_restore_note("sess_1") is None
