@@ -219,3 +219,45 @@ def test_a_calls_arguments_are_shown_to_the_summary_cut_at_500_characters() -> N
     prompt = summary_request("gpt", None, [long_call], window=100_000).messages[0].as_text()  # type: ignore[union-attr]
     arguments = '{"path": "a.py", "content": "' + "z" * 2_000 + '"}'
     assert f"Agent: \n[called write_file {arguments[:500]}]\n</transcript>" in prompt
+
+
+def test_an_output_as_long_as_its_marker_is_left_as_it_is() -> None:
+    assert len(marker(84)) == 84
+    messages: list[Message] = [result("y" * 84) for _ in range(6)]
+    assert pruned(messages, window=1) == messages
+    longer: list[Message] = [result("y" * 85) for _ in range(6)]
+    assert contents(pruned(longer, window=1)) == [marker(85)] * 3 + ["y" * 85] * 3
+
+
+def test_a_tail_exactly_the_recent_share_is_left_whole() -> None:
+    history: list[Message] = []
+    for n in range(6):
+        history += [user(f"q{n}" + "x" * 398), AssistantMessage("a" * 400)]  # 800 per turn
+    # 30% of 2,667 tokens is 800 tokens, 3,200 characters: exactly the last four turns.
+    assert summary_cut(history, 0, window=2_667) == 4
+    assert summary_cut(history, 0, window=2_666) == 6
+
+
+def test_an_image_counts_as_a_thousand_characters_and_a_tool_as_all_it_sends() -> None:
+    image = UserMessage((ImageBlock("image/png", "AAAA"),))
+    request = ModelRequest(
+        model="m", system="s" * 41, messages=(image,), tools=(ToolSpec("t", "d" * 100, {}),)
+    )
+    # 41 + (1 + 100 + 2) + (1,000 + 8) = 1,152 characters: 288 tokens exactly, so one
+    # character more or less shows.
+    assert request_tokens(request) == 288
+
+
+def test_a_tool_output_of_exactly_the_limit_is_shown_whole_to_the_summary() -> None:
+    prompt = (
+        summary_request("gpt", None, [result("q" * 2_000)], window=100_000).messages[0].as_text()
+    )  # type: ignore[union-attr]
+    assert f"[read_file returned]: {'q' * 2_000}\n</transcript>" in prompt
+
+
+def test_an_output_one_character_past_the_protected_share_is_pruned() -> None:
+    # 20% of 500 tokens is 400 characters; the last three outputs take 3 * (91 + 9) = 300,
+    # the one before them 92 + 9 more: 401 characters, past the share.
+    recent: list[Message] = [result("b" * 91) for _ in range(3)]
+    assert contents(pruned([result("a" * 92), *recent], window=500))[0] == marker(92)
+    assert contents(pruned([result("a" * 91), *recent], window=500))[0] == "a" * 91
