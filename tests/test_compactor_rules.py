@@ -181,6 +181,8 @@ def test_a_request_under_the_threshold_or_of_an_unknown_window_is_sent_as_it_is(
     session: Session,
 ) -> None:
     fill(session, 5, 1_000)
+    session.add_message(AssistantMessage("Read."))
+    session.add_message(user("Again."))  # a summary could cut here: none is made
     whole = ModelRequest(model="priced", system="", messages=tuple(session.history))
     tokens = request_tokens(whole)
     summariser = Summariser()
