@@ -359,6 +359,8 @@ def run_module(
     if survivors_only:
         with sqlite3.connect(db_path) as db:  # run again: the tests may have grown since
             db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+            # Left out of an earlier sample: run now, unless `--sample` leaves them out again.
+            db.execute("DELETE FROM work_results WHERE output = 'Not in the sample'")
             db.execute("UPDATE mutation_specs SET module_path = ?", (str(module_path),))
     else:
         db_path.unlink(missing_ok=True)
@@ -396,7 +398,8 @@ def main() -> None:
         type=int,
         default=1,
         metavar="N",
-        help="run only every Nth mutant not yet run (an even sample of a slow module)",
+        help="run only every Nth mutant not yet run (an even sample of a slow module; the "
+        "same mutants each time, so give it to --survivors too to keep to the sample)",
     )
     arguments = parser.parse_args()
     targets = arguments.modules or list(MODULE_TESTS)

@@ -250,3 +250,45 @@ def test_when_every_file_fails_the_model_is_told_nothing(store: Store, root: Pat
     result = restore(store, 1, Asked(True))
     assert result.files == () and len(result.failures) == 1
     assert store.take_restore_note("sess_1") is None
+
+
+def test_a_file_the_gate_refuses_now_is_named_with_its_sentence(
+    store: Store, root: Path, tmp_path: Path
+) -> None:
+    edit(store, root, 1, {"sub/new.txt": b"made"})
+    (tmp_path / "elsewhere").mkdir()
+    (root / "sub" / "new.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(tmp_path / "elsewhere")  # the folder now leads outside
+    result = restore(store, 1, Asked(True))
+    [(failed, reason)] = result.failures
+    assert failed.shown == "sub/new.txt"
+    assert "is outside the workspace" in reason
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_checkpoint_without_a_mode_is_restored_with_the_usual_one(
+    store: Store, root: Path
+) -> None:
+    # Kept by an older Parley, which stored no mode.
+    path = str(root / "a.txt")
+    store.keep_checkpoint("sess_1", 1, str(root), path, b"older bytes", None, now_iso())
+    store.mark_written("sess_1", 1, path, fingerprint(root, path))
+    (root / "a.txt").chmod(0o600)
+    restore(store, 1, Asked(True))
+    assert (root / "a.txt").read_bytes() == b"older bytes"
+    assert stat.S_IMODE((root / "a.txt").stat().st_mode) == 0o644
+
+
+def test_a_file_whose_folder_was_removed_is_restored_with_its_folder(
+    store: Store, root: Path
+) -> None:
+    (root / "docs" / "old").mkdir(parents=True)
+    (root / "docs" / "old" / "notes.txt").write_bytes(b"notes\n")
+    edit(store, root, 1, {"docs/old/notes.txt": b"edited notes\n"})
+    (root / "docs" / "old" / "notes.txt").unlink()
+    (root / "docs" / "old").rmdir()
+    (root / "docs").rmdir()
+    result = restore(store, 1, Asked(True))
+    assert [file.action for file in result.files] == ["restored"] and not result.failures
+    assert (root / "docs" / "old" / "notes.txt").read_bytes() == b"notes\n"
