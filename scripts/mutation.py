@@ -158,6 +158,8 @@ PERMISSION_TESTS = (
     + [
         "tests/test_edit_tools.py::test_missing_and_ambiguous_old_text_come_back_as_errors_the_model_"
         "can_act_on",
+        "tests/test_text_tools.py::test_a_malformed_call_goes_back_to_the_model_as_an_error",
+        "tests/test_checkpoints.py::test_a_turn_of_the_edit_tools_is_undone_after_a_restart",
     ]
 )
 FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {

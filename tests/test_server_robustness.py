@@ -705,6 +705,9 @@ async def test_unknown_tool_and_bad_arguments_go_back_to_the_model(
     assert result["stopReason"] == "end_turn"
     sent = json.dumps(fake.requests[-1].body)
     assert "no tool named 'launch_rockets'" in sent
+    # The user sees the call failed, not completed.
+    updates = client.updates_of(session, "tool_call_update")
+    assert [u["status"] for u in updates if "status" in u] == ["failed"]
 
 
 async def test_editor_tool_error_reaches_the_model(client: ParleyClient, fake, workspace) -> None:
