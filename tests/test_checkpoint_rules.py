@@ -139,12 +139,13 @@ def test_a_file_already_back_as_it_was_is_not_asked_about(store: Store, root: Pa
     assert never.asked == []
 
 
-def test_a_restored_file_gets_its_mode_back(store: Store, root: Path) -> None:
-    (root / "a.txt").chmod(0o640)
+@pytest.mark.parametrize("mode", [0o640, 0o755, 0o4711])
+def test_a_restored_file_gets_its_mode_back(store: Store, root: Path, mode: int) -> None:
+    (root / "a.txt").chmod(mode)
     edit(store, root, 1, {"a.txt": b"edited"})
     (root / "a.txt").chmod(0o600)
     restore(store, 1, Asked(True))
-    assert stat.S_IMODE((root / "a.txt").stat().st_mode) == 0o640
+    assert stat.S_IMODE((root / "a.txt").stat().st_mode) == mode
 
 
 def test_a_file_that_cannot_be_restored_is_named_with_why_and_the_checkpoints_stay(
