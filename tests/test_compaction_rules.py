@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
 from parley.agent.compaction import (
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
@@ -244,8 +245,9 @@ def test_an_image_counts_as_a_thousand_characters_and_a_tool_as_all_it_sends() -
         model="m", system="s" * 41, messages=(image,), tools=(ToolSpec("t", "d" * 100, {}),)
     )
     # 41 + (1 + 100 + 2) + (1,000 + 8) = 1,152 characters: 288 tokens exactly, so one
-    # character more or less shows.
+    # character more shows; one character less shows with one more in the system prompt.
     assert request_tokens(request) == 288
+    assert request_tokens(attrs.evolve(request, system="s" * 42)) == 289
 
 
 def test_a_tool_output_of_exactly_the_limit_is_shown_whole_to_the_summary() -> None:
@@ -261,3 +263,24 @@ def test_an_output_one_character_past_the_protected_share_is_pruned() -> None:
     recent: list[Message] = [result("b" * 91) for _ in range(3)]
     assert contents(pruned([result("a" * 92), *recent], window=500))[0] == marker(92)
     assert contents(pruned([result("a" * 91), *recent], window=500))[0] == "a" * 91
+
+
+def test_a_summary_covering_the_first_message_only_still_stands_in_for_it() -> None:
+    history: list[Message] = [user("old"), user("new"), AssistantMessage("ok")]
+    assert compacted_view(history, Compaction(1, "S.")) == [
+        UserMessage((TextBlock(SUMMARY_HEADER + "S."), TextBlock("new"))),
+        AssistantMessage("ok"),
+    ]
+
+
+def test_the_first_summary_is_shown_the_conversation_from_its_first_message() -> None:
+    history: list[Message] = [user("one"), AssistantMessage("a"), user("two")]
+    sent: list[ModelRequest] = []
+
+    async def complete(request: ModelRequest) -> Completion:
+        sent.append(request)
+        return Completion("Summary.", (), (), "end_turn", None)
+
+    asyncio.run(summarise(history, None, "gpt", 1, complete))  # type: ignore[misc]
+    shown = sent[0].messages[0].as_text()  # type: ignore[union-attr]
+    assert "User: one\nAgent: a\n</transcript>" in shown
