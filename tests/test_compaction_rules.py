@@ -284,3 +284,16 @@ def test_the_first_summary_is_shown_the_conversation_from_its_first_message() ->
     asyncio.run(summarise(history, None, "gpt", 1, complete))  # type: ignore[misc]
     shown = sent[0].messages[0].as_text()  # type: ignore[union-attr]
     assert "User: one\nAgent: a\n</transcript>" in shown
+
+
+def test_a_tail_one_character_over_the_recent_share_is_cut() -> None:
+    history: list[Message] = [
+        AssistantMessage("z"),
+        user("x" * 401),
+        AssistantMessage("a" * 400),
+        user("y" * 100),
+        AssistantMessage("b" * 100),
+    ]
+    # 30% of 834 tokens is 250 tokens, 1,000 characters: from the first user message the
+    # tail is 1,001, so the cut is at the second.
+    assert summary_cut(history, 0, window=834) == 3
