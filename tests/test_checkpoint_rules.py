@@ -17,6 +17,7 @@ from parley.agent.checkpoints import (
     ABSENT,
     UNREADABLE,
     FileRestore,
+    RestoreCancelled,
     RestoreResult,
     TurnCheckpoints,
     fingerprint,
@@ -138,12 +139,13 @@ def test_a_file_already_back_as_it_was_is_not_asked_about(store: Store, root: Pa
     assert never.asked == []
 
 
-def test_a_restored_file_gets_its_mode_back(store: Store, root: Path) -> None:
-    (root / "a.txt").chmod(0o640)
+@pytest.mark.parametrize("mode", [0o640, 0o755, 0o4711])
+def test_a_restored_file_gets_its_mode_back(store: Store, root: Path, mode: int) -> None:
+    (root / "a.txt").chmod(mode)
     edit(store, root, 1, {"a.txt": b"edited"})
     (root / "a.txt").chmod(0o600)
     restore(store, 1, Asked(True))
-    assert stat.S_IMODE((root / "a.txt").stat().st_mode) == 0o640
+    assert stat.S_IMODE((root / "a.txt").stat().st_mode) == mode
 
 
 def test_a_file_that_cannot_be_restored_is_named_with_why_and_the_checkpoints_stay(
@@ -191,3 +193,103 @@ def test_the_models_note_names_each_file_as_the_user_sees_it() -> None:
         "made from that turn on (the conversation is unchanged): src/x.py (restored). Read a "
         "file again before editing it.]"
     )
+
+
+def test_a_restore_stopped_while_asking_restores_nothing(store: Store, root: Path) -> None:
+    edit(store, root, 1, {"a.txt": b"edited"})
+    (root / "a.txt").write_bytes(b"the user's own change")
+
+    async def stopped(turn: int, changed: list[FileRestore]) -> bool:
+        raise RestoreCancelled
+
+    result = restore(store, 1, stopped)
+    assert result.to_wire() == {"files": [], "cancelled": True}
+    assert (root / "a.txt").read_bytes() == b"the user's own change"
+    assert store.checkpoints("sess_1", 1) and store.take_restore_note("sess_1") is None
+
+
+def test_only_a_files_bytes_before_its_first_write_in_a_turn_are_kept(
+    store: Store, root: Path
+) -> None:
+    journal = TurnCheckpoints(store, "sess_1", 1, root)
+    for content in (b"first edit", b"second edit"):
+        journal.before_write(root / "a.txt")
+        (root / "a.txt").write_bytes(content)
+        journal.record_written()
+    never = Asked(False)
+    assert [file.shown for file in restore(store, 1, never).files] == ["a.txt"]
+    assert never.asked == [] and (root / "a.txt").read_bytes() == b"original a\n"
+
+
+def test_a_write_never_recorded_counts_as_a_change_to_ask_about(store: Store, root: Path) -> None:
+    # The server died during the call: the edit was journalled, how it left the file not.
+    journal = TurnCheckpoints(store, "sess_1", 1, root)
+    journal.before_write(root / "a.txt")
+    (root / "a.txt").write_bytes(b"edited")
+    asked = Asked(True)
+    restore(store, 1, asked)
+    assert asked.asked == [(1, ["a.txt"])]
+    assert (root / "a.txt").read_bytes() == b"original a\n"
+
+
+def test_a_made_file_whose_folder_is_gone_is_simply_removed(store: Store, root: Path) -> None:
+    edit(store, root, 1, {"sub/deeper/new.txt": b"made"})
+    (root / "sub" / "deeper" / "new.txt").unlink()
+    (root / "sub" / "deeper").rmdir()
+    result = restore(store, 1, Asked(False))
+    assert result.to_wire() == {
+        "files": [{"path": str(root / "sub" / "deeper" / "new.txt"), "action": "removed"}]
+    }
+    assert store.checkpoints("sess_1", 1) == []
+
+
+def test_when_every_file_fails_the_model_is_told_nothing(store: Store, root: Path) -> None:
+    edit(store, root, 1, {"sub/new.txt": b"made"})
+    (root / "sub" / "new.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").write_bytes(b"a file where the folder was")
+    result = restore(store, 1, Asked(True))
+    assert result.files == () and len(result.failures) == 1
+    assert store.take_restore_note("sess_1") is None
+
+
+def test_a_file_the_gate_refuses_now_is_named_with_its_sentence(
+    store: Store, root: Path, tmp_path: Path
+) -> None:
+    edit(store, root, 1, {"sub/new.txt": b"made"})
+    (tmp_path / "elsewhere").mkdir()
+    (root / "sub" / "new.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(tmp_path / "elsewhere")  # the folder now leads outside
+    result = restore(store, 1, Asked(True))
+    [(failed, reason)] = result.failures
+    assert failed.shown == "sub/new.txt"
+    assert "is outside the workspace" in reason
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_checkpoint_without_a_mode_is_restored_with_the_usual_one(
+    store: Store, root: Path
+) -> None:
+    # Kept by an older Parley, which stored no mode.
+    path = str(root / "a.txt")
+    store.keep_checkpoint("sess_1", 1, str(root), path, b"older bytes", None, now_iso())
+    store.mark_written("sess_1", 1, path, fingerprint(root, path))
+    (root / "a.txt").chmod(0o600)
+    restore(store, 1, Asked(True))
+    assert (root / "a.txt").read_bytes() == b"older bytes"
+    assert stat.S_IMODE((root / "a.txt").stat().st_mode) == 0o644
+
+
+def test_a_file_whose_folder_was_removed_is_restored_with_its_folder(
+    store: Store, root: Path
+) -> None:
+    (root / "docs" / "old").mkdir(parents=True)
+    (root / "docs" / "old" / "notes.txt").write_bytes(b"notes\n")
+    edit(store, root, 1, {"docs/old/notes.txt": b"edited notes\n"})
+    (root / "docs" / "old" / "notes.txt").unlink()
+    (root / "docs" / "old").rmdir()
+    (root / "docs").rmdir()
+    result = restore(store, 1, Asked(True))
+    assert [file.action for file in result.files] == ["restored"] and not result.failures
+    assert (root / "docs" / "old" / "notes.txt").read_bytes() == b"notes\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
 from parley.agent.compaction import (
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
@@ -212,3 +213,87 @@ def test_only_a_context_length_refusal_asks_for_compaction() -> None:
         ProviderError("bad request", provider="openai", type="invalid_request", status=400)
     )
     assert not is_context_exceeded(ValueError("context"))
+
+
+def test_a_calls_arguments_are_shown_to_the_summary_cut_at_500_characters() -> None:
+    long_call = called("write_file", path="a.py", content="z" * 2_000)
+    prompt = summary_request("gpt", None, [long_call], window=100_000).messages[0].as_text()  # type: ignore[union-attr]
+    arguments = '{"path": "a.py", "content": "' + "z" * 2_000 + '"}'
+    assert f"Agent: \n[called write_file {arguments[:500]}]\n</transcript>" in prompt
+
+
+def test_an_output_as_long_as_its_marker_is_left_as_it_is() -> None:
+    assert len(marker(84)) == 84
+    messages: list[Message] = [result("y" * 84) for _ in range(6)]
+    assert pruned(messages, window=1) == messages
+    longer: list[Message] = [result("y" * 85) for _ in range(6)]
+    assert contents(pruned(longer, window=1)) == [marker(85)] * 3 + ["y" * 85] * 3
+
+
+def test_a_tail_exactly_the_recent_share_is_left_whole() -> None:
+    history: list[Message] = []
+    for n in range(6):
+        history += [user(f"q{n}" + "x" * 398), AssistantMessage("a" * 400)]  # 800 per turn
+    # 30% of 2,667 tokens is 800 tokens, 3,200 characters: exactly the last four turns.
+    assert summary_cut(history, 0, window=2_667) == 4
+    assert summary_cut(history, 0, window=2_666) == 6
+
+
+def test_an_image_counts_as_a_thousand_characters_and_a_tool_as_all_it_sends() -> None:
+    image = UserMessage((ImageBlock("image/png", "AAAA"),))
+    request = ModelRequest(
+        model="m", system="s" * 41, messages=(image,), tools=(ToolSpec("t", "d" * 100, {}),)
+    )
+    # 41 + (1 + 100 + 2) + (1,000 + 8) = 1,152 characters: 288 tokens exactly, so one
+    # character more shows; one character less shows with one more in the system prompt.
+    assert request_tokens(request) == 288
+    assert request_tokens(attrs.evolve(request, system="s" * 42)) == 289
+
+
+def test_a_tool_output_of_exactly_the_limit_is_shown_whole_to_the_summary() -> None:
+    prompt = (
+        summary_request("gpt", None, [result("q" * 2_000)], window=100_000).messages[0].as_text()
+    )  # type: ignore[union-attr]
+    assert f"[read_file returned]: {'q' * 2_000}\n</transcript>" in prompt
+
+
+def test_an_output_one_character_past_the_protected_share_is_pruned() -> None:
+    # 20% of 500 tokens is 400 characters; the last three outputs take 3 * (91 + 9) = 300,
+    # the one before them 92 + 9 more: 401 characters, past the share.
+    recent: list[Message] = [result("b" * 91) for _ in range(3)]
+    assert contents(pruned([result("a" * 92), *recent], window=500))[0] == marker(92)
+    assert contents(pruned([result("a" * 91), *recent], window=500))[0] == "a" * 91
+
+
+def test_a_summary_covering_the_first_message_only_still_stands_in_for_it() -> None:
+    history: list[Message] = [user("old"), user("new"), AssistantMessage("ok")]
+    assert compacted_view(history, Compaction(1, "S.")) == [
+        UserMessage((TextBlock(SUMMARY_HEADER + "S."), TextBlock("new"))),
+        AssistantMessage("ok"),
+    ]
+
+
+def test_the_first_summary_is_shown_the_conversation_from_its_first_message() -> None:
+    history: list[Message] = [user("one"), AssistantMessage("a"), user("two")]
+    sent: list[ModelRequest] = []
+
+    async def complete(request: ModelRequest) -> Completion:
+        sent.append(request)
+        return Completion("Summary.", (), (), "end_turn", None)
+
+    asyncio.run(summarise(history, None, "gpt", 1, complete))  # type: ignore[misc]
+    shown = sent[0].messages[0].as_text()  # type: ignore[union-attr]
+    assert "User: one\nAgent: a\n</transcript>" in shown
+
+
+def test_a_tail_one_character_over_the_recent_share_is_cut() -> None:
+    history: list[Message] = [
+        AssistantMessage("z"),
+        user("x" * 401),
+        AssistantMessage("a" * 400),
+        user("y" * 100),
+        AssistantMessage("b" * 100),
+    ]
+    # 30% of 834 tokens is 250 tokens, 1,000 characters: from the first user message the
+    # tail is 1,001, so the cut is at the second.
+    assert summary_cut(history, 0, window=834) == 3

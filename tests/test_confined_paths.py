@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from parley.tools.confined import (
@@ -199,3 +201,103 @@ def test_a_name_that_is_not_utf8_is_shown_escaped_and_found_again(root: Path) ->
     for escaped in ("\\x2e\\x2e/secret.txt", "src\\x2fa.txt", "\\x41"):
         with pytest.raises((Refused, FileNotFoundError)):
             read(root, escaped)
+
+
+def test_reading_files_leaves_no_descriptor_open(root: Path) -> None:
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    read(root, "src/a.txt")
+    before = open_descriptors()
+    for _ in range(20):
+        assert read(root, "src/a.txt") == (b"inside a\n", "src/a.txt")
+    assert open_descriptors() == before
+
+
+def swap_after_look(monkeypatch: pytest.MonkeyPatch, name: str, swap: Callable[[], None]) -> None:
+    """Make the entry `name` change right after the gate looked at it (its `stat`), before
+    it is opened or read: the race a symlink swapped in or out makes."""
+    real_stat = os.stat
+    swapped = False
+
+    def stat_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        nonlocal swapped
+        status = real_stat(path, *args, **kwargs)
+        if path == name and kwargs.get("dir_fd") is not None and not swapped:
+            swapped = True
+            swap()
+        return status
+
+    monkeypatch.setattr(os, "stat", stat_then_swap)
+
+
+def test_a_symlink_swapped_for_a_directory_while_walked_is_walked_as_the_directory(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "d").symlink_to("src")
+
+    def to_directory() -> None:
+        (root / "d").unlink()
+        (root / "d").mkdir()
+        (root / "d" / "a.txt").write_bytes(b"in d\n")
+
+    swap_after_look(monkeypatch, "d", to_directory)
+    assert read(root, "d/a.txt") == (b"in d\n", "d/a.txt")
+
+
+def test_a_directory_swapped_for_a_symlink_while_walked_is_followed_inside(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "a.txt").write_bytes(b"in d\n")
+
+    def to_symlink() -> None:
+        (root / "d" / "a.txt").unlink()
+        (root / "d").rmdir()
+        (root / "d").symlink_to("src")
+
+    swap_after_look(monkeypatch, "d", to_symlink)
+    assert read(root, "d/a.txt") == (b"inside a\n", "src/a.txt")
+
+
+def test_a_directory_swapped_for_a_symlink_out_while_walked_is_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "d").mkdir()
+
+    def to_symlink_out() -> None:
+        (root / "d").rmdir()
+        (root / "d").symlink_to(root.parent)
+
+    swap_after_look(monkeypatch, "d", to_symlink_out)
+    with pytest.raises(OutsideWorkspace):
+        read(root, "d/secret.txt")
+
+
+def test_a_file_swapped_for_a_symlink_while_opened_is_followed_inside(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f").write_bytes(b"f itself\n")
+
+    def to_symlink() -> None:
+        (root / "f").unlink()
+        (root / "f").symlink_to("src/a.txt")
+
+    swap_after_look(monkeypatch, "f", to_symlink)
+    assert read(root, "f") == (b"inside a\n", "src/a.txt")
+
+
+def test_a_file_opened_as_a_directory_is_not_a_directory(root: Path) -> None:
+    with pytest.raises(NotADirectoryError):
+        open_confined_directory(root, "src/a.txt")
+
+
+def test_the_directories_a_write_makes_get_the_default_permissions(root: Path) -> None:
+    umask = os.umask(0o022)
+    try:
+        fd, _, _ = open_confined_parent(root, "made/deeper/b.txt", create=True)
+        os.close(fd)
+    finally:
+        os.umask(umask)
+    for made in (root / "made", root / "made" / "deeper"):
+        assert stat.S_IMODE(made.stat().st_mode) == 0o755

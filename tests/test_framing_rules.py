@@ -9,8 +9,14 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import json
 import os
+import pty
+import select
+import signal
+import subprocess
 import sys
+import tty
 from pathlib import Path
 
 import pytest
@@ -313,3 +319,120 @@ async def test_garbage_before_a_header_is_named_in_the_log_cut_at_eighty_bytes(
         f"LSP framing error (garbage before a header: {garbage[:80]!r}); skipping to the next "
         "Content-Length header"
     ]
+
+
+async def test_the_header_limits_are_eight_kibibytes_a_line_and_32_lines() -> None:
+    # The numbers themselves, not the module's constants: a client whose headers fit these
+    # limits is read, whatever the constants are changed to.
+    def block(padding: int, lines: int) -> bytes:
+        pad = b"X-Pad: " + b"a" * (padding - len(b"X-Pad: \r\n")) + b"\r\n"
+        extra = b"".join(b"X-%d: y\r\n" % n for n in range(lines - 2))
+        return b"Content-Length: %d\r\n%s%s\r\n%s" % (len(HELLO), pad, extra, HELLO)
+
+    assert await frames_of(block(8192, 32) + lsp(AFTER), "lsp") == [HELLO, AFTER]
+    assert await frames_of(block(8193, 2) + lsp(AFTER), "lsp") == [AFTER]
+    assert await frames_of(block(100, 33) + lsp(AFTER), "lsp") == [AFTER]
+
+
+@pytest.mark.parametrize("extra", [b"", b"Content-Type: x\r\n"])
+async def test_a_frame_larger_than_one_read_comes_whole(extra: bytes) -> None:
+    # The reader asks for 64 KiB at a time: the rest of this body is read past its buffer.
+    body = b'{"jsonrpc":"2.0","id":5,"method":"big","params":"' + b"b" * 200_000 + b'"}'
+    data = b"Content-Length: %d\r\n%s\r\n%s" % (len(body), extra, body) + lsp(AFTER)
+    assert await frames_of(data, "lsp") == [body, AFTER]
+    assert await frames_of(data, "lsp", cuts=[70_000, 150_000]) == [body, AFTER]
+
+
+async def test_after_a_flush_a_burst_under_the_flush_size_waits_for_the_end_of_the_turn() -> None:
+    stream = io.BytesIO()
+    writer = FrameWriter(stream, "lsp")
+    writer.write(b"x" * FLUSH_BYTES)  # leaves at once
+    writer.write(b"y" * (FLUSH_BYTES - 1))
+    assert stream.getvalue() == b"x" * FLUSH_BYTES  # the count began again at zero
+    await asyncio.sleep(0)
+    assert stream.getvalue() == b"x" * FLUSH_BYTES + b"y" * (FLUSH_BYTES - 1)
+
+
+def test_a_server_reading_a_terminal_ends_on_sigterm(tmp_path: Path) -> None:
+    # A terminal cannot be polled: a thread reads it, blocked in a read no signal ends.
+    # The server must still exit when told to stop, with the terminal still open.
+    controller, terminal = pty.openpty()
+    tty.setraw(terminal)  # bytes pass as written: no echo, no CR to LF
+    env = {
+        **os.environ,
+        "PARLEY_HOME": str(tmp_path / "home"),
+        "PARLEY_CONFIG": str(tmp_path / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "parley", "serve", "--framing", "ndjson"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        request = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+        request["params"] = {"protocolVersion": 1, "clientCapabilities": {}}
+        os.write(controller, json.dumps(request).encode() + b"\n")
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        assert ready, "no answer to initialize"
+        assert json.loads(server.stdout.readline())["id"] == 1
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) is not None
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        os.close(controller)
+        os.close(terminal)
+
+
+async def test_a_client_writing_faster_than_the_server_reads_is_held_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On a pipe the reader stops taking bytes while 128 KiB wait unread: the client's writes
+    # then block instead of the server buffering without bound.
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    stdin = open(read_end, "rb")  # noqa: SIM115  # closed below
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    written = 0
+    try:
+        reader = await stdin_reader()
+        full_for = 0
+        while full_for < 20 and written < 4 * 1024 * 1024:
+            try:
+                written += os.write(write_end, b"x" * 65536)
+                full_for = 0
+            except BlockingIOError:
+                full_for += 1  # full for a second on end: nothing takes the bytes
+            await asyncio.sleep(0.05)
+        assert written < 1024 * 1024
+        assert len(await reader.read(65536)) > 0
+    finally:
+        os.close(write_end)
+        stdin.close()
+
+
+async def test_a_last_ndjson_line_over_the_limit_without_a_newline_is_refused() -> None:
+    line = b'{"id":4,' + b" " * MAX_FRAME_BYTES
+    frames = await frames_of(HELLO + b"\n" + line, "ndjson")
+    assert frames == [HELLO + b"\n", OversizedFrame(line[:OVERSIZED_HEAD_BYTES], len(line))]
+
+
+async def test_a_long_lines_newline_at_the_start_of_a_read_ends_it() -> None:
+    # The reader takes 64 KiB at a time: this line's newline is the first byte of a read,
+    # after the line was found too long. The next message is not part of it.
+    line = b'{"id":5,' + b" " * (65536 * 1026 - 8)
+    more = [AFTER + b"\n"] * 3000  # past the end of that read
+    frames = await frames_of(line + b"\n" + b"".join(more), "ndjson")
+    assert frames == [OversizedFrame(line[:OVERSIZED_HEAD_BYTES], len(line) + 1), *more]
+
+
+@pytest.mark.parametrize("size", [MAX_FRAME_BYTES + 1, 10**12])
+async def test_an_oversized_frame_after_another_is_refused_not_waited_for(size: int) -> None:
+    # A usual header after a message is read at once: over the limit, it is refused too.
+    data = lsp(HELLO) + b"Content-Length: %d\r\n\r\n" % size + AFTER + lsp(HELLO)
+    assert await frames_of(data, "lsp") == [HELLO, OversizedFrame(AFTER, size), HELLO]

@@ -293,7 +293,8 @@ async def test_permission_asked_and_allowed_always_is_remembered(
         ]
     )
     session = await client.new_session(str(workspace))
-    await client.prompt(session, "Add.")
+    result = await client.prompt(session, "Add.")
+    assert result["_meta"]["parley"]["turn"]["toolCalls"] == 1
     (asked,) = client.permission_requests
     assert asked["toolCall"]["title"] == "elisp_eval"
     assert asked["toolCall"]["rawInput"] == {"code": "(+ 1 2)"}

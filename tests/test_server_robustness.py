@@ -723,6 +723,11 @@ async def test_unknown_tool_and_bad_arguments_go_back_to_the_model(
     assert result["stopReason"] == "end_turn"
     sent = json.dumps(fake.requests[-1].body)
     assert "no tool named 'launch_rockets'" in sent
+    listed = sent.split("no tool named 'launch_rockets'. Tools: ", 1)[1].split(".", 1)[0]
+    assert {"get_weather", "read_file", "edit_file"} <= set(listed.split(", "))  # what there is
+    # The user sees the call failed, not completed.
+    updates = client.updates_of(session, "tool_call_update")
+    assert [u["status"] for u in updates if "status" in u] == ["failed"]
 
 
 async def test_editor_tool_error_reaches_the_model(client: ParleyClient, fake, workspace) -> None:
