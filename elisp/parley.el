@@ -103,6 +103,7 @@
 (require 'parley-export)
 (require 'parley-header)
 (require 'parley-input)
+(require 'parley-install)
 (require 'parley-question)
 (require 'parley-session)
 (require 'parley-tools)
