@@ -35,7 +35,7 @@
 
 (defun parley-install-command ()
   "Return the command that would install the server, a list, or nil.
-The first of uv, pipx and python3 with pip found on `exec-path'."
+The first of uv, pipx and python3 with pip found on the variable `exec-path'."
   (let ((uv (executable-find "uv"))
         (pipx (executable-find "pipx"))
         (python (executable-find "python3")))
