@@ -95,6 +95,8 @@ Runs `uv tool install parley-code' (or `pipx install', or `python3
 -m pip install --user', whichever is found first) without blocking
 Emacs; its output goes to the *parley install* buffer."
   (interactive)
+  (when (get-buffer-process parley-install-buffer-name)
+    (user-error "The Parley server is being installed; see %s" parley-install-buffer-name))
   (let ((command (or (parley-install-command)
                      (user-error "Found none of uv, pipx or python3 with pip to install \
 the Parley server (%s); install one of them" parley-install-distribution))))

@@ -12,6 +12,7 @@
 
 (require 'package)
 (require 'lisp-mnt)
+(require 'seq)
 
 (defun build-package-recipe (repo)
   "Return the recipe of the package in REPO, (NAME . PLIST)."

@@ -96,6 +96,18 @@ Wait (up to 30 s) for the install to end, when it starts."
       ;; Not on `exec-path': this Emacs now starts that one.
       (should (equal parley-server-command (list server "serve"))))))
 
+(ert-deftest parley-install-server-runs-once-at-a-time ()
+  (parley-install-test--with-programs
+      '(("uv" "echo \"$@\" >> \"$RECORD\"; exec sleep 30"))
+    (cl-letf (((symbol-function 'yes-or-no-p) #'always))
+      (parley-install-server)
+      (let ((process (get-buffer-process parley-install-buffer-name)))
+        (unwind-protect
+            (should (string-match-p "being installed"
+                                    (cadr (should-error (parley-install-server)
+                                                        :type 'user-error))))
+          (delete-process process))))))
+
 (ert-deftest parley-install-server-declined-runs-nothing ()
   (parley-install-test--with-programs
       '(("pipx" "echo \"$@\" > \"$RECORD\""))
