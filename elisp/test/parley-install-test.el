@@ -23,7 +23,7 @@
     file))
 
 (defmacro parley-install-test--with-programs (programs &rest body)
-  "Run BODY with the stand-in PROGRAMS alone on `exec-path'.
+  "Run BODY with the stand-in PROGRAMS alone on the variable `exec-path'.
 PROGRAMS is a list of (NAME SHELL-BODY).  In BODY, `dir' is a fresh
 directory: the programs are in DIR/bin, $RECORD is DIR/args, and
 $UV_TOOL_BIN_DIR is DIR/installed (no `parley' there at first)."
@@ -55,8 +55,8 @@ $UV_TOOL_BIN_DIR is DIR/installed (no `parley' there at first)."
   "A uv that records its arguments and puts a `parley' where uv would.")
 
 (defun parley-install-test--run (answer)
-  "Run `parley-install-server' answering ANSWER; return (PROMPTS MESSAGES).
-Wait (up to 30 s) for the install to end, when it starts."
+  "Run the install with ANSWER to its question; wait (up to 30 s) for it.
+Return the question's prompts and the messages, a list of two lists."
   (let (prompts messages)
     (cl-letf (((symbol-function 'yes-or-no-p)
                (lambda (prompt) (push prompt prompts) answer))
