@@ -169,7 +169,8 @@ in its own terminals (`terminal', parley-terminals.el)."
   "Start the Parley server, initialize it, and return the connection."
   (unless (and parley-server-command
                (executable-find (car parley-server-command)))
-    (user-error "Cannot find the Parley server `%s'; see `parley-server-command'"
+    (user-error "Cannot find the Parley server `%s': install it with \
+M-x parley-install-server, or set `parley-server-command' to where it is"
                 (car parley-server-command)))
   (let* ((name "parley")
          (default-directory (expand-file-name "~/"))

@@ -4,7 +4,7 @@
 
 ;; Author: Parley contributors
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
+;; Package-Requires: ((emacs "28.1") (jsonrpc "1.0.14"))
 ;; Keywords: tools, convenience
 ;; SPDX-License-Identifier: MIT
 
@@ -103,6 +103,7 @@
 (require 'parley-export)
 (require 'parley-header)
 (require 'parley-input)
+(require 'parley-install)
 (require 'parley-question)
 (require 'parley-session)
 (require 'parley-tools)

@@ -20,7 +20,7 @@
     ("parley-connection")
     ;; The terminals the server runs commands in; the transcript's
     ;; blocks, and what fills them.
-    ("parley-transcript" "parley-terminals")
+    ("parley-transcript" "parley-terminals" "parley-install")
     ("parley-tool-calls" "parley-usage" "parley-plan")
     ("parley-messages" "parley-question")
     ;; A buffer's session: the server's messages routed, its turns.
