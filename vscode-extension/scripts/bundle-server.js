@@ -21,7 +21,8 @@ function buildWheel() {
   const venv = process.env.PARLEY_VENV || path.join(repo, '.venv');
   const python = path.join(venv, process.platform === 'win32' ? 'Scripts' : 'bin', process.platform === 'win32' ? 'python.exe' : 'python');
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'parley-wheel-'));
-  execFileSync(python, ['-m', 'build', '--wheel', '--outdir', out, repo], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // Quiet unless it fails (the error carries its output).
+  execFileSync(python, ['-m', 'build', '--wheel', '--outdir', out, repo], { stdio: ['ignore', 'pipe', 'pipe'] });
   const wheels = fs.readdirSync(out).filter((f) => WHEEL.test(f));
   if (wheels.length !== 1) {
     throw new Error(`python -m build made ${wheels.join(', ') || 'no wheel'} in ${out}`);

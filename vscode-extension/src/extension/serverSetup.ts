@@ -69,9 +69,12 @@ async function pythonExtensionInterpreter(log: (line: string) => void): Promise<
   }
 }
 
-/** Pythons to try: the Python extension's interpreter, then `python3` and `python` on the PATH. */
+/**
+ * Pythons to try: the Python extension's interpreter (in a trusted workspace only: it may be
+ * the workspace's own .venv), then `python3` and `python` on the PATH.
+ */
 export async function pythonCandidates(log: (line: string) => void): Promise<string[]> {
-  const fromExtension = await pythonExtensionInterpreter(log);
+  const fromExtension = vscode.workspace.isTrusted === false ? undefined : await pythonExtensionInterpreter(log);
   return [...(fromExtension ? [fromExtension] : []), ...(process.platform === 'win32' ? ['py', 'python'] : ['python3', 'python'])];
 }
 
