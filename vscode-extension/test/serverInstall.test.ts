@@ -28,7 +28,7 @@ import {
   wheelVersion,
 } from '../src/core/serverInstall';
 import { findOnPath, locateServer, venvExecutable } from '../src/core/serverLocation';
-import { VENV } from './harness';
+import { lendDependencies } from './lentDependencies';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
 const BUNDLED = path.join(EXT_ROOT, 'bundled');
@@ -149,21 +149,6 @@ describe('finding a Python for the install', () => {
   });
 });
 
-/** The project's installed packages but pip and parley, for PYTHONPATH (the wheel's dependencies). */
-function dependenciesDir(): string {
-  const lib = path.join(VENV, 'lib');
-  const [pythonDir] = fs.readdirSync(lib).filter((d) => d.startsWith('python'));
-  const sitePackages = path.join(lib, pythonDir, 'site-packages');
-  const dir = path.join(base, 'deps');
-  fs.mkdirSync(dir);
-  for (const name of fs.readdirSync(sitePackages)) {
-    if (!/^(pip|parley|__editable__|_distutils_hack|distutils-precedence)/.test(name)) {
-      fs.symlinkSync(path.join(sitePackages, name), path.join(dir, name));
-    }
-  }
-  return dir;
-}
-
 describe('installing the bundled server into the storage, for real', () => {
   const wheelThere = fs.existsSync(BUNDLED) && fs.readdirSync(BUNDLED).some((f) => wheelVersion(f));
   const skip = wheelThere ? undefined : 'no wheel in bundled/: run `npm run package` first';
@@ -172,7 +157,7 @@ describe('installing the bundled server into the storage, for real', () => {
 
   it('makes a virtualenv, installs the wheel, checks `parley --version` and records it', { skip }, async () => {
     const wheel = bundledWheel(BUNDLED);
-    const env: Record<string, string> = full ? {} : { PYTHONPATH: dependenciesDir() };
+    const env: Record<string, string> = full ? {} : { PYTHONPATH: lendDependencies(path.join(base, 'deps')) };
     const log: string[] = [];
     const installed = await installServer({
       storageDir: storage,

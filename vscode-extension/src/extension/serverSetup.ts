@@ -16,9 +16,9 @@ import { type ServerLocation, locateServer } from '../core/serverLocation';
 export const INSTALL_LABEL = "Install Parley's server";
 
 export const MISSING_TEXT =
-  "Parley's server is not installed: no `parley` was found (parley.serverCommand, the workspace's .venv, the PATH). " +
-  `"${INSTALL_LABEL}" installs it for this extension (it needs Python 3.11 or newer), or install it yourself: ` +
-  '`uv tool install parley-code` or `pipx install parley-code`.';
+  "Parley's server is not installed here: no parley.serverCommand, no parley in the workspace's .venv or on the PATH. " +
+  'The button below installs it for this extension (it needs Python 3.11 or newer); or install it yourself: ' +
+  'uv tool install parley-code (or pipx install parley-code).';
 
 /** The extension's storage directory for the server's virtualenv. */
 export function serverStorage(context: vscode.ExtensionContext): string {
