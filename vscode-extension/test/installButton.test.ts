@@ -92,6 +92,33 @@ describe("no server anywhere: the chat's Install button, and the storage's serve
     assert.equal(notices(view).length, 1, 'the notice, once');
   });
 
+  it("tries the Python extension's interpreter first, in a trusted workspace only", async () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const setup = require(path.join(EXT_ROOT, 'out', 'src', 'extension', 'serverSetup.js')) as {
+      pythonCandidates(log: (line: string) => void): Promise<string[]>;
+    };
+    const asked: string[] = [];
+    const environments = {
+      getActiveEnvironmentPath: () => ({ path: '/envs/py312' }),
+      resolveEnvironment: (env: { path: string }) => {
+        asked.push(env.path);
+        return Promise.resolve({ executable: { uri: StubUri.file('/envs/py312/bin/python') } });
+      },
+    };
+    const extensions = stub.exports.extensions as { getExtension: (id: string) => unknown };
+    const before = extensions.getExtension;
+    extensions.getExtension = (id) => (id === 'ms-python.python' ? { isActive: true, exports: { environments } } : undefined);
+    try {
+      assert.deepEqual(await setup.pythonCandidates(() => undefined), ['/envs/py312/bin/python', 'python3', 'python']);
+      assert.deepEqual(asked, ['/envs/py312']);
+      stub.trusted = false; // its interpreter may be the workspace's own .venv
+      assert.deepEqual(await setup.pythonCandidates(() => undefined), ['python3', 'python']);
+    } finally {
+      stub.trusted = true;
+      extensions.getExtension = before;
+    }
+  });
+
   it('starts the server recorded in its storage, which answers', async (t) => {
     if (skip) {
       return t.skip(skip);
