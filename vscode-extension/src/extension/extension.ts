@@ -209,12 +209,15 @@ export function activate(context: vscode.ExtensionContext): void {
     }
   };
 
-  /** The install button's and command's work: install, then start the server (a new session or the one open). */
+  /**
+   * The install button's and command's work: install, then (re)start the server — a new
+   * session or the one open, resumed; a server running from an older install loses its files.
+   */
   const installServer = run(async () => {
     const installed = await installBundledServer(context, installOutput);
     output.info(`Installed Parley's server ${installed.version}: ${installed.command}`);
     void vscode.window.showInformationMessage(`Parley's server ${installed.version} is installed.`);
-    await (ctl.client?.running ? Promise.resolve() : ctl.restart());
+    await ctl.restart();
   });
 
   context.subscriptions.push(
