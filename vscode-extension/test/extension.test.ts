@@ -6,6 +6,7 @@
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
@@ -46,6 +47,8 @@ describe('the extension in a stand-in VS Code', () => {
   const context = {
     subscriptions: [] as { dispose(): unknown }[],
     extensionUri: StubUri.file(EXT_ROOT),
+    extensionPath: EXT_ROOT,
+    globalStorageUri: StubUri.file(path.join(os.tmpdir(), 'parley-extension-test-storage')),
     extension: { packageJSON: pkg },
     workspaceState: new StubMemento(),
   };

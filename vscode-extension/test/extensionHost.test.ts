@@ -56,6 +56,8 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
     context = {
       subscriptions: [],
       extensionUri: StubUri.file(EXT_ROOT),
+      extensionPath: EXT_ROOT,
+      globalStorageUri: StubUri.file(path.join(dirs.home, 'storage')),
       extension: { packageJSON: pkg },
       workspaceState,
     };

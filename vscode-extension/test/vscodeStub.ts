@@ -264,6 +264,7 @@ export class VscodeStub {
       info: (s: string) => stub.log.push(s),
       warn: (s: string) => stub.log.push(s),
       error: (s: string) => stub.log.push(s),
+      appendLine: (s: string) => stub.log.push(s),
       show: () => undefined,
       dispose: () => undefined,
     };
@@ -283,6 +284,8 @@ export class VscodeStub {
       StatusBarAlignment: { Left: 1, Right: 2 },
       LogLevel: { Off: 0, Trace: 1, Debug: 2, Info: 3, Warning: 4, Error: 5 },
       FileType: { File: 1, Directory: 2 },
+      ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
+      extensions: { getExtension: () => undefined },
       window: {
         activeTextEditor: undefined,
         visibleTextEditors: [],
@@ -302,6 +305,8 @@ export class VscodeStub {
         showWarningMessage: message('warning'),
         showInformationMessage: message('info'),
         showInputBox: () => Promise.resolve(undefined),
+        withProgress: (_options: unknown, task: (progress: unknown, token: unknown) => Promise<unknown>) =>
+          task({ report: () => undefined }, { isCancellationRequested: false, onCancellationRequested: () => disposable }),
         showSaveDialog: (options: unknown) => {
           stub.saveDialogs.push(options);
           return Promise.resolve(stub.saveAnswer);

@@ -21,7 +21,8 @@ import { after, afterEach, before, describe, it } from 'node:test';
 
 import { type Browser, type FrameLocator, type Page, chromium } from 'playwright-core';
 
-import { type FakeReply, FakeLLM, PARLEY, delay, serverEnv, serverHasModule, serverUnavailable } from './harness';
+import { type FakeReply, FakeLLM, delay, serverEnv, serverHasModule, serverUnavailable } from './harness';
+import { lendDependencies, pathWithoutParley } from './lentDependencies';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
 const OUTPUT = path.join(EXT_ROOT, 'test-output');
@@ -121,10 +122,20 @@ function writeSettings(p: Profile, fake: FakeLLM, theme: string, trust = false):
     'remote.autoForwardPorts': false,
     // The DOM renderer: a terminal's text can be read from the page.
     'terminal.integrated.gpuAcceleration': 'off',
-    'parley.serverCommand': PARLEY,
+    // No parley.serverCommand, and no `parley` on the PATH: the chat's button installs it.
     'parley.serverEnv': serverEnv(fake, p.home),
   };
   fs.writeFileSync(p.settingsFile, JSON.stringify(settings, null, 2));
+}
+
+/**
+ * A machine with no Parley: no `parley` on the PATH. The install button's pip installs the
+ * bundled wheel without its dependencies (PIP_NO_DEPS; from the registry they take about a
+ * minute), which are lent from the project's virtualenv on PYTHONPATH (see lentDependencies).
+ */
+function noParleyEnv(p: Profile): Record<string, string> {
+  const lent = path.join(p.base, 'lent-dependencies');
+  return { PATH: pathWithoutParley(), PIP_NO_DEPS: '1', PYTHONPATH: fs.existsSync(lent) ? lent : lendDependencies(lent) };
 }
 
 /** Starts code-server; resolves once it listens. */
@@ -149,7 +160,7 @@ async function startCodeServer(entry: string, p: Profile, port: number, log: str
       '--disable-getting-started-override',
       p.workspace,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: p.base } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: p.base, ...noParleyEnv(p) } },
   );
   const lines = readline.createInterface({ input: proc.stdout });
   proc.stderr.on('data', (d: Buffer) => log.push(d.toString()));
@@ -373,6 +384,20 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('#toolbar').getByText('New', { exact: true }).waitFor();
   });
 
+  it("installs its server with the chat's one button, in a profile with no parley anywhere", async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    const notice = chat.locator('.entry-notice', { hasText: "Parley's server is not installed" });
+    await notice.waitFor();
+    await notice.getByRole('button', { name: "Install Parley's server" }).click();
+    // The venv, the wheel, `parley --version`, then the server starts: the status bar says the model.
+    await page.getByText(/Parley's server [0-9.]+ is installed/).first().waitFor({ timeout: 180_000 });
+    await page.locator('.statusbar').getByText(/gpt-4\.1-mini/).waitFor();
+    await sidebarShot('installed');
+  });
+
   it('streams an answer into the chat', async (t) => {
     if (skip) {
       return t.skip(skip);
@@ -484,7 +509,7 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
       text = (await output.innerText()).replace(/\s+/g, ' '); // wrapped lines joined again
       await delay(100);
     }
-    assert.match(text, /\[info\] Starting the Parley server: \S+parley serve \(in /);
+    assert.match(text, /\[info\] Starting the Parley server: .+?parley serve \(in /); // the path may wrap
     assert.match(text, /\[info\] The server is ready/);
     assert.match(text, /\[info\] Loaded session sess_\w+ \(How do I compute the area of a rectangle\?\)/);
     // The server's stderr, at the channel's level (Info): its request to the model.

@@ -215,7 +215,7 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
       this.proc = undefined;
       const msg = (err as NodeJS.ErrnoException).code === 'ENOENT'
         ? `Could not start the Parley server: \`${command}\` was not found. ` +
-          'Install Parley (pip install parley) or set `parley.serverCommand` to its path.'
+          'Install Parley\'s server (Parley: Install Server) or set `parley.serverCommand` to its path.'
         : `Could not start the Parley server (\`${command}\`): ${(err as Error).message}`;
       throw new ServerStartError(msg);
     }

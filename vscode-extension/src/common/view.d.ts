@@ -299,6 +299,8 @@ export type ViewToHost =
   /** Insert a code block's text at the cursor of the active text editor (replacing its selection). */
   | { type: 'insertCode'; text: string }
   | { type: 'restart' }
+  /** Install Parley's server into the extension's storage (the button when none is found). */
+  | { type: 'installServer' }
   /** Send the last prompt again (the error card's Retry, after a provider failure). */
   | { type: 'retry' }
   /** Save a session's transcript as Markdown (the host asks where). */

@@ -1,6 +1,5 @@
 /** Parley for VS Code: wires the chat controller to the chat view, commands and status bar. */
 
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -21,6 +20,7 @@ import { CommandTerminals } from './commandTerminals';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
+import { findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
 import { exportSession, workspaceNotices } from './sessionFiles';
 
 const MAX_FILE_BYTES = 512 * 1024;
@@ -91,6 +91,8 @@ export function logWriter(output: vscode.LogOutputChannel): (line: string, level
 }
 
 let controller: ChatController | undefined;
+/** Where the extension installs its own server (set on activation). */
+let storage: string | undefined;
 
 function workspaceRoot(): string {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
@@ -107,15 +109,8 @@ export function additionalDirectories(): string[] {
 function readSettings(logLevel?: vscode.LogLevel): ControllerSettings {
   const c = vscode.workspace.getConfiguration('parley');
   const root = workspaceRoot();
-  let command = c.get<string>('serverCommand', 'parley').trim() || 'parley';
-  command = command.replace(/\$\{workspaceFolder\}/g, root);
-  if (command === 'parley') {
-    // A workspace that has Parley in its own virtualenv uses that one.
-    const local = path.join(root, '.venv', process.platform === 'win32' ? 'Scripts' : 'bin', 'parley');
-    if (fs.existsSync(local)) {
-      command = local;
-    }
-  }
+  // The setting, else the workspace's own .venv (trusted only), the PATH, the extension's storage.
+  const { command } = findServer(c.get<string>('serverCommand', 'parley'), root, storage);
   const env: Record<string, string> = {};
   // The server logs on stderr at the channel's level, unless the settings say otherwise.
   const level = serverLogLevel(logLevel);
@@ -151,12 +146,18 @@ export function activate(context: vscode.ExtensionContext): void {
   const editorFiles = new VscodeEditorFiles();
   const proposedEdits = new ProposedEditDocuments(editorFiles);
   const version = (context.extension.packageJSON as { version?: string }).version ?? '0.0.0';
+  storage = serverStorage(context);
+  const installOutput = vscode.window.createOutputChannel('Parley Server Install');
 
   const ctl: ChatController = new ChatController({
     workspaceRoot,
     additionalDirectories,
     settings: () => readSettings(output.logLevel),
     serverBlocked: () => (vscode.workspace.isTrusted === false ? RESTRICTED_MODE_TEXT : undefined),
+    serverMissing: () =>
+      findServer(vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley'), workspaceRoot(), storage).source === 'missing'
+        ? missingNotice()
+        : undefined,
     clientInfo: { name: 'parley-vscode', version },
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
@@ -177,7 +178,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
     (m: ViewToHost) => {
-      void handleViewMessage(ctl, chatView, { proposedEdits, terminals }, m);
+      void (m.type === 'installServer' ? installServer() : handleViewMessage(ctl, chatView, { proposedEdits, terminals }, m));
     },
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
@@ -220,8 +221,20 @@ export function activate(context: vscode.ExtensionContext): void {
     }
   };
 
+  /**
+   * The install button's and command's work: install, then (re)start the server — a new
+   * session or the one open, resumed; a server running from an older install loses its files.
+   */
+  const installServer = run(async () => {
+    const installed = await installBundledServer(context, installOutput);
+    output.info(`Installed Parley's server ${installed.version}: ${installed.command}`);
+    void vscode.window.showInformationMessage(`Parley's server ${installed.version} is installed.`);
+    await ctl.restart();
+  });
+
   context.subscriptions.push(
     output,
+    installOutput,
     editorTools,
     status,
     terminals,
@@ -245,6 +258,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
     vscode.commands.registerCommand('parley.showSessions', run(() => showSessions(ctl, chatView))),
     vscode.commands.registerCommand('parley.restartServer', run(() => ctl.restart())),
+    vscode.commands.registerCommand('parley.installServer', installServer),
     vscode.commands.registerCommand('parley.cancel', run(() => ctl.cancel())),
     vscode.commands.registerCommand('parley.selectModel', run(() => selectModel(ctl))),
     vscode.commands.registerCommand(

@@ -64,6 +64,11 @@ export interface ControllerHost {
    * may. Asked each time the server would start; the reason is shown in the view.
    */
   serverBlocked?(): string | undefined;
+  /**
+   * Why there is no server to start (none installed, e.g.) and the button that fixes it, or
+   * undefined when there is one. Asked after `serverBlocked`; shown in the view as a notice.
+   */
+  serverMissing?(): { text: string; action: NonNullable<NoticeEntry['action']> } | undefined;
   clientInfo?: { name: string; version: string };
   /**
    * Where the chat's own notices of a session (a server crash) are kept: the server's

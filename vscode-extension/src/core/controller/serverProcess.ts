@@ -12,6 +12,7 @@ import type {
   SessionNotification,
   WriteTextFileParams,
 } from '../../client/protocol';
+import type { NoticeEntry } from '../../common/view';
 import { WorkspaceFileAccess } from '../fileAccess';
 import type { ChatCore } from './core';
 import { keepingNotices } from './keptNotices';
@@ -60,13 +61,9 @@ export class ServerProcess {
   private async start(): Promise<void> {
     const { core } = this;
     const blocked = core.host.serverBlocked?.();
-    if (blocked) {
-      core.meta({ serverState: 'stopped', busy: false, loading: false });
-      if (!core.state.entries.some((e) => e.kind === 'notice' && e.text === blocked)) {
-        core.dispatch({ type: 'notice', level: 'warning', text: blocked });
-      }
-      core.log(`Not starting the server: ${blocked}`, 'warn');
-      throw new Error(blocked);
+    const refusal = blocked ? { text: blocked } : core.host.serverMissing?.();
+    if (refusal) {
+      this.refuseToStart(refusal);
     }
     const settings = core.host.settings();
     const cwd = settings.server.cwd ?? core.host.workspaceRoot();
@@ -89,6 +86,17 @@ export class ServerProcess {
       });
       throw err;
     }
+  }
+
+  /** Says in the view (once) and the log why the server does not start, and throws. */
+  private refuseToStart(refusal: { text: string; action?: NoticeEntry['action'] }): never {
+    const { core } = this;
+    core.meta({ serverState: 'stopped', busy: false, loading: false });
+    if (!core.state.entries.some((e) => e.kind === 'notice' && e.text === refusal.text)) {
+      core.dispatch({ type: 'notice', level: 'warning', text: refusal.text, ...(refusal.action ? { action: refusal.action } : {}) });
+    }
+    core.log(`Not starting the server: ${refusal.text}`, 'warn');
+    throw new Error(refusal.text);
   }
 
   private newClient(cwd: string): ParleyClient {
