@@ -168,6 +168,7 @@ PERMISSION_TESTS = (
 # Where the permission decision lives since issue 25 (agent/tool_permission.py): the same
 # tests, the commands' prefix rules and the `cancelled` answer.
 MODULE_TESTS["agent/tool_permission.py"] = [
+    "tests/test_tool_permission_rules.py",
     *PERMISSION_TESTS,
     "tests/test_command_permission.py",
     "tests/test_permission_cancelled.py",

@@ -1,0 +1,45 @@
+"""agent/tool_permission.py's rules that need no server: a tool's `precheck` (a call bound to
+fail answered before the user is asked) never costs the call when it is itself broken."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from parley.agent.tool_permission import command_line, precheck
+from parley.core.conversation import ToolCall
+from parley.tools.base import ToolContext, ToolResult
+
+CONTEXT = ToolContext("sess", "call", Path("/tmp"))
+CALL = ToolCall("c1", "edit_file", {"path": "a.py"}, "call_1")
+
+
+class Checked:
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+    async def precheck(self, arguments: Any, context: ToolContext) -> ToolResult | None:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+async def test_a_precheck_answers_the_call_or_lets_it_be_asked() -> None:
+    failure = ToolResult("a.py was never read", is_error=True)
+    assert await precheck(Checked(failure), CALL, CONTEXT) is failure
+    assert await precheck(Checked(None), CALL, CONTEXT) is None
+    assert await precheck(object(), CALL, CONTEXT) is None  # a tool without one
+
+
+async def test_a_broken_precheck_lets_the_call_be_asked_and_a_cancel_goes_through() -> None:
+    assert await precheck(Checked(RuntimeError("bug")), CALL, CONTEXT) is None
+    with pytest.raises(asyncio.CancelledError):
+        await precheck(Checked(asyncio.CancelledError()), CALL, CONTEXT)
+
+
+def test_a_command_line_is_read_only_from_a_text_argument() -> None:
+    assert command_line(ToolCall("c", "run_command", {"command": "pytest -q"}, "w")) == "pytest -q"
+    assert command_line(ToolCall("c", "run_command", {"command": ["rm"]}, "w")) == ""
+    assert command_line(ToolCall("c", "run_command", "pytest", "w")) == ""
