@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import re
 import sys
 import uuid
@@ -193,6 +194,9 @@ async def test_the_timeout_and_the_sessions_end_kill_the_whole_tree(
     assert await left_after_a_while(runner.encode()) == []
 
 
+# The interpreter a sandboxed command runs the probe with: the one the test's venv points
+# at, since a venv under /tmp (CI's clone is) is hidden by the sandbox's private /tmp.
+PYTHON = os.path.realpath(sys.executable)
 NETWORK_PROBE = (
     "import socket, sys\n"
     "try:\n"
@@ -219,7 +223,7 @@ async def test_in_the_sandbox_a_command_writes_nothing_outside_and_reaches_no_ne
     outside = [tmp_path / "planted.txt", Path(f"/var/tmp/parley-planted-{uuid.uuid4().hex}")]
     command = (
         f"echo planted > {outside[0]}; echo planted > {outside[1]}; echo mine > inside.txt; "
-        f"{sys.executable} probe.py {port}"
+        f"{PYTHON} probe.py {port}"
     )
     try:
         client = await started(start_server, tmp_path)
@@ -237,7 +241,7 @@ async def test_in_the_sandbox_a_command_writes_nothing_outside_and_reaches_no_ne
         # sandbox, not the machine, kept it off.
         allowed = await started(start_server, tmp_path, "[sandbox]\ncommand_network = true\n")
         session = await allowed.new_session(str(workspace), toolPolicy="sync")
-        fake.set_script(command_call(f"{sys.executable} probe.py {port}"))
+        fake.set_script(command_call(f"{PYTHON} probe.py {port}"))
         await allowed.prompt(session, "Run it.", timeout=60)
         assert the_models_copy(fake).startswith("connected\nExit code: 0"), the_models_copy(fake)
         assert accepted == [True]

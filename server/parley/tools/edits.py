@@ -472,7 +472,14 @@ class EditTool(WorkspaceTool):
                 f"{target.shown} now leads to {printable_name(relative)}; nothing was written."
             )
         if context.edit_journal is not None:
-            context.edit_journal.before_write(Path(target.path))
+            try:  # an edit that cannot be undone is not made
+                context.edit_journal.before_write(Path(target.path))
+            except (Refused, ValueError, OSError) as exc:  # changed meanwhile: a directory now
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                message = (
+                    f"{target.shown} could not be kept for undo ({reason}); nothing was written."
+                )
+                raise EditRefused(message) from exc
         if context.client_writes is None or target.wire_path != target.path:
             # (A name that is not UTF-8 cannot travel to the editor: the disk is written.)
             try:
