@@ -126,13 +126,16 @@ class ParleyClient(ParleyJsonRPCClient):
         resources: Sequence[dict[str, Any]] = (),
         timeout: float | None = None,
         literal: bool = False,
+        retry: bool = False,
     ) -> dict[str, Any]:
-        """`literal`: the text is sent as it is, never run as a slash command."""
+        """`literal`: the text is sent as it is, never run as a slash command. `retry`: it
+        replaces the last turn if that was cut off (docs/protocol.md)."""
         blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
         blocks += [{"type": "resource", "resource": dict(resource)} for resource in resources]
         params: dict[str, Any] = {"sessionId": session_id, "prompt": blocks}
-        if literal:
-            params["_meta"] = {"parley": {"literal": True}}
+        flags = {"literal": literal, "retry": retry}
+        if any(flags.values()):
+            params["_meta"] = {"parley": {name: True for name, on in flags.items() if on}}
         return await self.request("session/prompt", params, timeout)
 
     def cancel(self, session_id: str) -> None:

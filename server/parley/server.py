@@ -333,12 +333,14 @@ class ParleyServer(JsonRPCServer):
 
     async def prompt(self, raw: Any) -> dict[str, Any]:
         params = parse_params(PromptParams, raw)
-        literal = params.literal  # checked first: a bad one is refused before any work
+        literal, retry = params.literal, params.retry  # checked first: refused before any work
         # Linked files are read and images decoded: off the event loop.
         session = self.sessions.get(params.session_id)
         link_reader = functools.partial(attach_link, session.roots, given=session.cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
-        result = await self.sessions.prompt(params.session_id, content, literal=literal)
+        result = await self.sessions.prompt(
+            params.session_id, content, literal=literal, retry=retry
+        )
         return result.to_wire()
 
     def cancel(self, raw: Any) -> None:

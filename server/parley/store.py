@@ -487,6 +487,61 @@ class Store:
             (note, note, session_id),
         )
 
+    def mark_cut_off(self, session_id: str, turn_start: int) -> None:
+        """The session's last turn, starting after message `turn_start`, was cut off (Stop,
+        an error): a retry may replace it until anything else changes the session."""
+        self._db.execute(
+            "UPDATE sessions SET cut_off_at = ? WHERE id = ?", (turn_start, session_id)
+        )
+
+    def take_cut_off(self, session_id: str) -> int | None:
+        """Where the cut-off last turn starts, once (cleared: whatever comes next, a retry
+        or not, makes it no longer the last thing that happened)."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT cut_off_at FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None or row["cut_off_at"] is None:
+                return None
+            db.execute("UPDATE sessions SET cut_off_at = NULL WHERE id = ?", (session_id,))
+        return int(row["cut_off_at"])
+
+    def drop_turn(self, session_id: str, turn_start: int) -> Message | None:
+        """Remove the session's last turn, the messages after the first `turn_start`, with
+        its notices (a command said after it stays, moved before its place) and any
+        compaction made in it; its usage stays (it was billed). Returns its prompt."""
+        prompt = self.messages(session_id, after=turn_start, upto=turn_start + 1)
+        with self._transaction() as db:
+            db.execute(
+                "DELETE FROM messages WHERE session_id = ? AND seq > ?", (session_id, turn_start)
+            )
+            db.execute(
+                "DELETE FROM notices WHERE session_id = ? AND place > ? "
+                "AND level NOT IN ('command', 'command_reply')",
+                (session_id, turn_start),
+            )
+            db.execute(
+                "UPDATE notices SET place = ? WHERE session_id = ? AND place > ?",
+                (turn_start, session_id, turn_start),
+            )
+            db.execute(
+                "DELETE FROM compactions WHERE session_id = ? AND covers > ?",
+                (session_id, turn_start),
+            )
+            db.execute(
+                "UPDATE sessions SET turns = MAX(turns - 1, 0), rewrites = rewrites + 1 "
+                "WHERE id = ?",
+                (session_id,),
+            )
+        return prompt[0] if prompt else None
+
+    def rewrites(self, session_id: str) -> int:
+        """How many of the session's turns were replaced (`drop_turn`), 0 for none."""
+        row = self._db.execute(
+            "SELECT rewrites FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        return 0 if row is None else int(row["rewrites"])
+
     def take_restore_note(self, session_id: str) -> str | None:
         """The notes for the model not yet given, once: they are cleared."""
         with self._transaction() as db:

@@ -140,4 +140,11 @@ MIGRATIONS = [
     """,
     # 13: the session's mode: ask | accept_edits | plan (agent/modes.py)
     "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'ask'",
+    # 14: a retry replaces a cut-off turn (agent/sessions.py): where the session's last turn
+    # starts while it is one a retry may replace, and how many turns were replaced (a window
+    # that read the session before one was reads it again)
+    """
+    ALTER TABLE sessions ADD COLUMN cut_off_at INTEGER;
+    ALTER TABLE sessions ADD COLUMN rewrites INTEGER NOT NULL DEFAULT 0
+    """,
 ]

@@ -119,6 +119,15 @@ def changed_elsewhere(turns: int) -> Notice:
     )
 
 
+def rewritten_elsewhere() -> Notice:
+    """A window catching up after another window replaced a turn it shows (a retry)."""
+    return Notice(
+        "info",
+        "This session changed in another window: a turn was retried there, which the model "
+        "sees in place of the one shown here. Reload the session to see it.\n\n",
+    )
+
+
 # A command turn (`/cost`, `/model`, `/undo`, `/compact`) is kept with the notices, at its place
 # in the conversation: the command as the user typed it, and its answer when that is not a
 # notice. Never in the history (the model is told what it needs some other way); replayed as

@@ -118,9 +118,20 @@ class Session:
         kw_only=True, default=attrs.Factory(lambda self: Roots(self.root), takes_self=True)
     )
 
+    # How many turns of the stored session were replaced by a retry when this server last
+    # read it (`catch_up`): another window's replacement makes it read the session again.
+    _rewrites: int = 0
+
     def __attrs_post_init__(self) -> None:
         if self._history is not None:
             self._length = len(self._history)
+        if self.stored:
+            self._rewrites = self.store.rewrites(self.id)
+
+    @property
+    def length(self) -> int:
+        """The number of messages in the conversation (held in memory or not)."""
+        return self._length
 
     @property
     def history(self) -> History:
@@ -226,15 +237,35 @@ class Session:
             )
         )
 
-    def catch_up(self) -> int:
+    def drop_last_turn(self, turn_start: int) -> Message | None:
+        """Remove the last turn, the messages after the first `turn_start` (a cut-off turn a
+        retry replaces: agent/sessions.py), here and in the store; returns its prompt."""
+        prompt = self.store.drop_turn(self.id, turn_start)
+        self._rewrites += 1
+        self._history = None  # read again when next needed, up to the new end
+        self._length = turn_start
+        self.totals.turns = max(self.totals.turns - 1, 0)
+        self.compaction = load_compaction(self.store, self.id)
+        return prompt
+
+    def catch_up(self) -> int | None:
         """Take in what another server (another window on this session) stored since this
         one read the session: messages, title, approvals. Returns where the missed messages
-        start in the history."""
-        start = self._length
+        start in the history; None when another window replaced a turn this one had read
+        (the conversation is read again: there is no place where the change starts)."""
+        known = self._length
+        start: int | None = known
         end = self.store.message_count(self.id)
-        if end > start:
+        rewrites = self.store.rewrites(self.id)
+        if rewrites != self._rewrites:
+            self._rewrites = rewrites
+            self._history = None
+            self._length = end
+            self.totals = self.store.usage_totals(self.id)
+            start = None
+        elif end > known:
             if self._history is not None:
-                self._history.extend(self.store.messages(self.id, after=start, upto=end))
+                self._history.extend(self.store.messages(self.id, after=known, upto=end))
             self._length = end
             self.totals = self.store.usage_totals(self.id)
         stored = self.store.session(self.id)

@@ -329,10 +329,17 @@ class Sessions:
     # --- a turn ----------------------------------------------------------------------------
 
     async def prompt(
-        self, session_id: str, content: tuple[ContentBlock, ...], *, literal: bool = False
+        self,
+        session_id: str,
+        content: tuple[ContentBlock, ...],
+        *,
+        literal: bool = False,
+        retry: bool = False,
     ) -> TurnResult:
         """Run a turn under the session's lease; the other windows' turns are shown first.
-        A prompt that is a slash command runs the command instead (unless `literal`)."""
+        A prompt that is a slash command runs the command instead (unless `literal`). A
+        `retry` replaces the last turn if it was cut off and nothing came after it
+        (`_replace_cut_off_turn`)."""
         session = self.get(session_id)
         command = None if literal else parse_command(content)
         if command is not None:
@@ -348,13 +355,18 @@ class Sessions:
         async with self._leased(session.id, "prompt"):
             self._prompts.add(this_request)
             try:
+                cut_off_at = self.store.take_cut_off(session.id)  # any prompt ends retrying
                 await self._show_missed_turns(session)
+                replaced = retry and cut_off_at is not None
+                if replaced:
+                    content = (*_notes_for_model(session.drop_last_turn(cut_off_at)), *content)
                 note = self.store.take_restore_note(
                     session.id
                 )  # files restored since the last turn
                 if note is not None:  # for the model only: never replayed as the user's
                     content = (TextBlock(note, for_model=True), *content)
-                return await self._run_turn(session, UserMessage(content), this_request)
+                result = await self._run_turn(session, UserMessage(content), this_request)
+                return attrs.evolve(result, replaced=replaced) if retry else result
             finally:
                 self._prompts.discard(this_request)
 
@@ -398,6 +410,11 @@ class Sessions:
         window's turn as the start of this reply)."""
         start = session.catch_up()
         _mend_unanswered(session)  # the other window may have died mid-turn
+        if start is None:  # a turn this window shows was replaced there: nothing to add to
+            notice = notices.rewritten_elsewhere()
+            chunk = updates.notice_chunk(new_id("notice"), notice.level, notice.text)
+            self.ports.send_update(session.id, chunk)
+            return
         if self.ports.wants_revisions:
             missed = session.messages(start), session.tools, start, session.notices(start)
             await self._replay(session, replay_updates(*missed))
@@ -412,9 +429,12 @@ class Sessions:
         self, session: Session, prompt: UserMessage, this_request: asyncio.Task[Any]
     ) -> TurnResult:
         turn = Turn(session, prompt, self.ports, self.providers, self.settings, self._windows)
+        turn_start = session.length
         session.running_turn = asyncio.ensure_future(turn.run())
+        cut_off = True  # unless it ends on its own: then a retry is an ordinary prompt
         try:
             result = await session.running_turn
+            cut_off = result.stop_reason == "cancelled"
             # `$/cancelRequest` cancelled this request: the turn absorbed the cancellation
             # (and settled its history); the request itself is answered -32800.
             if this_request.cancelling():
@@ -422,6 +442,8 @@ class Sessions:
             return self._said(session, result)
         finally:
             session.running_turn = None
+            if cut_off and session.length > turn_start:  # a retry may replace it
+                self.store.mark_cut_off(session.id, turn_start)
 
     def cancel(self, session_id: str) -> None:
         session = self._open.get(session_id)
@@ -484,6 +506,7 @@ class Sessions:
         if not session.stored:
             return 0, 0  # never prompted: nothing to compact
         async with self._leased(session_id, "compaction"):
+            self.store.take_cut_off(session_id)  # a retry no longer replaces the last turn
             session.catch_up()
             spent = overrun(session, self.settings)  # the summary is a billed call
             if spent is not None:
@@ -526,6 +549,7 @@ class Sessions:
         if session is not None and not session.stored:
             return RestoreResult(None)  # never prompted: no turn edited anything
         async with self._leased(session_id, "restore"):
+            self.store.take_cut_off(session_id)  # a retry no longer replaces the last turn
             if turn is None:
                 turn = self.store.last_checkpointed_turn(session_id)
                 if turn is None:
@@ -721,6 +745,14 @@ def _check_model_id(model: str) -> None:
         split_model_id(model)
     except ValueError as error:
         raise InvalidOptions(str(error)) from error
+
+
+def _notes_for_model(prompt: Message | None) -> tuple[ContentBlock, ...]:
+    """What a replaced turn's prompt said to the model for Parley (a restore note): its
+    replacement says it again, the model has not seen it otherwise."""
+    if not isinstance(prompt, UserMessage):
+        return ()
+    return tuple(b for b in prompt.content if isinstance(b, TextBlock) and b.for_model)
 
 
 def _user_turns(messages: Iterable[Message]) -> int:

@@ -155,6 +155,8 @@ class TurnResult:
     # Why the turn stopped, or was refused (agent/notices.py): said before the prompt's
     # answer (agent/sessions.py), never on the wire of the answer itself.
     notice: notices.Notice | None = None
+    # For a prompt that asked to retry: whether it replaced the cut-off last turn.
+    replaced: bool | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
@@ -167,6 +169,7 @@ class TurnResult:
                     "session": self.session_totals.to_wire(),
                     "usageComplete": self.stats.usage_complete,
                 }
+                | ({} if self.replaced is None else {"replaced": self.replaced})
             },
         }
         return wire

@@ -145,14 +145,22 @@ class PromptParams:
         """`_meta.parley.literal`: the text is the prompt as it is, never a slash command
         (`parley chat` with text that did not come from a terminal: a piped document must
         not run `/undo`). Anything else in `_meta` is not Parley's and is ignored."""
+        return self._parley_flag("literal")
+
+    @property
+    def retry(self) -> bool:
+        """`_meta.parley.retry`: the prompt replaces the last turn if that was cut off."""
+        return self._parley_flag("retry")
+
+    def _parley_flag(self, name: str) -> bool:
         parley = self.meta.get("parley") if isinstance(self.meta, dict) else None
-        literal = parley.get("literal", False) if isinstance(parley, dict) else False
-        if not isinstance(literal, bool):
-            got = _json_type(literal)
+        flag = parley.get(name, False) if isinstance(parley, dict) else False
+        if not isinstance(flag, bool):
+            got = _json_type(flag)
             raise JsonRpcInvalidParams(
-                f"invalid params: _meta.parley.literal: expected a boolean, got {got}"
+                f"invalid params: _meta.parley.{name}: expected a boolean, got {got}"
             )
-        return literal
+        return flag
 
 
 @attrs.frozen
