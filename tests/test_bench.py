@@ -33,12 +33,13 @@ ROW_LABELS = [
     "7a. Loading a session of 5,000 messages",
     "7b. Server memory (RSS) after loading 5,000 messages",  # --quick skips 7c, 7d (50,000)
     "8. First prompt of a fresh server",
+    "8b. First prompt of a fresh server sent at once",
     "9a. Hybrid fallback (anthropic:",
     "9b. Hybrid fallback (openai:",
     "10. Compacting a history of",
 ]
 # Rows with a baseline and a comparison.
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "4e.", "7b.", "8.", "10."}
+COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "4e.", "7b.", "8.", "8b.", "10."}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

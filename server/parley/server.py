@@ -85,6 +85,8 @@ BUDGET_SPENT_CODE = -32004  # Parley's: a call on the user's behalf is past a bu
 SESSIONS_PAGE_SIZE = 50
 # The SDK's import starts this long after `initialize` (or sooner, see `_preload_sdk`).
 PRELOAD_DELAY_SECONDS = 0.3
+# How long `session/new` waits, at most, for the SDK's import (`_preload_sdk`).
+PRELOAD_WAIT_SECONDS = 10.0
 
 
 class ParleyServer(JsonRPCServer):
@@ -281,6 +283,9 @@ class ParleyServer(JsonRPCServer):
         additional = additional_roots(params.additional_directories)
         session = self.sessions.new(Path(params.cwd), params.meta.parley, additional)
         await self.start_mcp_servers(session.id, params.mcp_servers)
+        # A prompt sent right after the answer must not wait for the SDK's import.
+        self._preload_sdk(at_once=True)
+        await self.providers.preloaded(PRELOAD_WAIT_SECONDS)
         return {"sessionId": session.id, **self._started(session)}
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
@@ -465,16 +470,21 @@ class ParleyServer(JsonRPCServer):
             "configOptions": self.sessions.config_options(session),
         }
 
-    def _preload_sdk(self) -> None:
+    def _preload_sdk(self, *, at_once: bool = False) -> None:
         """The first prompt need not wait for the SDK's import: it starts in a thread
-        PRELOAD_DELAY_SECONDS after `initialize`, or once the first session is open and
-        answered if that comes first. Not at `initialize` itself: an editor that reopens a
-        session sends `session/load` at once, and the import (~0.2 s of CPU, under the GIL)
-        would slow its replay (the timer's call, during a load, leaves it to the answer's)."""
+        PRELOAD_DELAY_SECONDS after `initialize`, or once a loaded session is answered, and
+        `session/new` starts it (`at_once`) if it has not started and waits for it (a prompt
+        right after its answer never waits for the import; the editor shows a new session a
+        moment later instead). Not at `initialize` itself, nor while a load runs: an editor
+        that reopens a session sends `session/load` at once, and the import (a second of
+        CPU, under the GIL) would slow its replay (the timer's call, during a load, leaves
+        it to the answer's), or `initialize`'s answer."""
         if not self.sdk_preload_started and not self.loads_running:
             self.sdk_preload_started = True
-            # After the answer is flushed (the flush is already scheduled).
-            asyncio.get_running_loop().call_soon(self.providers.preload)
+            if at_once:
+                self.providers.preload()
+            else:  # after the answer is flushed (the flush is already scheduled)
+                asyncio.get_running_loop().call_soon(self.providers.preload)
 
     async def start_mcp_servers(
         self, session_id: str, servers: list[McpServerParams], *, loaded: bool = False

@@ -158,3 +158,32 @@ async def first_prompt_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
         compared=f"{(first - second) * 1000:+,.1f} ms",
         target=verdict("added < 100 ms", first - second < 0.1),
     )
+
+
+async def first_prompt_at_once_row(fake: FakeLLM, home: Path, sizes: BenchSizes) -> Row:
+    """No pause: `session/new` right after `initialize` and the prompt right after it (a
+    script, `parley chat`, a quick typist). From `session/new` to the prompt's result, the
+    SDK's import included wherever it is waited for; the same server's second session is
+    the baseline."""
+    firsts, seconds = [], []
+    for _ in range(sizes.cold_starts):
+        parley = await ParleyUnderTest.start(fake, home)
+        try:
+            for times in (firsts, seconds):
+                fake.set_script([Reply(text="ok")])
+                started = time.monotonic()
+                prompt = await parley.timed_prompt(lambda _update, _arrived: None)
+                times.append((time.monotonic() - started, prompt))
+        finally:
+            await parley.stop()
+    first = statistics.median(total for total, _ in firsts)
+    second = statistics.median(total for total, _ in seconds)
+    first_prompt = statistics.median(prompt for _, prompt in firsts)
+    return Row(
+        measure="8b. First prompt of a fresh server sent at once: `session/new` → the prompt's "
+        f"result, a one-chunk reply, median of {sizes.cold_starts} (baseline: the same "
+        f"server's second session); of it, the prompt alone: {ms(first_prompt)}",
+        parley=ms(first),
+        baseline=ms(second),
+        compared=f"{(first - second) * 1000:+,.1f} ms",
+    )

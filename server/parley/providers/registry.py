@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import threading
@@ -41,6 +42,7 @@ class ProviderRegistry:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._providers: dict[str, Provider] = {}
+        self._preload_done: asyncio.Event | None = None  # set when `preload` has ended
 
     def availability(self, provider_name: str) -> tuple[bool, str | None]:
         config = self._settings.providers.get(provider_name)
@@ -101,27 +103,42 @@ class ProviderRegistry:
     def preload(self) -> threading.Thread:
         """In a background thread (started at once): import the default model's SDK and
         build its client, so the first prompt is as quick as the next (the import alone
-        takes a second or more). Call it from the event loop's thread."""
+        takes a second or more). Call it from the event loop's thread; `preloaded` waits
+        for it."""
         loop = asyncio.get_running_loop()
         name = self._settings.default_model.partition(":")[0]
         config = self._settings.providers.get(name)
+        done = self._preload_done = asyncio.Event()
+
+        def keep(provider: Provider | None) -> None:
+            if provider is not None:  # unless a prompt built one meanwhile (this one unused)
+                self._providers.setdefault(name, provider)
+            done.set()
 
         def preload() -> None:
             kind = config.kind if config is not None else "openai"
+            provider = None
             try:
                 if config is None or not self.availability(name)[0]:
                     with collector_paused():
                         _import_sdk(kind)
-                    return
-                provider = self._imported_and_built(config)
-                # Kept unless a prompt built one meanwhile (then this one, unused, is dropped).
-                loop.call_soon_threadsafe(self._providers.setdefault, name, provider)
+                else:
+                    provider = self._imported_and_built(config)
             except Exception:  # the first prompt does it again, and says what is wrong
                 logger.debug("Preloading the %s SDK failed", kind, exc_info=True)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(keep, provider)
 
         thread = threading.Thread(target=preload, name="sdk-preload", daemon=True)
         thread.start()
         return thread
+
+    async def preloaded(self, timeout: float) -> None:
+        """Wait, at most `timeout` seconds, for the preload (`preload`) to end, if one
+        started."""
+        if self._preload_done is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._preload_done.wait(), timeout)
 
     def _imported_and_built(self, config: ProviderConfig) -> Provider:
         """`_build`, its SDK imported first, with the collector paused (`collector_paused`):
