@@ -285,7 +285,8 @@ came for the session before it are applied."
             parley--cwd cwd
             parley--session-id session-id)
       (parley--name-buffer)
-      (when init (funcall init)))
+      (when init (funcall init))
+      (parley--show-version-notice))
     (parley--register-session session-id buffer)
     buffer))
 
@@ -346,7 +347,8 @@ With a prefix argument NEW, start a new session in a new buffer."
   (dolist (buffer (parley--chat-buffers))
     (with-current-buffer buffer
       (setq parley--busy nil)
-      (parley--insert-notice "The Parley server was restarted.")))
+      (parley--insert-notice "The Parley server was restarted.")
+      (parley--show-version-notice)))
   (message "Parley server restarted"))
 
 ;;;; Context
