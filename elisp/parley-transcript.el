@@ -413,7 +413,7 @@ with an error), as a cons of markers (START . END) around it; else nil.
 `parley-retry' removes it and asks the server to replace it."))
 
 (defun parley--start-turn ()
-  "Note that a prompt's turn starts at the end of the transcript.
+  "Mark the end of the transcript as the start of a prompt's turn.
 A turn cut off before is no longer the last one: it stays."
   (parley--forget-cut-off-turn)
   (parley--close-tail)
@@ -428,7 +428,8 @@ A turn cut off before is no longer the last one: it stays."
     (setq parley--cut-off-turn nil)))
 
 (defun parley--end-turn-extent (cut-off)
-  "Note that the last prompt's turn ended here; CUT-OFF when it was cut off.
+  "Mark the end of the transcript as the end of the last prompt's turn.
+CUT-OFF is non-nil when the turn was cut off.
 Called once its last words (the stop notice, the error) are in: what
 comes after them (a notice about the server) is not the turn's."
   (parley--forget-cut-off-turn)
