@@ -318,6 +318,8 @@ the transcript say what changed."
                                        turn))
                      ((string-empty-p report) (format "Turn %d undone: no file to restore" turn))
                      (t (format "Turn %d undone: %s" turn report)))))
+    ;; The session changed after a cut-off turn: a retry is a new turn.
+    (parley--forget-cut-off-turn)
     (unless rejected
       ;; The server dropped the checkpoints of this turn and later ones.
       (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))

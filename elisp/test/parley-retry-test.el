@@ -160,6 +160,19 @@ returns the `session/prompt' params sent, oldest first."
     (should (equal (mapcar (lambda (p) (plist-get p :_meta)) (prompts))
                    '(nil (:parley (:retry t)) nil nil)))))
 
+(ert-deftest parley-retry-after-undo-is-a-resend ()
+  ;; `C-c C-u' after the cut-off turn changed the session: the retry is
+  ;; an ordinary one, and the cut-off turn stays in the transcript.
+  (parley-retry-test--with-server
+      (list (lambda () (parley-retry-test--answer 'cancelled 1 "par"))
+            (lambda () (parley-retry-test--answer 'done 2 "Again.")))
+    (parley-retry-test--send "Go")
+    (parley--turn-undone 1 '(:files []))
+    (parley-retry)
+    (should (string-match-p "\\`You\nGo\n\nParley\npar\n\\(.\\|\n\\)*Stopped\\.\n\\[Turn 1 undone: no file to restore\\]\n\nYou\nGo\n\nParley\nAgain\\.\n\\'"
+                            (parley-test--transcript)))
+    (should-not (cl-some (lambda (params) (plist-member params :_meta)) (prompts)))))
+
 (ert-deftest parley-retry-property-random-sequences ()
   ;; Property: whatever the order of finished, cancelled and failed
   ;; turns, prompts and retries, a retry asks to replace exactly when
