@@ -10,9 +10,10 @@
 ;;; Commentary:
 
 ;; The `parley serve' process and the JSON-RPC connection to it, shared
-;; by all chat buffers: starting it and `initialize', stopping it, its
-;; stderr, and replies to server requests that are sent later (once the
-;; user answered a question, or an Emacs tool ran).
+;; by all chat buffers: starting it and `initialize' (saying once when
+;; the server's version is not this package's), stopping it, its
+;; stderr, and replies to server requests that are sent later (once
+;; the user answered a question, or an Emacs tool ran).
 ;;
 ;; What the server sends is handled in parley-session.el, which sets
 ;; `parley--server-handlers': this file knows nothing of sessions.
@@ -145,6 +146,47 @@ jsonrpc.el reads as nil), so only its presence counts."
                            :sessionCapabilities)
                 capability))
 
+(defvar parley--version-said nil
+  "The server version whose difference from `parley-version' was said last.
+It is said once: a later server of that version says nothing.")
+
+(defvar parley--version-notice nil
+  "The notice that the server's version differs, for a chat buffer to show.
+The first chat buffer that uses the server shows it, and clears it.")
+
+(defun parley--server-version (info)
+  "Return the version of the Parley server whose `initialize' answer is INFO.
+Nil when INFO names no version, or another agent than Parley."
+  (let* ((agent (plist-get info :agentInfo))
+         (version (plist-get agent :version)))
+    (and (equal (plist-get agent :name) "parley")
+         (stringp version)
+         (not (string-empty-p (string-trim version)))
+         version)))
+
+(defun parley--version-difference (server)
+  "Return the sentence that the server's version SERVER is not this package's."
+  (format "Parley server %s differs from parley.el %s: update the server \
+\(M-x parley-install-server) or the package."
+          ;; One line, whatever the server sent.
+          (truncate-string-to-width
+           (replace-regexp-in-string "[[:cntrl:]]" "?" server) 40 nil nil "…")
+          parley-version))
+
+(defun parley--check-server-version (info)
+  "Say once when the server's version, in its `initialize' answer INFO, differs.
+In the echo area now, and as a notice in the chat buffer that uses the
+server first (`parley--version-notice').  Not again for another server
+of the same version; nothing for an agent that names no version."
+  (let ((server (parley--server-version info)))
+    (setq parley--version-notice nil)
+    (cond ((or (null server) (equal server parley-version))
+           (setq parley--version-said nil))
+          ((not (equal server parley--version-said))
+           (setq parley--version-said server
+                 parley--version-notice (parley--version-difference server))
+           (message "%s" parley--version-notice)))))
+
 (defun parley--events-initargs ()
   "Return the initargs that size the events buffer for this jsonrpc.el."
   (if (slot-exists-p 'jsonrpc-connection '-events-buffer-config)
@@ -201,6 +243,7 @@ M-x parley-install-server, or set `parley-server-command' to where it is"
        (error "The Parley server did not start: %s%s"
               (or (alist-get 'jsonrpc-error-message (cdr err)) err)
               (parley--stderr-tail conn))))
+    (parley--check-server-version parley--server-info)
     conn))
 
 (defun parley--live-connection ()

@@ -13,7 +13,7 @@
 ;; or C-c C-c sends it (with the buffers and regions added as
 ;; context), M-p / M-n browse the prompts sent, TAB completes a slash
 ;; command; C-c C-k cancels the turn, C-c C-r sends the last prompt
-;; again.
+;; again (in place of the last turn when that was cut off).
 
 ;;; Code:
 
@@ -238,7 +238,12 @@ its description and the hint for its input."
   (parley--history-move (- n)))
 
 (defun parley-retry ()
-  "Send the last prompt again, as it was sent (its context included)."
+  "Send the last prompt again, as it was sent (its context included).
+When the last turn was cut off (cancelled, or failed), the retry takes
+its place: the turn leaves the transcript, and the server runs the
+prompt as that turn (`_meta.parley.retry'), so the conversation has
+one prompt and one answer.  After a finished turn it is a new turn.
+The prompt being typed stays as it is."
   (interactive)
   (parley--check-buffer)
   (when parley--busy
@@ -250,9 +255,12 @@ its description and the hint for its input."
                                           (plist-get b :text)
                                         ""))
                           blocks ""))
-         (context (cl-remove-if (lambda (b) (equal (plist-get b :type) "text")) blocks)))
+         (context (cl-remove-if (lambda (b) (equal (plist-get b :type) "text")) blocks))
+         (cut-off parley--cut-off-turn))
+    (when cut-off
+      (parley--remove-turn cut-off))
     (parley--render-prompt text context)
-    (parley--prompt blocks)))
+    (parley--prompt blocks (and cut-off t))))
 
 ;;;; Context
 

@@ -29,7 +29,9 @@
 ;;;; Prompts
 
 (defun parley--render-prompt (text context)
-  "Show the prompt TEXT and the CONTEXT resources in the transcript."
+  "Show the prompt TEXT and the CONTEXT resources in the transcript.
+A new turn starts there (`parley--start-turn')."
+  (parley--start-turn)
   (setq parley--role nil)               ; every prompt gets its label
   (parley--ensure-role 'user)
   (dolist (block context)

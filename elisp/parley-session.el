@@ -318,6 +318,8 @@ the transcript say what changed."
                                        turn))
                      ((string-empty-p report) (format "Turn %d undone: no file to restore" turn))
                      (t (format "Turn %d undone: %s" turn report)))))
+    ;; The session changed after a cut-off turn: a retry is a new turn.
+    (parley--forget-cut-off-turn)
     (unless rejected
       ;; The server dropped the checkpoints of this turn and later ones.
       (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
@@ -470,6 +472,10 @@ A question still pending is answered `cancelled': its turn is over."
   (parley--finish-blocks)
   (force-mode-line-update))
 
+(defconst parley--attempt-kept-notice
+  "The earlier attempt is kept: the session changed after it (in another window)."
+  "The notice of a retry the server did not run in the cut-off turn's place.")
+
 (defun parley--turn-done (result)
   "Finish the turn whose `session/prompt' RESULT arrived.
 Its `_meta.parley' holds the call's `usage', the turn's statistics
@@ -490,16 +496,24 @@ shows as they are."
       (parley--record-usage 'totals totals))
     ;; Why it stopped is not here: the server said it, in a notice,
     ;; before this result.
+    (when (eq (plist-get meta :replaced) :json-false)
+      ;; A retry the server ran as a new turn: the attempt it was to
+      ;; replace, gone from this buffer, is still in the session.
+      (parley--insert-notice parley--attempt-kept-notice))
     (parley--close-tail)
     (parley--end-turn-state)
+    (parley--end-turn-extent (equal (plist-get result :stopReason) "cancelled"))
     (run-hook-with-args 'parley-turn-end-functions nil)))
 
 (defconst parley--provider-error -32001
   "The JSON-RPC error code of a model provider's failure: worth a retry.")
 
-(defun parley--turn-failed (err)
+(defun parley--turn-failed (err &optional prompt-answer)
   "Show the error ERR that ended the turn.
-A provider's failure (`parley--provider-error') says how to retry."
+A provider's failure (`parley--provider-error') says how to retry.
+PROMPT-ANSWER is non-nil when ERR is the server's answer to the turn's
+`session/prompt': the turn was cut off, and `parley-retry' replaces
+it (a dead server's, code -1, is no answer)."
   (setq parley--busy nil)
   (let ((code (plist-get err :code))
         (data (plist-get err :data)))
@@ -525,10 +539,21 @@ A provider's failure (`parley--provider-error') says how to retry."
             message)
           (if (and (eql code parley--provider-error) parley--last-prompt)
               (substitute-command-keys
-               "\nRetry: \\<parley-chat-mode-map>\\[parley-retry] sends the prompt again.")
-            ""))))))
-  (parley--end-turn-state)
+               "\nRetry: \\<parley-chat-mode-map>\\[parley-retry] sends the prompt again, \
+in place of this turn.")
+            "")))))
+    (parley--end-turn-state)
+    (parley--end-turn-extent (and prompt-answer (not (eql code -1)))))
   (run-hook-with-args 'parley-turn-end-functions t))
+
+(defun parley--show-version-notice ()
+  "Show the notice that the server's version differs, if one is pending.
+The first chat buffer that uses a server started since shows it; see
+`parley--check-server-version'."
+  (when parley--version-notice
+    (let ((notice parley--version-notice))
+      (setq parley--version-notice nil)
+      (parley--insert-notice notice 'parley-warning))))
 
 (defun parley--with-session (fn)
   "Call FN once this buffer's session is active on the live connection.
@@ -537,6 +562,7 @@ replay, the transcript is here).  A session that cannot be resumed
 continues as a new one."
   (let ((conn (parley--live-connection))
         (buffer (current-buffer)))
+    (parley--show-version-notice)
     (if (eq parley--conn conn)
         (funcall fn conn)
       (jsonrpc-async-request
@@ -594,9 +620,14 @@ session, without the history above." why))
        (parley--with-live-buffer buffer
          (funcall failed "no answer"))))))
 
-(defun parley--prompt (blocks)
-  "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn."
-  (let ((buffer (current-buffer)))
+(defun parley--prompt (blocks &optional retry)
+  "Send the prompt BLOCKS, a list of ContentBlocks, as a new turn.
+With RETRY, ask the server to run it in place of the last turn, which
+was cut off (`_meta.parley.retry'); it does unless the session changed
+since.  Not in a new session that continues one the server could not
+resume: the cut-off turn is not that session's."
+  (let ((buffer (current-buffer))
+        (session parley--session-id))
     (setq parley--busy t
           parley--last-prompt blocks)
     (force-mode-line-update)
@@ -604,12 +635,14 @@ session, without the history above." why))
      (lambda (conn)
        (jsonrpc-async-request
         conn 'session/prompt
-        (list :sessionId parley--session-id :prompt (vconcat blocks))
+        (append (list :sessionId parley--session-id :prompt (vconcat blocks))
+                (and retry (equal session parley--session-id)
+                     (list :_meta (list :parley (list :retry t)))))
         :timeout parley-turn-timeout
         :success-fn (lambda (result)
                       (parley--with-live-buffer buffer (parley--turn-done result)))
         :error-fn (lambda (err)
-                    (parley--with-live-buffer buffer (parley--turn-failed err)))
+                    (parley--with-live-buffer buffer (parley--turn-failed err t)))
         :timeout-fn (lambda ()
                       (parley--with-live-buffer buffer
                         (parley--turn-failed

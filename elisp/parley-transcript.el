@@ -403,6 +403,56 @@ Only a chunk with a newline completes lines: the others cost nothing."
     ("resource_link" (format "[context: %s]\n" (plist-get content :uri)))
     (_ "")))
 
+;;;; A turn's extent, and the last turn when it was cut off
+
+(parley--define-buffer-state
+  (parley--turn-start "Marker where the last prompt's turn starts (its label's line).")
+  (parley--cut-off-turn
+   "The last turn when it was cut off (cancelled, or its prompt answered
+with an error), as a cons of markers (START . END) around it; else nil.
+`parley-retry' removes it and asks the server to replace it."))
+
+(defun parley--start-turn ()
+  "Mark the end of the transcript as the start of a prompt's turn.
+A turn cut off before is no longer the last one: it stays."
+  (parley--forget-cut-off-turn)
+  (parley--close-tail)
+  (when parley--turn-start (set-marker parley--turn-start nil))
+  (setq parley--turn-start (copy-marker parley--output)))
+
+(defun parley--forget-cut-off-turn ()
+  "Forget the cut-off turn: it is kept in the transcript as it is."
+  (when parley--cut-off-turn
+    (set-marker (car parley--cut-off-turn) nil)
+    (set-marker (cdr parley--cut-off-turn) nil)
+    (setq parley--cut-off-turn nil)))
+
+(defun parley--end-turn-extent (cut-off)
+  "Mark the end of the transcript as the end of the last prompt's turn.
+CUT-OFF is non-nil when the turn was cut off.
+Called once its last words (the stop notice, the error) are in: what
+comes after them (a notice about the server) is not the turn's."
+  (parley--forget-cut-off-turn)
+  (when parley--turn-start
+    (when cut-off
+      (setq parley--cut-off-turn
+            (cons (copy-marker parley--turn-start) (copy-marker parley--output))))
+    (set-marker parley--turn-start nil)
+    (setq parley--turn-start nil)))
+
+(defun parley--remove-turn (turn)
+  "Remove TURN, a cons of markers (START . END), from the transcript.
+The turns are numbered as if it had never been: the next prompt takes
+its number.  The prompt being typed is below the transcript, untouched."
+  (let ((start (marker-position (car turn)))
+        (end (marker-position (cdr turn))))
+    (when (and start end (< start end))
+      (let ((label (text-property-not-all start end 'parley-turn nil)))
+        (when label
+          (setq parley--turn-count (1- (get-text-property label 'parley-turn)))))
+      (parley--writing (delete-region start end))
+      (setq parley--role nil))))
+
 ;;;; The end of a turn
 
 (defun parley--finish-blocks ()

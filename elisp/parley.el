@@ -35,7 +35,8 @@
 ;;   C-c C-q                   go to the permission question Parley waits on
 ;;   C-c C-d                   show the diff of the edit at point
 ;;   C-c C-u                   undo the last editing turn (C-u: from the turn at point)
-;;   C-c C-r                   send the last prompt again (after a provider error)
+;;   C-c C-r                   send the last prompt again; after a cancelled or
+;;                             failed turn, in its place
 ;;   C-c C-e                   export the conversation as Markdown (C-u: to a buffer)
 ;;   C-c C-w / C-c C-i         copy / insert in the other window the code block
 ;;                             at point, or the last one
@@ -55,7 +56,8 @@
 ;; `parley-global-mode' binds them, and `parley-goto-question', under
 ;; `parley-global-prefix' (C-x M-p); `parley-delete-session' deletes a
 ;; stored session.  A prompt sent while a turn runs is queued.
-;; `parley-restart' restarts the server when it died.
+;; `parley-restart' restarts the server when it died.  A server of
+;; another version than this package's is said once.
 ;;
 ;; Streaming is O(1) per chunk: text goes in at a marker, nothing of
 ;; the transcript is rendered again, and the window follows the end
@@ -285,7 +287,8 @@ came for the session before it are applied."
             parley--cwd cwd
             parley--session-id session-id)
       (parley--name-buffer)
-      (when init (funcall init)))
+      (when init (funcall init))
+      (parley--show-version-notice))
     (parley--register-session session-id buffer)
     buffer))
 
@@ -346,7 +349,8 @@ With a prefix argument NEW, start a new session in a new buffer."
   (dolist (buffer (parley--chat-buffers))
     (with-current-buffer buffer
       (setq parley--busy nil)
-      (parley--insert-notice "The Parley server was restarted.")))
+      (parley--insert-notice "The Parley server was restarted.")
+      (parley--show-version-notice)))
   (message "Parley server restarted"))
 
 ;;;; Context

@@ -185,20 +185,23 @@
           (condition-case nil (call-interactively #'parley-export) (quit nil)))
         (should (equal offered (expand-file-name "~/exports/"))))
       (setq requests (cl-remove '_parley/session/export requests :key #'car))
-      ;; Retry sends the same prompt again, shown again.
+      ;; Retry sends the same prompt again, in place of the cancelled
+      ;; turn: shown once, with the new answer.
       (parley-retry)
       (should (equal (mapcar #'car requests) '(session/prompt session/prompt)))
       (should (equal (plist-get (cdar requests) :prompt)
                      (plist-get (cdadr requests) :prompt)))
-      (should (string-match-p "Stopped\\.\n\nYou\nShow code\n\nParley\n▸ Thinking\nWeighing it\\.\n▸ Run Python \\[done\\]\n\\(.\\|\n\\)*## Answer"
-                              (parley-test--transcript))))))
+      (should (equal (plist-get (cdar requests) :_meta) '(:parley (:retry t))))
+      (should (string-match-p "\\`You\nShow code\n\nParley\n▸ Thinking\nWeighing it\\.\n▸ Run Python \\[done\\]\n\\(.\\|\n\\)*## Answer\\(.\\|\n\\)*Stopped\\.\n\\'"
+                              (parley-test--transcript)))
+      (should (= (how-many "^You$" (point-min) (point-max)) 1)))))
 
 (ert-deftest parley-markdown-provider-error-offers-retry ()
   (parley-test--with-chat
     (setq parley--busy t
           parley--last-prompt '((:type "text" :text "hi")))
     (parley--turn-failed '(:code -32001 :message "The provider is overloaded."))
-    (should (string-match-p "Error: The provider is overloaded\\.\nRetry: C-c C-r sends the prompt again\\.\n\\'"
+    (should (string-match-p "Error: The provider is overloaded\\.\nRetry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-test--transcript)))
     (setq parley--busy t)
     (parley--turn-failed '(:code -32603 :message "Internal error."))

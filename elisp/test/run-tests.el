@@ -28,7 +28,10 @@
   (load (expand-file-name "parley-daily-test" here) nil t)
   (load (expand-file-name "parley-install-test" here) nil t)
   (load (expand-file-name "parley-package-test" here) nil t)
-  (load (expand-file-name "parley-integration-daily-test" here) nil t))
+  (load (expand-file-name "parley-integration-daily-test" here) nil t)
+  (load (expand-file-name "parley-retry-test" here) nil t)
+  (load (expand-file-name "parley-version-test" here) nil t)
+  (load (expand-file-name "parley-integration-retry-test" here) nil t))
 
 (let* ((result-file (car command-line-args-left))
        (stats (ert-run-tests-batch t))
