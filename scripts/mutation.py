@@ -175,9 +175,20 @@ MODULE_TESTS["agent/tool_permission.py"] = [
     "tests/test_modes.py::test_accept_edits_applies_an_edit_unasked_undo_restores_it_and_eval_still_asks",
 ]
 
+# A retry replacing a cut-off turn (issue 26): the store's and the session's side, in process
+# (their functions only: `store.py::drop_turn,…`); the decision, through the server.
+RETRY_RULES = ["tests/test_retry_rules.py"]
+RETRY_TESTS = ["tests/test_retry_replaces.py"]
+MODULE_TESTS["store.py"] = [*RETRY_RULES, "tests/test_history.py"]
+MODULE_TESTS["agent/session.py"] = [*RETRY_RULES, "tests/test_history.py"]
+MODULE_TESTS["agent/sessions.py"] = [*RETRY_TESTS, "tests/test_catch_up.py"]
+
 FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
     ("agent/turn.py", "_run_tool"): PERMISSION_TESTS,
     ("agent/turn.py", "_ask_permission"): PERMISSION_TESTS,
+    **{("store.py", name): RETRY_RULES for name in ("take_cut_off", "drop_turn", "rewrites")},
+    **{("agent/session.py", name): RETRY_RULES for name in ("drop_last_turn", "catch_up")},
+    **{("agent/sessions.py", name): RETRY_TESTS for name in ("prompt", "_run_turn")},
 }
 
 # What a module's tests need set: fewer examples for the gate's property tests (2,000 by

@@ -195,3 +195,52 @@ async def test_a_retry_flag_that_is_not_a_boolean_is_refused(
         assert "_meta.parley.retry: expected a boolean, got a string" in error.message
     else:
         raise AssertionError("a non-boolean retry flag was taken")
+
+
+async def test_undoing_the_retried_turn_restores_the_files_as_before_the_cut_off_attempt(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The cut-off attempt wrote a file and was stopped in its next round. The retry's
+    model has not seen that file (the attempt is gone from its conversation): its edit is
+    refused until it reads it. Undo then puts every file back as it was before the first
+    attempt."""
+    client: ParleyClient = await start_server(home=tmp_path / "home")
+    await client.initialize()
+    client.permission_handler = allow_all
+    session = await client.new_session(str(workspace))
+    first = {"path": "notes.txt", "content": "first attempt\n"}
+    fake.set_script(
+        [
+            Reply(tool_calls=(ScriptedToolCall("write_file", first),)),
+            Reply(text=LONG, chunk_size=5, pacing=Pacing(chunks_per_second=200)),
+        ]
+    )
+    await stopped_turn(client, session)
+    assert (workspace / "notes.txt").read_text() == "first attempt\n"
+
+    second = {"path": "notes.txt", "content": "second attempt\n"}
+    extra = {"path": "extra.txt", "content": "new\n"}
+    fake.set_script(
+        [
+            Reply(tool_calls=(ScriptedToolCall("write_file", second),)),
+            Reply(tool_calls=(ScriptedToolCall("read_file", {"path": "notes.txt"}),)),
+            Reply(
+                tool_calls=(
+                    ScriptedToolCall("write_file", second),
+                    ScriptedToolCall("write_file", extra),
+                )
+            ),
+            Reply(text="Written."),
+        ]
+    )
+    retried = await client.prompt(session, PROMPT, retry=True)
+    assert retried["_meta"]["parley"]["replaced"] is True
+    refused = [m for m in fake.requests[-3].body["messages"] if m["role"] == "tool"]
+    assert "has not been read in this session" in refused[0]["content"]
+    assert (workspace / "notes.txt").read_text() == "second attempt\n"
+    cost = await client.prompt(session, "/cost", retry=True)  # a command replaces nothing
+    assert cost["_meta"]["parley"]["replaced"] is False
+
+    await client.prompt(session, "/undo")
+    assert not (workspace / "notes.txt").exists()  # as before the cut-off attempt
+    assert not (workspace / "extra.txt").exists()

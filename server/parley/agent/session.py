@@ -246,6 +246,7 @@ class Session:
         self._length = turn_start
         self.totals.turns = max(self.totals.turns - 1, 0)
         self.compaction = load_compaction(self.store, self.id)
+        self.tools.forget_file_texts()  # what it read there, the model no longer sees
         return prompt
 
     def catch_up(self) -> int | None:

@@ -342,8 +342,9 @@ class Sessions:
         (`_replace_cut_off_turn`)."""
         session = self.get(session_id)
         command = None if literal else parse_command(content)
-        if command is not None:
-            return await self._run_command(session, command)
+        if command is not None:  # never replaces a turn: a retry of one is said not to have
+            result = await self._run_command(session, command)
+            return attrs.evolve(result, replaced=False) if retry else result
         self._check_content(session, content)
         if not session.stored:  # refused at once, a session nobody used stays unstored
             refused = refused_by_budget(session, self.settings)

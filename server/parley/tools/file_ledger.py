@@ -57,6 +57,11 @@ class FileLedger:
         if known is not None:
             self._chars -= len(known.text)
 
+    def clear(self) -> None:
+        """Forget every file: each must be read again before an edit."""
+        self._known.clear()
+        self._chars = 0
+
     def get(self, path: str) -> Known | None:
         return self._known.get(printable_name(path))
 

@@ -41,6 +41,15 @@ class ToolRegistry:
         """How the editor shows a call of `name` with `arguments`."""
         return describe_call(self._tools.get(name), name, arguments)
 
+    def forget_file_texts(self) -> None:
+        """The turn in which the model read files is gone from its conversation (a retry
+        replaced it): no file's text counts as read, so an edit asks for a read first, as
+        in a session reopened after a restart."""
+        for tool in self._tools.values():
+            forget = getattr(tool, "forget_file_texts", None)
+            if forget is not None:
+                forget()
+
     async def aclose(self) -> None:
         """Release what the tools hold. Tools that share a resource (one kernel behind
         several Python tools) close it idempotently, so each tool's aclose is called."""

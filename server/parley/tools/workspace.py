@@ -261,6 +261,11 @@ class WorkspaceTool(DeclaredTool):
         self.workspace = self.roots.cwd  # where relative paths start
         self.ledger = ledger
 
+    def forget_file_texts(self) -> None:
+        """The model no longer knows what it read (`ToolRegistry.forget_file_texts`)."""
+        if self.ledger is not None:
+            self.ledger.clear()
+
     def shown(self, path: str | None) -> tuple[str, tuple[Location, ...]]:
         """How a call on `path` is shown: where the gate says it leads (relative to the
         root) and its location for an editor (absolute); the path as asked, without a
