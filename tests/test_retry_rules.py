@@ -40,6 +40,7 @@ def opened(store: Store, tmp: Path) -> Session:
         store=store,
         history=None,
         length=store.message_count("sess_r"),
+        totals=store.usage_totals("sess_r"),
     )
 
 
@@ -74,6 +75,11 @@ def test_dropping_the_last_turn_keeps_exactly_what_came_before(
     session, other_window = opened(store, tmp), opened(store, tmp)
     assert other_window.catch_up() == total  # nothing changed yet
 
+    assert store.take_cut_off("sess_r") is None  # no turn was cut off yet
+    store.mark_cut_off("sess_r", len(before))
+    assert store.take_cut_off("sess_r") == len(before)
+    assert store.take_cut_off("sess_r") is None  # once: whatever comes next ends it
+    assert store.take_cut_off("sess_unknown") is None and store.rewrites("sess_unknown") == 0
     prompt = session.drop_last_turn(len(before))
 
     assert same([prompt]) == same(cut_off[:1])
@@ -93,8 +99,14 @@ def test_dropping_the_last_turn_keeps_exactly_what_came_before(
     assert compaction is None or compaction[0] <= len(before)
     totals = store.usage_totals("sess_r")
     assert totals.turns == turns_before and totals.cost == spent.cost  # billed stays billed
+    assert session.totals.turns == turns_before
+    assert session.catch_up() == len(before)  # its own replacement: nothing to read again
     assert other_window.catch_up() is None  # read again: no place where the change starts
     assert other_window.length == len(before) and same(other_window.history) == same(before)
-    session.add_message(UserMessage((TextBlock("Retried"),)))
+    assert other_window.title == "t" and other_window.totals.turns == turns_before
+    retried = UserMessage((TextBlock("Retried"),))
+    session.add_message(retried)
     assert store.message_count("sess_r") == len(before) + 1  # numbered on from the cut
+    assert other_window.catch_up() == len(before)  # an ordinary catch-up from here on
+    assert same(other_window.history) == same([*before, retried])
     store.close()
