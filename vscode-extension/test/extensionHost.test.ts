@@ -64,12 +64,18 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
     ext.activate(context);
   }
 
+  /**
+   * The window closes (or reloads) as VS Code closes it: `deactivate` is called and the
+   * extension's subscriptions (its output channels among them) are disposed right after,
+   * without waiting for what `deactivate` still does.
+   */
   async function closeWindow(): Promise<void> {
-    await ext.deactivate();
+    const deactivated = ext.deactivate();
     for (const d of context?.subscriptions ?? []) {
       d.dispose();
     }
     context = undefined;
+    await deactivated;
   }
 
   before(async () => {
@@ -173,6 +179,26 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
     );
     assert.ok(stub.log.includes(`Loaded session ${first} (How many sides has a triangle?).`), stub.log.join('\n'));
     await closeWindow();
+  });
+
+  it('a window reload writes nothing to the output channels it disposed (no "Channel has been closed")', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    stub.closedChannelWrites.length = 0;
+    openWindow();
+    const view = stub.showView('parley.chatView');
+    view.receive({ type: 'ready' });
+    await until(() => shown(view).meta?.sessionId, 'a session');
+    await fake!.script([{ text: 'Still here.' }]);
+    view.receive({ type: 'send', text: 'Are you there?' });
+    await until(() => (shown(view).entries.some((e) => e.kind === 'agent' && e.text === 'Still here.') && !shown(view).meta?.busy ? true : undefined), 'the answer');
+    await closeWindow();
+    // What the closing session and the stopping server say comes after the channels closed.
+    await delay(500);
+    assert.deepEqual(stub.closedChannelWrites, []);
+    // The lines said before it closed are in the log (the session closed in the server).
+    assert.ok(stub.log.some((l) => l.startsWith('Closing session ')), stub.log.join('\n'));
   });
 
   it('reopens a new session, saying why, when the kept one is gone', async (t) => {

@@ -121,10 +121,21 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
   }
 
-  /** Close the open session (when the server can) and stop the server. */
-  async dispose(): Promise<void> {
-    await this.sessions.closeSession();
-    await this.server.stop();
+  private disposing: Promise<void> | undefined;
+
+  /**
+   * Close the open session (when the server can) and stop the server. A call while one runs
+   * (the window's subscriptions right after `deactivate`) waits for it rather than stopping
+   * the server under the session's close.
+   */
+  dispose(): Promise<void> {
+    this.disposing ??= (async () => {
+      await this.sessions.closeSession();
+      await this.server.stop();
+    })().finally(() => {
+      this.disposing = undefined;
+    });
+    return this.disposing;
   }
 
   // ---- sessions and history ----

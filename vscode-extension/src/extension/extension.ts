@@ -20,6 +20,7 @@ import { CommandTerminals } from './commandTerminals';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
+import { closable } from './outputChannels';
 import { findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
 import { exportSession, workspaceNotices } from './sessionFiles';
 
@@ -73,7 +74,7 @@ const SERVER_LOG_LINE = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING
  * timestamp (the channel adds its own); a line that names none (a traceback's) at the level of
  * the line before it.
  */
-export function logWriter(output: vscode.LogOutputChannel): (line: string, level?: LogLevel) => void {
+export function logWriter(output: Pick<vscode.LogOutputChannel, 'debug' | 'info' | 'warn' | 'error'>): (line: string, level?: LogLevel) => void {
   let serverLevel: 'debug' | 'info' | 'warn' | 'error' = 'info';
   return (line, level = 'info') => {
     if (level !== 'server') {
@@ -141,13 +142,13 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
 }
 
 export function activate(context: vscode.ExtensionContext): void {
-  const output = vscode.window.createOutputChannel('Parley', { log: true });
+  const output = closable(vscode.window.createOutputChannel('Parley', { log: true }));
   const editorTools = new EditorTools(workspaceRoot);
   const editorFiles = new VscodeEditorFiles();
   const proposedEdits = new ProposedEditDocuments(editorFiles);
   const version = (context.extension.packageJSON as { version?: string }).version ?? '0.0.0';
   storage = serverStorage(context);
-  const installOutput = vscode.window.createOutputChannel('Parley Server Install');
+  const installOutput = closable(vscode.window.createOutputChannel('Parley Server Install'));
 
   const ctl: ChatController = new ChatController({
     workspaceRoot,
