@@ -52,13 +52,13 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
   let stored: string | undefined;
 
   /** A window: the extension activated with this workspace's state (as a reload does). */
-  function openWindow(): void {
+  function openWindow(version?: string): void {
     context = {
       subscriptions: [],
       extensionUri: StubUri.file(EXT_ROOT),
       extensionPath: EXT_ROOT,
       globalStorageUri: StubUri.file(path.join(dirs.home, 'storage')),
-      extension: { packageJSON: pkg },
+      extension: { packageJSON: version ? { ...pkg, version } : pkg },
       workspaceState,
     };
     ext.activate(context);
@@ -199,6 +199,36 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
     assert.deepEqual(stub.closedChannelWrites, []);
     // The lines said before it closed are in the log (the session closed in the server).
     assert.ok(stub.log.some((l) => l.startsWith('Closing session ')), stub.log.join('\n'));
+  });
+
+  it('a server of another version: one warning and one log line, naming both versions, not again at a restart', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const warnings = () => stub.messages.filter((m) => m.level === 'warning').map((m) => m.text);
+    stub.messages.length = 0;
+    // The extension's own version: the server's; nothing said.
+    openWindow();
+    let view = stub.showView('parley.chatView');
+    view.receive({ type: 'ready' });
+    await until(() => shown(view).meta?.sessionId, 'a session');
+    assert.deepEqual(warnings(), []);
+    await closeWindow();
+    // An extension of another version than the server's (the real one: its initialize's agentInfo).
+    stub.log.length = 0;
+    openWindow('0.0.1-test');
+    view = stub.showView('parley.chatView');
+    view.receive({ type: 'ready' });
+    await until(() => shown(view).meta?.sessionId, 'a session');
+    const said = warnings();
+    assert.equal(said.length, 1, said.join('\n'));
+    // The server given by the setting: the extension does not manage it, so no install button; how to update.
+    assert.match(said[0], /^Parley server \d+\.\d+\.\d+\S* differs from this extension's 0\.0\.1-test: update the server \(uv tool upgrade parley-code/);
+    assert.deepEqual(stub.log.filter((l) => l === said[0]), [said[0]], 'the same line in the log, once');
+    await stub.commands.get('parley.restartServer')!();
+    await until(() => (shown(view).meta?.serverState === 'ready' ? true : undefined), 'the server again');
+    assert.equal(warnings().length, 1, 'not again when the same server restarts');
+    await closeWindow();
   });
 
   it('reopens a new session, saying why, when the kept one is gone', async (t) => {

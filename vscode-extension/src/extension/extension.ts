@@ -9,6 +9,7 @@ import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
 import { formatCost, formatTokens } from '../common/display';
+import { versionMismatchText } from '../core/serverVersion';
 import { statusTooltipMarkdown } from '../core/statusTooltip';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
@@ -21,7 +22,7 @@ import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
 import { closable } from './outputChannels';
-import { findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
+import { INSTALL_LABEL, findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
 import { exportSession, workspaceNotices } from './sessionFiles';
 
 const MAX_FILE_BYTES = 512 * 1024;
@@ -150,19 +151,25 @@ export function activate(context: vscode.ExtensionContext): void {
   storage = serverStorage(context);
   const installOutput = closable(vscode.window.createOutputChannel('Parley Server Install'));
 
+  const log = logWriter(output);
+  const serverLocation = () => findServer(vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley'), workspaceRoot(), storage);
   const ctl: ChatController = new ChatController({
     workspaceRoot,
     additionalDirectories,
     settings: () => readSettings(output.logLevel),
     serverBlocked: () => (vscode.workspace.isTrusted === false ? RESTRICTED_MODE_TEXT : undefined),
-    serverMissing: () =>
-      findServer(vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley'), workspaceRoot(), storage).source === 'missing'
-        ? missingNotice()
-        : undefined,
+    serverMissing: () => (serverLocation().source === 'missing' ? missingNotice() : undefined),
     clientInfo: { name: 'parley-vscode', version },
+    serverVersionDiffers: (server, own) => {
+      // The extension manages the server it installed into its storage: its button reinstalls it.
+      const managed = serverLocation().source === 'storage';
+      const text = versionMismatchText(server, own, managed);
+      log(text, 'warn');
+      void vscode.window.showWarningMessage(text, ...(managed ? [INSTALL_LABEL] : [])).then((pick) => (pick ? installServer() : undefined));
+    },
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
-    log: logWriter(output),
+    log,
     notices: workspaceNotices(context.workspaceState),
     onPermissionAsked: (params, signal) =>
       askPermission(params, signal, chatView.visible, () => openProposedDiffs(ctl, proposedEdits, params)),
