@@ -318,7 +318,7 @@ describe('the extension in a stand-in VS Code', () => {
     assert.deepEqual(card.kind === 'notice' && card.action, { label: 'Retry', message: { type: 'retry' } });
     view.receive(card.kind === 'notice' ? card.action!.message : {});
     await until(() => entries().find((e) => e.kind === 'agent' && e.text === 'Recovered after the retry.'), 'the answer after Retry');
-    assert.equal(entries().filter((e) => e.kind === 'user' && e.text === 'Please answer').length, 2, 'the same prompt, sent again');
+    assert.equal(entries().filter((e) => e.kind === 'user' && e.text === 'Please answer').length, 1, 'the same prompt, sent again in place of the failed turn');
 
     // Export: a save dialog, then the session's Markdown in the chosen file.
     const target = path.join(dirs.workspace, 'exported.md');

@@ -1,7 +1,8 @@
 /**
  * The chat controller against the real `parley serve` and the fake LLM, for what the view's
- * chrome asks of it: Retry after a provider failure, notices kept across a reload, Export
- * (Markdown) and Delete from the history list.
+ * chrome asks of it: Retry after a provider failure or a stop (the cut-off turn replaced: needs
+ * the server's side of the stop 34 contract), notices kept across a reload, Export (the
+ * server's Markdown) and Delete from the history list.
  */
 
 import assert from 'node:assert/strict';
@@ -88,13 +89,40 @@ describe('chat controller, for the view chrome, against parley serve', () => {
     assert.deepEqual(card.action, { label: 'Retry', message: { type: 'retry' } });
 
     assert.equal(await ctl.retry(), 'end_turn');
-    assert.deepEqual(shown(ctl).slice(-2), ['you: What is 6 * 7?', 'parley: Now it works.']);
-    // The model got the same question the second time.
+    // The failed turn replaced: one prompt, one answer.
+    assert.deepEqual(shown(ctl), ['you: What is 6 * 7?', 'parley: Now it works.']);
+    // The model got the same question the second time, once (the failed attempt is not in its history).
     const requests = await fake!.requests();
     const asked = requests.map((r) => JSON.stringify(r.body.messages?.filter((m) => m.role === 'user').at(-1)?.content));
     assert.equal(asked.length, 2);
     assert.match(asked[1], /What is 6 \* 7\?/);
     assert.equal(asked[1], asked[0]);
+    assert.equal(requests[1].body.messages?.filter((m) => m.role === 'user').length, 1, 'the question once in the history');
+  });
+
+  it('a stopped turn, retried, is replaced: one prompt and one answer, live and when the session is loaded again', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const first = controller();
+    await fake!.script([{ text: 'x'.repeat(4000), chunk_size: 4, pacing: { chunks_per_second: 50 } }]);
+    const turn = first.send('Tell me about rectangles');
+    await waitUntil(() => first.state.entries.some((e) => e.kind === 'agent' && e.text.startsWith('x')));
+    await first.cancel();
+    assert.equal(await turn, 'cancelled');
+    assert.equal(shown(first).at(-1), 'info: Stopped. [Retry]');
+    await fake!.script([{ text: 'Rectangles have four right angles.' }]);
+    assert.equal(await first.retry(), 'end_turn');
+    assert.deepEqual(shown(first), ['you: Tell me about rectangles', 'parley: Rectangles have four right angles.']);
+    // The model was asked once, without the cut-off answer.
+    const retried = (await fake!.requests()).at(-1)!;
+    assert.deepEqual(retried.body.messages?.filter((m) => m.role !== 'system').map((m) => m.role), ['user']);
+    // Stored so: another window loads one prompt and one answer.
+    const sessionId = first.sessionId!;
+    await first.dispose();
+    const second = controller();
+    await second.loadSession(sessionId);
+    assert.deepEqual(shown(second), ['you: Tell me about rectangles', 'parley: Rectangles have four right angles.']);
   });
 
   it('an error that is not the provider\'s offers no Retry; Retry with no prompt sent says so', async (t) => {

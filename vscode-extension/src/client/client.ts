@@ -309,9 +309,10 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return (await this.startSession(cwd, options)).sessionId;
   }
 
-  prompt(sessionId: string, prompt: ContentBlock[] | string): Promise<PromptResult> {
+  /** `session/prompt`; `retry`: it replaces the session's last turn, which was cut off (see `PromptParams`). */
+  prompt(sessionId: string, prompt: ContentBlock[] | string, options: { retry?: boolean } = {}): Promise<PromptResult> {
     const blocks: ContentBlock[] = typeof prompt === 'string' ? [{ type: 'text', text: prompt }] : prompt;
-    return this.request('session/prompt', { sessionId, prompt: blocks });
+    return this.request('session/prompt', { sessionId, prompt: blocks, ...(options.retry ? { _meta: { parley: { retry: true } } } : {}) });
   }
 
   /** `session/cancel`; also answers our own open permission prompts of that session `cancelled`. */

@@ -219,6 +219,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   undoTurn(turn?: number): Promise<RestoreResult> {
+    // A restore comes after the last turn in the session: Retry no longer replaces that turn.
+    this.turn.keepLastTurn();
     return this.undo.undoTurn(turn);
   }
 
