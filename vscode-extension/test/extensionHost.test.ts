@@ -60,6 +60,7 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
       globalStorageUri: StubUri.file(path.join(dirs.home, 'storage')),
       extension: { packageJSON: version ? { ...pkg, version } : pkg },
       workspaceState,
+      globalState: new StubMemento(),
     };
     ext.activate(context);
   }

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 
 import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
-import { FakeLLM, PARLEY, serverEnv, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, PARLEY, cliExport, serverEnv, serverUnavailable, tempDirs } from './harness';
 
 let skipReason: string | undefined;
 let fake: FakeLLM | undefined;
@@ -178,27 +178,30 @@ describe('chat controller, for the view chrome, against parley serve', () => {
     assert.equal(after[after.length - 1], 'parley: Fourth answer.');
   });
 
-  it('Export gives a session as Markdown (the one shown, and another without touching the view); Delete removes it', async (t) => {
+  it("Export gives a session as the server's Markdown, the same as `parley export` (the one shown, and another without touching the view); Delete removes it", async (t) => {
     if (skipIfNoServer(t)) {
       return;
     }
     const keeper = memoryKeeper();
     const ctl = controller(keeper);
-    await fake!.script([{ text: 'The **area** is `w * h`.' }]);
+    // The model's own heading: nested under the turn's (the server's one format).
+    await fake!.script([{ text: '# Area\n\nThe **area** is `w * h`.' }]);
     await ctl.send('How is the area computed?');
     const exported = ctl.sessionId!;
     const shownMarkdown = await ctl.exportMarkdown(exported);
-    assert.match(shownMarkdown, /^# /);
-    assert.match(shownMarkdown, /## You\n\nHow is the area computed\?\n\n## Parley\n\nThe \*\*area\*\* is `w \* h`\.\n/);
+    assert.equal(shownMarkdown, cliExport(exported, dirs.home), 'the same document as the command line');
+    assert.match(shownMarkdown, /## You\n\nHow is the area computed\?\n/);
+    assert.match(shownMarkdown, /\n### Area\n\nThe \*\*area\*\* is `w \* h`\.\n/);
 
-    // Another session is shown now; the first is exported from its replay, the view untouched.
+    // Another session is shown now; the first is exported all the same, the view untouched.
     await ctl.newSession();
     const entriesBefore = ctl.state.entries;
     const rows = ctl.sessionRows(await ctl.listSessions());
     assert.ok(rows.some((r) => r.sessionId === exported));
-    const markdown = await ctl.exportMarkdown(exported);
-    assert.match(markdown, /## You\n\nHow is the area computed\?\n\n## Parley\n\nThe \*\*area\*\* is `w \* h`\.\n/);
+    assert.equal(await ctl.exportMarkdown(exported), shownMarkdown);
     assert.equal(ctl.state.entries, entriesBefore, 'the view is not touched');
+    // A session never prompted is not stored: the server says so.
+    await assert.rejects(ctl.exportMarkdown(ctl.sessionId!), /Unknown session/);
 
     assert.equal(ctl.canDeleteSessions, true, 'the server offers session/delete');
     await ctl.deleteSession(exported);

@@ -31,6 +31,8 @@ import {
   type EditorCallToolParams,
   type EmptyResult,
   type EditorCallToolResult,
+  type ExportParams,
+  type ExportResult,
   type InitializeResult,
   type ListSessionsParams,
   type ListSessionsResult,
@@ -369,6 +371,11 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   models(): Promise<ModelsResult> {
     return this.request('_parley/models', {});
+  }
+
+  /** `_parley/session/export`: a stored session as one document (Markdown: the same from every client). */
+  exportSession(sessionId: string, format: ExportParams['format'] = 'markdown'): Promise<ExportResult> {
+    return this.request('_parley/session/export', { sessionId, format });
   }
 
   /** `_parley/session/restore`: the files edited from `turn` on put back as before it. */

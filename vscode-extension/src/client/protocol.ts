@@ -610,6 +610,17 @@ export interface RestoreResult {
   failed?: { path: string; reason: string }[];
 }
 
+/** `_parley/session/export`: a stored session as one document, the same from every client. */
+export interface ExportParams {
+  sessionId: string;
+  format?: 'markdown' | 'json';
+}
+
+export interface ExportResult {
+  text: string;
+  format: 'markdown' | 'json';
+}
+
 // ---- the methods ----
 
 /** Requests the client sends the server: method → params and result. */
@@ -626,6 +637,7 @@ export interface AgentRequests {
   'session/set_mode': { params: SetModeParams; result: EmptyResult };
   '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
   '_parley/session/restore': { params: RestoreParams; result: RestoreResult };
+  '_parley/session/export': { params: ExportParams; result: ExportResult };
   '_parley/usage': { params: UsageParams; result: UsageResult };
   '_parley/models': { params: Record<string, never>; result: ModelsResult };
 }

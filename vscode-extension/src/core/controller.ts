@@ -181,8 +181,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return this.sessions.deleteSession(sessionId);
   }
 
-  exportMarkdown(sessionId: string, title?: string): Promise<string> {
-    return this.sessions.exportMarkdown(sessionId, title);
+  /** A stored session as the server's Markdown (`_parley/session/export`). */
+  exportMarkdown(sessionId: string): Promise<string> {
+    return this.sessions.exportMarkdown(sessionId);
   }
 
   // ---- the turn ----

@@ -186,7 +186,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
     (m: ViewToHost) => {
-      void (m.type === 'installServer' ? installServer() : handleViewMessage(ctl, chatView, { proposedEdits, terminals }, m));
+      void (m.type === 'installServer' ? installServer() : handleViewMessage(ctl, chatView, { proposedEdits, terminals, exportMemory: context.globalState }, m));
     },
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
@@ -325,7 +325,7 @@ export async function deactivate(): Promise<void> {
 async function handleViewMessage(
   ctl: ChatController,
   view: ChatViewProvider,
-  { proposedEdits, terminals }: { proposedEdits: ProposedEditDocuments; terminals: CommandTerminals },
+  { proposedEdits, terminals, exportMemory }: { proposedEdits: ProposedEditDocuments; terminals: CommandTerminals; exportMemory: vscode.Memento },
   m: ViewToHost,
 ): Promise<void> {
   try {
@@ -371,7 +371,7 @@ async function handleViewMessage(
         await ctl.retry().catch(() => undefined); // shown in the view
         break;
       case 'exportSession':
-        await exportSession(ctl, m.sessionId, workspaceRoot());
+        await exportSession(ctl, m.sessionId, exportMemory);
         break;
       case 'deleteSession':
         try {
