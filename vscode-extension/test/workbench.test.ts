@@ -492,6 +492,30 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('#sessions-close').click();
   });
 
+  it('the window reload left no error of the extension in the extension host\'s log (no write to a closed output channel)', (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    // code-server's logs: <user-data>/logs/<time>/exthost<N>/remoteexthost.log, one per extension host (window).
+    const logs: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        const file = path.join(dir, e.name);
+        if (e.isDirectory()) {
+          walk(file);
+        } else if (/exthost/i.test(file) && file.endsWith('.log') && !file.includes('parley')) {
+          logs.push(file);
+        }
+      }
+    };
+    walk(path.join(profile.userData, 'logs'));
+    assert.ok(logs.length >= 2, `the extension hosts' logs, before and after the reload: ${logs.join(', ')}`);
+    for (const file of logs) {
+      const closed = fs.readFileSync(file, 'utf8').split('\n').filter((l) => /Channel has been closed/.test(l));
+      assert.deepEqual(closed, [], file);
+    }
+  });
+
   it('shows the server log: the server\'s stderr and the extension\'s own lines', async (t) => {
     if (skip) {
       return t.skip(skip);
