@@ -332,6 +332,39 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     assert.deepEqual(view.problems, []);
   });
 
+  it("a stopped turn's notice offers Retry; the retried turn replaces it on the page: one prompt, one answer", async () => {
+    await clearPosted(page);
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    const stopped: ChatEvent = {
+      type: 'update',
+      update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: { type: 'text', text: 'Stopped.' }, _meta: { parley: { notice: { level: 'info' } } } },
+    };
+    await host.apply(
+      { type: 'meta', patch: { serverState: 'ready', sessionId: 's-stop', model: MODELS[1].id, models: MODELS } },
+      { type: 'userPrompt', text: 'Tell me about rectangles', context: [] },
+      { type: 'meta', patch: { busy: true } },
+      { type: 'update', update: { sessionUpdate: 'agent_message_chunk', messageId: 'a1', content: { type: 'text', text: 'Rectangles are' } } },
+      stopped,
+      { type: 'turnEnded', stopReason: 'cancelled' },
+      { type: 'offerRetry' },
+    );
+    const notice = page.locator('.entry-notice', { hasText: 'Stopped.' });
+    await notice.getByRole('button', { name: 'Retry' }).click();
+    assert.deepEqual(await posted(page), [{ type: 'retry' }]);
+    // The host's Retry: the cut-off turn leaves, the prompt again, the new answer.
+    await host.apply(
+      { type: 'dropLastTurn' },
+      { type: 'userPrompt', text: 'Tell me about rectangles', context: [] },
+      { type: 'update', update: { sessionUpdate: 'agent_message_chunk', messageId: 'a2', content: { type: 'text', text: 'Rectangles have four right angles.' } } },
+      { type: 'turnEnded', stopReason: 'end_turn' },
+    );
+    await page.locator('.entry-agent', { hasText: 'four right angles' }).waitFor({ timeout: 5000 });
+    const kinds = await page.locator('#transcript .entry').evaluateAll((els: Element[]) => els.map((el) => el.classList.item(1) ?? ''));
+    assert.deepEqual(kinds, ['entry-user', 'entry-agent']);
+    assert.deepEqual(view.problems, []);
+  });
+
   it('the history list: Export posts the session; Delete asks in the row, Keep takes it back, Delete posts it', async () => {
     await clearPosted(page);
     const host = new Host(page);

@@ -124,17 +124,17 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private disposing: Promise<void> | undefined;
 
   /**
-   * Close the open session (when the server can) and stop the server. A call while one runs
-   * (the window's subscriptions right after `deactivate`) waits for it rather than stopping
-   * the server under the session's close.
+   * Close the open session (when the server can) and stop the server, for good: a session
+   * still being opened starts no server after it. A second call (the window's subscriptions
+   * right after `deactivate`) waits for the first rather than stopping the server under the
+   * session's close.
    */
   dispose(): Promise<void> {
     this.disposing ??= (async () => {
       await this.sessions.closeSession();
+      this.server.closed = true;
       await this.server.stop();
-    })().finally(() => {
-      this.disposing = undefined;
-    });
+    })();
     return this.disposing;
   }
 

@@ -3,7 +3,7 @@
  * requests and updates to the parts that answer them, and say in the view when it stops.
  */
 
-import { type ExitInfo, ParleyClient, describeError } from '../../client/client';
+import { type ExitInfo, ParleyClient, ServerExitedError, describeError } from '../../client/client';
 import type {
   EmptyResult,
   InitializeResult,
@@ -41,10 +41,16 @@ export class ServerProcess {
     private readonly hooks: ServerHooks,
   ) {}
 
+  /** The chat is closed (the window closes): no server starts any more, not even for what was under way. */
+  closed = false;
+
   /** Start the server if it is not running. */
   ensureStarted(): Promise<void> {
     if (this.core.client?.running) {
       return Promise.resolve();
+    }
+    if (this.closed) {
+      return Promise.reject(new ServerExitedError('Parley is closed: the window is closing.'));
     }
     if (!this.startPromise) {
       this.startPromise = this.start().finally(() => {
