@@ -33,6 +33,7 @@ function script(prompts: PeerAnswer[]): PeerScript {
     initialize: { result: { protocolVersion: 1, agentCapabilities: { loadSession: true } } },
     'session/new': { result: { sessionId: '$session' } },
     'session/prompt': prompts,
+    '_parley/session/restore': { result: { files: [] } },
   };
 }
 
@@ -115,6 +116,16 @@ describe('Retry of a cut-off turn (contract section 1)', () => {
       await ctl.retry();
       assert.deepEqual(shown(ctl), ['you: Do it', 'parley: Done.', 'you: Do it', 'parley: Done again.']);
       assert.deepEqual(prompts(peer).map((p) => p.meta), [undefined, undefined]);
+    });
+  });
+
+  it('an undo after the stop comes after the cut-off turn: Retry is then a new turn, sent without retry', async () => {
+    await withController([CUT_OFF, answer('Again, in full.')], async (ctl, peer) => {
+      await ctl.send('Explain it');
+      await ctl.undoTurn(1);
+      await ctl.retry();
+      assert.deepEqual(prompts(peer).map((p) => p.meta), [undefined, undefined]);
+      assert.deepEqual(shown(ctl).filter((l) => l.startsWith('you: ')), ['you: Explain it', 'you: Explain it'], 'the stopped turn stays in view');
     });
   });
 
