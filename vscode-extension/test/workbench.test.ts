@@ -3,7 +3,8 @@
  * browser, installed by scripts/install-code-server.sh) with a fresh profile, the .vsix
  * installed into it, the real `parley serve` against the fake LLM, and headless Chromium
  * driving the workbench at the default sidebar width (300 px) as a user would: streaming,
- * a permission request, Stop, History, a window reload, the server log, a command run with
+ * a permission request, Stop (its notice offering Retry), History, a window reload (no error
+ * of the extension in the extension host's log after it), the server log, a command run with
  * its output live in its card and in a terminal (issue 25), both themes.
  *
  * The chat is a webview: two iframes deep (VS Code's host frame, then the page's frame).
