@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 
 import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
-import { FakeLLM, PARLEY, serverEnv, serverUnavailable, tempDirs, until } from './harness';
+import { FakeLLM, PARLEY, cliExport, serverEnv, serverUnavailable, tempDirs, until } from './harness';
 import { StubMemento, StubUri, VscodeStub } from './vscodeStub';
 import { foldViewMessages } from './viewModel';
 
@@ -51,6 +51,7 @@ describe('the extension in a stand-in VS Code', () => {
     globalStorageUri: StubUri.file(path.join(os.tmpdir(), 'parley-extension-test-storage')),
     extension: { packageJSON: pkg },
     workspaceState: new StubMemento(),
+    globalState: new StubMemento(),
   };
 
   before(async () => {
@@ -318,17 +319,28 @@ describe('the extension in a stand-in VS Code', () => {
     assert.deepEqual(card.kind === 'notice' && card.action, { label: 'Retry', message: { type: 'retry' } });
     view.receive(card.kind === 'notice' ? card.action!.message : {});
     await until(() => entries().find((e) => e.kind === 'agent' && e.text === 'Recovered after the retry.'), 'the answer after Retry');
-    assert.equal(entries().filter((e) => e.kind === 'user' && e.text === 'Please answer').length, 2, 'the same prompt, sent again');
+    assert.equal(entries().filter((e) => e.kind === 'user' && e.text === 'Please answer').length, 1, 'the same prompt, sent again in place of the failed turn');
 
-    // Export: a save dialog, then the session's Markdown in the chosen file.
-    const target = path.join(dirs.workspace, 'exported.md');
+    // Export: a save dialog that starts outside the workspace (the home folder), named for the
+    // session; the server's Markdown (the same as `parley export`) in the chosen file.
+    const exports = fs.mkdtempSync(path.join(os.tmpdir(), 'parley-exports-'));
+    const target = path.join(exports, 'exported.md');
     stub.saveAnswer = StubUri.file(target);
     view.receive({ type: 'exportSession', sessionId });
     const markdown = await until(() => stub.disk.get(target), 'the exported file');
+    assert.equal(markdown, cliExport(sessionId, dirs.home));
     assert.match(markdown, /## You\n\nPlease answer\n/);
-    assert.match(markdown, /> \*\*Error:\*\* .*401/);
     assert.match(markdown, /## Parley\n\nRecovered after the retry\.\n/);
-    assert.equal((stub.saveDialogs.at(-1) as { saveLabel?: string }).saveLabel, 'Export');
+    const dialog = stub.saveDialogs.at(-1) as { saveLabel?: string; defaultUri: StubUri };
+    assert.equal(dialog.saveLabel, 'Export');
+    assert.equal(dialog.defaultUri.fsPath, path.join(os.homedir(), 'please-answer.md'));
+    // The next export starts where this one went (the user chose it).
+    stub.saveAnswer = undefined;
+    const asked = stub.saveDialogs.length;
+    view.receive({ type: 'exportSession', sessionId });
+    await until(() => (stub.saveDialogs.length > asked ? true : undefined), 'the second dialog');
+    assert.equal((stub.saveDialogs.at(-1) as { defaultUri: StubUri }).defaultUri.fsPath, path.join(exports, 'please-answer.md'));
+    fs.rmSync(exports, { recursive: true, force: true });
 
     // Delete (the view has asked): the server forgets it, the list comes back without it, a new session is shown.
     const lists = () => view.posted.filter((m) => m.type === 'sessions') as Extract<HostToView, { type: 'sessions' }>[];

@@ -52,24 +52,31 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
   let stored: string | undefined;
 
   /** A window: the extension activated with this workspace's state (as a reload does). */
-  function openWindow(): void {
+  function openWindow(version?: string): void {
     context = {
       subscriptions: [],
       extensionUri: StubUri.file(EXT_ROOT),
       extensionPath: EXT_ROOT,
       globalStorageUri: StubUri.file(path.join(dirs.home, 'storage')),
-      extension: { packageJSON: pkg },
+      extension: { packageJSON: version ? { ...pkg, version } : pkg },
       workspaceState,
+      globalState: new StubMemento(),
     };
     ext.activate(context);
   }
 
+  /**
+   * The window closes (or reloads) as VS Code closes it: `deactivate` is called and the
+   * extension's subscriptions (its output channels among them) are disposed right after,
+   * without waiting for what `deactivate` still does.
+   */
   async function closeWindow(): Promise<void> {
-    await ext.deactivate();
+    const deactivated = ext.deactivate();
     for (const d of context?.subscriptions ?? []) {
       d.dispose();
     }
     context = undefined;
+    await deactivated;
   }
 
   before(async () => {
@@ -172,6 +179,56 @@ describe('the extension host: sessions across reloads, the log, Restricted Mode'
       ['How many sides has a triangle?', 'Triangles have three sides.'],
     );
     assert.ok(stub.log.includes(`Loaded session ${first} (How many sides has a triangle?).`), stub.log.join('\n'));
+    await closeWindow();
+  });
+
+  it('a window reload writes nothing to the output channels it disposed (no "Channel has been closed")', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    stub.closedChannelWrites.length = 0;
+    openWindow();
+    const view = stub.showView('parley.chatView');
+    view.receive({ type: 'ready' });
+    await until(() => shown(view).meta?.sessionId, 'a session');
+    await fake!.script([{ text: 'Still here.' }]);
+    view.receive({ type: 'send', text: 'Are you there?' });
+    await until(() => (shown(view).entries.some((e) => e.kind === 'agent' && e.text === 'Still here.') && !shown(view).meta?.busy ? true : undefined), 'the answer');
+    await closeWindow();
+    // What the closing session and the stopping server say comes after the channels closed.
+    await delay(500);
+    assert.deepEqual(stub.closedChannelWrites, []);
+    // The lines said before it closed are in the log (the session closed in the server).
+    assert.ok(stub.log.some((l) => l.startsWith('Closing session ')), stub.log.join('\n'));
+  });
+
+  it('a server of another version: one warning and one log line, naming both versions, not again at a restart', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const warnings = () => stub.messages.filter((m) => m.level === 'warning').map((m) => m.text);
+    stub.messages.length = 0;
+    // The extension's own version: the server's; nothing said.
+    openWindow();
+    let view = stub.showView('parley.chatView');
+    view.receive({ type: 'ready' });
+    await until(() => shown(view).meta?.sessionId, 'a session');
+    assert.deepEqual(warnings(), []);
+    await closeWindow();
+    // An extension of another version than the server's (the real one: its initialize's agentInfo).
+    stub.log.length = 0;
+    openWindow('0.0.1-test');
+    view = stub.showView('parley.chatView');
+    view.receive({ type: 'ready' });
+    await until(() => shown(view).meta?.sessionId, 'a session');
+    const said = warnings();
+    assert.equal(said.length, 1, said.join('\n'));
+    // The server given by the setting: the extension does not manage it, so no install button; how to update.
+    assert.match(said[0], /^Parley server \d+\.\d+\.\d+\S* differs from this extension's 0\.0\.1-test: update the server \(uv tool upgrade parley-code/);
+    assert.deepEqual(stub.log.filter((l) => l === said[0]), [said[0]], 'the same line in the log, once');
+    await stub.commands.get('parley.restartServer')!();
+    await until(() => (shown(view).meta?.serverState === 'ready' ? true : undefined), 'the server again');
+    assert.equal(warnings().length, 1, 'not again when the same server restarts');
     await closeWindow();
   });
 

@@ -3,7 +3,7 @@
  * both from the project's virtualenv (`PARLEY_VENV`, default `<repo>/.venv`).
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -93,6 +93,11 @@ export class FakeLLM {
     this.proc.kill('SIGTERM');
     await exited;
   }
+}
+
+/** `parley export SESSION` on the store in `home`: the Markdown the command line prints for it (without print's line end). */
+export function cliExport(sessionId: string, home: string): string {
+  return execFileSync(PARLEY, ['export', sessionId], { encoding: 'utf8', env: { ...process.env, PARLEY_HOME: home } }).replace(/\n$/, '');
 }
 
 /** A fresh store directory and workspace for one server. */

@@ -47,6 +47,7 @@ describe("no server anywhere: the chat's Install button, and the storage's serve
     globalStorageUri: StubUri.file(storage),
     extension: { packageJSON: pkg },
     workspaceState: new StubMemento(),
+    globalState: new StubMemento(),
   };
 
   before(async () => {

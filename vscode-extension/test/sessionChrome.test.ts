@@ -1,14 +1,15 @@
 /**
  * The chat controller against the real `parley serve` and the fake LLM, for what the view's
- * chrome asks of it: Retry after a provider failure, notices kept across a reload, Export
- * (Markdown) and Delete from the history list.
+ * chrome asks of it: Retry after a provider failure or a stop (the cut-off turn replaced: needs
+ * the server's side of the stop 34 contract), notices kept across a reload, Export (the
+ * server's Markdown) and Delete from the history list.
  */
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 
 import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
-import { FakeLLM, PARLEY, serverEnv, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, PARLEY, cliExport, serverEnv, serverUnavailable, tempDirs } from './harness';
 
 let skipReason: string | undefined;
 let fake: FakeLLM | undefined;
@@ -88,13 +89,40 @@ describe('chat controller, for the view chrome, against parley serve', () => {
     assert.deepEqual(card.action, { label: 'Retry', message: { type: 'retry' } });
 
     assert.equal(await ctl.retry(), 'end_turn');
-    assert.deepEqual(shown(ctl).slice(-2), ['you: What is 6 * 7?', 'parley: Now it works.']);
-    // The model got the same question the second time.
+    // The failed turn replaced: one prompt, one answer.
+    assert.deepEqual(shown(ctl), ['you: What is 6 * 7?', 'parley: Now it works.']);
+    // The model got the same question the second time, once (the failed attempt is not in its history).
     const requests = await fake!.requests();
     const asked = requests.map((r) => JSON.stringify(r.body.messages?.filter((m) => m.role === 'user').at(-1)?.content));
     assert.equal(asked.length, 2);
     assert.match(asked[1], /What is 6 \* 7\?/);
     assert.equal(asked[1], asked[0]);
+    assert.equal(requests[1].body.messages?.filter((m) => m.role === 'user').length, 1, 'the question once in the history');
+  });
+
+  it('a stopped turn, retried, is replaced: one prompt and one answer, live and when the session is loaded again', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const first = controller();
+    await fake!.script([{ text: 'x'.repeat(4000), chunk_size: 4, pacing: { chunks_per_second: 50 } }]);
+    const turn = first.send('Tell me about rectangles');
+    await waitUntil(() => first.state.entries.some((e) => e.kind === 'agent' && e.text.startsWith('x')));
+    await first.cancel();
+    assert.equal(await turn, 'cancelled');
+    assert.equal(shown(first).at(-1), 'info: Stopped. [Retry]');
+    await fake!.script([{ text: 'Rectangles have four right angles.' }]);
+    assert.equal(await first.retry(), 'end_turn');
+    assert.deepEqual(shown(first), ['you: Tell me about rectangles', 'parley: Rectangles have four right angles.']);
+    // The model was asked once, without the cut-off answer.
+    const retried = (await fake!.requests()).at(-1)!;
+    assert.deepEqual(retried.body.messages?.filter((m) => m.role !== 'system').map((m) => m.role), ['user']);
+    // Stored so: another window loads one prompt and one answer.
+    const sessionId = first.sessionId!;
+    await first.dispose();
+    const second = controller();
+    await second.loadSession(sessionId);
+    assert.deepEqual(shown(second), ['you: Tell me about rectangles', 'parley: Rectangles have four right angles.']);
   });
 
   it('an error that is not the provider\'s offers no Retry; Retry with no prompt sent says so', async (t) => {
@@ -150,27 +178,30 @@ describe('chat controller, for the view chrome, against parley serve', () => {
     assert.equal(after[after.length - 1], 'parley: Fourth answer.');
   });
 
-  it('Export gives a session as Markdown (the one shown, and another without touching the view); Delete removes it', async (t) => {
+  it("Export gives a session as the server's Markdown, the same as `parley export` (the one shown, and another without touching the view); Delete removes it", async (t) => {
     if (skipIfNoServer(t)) {
       return;
     }
     const keeper = memoryKeeper();
     const ctl = controller(keeper);
-    await fake!.script([{ text: 'The **area** is `w * h`.' }]);
+    // The model's own heading: nested under the turn's (the server's one format).
+    await fake!.script([{ text: '# Area\n\nThe **area** is `w * h`.' }]);
     await ctl.send('How is the area computed?');
     const exported = ctl.sessionId!;
     const shownMarkdown = await ctl.exportMarkdown(exported);
-    assert.match(shownMarkdown, /^# /);
-    assert.match(shownMarkdown, /## You\n\nHow is the area computed\?\n\n## Parley\n\nThe \*\*area\*\* is `w \* h`\.\n/);
+    assert.equal(shownMarkdown, cliExport(exported, dirs.home), 'the same document as the command line');
+    assert.match(shownMarkdown, /## You\n\nHow is the area computed\?\n/);
+    assert.match(shownMarkdown, /\n### Area\n\nThe \*\*area\*\* is `w \* h`\.\n/);
 
-    // Another session is shown now; the first is exported from its replay, the view untouched.
+    // Another session is shown now; the first is exported all the same, the view untouched.
     await ctl.newSession();
     const entriesBefore = ctl.state.entries;
     const rows = ctl.sessionRows(await ctl.listSessions());
     assert.ok(rows.some((r) => r.sessionId === exported));
-    const markdown = await ctl.exportMarkdown(exported);
-    assert.match(markdown, /## You\n\nHow is the area computed\?\n\n## Parley\n\nThe \*\*area\*\* is `w \* h`\.\n/);
+    assert.equal(await ctl.exportMarkdown(exported), shownMarkdown);
     assert.equal(ctl.state.entries, entriesBefore, 'the view is not touched');
+    // A session never prompted is not stored: the server says so.
+    await assert.rejects(ctl.exportMarkdown(ctl.sessionId!), /Unknown session/);
 
     assert.equal(ctl.canDeleteSessions, true, 'the server offers session/delete');
     await ctl.deleteSession(exported);

@@ -1,6 +1,6 @@
 /**
- * The chat view's chrome in headless Chromium at a narrow sidebar's width: the toolbar,
- * speaker labels and what is announced, keyboard use, the error card's Retry, the history
+ * The chat view's chrome in headless Chromium at a narrow sidebar's width: the toolbar, a
+ * tool card's one-line header, speaker labels and what is announced, keyboard use, the error card's Retry, the history
  * list's Export and Delete, and screenshots of a permission card and an error card in the
  * dark and light themes (test-output/).
  */
@@ -147,6 +147,69 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     assert.deepEqual(view.problems, []);
   });
 
+  it("a tool card's header is one line at 300 px: its kind and status never wrap, a long title ends in …", async () => {
+    await page.setViewportSize({ width: 300, height: 760 });
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply(
+      { type: 'meta', patch: { serverState: 'ready', sessionId: 's-cards', model: MODELS[1].id, models: MODELS } },
+      { type: 'userPrompt', text: 'Read the geometry module and fix it.', context: [] },
+    );
+    const calls = [
+      { title: 'Read geometry.py', kind: 'read' as const, status: 'completed' as const },
+      { title: 'Read server/parley/agent/conversation_history_and_replay.py:120-240', kind: 'read' as const, status: 'completed' as const },
+      { title: 'Run Python', kind: 'execute' as const, status: 'in_progress' as const },
+      { title: 'Edit vscode-extension/src/webview/entryViews.ts', kind: 'edit' as const, status: 'failed' as const },
+    ];
+    for (const [i, c] of calls.entries()) {
+      await host.update({ sessionUpdate: 'tool_call', toolCallId: `card${i}`, title: c.title, kind: c.kind, status: c.status, rawInput: { path: 'geometry.py' } });
+    }
+    // Each header: its parts side by side on one row; the kind's and the status's text one line
+    // each (the lines of a text: the tops of its boxes); a title too long for the row cut with "…".
+    const headers = await page.locator('.entry-tool .tool-card summary').evaluateAll((summaries) =>
+      summaries.map((summary) => {
+        const lines = (el: Element) => {
+          const range = document.createRange();
+          range.selectNodeContents(el);
+          return new Set(Array.from(range.getClientRects(), (r) => Math.round(r.top))).size;
+        };
+        const part = (selector: string) => summary.querySelector<HTMLElement>(selector)!;
+        const parts = ['.tool-status-icon', '.tool-title', '.tool-kind', '.tool-badge'].map(part);
+        const tops = parts.map((p) => Math.round(p.getBoundingClientRect().top));
+        const title = part('.tool-title');
+        const card = summary.closest('.entry-tool')!.getBoundingClientRect();
+        return {
+          title: title.textContent,
+          hover: title.getAttribute('title'),
+          kindLines: lines(part('.tool-kind')),
+          statusLines: lines(part('.tool-badge')),
+          titleLines: lines(title),
+          rowSpread: Math.max(...tops) - Math.min(...tops),
+          cut: title.scrollWidth > title.clientWidth,
+          ellipsis: getComputedStyle(title).textOverflow,
+          badgeInside: part('.tool-badge').getBoundingClientRect().right <= card.right,
+        };
+      }),
+    );
+    fs.mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: path.join(OUTPUT, 'chat-view-tool-cards-300px.png') });
+    assert.equal(headers.length, calls.length);
+    for (const h of headers) {
+      const what = JSON.stringify(h);
+      assert.equal(h.kindLines, 1, `the kind on one line: ${what}`);
+      assert.equal(h.statusLines, 1, `the status on one line: ${what}`);
+      assert.equal(h.titleLines, 1, `the title on one line: ${what}`);
+      assert.ok(h.rowSpread <= 4, `the header's parts on one row: ${what}`);
+      assert.ok(h.badgeInside, `the status inside the card: ${what}`);
+    }
+    assert.deepEqual(headers.map((h) => h.hover), calls.map((c) => c.title), 'the whole title on hover');
+    const long = headers[1];
+    assert.ok(long.cut && long.ellipsis === 'ellipsis', `a long title ends in …: ${JSON.stringify(long)}`);
+    assert.ok(!headers[0].cut, `a short title is whole: ${JSON.stringify(headers[0])}`);
+    await page.setViewportSize({ width: WIDTH, height: 760 });
+    assert.deepEqual(view.problems, []);
+  });
+
   it('names the speakers, announces only what is new, and the transcript is not a live region', async () => {
     const host = new Host(page);
     await host.send({ type: 'reset', state: host.state });
@@ -266,6 +329,39 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     await retry.focus();
     await page.keyboard.press('Enter');
     assert.deepEqual(await posted(page), [{ type: 'retry' }]);
+    assert.deepEqual(view.problems, []);
+  });
+
+  it("a stopped turn's notice offers Retry; the retried turn replaces it on the page: one prompt, one answer", async () => {
+    await clearPosted(page);
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    const stopped: ChatEvent = {
+      type: 'update',
+      update: { sessionUpdate: 'agent_message_chunk', messageId: 'n1', content: { type: 'text', text: 'Stopped.' }, _meta: { parley: { notice: { level: 'info' } } } },
+    };
+    await host.apply(
+      { type: 'meta', patch: { serverState: 'ready', sessionId: 's-stop', model: MODELS[1].id, models: MODELS } },
+      { type: 'userPrompt', text: 'Tell me about rectangles', context: [] },
+      { type: 'meta', patch: { busy: true } },
+      { type: 'update', update: { sessionUpdate: 'agent_message_chunk', messageId: 'a1', content: { type: 'text', text: 'Rectangles are' } } },
+      stopped,
+      { type: 'turnEnded', stopReason: 'cancelled' },
+      { type: 'offerRetry' },
+    );
+    const notice = page.locator('.entry-notice', { hasText: 'Stopped.' });
+    await notice.getByRole('button', { name: 'Retry' }).click();
+    assert.deepEqual(await posted(page), [{ type: 'retry' }]);
+    // The host's Retry: the cut-off turn leaves, the prompt again, the new answer.
+    await host.apply(
+      { type: 'dropLastTurn' },
+      { type: 'userPrompt', text: 'Tell me about rectangles', context: [] },
+      { type: 'update', update: { sessionUpdate: 'agent_message_chunk', messageId: 'a2', content: { type: 'text', text: 'Rectangles have four right angles.' } } },
+      { type: 'turnEnded', stopReason: 'end_turn' },
+    );
+    await page.locator('.entry-agent', { hasText: 'four right angles' }).waitFor({ timeout: 5000 });
+    const kinds = await page.locator('#transcript .entry').evaluateAll((els: Element[]) => els.map((el) => el.classList.item(1) ?? ''));
+    assert.deepEqual(kinds, ['entry-user', 'entry-agent']);
     assert.deepEqual(view.problems, []);
   });
 

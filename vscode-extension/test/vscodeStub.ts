@@ -131,6 +131,11 @@ export class VscodeStub {
   readonly statusItems: { text: string; tooltip: unknown; command?: string; shown: boolean }[] = [];
   readonly messages: { level: string; text: string }[] = [];
   readonly log: string[] = [];
+  /**
+   * Lines written to an output channel after it was disposed. VS Code throws "Channel has been
+   * closed" there (an error in the extension host's log); the stand-in throws too, and keeps them.
+   */
+  readonly closedChannelWrites: string[] = [];
   /** The save dialogs asked (their options), and the file the next one answers (none: cancelled). */
   readonly saveDialogs: unknown[] = [];
   saveAnswer: StubUri | undefined;
@@ -256,17 +261,31 @@ export class VscodeStub {
         readonly modified: StubUri,
       ) {}
     }
-    const channel = {
-      get logLevel() {
-        return stub.logLevel;
-      },
-      debug: (s: string) => stub.log.push(s),
-      info: (s: string) => stub.log.push(s),
-      warn: (s: string) => stub.log.push(s),
-      error: (s: string) => stub.log.push(s),
-      appendLine: (s: string) => stub.log.push(s),
-      show: () => undefined,
-      dispose: () => undefined,
+    // Each channel is its own: disposed, it refuses to be written to, as VS Code's does.
+    const createChannel = (name: string) => {
+      let disposed = false;
+      const write = (s: string) => {
+        if (disposed) {
+          stub.closedChannelWrites.push(`${name}: ${s}`);
+          throw new Error('Channel has been closed');
+        }
+        stub.log.push(s);
+      };
+      return {
+        name,
+        get logLevel() {
+          return stub.logLevel;
+        },
+        debug: write,
+        info: write,
+        warn: write,
+        error: write,
+        appendLine: write,
+        show: () => undefined,
+        dispose: () => {
+          disposed = true;
+        },
+      };
     };
     const message = (level: string) => (text: string) => {
       stub.messages.push({ level, text });
@@ -291,7 +310,7 @@ export class VscodeStub {
         visibleTextEditors: [],
         tabGroups: { all: [] },
         onDidChangeActiveTextEditor: () => disposable,
-        createOutputChannel: () => channel,
+        createOutputChannel: (name: string) => createChannel(name),
         createStatusBarItem: () => {
           const item = { text: '', tooltip: undefined as unknown, command: undefined, name: '', shown: false, show() { item.shown = true; }, dispose() {} };
           stub.statusItems.push(item);

@@ -3,7 +3,8 @@
  * browser, installed by scripts/install-code-server.sh) with a fresh profile, the .vsix
  * installed into it, the real `parley serve` against the fake LLM, and headless Chromium
  * driving the workbench at the default sidebar width (300 px) as a user would: streaming,
- * a permission request, Stop, History, a window reload, the server log, a command run with
+ * a permission request, Stop (its notice offering Retry), History, a window reload (no error
+ * of the extension in the extension host's log after it), the server log, a command run with
  * its output live in its card and in a terminal (issue 25), both themes.
  *
  * The chat is a webview: two iframes deep (VS Code's host frame, then the page's frame).
@@ -454,6 +455,8 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('#stop-button').click();
     await turnEnded(chat);
     await chat.getByText(/Stopped/).last().waitFor();
+    // The stopped turn offers Retry on its notice (which would replace it).
+    await chat.locator('.entry-notice', { hasText: 'Stopped.' }).last().getByRole('button', { name: 'Retry' }).waitFor();
     const shown = (await agent.innerText()).length;
     assert.ok(shown < SLOW.length, `stopped half way (${shown} of ${SLOW.length} characters)`);
   });
@@ -490,6 +493,30 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('#session-list li[data-session-id]').first().waitFor();
     assert.deepEqual(await chat.locator('#session-list .session-title').allInnerTexts(), ['How do I compute the area of a rectangle?']);
     await chat.locator('#sessions-close').click();
+  });
+
+  it('the window reload left no error of the extension in the extension host\'s log (no write to a closed output channel)', (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    // code-server's logs: <user-data>/logs/<time>/exthost<N>/remoteexthost.log, one per extension host (window).
+    const logs: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        const file = path.join(dir, e.name);
+        if (e.isDirectory()) {
+          walk(file);
+        } else if (/exthost\.log$/i.test(e.name)) {
+          logs.push(file);
+        }
+      }
+    };
+    walk(path.join(profile.userData, 'logs'));
+    assert.ok(logs.length >= 2, `the extension hosts' logs, before and after the reload: ${logs.join(', ')}`);
+    for (const file of logs) {
+      const closed = fs.readFileSync(file, 'utf8').split('\n').filter((l) => /Channel has been closed/.test(l));
+      assert.deepEqual(closed, [], file);
+    }
   });
 
   it('shows the server log: the server\'s stderr and the extension\'s own lines', async (t) => {

@@ -31,6 +31,8 @@ import {
   type EditorCallToolParams,
   type EmptyResult,
   type EditorCallToolResult,
+  type ExportParams,
+  type ExportResult,
   type InitializeResult,
   type ListSessionsParams,
   type ListSessionsResult,
@@ -309,9 +311,10 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return (await this.startSession(cwd, options)).sessionId;
   }
 
-  prompt(sessionId: string, prompt: ContentBlock[] | string): Promise<PromptResult> {
+  /** `session/prompt`; `retry`: it replaces the session's last turn, which was cut off (see `PromptParams`). */
+  prompt(sessionId: string, prompt: ContentBlock[] | string, options: { retry?: boolean } = {}): Promise<PromptResult> {
     const blocks: ContentBlock[] = typeof prompt === 'string' ? [{ type: 'text', text: prompt }] : prompt;
-    return this.request('session/prompt', { sessionId, prompt: blocks });
+    return this.request('session/prompt', { sessionId, prompt: blocks, ...(options.retry ? { _meta: { parley: { retry: true } } } : {}) });
   }
 
   /** `session/cancel`; also answers our own open permission prompts of that session `cancelled`. */
@@ -368,6 +371,11 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   models(): Promise<ModelsResult> {
     return this.request('_parley/models', {});
+  }
+
+  /** `_parley/session/export`: a stored session as one document (Markdown: the same from every client). */
+  exportSession(sessionId: string, format: ExportParams['format'] = 'markdown'): Promise<ExportResult> {
+    return this.request('_parley/session/export', { sessionId, format });
   }
 
   /** `_parley/session/restore`: the files edited from `turn` on put back as before it. */

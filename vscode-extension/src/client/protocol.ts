@@ -225,6 +225,12 @@ export interface NewSessionResult {
 export interface PromptParams {
   sessionId: string;
   prompt: ContentBlock[];
+  /**
+   * `retry`: this prompt is the last one again, after that turn was cut off (cancelled, or
+   * answered with an error); the server replaces the cut-off turn with this one when nothing
+   * came after it, and says whether it did (`PromptResult`'s `replaced`).
+   */
+  _meta?: { parley?: { retry?: boolean } };
 }
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled';
@@ -242,13 +248,17 @@ export interface PromptResult {
       usage?: Usage;
       turn?: TurnStats;
       session?: UsageTotals;
+      /** Only for a prompt sent with `retry`: the cut-off turn was replaced (false: kept, this is a new turn). */
+      replaced?: boolean;
     };
   };
 }
 
 /** A prompt result's usage: the turn's, its stats and the session's totals, from either edition's shape. */
 export function promptUsage(result: PromptResult): { usage?: Usage; turn?: Partial<TurnStats>; session?: UsageTotals } {
-  const { usage, turn, session, ...flatStats } = result._meta?.parley ?? {};
+  const { usage, turn, session, ...rest } = result._meta?.parley ?? {};
+  // The first edition's stats, flat: what is left but a retry's answer.
+  const flatStats = Object.fromEntries(Object.entries(rest).filter(([key]) => key !== 'replaced')) as Partial<TurnStats>;
   const stats = turn ?? (Object.keys(flatStats).length > 0 ? flatStats : undefined);
   return {
     ...((usage ?? result.usage) ? { usage: usage ?? result.usage } : {}),
@@ -600,6 +610,17 @@ export interface RestoreResult {
   failed?: { path: string; reason: string }[];
 }
 
+/** `_parley/session/export`: a stored session as one document, the same from every client. */
+export interface ExportParams {
+  sessionId: string;
+  format?: 'markdown' | 'json';
+}
+
+export interface ExportResult {
+  text: string;
+  format: 'markdown' | 'json';
+}
+
 // ---- the methods ----
 
 /** Requests the client sends the server: method → params and result. */
@@ -616,6 +637,7 @@ export interface AgentRequests {
   'session/set_mode': { params: SetModeParams; result: EmptyResult };
   '_parley/session/configure': { params: ConfigureParams; result: EmptyResult };
   '_parley/session/restore': { params: RestoreParams; result: RestoreResult };
+  '_parley/session/export': { params: ExportParams; result: ExportResult };
   '_parley/usage': { params: UsageParams; result: UsageResult };
   '_parley/models': { params: Record<string, never>; result: ModelsResult };
 }

@@ -62,6 +62,13 @@ export type ChatEvent =
    * came before the result.
    */
   | { type: 'turnEnded'; stopReason: string; turn?: number; edited?: string[] }
+  /**
+   * The turn just ended was cut off (stopped) and may be sent again: its last notice (the
+   * server's "Stopped.") offers Retry; with none, a notice saying it stopped does.
+   */
+  | { type: 'offerRetry' }
+  /** Retry of a cut-off turn: the turn (its prompt and all after it) leaves the view before it is sent again. */
+  | { type: 'dropLastTurn' }
   /** "Undo turn" for `turn`: asked (`undoing`), done (`undone`, with what the server did), or failed (`ready`). */
   | { type: 'turnUndo'; turn: number; state: TurnEntry['undo']; restored?: RestoredFile[] }
   | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
@@ -151,6 +158,12 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
       }
       return { ...next, meta: { ...next.meta, busy: false } };
     }
+    case 'offerRetry':
+      return offerRetry(state);
+    case 'dropLastTurn': {
+      const start = lastTurnStart(state.entries);
+      return start === 0 && state.entries[0]?.kind !== 'user' ? state : { ...state, entries: state.entries.slice(0, start) };
+    }
     case 'turnUndo':
       return applyTurnUndo(state, event.turn, event.state, event.restored);
     case 'notice':
@@ -191,10 +204,7 @@ const EDIT_KINDS = new Set(['edit', 'delete', 'move']);
  * those of its edit tool calls that completed (their diffs' files, else their locations).
  */
 function turnEditedFiles(state: ChatState, written: string[]): string[] {
-  let start = state.entries.length;
-  while (start > 0 && state.entries[start - 1].kind !== 'user') {
-    start--;
-  }
+  const start = lastTurnStart(state.entries);
   const files = new Set(written.map((p) => relativeTo(p, state.meta.cwd)));
   for (const e of state.entries.slice(start)) {
     if (e.kind !== 'tool' || e.status !== 'completed' || e.superseded || !EDIT_KINDS.has(e.toolKind)) {
@@ -206,6 +216,29 @@ function turnEditedFiles(state: ChatState, written: string[]): string[] {
     }
   }
   return [...files];
+}
+
+/** Where the last turn starts in `entries`: its prompt's index (0 when there is none). */
+function lastTurnStart(entries: Entry[]): number {
+  let start = entries.length;
+  while (start > 0 && entries[start - 1].kind !== 'user') {
+    start--;
+  }
+  return Math.max(0, start - 1);
+}
+
+const RETRY: NonNullable<NoticeEntry['action']> = { label: 'Retry', message: { type: 'retry' } };
+
+/** The last turn's last notice with Retry (one without an action), else a notice saying it stopped, with Retry. */
+function offerRetry(state: ChatState): ChatState {
+  const start = lastTurnStart(state.entries);
+  for (let i = state.entries.length - 1; i > start; i--) {
+    const e = state.entries[i];
+    if (e.kind === 'notice') {
+      return e.action ? state : mapEntry(state, e.id, () => ({ ...e, action: RETRY }));
+    }
+  }
+  return appendNotice(state, 'info', 'Stopped.', RETRY);
 }
 
 /**

@@ -121,10 +121,21 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     }
   }
 
-  /** Close the open session (when the server can) and stop the server. */
-  async dispose(): Promise<void> {
-    await this.sessions.closeSession();
-    await this.server.stop();
+  private disposing: Promise<void> | undefined;
+
+  /**
+   * Close the open session (when the server can) and stop the server, for good: a session
+   * still being opened starts no server after it. A second call (the window's subscriptions
+   * right after `deactivate`) waits for the first rather than stopping the server under the
+   * session's close.
+   */
+  dispose(): Promise<void> {
+    this.disposing ??= (async () => {
+      await this.sessions.closeSession();
+      this.server.closed = true;
+      await this.server.stop();
+    })();
+    return this.disposing;
   }
 
   // ---- sessions and history ----
@@ -170,8 +181,9 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return this.sessions.deleteSession(sessionId);
   }
 
-  exportMarkdown(sessionId: string, title?: string): Promise<string> {
-    return this.sessions.exportMarkdown(sessionId, title);
+  /** A stored session as the server's Markdown (`_parley/session/export`). */
+  exportMarkdown(sessionId: string): Promise<string> {
+    return this.sessions.exportMarkdown(sessionId);
   }
 
   // ---- the turn ----
@@ -208,6 +220,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   }
 
   undoTurn(turn?: number): Promise<RestoreResult> {
+    // A restore comes after the last turn in the session: Retry no longer replaces that turn.
+    this.turn.keepLastTurn();
     return this.undo.undoTurn(turn);
   }
 

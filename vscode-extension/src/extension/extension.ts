@@ -9,6 +9,7 @@ import { EDITOR_TOOL_SPECS } from '../client/editorToolSpecs';
 import type { RequestPermissionParams, ToolPolicy } from '../client/protocol';
 import type { ViewState, ViewToHost } from '../common/view';
 import { formatCost, formatTokens } from '../common/display';
+import { versionMismatchText } from '../core/serverVersion';
 import { statusTooltipMarkdown } from '../core/statusTooltip';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
@@ -20,7 +21,8 @@ import { CommandTerminals } from './commandTerminals';
 import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
-import { findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
+import { closable } from './outputChannels';
+import { INSTALL_LABEL, findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
 import { exportSession, workspaceNotices } from './sessionFiles';
 
 const MAX_FILE_BYTES = 512 * 1024;
@@ -73,7 +75,7 @@ const SERVER_LOG_LINE = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING
  * timestamp (the channel adds its own); a line that names none (a traceback's) at the level of
  * the line before it.
  */
-export function logWriter(output: vscode.LogOutputChannel): (line: string, level?: LogLevel) => void {
+export function logWriter(output: Pick<vscode.LogOutputChannel, 'debug' | 'info' | 'warn' | 'error'>): (line: string, level?: LogLevel) => void {
   let serverLevel: 'debug' | 'info' | 'warn' | 'error' = 'info';
   return (line, level = 'info') => {
     if (level !== 'server') {
@@ -141,27 +143,33 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
 }
 
 export function activate(context: vscode.ExtensionContext): void {
-  const output = vscode.window.createOutputChannel('Parley', { log: true });
+  const output = closable(vscode.window.createOutputChannel('Parley', { log: true }));
   const editorTools = new EditorTools(workspaceRoot);
   const editorFiles = new VscodeEditorFiles();
   const proposedEdits = new ProposedEditDocuments(editorFiles);
   const version = (context.extension.packageJSON as { version?: string }).version ?? '0.0.0';
   storage = serverStorage(context);
-  const installOutput = vscode.window.createOutputChannel('Parley Server Install');
+  const installOutput = closable(vscode.window.createOutputChannel('Parley Server Install'));
 
+  const log = logWriter(output);
+  const serverLocation = () => findServer(vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley'), workspaceRoot(), storage);
   const ctl: ChatController = new ChatController({
     workspaceRoot,
     additionalDirectories,
     settings: () => readSettings(output.logLevel),
     serverBlocked: () => (vscode.workspace.isTrusted === false ? RESTRICTED_MODE_TEXT : undefined),
-    serverMissing: () =>
-      findServer(vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley'), workspaceRoot(), storage).source === 'missing'
-        ? missingNotice()
-        : undefined,
+    serverMissing: () => (serverLocation().source === 'missing' ? missingNotice() : undefined),
     clientInfo: { name: 'parley-vscode', version },
+    serverVersionDiffers: (server, own) => {
+      // The extension manages the server it installed into its storage: its button reinstalls it.
+      const managed = serverLocation().source === 'storage';
+      const text = versionMismatchText(server, own, managed);
+      log(text, 'warn');
+      void vscode.window.showWarningMessage(text, ...(managed ? [INSTALL_LABEL] : [])).then((pick) => (pick ? installServer() : undefined));
+    },
     files: editorFiles,
     editorTools: { specs: EDITOR_TOOL_SPECS, run: (params) => editorTools.run(params) },
-    log: logWriter(output),
+    log,
     notices: workspaceNotices(context.workspaceState),
     onPermissionAsked: (params, signal) =>
       askPermission(params, signal, chatView.visible, () => openProposedDiffs(ctl, proposedEdits, params)),
@@ -178,7 +186,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
     (m: ViewToHost) => {
-      void (m.type === 'installServer' ? installServer() : handleViewMessage(ctl, chatView, { proposedEdits, terminals }, m));
+      void (m.type === 'installServer' ? installServer() : handleViewMessage(ctl, chatView, { proposedEdits, terminals, exportMemory: context.globalState }, m));
     },
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
@@ -317,7 +325,7 @@ export async function deactivate(): Promise<void> {
 async function handleViewMessage(
   ctl: ChatController,
   view: ChatViewProvider,
-  { proposedEdits, terminals }: { proposedEdits: ProposedEditDocuments; terminals: CommandTerminals },
+  { proposedEdits, terminals, exportMemory }: { proposedEdits: ProposedEditDocuments; terminals: CommandTerminals; exportMemory: vscode.Memento },
   m: ViewToHost,
 ): Promise<void> {
   try {
@@ -363,7 +371,7 @@ async function handleViewMessage(
         await ctl.retry().catch(() => undefined); // shown in the view
         break;
       case 'exportSession':
-        await exportSession(ctl, m.sessionId, workspaceRoot());
+        await exportSession(ctl, m.sessionId, exportMemory);
         break;
       case 'deleteSession':
         try {

@@ -1,13 +1,20 @@
 /**
- * The history list's VS Code side: Export saves a session's transcript as Markdown where the
- * user says (a save dialog), and the notices the chat said about a session are kept in the
- * workspace's state so that a reload shows them again.
+ * The history list's VS Code side: Export saves a session as the server's Markdown (the same
+ * document every client gives) where the user says, in a save dialog that starts outside the
+ * workspace (an export is not part of the repository unless the user puts it there); and the
+ * notices the chat said about a session are kept in the workspace's state so that a reload
+ * shows them again.
  */
 
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 import type { ChatController, KeptNotice, NoticeKeeper } from '../core/controller';
+
+/** The globalState key of the folder the last export went to (the next one starts there). */
+export const EXPORT_FOLDER_KEY = 'parley.exportFolder';
 
 /** A file name for a session's export: its title, in lower case, words joined by `-`. */
 export function exportFileName(title: string | undefined): string {
@@ -19,12 +26,18 @@ export function exportFileName(title: string | undefined): string {
   return `${slug || 'parley-session'}.md`;
 }
 
-/** Asks where to save the session's Markdown and writes it there; says where it went. */
-export async function exportSession(ctl: ChatController, sessionId: string, root: string): Promise<void> {
+/** Where the save dialog starts: the folder the last export went to (the user chose it), else the home folder. */
+export function exportFolder(memory: vscode.Memento): string {
+  const last = memory.get<string>(EXPORT_FOLDER_KEY);
+  return last && fs.existsSync(last) ? last : os.homedir();
+}
+
+/** Asks where to save the session's Markdown (the server's export) and writes it there; says where it went. */
+export async function exportSession(ctl: ChatController, sessionId: string, memory: vscode.Memento): Promise<void> {
   const title = ctl.sessionTitle(sessionId);
-  const markdown = await ctl.exportMarkdown(sessionId, title);
+  const markdown = await ctl.exportMarkdown(sessionId);
   const target = await vscode.window.showSaveDialog({
-    defaultUri: vscode.Uri.file(path.join(root, exportFileName(title))),
+    defaultUri: vscode.Uri.file(path.join(exportFolder(memory), exportFileName(title))),
     filters: { Markdown: ['md'] },
     saveLabel: 'Export',
     title: `Export “${title ?? sessionId}” as Markdown`,
@@ -33,7 +46,8 @@ export async function exportSession(ctl: ChatController, sessionId: string, root
     return;
   }
   await vscode.workspace.fs.writeFile(target, new TextEncoder().encode(markdown));
-  const open = await vscode.window.showInformationMessage(`Parley: saved the session to ${path.basename(target.fsPath)}.`, 'Open');
+  await memory.update(EXPORT_FOLDER_KEY, path.dirname(target.fsPath));
+  const open = await vscode.window.showInformationMessage(`Parley: saved the session to ${target.fsPath}.`, 'Open');
   if (open) {
     await vscode.window.showTextDocument(target);
   }

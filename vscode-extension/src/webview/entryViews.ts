@@ -221,6 +221,7 @@ function updateTool(el: HTMLElement, entry: ToolEntry): void {
   };
   set('.tool-status-icon', STATUS_ICON[status] ?? '•');
   set('.tool-title', entry.title);
+  el.querySelector('.tool-title')?.setAttribute('title', entry.title); // whole when cut with …
   set('.tool-kind', entry.toolKind);
   // An edit's lines added and removed, on its folded line.
   const diffs = entry.content.filter((c) => c.kind === 'diff');

@@ -71,6 +71,12 @@ export interface ControllerHost {
   serverMissing?(): { text: string; action: NonNullable<NoticeEntry['action']> } | undefined;
   clientInfo?: { name: string; version: string };
   /**
+   * The server is Parley of another version than `clientInfo.version`: say so (a notification
+   * and a log line). Called once per server version the controller meets, not per session or
+   * restart. Without it, the log says it.
+   */
+  serverVersionDiffers?(serverVersion: string, ownVersion: string): void;
+  /**
    * Where the chat's own notices of a session (a server crash) are kept: the server's
    * replay brings back its messages and its own notices (a stop, a failed turn), not what
    * the chat said. E.g. VS Code's workspace state; without it, a reload shows none of them.

@@ -3,7 +3,7 @@
  * requests and updates to the parts that answer them, and say in the view when it stops.
  */
 
-import { type ExitInfo, ParleyClient, describeError } from '../../client/client';
+import { type ExitInfo, ParleyClient, ServerExitedError, describeError } from '../../client/client';
 import type {
   EmptyResult,
   InitializeResult,
@@ -14,6 +14,7 @@ import type {
 } from '../../client/protocol';
 import type { NoticeEntry } from '../../common/view';
 import { WorkspaceFileAccess } from '../fileAccess';
+import { differentServerVersion } from '../serverVersion';
 import type { ChatCore } from './core';
 import { keepingNotices } from './keptNotices';
 
@@ -32,16 +33,24 @@ export interface ServerHooks {
 
 export class ServerProcess {
   private startPromise: Promise<void> | undefined;
+  /** The other server versions said already (once each: not again at a restart). */
+  private readonly versionsSaid = new Set<string>();
 
   constructor(
     private readonly core: ChatCore,
     private readonly hooks: ServerHooks,
   ) {}
 
+  /** The chat is closed (the window closes): no server starts any more, not even for what was under way. */
+  closed = false;
+
   /** Start the server if it is not running. */
   ensureStarted(): Promise<void> {
     if (this.core.client?.running) {
       return Promise.resolve();
+    }
+    if (this.closed) {
+      return Promise.reject(new ServerExitedError('Parley is closed: the window is closing.'));
     }
     if (!this.startPromise) {
       this.startPromise = this.start().finally(() => {
@@ -75,6 +84,7 @@ export class ServerProcess {
       const init = await client.start();
       core.log(`The server is ready (default model ${init._meta?.parley?.defaultModel ?? 'unknown'}).`);
       this.hooks.ready(init);
+      this.compareVersions(init);
     } catch (err) {
       core.log(`The server did not start: ${describeError(err)}`, 'error');
       core.meta({ serverState: 'exited', busy: false, loading: false });
@@ -85,6 +95,22 @@ export class ServerProcess {
         action: { label: 'Restart server', message: { type: 'restart' } },
       });
       throw err;
+    }
+  }
+
+  /** Says (once per server version) that the server's version differs from the client's. */
+  private compareVersions(init: InitializeResult): void {
+    const { host } = this.core;
+    const own = host.clientInfo?.version;
+    const server = differentServerVersion(init, own);
+    if (!own || !server || this.versionsSaid.has(server)) {
+      return;
+    }
+    this.versionsSaid.add(server);
+    if (host.serverVersionDiffers) {
+      host.serverVersionDiffers(server, own);
+    } else {
+      this.core.log(`Parley server ${server} differs from this client's ${own}.`, 'warn');
     }
   }
 

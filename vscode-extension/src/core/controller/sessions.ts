@@ -1,14 +1,12 @@
 /**
  * Sessions and history: the session shown, open on the running server (new, loaded from the
  * store, resumed after a restart), where the server's updates go, and the stored sessions
- * (listed, deleted, exported as Markdown).
+ * (listed, deleted, exported as the server's Markdown).
  */
 
 import { type ParleyClient, describeError } from '../../client/client';
 import type { LoadSessionResult, NewSessionResult, ResumeSessionResult, SessionNotification, SessionSummary } from '../../client/protocol';
 import type { SessionRow } from '../../common/view';
-import { initialState, reduce } from '../chatState';
-import { transcriptMarkdown } from '../transcriptMarkdown';
 import type { ChatCore } from './core';
 import { withKeptNotices } from './keptNotices';
 import type { Models } from './models';
@@ -37,8 +35,6 @@ export class Sessions {
   /** `session/new` requests in flight, and the updates that came meanwhile for other sessions. */
   private opening = 0;
   private early: SessionNotification[] = [];
-  /** Sessions loaded only to read their replay (Export), and where their updates go. */
-  private readonly collectors = new Map<string, (n: SessionNotification) => void>();
   /** The session `ensureSession` opens when the view shows none (`restoreOnOpen`). */
   private toRestore: { sessionId: string; title?: string } | undefined;
   /** Session titles from the last `session/list`, for a session opened or exported by id alone (the History list). */
@@ -56,12 +52,9 @@ export class Sessions {
     this.openSession = undefined;
   }
 
-  /** A `session/update`: to an export reading its replay, to the view, or kept for a session being opened. */
+  /** A `session/update`: to the view, or kept for a session being opened. */
   route(n: SessionNotification): void {
-    const collect = this.collectors.get(n.sessionId);
-    if (collect) {
-      collect(n);
-    } else if (n.sessionId === this.core.state.meta.sessionId) {
+    if (n.sessionId === this.core.state.meta.sessionId) {
       this.core.dispatch({ type: 'update', update: n.update });
     } else if (this.opening > 0) {
       this.early.push(n); // perhaps the session being opened: its id is not known yet
@@ -371,30 +364,12 @@ export class Sessions {
   }
 
   /**
-   * A session's transcript as Markdown: the one shown from the view's entries; another by
-   * reading its `session/load` replay aside (the view is not touched), with its kept notices.
+   * A stored session as Markdown: the server's export (`_parley/session/export`), the same
+   * document every client and `parley export` give. The view is not touched.
    */
-  async exportMarkdown(sessionId: string, title?: string): Promise<string> {
-    const { core } = this;
-    if (sessionId === core.state.meta.sessionId) {
-      return transcriptMarkdown(core.state.meta.title ?? title, core.state.entries);
-    }
+  async exportMarkdown(sessionId: string): Promise<string> {
     await this.server.ensureStarted();
-    const client = core.requireClient();
-    let state = reduce(initialState(), { type: 'meta', patch: { sessionId, cwd: core.host.workspaceRoot() } });
-    this.collectors.set(sessionId, (n) => {
-      state = reduce(state, { type: 'update', update: n.update });
-    });
-    try {
-      await client.loadSession(sessionId, core.host.workspaceRoot(), this.otherRoots());
-    } finally {
-      this.collectors.delete(sessionId);
-    }
-    if (sessionId !== this.openSession && client.sessionCapabilities.close) {
-      await closeQuietly(client, sessionId, (line) => core.log(line));
-    }
-    state = reduce(state, { type: 'turnEnded', stopReason: 'end_turn' });
-    const kept = core.host.notices?.get(sessionId) ?? [];
-    return transcriptMarkdown(title, kept.length ? withKeptNotices(state.entries, kept) : state.entries);
+    const { text } = await this.core.requireClient().exportSession(sessionId, 'markdown');
+    return text;
   }
 }

@@ -1,15 +1,28 @@
 /**
  * The turn: a prompt sent with its attachments, the turn's end (its number, the files it
- * edited), an error shown as a card (Retry for a provider's failure), and Retry itself.
+ * edited), an error shown as a card (Retry for a provider's failure), a stop (Retry on its
+ * notice), and Retry itself: a cut-off turn is replaced (the stop 34 contract, section 1).
  */
 
 import { ServerExitedError, describeError } from '../../client/client';
-import { type ContentBlock, type ResourceBlock, promptUsage } from '../../client/protocol';
+import { type ContentBlock, type PromptResult, type ResourceBlock, promptUsage } from '../../client/protocol';
 import { PROVIDER_ERROR } from '../../common/display';
 import type { ContextItem } from '../../common/view';
 import type { ChatCore } from './core';
 import type { Permissions } from './permissions';
 import type { Sessions } from './sessions';
+
+/** What the chat says when the server kept the cut-off turn a Retry asked it to replace. */
+export const RETRY_KEPT_TEXT = 'The earlier attempt is kept: the session changed after it (in another window).';
+
+/** The last prompt of the session, as sent: what Retry sends again. */
+interface SentPrompt {
+  text: string;
+  items: ContextItem[];
+  blocks: ContentBlock[];
+  /** Its turn was cut off: stopped, or answered with an error. Retry replaces it then. */
+  cutOff: boolean;
+}
 
 /** The JSON-RPC error code of `err`, if it is a JSON-RPC error. */
 function errorCode(err: unknown): number | undefined {
@@ -19,8 +32,8 @@ function errorCode(err: unknown): number | undefined {
 
 export class Turn {
   private contextBlocks: ResourceBlock[] = [];
-  /** The last prompt sent in this session, as sent: what Retry sends again. */
-  private lastPrompt: { text: string; items: ContextItem[]; blocks: ContentBlock[] } | undefined;
+  /** The last prompt sent in this session. */
+  private lastPrompt: SentPrompt | undefined;
 
   constructor(
     private readonly core: ChatCore,
@@ -33,6 +46,13 @@ export class Turn {
   /** Another session is shown: its last prompt is not this one. */
   forgetLastPrompt(): void {
     this.lastPrompt = undefined;
+  }
+
+  /** Something was added to the session after its last turn (an undo): a Retry now is a new turn. */
+  keepLastTurn(): void {
+    if (this.lastPrompt) {
+      this.lastPrompt = { ...this.lastPrompt, cutOff: false };
+    }
   }
 
   addContext(item: ContextItem, block: ResourceBlock): void {
@@ -65,7 +85,9 @@ export class Turn {
 
   /**
    * Send the last prompt of this session again, as it was sent (its text and attachments):
-   * the error card's Retry after a provider failure.
+   * the Retry of an error card (a provider's failure) or of a stop. A cut-off turn is replaced:
+   * it leaves the view before the prompt is shown again, and the server is asked to replace it
+   * (`retry`); after a finished turn, Retry is a new turn.
    */
   async retry(): Promise<string> {
     if (this.core.state.meta.busy) {
@@ -76,44 +98,76 @@ export class Turn {
       throw new Error('There is no prompt to send again in this session.');
     }
     const sessionId = await this.sessions.ensureSession();
-    return this.run(sessionId, last.text, last.items, last.blocks);
+    if (last.cutOff) {
+      this.core.dispatch({ type: 'dropLastTurn' });
+    }
+    return this.run(sessionId, last.text, last.items, last.blocks, last.cutOff);
   }
 
-  private async run(sessionId: string, text: string, items: ContextItem[], blocks: ContentBlock[]): Promise<string> {
+  private async run(sessionId: string, text: string, items: ContextItem[], blocks: ContentBlock[], retry = false): Promise<string> {
     const { core } = this;
     const client = core.requireClient();
-    this.lastPrompt = { text, items, blocks };
+    const sent: SentPrompt = { text, items, blocks, cutOff: false };
+    this.lastPrompt = sent;
     this.permissions.startTurn();
     core.dispatch({ type: 'userPrompt', text, context: items });
     core.meta({ busy: true, context: [] });
     try {
-      const result = await client.prompt(sessionId, blocks);
-      const { session, turn } = promptUsage(result);
-      // Why it stopped came as the server's notice, before the result. The session's count
-      // of turns after this one is this turn's number.
-      core.dispatch({
-        type: 'turnEnded',
-        stopReason: result.stopReason,
-        turn: session?.turns || undefined,
-        edited: this.permissions.writtenThisTurn(),
-      });
-      // The session's totals come with the result (and each usage_update): nothing to ask or add up.
-      if (session) {
-        core.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
-      }
+      const result = await client.prompt(sessionId, blocks, { retry });
+      this.showEnd(result, sent, retry);
       this.ended(result.stopReason);
       return result.stopReason;
     } catch (err) {
       if (!(err instanceof ServerExitedError)) {
-        core.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
-        // A provider's failure may pass: the card offers to send the same prompt again. Not
-        // kept by the chat: the server keeps the failed turn's notice and replays it.
-        const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
-        core.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) });
+        this.showError(err, sent);
       }
       core.meta({ busy: false });
       this.ended('error');
       throw err;
+    }
+  }
+
+  /** The turn's end in the view: its number and totals, a stop's Retry, a retry's answer. */
+  private showEnd(result: PromptResult, sent: SentPrompt, retry: boolean): void {
+    const { core } = this;
+    const { session, turn } = promptUsage(result);
+    // Why it stopped came as the server's notice, before the result. The session's count
+    // of turns after this one is this turn's number.
+    core.dispatch({
+      type: 'turnEnded',
+      stopReason: result.stopReason,
+      turn: session?.turns || undefined,
+      edited: this.permissions.writtenThisTurn(),
+    });
+    // The session's totals come with the result (and each usage_update): nothing to ask or add up.
+    if (session) {
+      core.dispatch({ type: 'usageTotals', totals: session, ...(turn ? { turn } : {}) });
+    }
+    if (retry) {
+      this.sayIfKept(result._meta?.parley?.replaced);
+    }
+    if (result.stopReason === 'cancelled') {
+      sent.cutOff = true;
+      core.dispatch({ type: 'offerRetry' });
+    }
+  }
+
+  /** An error answer to the prompt, as a card; the turn is cut off (the server may replace it). */
+  private showError(err: unknown, sent: SentPrompt): void {
+    sent.cutOff = true;
+    this.core.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
+    // A provider's failure may pass: the card offers to send the same prompt again. Not
+    // kept by the chat: the server keeps the failed turn's notice and replays it.
+    const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
+    this.core.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) });
+  }
+
+  /** The answer to a retry: the chat says when the server kept the cut-off turn (the view no longer shows it). */
+  private sayIfKept(replaced: boolean | undefined): void {
+    if (replaced === false) {
+      this.core.dispatch({ type: 'notice', level: 'info', text: RETRY_KEPT_TEXT });
+    } else if (replaced === undefined) {
+      this.core.log('The server did not say whether it replaced the cut-off turn (a server before retry): it keeps it.', 'warn');
     }
   }
 }

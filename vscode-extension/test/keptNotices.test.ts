@@ -1,11 +1,10 @@
-/** A session's transcript as Markdown (the history list's Export), from the entries the view shows. */
+/** The chat's own notices of a session, kept across reloads, back in place in a replay. */
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import type { Entry } from '../src/common/view';
 import { withKeptNotices } from '../src/core/controller';
-import { transcriptMarkdown } from '../src/core/transcriptMarkdown';
 
 const ENTRIES: Entry[] = [
   { kind: 'user', id: 'u1', text: 'Run it', context: [{ label: 'stats.py:1-4', uri: 'file:///ws/stats.py' }] },
@@ -28,29 +27,7 @@ const ENTRIES: Entry[] = [
   { kind: 'notice', id: 'n2', level: 'error', text: 'Rate limit. [openai 429]' },
 ];
 
-describe('transcript as Markdown', () => {
-  it('speakers as headings, thoughts quoted, tool code and output fenced safely, notices quoted', () => {
-    const md = transcriptMarkdown('Backticks', ENTRIES);
-    assert.equal(
-      md,
-      [
-        '# Backticks',
-        '## You',
-        'Run it',
-        'Attached: `stats.py:1-4`',
-        '## Parley',
-        '> *Thought:* I will run the code.\n> Then answer.',
-        '**Tool: Run Python** (completed)\n\n````\nprint("```")\n````\n\nOutput:\n\n````\n```\n````',
-        'It prints three backticks.',
-        '> Stopped.',
-        '## You',
-        'Again',
-        '> **Error:** Rate limit. [openai 429]',
-      ].join('\n\n') + '\n',
-    );
-    assert.match(transcriptMarkdown(undefined, []), /^# Parley session\n$/);
-  });
-
+describe('kept notices', () => {
   it('kept notices go back after the answer to their prompt, found by its text when the count differs', () => {
     const replay = ENTRIES.filter((e) => e.kind !== 'notice');
     const back = withKeptNotices(replay, [
