@@ -6,18 +6,26 @@ with the metadata an index shows, and the version `parley --version` and `initia
 from __future__ import annotations
 
 import email
+import json
+import os
 import subprocess
 import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import parley
 import pytest
+from acp.schema import InitializeResponse
 from conftest import REPO
 
 NAME = "parley-code"  # `parley` on PyPI is another project (README, "Install")
 RUN_TIME = ("parley/fakellm/demo.py", "parley/tools/kernel_main.py", "parley/py.typed")
+
+# One build for the module: xdist keeps a group on one worker (scripts/test: --dist loadgroup).
+# Building, installing and running the wheel takes about half a minute: `-m "not slow"` skips it.
+pytestmark = [pytest.mark.xdist_group("distribution"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +87,123 @@ def test_the_wheels_own_code_runs_and_says_its_version(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
     )
     assert done.stdout == f"parley {parley.__version__} (parley-code)\n", done.stderr
+
+
+# --- The wheel installed where a user would: a new venv, no repository on sys.path -----------
+
+
+@pytest.fixture(scope="module")
+def installed(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv, made by the base interpreter (not the repository's .venv), with the wheel
+    installed as `pipx` or `uv tool` would: its dependencies resolved from its metadata
+    through the configured index (pinned by constraints.txt, as CI tests them)."""
+    wheel, _ = built
+    venv = tmp_path_factory.mktemp("user") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # The repository's pip installs into it (`pip --python`): ensurepip would add 5 s.
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    done = subprocess.run(
+        [*pip, "install", "--quiet", "-c", str(REPO / "constraints.txt"), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=venv.parent,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return venv
+
+
+def user_env(home: Path) -> dict[str, str]:
+    """A user's environment: nothing of the repository, no key, Parley's files in `home`."""
+    env = {key: value for key, value in os.environ.items() if key not in REPOSITORY_VARIABLES}
+    return env | {
+        "PARLEY_HOME": str(home),
+        "PARLEY_CONFIG": str(home / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+    }
+
+
+REPOSITORY_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PARLEY_VENV")
+
+
+def run_installed(venv: Path, home: Path, *args: str, stdin: str = "") -> CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "parley"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=user_env(home),
+        cwd=home,  # outside the repository
+        timeout=120,
+    )
+
+
+def test_the_installed_parley_runs_the_venvs_copy_not_the_repositorys(
+    installed: Path, tmp_path: Path
+) -> None:
+    shebang = (installed / "bin" / "parley").read_text().splitlines()[0]
+    assert shebang == f"#!{installed / 'bin' / 'python'}"
+    program = "import json, sys, parley; print(json.dumps([parley.__file__, sys.path]))"
+    done = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", program],
+        capture_output=True,
+        text=True,
+        env=user_env(tmp_path),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    where, search_path = json.loads(done.stdout)
+    site_packages = installed / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    assert Path(where).is_relative_to(site_packages / "site-packages"), where
+    # ('' is the working directory, tmp_path.)
+    inside = [entry for entry in search_path if (tmp_path / entry).resolve().is_relative_to(REPO)]
+    assert not inside, search_path
+    version = run_installed(installed, tmp_path, "--version")
+    assert version.stdout == f"parley {parley.__version__} (parley-code)\n", version.stderr
+
+
+def test_the_installed_demo_fixes_the_project_and_keeps_its_session(
+    installed: Path, tmp_path: Path
+) -> None:
+    """What a user sees on `parley demo` right after `pipx install parley-code`."""
+    done = run_installed(installed, tmp_path, "demo")
+    assert done.returncode == 0, done.stderr
+    assert "SCRIPTED" in done.stderr  # the user is told the model is scripted
+    assert done.stderr.index("Exit code: 1") < done.stderr.index("Exit code: 0")
+    assert done.stdout.rstrip().endswith("Both tests pass now.")
+    project = tmp_path / "demo" / "project"
+    assert "return 2 * (width + height)" in (project / "geometry.py").read_text()
+    listed = run_installed(installed, tmp_path, "sessions")
+    assert "The tests fail. Find out why and fix it." in listed.stdout, listed.stderr
+
+
+def test_the_installed_server_answers_an_acp_initialize_with_the_wheels_version(
+    built: tuple[Path, Path], installed: Path, tmp_path: Path
+) -> None:
+    wheel, _ = built
+    with zipfile.ZipFile(wheel) as archive:
+        info = f"parley_code-{parley.__version__}.dist-info"
+        wheel_version = email.message_from_bytes(archive.read(f"{info}/METADATA"))["Version"]
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": 1,
+            "clientCapabilities": {},
+            "clientInfo": {"name": "a-user's-editor", "version": "1"},
+        },
+    }
+    # ACP's stdio framing: one JSON message per line. The server ends at the end of stdin.
+    done = run_installed(
+        installed, tmp_path, "serve", "--framing", "ndjson", stdin=json.dumps(initialize) + "\n"
+    )
+    assert done.returncode == 0, done.stderr
+    (answer,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answer["id"] == 1, answer
+    result = InitializeResponse.model_validate(answer["result"])  # ACP's own schema, by its SDK
+    assert result.protocol_version == 1
+    assert answer["result"]["agentInfo"] == {"name": "parley", "version": wheel_version}
