@@ -5,13 +5,17 @@ with the metadata an index shows, and the version `parley --version` and `initia
 
 from __future__ import annotations
 
+import contextlib
 import email
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from subprocess import CompletedProcess
 
@@ -23,21 +27,41 @@ from conftest import REPO
 NAME = "parley-code"  # `parley` on PyPI is another project (README, "Install")
 RUN_TIME = ("parley/fakellm/demo.py", "parley/tools/kernel_main.py", "parley/py.typed")
 
-# One build for the module: xdist keeps a group on one worker (scripts/test: --dist loadgroup).
 # Building, installing and running the wheel takes about half a minute: `-m "not slow"` skips it.
-pytestmark = [pytest.mark.xdist_group("distribution"), pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+@contextlib.contextmanager
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str
+) -> Iterator[tuple[Path, bool]]:
+    """A directory the test run makes once, whichever pytest-xdist worker needs it first: the
+    others wait on a lock beside it, then find it made (the bool). Made again after a failure."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # this run's directory, shared by its workers
+    directory = root / name
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        made = (directory / ".made").exists()
+        if not made:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+        yield directory, made
+        (directory / ".made").touch()
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path]:
+    with made_once(tmp_path_factory, worker_id, "parley-dist") as (out, made):
+        if not made:
+            done = subprocess.run(
+                [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (wheel,) = out.glob("*.whl")
     (sdist,) = out.glob("*.tar.gz")
     return wheel, sdist
@@ -92,25 +116,41 @@ def test_the_wheels_own_code_runs_and_says_its_version(
 # --- The wheel installed where a user would: a new venv, no repository on sys.path -----------
 
 
-@pytest.fixture(scope="module")
-def installed(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="session")
+def installed(
+    built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Path:
     """A new venv, made by the base interpreter (not the repository's .venv), with the wheel
     installed as `pipx` or `uv tool` would: its dependencies resolved from its metadata
     through the configured index (pinned by constraints.txt, as CI tests them)."""
     wheel, _ = built
-    venv = tmp_path_factory.mktemp("user") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    # The repository's pip installs into it (`pip --python`): ensurepip would add 5 s.
-    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
-    done = subprocess.run(
-        [*pip, "install", "--quiet", "-c", str(REPO / "constraints.txt"), str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=venv.parent,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with made_once(tmp_path_factory, worker_id, "parley-user") as (user, made):
+        venv = user / "venv"
+        if not made:
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+            # The repository's pip installs into it (`pip --python`): ensurepip takes 5 s more.
+            # Not compiled, as `uv tool install` leaves it: the first runs write the bytecode.
+            pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+            constraints = ["-c", str(REPO / "constraints.txt")]
+            done = subprocess.run(
+                [*pip, "install", "--quiet", "--no-compile", *constraints, str(wheel)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=user,
+            )
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return venv
+
+
+# The repository's, or the test run's (a user's Python writes its bytecode).
+REPOSITORY_VARIABLES = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "PARLEY_VENV",
+    "PYTHONDONTWRITEBYTECODE",
+)
 
 
 def user_env(home: Path) -> dict[str, str]:
@@ -123,9 +163,6 @@ def user_env(home: Path) -> dict[str, str]:
         "OPENAI_API_KEY": "",
         "ANTHROPIC_API_KEY": "",
     }
-
-
-REPOSITORY_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PARLEY_VENV")
 
 
 def run_installed(venv: Path, home: Path, *args: str, stdin: str = "") -> CompletedProcess[str]:
@@ -176,6 +213,7 @@ def test_the_installed_demo_fixes_the_project_and_keeps_its_session(
     assert done.stdout.rstrip().endswith("Both tests pass now.")
     project = tmp_path / "demo" / "project"
     assert "return 2 * (width + height)" in (project / "geometry.py").read_text()
+    assert str(project) in done.stderr  # where to look at it afterwards
     listed = run_installed(installed, tmp_path, "sessions")
     assert "The tests fail. Find out why and fix it." in listed.stdout, listed.stderr
 
