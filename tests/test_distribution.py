@@ -16,6 +16,7 @@ import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from subprocess import CompletedProcess
 
@@ -23,12 +24,14 @@ import parley
 import pytest
 from acp.schema import InitializeResponse
 from conftest import REPO
+from uv import find_uv_bin
 
 NAME = "parley-code"  # `parley` on PyPI is another project (README, "Install")
 RUN_TIME = ("parley/fakellm/demo.py", "parley/tools/kernel_main.py", "parley/py.typed")
 
-# Building, installing and running the wheel takes about half a minute: `-m "not slow"` skips it.
+# Building, installing and running the wheel takes about 20 s: `-m "not slow"` skips it.
 pytestmark = pytest.mark.slow
+PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @contextlib.contextmanager
@@ -55,8 +58,10 @@ def made_once(
 def built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path]:
     with made_once(tmp_path_factory, worker_id, "parley-dist") as (out, made):
         if not made:
+            # build's own frontend; uv (not pip) fills its isolated build environments.
+            build = [sys.executable, "-m", "build", "--installer", "uv"]
             done = subprocess.run(
-                [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+                [*build, "--outdir", str(out), str(REPO)],
                 capture_output=True,
                 text=True,
                 timeout=600,
@@ -116,31 +121,38 @@ def test_the_wheels_own_code_runs_and_says_its_version(
 # --- The wheel installed where a user would: a new venv, no repository on sys.path -----------
 
 
+@dataclass(frozen=True)
+class UserInstall:
+    command: Path  # `parley`, where uv put it for the user (their ~/.local/bin)
+    python: Path  # the interpreter of the tool's own venv
+
+
 @pytest.fixture(scope="session")
 def installed(
     built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory, worker_id: str
-) -> Path:
-    """A new venv, made by the base interpreter (not the repository's .venv), with the wheel
-    installed as `pipx` or `uv tool` would: its dependencies resolved from its metadata
-    through the configured index (pinned by constraints.txt, as CI tests them)."""
+) -> UserInstall:
+    """The wheel installed with the README's command, `uv tool install`: a new venv of its
+    own, made from the base interpreter (not the repository's .venv), its dependencies
+    resolved from the wheel's metadata (pinned by constraints.txt, as CI tests them)."""
     wheel, _ = built
     with made_once(tmp_path_factory, worker_id, "parley-user") as (user, made):
-        venv = user / "venv"
+        tools, bin_dir = user / "tools", user / "bin"  # ~/.local/share/uv/tools, ~/.local/bin
         if not made:
-            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-            # The repository's pip installs into it (`pip --python`): ensurepip takes 5 s more.
-            # Not compiled, as `uv tool install` leaves it: the first runs write the bytecode.
-            pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
-            constraints = ["-c", str(REPO / "constraints.txt")]
+            base_python = Path(sys.base_prefix) / "bin" / f"python{PYTHON_VERSION}"
+            uv_tool_install = [find_uv_bin(), "tool", "install", "--python", str(base_python)]
+            constraints = ["--constraints", str(REPO / "constraints.txt")]
             done = subprocess.run(
-                [*pip, "install", "--quiet", "--no-compile", *constraints, str(wheel)],
+                [*uv_tool_install, *constraints, str(wheel)],
                 capture_output=True,
                 text=True,
                 timeout=600,
                 cwd=user,
+                env=user_env(user)
+                | {"UV_TOOL_DIR": str(tools), "UV_TOOL_BIN_DIR": str(bin_dir)}
+                | {"UV_PYTHON_DOWNLOADS": "never"},
             )
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return venv
+    return UserInstall(bin_dir / "parley", tools / "parley-code" / "bin" / "python")
 
 
 # The repository's, or the test run's (a user's Python writes its bytecode).
@@ -165,9 +177,11 @@ def user_env(home: Path) -> dict[str, str]:
     }
 
 
-def run_installed(venv: Path, home: Path, *args: str, stdin: str = "") -> CompletedProcess[str]:
+def run_installed(
+    installed: UserInstall, home: Path, *args: str, stdin: str = ""
+) -> CompletedProcess[str]:
     return subprocess.run(
-        [str(venv / "bin" / "parley"), *args],
+        [str(installed.command), *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -177,14 +191,14 @@ def run_installed(venv: Path, home: Path, *args: str, stdin: str = "") -> Comple
     )
 
 
-def test_the_installed_parley_runs_the_venvs_copy_not_the_repositorys(
-    installed: Path, tmp_path: Path
+def test_the_installed_parley_runs_its_venvs_copy_not_the_repositorys(
+    installed: UserInstall, tmp_path: Path
 ) -> None:
-    shebang = (installed / "bin" / "parley").read_text().splitlines()[0]
-    assert shebang == f"#!{installed / 'bin' / 'python'}"
+    shebang = installed.command.read_text().splitlines()[0]
+    assert shebang == f"#!{installed.python}"  # the tool's venv runs it
     program = "import json, sys, parley; print(json.dumps([parley.__file__, sys.path]))"
     done = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", program],
+        [str(installed.python), "-c", program],
         capture_output=True,
         text=True,
         env=user_env(tmp_path),
@@ -193,8 +207,10 @@ def test_the_installed_parley_runs_the_venvs_copy_not_the_repositorys(
     )
     assert done.returncode == 0, done.stderr
     where, search_path = json.loads(done.stdout)
-    site_packages = installed / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    assert Path(where).is_relative_to(site_packages / "site-packages"), where
+    site_packages = (
+        installed.python.parents[1] / "lib" / f"python{PYTHON_VERSION}" / "site-packages"
+    )
+    assert Path(where).is_relative_to(site_packages), where
     # ('' is the working directory, tmp_path.)
     inside = [entry for entry in search_path if (tmp_path / entry).resolve().is_relative_to(REPO)]
     assert not inside, search_path
@@ -203,9 +219,9 @@ def test_the_installed_parley_runs_the_venvs_copy_not_the_repositorys(
 
 
 def test_the_installed_demo_fixes_the_project_and_keeps_its_session(
-    installed: Path, tmp_path: Path
+    installed: UserInstall, tmp_path: Path
 ) -> None:
-    """What a user sees on `parley demo` right after `pipx install parley-code`."""
+    """What a user sees on `parley demo` right after `uv tool install parley-code`."""
     done = run_installed(installed, tmp_path, "demo")
     assert done.returncode == 0, done.stderr
     assert "SCRIPTED" in done.stderr  # the user is told the model is scripted
@@ -219,7 +235,7 @@ def test_the_installed_demo_fixes_the_project_and_keeps_its_session(
 
 
 def test_the_installed_server_answers_an_acp_initialize_with_the_wheels_version(
-    built: tuple[Path, Path], installed: Path, tmp_path: Path
+    built: tuple[Path, Path], installed: UserInstall, tmp_path: Path
 ) -> None:
     wheel, _ = built
     with zipfile.ZipFile(wheel) as archive:
