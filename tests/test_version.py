@@ -19,7 +19,7 @@ from types import ModuleType
 import parley
 import pytest
 from conftest import REPO
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 SCRIPT = REPO / "scripts" / "set-version"
@@ -141,7 +141,7 @@ def script() -> ModuleType:
     return load_script()
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60)
 @given(
     version=st.one_of(
         st.builds(lambda *parts: ".".join(parts), NUMBER, NUMBER, NUMBER),
