@@ -5,31 +5,68 @@ with the metadata an index shows, and the version `parley --version` and `initia
 
 from __future__ import annotations
 
+import contextlib
 import email
+import fcntl
+import json
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import parley
 import pytest
+from acp.schema import InitializeResponse
 from conftest import REPO
+from uv import find_uv_bin
 
 NAME = "parley-code"  # `parley` on PyPI is another project (README, "Install")
 RUN_TIME = ("parley/fakellm/demo.py", "parley/tools/kernel_main.py", "parley/py.typed")
 
+# Building, installing and running the wheel takes about 20 s: `-m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+@contextlib.contextmanager
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str
+) -> Iterator[tuple[Path, bool]]:
+    """A directory the test run makes once, whichever pytest-xdist worker needs it first: the
+    others wait on a lock beside it, then find it made (the bool). Made again after a failure."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # this run's directory, shared by its workers
+    directory = root / name
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        made = (directory / ".made").exists()
+        if not made:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+        yield directory, made
+        (directory / ".made").touch()
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path]:
+    with made_once(tmp_path_factory, worker_id, "parley-dist") as (out, made):
+        if not made:
+            # build's own frontend; uv (not pip) fills its isolated build environments.
+            build = [sys.executable, "-m", "build", "--installer", "uv"]
+            done = subprocess.run(
+                [*build, "--outdir", str(out), str(REPO)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (wheel,) = out.glob("*.whl")
     (sdist,) = out.glob("*.tar.gz")
     return wheel, sdist
@@ -79,3 +116,148 @@ def test_the_wheels_own_code_runs_and_says_its_version(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
     )
     assert done.stdout == f"parley {parley.__version__} (parley-code)\n", done.stderr
+
+
+# --- The wheel installed where a user would: a new venv, no repository on sys.path -----------
+
+
+@dataclass(frozen=True)
+class UserInstall:
+    command: Path  # `parley`, where uv put it for the user (their ~/.local/bin)
+    python: Path  # the interpreter of the tool's own venv
+
+
+@pytest.fixture(scope="session")
+def installed(
+    built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> UserInstall:
+    """The wheel installed with the README's command, `uv tool install`: a new venv of its
+    own, made from the base interpreter (not the repository's .venv), its dependencies
+    resolved from the wheel's metadata (pinned by constraints.txt, as CI tests them)."""
+    wheel, _ = built
+    with made_once(tmp_path_factory, worker_id, "parley-user") as (user, made):
+        tools, bin_dir = user / "tools", user / "bin"  # ~/.local/share/uv/tools, ~/.local/bin
+        if not made:
+            base_python = Path(sys.base_prefix) / "bin" / f"python{PYTHON_VERSION}"
+            uv_tool_install = [find_uv_bin(), "tool", "install", "--python", str(base_python)]
+            constraints = ["--constraints", str(REPO / "constraints.txt")]
+            done = subprocess.run(
+                [*uv_tool_install, *constraints, str(wheel)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=user,
+                env=user_env(user)
+                | {"UV_TOOL_DIR": str(tools), "UV_TOOL_BIN_DIR": str(bin_dir)}
+                | {"UV_PYTHON_DOWNLOADS": "never"},
+            )
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return UserInstall(bin_dir / "parley", tools / "parley-code" / "bin" / "python")
+
+
+# The repository's, or the test run's (a user's Python writes its bytecode).
+REPOSITORY_VARIABLES = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "PARLEY_VENV",
+    "PYTHONDONTWRITEBYTECODE",
+)
+
+
+def user_env(home: Path) -> dict[str, str]:
+    """A user's environment: nothing of the repository, no key, Parley's files in `home`."""
+    env = {key: value for key, value in os.environ.items() if key not in REPOSITORY_VARIABLES}
+    return env | {
+        "PARLEY_HOME": str(home),
+        "PARLEY_CONFIG": str(home / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+    }
+
+
+def run_installed(
+    installed: UserInstall, home: Path, *args: str, stdin: str = ""
+) -> CompletedProcess[str]:
+    return subprocess.run(
+        [str(installed.command), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=user_env(home),
+        cwd=home,  # outside the repository
+        timeout=120,
+    )
+
+
+def test_the_installed_parley_runs_its_venvs_copy_not_the_repositorys(
+    installed: UserInstall, tmp_path: Path
+) -> None:
+    shebang = installed.command.read_text().splitlines()[0]
+    assert shebang == f"#!{installed.python}"  # the tool's venv runs it
+    program = "import json, sys, parley; print(json.dumps([parley.__file__, sys.path]))"
+    done = subprocess.run(
+        [str(installed.python), "-c", program],
+        capture_output=True,
+        text=True,
+        env=user_env(tmp_path),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    where, search_path = json.loads(done.stdout)
+    site_packages = (
+        installed.python.parents[1] / "lib" / f"python{PYTHON_VERSION}" / "site-packages"
+    )
+    assert Path(where).is_relative_to(site_packages), where
+    # ('' is the working directory, tmp_path.)
+    inside = [entry for entry in search_path if (tmp_path / entry).resolve().is_relative_to(REPO)]
+    assert not inside, search_path
+    version = run_installed(installed, tmp_path, "--version")
+    assert version.stdout == f"parley {parley.__version__} (parley-code)\n", version.stderr
+
+
+def test_the_installed_demo_fixes_the_project_and_keeps_its_session(
+    installed: UserInstall, tmp_path: Path
+) -> None:
+    """What a user sees on `parley demo` right after `uv tool install parley-code`."""
+    done = run_installed(installed, tmp_path, "demo")
+    assert done.returncode == 0, done.stderr
+    assert "SCRIPTED" in done.stderr  # the user is told the model is scripted
+    assert done.stderr.index("Exit code: 1") < done.stderr.index("Exit code: 0")
+    assert done.stdout.rstrip().endswith("Both tests pass now.")
+    project = tmp_path / "demo" / "project"
+    assert "return 2 * (width + height)" in (project / "geometry.py").read_text()
+    assert str(project) in done.stderr  # where to look at it afterwards
+    listed = run_installed(installed, tmp_path, "sessions")
+    assert "The tests fail. Find out why and fix it." in listed.stdout, listed.stderr
+
+
+def test_the_installed_server_answers_an_acp_initialize_with_the_wheels_version(
+    built: tuple[Path, Path], installed: UserInstall, tmp_path: Path
+) -> None:
+    wheel, _ = built
+    with zipfile.ZipFile(wheel) as archive:
+        info = f"parley_code-{parley.__version__}.dist-info"
+        wheel_version = email.message_from_bytes(archive.read(f"{info}/METADATA"))["Version"]
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": 1,
+            "clientCapabilities": {},
+            "clientInfo": {"name": "a-user's-editor", "version": "1"},
+        },
+    }
+    # ACP's stdio framing: one JSON message per line. The server ends at the end of stdin.
+    done = run_installed(
+        installed, tmp_path, "serve", "--framing", "ndjson", stdin=json.dumps(initialize) + "\n"
+    )
+    assert done.returncode == 0, done.stderr
+    (answer,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answer["id"] == 1, answer
+    result = InitializeResponse.model_validate(answer["result"])  # ACP's own schema, by its SDK
+    assert result.protocol_version == 1
+    assert answer["result"]["agentInfo"] == {"name": "parley", "version": wheel_version}
