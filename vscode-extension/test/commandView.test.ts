@@ -115,6 +115,7 @@ describe('issue 25 on the chat page: a command\'s live output, the plan, the mod
       status: 'completed',
       content: [{ type: 'content', content: { type: 'text', text: '..F\nFAILED test_geometry.py::test_area\n\nExit code: 1 · 0.4 s' } }],
     });
+    await live.waitFor({ state: 'hidden', timeout: 5000 }); // the page renders the update on its next frame
     assert.equal(await live.isHidden(), true, 'the result replaces the live output');
     assert.match(await card.locator('.tool-summary').innerText(), /\.\.F/);
     assert.match(await card.locator('.tool-output pre').textContent() ?? '', /Exit code: 1 · 0\.4 s$/);

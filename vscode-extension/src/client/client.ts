@@ -255,7 +255,7 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
           // `revisions`: this client applies `_meta.parley.replaces` chunks (hybrid revisions).
           _meta: { parley: { tools: this.options.tools ?? [], revisions: true } },
         },
-        clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: '0.1.0' },
+        clientInfo: this.options.clientInfo ?? { name: 'parley-vscode', version: 'unknown' }, // the extension gives its own
       });
     } catch (err) {
       await this.stop();
