@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 
 import { ChatController } from '../src/core/controller';
 import { RETRY_KEPT_TEXT } from '../src/core/controller/turn';
-import { PROVIDER_ERROR } from '../src/client/protocol';
+import { INTERNAL_ERROR, INVALID_PARAMS, PROVIDER_ERROR } from '../src/client/protocol';
 import { Peer, type PeerAnswer, type PeerScript } from './peer';
 
 const text = (t: string) => ({ type: 'text', text: t });
@@ -98,6 +98,21 @@ describe('Retry of a cut-off turn (contract section 1)', () => {
       await ctl.retry();
       assert.deepEqual(shown(ctl), ['you: What is 6 * 7?', 'parley: Now it works.']);
       assert.deepEqual(prompts(peer).map((p) => p.meta), [undefined, { parley: { retry: true } }]);
+    });
+  });
+
+  it('after an internal error, Retry replaces the turn; a prompt refused before its turn offers none and is no cut-off turn', async () => {
+    const internal: PeerAnswer = { error: { code: INTERNAL_ERROR, message: 'Internal error' } };
+    const refused: PeerAnswer = { error: { code: INVALID_PARAMS, message: 'The model does not take images' } };
+    await withController([internal, answer('Recovered.', { replaced: true }), refused, answer('Again.')], async (ctl, peer) => {
+      await assert.rejects(ctl.send('Summarise the log'));
+      assert.match(shown(ctl).at(-1) ?? '', /\[Retry\]$/);
+      await ctl.retry();
+      assert.deepEqual(shown(ctl), ['you: Summarise the log', 'parley: Recovered.']);
+      await assert.rejects(ctl.send('Look at this image'));
+      assert.doesNotMatch(shown(ctl).at(-1) ?? '', /\[Retry\]/);
+      await ctl.retry(); // sent again as it was: no turn of it to replace
+      assert.deepEqual(prompts(peer).map((p) => p.meta), [undefined, { parley: { retry: true } }, undefined, undefined]);
     });
   });
 

@@ -6,7 +6,11 @@
 
 import { ServerExitedError, describeError } from '../../client/client';
 import { type ContentBlock, type PromptResult, type ResourceBlock, promptUsage } from '../../client/protocol';
+import { INTERNAL_ERROR } from '../../client/protocol';
 import { PROVIDER_ERROR } from '../../common/display';
+
+/** The errors that end a turn that ran (a provider's failure, Parley's own): Retry replaces it. */
+const TURN_ERRORS = [PROVIDER_ERROR, INTERNAL_ERROR];
 import type { ContextItem } from '../../common/view';
 import type { ChatCore } from './core';
 import type { Permissions } from './permissions';
@@ -154,11 +158,15 @@ export class Turn {
 
   /** An error answer to the prompt, as a card; the turn is cut off (the server may replace it). */
   private showError(err: unknown, sent: SentPrompt): void {
-    sent.cutOff = true;
+    // A provider's failure, or Parley's own, ended a turn that ran: the server replaces it on
+    // Retry. Any other error refused the prompt before a turn began (bad params, a busy
+    // session): nothing was cut off, and sending it again as it was would fail the same way.
+    const turnFailed = TURN_ERRORS.includes(errorCode(err) ?? 0);
+    sent.cutOff = turnFailed;
     this.core.dispatch({ type: 'turnEnded', stopReason: 'end_turn' });
-    // A provider's failure may pass: the card offers to send the same prompt again. Not
-    // kept by the chat: the server keeps the failed turn's notice and replays it.
-    const retry = errorCode(err) === PROVIDER_ERROR ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
+    // The card offers to send the same prompt again. Not kept by the chat: the server keeps
+    // the failed turn's notice and replays it.
+    const retry = turnFailed ? { label: 'Retry', message: { type: 'retry' as const } } : undefined;
     this.core.dispatch({ type: 'notice', level: 'error', text: describeError(err), ...(retry ? { action: retry } : {}) });
   }
 
