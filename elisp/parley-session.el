@@ -508,12 +508,18 @@ shows as they are."
 (defconst parley--provider-error -32001
   "The JSON-RPC error code of a model provider's failure: worth a retry.")
 
+(defconst parley--internal-error -32603
+  "The JSON-RPC error code of Parley's own failure, which also ends a turn.
+Any other error refused the prompt before its turn began: nothing was
+cut off, and `parley-retry' sends it again as a new prompt.")
+
 (defun parley--turn-failed (err &optional prompt-answer)
   "Show the error ERR that ended the turn.
 A provider's failure (`parley--provider-error') says how to retry.
 PROMPT-ANSWER is non-nil when ERR is the server's answer to the turn's
-`session/prompt': the turn was cut off, and `parley-retry' replaces
-it (a dead server's, code -1, is no answer)."
+`session/prompt': a provider's or Parley's own failure cut the turn
+off, and `parley-retry' replaces it (a dead server's, code -1, is no
+answer; another error refused the prompt before its turn began)."
   (setq parley--busy nil)
   (let ((code (plist-get err :code))
         (data (plist-get err :data)))
@@ -543,7 +549,8 @@ it (a dead server's, code -1, is no answer)."
 in place of this turn.")
             "")))))
     (parley--end-turn-state)
-    (parley--end-turn-extent (and prompt-answer (not (eql code -1)))))
+    (parley--end-turn-extent
+     (and prompt-answer (memq code (list parley--provider-error parley--internal-error)))))
   (run-hook-with-args 'parley-turn-end-functions t))
 
 (defun parley--show-version-notice ()

@@ -27,9 +27,13 @@ def assistant_texts(body: dict) -> list[str]:
     return [str(m.get("content") or "") for m in body["messages"] if m["role"] == "assistant"]
 
 
-async def stopped_turn(client: ParleyClient, session: str) -> dict:
+# The editor's context sent with the prompt (a selection): a retry sends it again too.
+CONTEXT = ({"uri": "file:///project/build.log", "text": "error: missing header\n"},)
+
+
+async def stopped_turn(client: ParleyClient, session: str, text: str = PROMPT) -> dict:
     """A turn the user stops once some of its answer has streamed."""
-    prompt = asyncio.ensure_future(client.prompt(session, PROMPT))
+    prompt = asyncio.ensure_future(client.prompt(session, text, CONTEXT))
     await client.wait_for_update(session, lambda _: len(client.text_of(session)) >= 50, 60)
     client.cancel(session)
     return await asyncio.wait_for(prompt, 10)
@@ -58,11 +62,12 @@ async def test_retry_after_stop_replaces_the_cut_off_turn(
     # The fake answers by the number of assistant messages sent: with the cut-off answer
     # still in the conversation this would be the second reply.
     fake.set_script([Reply(text="The whole answer."), Reply(text="Stacked.")])
-    retried = await client.prompt(session, PROMPT, retry=True)
+    retried = await client.prompt(session, PROMPT, CONTEXT, retry=True)
     assert retried["stopReason"] == "end_turn"
     assert retried["_meta"]["parley"]["replaced"] is True
     sent = fake.requests[-1].body
-    assert user_texts(sent) == [PROMPT]  # one prompt, not the same one twice
+    assert len(user_texts(sent)) == 1 and PROMPT in user_texts(sent)[0]  # once, not twice
+    assert "missing header" in user_texts(sent)[0]  # with its context
     assert not any("word word" in text for text in assistant_texts(sent))  # no cut-off answer
     session_totals = retried["_meta"]["parley"]["session"]
     assert session_totals["turns"] == 1
@@ -142,7 +147,8 @@ async def test_retry_after_a_finished_turn_or_anything_after_the_stop_is_a_new_p
     fake.set_script([Reply(text="Retried late.")])
     late = await client.prompt(session, PROMPT, retry=True)
     assert late["_meta"]["parley"]["replaced"] is False
-    assert user_texts(fake.requests[-1].body)[-3:] == [PROMPT, "Something else.", PROMPT]
+    firsts = [text.split("\n")[0] for text in user_texts(fake.requests[-1].body)]
+    assert firsts[-3:] == [PROMPT, "Something else.", PROMPT]
     assert "replaced" not in (await client.prompt(session, "Plain."))["_meta"]["parley"]
 
 
@@ -162,11 +168,11 @@ async def test_a_window_that_shows_the_replaced_turn_reads_the_session_again(
     await other.initialize()
     await other.load_session(session, str(workspace))
     fake.set_script([Reply(text="First."), Reply(text="Retried there."), Reply(text="Here.")])
-    assert (await other.prompt(session, PROMPT, retry=True))["_meta"]["parley"]["replaced"]
+    assert (await other.prompt(session, PROMPT, CONTEXT, retry=True))["_meta"]["parley"]["replaced"]
 
     await this.prompt(session, "And here.")
     sent = fake.requests[-1].body
-    assert user_texts(sent) == ["Hello.", PROMPT, "And here."]
+    assert [text.split("\n")[0] for text in user_texts(sent)] == ["Hello.", PROMPT, "And here."]
     assert "Retried there." in assistant_texts(sent) and not any(
         "word word" in text for text in assistant_texts(sent)
     )
@@ -233,7 +239,7 @@ async def test_undoing_the_retried_turn_restores_the_files_as_before_the_cut_off
             Reply(text="Written."),
         ]
     )
-    retried = await client.prompt(session, PROMPT, retry=True)
+    retried = await client.prompt(session, PROMPT, CONTEXT, retry=True)
     assert retried["_meta"]["parley"]["replaced"] is True
     refused = [m for m in fake.requests[-3].body["messages"] if m["role"] == "tool"]
     assert "has not been read in this session" in refused[0]["content"]
@@ -244,3 +250,21 @@ async def test_undoing_the_retried_turn_restores_the_files_as_before_the_cut_off
     await client.prompt(session, "/undo")
     assert not (workspace / "notes.txt").exists()  # as before the cut-off attempt
     assert not (workspace / "extra.txt").exists()
+
+
+async def test_a_retry_of_another_prompt_than_the_cut_off_one_replaces_nothing(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A client that took a later prompt, refused before its turn began, for the cut-off
+    turn sends that prompt with `retry`: the cut-off turn is not its to replace."""
+    client: ParleyClient = await start_server(home=tmp_path / "home")
+    await client.initialize()
+    session = await client.new_session(str(workspace))
+    fake.set_script([Reply(text=LONG, chunk_size=5, pacing=Pacing(chunks_per_second=200))])
+    await stopped_turn(client, session)
+    fake.set_script([Reply(text="unused"), Reply(text="Another answer.")])
+    other = await client.prompt(session, "Something else.", retry=True)
+    assert other["_meta"]["parley"]["replaced"] is False
+    sent = user_texts(fake.requests[-1].body)
+    assert len(sent) == 2 and PROMPT in sent[0] and sent[1] == "Something else."
+    assert any("word word" in text for text in assistant_texts(fake.requests[-1].body))

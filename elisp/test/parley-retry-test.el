@@ -105,6 +105,21 @@ returns the `session/prompt' params sent, oldest first."
     (should (equal (parley-test--transcript) "You\nExplain\n\nParley\nNow whole.\n"))
     (should (equal (plist-get (cadr (prompts)) :_meta) '(:parley (:retry t))))))
 
+(ert-deftest parley-retry-after-refused-prompt-is-a-resend ()
+  ;; An error that refused the prompt before its turn began (here: the
+  ;; model takes no images) cut nothing off: C-c C-r sends it again as
+  ;; a new prompt, and the turn before it, cancelled, stays.
+  (parley-retry-test--with-server
+      (list (lambda () (parley-retry-test--answer 'cancelled 1 "Hal"))
+            (lambda () '(error :code -32602 :message "The model takes no images."))
+            (lambda () (parley-retry-test--answer 'done 2 "Seen.")))
+    (parley-retry-test--send "Long")
+    (parley-retry-test--send "Look")
+    (parley-retry)
+    (should (string-match-p "\\`You\nLong\n\nParley\nHal\n" (parley-test--transcript)))
+    (should (string-match-p "\nParley\nSeen\\.\n\\'" (parley-test--transcript)))
+    (should-not (cl-some (lambda (params) (plist-member params :_meta)) (prompts)))))
+
 (ert-deftest parley-retry-after-finished-turn-is-a-resend ()
   ;; After a finished turn, and after a cut-off turn something came
   ;; after, C-c C-r is an ordinary prompt: no `retry', nothing removed.

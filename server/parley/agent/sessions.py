@@ -358,8 +358,11 @@ class Sessions:
             try:
                 cut_off_at = self.store.take_cut_off(session.id)  # any prompt ends retrying
                 await self._show_missed_turns(session)
-                replaced = retry and cut_off_at is not None
-                if replaced:
+                replaced = False
+                if retry and cut_off_at is not None:
+                    cut_off_prompt = self.store.messages(session.id, cut_off_at, cut_off_at + 1)
+                    replaced = _same_prompt(cut_off_prompt, content)
+                if replaced and cut_off_at is not None:
                     content = (*_notes_for_model(session.drop_last_turn(cut_off_at)), *content)
                 note = self.store.take_restore_note(
                     session.id
@@ -746,6 +749,17 @@ def _check_model_id(model: str) -> None:
         split_model_id(model)
     except ValueError as error:
         raise InvalidOptions(str(error)) from error
+
+
+def _same_prompt(stored: Sequence[Message], content: tuple[ContentBlock, ...]) -> bool:
+    """The cut-off turn's prompt (`stored`: its first message) is `content` again, Parley's
+    notes to the model aside: a retry replaces only the turn of the prompt it retries. A
+    client that took another turn for the cut-off one (it missed what came in between)
+    gets a new turn, never the replacement of a turn it did not mean."""
+    if not stored or not isinstance(stored[0], UserMessage):
+        return False
+    said = tuple(b for b in stored[0].content if not (isinstance(b, TextBlock) and b.for_model))
+    return said == content
 
 
 def _notes_for_model(prompt: Message | None) -> tuple[ContentBlock, ...]:
