@@ -188,7 +188,9 @@ FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
     ("agent/turn.py", "_ask_permission"): PERMISSION_TESTS,
     **{("store.py", name): RETRY_RULES for name in ("take_cut_off", "drop_turn", "rewrites")},
     **{("agent/session.py", name): RETRY_RULES for name in ("drop_last_turn", "catch_up")},
-    **{("agent/sessions.py", name): RETRY_TESTS for name in ("prompt", "_run_turn")},
+    **{
+        ("agent/sessions.py", name): RETRY_TESTS for name in ("prompt", "_run_turn", "_same_prompt")
+    },
 }
 
 # What a module's tests need set: fewer examples for the gate's property tests (2,000 by
