@@ -339,7 +339,12 @@ class HostileTree:
                 flip.symlink_to("../outside")
         elif flip.is_symlink():
             flip.unlink()
-            os.rename(away, flip)
+            for _ in range(100):  # a write made `flip` a directory meanwhile (inside: allowed)
+                try:
+                    os.rename(away, flip)
+                    break
+                except OSError:
+                    shutil.rmtree(flip, ignore_errors=True)  # the tree's own goes back
 
     @contextlib.contextmanager
     def swapping(self) -> Iterator[None]:
