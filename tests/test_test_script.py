@@ -61,9 +61,12 @@ def test_the_table_and_the_exit_status_say_which_suites_failed(
         **{suite: ("failed" if suite in failing else "ok") for suite in SUITES},
         "all": "",
     }
-    passed = 4 + 5 + 7 - len(failing - {"ruff"})  # a failing suite printed one failure
+    # pytest runs twice (the wheel's tests alone, after the rest): its stand-in prints twice.
+    runs = {"ruff": 0, "pytest": 2, "Emacs": 1, "VS Code": 1}
+    passed = 2 * 4 + 5 + 7 - sum(runs[suite] for suite in failing)  # one failure a run
+    failures = sum(max(runs[suite], 1) for suite in failing)
     last = done.stdout.rstrip().splitlines()[-1]
-    assert last == f"total: {passed} passed, {len(failing)} failed"
+    assert last == f"total: {passed} passed, {failures} failed"
 
 
 def test_a_failed_install_stops_with_its_row_and_a_failure(tmp_path: Path) -> None:
