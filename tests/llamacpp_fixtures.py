@@ -163,6 +163,9 @@ class RecordingProxy:
                 call: dict[str, Any] = {"path": self.path, "usage": None}
                 if body:
                     call["request"] = json.loads(body)
+                # Kept in arrival order: a stream the client closed early is known to be
+                # over only when a write to it fails, which may come after later calls end.
+                proxy.calls.append(call)
                 with httpx.stream(
                     self.command,
                     proxy.target + self.path,
@@ -174,6 +177,7 @@ class RecordingProxy:
                     self.send_header("Content-Type", response.headers.get("content-type", ""))
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
+                    call["status"] = response.status_code
                     text = []
                     try:
                         for piece in response.iter_text():
@@ -181,12 +185,11 @@ class RecordingProxy:
                             self.wfile.write(f"{len(piece.encode()):x}\r\n".encode())
                             self.wfile.write(piece.encode() + b"\r\n")
                             self.wfile.flush()
+                        # Before the last chunk: once it is sent, the test may read the call.
+                        call["usage"] = _usage_of("".join(text))
                         self.wfile.write(b"0\r\n\r\n")
-                    except OSError:
-                        pass  # the client closed the stream early
-                call["status"] = response.status_code
-                call["usage"] = _usage_of("".join(text))
-                proxy.calls.append(call)
+                    except OSError:  # the client closed the stream early
+                        call["usage"] = _usage_of("".join(text))
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
