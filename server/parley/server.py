@@ -41,7 +41,7 @@ from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
 from parley.core.loop_watchdog import LoopWatchdog
-from parley.protocol import permission, updates
+from parley.protocol import client_answers, permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -205,9 +205,7 @@ class ParleyServer(JsonRPCServer):
         answer = await self.protocol.request(
             "fs/read_text_file", {"sessionId": session_id, "path": path}
         )
-        if not isinstance(answer, dict) or not isinstance(answer.get("content"), str):
-            raise ValueError("the editor's answer to fs/read_text_file had no content")
-        return answer["content"]
+        return client_answers.file_content(answer)
 
     @property
     def client_writes(self) -> ClientWrites | None:
@@ -218,8 +216,7 @@ class ParleyServer(JsonRPCServer):
         answer = await self.protocol.request(
             "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
         )
-        if not isinstance(answer, dict):  # ACP's answer is an object: anything else is no write
-            raise ValueError(f"the editor's answer to fs/write_text_file was {answer!r:.60}")
+        client_answers.check_written(answer)
 
     @property
     def client_terminals(self) -> ClientTerminals | None:
@@ -228,9 +225,7 @@ class ParleyServer(JsonRPCServer):
     async def create_terminal(self, session_id: str, params: dict[str, Any]) -> str:
         """The editor runs a command in a terminal of its own: `terminal/create`."""
         answer = await self.protocol.request("terminal/create", {"sessionId": session_id, **params})
-        if not isinstance(answer, dict) or not isinstance(answer.get("terminalId"), str):
-            raise ValueError("the editor's answer to terminal/create had no terminalId")
-        return answer["terminalId"]
+        return client_answers.terminal_id(answer)
 
     async def terminal_request(
         self, method: str, session_id: str, terminal_id: str
@@ -239,7 +234,7 @@ class ParleyServer(JsonRPCServer):
         answer = await self.protocol.request(
             method, {"sessionId": session_id, "terminalId": terminal_id}
         )
-        return answer if isinstance(answer, dict) else {}
+        return client_answers.terminal_fields(answer)
 
     # --- handlers -----------------------------------------------------------------------
 
