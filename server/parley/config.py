@@ -19,6 +19,8 @@ never written anywhere by Parley.
     mcp_network = ["fetch"]           # MCP servers (by name; "*": all) that may
     writable = ["~/.npm"]             # directories children may write besides the workspace
     hidden = ["~/.config/secrets"]    # unreadable to children too, besides ~/.ssh, ~/.aws, ...
+    env = ["JIRA_URL"]                # variables children get besides PATH, HOME, LANG, ...
+    unix_sockets = false              # true: children may open Unix sockets (ssh-agent too)
 
     [commands]                        # the model's shell commands (run_command)
     timeout_seconds = 120             # a call's default

@@ -68,6 +68,8 @@ class SandboxTable:
     command_network: bool = False
     writable: tuple[PathText, ...] = ()
     hidden: tuple[PathText, ...] = ()
+    unix_sockets: bool = False
+    env: tuple[str, ...] = ()
 
 
 @attrs.frozen

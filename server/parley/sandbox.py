@@ -26,29 +26,27 @@ import contextlib
 import ctypes
 import errno
 import functools
-import itertools
 import logging
 import os
-import re
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
+
+from parley import pids_groups, sandbox_policy, seccomp
+from parley.pids_groups import PidsGroup
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_VARIABLE = "PARLEY_SANDBOX"  # "off" forces the fallback
 PROBE_TIMEOUT_SECONDS = 5.0
 PR_SET_DUMPABLE = 4  # from <linux/prctl.h>
-GROUP_PREFIX = "parley-"
-# A child's first step: join the cgroup whose cgroup.procs is $0, then become the command.
-JOIN_GROUP = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"')
-# After SIGKILL, how long the processes of a group may take to go (their parent reaps them).
-GROUP_EMPTY_WAIT_SECONDS = 2.0
+# bwrap's first step when the seccomp filter applies: the filter's file ($0) opened as fd 9,
+# which `--seccomp 9` reads (no spawner has to pass a descriptor).
+SECCOMP_FD = 9
+WITH_SECCOMP = ("/bin/sh", "-c", f'exec "$@" {SECCOMP_FD}< "$0"')
 
 
 @attrs.frozen
@@ -64,8 +62,12 @@ class SandboxSettings:
     # Directories children may write besides the workspace (`~/.npm` for `npx`, say);
     # those that do not exist are left out.
     writable: tuple[str, ...] = ()
-    # Files and directories children may not even read, besides HIDDEN (`~/.config/foo`).
+    # Files and directories children may not even read, besides sandbox_policy's.
     hidden: tuple[str, ...] = ()
+    # Unix-domain sockets allowed (the seccomp filter off): a project whose tests need them.
+    unix_sockets: bool = False
+    # Variables children get besides child_env's allow-list (never a provider's key).
+    env: tuple[str, ...] = ()
 
     def mcp_may_use_network(self, server: str) -> bool:
         return "*" in self.mcp_network or server in self.mcp_network
@@ -142,34 +144,66 @@ class Launch:
 
 def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
     """How to start `spec`: in the sandbox where it runs, else in the fallback; in a pids group
-    where the system offers one. Raises FileNotFoundError when the command does not exist."""
+    where the system offers one. Raises FileNotFoundError when the command does not exist,
+    ValueError when an argument holds a NUL character (no process can be given it)."""
+    if any("\0" in word for word in spec.argv):
+        raise ValueError("a command line cannot hold a NUL character")
     workspace = spec.workspace.resolve()
     command = _resolved_command(spec.argv[0], spec.env, workspace)
     argv: list[str] = [command, *spec.argv[1:]]
     sandboxed = sandbox_status(settings).sandboxed
     if sandboxed:
-        # The roots come resolved: one that resolves elsewhere now has a symlink in its place.
-        roots = [root for root in spec.writable if root.is_dir() and root.resolve() == root]
-        if any(root == spec.workspace or root in spec.workspace.parents for root in roots):
-            workspace = spec.workspace  # inside a writable root: its bind holds it, as named
-        writable = [*roots, *_existing_directories(settings.writable)]
-        hidden = [  # as for the workspace (`_hiding`): never over a root or what holds one
-            path
-            for path in hidden_paths(settings.hidden)
-            if not any(path == root or path in root.parents for root in roots)
-        ]
-        needed = needed_under_tmp(argv)
-        arguments = _bwrap_arguments(workspace, spec.network, writable, hidden, needed, spec.cwd)
-        argv = [*arguments, "--", *argv]
-    elif _has_capabilities() and shutil.which("setpriv"):
-        # Root (or any holder of CAP_SYS_PTRACE) could read the server's environ even when
-        # it is not dumpable: the child gets no capabilities at all.
-        argv = [*_DROP_CAPABILITIES, "--", *argv]
-    group = _new_group(spec.label, settings.pids_max)
+        layout = child_layout(spec, settings, argv)
+        workspace = layout.workspace
+        argv = [*_bwrap_arguments(layout, spec.network, spec.cwd), "--", *argv]
+        if not settings.unix_sockets and (filter_file := _seccomp_filter()) is not None:
+            argv = [
+                *WITH_SECCOMP,
+                str(filter_file),
+                *argv[:1],
+                "--seccomp",
+                str(SECCOMP_FD),
+                *argv[1:],
+            ]
+    else:
+        argv = [*_fallback_wrapper(), *argv]
+    group = pids_groups.new_group(spec.label, settings.pids_max)
     if group is not None:  # join the group before anything else runs, then become the child
-        argv = [*JOIN_GROUP, str(group.procs_file), *argv]
+        argv = [*pids_groups.JOIN_GROUP, str(group.procs_file), *argv]
     cwd = workspace if spec.cwd is None else spec.cwd
     return Launch(tuple(argv), dict(spec.env), cwd, sandboxed, group)
+
+
+@attrs.frozen
+class Layout:
+    """What a sandboxed child's file system is made of, in mount order: the writable
+    directories (bound over the read-only system), then the places in them that run later
+    outside the sandbox (bound read-only again), then the hidden places (covered last, so
+    no bind uncovers them)."""
+
+    workspace: Path
+    writable: tuple[Path, ...]
+    protected: tuple[Path, ...]
+    hidden: tuple[Path, ...]
+    needed: tuple[Path, ...]
+
+
+def child_layout(spec: ChildSpec, settings: SandboxSettings, argv: Sequence[str] = ()) -> Layout:
+    """The file system `spec` gets in the sandbox (also what `parley doctor` shows)."""
+    workspace = spec.workspace.resolve()
+    # The roots come resolved: one that resolves elsewhere now has a symlink in its place.
+    roots = [root for root in spec.writable if root.is_dir() and root.resolve() == root]
+    if any(root == spec.workspace or root in spec.workspace.parents for root in roots):
+        workspace = spec.workspace  # inside a writable root: its bind holds it, as named
+    writable = _outermost([workspace, *roots, *_existing_directories(settings.writable)])
+    protected = [path for path, _ in sandbox_policy.protected_paths(writable)]
+    hidden = [  # never over a writable directory or what holds one: it would hide it
+        path
+        for path in sandbox_policy.hidden_paths(settings.hidden)
+        if not any(path == root or path in root.parents for root in writable)
+    ]
+    needed = needed_under_tmp(argv) if argv else []
+    return Layout(workspace, tuple(writable), tuple(protected), tuple(hidden), tuple(needed))
 
 
 def make_undumpable() -> bool:
@@ -185,42 +219,10 @@ def make_undumpable() -> bool:
 # --- the sandbox ---------------------------------------------------------------------------
 
 
-# Where the user's credentials usually are: hidden from every sandboxed child (an empty
-# directory, or /dev/null, in their place), so an approved eval or an MCP server cannot read
-# them and hand them to the model. Relative to the home directory.
-HIDDEN_IN_HOME = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
-    ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
-)  # fmt: skip
-
-
-def hidden_paths(extra: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
-    """What exists of HIDDEN_IN_HOME, Parley's own data and configuration (other projects'
-    conversations, MCP servers' headers) and the `extra` paths, resolved."""
-    environ = os.environ if environ is None else environ
-    home = Path(environ.get("HOME") or Path.home())
-    data = environ.get("PARLEY_HOME") or Path(
-        environ.get("XDG_DATA_HOME") or home / ".local" / "share", "parley"
-    )
-    config = Path(environ.get("XDG_CONFIG_HOME") or home / ".config", "parley")
-    named = [home / name for name in HIDDEN_IN_HOME] + [Path(data), config]
-    if explicit := environ.get("PARLEY_CONFIG"):
-        named.append(Path(explicit))
-    named += [Path(path).expanduser() for path in extra]
-    found = []
-    for path in named:
-        if path.is_absolute() and (path.exists() or path.is_symlink()):
-            found.append(Path(os.path.realpath(path)))
-    return found
-
-
-def _hiding(hidden: Sequence[Path], workspace: Path) -> list[str]:
-    """bwrap's arguments that put an empty directory (or /dev/null) over each hidden path;
-    never over the workspace or a directory that holds it."""
+def _hiding(hidden: Sequence[Path]) -> list[str]:
+    """bwrap's arguments that put an empty directory (or /dev/null) over each hidden path."""
     arguments: list[str] = []
     for path in hidden:
-        if path == workspace or path in workspace.parents:
-            continue
         if path.is_dir():
             arguments += ["--tmpfs", str(path)]
         else:
@@ -247,33 +249,35 @@ def needed_under_tmp(argv: Sequence[str]) -> list[Path]:
     return needed
 
 
-def _bwrap_arguments(
-    workspace: Path,
-    network: bool,
-    writable: Sequence[Path] = (),
-    hidden: Sequence[Path] = (),
-    needed: Sequence[Path] = (),
-    chdir: Path | None = None,
-) -> list[str]:
+def _bwrap_arguments(layout: Layout, network: bool, chdir: Path | None = None) -> list[str]:
     arguments = [
         _bwrap() or "bwrap",
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
+        # bwrap means to cover these read-only, but not everywhere (seen: a root's /proc/sys
+        # left writable, and core_pattern with it): covered here, whatever it does.
+        "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
         "--tmpfs", "/tmp",
-        *_hiding(hidden, workspace),
     ]  # fmt: skip
-    for path in needed:  # read-only, and before the workspace, whose own bind then wins
+    for path in layout.needed:  # read-only, and before the workspace, whose own bind then wins
         arguments += ["--ro-bind", str(path), str(path)]
     # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
-    for directory in _outermost([workspace, *writable]):
+    for directory in layout.writable:
         arguments += ["--bind", str(directory), str(directory)]
+    for path in layout.protected:  # after the binds, which would cover them
+        arguments += ["--ro-bind", str(path), str(path)]
+    arguments += _hiding(layout.hidden)  # last: no bind uncovers them
     arguments += [
-        "--chdir", str(chdir or workspace),
+        "--chdir", str(chdir or layout.workspace),
         "--unshare-pid",
         "--unshare-ipc",
         "--new-session",  # no controlling terminal to push input into
         "--die-with-parent",
+        # Root keeps every capability in bwrap unless told: it could unmount the hidden
+        # places, remount / writable or enter the server's namespaces.
+        "--cap-drop", "ALL",
     ]  # fmt: skip
     if not network:
         arguments.append("--unshare-net")
@@ -312,25 +316,55 @@ def _bwrap_probe() -> str | None:
         return "bubblewrap (bwrap) is not installed"
     probe = [
         bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-        "--unshare-net", "--die-with-parent", "true",
+        "--unshare-net", "--die-with-parent", "--cap-drop", "ALL", "true",
     ]  # fmt: skip
+    failure = _failure_of(probe)
+    return None if failure is None else f"bwrap cannot run here (no user namespaces?): {failure}"
+
+
+def _failure_of(argv: Sequence[str]) -> str | None:
+    """None when `argv` runs and exits 0; else the last line it wrote, or why it did not."""
     try:
         done = subprocess.run(
-            probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS, check=False
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bwrap cannot run: {error}"
+        return str(error)
     if done.returncode != 0:
-        detail = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
-        return f"bwrap cannot run here (no user namespaces?): {detail[0]}"
+        return (done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"])[0]
     return None
+
+
+@functools.cache
+def _seccomp_filter() -> Path | None:
+    """The seccomp filter's file when bwrap applies it here (probed once), else None."""
+    why_not = seccomp_problem()
+    if why_not is not None:
+        logger.warning("No seccomp filter for sandboxed children: %s", why_not)
+        return None
+    return seccomp.filter_file()
+
+
+@functools.cache
+def seccomp_problem() -> str | None:
+    """Why sandboxed children can open Unix-domain sockets here, or None (they cannot)."""
+    filter_file = seccomp.filter_file()
+    if filter_file is None:
+        return f"no seccomp filter for this architecture ({os.uname().machine})"
+    bwrap = _bwrap() or "bwrap"
+    probe = [
+        *WITH_SECCOMP, str(filter_file), bwrap, "--seccomp", str(SECCOMP_FD), "--ro-bind",
+        "/", "/", "--dev", "/dev", "--unshare-net", "--cap-drop", "ALL", "true",
+    ]  # fmt: skip
+    failure = _failure_of(probe)
+    return None if failure is None else f"bwrap could not apply it: {failure}"
 
 
 def sandbox_status(
     settings: SandboxSettings, environ: Mapping[str, str] | None = None
 ) -> SandboxStatus:
     environ = os.environ if environ is None else environ
-    base = _pids_base()
+    base = pids_groups.pids_base()
     if base is None:
         pids, capped = "the system offers no writable pids cgroup", False
     elif settings.pids_max <= 0:
@@ -345,7 +379,8 @@ def sandbox_status(
         why_not = _bwrap_probe()
     if why_not is not None:
         return SandboxStatus(False, why_not + _capabilities_note(), pids, capped)
-    return SandboxStatus(True, "bubblewrap: own PID namespace, read-only system", pids, capped)
+    how = "bubblewrap: own PID namespace, no capabilities, read-only system"
+    return SandboxStatus(True, how, pids, capped)
 
 
 def _capabilities_note() -> str:
@@ -353,7 +388,10 @@ def _capabilities_note() -> str:
     if not _has_capabilities():
         return ""
     if shutil.which("setpriv"):
-        return "; children get no capabilities (setpriv)"
+        return (
+            "; children get no capabilities (setpriv), but as root they can still leave "
+            "their pids group and write what root owns"
+        )
     return "; setpriv is missing, so children keep this process's capabilities"
 
 
@@ -382,15 +420,26 @@ def _only_child(pid: int) -> int | None:
     return None
 
 
-# --- the fallback: no capabilities ---------------------------------------------------------
+# --- the fallback: no capabilities, no orphans -----------------------------------------------
 
-_DROP_CAPABILITIES = [
-    "setpriv",
+_DROP_CAPABILITIES = (
     "--inh-caps=-all",
     "--ambient-caps=-all",
     "--bounding-set=-all",
     "--no-new-privs",
-]
+)
+
+
+def _fallback_wrapper() -> list[str]:
+    """What starts an unsandboxed child: `setpriv` with a parent-death signal (the child is
+    killed when the server dies, even by `kill -9`), and for a server that holds
+    capabilities (root: it could read the server's environ even when it is not dumpable)
+    none of them. Nothing where setpriv is missing (`parley doctor` says so)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return []
+    dropped = _DROP_CAPABILITIES if _has_capabilities() else ()
+    return [setpriv, "--pdeathsig", "KILL", *dropped, "--"]
 
 
 def _has_capabilities() -> bool:
@@ -400,172 +449,3 @@ def _has_capabilities() -> bool:
             if line.startswith("CapEff:"):
                 return int(line.split()[1], 16) != 0
     return os.geteuid() == 0 if hasattr(os, "geteuid") else False
-
-
-# --- pids cgroups ----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class PidsBase:
-    """A cgroup directory where Parley may create pids-limited groups."""
-
-    path: Path
-    version: int
-
-    def describe(self) -> str:
-        return f"cgroup v{self.version} pids controller at {self.path}"
-
-
-@attrs.frozen
-class PidsGroup:
-    """One child's cgroup."""
-
-    path: Path
-    version: int
-
-    @property
-    def procs_file(self) -> Path:
-        return self.path / "cgroup.procs"
-
-    def pids(self) -> list[int]:
-        try:
-            return [int(line) for line in self.procs_file.read_text().split()]
-        except (OSError, ValueError):
-            return []
-
-    def kill_all(self) -> None:
-        """SIGKILL every process in the group (a fork loop included: forks past the cap fail,
-        so each round leaves fewer) until it is empty."""
-        if self.version == 2:
-            with contextlib.suppress(OSError):
-                (self.path / "cgroup.kill").write_text("1")
-        deadline = time.monotonic() + GROUP_EMPTY_WAIT_SECONDS
-        while (pids := self.pids()) and time.monotonic() < deadline:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.01)
-
-    def remove(self) -> None:
-        deadline = time.monotonic() + GROUP_EMPTY_WAIT_SECONDS
-        while True:
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as error:  # EBUSY: its processes are not all reaped yet
-                if time.monotonic() >= deadline:
-                    logger.warning("Could not remove the cgroup %s: %s", self.path, error)
-                    return
-                time.sleep(0.02)
-
-
-_group_numbers = itertools.count(1)
-
-
-def _new_group(label: str, pids_max: int) -> PidsGroup | None:
-    base = _pids_base()
-    if base is None or pids_max <= 0:
-        return None
-    readable_label = re.sub(r"[^A-Za-z0-9_-]", "_", label)[:40]
-    name = f"{GROUP_PREFIX}{os.getpid()}-{next(_group_numbers)}-{readable_label}"
-    group = PidsGroup(base.path / name, base.version)
-    try:
-        group.path.mkdir()
-        (group.path / "pids.max").write_text(str(pids_max))
-    except OSError as error:
-        logger.warning("No pids cap for %s: %s", label, error)
-        group.remove()
-        return None
-    return group
-
-
-@functools.cache
-def _pids_base() -> PidsBase | None:
-    """Where this server may create pids groups (probed once), or None."""
-    for base in _pids_candidates():
-        probe = PidsGroup(base.path / f"{GROUP_PREFIX}{os.getpid()}-probe", base.version)
-        try:
-            probe.path.mkdir(exist_ok=True)
-            (probe.path / "pids.max").write_text("8")
-            usable = _joins(probe)
-        except OSError:
-            usable = False
-        probe.remove()
-        if usable:
-            _remove_stale_groups(base.path)
-            return base
-    return None
-
-
-def _joins(group: PidsGroup) -> bool:
-    """Whether a child can move itself into `group`, as every launch's first step does."""
-    try:
-        done = subprocess.run(
-            [*JOIN_GROUP, str(group.procs_file), "true"],
-            capture_output=True,
-            timeout=PROBE_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _pids_candidates() -> list[PidsBase]:
-    """v2: this process's own cgroup when its pids controller is delegated to children; v1:
-    this process's group in the pids hierarchy."""
-    try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-        memberships = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return []
-    candidates = []
-    for line in memberships:
-        number, controllers, relative = line.split(":", 2)
-        if number == "0" and controllers == "":
-            mount = _mount_point(mounts, "cgroup2", None)
-            version = 2
-        elif "pids" in controllers.split(","):
-            mount = _mount_point(mounts, "cgroup", "pids")
-            version = 1
-        else:
-            continue
-        if mount is None:
-            continue
-        own = mount / relative.lstrip("/")
-        base = own if own.is_dir() else mount  # in a container the mount is its own root
-        if version == 2 and "pids" not in _read(base / "cgroup.subtree_control").split():
-            continue
-        candidates.append(PidsBase(base, version))
-    return sorted(candidates, key=lambda candidate: -candidate.version)
-
-
-def _mount_point(mounts: Sequence[str], kind: str, option: str | None) -> Path | None:
-    for line in mounts:
-        fields = line.split()
-        if (
-            len(fields) >= 4
-            and fields[2] == kind
-            and (option is None or option in fields[3].split(","))
-        ):
-            return Path(fields[1])
-    return None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _remove_stale_groups(base: Path) -> None:
-    """The empty groups servers that are gone left behind (a crash, a kill -9)."""
-    with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            match = re.match(rf"{GROUP_PREFIX}(\d+)-", entry.name)
-            if match and not Path(f"/proc/{match.group(1)}").exists():
-                with contextlib.suppress(OSError):
-                    entry.rmdir()

@@ -224,7 +224,7 @@ class PythonKernel:
         spec = ChildSpec(
             tuple(command),
             self.workspace,
-            child_environment(self.settings.secret_env_names),
+            child_environment(self.settings.secret_env_names, extra=self.settings.sandbox.env),
             network=self.settings.sandbox.kernel_network,
             label="kernel",
             writable=self.writable,

@@ -159,7 +159,7 @@ class RunCommandTool(DeclaredTool):
             launch = await asyncio.to_thread(
                 prepare, self._spec(arguments.command, where), self.settings.sandbox
             )
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a NUL in the command
             return ToolResult(f"The command could not start: {error}", is_error=True)
         if context.terminals is not None:
             return await self._in_terminal(launch, timeout, context)
@@ -169,7 +169,7 @@ class RunCommandTool(DeclaredTool):
         return ChildSpec(
             (SHELL, "-c", command),
             self.workspace,
-            child_environment(self.settings.secret_env_names),
+            child_environment(self.settings.secret_env_names, extra=self.settings.sandbox.env),
             network=self.settings.sandbox.command_network,
             label="command",
             cwd=where,
