@@ -96,7 +96,7 @@ def mistakes(tmp_path: Path, text: str) -> list[str]:
         (
             "[sandbox]\nnetwork = true\n",
             "sandbox.network: unknown setting (expected one of enabled, pids_max, "
-            "kernel_network, mcp_network, command_network, writable, hidden)",
+            "kernel_network, mcp_network, command_network, writable, hidden, unix_sockets, env)",
         ),
         (
             "[commands]\ntimeout = 5\n",

@@ -63,6 +63,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "parley.core",
         "parley.display",
         "parley.sandbox",  # whether commands run sandboxed (what "allow always" may cover)
+        "parley.sandbox_policy",  # which files run later outside the sandbox (always asked)
         "parley.config",
         "parley.store",
         "parley.providers",

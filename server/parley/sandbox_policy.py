@@ -182,3 +182,15 @@ def _existing_resolved(paths: Iterable[Path]) -> list[Path]:
             if real not in found:
                 found.append(real)
     return found
+
+
+def too_broad(root: Path, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why `root` (resolved) may not be a workspace root, or None: `/`, or a directory that
+    holds the home (every file of the user's, other users' homes too). The home itself may
+    be one: what runs later there is read-only to children, the credentials hidden."""
+    user_home = Path(os.path.realpath(home(environ)))
+    if root == Path("/"):
+        return "it is the root of the file system"
+    if root in user_home.parents:
+        return f"it holds your home directory ({user_home})"
+    return None

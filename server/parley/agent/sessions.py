@@ -66,7 +66,7 @@ from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
-from parley.tools.confined import Roots, workspace_roots
+from parley.tools.confined import RootRefused, Roots, workspace_roots
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -153,7 +153,7 @@ class Sessions:
             raise InvalidOptions(f"cwd {str(cwd)!r} is not a directory")
         model = options.model or self.settings.default_model
         _check_model_id(model)
-        roots = workspace_roots(cwd, additional)  # once: the tools and the checkpoints share them
+        roots = _roots(cwd, additional)  # once: the tools and the checkpoints share them
         session = Session(
             id=new_id("sess"),
             cwd=cwd,
@@ -180,7 +180,7 @@ class Sessions:
         unstored = self._open.get(session_id)
         if unstored is not None and not unstored.stored:
             # Never prompted: nothing stored, nothing to show; only the roots may change.
-            await self._reroot(unstored, workspace_roots(unstored.cwd, additional))
+            await self._reroot(unstored, _roots(unstored.cwd, additional))
             return unstored
         # A turn in another window does not stop a load; only its calls are not mended.
         async with self._leased(session_id, "load", unless_held_elsewhere=True) as held:
@@ -191,7 +191,7 @@ class Sessions:
             # The client's cwd is where the user is now; fall back to where the session began.
             cwd = cwd if cwd.is_dir() else Path(stored.cwd)
             session = self._open.get(stored.id)
-            roots = workspace_roots(cwd, additional)
+            roots = _roots(cwd, additional)
             if session is not None and (session.cwd != cwd or session.roots != roots):
                 await self.forget(session.id)  # its tools and approvals belong to its workspace
                 session = None
@@ -773,3 +773,11 @@ def _notes_for_model(prompt: Message | None) -> tuple[ContentBlock, ...]:
 def _user_turns(messages: Iterable[Message]) -> int:
     """How many of `messages` are prompts: the turns another window added."""
     return sum(isinstance(message, UserMessage) for message in messages)
+
+
+def _roots(cwd: Path, additional: Sequence[Path]) -> Roots:
+    """The session's roots, or InvalidOptions for one too broad to be one (`/`, `/home`)."""
+    try:
+        return workspace_roots(cwd, additional)
+    except RootRefused as refused:
+        raise InvalidOptions(str(refused)) from None

@@ -1,7 +1,8 @@
 """Whether a tool call may run: **the one place a call's permission is decided**.
 
 A call of a tool that needs permission runs unasked only when the session's mode lets it
-(Accept edits: the edit tools; agent/modes.py), when the session always allows the tool, or,
+(Accept edits: the edit tools, but never of a file that runs code later outside the sandbox:
+sandbox_policy.runs_later; agent/modes.py), when the session always allows the tool, or,
 for a shell command, when it would run sandboxed and a prefix rule of the workspace covers it
 (tools/command_rules.py: never a compound command, never by the tool's name). Otherwise the
 user is asked (`TurnPorts.request_permission`), and the answer decides.
@@ -12,8 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
+import attrs
+
+from parley import sandbox_policy
 from parley.agent import modes
 from parley.agent.session import Session
 from parley.config import Settings
@@ -56,10 +61,14 @@ class ToolPermission:
         self.settings = settings
         self.ports = ports
 
-    async def runs_unasked(self, tool: Tool, call: ToolCall) -> bool:
-        """Whether `call` runs without a question."""
-        if not tool.spec.needs_permission or modes.runs_unasked(tool.spec, self.session.mode):
+    async def runs_unasked(
+        self, tool: Tool, call: ToolCall, view: Callable[[], Awaitable[CallView]]
+    ) -> bool:
+        """Whether `call` (shown as `view()` gives it) runs without a question."""
+        if not tool.spec.needs_permission:
             return True
+        if modes.runs_unasked(tool.spec, self.session.mode):
+            return self.runs_later(await view()) is None
         if call.name != COMMAND_TOOL:
             return call.name in self.session.auto_approve
         if not covered(command_line(call), self.session.command_rules()):
@@ -74,6 +83,8 @@ class ToolPermission:
         `StoppedAtQuestion` when the user stopped the turn at the question."""
         try:
             shown = await view()
+            if kind == "edit" and (why := self.runs_later(shown)) is not None:
+                shown = attrs.evolve(shown, content=(*shown.content, runs_later_note(why)))
             command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
             decision = await self.ports.request_permission(
                 self.session.id, call, kind, shown, command
@@ -92,6 +103,16 @@ class ToolPermission:
             self.session.save()  # it holds for the rest of the session, reloads included
         return REJECTED if decision == "reject" else None
 
+    def runs_later(self, view: CallView) -> str | None:
+        """Why a file the call writes runs code later outside the sandbox, or None."""
+        places = [location.path for location in view.locations]
+        places += [diff.path for diff in view.diffs]
+        for place in places:
+            why = sandbox_policy.runs_later(Path(place), self.session.roots.all)
+            if why is not None:
+                return why
+        return None
+
     async def _command_offer(self, call: ToolCall) -> CommandOffer:
         """What the question about a shell command offers to allow always: its prefixes,
         when it is simple and would run sandboxed."""
@@ -99,6 +120,12 @@ class ToolPermission:
         if not status.sandboxed:
             return CommandOffer(unsandboxed=status.reason)
         return CommandOffer(offered_prefixes(command_line(call)))
+
+
+def runs_later_note(why: str) -> str:
+    """What the question about an edit of a file that runs later says (Accept edits mode
+    asks about it too)."""
+    return f"This file runs code outside the sandbox: {why}. Edits of it are always asked about."
 
 
 def command_line(call: ToolCall) -> str:

@@ -563,7 +563,7 @@ class Turn:
             terminals=self.ports.client_terminals,
             roots=self.session.roots.all,
         )
-        if not await self._permission.runs_unasked(tool, call):
+        if not await self._permission.runs_unasked(tool, call, lambda: self._current_view(call)):
             failure = await precheck(tool, call, context)
             if failure is not None:
                 return self._finish_call(call, failure)

@@ -41,6 +41,8 @@ from typing import BinaryIO
 
 import attrs
 
+from parley import sandbox_policy
+
 # As Linux's own limit for one path lookup.
 MAX_SYMLINKS = 40
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -55,6 +57,10 @@ class Refused(ValueError):
 
 class OutsideWorkspace(Refused):
     """A path that leads outside the workspace root."""
+
+
+class RootRefused(Refused):
+    """A directory too broad to be a workspace root (`/`, one that holds the home)."""
 
 
 def workspace_root(cwd: Path | str) -> Path:
@@ -137,6 +143,12 @@ def workspace_roots(cwd: Path | str, additional: Iterable[Path | str] = ()) -> R
         root = workspace_root(directory)
         if root != first and root not in others:
             others.append(root)
+    for root in (first, *others):
+        if (why := sandbox_policy.too_broad(root)) is not None:
+            raise RootRefused(
+                f"{printable_name(str(root))} cannot be a workspace root: {why}. "
+                "Open a project directory instead."
+            )
     return Roots(first, tuple(others))
 
 
@@ -249,14 +261,34 @@ def open_in_workspace(root: Roots | Path, path: str, want: Want, *, create: bool
     try:
         if want is Want.FILE:
             fd, relative = _open_last(walk, _FILE_FLAGS)
-            return Opened(_checked_regular(fd, relative), relative)
-        if want is Want.DIRECTORY:
-            return Opened(*_open_last(walk, _DIRECTORY_FLAGS))
-        if want is Want.WHERE:
-            return _where(walk)
-        return _holder(walk, create=create, follow=want is Want.PARENT)
+            opened = Opened(_checked_regular(fd, relative), relative)
+        elif want is Want.DIRECTORY:
+            opened = Opened(*_open_last(walk, _DIRECTORY_FLAGS))
+        elif want is Want.WHERE:
+            opened = _where(walk)
+        else:
+            opened = _holder(walk, create=create, follow=want is Want.PARENT)
     finally:
         walk.close()
+    _refuse_hidden(roots, opened)
+    return opened
+
+
+def _refuse_hidden(roots: Roots, opened: Opened) -> None:
+    """Refuse (closing what was opened) a place the sandbox hides from every child: the
+    credentials' usual places and Parley's own data and configuration, even inside a root
+    (a workspace at the home). sandbox_policy declares them."""
+    relative = opened.relative
+    place = relative if relative.startswith("/") else posixpath.join(str(roots.cwd), relative)
+    place = posixpath.normpath(place)
+    if not sandbox_policy.refused_to_tools(place):
+        return
+    if opened.fd is not None:
+        os.close(opened.fd)
+    raise Refused(
+        f"{printable_name(roots.shown(place))} holds credentials or Parley's own data, which "
+        "no tool may read or write."
+    )
 
 
 class _Walk:
