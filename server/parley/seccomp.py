@@ -89,14 +89,17 @@ def program(machine: str) -> bytes | None:
 @functools.cache
 def filter_file() -> Path | None:
     """A file holding this machine's filter (written once per process, in a directory of
-    its own only this user can enter, removed at exit), or None where there is none."""
+    its own, removed at exit), or None where there is none."""
     compiled = program(platform.machine())
     if compiled is None:
         return None
     directory = Path(tempfile.mkdtemp(prefix="parley-seccomp-"))
     atexit.register(shutil.rmtree, directory, True)
     path = directory / "no-unix-sockets.bpf"
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
     with os.fdopen(descriptor, "wb") as file:
         file.write(compiled)
+    # Readable by all (nothing in it is secret), writable by none, in a directory only its
+    # owner may change: no one else can put another filter in its place.
+    directory.chmod(0o755)
     return path

@@ -1,0 +1,364 @@
+"""The sandbox's policy as data, over all of it (issues 36 and 44): every place
+`parley/sandbox_policy.py` hides is planted and checked unreadable from a sandboxed child,
+every place it protects (what runs later outside the sandbox) planted and checked
+unwritable and unmovable though it lies in a writable root — the tables are read from the
+policy itself, so a new entry is covered by construction. As root and as an unprivileged
+user (`setpriv`), for any root layout (the home as the root, a project in the home, one
+outside it, a symlinked root, a second root, a writable `~/.config`).
+
+Then what the sandbox takes away from every child whoever runs it: capabilities (root's
+too), `/proc/sys`, mounts, Unix-domain sockets; and the environment's allow-list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from parley import sandbox_policy
+from parley.child_env import CHILD_VARIABLES, child_environment
+from parley.sandbox import SandboxSettings, sandbox_status
+from sandbox_probe import NOBODY, probe, run_in_sandbox
+
+SECRET = "SECRET-CONTENT-0123"
+_here = sandbox_status(SandboxSettings(), environ={})
+needs_bwrap = pytest.mark.skipif(
+    not _here.sandboxed, reason=f"bubblewrap cannot run here: {_here.reason}"
+)
+pytestmark = needs_bwrap
+
+# Each case as root (the suite's user here) and as an unprivileged user.
+USERS = [pytest.param(None, id="root"), pytest.param(NOBODY, id="unprivileged")]
+# No pids group: an unprivileged child cannot join root's.
+NO_PIDS = SandboxSettings(pids_max=0)
+
+
+@contextlib.contextmanager
+def base_directory() -> Iterator[Path]:
+    """A directory outside /tmp (the sandbox's /tmp is private: what lies there is not even
+    seen), every user may enter, removed at the end."""
+    base = Path(f"/var/tmp/parley-policy-{uuid.uuid4().hex}")
+    base.mkdir(mode=0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def plant(path: Path, as_directory: bool) -> None:
+    """`path` as a directory holding a secret file, or as a secret file."""
+    if as_directory:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "secret").write_text(SECRET)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(SECRET)
+
+
+def give_to(base: Path, uid: int | None) -> None:
+    if uid is not None:
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(base)], check=True)
+
+
+def use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """Parley's places as a user with this home has them (defaults under it)."""
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("PARLEY_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "PARLEY_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+
+
+# What docs/security.md promises at the least, whatever the policy's tables say: an entry
+# taken out of them by mistake is still planted and checked.
+PROMISED_HIDDEN = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
+    ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
+)  # fmt: skip
+PROMISED_IN_ROOT = (".git", ".envrc", ".vscode", ".idea", ".devcontainer")
+PROMISED_IN_HOME = (".bashrc", ".profile", ".zshrc", ".gitconfig", ".config/git", ".local/bin")
+
+
+def planted_policy(home: Path, roots: list[Path], as_directory: bool) -> tuple[list, list]:
+    """Every hidden place of the policy (in `home`, and Parley's own) and every place it
+    protects (in each root, and in the home), planted; (hidden, protected) paths."""
+    hidden_names = {*sandbox_policy.HIDDEN_IN_HOME, *PROMISED_HIDDEN}
+    hidden = [home / name for name in sorted(hidden_names)]
+    hidden += sandbox_policy.parley_places()
+    in_root = {*sandbox_policy.RUNS_LATER_IN_ROOT, *PROMISED_IN_ROOT}
+    in_home = {*sandbox_policy.RUNS_LATER_IN_HOME, *PROMISED_IN_HOME}
+    protected = [root / name for root in roots for name in sorted(in_root)]
+    protected += [home / name for name in sorted(in_home)]
+    for path in [*hidden, *protected]:
+        plant(path, as_directory)
+    return hidden, protected
+
+
+def assert_hidden(path: Path, answer: str) -> None:
+    assert SECRET not in answer and "secret" not in answer.split(), (path, answer)
+
+
+def assert_protected(path: Path, write: str, rename: str, read: str) -> None:
+    assert write != "ok", f"{path} was writable"
+    assert rename != "ok", f"{path} could be moved aside"
+    still_readable = SECRET in read or "secret" in read.split()  # a file's text, a listing
+    assert read.startswith("ok:") and still_readable, (path, read)
+
+
+def check_layout(
+    home: Path,
+    roots: list[Path],
+    hidden: list[Path],
+    protected: list[Path],
+    settings: SandboxSettings,
+    uid: int | None,
+    writable_home_dirs: list[Path] = (),  # type: ignore[assignment]
+) -> None:
+    """From a child in the sandbox of `roots`: each hidden place unreadable; each protected
+    one that lies in a writable directory unwritable, unmovable, readable; an ordinary file
+    of each root writable."""
+    writable = [*roots, *writable_home_dirs]
+    in_writable = [p for p in protected if any(d == p or d in p.parents for d in writable)]
+    ordinary = [root / "src.py" for root in roots]
+    for path in ordinary:
+        path.write_text("x = 1\n")
+    give_to(home.parent, uid)
+    checks = [("read", str(p)) for p in hidden]
+    for path in in_writable:
+        checks += [("write", str(path)), ("rename", str(path)), ("read", str(path))]
+    checks += [("write", str(path)) for path in ordinary]
+    answers = iter(probe(checks, roots[0], settings, writable=roots[1:], uid=uid))
+    for path in hidden:
+        assert_hidden(path, next(answers))
+    for path in in_writable:
+        assert_protected(path, next(answers), next(answers), next(answers))
+    assert [next(answers) for _ in ordinary] == ["ok"] * len(ordinary)
+    for path in in_writable:  # and nothing reached the host
+        text = (path / "secret") if path.is_dir() else path
+        assert text.read_text() == SECRET and not (path / "planted").exists()
+
+
+@pytest.mark.parametrize("as_directory", [True, False], ids=["directories", "files"])
+@pytest.mark.parametrize("uid", USERS)
+def test_with_the_home_as_the_root_every_hidden_place_stays_hidden_and_protected_read_only(
+    monkeypatch: pytest.MonkeyPatch, uid: int | None, as_directory: bool
+) -> None:
+    """The hardest layout: the root is the home, so its writable bind covers every place the
+    policy names; the hides and the protections must come after it."""
+    with base_directory() as base:
+        home = base / "home"
+        use_home(monkeypatch, home)
+        hidden, protected = planted_policy(home, [home], as_directory)
+        configured = home / "project-secrets"
+        plant(configured, as_directory)
+        settings = SandboxSettings(pids_max=0, hidden=(str(configured),))
+        check_layout(home, [home], [*hidden, configured], protected, settings, uid)
+
+
+LAYOUTS = st.fixed_dictionaries(
+    {
+        "where": st.sampled_from(["home", "in-home", "outside-home"]),
+        "symlinked": st.booleans(),
+        "second_root": st.booleans(),
+        "writable_config": st.booleans(),
+        "as_directory": st.booleans(),
+        "uid": st.sampled_from([None, NOBODY]),
+    }
+)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(layout=LAYOUTS)
+def test_for_any_root_layout_no_hidden_place_is_readable_nor_protected_one_writable(
+    monkeypatch: pytest.MonkeyPatch, layout: dict
+) -> None:
+    with base_directory() as base:
+        home = base / "home"
+        home.mkdir()
+        use_home(monkeypatch, home)
+        root = {"home": home, "in-home": home / "proj", "outside-home": base / "proj"}
+        workspace = root[layout["where"]]
+        workspace.mkdir(exist_ok=True)
+        roots = [workspace]
+        if layout["second_root"]:
+            roots.append(base / "other")
+            roots[-1].mkdir()
+        hidden, protected = planted_policy(home, roots, layout["as_directory"])
+        writable_home = [home / ".config"] if layout["writable_config"] else []
+        settings = SandboxSettings(pids_max=0, writable=tuple(map(str, writable_home)))
+        if layout["symlinked"]:  # the root named through a symlink: the launcher resolves it
+            link = base / "link"
+            link.symlink_to(workspace)
+            roots[0] = link.resolve()
+        check_layout(
+            home,
+            roots,
+            hidden,
+            protected,
+            settings,
+            layout["uid"],
+            writable_home_dirs=writable_home,
+        )
+
+
+def test_a_protected_symlink_is_protected_where_it_leads_inside_the_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`.envrc` as a symlink to a file in the root: that file is what direnv runs."""
+    with base_directory() as base:
+        use_home(monkeypatch, base / "home")
+        workspace = base / "proj"
+        plant(workspace / "tools" / "env.sh", False)
+        (workspace / ".envrc").symlink_to("tools/env.sh")
+        answers = probe(
+            [("write", str(workspace / "tools" / "env.sh")), ("write", str(workspace / "x"))],
+            workspace,
+            NO_PIDS,
+        )
+        assert answers[0] != "ok" and answers[1] == "ok"
+
+
+# --- what every child loses -----------------------------------------------------------------
+
+KERNEL_SURFACES = r"""
+grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status
+(echo core > /proc/sys/kernel/core_pattern) 2>/dev/null && echo WROTE-CORE-PATTERN
+umount -l /proc 2>/dev/null && echo UNMOUNTED
+mount -o remount,bind,rw / 2>/dev/null && echo REMOUNTED
+(echo x > /sys/kernel/uevent_helper) 2>/dev/null && echo WROTE-SYS
+nsenter -t 1 -m -n true 2>/dev/null && echo ENTERED
+echo done
+"""
+
+
+@pytest.mark.parametrize("uid", USERS)
+def test_no_child_keeps_a_capability_or_writes_the_kernels_settings(
+    monkeypatch: pytest.MonkeyPatch, uid: int | None
+) -> None:
+    with base_directory() as base:
+        use_home(monkeypatch, base)  # the user's own home (root's is not the other user's)
+        give_to(base, uid)
+        before = Path("/proc/sys/kernel/core_pattern").read_text()
+        done = run_in_sandbox(KERNEL_SURFACES, base, NO_PIDS, uid)
+    status = dict(line.split(":\t") for line in done.stdout.splitlines() if ":\t" in line)
+    assert status["CapEff"] == status["CapPrm"] == status["CapAmb"] == "0000000000000000"
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
+    assert done.stdout.splitlines()[-1] == "done", done.stdout
+    for escaped in ("WROTE-CORE-PATTERN", "UNMOUNTED", "REMOUNTED", "WROTE-SYS", "ENTERED"):
+        assert escaped not in done.stdout
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == before
+
+
+@contextlib.contextmanager
+def unix_server(path: Path) -> Iterator[None]:
+    """A Unix-domain socket listening at `path` that answers every connection with SECRET
+    (an ssh-agent, a D-Bus, a docker.sock would answer with worse)."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen()
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.sendall(SECRET.encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
+CONNECT = (
+    '/usr/bin/python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); '
+    's.connect(sys.argv[1]); print(s.recv(100).decode())" {path} 2>&1 | tail -n 1'
+)
+STILL_WORKS = (
+    '/usr/bin/python3 -c "import socket, asyncio; a, b = socket.socketpair(); '
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+    "c = socket.create_connection(s.getsockname()); asyncio.run(asyncio.sleep(0)); "
+    "print('pairs, loopback and asyncio work')\""
+)
+
+
+def test_no_child_reaches_a_unix_socket_wherever_it_lies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket in the workspace itself and one elsewhere on the machine: no connection,
+    by the seccomp filter (no mount could hide every socket); `[sandbox] unix_sockets =
+    true` opens them (so the test sees the difference)."""
+    with base_directory() as base:
+        use_home(monkeypatch, base / "home")
+        outside = base / "agent.sock"
+        inside = tmp_path / "app.sock"
+        with unix_server(outside), unix_server(inside):
+            script = "\n".join(CONNECT.format(path=path) for path in (outside, inside))
+            blocked = run_in_sandbox(f"{script}\n{STILL_WORKS}", tmp_path, NO_PIDS)
+            allowed = run_in_sandbox(
+                script, tmp_path, SandboxSettings(pids_max=0, unix_sockets=True)
+            )
+    lines = blocked.stdout.splitlines()
+    assert SECRET not in blocked.stdout
+    assert lines[:2] == ["PermissionError: [Errno 13] Permission denied"] * 2, blocked.stdout
+    assert lines[2] == "pairs, loopback and asyncio work", blocked.stderr
+    assert allowed.stdout.splitlines() == [SECRET, SECRET], allowed.stderr
+
+
+# --- the environment ------------------------------------------------------------------------
+
+# Credentials whose names no secret-looking pattern catches (issue 36's red team).
+UNPATTERNED_SECRETS = (
+    "API_KEYS", "GITHUB_PAT", "GH_PAT", "MYSQL_PWD", "SENTRY_DSN", "SLACK_WEBHOOK_URL",
+    "NPM_CONFIG__AUTH", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
+    "XDG_RUNTIME_DIR", "GPG_AGENT_INFO", "KRB5CCNAME", "DOCKER_HOST",
+)  # fmt: skip
+
+NAMES = st.one_of(
+    st.sampled_from(sorted(CHILD_VARIABLES) + list(UNPATTERNED_SECRETS) + ["OPENAI_API_KEY"]),
+    st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    environ=st.dictionaries(NAMES, st.text(max_size=20), max_size=12),
+    extra=st.lists(NAMES, max_size=3),
+)
+def test_a_child_gets_only_the_allowed_variables_and_never_a_providers_key(
+    environ: dict[str, str], extra: list[str]
+) -> None:
+    given_to_child = child_environment(["MY_KEY_VAR"], environ, extra)
+    for name, value in given_to_child.items():
+        assert name in CHILD_VARIABLES or name in extra
+        assert environ[name] == value
+        assert not name.upper().startswith(("OPENAI_", "ANTHROPIC_")) and name != "MY_KEY_VAR"
+    for name in UNPATTERNED_SECRETS:
+        assert name in extra or name not in given_to_child
+
+
+def test_the_variables_the_user_names_pass_but_not_a_providers_key() -> None:
+    environ = {"PATH": "/bin", "JIRA_URL": "https://jira", "OPENAI_API_KEY": "sk-0123"}
+    extra = ("JIRA_URL", "OPENAI_API_KEY")
+    assert child_environment((), environ, extra) == {"PATH": "/bin", "JIRA_URL": "https://jira"}
