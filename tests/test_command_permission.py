@@ -182,6 +182,7 @@ async def test_the_rule_holds_in_the_workspace_for_every_session_and_only_there(
     assert question["options"] == [ONCE, REJECT]
     content = str(question["toolCall"]["content"])
     assert "This command runs UNSANDBOXED: PARLEY_SANDBOX=off" in content
+    assert question["toolCall"]["title"] == "Run `pytest -q` (unsandboxed)"
     assert ran(unsandboxed) == []
 
 

@@ -385,8 +385,17 @@ def test_parley_doctor_says_whether_children_are_sandboxed_and_why_not(
         assert first.startswith("sandbox: NO — children run unsandboxed: PARLEY_SANDBOX=off")
     elif _here.sandboxed:
         assert first.startswith("sandbox: yes — ") and "bubblewrap" in first
+        # The effective policy (issue 36): capabilities, sockets, what is writable or hidden.
+        assert lines[1] == (
+            "  capabilities: none, root's too (--cap-drop ALL); no new privileges; "
+            "/proc/sys read-only"
+        )
+        assert lines[2] == "  unix sockets: closed (a seccomp filter)"
+        assert lines[3].startswith("  writable: ") and lines[5].startswith("  hidden: ")
     else:
         assert first.startswith(f"sandbox: NO — children run unsandboxed: {_here.reason}")
+    environment = next(line for line in lines if line.startswith("environment: "))
+    assert "PATH" in environment and "SSH_AUTH_SOCK" not in environment
     assert cap.startswith("pids cap: ") and (str(PIDS_DEFAULT) in cap) == _here.pids_capped
     assert network == "network: the kernel's is off; MCP servers allowed it: none"
 

@@ -9,11 +9,13 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import parley
+from parley.child_env import CHILD_VARIABLES
 from parley.config import ConfigError, Settings, load_settings
 from parley.core.redact import redact, remember_secrets
-from parley.sandbox import make_undumpable, sandbox_status
+from parley.sandbox import make_undumpable, policy_lines, sandbox_status
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -251,10 +253,14 @@ def _doctor(settings: Settings) -> int:
     judge)."""
     status = sandbox_status(settings.sandbox)
     if status.sandboxed:
-        print(f"sandbox: yes — the Python kernel and stdio MCP servers run in {status.reason}")
+        print(f"sandbox: yes — the kernel, commands and MCP servers run in {status.reason}")
     else:
         print(f"sandbox: NO — children run unsandboxed: {status.reason}")
         print("  (install bubblewrap, `apt-get install bubblewrap`, where user namespaces work)")
+    for line in policy_lines(settings.sandbox, Path.cwd()):
+        print(f"  {line}")
+    names = ", ".join(sorted(CHILD_VARIABLES | set(settings.sandbox.env)))
+    print(f"environment: children get only {names} (none that looks like a secret)")
     cap = status.pids_cap if status.pids_capped else f"none ({status.pids_cap})"
     print(f"pids cap: {cap}")
     network = settings.sandbox

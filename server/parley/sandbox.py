@@ -41,6 +41,8 @@ from parley.pids_groups import PidsGroup
 logger = logging.getLogger(__name__)
 
 SANDBOX_VARIABLE = "PARLEY_SANDBOX"  # "off" forces the fallback
+# What every title of a call that would run a child unsandboxed ends with.
+UNSANDBOXED_MARK = " (unsandboxed)"
 PROBE_TIMEOUT_SECONDS = 5.0
 PR_SET_DUMPABLE = 4  # from <linux/prctl.h>
 # bwrap's first step when the seccomp filter applies: the filter's file ($0) opened as fd 9,
@@ -449,3 +451,28 @@ def _has_capabilities() -> bool:
             if line.startswith("CapEff:"):
                 return int(line.split()[1], 16) != 0
     return os.geteuid() == 0 if hasattr(os, "geteuid") else False
+
+
+def policy_lines(settings: SandboxSettings, workspace: Path) -> list[str]:
+    """The sandbox's effective policy for a child run in `workspace`, a line a subject, as
+    `parley doctor` prints it: what it may write, what it may not even read, what runs later
+    and is read-only, its capabilities and sockets."""
+    if not sandbox_status(settings).sandboxed:
+        return []
+    spec = ChildSpec(("true",), workspace, {}, label="doctor")
+    where = child_layout(spec, settings)
+    sockets = "open ([sandbox] unix_sockets = true)"
+    if not settings.unix_sockets:
+        problem = seccomp_problem()
+        sockets = "closed (a seccomp filter)" if problem is None else f"OPEN: {problem}"
+    return [
+        "capabilities: none, root's too (--cap-drop ALL); no new privileges; /proc/sys read-only",
+        f"unix sockets: {sockets}",
+        "writable: " + _listed(where.writable),
+        "read-only, as they run later outside the sandbox: " + _listed(where.protected),
+        "hidden: " + _listed(where.hidden),
+    ]
+
+
+def _listed(paths: Sequence[Path]) -> str:
+    return ", ".join(str(path) for path in paths) or "none here"

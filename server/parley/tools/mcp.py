@@ -35,7 +35,14 @@ import attrs
 
 from parley.child_env import mcp_server_environment
 from parley.core.redact import redact
-from parley.sandbox import ChildSpec, Launch, SandboxSettings, prepare, sandbox_status
+from parley.sandbox import (
+    UNSANDBOXED_MARK,
+    ChildSpec,
+    Launch,
+    SandboxSettings,
+    prepare,
+    sandbox_status,
+)
 from parley.tools.base import CallView, ToolContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -362,7 +369,7 @@ class McpTool:
         """The tool's name; a stdio server outside the sandbox says so in the question."""
         config = self._connection.config
         if config.transport == "stdio" and not sandbox_status(self._connection.sandbox).sandboxed:
-            return CallView(f"{self.spec.name} (unsandboxed)")
+            return CallView(self.spec.name + UNSANDBOXED_MARK)
         return CallView(self.spec.name)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from parley.sandbox import sandbox_status
+from parley.sandbox import UNSANDBOXED_MARK, sandbox_status
 from parley.tools.arguments import NoArguments, argument
 from parley.tools.base import (
     CallView,
@@ -126,7 +126,7 @@ class PythonEvalTool(KernelTool):
             return CallView("Run Python", content=(arguments.code,))
         # The user decides knowing the code runs with what the user's account can reach.
         note = f"Runs unsandboxed: {status.reason}."
-        return CallView("Run Python (unsandboxed)", content=(arguments.code, note))
+        return CallView("Run Python" + UNSANDBOXED_MARK, content=(arguments.code, note))
 
     async def execute(self, arguments: EvalArguments, context: ToolContext) -> ToolResult:
         reply = await self.kernel.call("eval", code=arguments.code)

@@ -16,7 +16,14 @@ from pathlib import Path
 import attrs
 
 from parley.child_env import child_environment
-from parley.sandbox import ChildSpec, Launch, SandboxSettings, prepare
+from parley.sandbox import (
+    UNSANDBOXED_MARK,
+    ChildSpec,
+    Launch,
+    SandboxSettings,
+    prepare,
+    sandbox_status,
+)
 from parley.tools.arguments import argument
 from parley.tools.base import (
     CallView,
@@ -141,8 +148,11 @@ class RunCommandTool(DeclaredTool):
             locations: tuple[Location, ...] = (Location(printable_name(str(where))),)
         except ArgumentRefused:
             locations = ()
+        title = f"Run {quoted(arguments.command)}"
+        if not sandbox_status(self.settings.sandbox).sandboxed:
+            title += UNSANDBOXED_MARK  # the question says why
         return CallView(
-            f"Run {quoted(arguments.command)}",
+            title,
             locations,
             content=(fenced(arguments.command, "sh"),),
         )
