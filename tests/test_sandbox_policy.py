@@ -230,6 +230,28 @@ def test_a_protected_symlink_is_protected_where_it_leads_inside_the_root(
         assert answers[0] != "ok" and answers[1] == "ok"
 
 
+def test_what_the_repositorys_git_config_names_is_protected_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """husky's `core.hooksPath = .husky`-like settings and an `[include]` of a work-tree
+    file: git runs (or reads commands from) those places, so they are read-only too."""
+    with base_directory() as base:
+        use_home(monkeypatch, base / "home")
+        workspace = base / "proj"
+        (workspace / ".git").mkdir(parents=True)
+        (workspace / ".git" / "config").write_text(
+            '[core]\n\thooksPath = .githooks\n[include]\n\tpath = "../gitconfig.local"\n'
+        )
+        plant(workspace / ".githooks", True)
+        plant(workspace / "gitconfig.local", False)
+        places = [workspace / ".githooks", workspace / "gitconfig.local"]
+        checks = [("write", str(place)) for place in places] + [("write", str(workspace / "x"))]
+        answers = probe(checks, workspace, NO_PIDS)
+        assert answers[0] != "ok" and answers[1] != "ok" and answers[2] == "ok", answers
+        why = sandbox_policy.runs_later(workspace / ".githooks" / "pre-commit", [workspace])
+        assert why == sandbox_policy.GIT_REFERENCE_REASON
+
+
 # --- what every child loses -----------------------------------------------------------------
 
 KERNEL_SURFACES = r"""

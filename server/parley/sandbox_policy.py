@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -104,6 +105,36 @@ def hidden_paths(extra: Sequence[str] = (), environ: Mapping[str, str] | None = 
     return _existing_resolved(named)
 
 
+# In a repository's own configuration: the keys whose value names a place git runs or
+# reads commands from (`core.hooksPath = .githooks`, husky's; `[include] path = …`).
+GIT_CONFIG_PLACE = re.compile(r"^\s*(hookspath|path)\s*=\s*(.+?)\s*$", re.IGNORECASE)
+GIT_CONFIG_MAX_BYTES = 1 << 20
+GIT_REFERENCE_REASON = "git runs or reads it: the repository's configuration names it"
+
+
+def git_config_places(root: Path) -> list[Path]:
+    """The places inside `root` that its repository's `.git/config` names as hooks or as
+    included configuration: as writable as any file of the root, but run by git."""
+    try:
+        with open(root / ".git" / "config", "rb") as file:
+            text = file.read(GIT_CONFIG_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return []
+    places = []
+    for line in text.splitlines():
+        match = GIT_CONFIG_PLACE.match(line)
+        if match is None:
+            continue
+        value = match.group(2).strip('"')
+        named = Path(value).expanduser()
+        # git takes a relative hooksPath from the work tree, an include from the .git dir.
+        base = root if match.group(1).lower() == "hookspath" else root / ".git"
+        place = Path(os.path.realpath(named if named.is_absolute() else base / named))
+        if _inside(place, Path(os.path.realpath(root))):
+            places.append(place)
+    return places
+
+
 def protected_paths(
     writable: Iterable[Path], environ: Mapping[str, str] | None = None
 ) -> list[tuple[Path, str]]:
@@ -115,6 +146,9 @@ def protected_paths(
     writable = [Path(os.path.realpath(directory)) for directory in writable]
     named = [(root / name, why) for root in writable for name, why in RUNS_LATER_IN_ROOT.items()]
     named += [(home(environ) / name, why) for name, why in RUNS_LATER_IN_HOME.items()]
+    named += [
+        (place, GIT_REFERENCE_REASON) for root in writable for place in git_config_places(root)
+    ]
     found: list[tuple[Path, str]] = []
     for path, why in named:
         if not (path.exists() or path.is_symlink()):
@@ -139,6 +173,8 @@ def runs_later(
         for name, why in RUNS_LATER_IN_ROOT.items():
             if name in place.relative_to(root).parts:
                 return why
+        if any(_inside(place, named) for named in git_config_places(root)):
+            return GIT_REFERENCE_REASON
     for name, why in RUNS_LATER_IN_HOME.items():
         if _inside(place, user_home / name):
             return why

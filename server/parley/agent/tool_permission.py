@@ -68,7 +68,8 @@ class ToolPermission:
         if not tool.spec.needs_permission:
             return True
         if modes.runs_unasked(tool.spec, self.session.mode):
-            return self.runs_later(await view()) is None
+            shown = await view()
+            return await off_loop(self.runs_later, shown) is None  # reads .git/config
         if call.name != COMMAND_TOOL:
             return call.name in self.session.auto_approve
         if not covered(command_line(call), self.session.command_rules()):
@@ -83,7 +84,7 @@ class ToolPermission:
         `StoppedAtQuestion` when the user stopped the turn at the question."""
         try:
             shown = await view()
-            if kind == "edit" and (why := self.runs_later(shown)) is not None:
+            if kind == "edit" and (why := await off_loop(self.runs_later, shown)) is not None:
                 shown = attrs.evolve(shown, content=(*shown.content, runs_later_note(why)))
             command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
             decision = await self.ports.request_permission(
