@@ -126,6 +126,7 @@ async def test_as_root_an_approved_command_cannot_unhide_the_keys_or_leave_the_s
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("the root case: the suite runs as root here")
+    written = Path(f"/etc/parley-was-here-{uuid.uuid4().hex}")
     with outside_tmp() as home:
         (home / ".ssh").mkdir()
         (home / ".ssh" / "id_ed25519").write_text(KEY)
@@ -133,7 +134,7 @@ async def test_as_root_an_approved_command_cannot_unhide_the_keys_or_leave_the_s
         session = await client.new_session(str(workspace))
         attacks = [
             f"umount -l {home}/.ssh; cat {home}/.ssh/id_ed25519",
-            "mount -o remount,bind,rw / && touch /etc/parley-was-here",
+            f"mount -o remount,bind,rw / && touch {written}",
             "umount -l /proc; cat /proc/1/environ | tr '\\0' '\\n' | grep -i key",
             "nsenter -t 1 -m -n true && echo ENTERED",
             "echo core > /proc/sys/kernel/core_pattern && echo WROTE",
@@ -145,7 +146,7 @@ async def test_as_root_an_approved_command_cannot_unhide_the_keys_or_leave_the_s
     everything = "\n".join(answers)
     assert KEY not in everything and "sk-test" not in everything
     assert "ENTERED" not in everything and "WROTE" not in everything
-    assert not Path("/etc/parley-was-here").exists()
+    assert not written.exists()
     assert "CapEff:\t0000000000000000" in answers[-1]
 
 
