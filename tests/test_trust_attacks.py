@@ -260,15 +260,19 @@ async def test_accept_edits_still_asks_before_an_edit_of_what_runs_later(
     assert "VS Code applies its settings" in said[2]
 
 
-@pytest.mark.parametrize("where", ["/", "home's parent"])
+@pytest.mark.parametrize("where", ["/", "home's parent", "/etc", "/usr", "PARLEY_HOME"])
 async def test_a_root_at_or_above_the_home_is_refused(
     start_server: Callable[..., Any], where: str
 ) -> None:
     with outside_tmp() as base:
         home = base / "home" / "user"
         home.mkdir(parents=True)
-        client = await allowing_client(start_server, HOME=str(home))
-        cwd = "/" if where == "/" else str(base / "home")
+        parley_home = home / ".local" / "share" / "parley"
+        parley_home.mkdir(parents=True)
+        client = await allowing_client(start_server, HOME=str(home), PARLEY_HOME=str(parley_home))
+        cwd = {"home's parent": str(base / "home"), "PARLEY_HOME": str(parley_home)}.get(
+            where, where
+        )
         with pytest.raises(Exception) as refused:
             await client.new_session(cwd)
         assert "cannot be a workspace root" in str(refused.value)

@@ -220,13 +220,27 @@ def _existing_resolved(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
+# The system's own directories: never a workspace root (a child could write them, as root
+# the whole system's configuration), nor anything inside those whose every file is the
+# system's (`/etc/nginx`); a project under `/usr/local/src` or `/var/www` may be one.
+SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/var", "/opt")
+SYSTEM_TREES = ("/etc", "/boot", "/proc", "/sys", "/dev", "/run")
+
+
 def too_broad(root: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why `root` (resolved) may not be a workspace root, or None: `/`, or a directory that
-    holds the home (every file of the user's, other users' homes too). The home itself may
-    be one: what runs later there is read-only to children, the credentials hidden."""
+    """Why `root` (resolved) may not be a workspace root, or None: `/`, a directory that
+    holds the home (every file of the user's, other users' homes too), the system's own
+    directories, or one inside Parley's own places (which no child may see). The home itself
+    may be one: what runs later there is read-only to children, the credentials hidden."""
     user_home = Path(os.path.realpath(home(environ)))
     if root == Path("/"):
         return "it is the root of the file system"
     if root in user_home.parents:
         return f"it holds your home directory ({user_home})"
+    if str(root) in SYSTEM_DIRECTORIES or any(_inside(root, Path(t)) for t in SYSTEM_TREES):
+        return "it is the system's own directory"
+    for place in parley_places(environ):
+        real = Path(os.path.realpath(place))
+        if _inside(root, real):  # a root that holds them is fine: they stay hidden in it
+            return f"it is inside Parley's own data or configuration ({real})"
     return None
