@@ -49,6 +49,10 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/test_frame_writer.py",
     ],
     "tools/command_rules.py": ["tests/test_command_rules.py"],
+    # The sandbox's policy and launcher: every place planted and tried from a real child.
+    "child_env.py": ["tests/test_sandbox_policy.py"],
+    "sandbox_policy.py": ["tests/test_sandbox_policy.py", "tests/test_trust_attacks.py"],
+    "sandbox.py": ["tests/test_sandbox_policy.py", "tests/test_sandbox.py"],
     "tools/command_output.py": ["tests/test_command_output.py"],
     "tools/confined.py": [
         "tests/test_confined_paths.py",

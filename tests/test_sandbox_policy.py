@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley import sandbox_policy
-from parley.child_env import CHILD_VARIABLES, child_environment
+from parley.child_env import CHILD_VARIABLES, child_environment, mcp_server_environment
 from parley.sandbox import SandboxSettings, sandbox_status
 from sandbox_probe import NOBODY, probe, run_in_sandbox
 
@@ -384,3 +384,25 @@ def test_the_variables_the_user_names_pass_but_not_a_providers_key() -> None:
     environ = {"PATH": "/bin", "JIRA_URL": "https://jira", "OPENAI_API_KEY": "sk-0123"}
     extra = ("JIRA_URL", "OPENAI_API_KEY")
     assert child_environment((), environ, extra) == {"PATH": "/bin", "JIRA_URL": "https://jira"}
+
+
+def test_even_an_allowed_or_named_variable_is_left_out_when_it_looks_like_a_credential() -> None:
+    environ = {
+        "PATH": "/bin",
+        "https_proxy": "http://user:hunter2@proxy:3128",  # allowed, but a URL with a password
+        "HTTP_PROXY": "http://proxy:3128",  # allowed, no password: kept
+        "JIRA_TOKEN": "t-0123",  # named by the user, but a token's name
+        "OPENAI_ORG": "org-0123",  # named by the user, but a provider's variable
+    }
+    given = child_environment((), environ, ("JIRA_TOKEN", "OPENAI_ORG"))
+    assert given == {"PATH": "/bin", "HTTP_PROXY": "http://proxy:3128"}
+
+
+def test_an_mcp_server_gets_a_minimal_base_and_what_the_client_listed() -> None:
+    environ = {"PATH": "/bin", "HOME": "/h", "GITHUB_PAT": "p", "LANG": "postgres://u:pw@h/d"}
+    listed = {"API_KEY": "the user's own, for this server", "PATH": "/opt/bin"}
+    assert mcp_server_environment(listed, environ) == {
+        "PATH": "/opt/bin",
+        "HOME": "/h",
+        "API_KEY": "the user's own, for this server",
+    }
