@@ -6,14 +6,16 @@ and directory to start it with (any spawner: asyncio, the MCP SDK), plus what en
 
 - **Sandboxed** (bubblewrap, `bwrap`, where it runs): a PID namespace of its own with its own
   `/proc` (the server and every other process are not even visible), `--die-with-parent`, the
-  workspace writable and the rest of the file system read-only, a private `/tmp`, a fresh
-  `/dev`, no network unless the settings allow it for that child, no capabilities, and the
-  environment it is given (without secrets: `child_env`). Killing the `bwrap` process ends
-  every process in the namespace, `setsid` or not.
+  roots writable and the rest of the file system read-only, then what runs later outside the
+  sandbox read-only again and the hidden places covered (`child_layout`, from
+  `sandbox_policy`), a private `/tmp`, a fresh `/dev`, `/proc/sys` read-only, no network
+  unless the settings allow it for that child, no capabilities (root's neither), no Unix
+  sockets (`seccomp`), and the environment it is given (an allow-list: `child_env`). Killing
+  the `bwrap` process ends every process in the namespace, `setsid` or not.
 - **Fallback** (no `bwrap`, no user namespaces, `[sandbox] enabled = false`, or
-  `PARLEY_SANDBOX=off`): a process group of its own, the user's rights; a child of a root
-  server gets no capabilities (`setpriv`), so with the server non-dumpable
-  (`make_undumpable`) it cannot read the server's `/proc/<pid>/environ`.
+  `PARLEY_SANDBOX=off`): a process group of its own, the user's rights, a parent-death
+  signal; a child of a root server gets no capabilities (`setpriv`), so with the server
+  non-dumpable (`make_undumpable`) it cannot read the server's `/proc/<pid>/environ`.
 
 Either way, where the system offers a writable pids controller (cgroup v2 delegated, or v1),
 each child runs in a cgroup of its own with `pids.max` (a fork loop is bounded), whose every
@@ -159,14 +161,8 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
         workspace = layout.workspace
         argv = [*_bwrap_arguments(layout, spec.network, spec.cwd), "--", *argv]
         if not settings.unix_sockets and (filter_file := _seccomp_filter()) is not None:
-            argv = [
-                *WITH_SECCOMP,
-                str(filter_file),
-                *argv[:1],
-                "--seccomp",
-                str(SECCOMP_FD),
-                *argv[1:],
-            ]
+            bwrap, *rest = argv
+            argv = [*WITH_SECCOMP, str(filter_file), bwrap, "--seccomp", str(SECCOMP_FD), *rest]
     else:
         argv = [*_fallback_wrapper(), *argv]
     group = pids_groups.new_group(spec.label, settings.pids_max)
