@@ -82,6 +82,15 @@ def test_a_failed_install_stops_with_its_row_and_a_failure(tmp_path: Path) -> No
     assert done.stdout.rstrip().splitlines()[-1] == "total: 0 passed, 1 failed"
 
 
+def test_a_vscode_test_past_its_timeout_counts_as_failed(tmp_path: Path) -> None:
+    # node --test counts a test past --test-timeout as "cancelled", and exits 1.
+    timed_out = "#!/bin/sh\nprintf '# pass 5\\n# fail 0\\n# cancelled 2\\n'\nexit 1\n"
+    done = run_the_script(tmp_path, dict.fromkeys(STEPS, 0), {"VS Code": timed_out})
+    assert done.returncode == 1
+    assert step_rows(done.stdout)["VS Code"] == "failed"
+    assert done.stdout.rstrip().splitlines()[-1] == "total: 18 passed, 2 failed"
+
+
 # --- no test can hang: pytest-timeout (pyproject.toml's [tool.pytest.ini_options]) ---------
 
 HUNG = """import asyncio
