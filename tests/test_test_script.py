@@ -147,6 +147,7 @@ def test_a_hung_test_fails_within_its_timeout_in_scripts_test(tmp_path: Path) ->
     assert "test_hung.py:6: Failed" in output
     assert "Task Task-1 (pytest-timeout)" in output
     assert 'test_hung.py", line 10, in test_that_awaits_forever' in output
+    assert "in wait\n    await fut" in output  # and on into what it awaited: asyncio.Event.wait
     assert "2 failed, 1 passed" in output  # the run went on past them (no worker crashed)
     assert "crashed" not in output
     assert took < INNER_TIMEOUT + 45  # the limit, and pytest-xdist's start, not an hour

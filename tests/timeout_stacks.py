@@ -9,8 +9,8 @@ says nothing of what the test awaited. The tasks' own stacks do.
 from __future__ import annotations
 
 import asyncio
-import io
 import signal
+import traceback
 from collections.abc import Generator
 from types import FrameType
 from typing import Any
@@ -41,7 +41,15 @@ def show_waiting_tasks(item: pytest.Item) -> None:
         return
     terminal = item.config.get_terminal_writer()
     for task in asyncio.all_tasks(loop):
-        stack = io.StringIO()
-        task.print_stack(file=stack)
         terminal.sep("~", title=f"Task {task.get_name()} (pytest-timeout)")
-        terminal.write(stack.getvalue())
+        terminal.write("".join(traceback.format_list(awaiting(task.get_coro()))))
+
+
+def awaiting(coroutine: Any) -> traceback.StackSummary:
+    """Where a suspended coroutine waits, outermost first: each coroutine it awaits in turn
+    (a task's own stack shows only its outermost one)."""
+    frames = []
+    while coroutine is not None and getattr(coroutine, "cr_frame", None) is not None:
+        frames.append((coroutine.cr_frame, coroutine.cr_frame.f_lineno))
+        coroutine = coroutine.cr_await
+    return traceback.StackSummary.extract(frames)
