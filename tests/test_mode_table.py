@@ -9,7 +9,8 @@ code it checks:
 - plan: only the tools that need no permission are offered; a call of any other is refused.
 
 In-process over the permission point the turn uses (`modes.refusal`, then
-`ToolPermission.runs_unasked`: agent/turn.py's order), and over the wire for the case issue
+`ToolPermission.runs_unasked`: agent/turn.py's order), first: fast enough for every mutant
+of agent/modes.py. Then over the wire, an edit and a command in each mode, for the case issue
 44 found no test of: Accept-edits mode must ask before `run_command` runs.
 """
 
@@ -203,34 +204,63 @@ async def test_a_commands_prefix_rule_lets_it_run_unasked_only_sandboxed_and_nev
     }
 
 
-# --- over the wire: Accept-edits mode asks before a shell command runs -------------------
+# --- over the wire: the same table, and Accept-edits mode asking before a shell command ---
+
+# A call of each kind the modes tell apart: an edit, and a command (issue 44's finding).
+WIRE_CALLS = (
+    ("write_file", {"path": "notes.txt", "content": "x"}),
+    ("run_command", {"command": "touch ran.txt"}),
+)
 
 
-async def test_accept_edits_asks_for_run_command_and_a_rejected_command_does_not_run(
-    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path
-) -> None:
+async def in_mode(
+    start_server: Callable[..., Any], workspace: Path, mode: str, answer: str
+) -> tuple[ParleyClient, str]:
+    """A client whose user answers every question with `answer`, its session in `mode`."""
     client: ParleyClient = await start_server()
     await client.initialize()
     client.permission_handler = lambda params: {
-        "outcome": {"outcome": "selected", "optionId": "reject_once"}
+        "outcome": {"outcome": "selected", "optionId": answer}
     }
     session = await client.new_session(str(workspace))
-    await client.request("session/set_mode", {"sessionId": session, "modeId": "accept_edits"})
-    fake.set_script(
-        [
-            # The edit runs unasked: the mode is in force.
-            Reply(
-                tool_calls=(ScriptedToolCall("write_file", {"path": "notes.txt", "content": "x"}),)
-            ),
-            Reply(tool_calls=(ScriptedToolCall("run_command", {"command": "touch ran.txt"}),)),
-            Reply(text="Done."),
-        ]
-    )
+    await client.request("session/set_mode", {"sessionId": session, "modeId": mode})
+    return client, session
+
+
+async def run_the_calls(client: ParleyClient, fake: FakeLLM, session: str) -> list[str]:
+    """One turn in which the model makes WIRE_CALLS, one a round; the results it was sent."""
+    calls = [Reply(tool_calls=(ScriptedToolCall(name, args),)) for name, args in WIRE_CALLS]
+    fake.set_script([*calls, Reply(text="Done.")])
     result = await client.prompt(session, "Write notes, then touch a file.", timeout=60)
     assert result["stopReason"] == "end_turn"
-    assert (workspace / "notes.txt").read_text() == "x"
+    sent = fake.requests[-1].body["messages"]
+    return [message["content"] for message in sent if message["role"] == "tool"]
+
+
+@pytest.mark.parametrize("mode", ORDER)
+async def test_over_the_wire_each_mode_runs_asks_or_refuses_as_the_table_says(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, mode: Mode
+) -> None:
+    client, session = await in_mode(start_server, workspace, mode, "reject_once")
+    results = await run_the_calls(client, fake, session)
+    expected = {name: TABLE[name][ORDER.index(mode)] for name, _ in WIRE_CALLS}
+    asked = [q["toolCall"]["rawInput"] for q in client.permission_requests]
+    assert asked == [args for name, args in WIRE_CALLS if expected[name] == ASKS]
+    assert (workspace / "notes.txt").exists() == (expected["write_file"] == RUNS)
+    assert not (workspace / "ran.txt").exists()  # rejected or refused: never run
+    for (name, _), result in zip(WIRE_CALLS, results, strict=True):
+        if expected[name] == REFUSED:
+            assert result.startswith(f"{name} is not available in Plan mode")
+        elif expected[name] == ASKS:
+            assert "rejected" in result
+
+
+async def test_accept_edits_asks_for_run_command_and_runs_it_only_when_allowed(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path
+) -> None:
+    client, session = await in_mode(start_server, workspace, "accept_edits", "allow_once")
+    await run_the_calls(client, fake, session)
     asked = [(q["toolCall"]["kind"], q["toolCall"]["rawInput"]) for q in client.permission_requests]
     assert asked == [("execute", {"command": "touch ran.txt"})]  # the command, not the edit
-    assert not (workspace / "ran.txt").exists()
-    sent = fake.requests[-1].body["messages"]
-    assert sent[-1]["role"] == "tool" and "rejected" in sent[-1]["content"]
+    assert (workspace / "notes.txt").read_text() == "x"
+    assert (workspace / "ran.txt").exists()  # allowed once: it ran
