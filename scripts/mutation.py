@@ -173,11 +173,15 @@ PERMISSION_TESTS = (
 # tests, the commands' prefix rules and the `cancelled` answer.
 MODULE_TESTS["agent/tool_permission.py"] = [
     "tests/test_tool_permission_rules.py",
+    "tests/test_mode_table.py",  # its in-process tests first: most mutants die in a second
     *PERMISSION_TESTS,
     "tests/test_command_permission.py",
     "tests/test_permission_cancelled.py",
     "tests/test_modes.py::test_accept_edits_applies_an_edit_unasked_undo_restores_it_and_eval_still_asks",
 ]
+# The modes (issue 44): every tool in every mode against a hand-written table, in-process (a
+# second), then over the wire; then the modes' own tests (12 s: the state sent, the plan, a reload).
+MODULE_TESTS["agent/modes.py"] = ["tests/test_mode_table.py", "tests/test_modes.py"]
 
 # A retry replacing a cut-off turn (issue 26): the store's and the session's side, in process
 # (their functions only: `store.py::drop_turn,…`); the decision, through the server.

@@ -1,5 +1,6 @@
 """agent/tool_permission.py's rules that need no server: a tool's `precheck` (a call bound to
-fail answered before the user is asked) never costs the call when it is itself broken."""
+fail answered before the user is asked) never costs the call when it is itself broken; only
+"allow always" remembers a tool (the modes' table of what runs unasked: test_mode_table.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parley.agent.tool_permission import command_line, precheck
+from parley.agent.tool_permission import REJECTED, ToolPermission, command_line, precheck
+from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
-from parley.tools.base import ToolContext, ToolResult
+from parley.tools.base import CallView, ToolContext, ToolResult
+from test_mode_table import session_in, settings_in
 
 CONTEXT = ToolContext("sess", "call", Path("/tmp"))
 CALL = ToolCall("c1", "edit_file", {"path": "a.py"}, "call_1")
@@ -43,3 +46,35 @@ def test_a_command_line_is_read_only_from_a_text_argument() -> None:
     assert command_line(ToolCall("c", "run_command", {"command": "pytest -q"}, "w")) == "pytest -q"
     assert command_line(ToolCall("c", "run_command", {"command": ["rm"]}, "w")) == ""
     assert command_line(ToolCall("c", "run_command", "pytest", "w")) == ""
+
+
+class Answers:
+    """Ports whose user gives these answers, in order."""
+
+    def __init__(self, *decisions: PermissionDecision) -> None:
+        self.decisions = list(decisions)
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> PermissionDecision:
+        return self.decisions.pop(0)
+
+
+async def shown() -> CallView:
+    return CallView("A call")
+
+
+async def test_only_allow_always_remembers_a_tool_and_never_run_command(tmp_path: Path) -> None:
+    session, settings = session_in(tmp_path, []), settings_in(tmp_path)
+    evaluate = ToolCall("c1", "python_eval", {"code": "1"}, "call_1")
+    told, remembered = [], []
+    for decision in ("allow_once", "reject", "allow_always"):
+        permission = ToolPermission(session, settings, Answers(decision))
+        told.append(await permission.ask(evaluate, "execute", shown))
+        remembered.append(set(session.auto_approve))
+    assert told == [None, REJECTED, None]
+    assert remembered == [set(), set(), {"python_eval"}]
+    # A command allowed with a tool's "always" (no question offers it) runs once, no more.
+    command = ToolCall("c2", "run_command", {"command": "ls"}, "call_2")
+    permission = ToolPermission(session, settings, Answers("allow_always"))
+    assert await permission.ask(command, "execute", shown) is None
+    assert session.auto_approve == {"python_eval"}
+    assert session.command_rules() == frozenset()

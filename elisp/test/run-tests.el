@@ -5,6 +5,8 @@
 ;; emacs --batch -L DIR -l run-tests.el RESULT-FILE
 ;; Runs the unit and integration tests and writes "P F S" (passed,
 ;; failed, skipped) to RESULT-FILE; exits non-zero when a test failed.
+;; Each test fails past its time limit (PARLEY_ERT_TIMEOUT seconds,
+;; default 120: parley-test-timeout.el), with the stack it waited in.
 
 ;;; Code:
 
@@ -31,7 +33,10 @@
   (load (expand-file-name "parley-integration-daily-test" here) nil t)
   (load (expand-file-name "parley-retry-test" here) nil t)
   (load (expand-file-name "parley-version-test" here) nil t)
-  (load (expand-file-name "parley-integration-retry-test" here) nil t))
+  (load (expand-file-name "parley-integration-retry-test" here) nil t)
+  (load (expand-file-name "parley-test-timeout-test" here) nil t))
+(require 'parley-test-timeout)
+(parley-test-timeout-all)
 
 (let* ((result-file (car command-line-args-left))
        (stats (ert-run-tests-batch t))
