@@ -31,7 +31,7 @@ from parley.core.conversation import ToolCall
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.store import Store
-from parley.tools.base import TOOL_KINDS, Tool, ToolSpec
+from parley.tools.base import TOOL_KINDS, CallView, Tool, ToolSpec, describe_call
 from parley.tools.registry import ToolRegistry
 from parley.tools.server_tools import server_tools
 
@@ -94,7 +94,11 @@ async def outcome(session: Session, settings: Settings, tool: Tool, call: ToolCa
     if modes.refusal(tool.spec, session.mode) is not None:
         return REFUSED
     permission = ToolPermission(session, settings, NeverAsked())
-    return RUNS if await permission.runs_unasked(tool, call) else ASKS
+
+    async def view() -> CallView:  # as the turn shows the call (where it would write)
+        return describe_call(tool, call.name, call.arguments)
+
+    return RUNS if await permission.runs_unasked(tool, call, view) else ASKS
 
 
 def a_call(name: str) -> ToolCall:
