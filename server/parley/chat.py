@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from parley.chat_question import PermissionAsker, allow_all_but_overwrites
-from parley.chat_view import TerminalView, shown_path, terminal_safe
+from parley.chat_view import TerminalView, shown_path
 from parley.display import turn_summary
+from parley.terminal_text import terminal_safe
 
 if TYPE_CHECKING:  # imported when the server is already starting (it takes a second)
     from parley.client import ParleyClient
@@ -217,7 +218,9 @@ def _finish(
     edited on stderr (why it stopped, the notice said); the exit code."""
     if view.as_json:
         view.answer(json.dumps({"sessionId": session_id, "result": result}) + "\n")
-    elif view.out_mid_line:
+    else:
+        view.finish()  # what the streams held back (an escape cut short)
+    if view.out_mid_line:
         view.answer("\n")
     if exit_code is not None:
         return exit_code

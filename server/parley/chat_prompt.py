@@ -13,7 +13,7 @@ import re
 import sys
 from typing import BinaryIO
 
-from parley.chat_view import terminal_safe
+from parley.terminal_text import terminal_safe
 
 STDIN_BLOCK = "stdin"  # the fenced block's name (its info string)
 BACKTICK_RUNS = re.compile(r"`+")
