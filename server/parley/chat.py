@@ -229,7 +229,7 @@ def _finish(
         view.line(_summary(result, session_id if kept else None))
         edited = [shown_path(path, view.cwd) for path in view.edits.paths()]
         if edited:
-            view.line(f"Edited: {', '.join(terminal_safe(path) for path in edited)}")
+            view.line(f"Edited: {', '.join(terminal_safe(path, one_line=True) for path in edited)}")
     return 0 if result["stopReason"] in ("end_turn", "max_tokens") else 1
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from parley.chat_view import TerminalView, diff_lines, diffs_of, shown_input
-from parley.terminal_text import RESET, terminal_safe, terminal_text
+from parley.terminal_text import RESET, painted, terminal_safe, terminal_text
 
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 ALLOW_PREFIX = "allow_always:"  # a shell command's "always" option: this, then the prefix
@@ -69,7 +69,7 @@ def choices(options: Any) -> list[Choice]:
         elif kind == "allow_always" and option_id.startswith(ALLOW_PREFIX):
             prefixes += 1
             if prefixes <= MAX_PREFIX_KEYS:
-                prefix = terminal_safe(option_id.removeprefix(ALLOW_PREFIX))
+                prefix = terminal_safe(option_id.removeprefix(ALLOW_PREFIX), one_line=True)
                 found.append(Choice(str(prefixes), option_id, f"always `{prefix}` here"))
         elif kind == "allow_always":
             found.append(Choice("a", option_id, "always in this session"))
@@ -93,7 +93,7 @@ def key_line(offered: list[Choice]) -> str:
 def asked_action(tool_call: dict[str, Any]) -> str:
     """What a call would do, to follow "asks to": its title ("Run Python" → "run Python"),
     or "run NAME" when the title is only the tool's name."""
-    title = terminal_safe(str(tool_call.get("title") or "a tool"))
+    title = terminal_safe(str(tool_call.get("title") or "a tool"), one_line=True)
     return title[0].lower() + title[1:] if " " in title else f"run {title}"
 
 
@@ -134,7 +134,7 @@ def _directory(tool_call: dict[str, Any]) -> str | None:
     locations = tool_call.get("locations")
     first = locations[0] if isinstance(locations, list) and locations else None
     path = first.get("path") if isinstance(first, dict) else None
-    return terminal_safe(str(path)) if path else None
+    return terminal_safe(str(path), one_line=True) if path else None
 
 
 def permission_question(
@@ -155,7 +155,7 @@ def permission_question(
         lines += [f"  {line}" for line in terminal_safe(shown).splitlines()]
     for text in _added_text(tool_call):
         warning = [f"  {line}" for line in terminal_safe(text).splitlines()]
-        lines += [f"\x1b[1;31m{line}\x1b[0m" for line in warning] if colour else warning
+        lines += [painted(line, "1;31") for line in warning] if colour else warning
     for diff in diffs:
         lines += [f"  {line}" for line in diff_lines(diff, cwd, colour)]
     lines.append(key_line(choices(params.get("options"))))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from parley.display import error_line, format_tool_input, summarize_tool_result
-from parley.terminal_text import TerminalStream, terminal_safe, terminal_text
+from parley.terminal_text import TerminalStream, painted, terminal_safe, terminal_text
 
 DONE = ("completed", "failed")  # a tool call's final statuses
 STARTED = ("in_progress", *DONE)  # past the question: the call runs, or has run
@@ -70,13 +70,13 @@ def diff_lines(diff: dict[str, Any], cwd: Path | None = None, colour: bool = Fal
     lines = []
     for line in unified:
         ending = "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
-        text = terminal_safe(line[: len(line) - len(ending)])
+        text = terminal_safe(line[: len(line) - len(ending)], one_line=True)
         if ending == "" and line[:1] in "+- ":
             text += "  (no newline at end of file)"
         code = "1" if line.startswith(("---", "+++")) else DIFF_COLOURS.get(line[:1])
-        lines.append(f"\x1b[{code}m{text}\x1b[0m" if colour and code else text)
+        lines.append(painted(text, code) if colour and code else text)
     if not lines:
-        lines.append(f"(no change to {terminal_safe(path)})")
+        lines.append(f"(no change to {terminal_safe(path, one_line=True)})")
     return lines
 
 
@@ -191,7 +191,7 @@ class ToolCallSeen:
 
     def see(self, update: Mapping[str, Any]) -> None:
         if update.get("title"):
-            self.title = terminal_safe(str(update["title"]))
+            self.title = terminal_safe(str(update["title"]), one_line=True)
         if "rawInput" in update:
             self.raw_input = update["rawInput"]
         if update.get("kind") == "edit" or diffs_of(update):
@@ -285,7 +285,7 @@ class TerminalView:
             return
         mark, colour = NOTICE_MARKS.get(level, ("", ""))
         shown = mark + terminal_safe(text)
-        self.note(f"\x1b[{colour}m{shown}\x1b[0m" if self.colour and colour else shown)
+        self.note(painted(shown, colour) if self.colour and colour else shown)
 
     def _thought(self, text: str) -> None:
         """Thoughts on lines of their own on stderr, in the gutter (dimmed on a terminal)."""
@@ -390,7 +390,7 @@ class TerminalView:
             self.line("  " + (line if safe else terminal_safe(line)))
 
     def _dim(self, text: str) -> str:
-        return f"\x1b[2m{text}\x1b[0m" if self.colour else text
+        return painted(text, "2") if self.colour else text
 
     def _write(self, stream: TextIO, text: str) -> None:
         text = terminal_text(text, self.colour)  # whatever the text, nothing drives the terminal

@@ -38,15 +38,23 @@ CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 SURROGATES = re.compile("[\ud800-\udfff]")  # no character; written as raw bytes they could be C1
 
 
-def terminal_safe(text: str) -> str:
+def terminal_safe(text: str, one_line: bool = False) -> str:
     """`text` with control and format characters (escape sequences, bidi overrides) shown
-    escaped, so a hostile tool input cannot redraw the question or hide code from the user."""
+    escaped, so a hostile tool input cannot redraw the question or hide code from the user;
+    `one_line`: a newline too (a title, a path cannot start a line that looks like Parley's)."""
+    kept = "\t" if one_line else "\n\t"
     return "".join(
         ch
-        if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs")
+        if ch in kept or unicodedata.category(ch) not in ("Cc", "Cf", "Cs")
         else ch.encode("unicode_escape").decode("ascii")
         for ch in text
     )
+
+
+def painted(text: str, code: str) -> str:
+    """`text` in the SGR `code` (Parley's own colours), line by line: no attribute is left set
+    at a line's end."""
+    return "\n".join(f"\x1b[{code}m{line}{RESET}" if line else "" for line in text.split("\n"))
 
 
 def sgr_groups(parameters: str) -> list[str]:
