@@ -332,6 +332,24 @@ def test_the_nastiest_cases(role: str, text: str, absent: list[str], present: li
         assert good in shown, repr(shown)
 
 
+def test_a_commands_output_is_in_the_gutter_however_it_comes() -> None:
+    """Lines cut across pieces continue in the gutter; a line left open that something else
+    wrote after (here the answer, on the same terminal) is not continued: a new gutter line."""
+    out, err = Recorded(), Recorded()
+    view = TerminalView(out, err, as_json=False)
+    output = {"parley": {"commandOutput": {"append": ""}}}
+    view.show("s", a_call("c", "Run `make`", rawInput={"command": "make"}))
+    for piece in ["Allow", " it?\nsecond", " line", "\n", "third"]:
+        output["parley"]["commandOutput"]["append"] = piece
+        view.show("s", a_call("c", "Run `make`", _meta=output))
+    answer = {"type": "text", "text": "Hi"}
+    view.show("s", {"sessionUpdate": "agent_message_chunk", "messageId": "m", "content": answer})
+    output["parley"]["commandOutput"]["append"] = "fourth\n"
+    view.show("s", a_call("c", "Run `make`", _meta=output))
+    assert "│ Allow it?\n│ second line\n│ third\n│ fourth\n" in err.getvalue()
+    assert out.getvalue() == "Hi"
+
+
 def test_a_bidi_override_in_a_command_is_shown_escaped_in_its_question() -> None:
     params = {
         "toolCall": {"title": "Run `ls \u202e;hs.lave`", "rawInput": {"command": "ls \u2066x"}},

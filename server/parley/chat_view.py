@@ -37,10 +37,10 @@ NOTICE_MARKS = {"warning": ("⚠ ", "33"), "error": ("✗ ", "31")}
 QUIET_LEVELS = ("warning", "error")  # what --quiet still shows: what went wrong
 # SGR colours of a diff's lines on a terminal, by their first character.
 DIFF_COLOURS = {"-": "31", "+": "32", "@": "36"}
-# An edit's result continues its summary line with the excerpt the model gets
-# (tools/edits.py `changed_lines`): its heading ends the line, its lines follow.
 GUTTER = "│ "  # starts each line Parley did not write: a thought, a command's output
 LINE_STARTS = re.compile(r"\n(?!\Z)")  # where a line follows
+# An edit's result continues its summary line with the excerpt the model gets
+# (tools/edits.py `changed_lines`): its heading ends the line, its lines follow.
 EXCERPT_HEADING = re.compile(
     r"\s+(?:It now reads(?: \(all \d+ lines?\))?|Lines \d+-\d+ of \d+ now read):$"
 )
@@ -316,7 +316,7 @@ class TerminalView:
         continues = self._mid_line and self._open_output == call_id
         start = "" if continues else ("\n" if self._mid_line else "") + GUTTER
         self._write(self.err, start + LINE_STARTS.sub("\n" + GUTTER, shown))
-        self._open_output = call_id if self._mid_line else None
+        self._open_output = call_id if self._mid_line else None  # (any other write clears it)
 
     def finish(self) -> None:
         """The turn is over: what the streams held back (an unfinished escape) is shown."""
@@ -394,6 +394,7 @@ class TerminalView:
 
     def _write(self, stream: TextIO, text: str) -> None:
         text = terminal_text(text, self.colour)  # whatever the text, nothing drives the terminal
+        self._open_output = None  # what continues an output's open line is in it no more
         if text and not (stream is self.out and self.output_closed):
             self._mid_line = not text.endswith("\n")
         try:
