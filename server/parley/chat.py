@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from parley.chat_question import PermissionAsker, allow_all_but_overwrites
 from parley.chat_view import TerminalView, shown_path
-from parley.display import turn_summary
-from parley.terminal_text import terminal_safe
+from parley.display import escape_controls, turn_summary
 
 if TYPE_CHECKING:  # imported when the server is already starting (it takes a second)
     from parley.client import ParleyClient
@@ -228,8 +227,9 @@ def _finish(
         view.line("")
         view.line(_summary(result, session_id if kept else None))
         edited = [shown_path(path, view.cwd) for path in view.edits.paths()]
+        edited = [escape_controls(path, one_line=True) for path in edited]
         if edited:
-            view.line(f"Edited: {', '.join(terminal_safe(path, one_line=True) for path in edited)}")
+            view.line(f"Edited: {', '.join(edited)}")
     return 0 if result["stopReason"] in ("end_turn", "max_tokens") else 1
 
 

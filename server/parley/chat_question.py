@@ -12,7 +12,7 @@ the terminal's mode is restored whatever happens (an answer, Ctrl-C, end of inpu
 No earlier output can hide or imitate it: it starts on a fresh line, after a reset of the
 terminal's attributes; on a colour terminal its first line and its keys are marked in
 reverse video, which nothing a model or a child writes may set (`terminal_text`); what it
-quotes of the call is shown with its controls escaped (`terminal_safe`).
+quotes of the call is shown with its controls escaped (`escape_controls`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from parley.chat_view import TerminalView, diff_lines, diffs_of, shown_input
-from parley.terminal_text import RESET, painted, terminal_safe, terminal_text
+from parley.display import escape_controls
+from parley.terminal_text import RESET, painted, terminal_text
 
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 ALLOW_PREFIX = "allow_always:"  # a shell command's "always" option: this, then the prefix
@@ -39,7 +40,7 @@ KEY_RANK = {"y": 0, "a": 1, "n": 3}
 ENTER = ("\r", "\n")
 FENCED_BLOCK = re.compile(r"(`{3,})[^\n`]*\n(.*)\n\1", re.DOTALL)
 # Marks the question's first line and its keys: reverse video, which no output may set.
-QUESTION_MARK = "\x1b[1;7m ? \x1b[0m "
+QUESTION_MARK = f"\x1b[1;7m ? {RESET} "
 END_OF_INPUT = "\x04"  # Ctrl-D: in cbreak mode a key like any other
 HOW_TO_OVERWRITE = (
     "to overwrite your own changes, run the command in a terminal without --yes "
@@ -69,7 +70,7 @@ def choices(options: Any) -> list[Choice]:
         elif kind == "allow_always" and option_id.startswith(ALLOW_PREFIX):
             prefixes += 1
             if prefixes <= MAX_PREFIX_KEYS:
-                prefix = terminal_safe(option_id.removeprefix(ALLOW_PREFIX), one_line=True)
+                prefix = escape_controls(option_id.removeprefix(ALLOW_PREFIX), one_line=True)
                 found.append(Choice(str(prefixes), option_id, f"always `{prefix}` here"))
         elif kind == "allow_always":
             found.append(Choice("a", option_id, "always in this session"))
@@ -93,7 +94,7 @@ def key_line(offered: list[Choice]) -> str:
 def asked_action(tool_call: dict[str, Any]) -> str:
     """What a call would do, to follow "asks to": its title ("Run Python" → "run Python"),
     or "run NAME" when the title is only the tool's name."""
-    title = terminal_safe(str(tool_call.get("title") or "a tool"), one_line=True)
+    title = escape_controls(str(tool_call.get("title") or "a tool"), one_line=True)
     return title[0].lower() + title[1:] if " " in title else f"run {title}"
 
 
@@ -134,7 +135,7 @@ def _directory(tool_call: dict[str, Any]) -> str | None:
     locations = tool_call.get("locations")
     first = locations[0] if isinstance(locations, list) and locations else None
     path = first.get("path") if isinstance(first, dict) else None
-    return terminal_safe(str(path), one_line=True) if path else None
+    return escape_controls(str(path), one_line=True) if path else None
 
 
 def permission_question(
@@ -152,9 +153,9 @@ def permission_question(
         lines.append(f"  in {_directory(tool_call)}")
     shown = shown_input(_tool_of(tool_call), tool_call.get("rawInput"), title, bool(diffs))
     if shown:
-        lines += [f"  {line}" for line in terminal_safe(shown).splitlines()]
+        lines += [f"  {line}" for line in escape_controls(shown).splitlines()]
     for text in _added_text(tool_call):
-        warning = [f"  {line}" for line in terminal_safe(text).splitlines()]
+        warning = [f"  {line}" for line in escape_controls(text).splitlines()]
         lines += [painted(line, "1;31") for line in warning] if colour else warning
     for diff in diffs:
         lines += [f"  {line}" for line in diff_lines(diff, cwd, colour)]

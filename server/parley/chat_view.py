@@ -27,8 +27,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from parley.display import error_line, format_tool_input, summarize_tool_result
-from parley.terminal_text import TerminalStream, painted, terminal_safe, terminal_text
+from parley.display import (
+    error_line,
+    escape_controls,
+    format_tool_input,
+    summarize_tool_result,
+)
+from parley.terminal_text import TerminalStream, painted, terminal_text
 
 DONE = ("completed", "failed")  # a tool call's final statuses
 STARTED = ("in_progress", *DONE)  # past the question: the call runs, or has run
@@ -70,13 +75,13 @@ def diff_lines(diff: dict[str, Any], cwd: Path | None = None, colour: bool = Fal
     lines = []
     for line in unified:
         ending = "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
-        text = terminal_safe(line[: len(line) - len(ending)], one_line=True)
+        text = escape_controls(line[: len(line) - len(ending)], one_line=True)
         if ending == "" and line[:1] in "+- ":
             text += "  (no newline at end of file)"
         code = "1" if line.startswith(("---", "+++")) else DIFF_COLOURS.get(line[:1])
         lines.append(painted(text, code) if colour and code else text)
     if not lines:
-        lines.append(f"(no change to {terminal_safe(path, one_line=True)})")
+        lines.append(f"(no change to {escape_controls(path, one_line=True)})")
     return lines
 
 
@@ -191,7 +196,7 @@ class ToolCallSeen:
 
     def see(self, update: Mapping[str, Any]) -> None:
         if update.get("title"):
-            self.title = terminal_safe(str(update["title"]), one_line=True)
+            self.title = escape_controls(str(update["title"]), one_line=True)
         if "rawInput" in update:
             self.raw_input = update["rawInput"]
         if update.get("kind") == "edit" or diffs_of(update):
@@ -284,7 +289,7 @@ class TerminalView:
         if self.quiet and level not in QUIET_LEVELS:
             return
         mark, colour = NOTICE_MARKS.get(level, ("", ""))
-        shown = mark + terminal_safe(text)
+        shown = mark + escape_controls(text)
         self.note(painted(shown, colour) if self.colour and colour else shown)
 
     def _thought(self, text: str) -> None:
@@ -358,9 +363,9 @@ class TerminalView:
         if call_id in self._streamed and error is None:  # its output was shown as it came
             lines = [text.rstrip().rsplit("\n", 1)[-1] or lines[0]]  # `Exit code: 0 · 1.2 s`
         mark = "✓" if status == "completed" else "✗"
-        self.line(f"{mark} {call.title}: {terminal_safe(lines[0])}")
+        self.line(f"{mark} {call.title}: {escape_controls(lines[0])}")
         for more in lines[1:]:
-            self.line(f"  {terminal_safe(more)}")
+            self.line(f"  {escape_controls(more)}")
         if not asked:
             for diff in diffs_of(update):
                 self.block("\n".join(diff_lines(diff, self.cwd, self.colour)), safe=True)
@@ -387,7 +392,7 @@ class TerminalView:
     def block(self, text: str, safe: bool = False) -> None:
         """Lines on stderr, indented by two spaces (a tool's input, a diff)."""
         for line in text.splitlines() or [""]:
-            self.line("  " + (line if safe else terminal_safe(line)))
+            self.line("  " + (line if safe else escape_controls(line)))
 
     def _dim(self, text: str) -> str:
         return painted(text, "2") if self.colour else text

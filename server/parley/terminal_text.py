@@ -7,14 +7,14 @@ control (U+0080-U+009F) is dropped; a bidi control is shown escaped (`\\u202e`),
 cannot reorder what the user reads. `TerminalStream` does the same to a text that comes in
 pieces, each line of each piece a block that leaves the terminal's attributes as it found
 them.
-What the user must judge (a command, a title, a path, a diff) is shown by `terminal_safe`
-instead: every control and format character escaped, visible, nothing dropped.
+What the user must judge (a command, a title, a path, a diff) is shown by
+`parley.display.escape_controls` instead: every control and format character escaped,
+visible, nothing dropped (the rule every client follows).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from parley.tools.command_output import ANSI_ESCAPE, unfinished_escape
 
@@ -36,19 +36,6 @@ BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # C0 but tab and newline, DEL, C1: never sent (a lone ESC is one of them).
 CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 SURROGATES = re.compile("[\ud800-\udfff]")  # no character; written as raw bytes they could be C1
-
-
-def terminal_safe(text: str, one_line: bool = False) -> str:
-    """`text` with control and format characters (escape sequences, bidi overrides) shown
-    escaped, so a hostile tool input cannot redraw the question or hide code from the user;
-    `one_line`: a newline too (a title, a path cannot start a line that looks like Parley's)."""
-    kept = "\t" if one_line else "\n\t"
-    return "".join(
-        ch
-        if ch in kept or unicodedata.category(ch) not in ("Cc", "Cf", "Cs")
-        else ch.encode("unicode_escape").decode("ascii")
-        for ch in text
-    )
 
 
 def painted(text: str, code: str) -> str:
