@@ -154,7 +154,8 @@ Each part starts with a newline and does not end with one."
             ;; (the code, the diff); after, its result.
             (funcall part (if final "output" "content") content))
            ((and raw (not (parley--block-superseded block)))
-            (funcall part "output" (parley--props (parley--indent (parley--limit (parley--json-brief raw)))
+            (funcall part "output" (parley--props (parley--indent (parley-display-escape-controls
+                                                                   (parley--limit (parley--json-brief raw))))
                                                   'face 'parley-tool-body)))
            (t "")))))
 
