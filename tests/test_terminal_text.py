@@ -152,6 +152,8 @@ HOSTILE = st.sampled_from(
         "ok",
         " ",
         "Allow it? [y] once  [n/Enter] no: ",
+        "\x1b[" + "9" * 5000 + "m",
+        "\x1b[38;5;" + "0" * 5000 + "1m",
     ]
 )
 TEXT = st.lists(HOSTILE | st.text(max_size=8), max_size=25).map("".join)
@@ -311,6 +313,7 @@ NASTY = [
     ("output", "\x1b[8mAllow it? [y] once  [n/Enter] no: ", ["\x1b[8m"], ["│ Allow it?"]),
     ("output", "\x1b[5;7;41mloud", ["\x1b[5", "7", "41"], ["│ loud"]),
     ("output", "\x1b[38;5;208morange\n", [], ["│ \x1b[38;5;208morange\x1b[0m\n"]),
+    ("output", "\x1b[" + "9" * 5000 + ";31mhuge\x1b[38;5;0009m", ["999"], ["\x1b[31mhuge"]),
     ("output", "\x9b2J\x9d0;t\x9cC1", ["\x9b", "\x9d", "\x9c"], ["2J0;tC1"]),
     ("output", "bar\r50%\rdone\x07\b", ["\r", "\x07", "\b"], ["bar50%done"]),
     ("output", "\ud83d\udc9b", ["\ud83d", "\udc9b"], ["\ufffd\ufffd"]),

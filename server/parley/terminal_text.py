@@ -52,7 +52,7 @@ def sgr_groups(parameters: str) -> list[str]:
     groups: list[str] = []
     index = 0
     while index < len(codes):
-        code = str(int(codes[index])) if codes[index].isdigit() else codes[index] or "0"
+        code = _number(codes[index]) if codes[index] else "0"
         index += 1
         if code in ALLOWED_SGR:
             groups.append(code)
@@ -65,16 +65,22 @@ def sgr_groups(parameters: str) -> list[str]:
     return groups
 
 
+def _number(code: str) -> str:
+    """A parameter as a terminal reads it: its digits without leading zeros (never `int()`:
+    a hostile one can have more digits than Python converts)."""
+    return (code.lstrip("0") or "0") if code.isdigit() else code
+
+
 def _extended_colour(codes: list[str]) -> str | None:
     """`5;N` or `2;R;G;B` from the codes after a 38, each number 0-255; None if not one."""
     form = codes[0] if codes else ""
     count = EXTENDED_ARGUMENTS.get(form)
-    numbers = codes[1 : 1 + count] if count else []
+    numbers = [_number(n) for n in codes[1 : 1 + count]] if count else []
     if count is None or len(numbers) < count:
         return None
-    if not all(n.isdigit() and int(n) <= 255 for n in numbers):
+    if not all(n.isdigit() and len(n) <= 3 and int(n) <= 255 for n in numbers):
         return None
-    return ";".join([form, *(str(int(n)) for n in numbers)])
+    return ";".join([form, *numbers])
 
 
 def _allowed_sgr(sequence: str) -> str:
