@@ -383,6 +383,32 @@ def chat_on_pty(slave: int, env: dict[str, str], workspace: Path) -> subprocess.
     )
 
 
+def run_on_pty(args: list[str], env: dict[str, str], workspace: Path) -> str:
+    """What `parley ARGS` shows on a terminal (stdout and stderr a pty)."""
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "parley", *args],
+            env={**os.environ, **env},
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+        )
+        os.close(slave)
+        slave = -1
+        shown = b""
+        while chunk := read_until(master, b"\0", timeout=2):  # until the pty is drained
+            shown += chunk
+    finally:
+        if slave != -1:
+            os.close(slave)
+        os.close(master)
+    assert done.returncode == 0, shown
+    return shown.decode(errors="replace")
+
+
 @needs_sandbox
 def test_on_a_real_terminal_neither_the_model_nor_a_command_drives_it(
     fake: FakeLLM, tmp_path: Path, workspace: Path
@@ -428,3 +454,9 @@ def test_on_a_real_terminal_neither_the_model_nor_a_command_drives_it(
     assert seen[line_start:real] == QUESTION_BADGE  # at a line's start, behind its badge
     assert QUESTION_BADGE + "Allow it? [y] once" in seen[real:]
     assert "rejected" in json.dumps(fake.requests[-1].body)
+
+    # The session kept, exported to the terminal: the model's OSC 52 does not reach it
+    # either (to a file, the transcript is as it was stored).
+    exported = run_on_pty(["export", "last"], server_env(fake, tmp_path), workspace)
+    assert "Copying ]52" not in exported and "\x1b" not in exported
+    assert "Copying " in exported
