@@ -11,7 +11,8 @@
 
 ;; The display rules every Parley client shares (docs/display.md), in
 ;; one place for Emacs: token counts, cost, the context's fill, a
-;; tool's input and the summary of its result, times.  The rest of the
+;; tool's input and the summary of its result, times, and the controls
+;; shown escaped in what the user judges.  The rest of the
 ;; package formats these only through this file.  Why a turn stopped is
 ;; not among them: the server says it, in a notice (parley-transcript.el
 ;; shows it as it comes).  tests/display-cases.json holds the cases
@@ -152,6 +153,46 @@ With ERROR, the summary of a failed call, which starts with ERROR's line."
                               line)))
                         (seq-take lines 3))))
     (if lines (string-join lines "\n") "(no output)")))
+
+;;;; What the user judges
+
+;; Controls, format characters (bidi among them), surrogates: what
+;; `unicode-category-table' files under Cc, Cf, Cs, as one regexp.
+(defconst parley-display--controls-regexp
+  (let (ranges)
+    (map-char-table (lambda (key category)
+                      (when (memq category '(Cc Cf Cs))
+                        ;; (A range's cons is reused by `map-char-table': copied.)
+                        (push (if (consp key) (cons (car key) (cdr key)) (cons key key))
+                              ranges)))
+                    unicode-category-table)
+    (rx-to-string `(any ,@ranges) t))
+  "A regexp that matches one control or format character.")
+
+(defun parley-display--escape (char)
+  "Return CHAR written as an escape: `\\n', `\\x1b', `\\u202e'."
+  (pcase char
+    (?\n "\\n")
+    (?\r "\\r")
+    (_ (format (cond ((< char #x100) "\\x%02x")
+                     ((< char #x10000) "\\u%04x")
+                     (t "\\U%08x"))
+               char))))
+
+(defun parley-display-escape-controls (text &optional one-line)
+  "Return TEXT with its control and format characters shown as escapes.
+Tab and newline are kept (with ONE-LINE, a newline is escaped too):
+what a user judges, a command, a title, a path, cannot hide code or
+reorder itself with bidi controls (docs/display.md)."
+  (let ((case-fold-search nil))
+    (replace-regexp-in-string
+     parley-display--controls-regexp
+     (lambda (match)
+       (let ((char (aref match 0)))
+         (if (or (eq char ?\t) (and (eq char ?\n) (not one-line)))
+             match
+           (parley-display--escape char))))
+     text t t)))
 
 ;;;; Times
 

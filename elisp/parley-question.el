@@ -25,6 +25,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'parley-diff)
+(require 'parley-display)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
 
@@ -114,7 +115,8 @@ DIFF non-nil says that `d' shows the edit's diff in its own buffer."
    (mapconcat
     (lambda (option)
       (let ((key (parley--option-key option options))
-            (name (or (plist-get option :name) (plist-get option :kind))))
+            (name (parley-display-escape-controls
+                   (or (plist-get option :name) (plist-get option :kind)) t)))
         (parley--props (concat (if key
                                    (concat (propertize (format "[%s]" key)
                                                        'face 'parley-question-key)
@@ -222,7 +224,8 @@ would be undefined there, or do something else."
         (goto-char end)
         (insert-before-markers
          (parley--props (format "%s: %s\n" (if choice (nth 2 choice) "Cancelled")
-                                (parley--question-title question))
+                                (parley-display-escape-controls
+                                 (parley--question-title question) t))
                         'face (if choice (nth 3 choice) 'parley-notice)))
         (delete-region beg end)))
     (parley--questions-changed)

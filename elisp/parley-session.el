@@ -22,6 +22,7 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'parley-connection)
+(require 'parley-display)
 (require 'parley-files)
 (require 'parley-messages)
 (require 'parley-question)
@@ -401,7 +402,8 @@ killed first."
     ;; `parley--ask' returns the question; nil means the buffer is gone.
     (or (parley--with-live-buffer buffer
           (parley--ask
-           (format "Parley asks permission: %s%s" (or (plist-get tool :title) "a tool")
+           (format "Parley asks permission: %s%s"
+                   (parley-display-escape-controls (or (plist-get tool :title) "a tool") t)
                    (if (plist-get tool :kind) (format " (%s)" (plist-get tool :kind)) ""))
            tool options
            (lambda (option)

@@ -124,7 +124,9 @@ Code (docs/display.md, `parley-display-tool-input') is fontified in
 its language; any other input is indented JSON.  It is cut to
 `parley-tool-display-limit' characters unless FULL."
   (pcase-let ((`(,language . ,text) (parley-display-tool-input title input))
-              (cut (if full #'identity #'parley--limit)))
+              (cut (lambda (shown)
+                     ;; Controls and bidi characters shown: the code is what it reads.
+                     (parley-display-escape-controls (if full shown (parley--limit shown))))))
     (if language
         (parley--props (parley--code-block (funcall cut text)
                                            (parley-markdown-mode-for language)))
@@ -152,7 +154,8 @@ Each part starts with a newline and does not end with one."
             ;; (the code, the diff); after, its result.
             (funcall part (if final "output" "content") content))
            ((and raw (not (parley--block-superseded block)))
-            (funcall part "output" (parley--props (parley--indent (parley--limit (parley--json-brief raw)))
+            (funcall part "output" (parley--props (parley--indent (parley-display-escape-controls
+                                                                   (parley--limit (parley--json-brief raw))))
                                                   'face 'parley-tool-body)))
            (t "")))))
 
@@ -175,7 +178,8 @@ Each part starts with a newline and does not end with one."
          (shown (if (and (file-name-absolute-p path) (string-prefix-p root path))
                     (substring path (length root))
                   path))
-         (label (if (numberp line) (format "%s:%d" shown line) shown)))
+         (label (parley-display-escape-controls
+                 (if (numberp line) (format "%s:%d" shown line) shown) t)))
     (propertize label
                 'parley-location location 'face 'parley-location
                 'mouse-face 'highlight 'follow-link t 'keymap parley-location-map
@@ -316,7 +320,8 @@ folded unless the block is expanded, the input, content and output."
                      '("superseded" . parley-tool-superseded)
                    (parley--status-label (parley--block-status block))))
          (title (car (split-string (or (parley--block-title block) "tool") "\n")))
-         (title (truncate-string-to-width title 100 nil nil "…"))
+         (title (truncate-string-to-width (parley-display-escape-controls title)
+                                          100 nil nil "…"))
          (body (parley--tool-body block)))
     (concat
      (parley--props (concat (string (if expanded parley--arrow-open parley--arrow-closed))
@@ -437,12 +442,13 @@ With LIMIT, either is cut to `parley-tool-display-limit' characters."
   (let ((cut (if limit #'parley--limit #'identity)))
     (pcase (plist-get item :type)
       ("content"
-       (let ((text (plist-get (plist-get item :content) :text)))
+       (let* ((text (plist-get (plist-get item :content) :text))
+              (shown (and (stringp text) (parley-display-escape-controls (funcall cut text)))))
          (cond ((or (not (stringp text)) (string-empty-p (string-trim text))
                     (parley--in-input-p text input))
                 "")
-               (mode (parley--props (parley--code-block (funcall cut text) mode)))
-               (t (parley--props (parley--code-block (funcall cut text) nil)
+               (mode (parley--props (parley--code-block shown mode)))
+               (t (parley--props (parley--code-block shown nil)
                                  'face 'parley-tool-body)))))
       ("diff"
        (funcall cut (parley--props (parley-diff-item-string item parley--cwd "    "))))

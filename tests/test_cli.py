@@ -40,7 +40,7 @@ def test_demo_runs_the_tests_fixes_the_failure_offline_and_keeps_its_session(
     done = run_parley("demo", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "SCRIPTED" in done.stderr
-    failed, passed = done.stderr.index("FAILED (failures=1)"), done.stderr.index("\nOK\n")
+    failed, passed = done.stderr.index("FAILED (failures=1)"), done.stderr.index("\n│ OK\n")
     assert failed < done.stderr.index("Edited geometry.py (+1 -1 lines)") < passed
     assert "Exit code: 1" in done.stderr and "Exit code: 0" in done.stderr
     assert done.stdout.rstrip().endswith("Both tests pass now.")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from parley.display import (
+    escape_controls,
     format_context,
     format_cost,
     format_time,
@@ -30,6 +31,7 @@ RULES: dict[str, Callable[..., str]] = {
     "formatCost": format_cost,
     "formatContext": format_context,
     "summarizeToolResult": summarize_tool_result,
+    "escapeControls": escape_controls,
 }
 
 

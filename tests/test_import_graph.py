@@ -43,6 +43,7 @@ LAYERS = {
     "parley.chat_prompt": "commands",  # the prompt: the words and what is piped in
     "parley.chat_question": "commands",  # the permission question on the terminal
     "parley.chat_view": "commands",  # the turn on stdout and stderr
+    "parley.terminal_text": "commands",  # what `parley chat` may send a terminal
     "parley.demo": "commands",
     "parley.transcript": "commands",
     "parley.bench": "commands",

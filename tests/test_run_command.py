@@ -274,7 +274,8 @@ def test_parley_chat_writes_the_output_to_stderr_as_it_comes(
     assert stdout == b"Done.\n"  # stdout holds only the answer
     assert "\x1b" not in stderr  # not a terminal: no colours
     announced = stderr.index("→ Run `printf")
-    assert announced < stderr.index("\nfirst\nsecond\n") < stderr.index("✓ Run `printf")
+    # Each line in the gutter: nothing a command prints starts where Parley's own lines do.
+    assert announced < stderr.index("\n│ first\n│ second\n") < stderr.index("✓ Run `printf")
 
 
 SPAWNS = {"create_subprocess_exec", "create_subprocess_shell", "Popen", "system", "posix_spawn"}

@@ -55,6 +55,10 @@ A failure names the case."
   (parley-display-test--each-case "summarizeToolResult" (text error)
     (should (equal (parley-display-tool-summary text error) expected))))
 
+(ert-deftest parley-display-shared-cases-escape-controls ()
+  (parley-display-test--each-case "escapeControls" (text one-line)
+    (should (equal (parley-display-escape-controls text (eq one-line t)) expected))))
+
 (ert-deftest parley-display-shared-cases-time ()
   ;; The cases are in UTC, with the file's "now".
   (let* ((spec (parley-display-test--cases "formatTime"))

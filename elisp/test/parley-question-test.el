@@ -199,6 +199,36 @@
           (should (eq (car answer) 'pending))
           (parley--cancel-questions))))))
 
+(ert-deftest parley-permission-shows-controls-and-bidi-escaped ()
+  ;; A title, a command, a path: their control and bidi characters are
+  ;; shown as escapes (docs/display.md), so none hides code or reorders
+  ;; itself; the question's answered line too.
+  (parley-test--with-chat
+    (let ((chat (current-buffer)))
+      (parley-test--with-loopback
+        (parley-test--no-minibuffer
+          (let ((answer (parley-test--request
+                         conn 'session/request_permission
+                         (list :sessionId "sess-unit"
+                               :toolCall
+                               (list :toolCallId "b1" :title "Run `ls \u202e;hs.lave`"
+                                     :kind "execute"
+                                     :rawInput (list :command "printf '\e]52;c;eA==\a' \u2066x")
+                                     :locations (vector (list :path "/srv/\u202edir")))
+                               :options (vector '(:optionId "no" :name "Reject"
+                                                            :kind "reject_once"))))))
+            (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+            (let ((shown (parley-test--visible-transcript)))
+              (should (string-search
+                       "Parley asks permission: Run `ls \\u202e;hs.lave` (execute)" shown))
+              (should (string-search "printf '\\x1b]52;c;eA==\\x07' \\u2066x" shown))
+              (should (string-search "/srv/\\u202edir" shown))
+              (should-not (string-match-p "[\e\a\u202e\u2066]" shown)))
+            (should-not (parley-test--type chat "n" (parley-test--question-pos)))
+            (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+            (should (string-search "Rejected: Run `ls \\u202e;hs.lave`"
+                                   (parley-test--visible-transcript)))))))))
+
 (ert-deftest parley-permission-shows-content-and-diff ()
   (parley-test--with-chat
     (parley-test--with-loopback

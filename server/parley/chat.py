@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from parley.chat_question import PermissionAsker, allow_all_but_overwrites
-from parley.chat_view import TerminalView, shown_path, terminal_safe
-from parley.display import turn_summary
+from parley.chat_view import TerminalView, shown_path
+from parley.display import escape_controls, turn_summary
 
 if TYPE_CHECKING:  # imported when the server is already starting (it takes a second)
     from parley.client import ParleyClient
@@ -217,7 +217,9 @@ def _finish(
     edited on stderr (why it stopped, the notice said); the exit code."""
     if view.as_json:
         view.answer(json.dumps({"sessionId": session_id, "result": result}) + "\n")
-    elif view.out_mid_line:
+    else:
+        view.finish()  # what the streams held back (an escape cut short)
+    if view.out_mid_line:
         view.answer("\n")
     if exit_code is not None:
         return exit_code
@@ -225,8 +227,9 @@ def _finish(
         view.line("")
         view.line(_summary(result, session_id if kept else None))
         edited = [shown_path(path, view.cwd) for path in view.edits.paths()]
+        edited = [escape_controls(path, one_line=True) for path in edited]
         if edited:
-            view.line(f"Edited: {', '.join(terminal_safe(path) for path in edited)}")
+            view.line(f"Edited: {', '.join(edited)}")
     return 0 if result["stopReason"] in ("end_turn", "max_tokens") else 1
 
 

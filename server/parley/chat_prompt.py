@@ -13,7 +13,7 @@ import re
 import sys
 from typing import BinaryIO
 
-from parley.chat_view import terminal_safe
+from parley.display import escape_controls
 
 STDIN_BLOCK = "stdin"  # the fenced block's name (its info string)
 BACKTICK_RUNS = re.compile(r"`+")
@@ -73,7 +73,7 @@ def runs_commands(prompt: str, explicit: bool, typed: bool) -> bool:
     if explicit:
         if is_slash_command(prompt):
             return True
-        shown = terminal_safe(prompt.strip()[:60])
+        shown = escape_controls(prompt.strip()[:60])
         raise NotACommand(
             f"--command runs a slash command (/undo, /compact, /cost, /model), not {shown!r}"
         )

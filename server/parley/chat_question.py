@@ -8,6 +8,11 @@ the server adds such as UNSANDBOXED) and offers one key per option the server's 
 offers: `y` once, `a` always (a tool), `1`…`9` always for a shell command's prefixes, `n`
 no; Enter alone is the default, no. The key is read in cbreak mode (no Enter needed), and
 the terminal's mode is restored whatever happens (an answer, Ctrl-C, end of input).
+
+No earlier output can hide or imitate it: it starts on a fresh line, after a reset of the
+terminal's attributes; on a colour terminal its first line and its keys are marked in
+reverse video, which nothing a model or a child writes may set (`terminal_text`); what it
+quotes of the call is shown with its controls escaped (`escape_controls`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from parley.chat_view import TerminalView, diff_lines, diffs_of, shown_input, terminal_safe
+from parley.chat_view import TerminalView, diff_lines, diffs_of, shown_input
+from parley.display import escape_controls
+from parley.terminal_text import RESET, painted, terminal_text
 
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 ALLOW_PREFIX = "allow_always:"  # a shell command's "always" option: this, then the prefix
@@ -32,6 +39,8 @@ MAX_PREFIX_KEYS = 9  # keys 1-9
 KEY_RANK = {"y": 0, "a": 1, "n": 3}
 ENTER = ("\r", "\n")
 FENCED_BLOCK = re.compile(r"(`{3,})[^\n`]*\n(.*)\n\1", re.DOTALL)
+# Marks the question's first line and its keys: reverse video, which no output may set.
+QUESTION_MARK = f"\x1b[1;7m ? {RESET} "
 END_OF_INPUT = "\x04"  # Ctrl-D: in cbreak mode a key like any other
 HOW_TO_OVERWRITE = (
     "to overwrite your own changes, run the command in a terminal without --yes "
@@ -61,7 +70,7 @@ def choices(options: Any) -> list[Choice]:
         elif kind == "allow_always" and option_id.startswith(ALLOW_PREFIX):
             prefixes += 1
             if prefixes <= MAX_PREFIX_KEYS:
-                prefix = terminal_safe(option_id.removeprefix(ALLOW_PREFIX))
+                prefix = escape_controls(option_id.removeprefix(ALLOW_PREFIX), one_line=True)
                 found.append(Choice(str(prefixes), option_id, f"always `{prefix}` here"))
         elif kind == "allow_always":
             found.append(Choice("a", option_id, "always in this session"))
@@ -85,7 +94,7 @@ def key_line(offered: list[Choice]) -> str:
 def asked_action(tool_call: dict[str, Any]) -> str:
     """What a call would do, to follow "asks to": its title ("Run Python" → "run Python"),
     or "run NAME" when the title is only the tool's name."""
-    title = terminal_safe(str(tool_call.get("title") or "a tool"))
+    title = escape_controls(str(tool_call.get("title") or "a tool"), one_line=True)
     return title[0].lower() + title[1:] if " " in title else f"run {title}"
 
 
@@ -126,7 +135,7 @@ def _directory(tool_call: dict[str, Any]) -> str | None:
     locations = tool_call.get("locations")
     first = locations[0] if isinstance(locations, list) and locations else None
     path = first.get("path") if isinstance(first, dict) else None
-    return terminal_safe(str(path)) if path else None
+    return escape_controls(str(path), one_line=True) if path else None
 
 
 def permission_question(
@@ -134,23 +143,27 @@ def permission_question(
 ) -> str:
     """The question about one tool call: what it would do (its title; a command's directory;
     the input its title does not say, code as code; an edit's diffs; what the server adds,
-    such as UNSANDBOXED) and the keys of the options the request offers."""
+    such as UNSANDBOXED) and the keys of the options the request offers; its first line and
+    its keys marked (`colour`)."""
     tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
     title = str(tool_call.get("title") or "")
     diffs = diffs_of(tool_call)
-    lines = [f"\nParley asks to {asked_action(tool_call)}:"]
+    lines = [f"Parley asks to {asked_action(tool_call)}:"]
     if _tool_of(tool_call) == "run_command" and _directory(tool_call):
         lines.append(f"  in {_directory(tool_call)}")
     shown = shown_input(_tool_of(tool_call), tool_call.get("rawInput"), title, bool(diffs))
     if shown:
-        lines += [f"  {line}" for line in terminal_safe(shown).splitlines()]
+        lines += [f"  {line}" for line in escape_controls(shown).splitlines()]
     for text in _added_text(tool_call):
-        warning = [f"  {line}" for line in terminal_safe(text).splitlines()]
-        lines += [f"\x1b[1;31m{line}\x1b[0m" for line in warning] if colour else warning
+        warning = [f"  {line}" for line in escape_controls(text).splitlines()]
+        lines += [painted(line, "1;31") for line in warning] if colour else warning
     for diff in diffs:
         lines += [f"  {line}" for line in diff_lines(diff, cwd, colour)]
     lines.append(key_line(choices(params.get("options"))))
-    return "\n".join(lines)
+    shown = terminal_text("\n".join(lines), colour).split("\n")
+    if colour:
+        shown[0], shown[-1] = QUESTION_MARK + shown[0], QUESTION_MARK + shown[-1]
+    return "\n" + "\n".join(shown)
 
 
 def overwrites_user_changes(params: dict[str, Any]) -> bool:
@@ -238,11 +251,14 @@ class QuestionTerminal:
             with contextlib.suppress(termios.error, OSError):
                 termios.tcsetattr(self.read_fd, termios.TCSANOW, saved)
 
+    def is_terminal(self) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            return self.writer.isatty()
+        return False
+
     def colours(self) -> bool:
         """Colour the question: a terminal, and the user did not ask for none (NO_COLOR)."""
-        with contextlib.suppress(OSError, ValueError):
-            return self.writer.isatty() and not os.environ.get("NO_COLOR")
-        return False
+        return self.is_terminal() and not os.environ.get("NO_COLOR")
 
     def write(self, text: str) -> None:
         self.writer.write(text)
@@ -331,8 +347,12 @@ class PermissionAsker:
             terminal.forget_typeahead()
             terminal.one_key_at_a_time()
             terminal.read_key(self._answer, {c.key for c in offered})
+            self.view.end_line()
+            # A reset first: no attribute an earlier output left on can hide the question.
+            opening = RESET if terminal.is_terminal() else ""
+            question = permission_question(params, colour=terminal.colours(), cwd=self.cwd)
             try:
-                terminal.write(permission_question(params, colour=terminal.colours(), cwd=self.cwd))
+                terminal.write(opening + question)
             except OSError:
                 self._answer.set_result(None)
             key = await self._answer

@@ -1,15 +1,19 @@
 """`parley chat`'s terminal view: a session's updates as a person reads them.
 
-The answer goes to stdout as it arrives, and nothing else does: thoughts (each line marked
-`│ `, dimmed on a terminal), tool activity, a command's output as it runs, the turn's
-notices and its summary go to stderr. `--json` prints every update as one JSON line instead;
-`--quiet` keeps stderr to what went wrong (warning and error notices, Parley's own errors).
+The answer goes to stdout as it arrives, and nothing else does: thoughts (dimmed on a
+terminal), tool activity, a command's output as it runs, the turn's notices and its summary
+go to stderr; each line of a thought or of a command's output is in the gutter (`│ `), so
+no line a model or a child writes on stderr starts where Parley's own lines do. `--json`
+prints every update as one JSON line instead; `--quiet` keeps stderr to what went wrong
+(warning and error notices, Parley's own errors).
 
 A tool call is shown once: `→ Title`, then its input only where it adds something the title
 does not say (code, a long command, an argument the title leaves out); an edit's diff instead
 of its texts, and only when the permission question did not already show it; then the
 result's first lines (`✓`/`✗`; an edit's summary line alone, without the excerpt the model
-gets). The display rules are docs/display.md's (`parley/display.py`).
+gets). The display rules are docs/display.md's (`parley/display.py`). Everything written
+passes `terminal_text` (docs/display.md, what reaches the terminal): the answer and thoughts
+without any escape sequence, a command's output with its colours on a terminal.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ import difflib
 import json
 import os
 import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from parley.display import error_line, format_tool_input, summarize_tool_result
-from parley.tools.command_output import only_colours, strip_ansi
+from parley.display import (
+    error_line,
+    escape_controls,
+    format_tool_input,
+    summarize_tool_result,
+)
+from parley.terminal_text import TerminalStream, painted, terminal_text
 
 DONE = ("completed", "failed")  # a tool call's final statuses
 STARTED = ("in_progress", *DONE)  # past the question: the call runs, or has run
@@ -34,22 +42,13 @@ NOTICE_MARKS = {"warning": ("⚠ ", "33"), "error": ("✗ ", "31")}
 QUIET_LEVELS = ("warning", "error")  # what --quiet still shows: what went wrong
 # SGR colours of a diff's lines on a terminal, by their first character.
 DIFF_COLOURS = {"-": "31", "+": "32", "@": "36"}
+GUTTER = "│ "  # starts each line Parley did not write: a thought, a command's output
+LINE_STARTS = re.compile(r"\n(?!\Z)")  # where a line follows
 # An edit's result continues its summary line with the excerpt the model gets
 # (tools/edits.py `changed_lines`): its heading ends the line, its lines follow.
 EXCERPT_HEADING = re.compile(
     r"\s+(?:It now reads(?: \(all \d+ lines?\))?|Lines \d+-\d+ of \d+ now read):$"
 )
-
-
-def terminal_safe(text: str) -> str:
-    """`text` with control and format characters (escape sequences, bidi overrides) shown
-    escaped, so a hostile tool input cannot redraw the question or hide code from the user."""
-    return "".join(
-        ch
-        if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf")
-        else ch.encode("unicode_escape").decode("ascii")
-        for ch in text
-    )
 
 
 def shown_path(path: str, cwd: Path | None) -> str:
@@ -76,13 +75,13 @@ def diff_lines(diff: dict[str, Any], cwd: Path | None = None, colour: bool = Fal
     lines = []
     for line in unified:
         ending = "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
-        text = terminal_safe(line[: len(line) - len(ending)])
+        text = escape_controls(line[: len(line) - len(ending)], one_line=True)
         if ending == "" and line[:1] in "+- ":
             text += "  (no newline at end of file)"
         code = "1" if line.startswith(("---", "+++")) else DIFF_COLOURS.get(line[:1])
-        lines.append(f"\x1b[{code}m{text}\x1b[0m" if colour and code else text)
+        lines.append(painted(text, code) if colour and code else text)
     if not lines:
-        lines.append(f"(no change to {terminal_safe(path)})")
+        lines.append(f"(no change to {escape_controls(path, one_line=True)})")
     return lines
 
 
@@ -197,7 +196,7 @@ class ToolCallSeen:
 
     def see(self, update: Mapping[str, Any]) -> None:
         if update.get("title"):
-            self.title = terminal_safe(str(update["title"]))
+            self.title = escape_controls(str(update["title"]), one_line=True)
         if "rawInput" in update:
             self.raw_input = update["rawInput"]
         if update.get("kind") == "edit" or diffs_of(update):
@@ -211,8 +210,6 @@ class TerminalView:
     `on_output_closed` is told, so the turn can end: nobody reads the answer any more.
     `asked`: the calls whose permission question showed their input (and diff) already.
     """
-
-    THOUGHT_MARK = "│ "
 
     def __init__(
         self,
@@ -231,6 +228,10 @@ class TerminalView:
         self._message_id: str | None = None
         self._calls: dict[str, ToolCallSeen] = {}
         self._streamed: set[str] = set()  # calls whose output was shown as it came
+        self._answer_text = TerminalStream()  # the model's text: no escape sequence at all
+        self._thought_text = TerminalStream()
+        self._outputs: dict[str, TerminalStream] = {}  # a command's output: its colours
+        self._open_output: str | None = None  # the call whose output left the line open
         # The last write, to either stream, left its line open (they may share a terminal).
         self._mid_line = False
         self.out_mid_line = False  # stdout's own last line is open
@@ -262,20 +263,25 @@ class TerminalView:
             self._show_tool(update)
             delta = update.get("_meta", {}).get("parley", {}).get("commandOutput", {}).get("append")
             if isinstance(delta, str):  # a command's output as it runs: colours on a terminal
-                self._streamed.add(str(update.get("toolCallId")))
-                self._write(self.err, only_colours(delta) if self.colour else strip_ansi(delta))
+                call_id = str(update.get("toolCallId"))
+                self._streamed.add(call_id)
+                stream = self._outputs.setdefault(call_id, TerminalStream(self.colour))
+                self._output(call_id, stream.feed(delta))
 
     def _answer_chunk(self, update: dict[str, Any]) -> None:
         new_message = self._message_id not in (None, update.get("messageId"))
         self._end_thought(blank_line=not new_message)  # a new message adds its own
-        if update.get("_meta", {}).get("parley", {}).get("replaces"):
+        replaces = update.get("_meta", {}).get("parley", {}).get("replaces")
+        if new_message or replaces:
+            self.answer(self._answer_text.finish())  # what the last message held back
+        if replaces:
             if not self.quiet:
                 self.note("(the model revised its text; the revision follows)")
             self.answer("\n")
         elif new_message:
             self.answer("\n\n")  # a new message: a new paragraph
         self._message_id = update.get("messageId")
-        self.answer(update["content"]["text"])
+        self.answer(self._answer_text.feed(update["content"]["text"]))
 
     def _notice(self, level: str, text: str) -> None:
         """A notice at its level: a warning marked `⚠` (yellow on a terminal), an error `✗`
@@ -283,11 +289,12 @@ class TerminalView:
         if self.quiet and level not in QUIET_LEVELS:
             return
         mark, colour = NOTICE_MARKS.get(level, ("", ""))
-        shown = mark + terminal_safe(text)
-        self.note(f"\x1b[{colour}m{shown}\x1b[0m" if self.colour and colour else shown)
+        shown = mark + escape_controls(text)
+        self.note(painted(shown, colour) if self.colour and colour else shown)
 
     def _thought(self, text: str) -> None:
-        """Thoughts on lines of their own on stderr, each marked (and dimmed on a terminal)."""
+        """Thoughts on lines of their own on stderr, in the gutter (dimmed on a terminal)."""
+        text = self._thought_text.feed(text)
         if not text:
             return
         if not self._thinking:
@@ -297,14 +304,31 @@ class TerminalView:
             if index:
                 self._write(self.err, "\n")
             if piece:
-                start = "" if self._mid_line else self.THOUGHT_MARK
+                start = "" if self._mid_line else GUTTER
                 self._write(self.err, self._dim(start + piece))
 
     def _end_thought(self, blank_line: bool = False) -> None:
         """After thoughts: their line ends (and a blank line follows, before the answer)."""
+        self._thought(self._thought_text.finish())
         if self._thinking:
             self._write(self.err, ("\n" if self._mid_line else "") + ("\n" if blank_line else ""))
             self._thinking = False
+
+    def _output(self, call_id: str, shown: str) -> None:
+        """A command's output as it comes, each of its lines in the gutter."""
+        if not shown:
+            return
+        continues = self._mid_line and self._open_output == call_id
+        start = "" if continues else ("\n" if self._mid_line else "") + GUTTER
+        self._write(self.err, start + LINE_STARTS.sub("\n" + GUTTER, shown))
+        self._open_output = call_id if self._mid_line else None  # (any other write clears it)
+
+    def finish(self) -> None:
+        """The turn is over: what the streams held back (an unfinished escape) is shown."""
+        self.answer(self._answer_text.finish())
+        self._end_thought()
+        for call_id, stream in self._outputs.items():
+            self._output(call_id, stream.finish())
 
     def _show_tool(self, update: dict[str, Any]) -> None:
         """A call once it runs (past its question): `→ Title` and the input the title does
@@ -326,6 +350,8 @@ class TerminalView:
                 self.block(shown)
         if status not in DONE:
             return
+        if call_id in self._outputs:
+            self._output(call_id, self._outputs.pop(call_id).finish())
         items = [c for c in update.get("content") or () if isinstance(c, dict)]
         text = "\n".join(
             c["content"].get("text", "")
@@ -337,9 +363,9 @@ class TerminalView:
         if call_id in self._streamed and error is None:  # its output was shown as it came
             lines = [text.rstrip().rsplit("\n", 1)[-1] or lines[0]]  # `Exit code: 0 · 1.2 s`
         mark = "✓" if status == "completed" else "✗"
-        self.line(f"{mark} {call.title}: {terminal_safe(lines[0])}")
+        self.line(f"{mark} {call.title}: {escape_controls(lines[0])}")
         for more in lines[1:]:
-            self.line(f"  {terminal_safe(more)}")
+            self.line(f"  {escape_controls(more)}")
         if not asked:
             for diff in diffs_of(update):
                 self.block("\n".join(diff_lines(diff, self.cwd, self.colour)), safe=True)
@@ -349,6 +375,11 @@ class TerminalView:
         if not self.output_closed and text:
             self._write(self.out, text)
             self.out_mid_line = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        """Ends a line left open (on stderr: the terminal both streams usually share)."""
+        if self._mid_line:
+            self._write(self.err, "\n")
 
     def note(self, text: str) -> None:
         """A note for the person watching, on stderr, set off by a blank line."""
@@ -361,12 +392,14 @@ class TerminalView:
     def block(self, text: str, safe: bool = False) -> None:
         """Lines on stderr, indented by two spaces (a tool's input, a diff)."""
         for line in text.splitlines() or [""]:
-            self.line("  " + (line if safe else terminal_safe(line)))
+            self.line("  " + (line if safe else escape_controls(line)))
 
     def _dim(self, text: str) -> str:
-        return f"\x1b[2m{text}\x1b[0m" if self.colour else text
+        return painted(text, "2") if self.colour else text
 
     def _write(self, stream: TextIO, text: str) -> None:
+        text = terminal_text(text, self.colour)  # whatever the text, nothing drives the terminal
+        self._open_output = None  # what continues an output's open line is in it no more
         if text and not (stream is self.out and self.output_closed):
             self._mid_line = not text.endswith("\n")
         try:

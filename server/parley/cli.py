@@ -270,6 +270,17 @@ def _doctor(settings: Settings) -> int:
     return 0
 
 
+def _for_stdout(text: str) -> str:
+    """A stored text (a model's answer, a command's output) as stdout may get it: on a
+    terminal, with no escape sequence or control that could drive it (`terminal_text`); to
+    a file or a pipe, as it was stored."""
+    if not sys.stdout.isatty():
+        return text
+    from parley.terminal_text import terminal_text
+
+    return terminal_text(text)
+
+
 def _read_store(args: argparse.Namespace, settings: Settings) -> int:
     from parley.agent.export import export_json, export_markdown
     from parley.store import Store
@@ -279,7 +290,7 @@ def _read_store(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.command == "sessions":
             listing = sessions_json if args.json else sessions_table
-            print(listing(store, limit=args.limit))
+            print(_for_stdout(listing(store, limit=args.limit)))
             sys.stdout.flush()
             return 0
         try:
@@ -288,7 +299,7 @@ def _read_store(args: argparse.Namespace, settings: Settings) -> int:
             print(f"parley: {error}", file=sys.stderr)
             return 1
         render = export_json if args.format == "json" else export_markdown
-        print(render(store, session))
+        print(_for_stdout(render(store, session)))
         sys.stdout.flush()  # a closed pipe is found here, inside `main`'s handler
         return 0
     finally:

@@ -9,6 +9,7 @@ Pure functions of their arguments (and of the local time zone): no other parley 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -145,6 +146,25 @@ def error_line(text: str | None, raw_output: Any = None) -> str | None:
 
 def _cut(line: str) -> str:
     return line if len(line) <= SUMMARY_WIDTH else line[:SUMMARY_WIDTH] + "…"
+
+
+# --- what the user judges ------------------------------------------------------------------
+
+ESCAPED_CATEGORIES = ("Cc", "Cf", "Cs")  # controls, format characters (bidi), surrogates
+
+
+def escape_controls(text: str, one_line: bool = False) -> str:
+    """`text` with its control and format characters shown as escapes (`\\x1b`, `\\u202e`),
+    tab and newline kept: what a user judges (a command, a title, a path) cannot hide code,
+    reorder itself (bidi overrides) or drive a terminal. `one_line`: a newline escaped too
+    (a title, a path cannot start a line of its own)."""
+    kept = "\t" if one_line else "\n\t"
+    return "".join(
+        ch
+        if ch in kept or unicodedata.category(ch) not in ESCAPED_CATEGORIES
+        else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 # --- times --------------------------------------------------------------------------------

@@ -196,6 +196,39 @@ describe('chat state reducer', () => {
     assert.deepEqual(card.locations, [{ path: '/ws/a.py', line: 3, label: 'a.py:3' }]);
   });
 
+  it('shows a title, an input, content and paths with their controls and bidi characters escaped', () => {
+    const hostile = {
+      toolCallId: 'c1',
+      title: 'Run `ls \u202e;hs.lave`',
+      kind: 'execute' as const,
+      rawInput: { command: "printf '\u001b]52;c;eA==\u0007' \u2066x" },
+      content: [{ type: 'content' as const, content: { type: 'text' as const, text: 'This runs\r\u009b2J' } }],
+      locations: [{ path: '/ws/\u202edir/a.py', line: 3 }],
+    };
+    const s = run(
+      { type: 'meta', patch: { cwd: '/ws' } },
+      {
+        type: 'permissionAsked',
+        requestId: '1',
+        params: {
+          sessionId: 's',
+          toolCall: hostile,
+          options: [{ optionId: 'a', name: 'Always `ls \u202e` here', kind: 'allow_always' }],
+        },
+      },
+      { sessionUpdate: 'tool_call', ...hostile, status: 'pending' },
+    );
+    const [card, tool] = s.entries;
+    assert.ok(card.kind === 'permission' && tool.kind === 'tool');
+    for (const entry of [card, tool]) {
+      assert.equal(entry.title, 'Run `ls \\u202e;hs.lave`');
+      assert.equal(entry.input, "printf '\\x1b]52;c;eA==\\x07' \\u2066x");
+      assert.deepEqual(entry.content, [{ kind: 'text', text: 'This runs\\r\\x9b2J' }]);
+      assert.deepEqual(entry.locations, [{ path: '/ws/\u202edir/a.py', line: 3, label: '\\u202edir/a.py:3' }]);
+    }
+    assert.equal(card.options[0].name, 'Always `ls \\u202e` here');
+  });
+
   it('diffs lines: context around the change, new files all added', () => {
     const old = ['1', '2', '3', '4', '5', '6', '7', '8', '9'].join('\n');
     const lines = diffLines(old, old.replace('5', 'five').replace('6', 'six'));

@@ -121,10 +121,15 @@ describe('ANSI output: runs and their styles', () => {
     );
   });
 
+  it('a bidi control in the output is shown escaped, not obeyed', () => {
+    const { runs } = parseAnsi(`ls \u202e;hs.lave\n${ESC}[31m\u2066x\u2069${ESC}[0m`);
+    assert.equal(runs.map((r) => r.text).join(''), 'ls \\u202e;hs.lave\n\\u2066x\\u2069');
+  });
+
   it('property: text without escapes or controls is shown as it is, unstyled', () => {
     fc.assert(
       // eslint-disable-next-line no-control-regex
-      fc.property(fc.string({ unit: 'grapheme', maxLength: 200 }).filter((s) => !/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(s)), (text) => {
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 200 }).filter((s) => !/[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(s)), (text) => {
         const { runs } = parseAnsi(text);
         assert.equal(runs.map((r) => r.text).join(''), text);
         assert.ok(runs.every((r) => Object.keys(r.style).length === 0));

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { describe, it } from 'node:test';
 
 import {
+  escapeControls,
   formatContext,
   formatCost,
   formatTime,
@@ -23,6 +24,7 @@ interface DisplayCases {
   formatCost: [number | null, string][];
   formatContext: [number, number | null, string][];
   summarizeToolResult: [string, string | null, string][];
+  escapeControls: [string, boolean, string][];
   formatTime: { now: string; cases: [string, string][] };
 }
 
@@ -38,6 +40,13 @@ function sharedCases(): DisplayCases {
 
 describe('the shared display cases (tests/display-cases.json)', () => {
   const cases = sharedCases();
+
+  it('escapeControls: every case', () => {
+    assert.ok(cases.escapeControls.length > 0);
+    for (const [text, oneLine, want] of cases.escapeControls) {
+      assert.equal(escapeControls(text, oneLine), want, `escapeControls(${JSON.stringify(text)}, ${oneLine})`);
+    }
+  });
 
   it('formatTokens: every case', () => {
     assert.ok(cases.formatTokens.length > 0);

@@ -30,26 +30,11 @@ ANSI_ESCAPE = re.compile(
     r"|\x1b[PX^_][^\x1b]*\x1b\\"
     r"|\x1b[ -/]*[0-OQ-WYZ\\`-~]"
 )
-SGR = re.compile(r"\x1b\[[0-9;:]*m")  # Select Graphic Rendition: colours and emphasis only
 
 
 def strip_ansi(text: str) -> str:
     """`text` without escape sequences; an ESC that starts none is dropped too."""
     return ANSI_ESCAPE.sub("", text).replace("\x1b", "")
-
-
-def only_colours(text: str) -> str:
-    """`text` with its colour sequences (SGR) kept and every other escape sequence (cursor
-    moves, titles, screen clears) removed: what a terminal may be sent of a command's output."""
-    kept: list[str] = []
-    position = 0
-    for match in ANSI_ESCAPE.finditer(text):
-        kept.append(text[position : match.start()].replace("\x1b", ""))
-        if SGR.fullmatch(match.group()):
-            kept.append(match.group())
-        position = match.end()
-    kept.append(text[position:].replace("\x1b", ""))
-    return "".join(kept)
 
 
 class AnsiStripper:
@@ -61,7 +46,7 @@ class AnsiStripper:
 
     def feed(self, text: str) -> str:
         text = self._pending + text
-        cut = _unfinished_escape(text)
+        cut = unfinished_escape(text)
         text, self._pending = (text, "") if cut is None else (text[:cut], text[cut:])
         return strip_ansi(text)
 
@@ -74,7 +59,7 @@ class AnsiStripper:
 _UNFINISHED = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*\x1b?|[PX^_][^\x1b]*\x1b?|[ -/]*)\Z")
 
 
-def _unfinished_escape(text: str) -> int | None:
+def unfinished_escape(text: str) -> int | None:
     """Where an escape sequence that `text` ends in the middle of starts; None: there is none.
     ESCs are taken left to right as `strip_ansi` takes them."""
     position = text.find("\x1b")

@@ -4,12 +4,14 @@
  * output comes in pieces, so the style and an escape sequence cut at a piece's end carry over
  * in `AnsiState`; parsing the pieces one after the other gives the runs of the whole.
  * Every other escape sequence (cursor moves, titles, links) and control character is dropped;
- * `\r\n` and a lone `\r` end a line.
+ * `\r\n` and a lone `\r` end a line; a bidi control is shown escaped (`\u202e`, docs/display.md).
  *
  * Written here, not taken from a library: ansi_up writes `style` attributes (bold, 256 and
  * true colours) that the page's content security policy refuses, and anser is CommonJS, which
  * the page (ES modules, no bundler) cannot load. Pure; shared by the host and the page.
  */
+
+import { escapeControls } from './display.js';
 
 /** A colour: 0-15 the terminal's palette (the theme's ANSI colours), or a CSS `rgb(…)`. */
 export type AnsiColour = number | string;
@@ -54,6 +56,8 @@ const UNFINISHED = /^\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*|\][^\x07\x1b]*\x1b?|[\x20
 /** Control characters that are not shown (C0 but tab and newline, DEL, C1; `\r` and ESC are handled first). */
 // eslint-disable-next-line no-control-regex
 const CONTROLS = /[\x00-\x08\x0b-\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]/g;
+/** Bidi controls: shown, not obeyed (an output cannot reorder what the user reads). */
+const BIDI_CONTROLS = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
  * The runs of `piece`, following the output before it (`state`), and the state after it.
@@ -65,7 +69,7 @@ export function parseAnsi(piece: string, state: AnsiState = INITIAL_ANSI_STATE):
   let style = state.style;
   let plain = '';
   const flush = () => {
-    const shown = plain.replace(CONTROLS, '');
+    const shown = plain.replace(CONTROLS, '').replace(BIDI_CONTROLS, (ch) => escapeControls(ch));
     plain = '';
     if (shown === '') {
       return;

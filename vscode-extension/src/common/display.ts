@@ -1,6 +1,7 @@
 /**
  * The display rules of `docs/display.md`, in the one place the VS Code extension keeps them:
- * token, cost and context figures, tool input and result texts, times (the cases every client
+ * token, cost and context figures, tool input and result texts, times, the controls shown
+ * escaped in what the user judges (the cases every client
  * checks are the repository's tests/display-cases.json). Words about a turn (why it stopped)
  * are the server's: it sends them as notices, shown as they come. Used by the extension host (status bar, reducer) and
  * by the webview, so it imports nothing and touches no DOM or Node API.
@@ -152,6 +153,29 @@ export function summarizeToolResult(text: string, error?: string): string {
     .slice(0, SUMMARY_LINES)
     .map((l) => (l.length > SUMMARY_WIDTH ? `${l.slice(0, SUMMARY_WIDTH)}…` : l))
     .join('\n');
+}
+
+/** Control and format characters (Unicode Cc, Cf: the bidi controls among them; a lone surrogate). */
+const CONTROLS = /[\p{Cc}\p{Cf}\p{Cs}]/gu;
+const NAMED_ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r' };
+
+/**
+ * `text` with its control and format characters written as escapes, as Python writes them
+ * (`\x1b`, `\r`, `\u202e`, `\U000e0041`), tab and newline kept (with `oneLine`, a newline
+ * escaped too): what the user judges (a command, a title, a path) cannot hide code, reorder
+ * itself with bidi controls or carry an escape sequence.
+ */
+export function escapeControls(text: string, oneLine = false): string {
+  return text.replace(CONTROLS, (ch) => (ch === '\t' || (ch === '\n' && !oneLine) ? ch : escapeOf(ch)));
+}
+
+function escapeOf(ch: string): string {
+  const code = ch.codePointAt(0) ?? 0;
+  const hex = code.toString(16);
+  if (NAMED_ESCAPES[ch]) {
+    return NAMED_ESCAPES[ch];
+  }
+  return code < 0x100 ? `\\x${hex.padStart(2, '0')}` : code < 0x10000 ? `\\u${hex.padStart(4, '0')}` : `\\U${hex.padStart(8, '0')}`;
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];

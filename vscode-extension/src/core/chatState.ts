@@ -37,7 +37,7 @@ import {
   type UsageTotals,
   type UsageUpdate,
 } from '../client/protocol';
-import { toolInputParts } from '../common/display';
+import { escapeControls, toolInputParts } from '../common/display';
 import { modeChanged, modeFromModes, modeWithOptions, planView } from './modesAndPlan';
 import { appendedOutput, blockText, contentViews, locationViews, relativeTo } from './toolView';
 
@@ -124,12 +124,12 @@ export function reduce(state: ChatState, event: ChatEvent): ChatState {
         id: `perm-${event.requestId}`,
         requestId: event.requestId,
         toolCallId: params.toolCall.toolCallId,
-        title: params.toolCall.title ?? params.toolCall.toolCallId,
+        title: escapeControls(params.toolCall.title ?? params.toolCall.toolCallId, true),
         toolKind: params.toolCall.kind ?? 'other',
         input: formatInput(params.toolCall.rawInput),
         content: contentViews(params.toolCall.content ?? [], state.meta.cwd),
         locations: locationViews(params.toolCall.locations ?? [], state.meta.cwd),
-        options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
+        options: params.options.map((o) => ({ optionId: o.optionId, name: escapeControls(o.name, true), kind: o.kind })),
       };
       return { ...state, entries: [...finishStreaming(state.entries), entry] };
     }
@@ -582,7 +582,7 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   };
   const next: ToolEntry = { ...base };
   if (typeof u.title === 'string' && u.title) {
-    next.title = u.title;
+    next.title = escapeControls(u.title, true);
   }
   if (typeof u.kind === 'string' && u.kind) {
     next.toolKind = u.kind;
@@ -617,7 +617,7 @@ function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatSt
   if (outputText) {
     next.output = outputText;
   } else if (u.rawOutput !== undefined && u.rawOutput !== null && !isSupersededOutput(u.rawOutput)) {
-    next.output = formatOutput(u.rawOutput);
+    next.output = escapeControls(formatOutput(u.rawOutput));
   }
   if (isSuperseded(u)) {
     next.superseded = true;
@@ -670,17 +670,18 @@ function formatOutput(raw: unknown): string {
 /**
  * A tool's input as shown (`docs/display.md`, `formatToolInput`): a code argument as the
  * code itself (the card shows it as code), anything else as two-space JSON whose multi-line
- * strings are written as their lines. The wire does not name the tool: its arguments do.
+ * strings are written as their lines; its controls and bidi characters escaped
+ * (`escapeControls`). The wire does not name the tool: its arguments do.
  */
 export function formatInput(value: unknown): string | undefined {
   if (value === undefined || value === null) {
     return undefined;
   }
   if (typeof value === 'string') {
-    return value;
+    return escapeControls(value);
   }
   const parts = toolInputParts(undefined, value);
-  return parts.kind === 'code' ? parts.code : parts.text;
+  return escapeControls(parts.kind === 'code' ? parts.code : parts.text);
 }
 
 function formatValue(value: unknown): string | undefined {

@@ -3,6 +3,7 @@
  * diff of an edit) and the file locations, as the view renders them. Pure.
  */
 
+import { escapeControls } from '../common/display';
 import type { DiffLine, LocationView, ToolContentView } from '../common/view';
 import type { ContentBlock, ToolCallContent, ToolCallLocation } from '../client/protocol';
 
@@ -18,7 +19,8 @@ export function blockText(content: ContentBlock): string {
 
 /**
  * A tool call's content as the view shows it: text blocks and diffs (terminals are not
- * shown); a diff's path relative to the workspace root `cwd` when inside it.
+ * shown); a diff's path relative to the workspace root `cwd` when inside it. Text and paths
+ * with their controls and bidi characters escaped (`escapeControls`).
  */
 export function contentViews(content: ToolCallContent[], cwd?: string): ToolContentView[] {
   const out: ToolContentView[] = [];
@@ -26,14 +28,14 @@ export function contentViews(content: ToolCallContent[], cwd?: string): ToolCont
     if (c.type === 'content') {
       const text = blockText(c.content);
       if (text !== '') {
-        out.push({ kind: 'text', text });
+        out.push({ kind: 'text', text: escapeControls(text) });
       }
     } else if (c.type === 'diff') {
       const newFile = c.oldText === null || c.oldText === undefined;
       const lines = diffLines(c.oldText ?? '', c.newText, newFile);
       out.push({
         kind: 'diff',
-        path: relativeTo(c.path, cwd),
+        path: escapeControls(relativeTo(c.path, cwd), true),
         file: c.path,
         lines,
         added: lines.filter((l) => l.op === '+').length,
@@ -75,7 +77,7 @@ export function locationViews(locations: ToolCallLocation[], cwd?: string): Loca
     .filter((l) => typeof l.path === 'string' && l.path !== '')
     .map((l) => {
       const line = typeof l.line === 'number' && l.line > 0 ? l.line : undefined;
-      const label = `${relativeTo(l.path, cwd)}${line ? `:${line}` : ''}`;
+      const label = escapeControls(`${relativeTo(l.path, cwd)}${line ? `:${line}` : ''}`, true);
       return { path: l.path, ...(line ? { line } : {}), label };
     });
 }
