@@ -299,8 +299,10 @@ async def test_the_kernel_gets_none_of_the_servers_secrets(
     # Names no secret-looking pattern catches (issue 36): the allow-list leaves them out.
     secrets |= {
         name: f"value-0123-{name}"
-        for name in ("API_KEYS", "GITHUB_PAT", "GH_PAT", "MYSQL_PWD", "SENTRY_DSN")
-        + ("SLACK_WEBHOOK_URL", "NPM_CONFIG__AUTH", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS")
+        for name in (
+            *("API_KEYS", "GITHUB_PAT", "GH_PAT", "MYSQL_PWD", "SENTRY_DSN", "SLACK_WEBHOOK_URL"),
+            *("NPM_CONFIG__AUTH", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS"),
+        )
     }
     client: ParleyClient = await start_server(  # type: ignore[misc]
         extra_env={"PARLEY_CONFIG": str(config), **secrets}
