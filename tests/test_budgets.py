@@ -218,13 +218,13 @@ def test_a_bad_budget_in_config_toml_is_a_config_error(tmp_path: Path, budget: s
     path = tmp_path / "config.toml"
     path.write_text(f"[budget]\n{budget}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="budget"):
-        load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path)})
+        load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path / "home")})
 
 
 def test_budgets_load_from_config_toml(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text("[budget]\nsession_usd = 2\nday_usd = 10.5\n", encoding="utf-8")
-    settings = load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path)})
+    settings = load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path / "home")})
     assert (settings.budget.session_usd, settings.budget.day_usd) == (2.0, 10.5)
 
 

@@ -399,7 +399,7 @@ def test_the_cache_key_setting_and_cache_prices_come_from_config(tmp_path) -> No
         '[prices."lmstudio:qwen"]\n'
         "input = 1.0\noutput = 2.0\ncached_read = 0.1\ncached_write = 1.25\n"
     )
-    settings = load_settings({"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)})
+    settings = load_settings({"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path / "home")})
     assert settings.providers["lmstudio"].prompt_cache_key
     assert not settings.providers["openai"].prompt_cache_key  # turned off
     assert not settings.providers["ollama"].prompt_cache_key

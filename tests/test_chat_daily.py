@@ -129,7 +129,7 @@ def terminal() -> Iterator[Terminal]:
 def test_piped_text_follows_the_prompt_as_a_stdin_block(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     fake.set_script([Reply(text="Looks fine.")])
     code = "def f():\n    return 1\n"
     done = chat_with_stdin("Review this", "--cwd", str(workspace), stdin=code, env=env)
@@ -166,7 +166,7 @@ def test_piped_text_is_fenced_so_nothing_in_it_closes_the_block(words: str, pipe
 def test_no_store_keeps_no_session_and_says_so(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     fake.set_script([Reply(text="Gone soon.")])
     done = run_parley("chat", "Throwaway", "--no-store", "--cwd", str(workspace), env=env)
     assert done.returncode == 0, done.stderr
@@ -191,7 +191,7 @@ def test_no_store_keeps_no_session_and_says_so(
 def test_the_config_default_keeps_no_chat_and_store_overrides_it(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     config = tmp_path / "config.toml"
     env["PARLEY_CONFIG"] = str(config)
     config.write_text("[chat]\nstore = false\n")
@@ -216,7 +216,7 @@ def test_the_config_default_keeps_no_chat_and_store_overrides_it(
 def test_a_command_question_offers_the_servers_prefixes(
     fake: FakeLLM, tmp_path: Path, workspace: Path, terminal: Terminal
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     fake.set_script(
         [
             Reply(tool_calls=(ScriptedToolCall("run_command", {"command": "echo hello"}),)),
@@ -249,7 +249,7 @@ def test_a_command_question_offers_the_servers_prefixes(
 def test_an_unsandboxed_command_question_says_so_and_offers_no_always(
     fake: FakeLLM, tmp_path: Path, workspace: Path, terminal: Terminal
 ) -> None:
-    env = {**server_env(fake, tmp_path), "PARLEY_SANDBOX": "off"}
+    env = {**server_env(fake, tmp_path / "home"), "PARLEY_SANDBOX": "off"}
     fake.set_script(
         [
             Reply(tool_calls=(ScriptedToolCall("run_command", {"command": "touch made"}),)),
@@ -297,7 +297,12 @@ def test_each_tool_input_is_shown_once(fake: FakeLLM, tmp_path: Path, workspace:
     code = "import geometry\ngeometry.area(3, 4)"
     three_calls(fake, code)
     done = run_parley(
-        "chat", "Comment it.", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+        "chat",
+        "Comment it.",
+        "--yes",
+        "--cwd",
+        str(workspace),
+        env=server_env(fake, tmp_path / "home"),
     )
     assert done.returncode == 0, done.stderr
     err = done.stderr
@@ -320,7 +325,7 @@ def test_an_input_asked_about_is_not_shown_again(
     question, and not again on stderr."""
     code = "import geometry\ngeometry.area(3, 4)"
     three_calls(fake, code)
-    env = {**server_env(fake, tmp_path), "NO_COLOR": "1"}  # lines compared as text
+    env = {**server_env(fake, tmp_path / "home"), "NO_COLOR": "1"}  # lines compared as text
     chat = terminal.chat("Comment it.", "--cwd", str(workspace), env=env)
     edit_question = terminal.asked()
     terminal.type(b"y")  # one key, no Enter
@@ -344,7 +349,7 @@ def test_an_input_asked_about_is_not_shown_again(
 def test_quiet_leaves_stderr_to_what_went_wrong(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     three_calls(fake, "6 * 7")
     done = run_parley("chat", "Comment it.", "--yes", "--quiet", "--cwd", str(workspace), env=env)
     assert done.returncode == 0, done.stderr

@@ -36,7 +36,7 @@ def test_demo_runs_the_tests_fixes_the_failure_offline_and_keeps_its_session(
 ) -> None:
     """README's demo: a scripted model, real tools: the tests really fail, the edit really
     lands, the tests really pass; the session is kept where `parley sessions` finds it."""
-    env = {"PARLEY_HOME": str(tmp_path), "OPENAI_API_KEY": ""}
+    env = {"PARLEY_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": ""}
     done = run_parley("demo", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "SCRIPTED" in done.stderr
@@ -44,7 +44,7 @@ def test_demo_runs_the_tests_fixes_the_failure_offline_and_keeps_its_session(
     assert failed < done.stderr.index("Edited geometry.py (+1 -1 lines)") < passed
     assert "Exit code: 1" in done.stderr and "Exit code: 0" in done.stderr
     assert done.stdout.rstrip().endswith("Both tests pass now.")
-    project = tmp_path / "demo" / "project"
+    project = tmp_path / "parley-demo" / "project"
     assert "return 2 * (width + height)" in (project / "geometry.py").read_text()
     assert "What the scripted model was asked" not in done.stderr  # plain words at the end
     assert "`parley sessions` lists it" in done.stderr
@@ -57,7 +57,7 @@ def test_demo_runs_the_tests_fixes_the_failure_offline_and_keeps_its_session(
 def test_chat_streams_the_answer_to_stdout(fake: FakeLLM, tmp_path: Path, workspace) -> None:
     fake.set_script([Reply(thinking="Easy.", text="Width times height.")])
     done = run_parley(
-        "chat", "What is area?", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+        "chat", "What is area?", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Width times height.\n"
@@ -79,7 +79,7 @@ def test_chat_json_prints_one_update_per_line(fake: FakeLLM, tmp_path: Path, wor
         "--json",
         "--cwd",
         str(workspace),
-        env=server_env(fake, tmp_path),
+        env=server_env(fake, tmp_path / "home"),
     )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -96,7 +96,7 @@ def test_chat_without_a_key_names_the_variable_to_set(tmp_path: Path, workspace)
     env = {
         "OPENAI_API_KEY": "",
         "PARLEY_MODEL": "openai:gpt-4.1-mini",
-        "PARLEY_HOME": str(tmp_path),
+        "PARLEY_HOME": str(tmp_path / "home"),
         "PARLEY_CONFIG": str(tmp_path / "none.toml"),
     }
     done = run_parley("chat", "hi", "--cwd", str(workspace), env=env)
@@ -123,7 +123,7 @@ def test_sessions_and_export(fake: FakeLLM, tmp_path: Path, workspace) -> None:
             Reply(text="It multiplies width by height."),
         ]
     )
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     done = run_parley("chat", "What is area?", "--cwd", str(workspace), env=env)
     assert done.returncode == 0, done.stderr
     listing = run_parley("sessions", env=env)
@@ -155,7 +155,9 @@ def test_without_a_terminal_a_tool_call_is_rejected_and_stdout_stays_clean(
 ) -> None:
     marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Not allowed.")])
-    done = run_parley("chat", "Compute.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    done = run_parley(
+        "chat", "Compute.", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home")
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Not allowed."
     assert "did not run Python: there is no terminal to ask on" in done.stderr
@@ -170,7 +172,12 @@ def test_json_lines_all_parse_when_a_permission_is_refused(
     marker = workspace / "marker"  # where an eval may write (the sandbox's only place)
     fake.set_script([Reply(tool_calls=(eval_writing(marker),)), Reply(text="Not allowed.")])
     done = run_parley(
-        "chat", "Compute.", "--json", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+        "chat",
+        "Compute.",
+        "--json",
+        "--cwd",
+        str(workspace),
+        env=server_env(fake, tmp_path / "home"),
     )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]  # every line parses
@@ -190,7 +197,12 @@ def test_yes_runs_the_tool_and_stdout_holds_only_the_answer(
         ]
     )
     done = run_parley(
-        "chat", "Compute.", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+        "chat",
+        "Compute.",
+        "--yes",
+        "--cwd",
+        str(workspace),
+        env=server_env(fake, tmp_path / "home"),
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "It is 42.\n"
@@ -235,7 +247,7 @@ def test_ctrl_c_cancels_the_turn_with_one_line_and_exit_130(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
     fake.set_script([SLOW_ANSWER])
-    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home"))
     assert chat.stdout is not None
     assert read_until(chat.stdout.fileno(), b"word word").count(b"word") >= 2
     chat.send_signal(signal.SIGINT)
@@ -249,7 +261,7 @@ def test_ctrl_c_cancels_the_turn_with_one_line_and_exit_130(
 
 def test_a_closed_pipe_ends_the_chat_quietly(fake: FakeLLM, tmp_path: Path, workspace) -> None:
     fake.set_script([SLOW_ANSWER])
-    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home"))
     assert chat.stdout is not None and chat.stderr is not None
     read_until(chat.stdout.fileno(), b"word word")  # like `| head -c 10`
     chat.stdout.close()
@@ -278,7 +290,7 @@ def start_chat_on_terminal(
         "Compute.",
         "--cwd",
         str(workspace),
-        env=server_env(fake, tmp_path),
+        env=server_env(fake, tmp_path / "home"),
         preexec_fn=lambda: _take_terminal(slave),
         pass_fds=(slave,),
     )
@@ -349,7 +361,7 @@ def _children_of(pid: int) -> list[int]:
 
 def test_a_second_ctrl_c_exits_at_once(fake: FakeLLM, tmp_path: Path, workspace) -> None:
     fake.set_script([SLOW_ANSWER])
-    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    chat = start_chat("Talk.", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home"))
     assert chat.stdout is not None
     read_until(chat.stdout.fileno(), b"word word")
     (server,) = _children_of(chat.pid)
@@ -524,7 +536,7 @@ def test_chat_dash_reads_the_prompt_from_stdin(fake: FakeLLM, tmp_path: Path, wo
         input="What does area do?\nAnswer in one line.\n",
         capture_output=True,
         text=True,
-        env={**os.environ, **server_env(fake, tmp_path)},
+        env={**os.environ, **server_env(fake, tmp_path / "home")},
         timeout=60,
         start_new_session=True,
     )
@@ -536,7 +548,7 @@ def test_chat_dash_reads_the_prompt_from_stdin(fake: FakeLLM, tmp_path: Path, wo
 
 
 def test_chat_dash_with_nothing_on_stdin_says_so(fake: FakeLLM, tmp_path: Path, workspace) -> None:
-    done = run_parley("chat", "-", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    done = run_parley("chat", "-", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home"))
     assert done.returncode == 2
     assert "the prompt on stdin is empty" in done.stderr
     assert not fake.requests
@@ -557,7 +569,7 @@ def test_stdout_holds_only_the_answer_and_stderr_shows_the_rest_apart(
         ]
     )
     done = run_parley(
-        "chat", "2 pi?", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path)
+        "chat", "2 pi?", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "It is **6.28**.\n\nDone.\n"
@@ -575,7 +587,7 @@ def test_stdout_holds_only_the_answer_and_stderr_shows_the_rest_apart(
 
 
 def test_why_the_turn_stopped_goes_to_stderr(fake: FakeLLM, tmp_path: Path, workspace) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     config = tmp_path / "config.toml"
     config.write_text("max_turn_requests = 1\n")
     env["PARLEY_CONFIG"] = str(config)
@@ -597,7 +609,7 @@ def test_why_the_turn_stopped_goes_to_stderr(fake: FakeLLM, tmp_path: Path, work
 def test_a_budget_notice_goes_to_stderr_once_and_never_to_stdout(
     fake: FakeLLM, tmp_path: Path, workspace
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     config = tmp_path / "config.toml"
     config.write_text("[budget]\nsession_usd = 0.5\n")
     env["PARLEY_CONFIG"] = str(config)
@@ -629,7 +641,7 @@ def two_sessions(fake: FakeLLM, env: dict[str, str], workspace: Path) -> None:
 
 
 def test_sessions_json_is_an_array_that_parses(fake: FakeLLM, tmp_path: Path, workspace) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     two_sessions(fake, env, workspace)
     listed = json.loads(run_parley("sessions", "--json", env=env).stdout)
     assert [s["title"] for s in listed] == ["Second question", "First question"]  # newest first
@@ -648,7 +660,10 @@ def test_sessions_shows_local_times(fake: FakeLLM, tmp_path: Path, workspace) ->
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
-    env = {**server_env(fake, tmp_path), "TZ": "Asia/Kolkata"}  # UTC+05:30: never UTC's clock
+    env = {
+        **server_env(fake, tmp_path / "home"),
+        "TZ": "Asia/Kolkata",
+    }  # UTC+05:30: never UTC's clock
     two_sessions(fake, env, workspace)
     newest = json.loads(run_parley("sessions", "--json", env=env).stdout)[0]
     stamp = datetime.fromisoformat(newest["updatedAt"].replace("Z", "+00:00"))
@@ -659,7 +674,7 @@ def test_sessions_shows_local_times(fake: FakeLLM, tmp_path: Path, workspace) ->
 
 
 def test_export_last_and_unique_id_prefixes(fake: FakeLLM, tmp_path: Path, workspace) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     two_sessions(fake, env, workspace)
     newest, oldest = (s["id"] for s in json.loads(run_parley("sessions", "--json", env=env).stdout))
 
@@ -688,7 +703,7 @@ def test_export_last_and_unique_id_prefixes(fake: FakeLLM, tmp_path: Path, works
 
 
 def test_chat_continues_the_last_session(fake: FakeLLM, tmp_path: Path, workspace) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     two_sessions(fake, env, workspace)
     fake.set_script([Reply(text="Yes.")])
     done = run_parley("chat", "Sure?", "--session", "last", "--cwd", str(workspace), env=env)
@@ -714,7 +729,7 @@ def test_the_chat_imports_no_client_library_before_the_server_starts() -> None:
 
 def test_chat_with_another_model_than_the_default(fake: FakeLLM, tmp_path: Path, workspace) -> None:
     fake.set_script([Reply(thinking="Hm.", text="Width times height.")])
-    env = server_env(fake, tmp_path)  # the default model is OpenAI's
+    env = server_env(fake, tmp_path / "home")  # the default model is OpenAI's
     done = run_parley(
         "chat", "Area?", "--model", "anthropic:claude-sonnet-4-5", "--cwd", str(workspace), env=env
     )

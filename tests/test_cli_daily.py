@@ -33,7 +33,7 @@ def run_into_closed_pipe(*args: str, env: dict[str, str]) -> subprocess.Complete
 def test_every_listing_ends_quietly_on_a_closed_pipe(
     fake: FakeLLM, tmp_path: Path, workspace: Path
 ) -> None:
-    env = server_env(fake, tmp_path)
+    env = server_env(fake, tmp_path / "home")
     two_sessions(fake, env, workspace)
     for args in (("sessions",), ("sessions", "--json"), ("export", "last"), ("--help",)):
         done = run_into_closed_pipe(*args, env=env)
@@ -60,7 +60,11 @@ def test_the_readme_offline_recipe_works_as_written(tmp_path: Path, workspace: P
         hint = fake.stderr.readline()
         assert f"OPENAI_BASE_URL={url}/v1 " in hint
         base_url = hint.split("OPENAI_BASE_URL=")[1].split()[0]
-        env = {"PARLEY_HOME": str(tmp_path), "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x"}
+        env = {
+            "PARLEY_HOME": str(tmp_path / "home"),
+            "OPENAI_BASE_URL": base_url,
+            "OPENAI_API_KEY": "x",
+        }
         done = run_parley("chat", "--yes", "What is README.md?", env=env, cwd=workspace)
         assert done.returncode == 0, done.stderr
         assert done.stdout.endswith("it says how to install and run Parley.\n")

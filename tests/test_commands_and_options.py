@@ -101,7 +101,7 @@ def test_cost_is_told_in_words() -> None:
 def settings_with(tmp_path: Path, config: str = "") -> Settings:
     path = tmp_path / "config.toml"
     path.write_text(config, encoding="utf-8")
-    return load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path)})
+    return load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path / "home")})
 
 
 @pytest.mark.parametrize(

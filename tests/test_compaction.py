@@ -288,7 +288,7 @@ async def test_compaction_on_the_wire_conforms_to_acp(fake: FakeLLM, tmp_path: P
 
 def test_the_threshold_is_configured_as_a_share_of_the_window(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
-    environ = {"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)}
+    environ = {"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path / "home")}
     config.write_text("")
     assert load_settings(environ).compaction_threshold == 0.8
     config.write_text("[compaction]\nthreshold = 0.5\n")

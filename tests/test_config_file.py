@@ -26,7 +26,7 @@ from parley.server import kernel_settings
 def loaded(tmp_path: Path, text: str) -> Settings:
     path = tmp_path / "config.toml"
     path.write_text(text, encoding="utf-8")
-    return load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path)})
+    return load_settings({"PARLEY_CONFIG": str(path), "PARLEY_HOME": str(tmp_path / "home")})
 
 
 def mistakes(tmp_path: Path, text: str) -> list[str]:

@@ -30,7 +30,7 @@ def test_well_known_models_have_their_window(model: str, window: int | None) -> 
 def settings_with(tmp_path: Path, toml: str):
     config = tmp_path / "config.toml"
     config.write_text(toml)
-    return load_settings({"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)})
+    return load_settings({"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path / "home")})
 
 
 def test_config_gives_a_window_and_overrides_the_table(tmp_path: Path) -> None:

@@ -177,7 +177,7 @@ def user_env(home: Path) -> dict[str, str]:
     """A user's environment: nothing of the repository, no key, Parley's files in `home`."""
     env = {key: value for key, value in os.environ.items() if key not in REPOSITORY_VARIABLES}
     return env | {
-        "PARLEY_HOME": str(home),
+        "PARLEY_HOME": str(home / "data"),  # the demo's project goes beside it, in `home`
         "PARLEY_CONFIG": str(home / "no-config.toml"),
         "XDG_CONFIG_HOME": str(home / "config"),
         "OPENAI_API_KEY": "",
@@ -235,7 +235,7 @@ def test_the_installed_demo_fixes_the_project_and_keeps_its_session(
     assert "SCRIPTED" in done.stderr  # the user is told the model is scripted
     assert done.stderr.index("Exit code: 1") < done.stderr.index("Exit code: 0")
     assert done.stdout.rstrip().endswith("Both tests pass now.")
-    project = tmp_path / "demo" / "project"
+    project = tmp_path / "parley-demo" / "project"
     assert "return 2 * (width + height)" in (project / "geometry.py").read_text()
     assert str(project) in done.stderr  # where to look at it afterwards
     listed = run_installed(installed, tmp_path, "sessions")

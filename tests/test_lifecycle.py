@@ -60,7 +60,7 @@ def test_an_unusable_parley_home_is_one_clear_line_and_exit_2(
     fake: FakeLLM, tmp_path: Path, command: list[str]
 ) -> None:
     for home in unusable_homes(tmp_path):
-        env = {**os.environ, **server_env(fake, tmp_path), "PARLEY_HOME": str(home)}
+        env = {**os.environ, **server_env(fake, tmp_path / "home"), "PARLEY_HOME": str(home)}
         done = subprocess.run(
             [sys.executable, "-m", "parley", *command],
             env=env,

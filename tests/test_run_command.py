@@ -260,7 +260,9 @@ def test_parley_chat_writes_the_output_to_stderr_as_it_comes(
         "printf '\\033[33mfirst\\033[0m\\n'; while [ ! -e go ]; do sleep 0.05; done; echo second"
     )
     fake.set_script(command_call(command))
-    chat = start_chat("Run it.", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path))
+    chat = start_chat(
+        "Run it.", "--yes", "--cwd", str(workspace), env=server_env(fake, tmp_path / "home")
+    )
     assert chat.stderr is not None
     try:
         seen = read_until(chat.stderr.fileno(), b"first\n", timeout=30)

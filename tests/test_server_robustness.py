@@ -119,7 +119,7 @@ class RawServer:
 
 @pytest.fixture(params=["lsp", "ndjson"])
 def raw_server(request, fake, tmp_path):
-    server = RawServer(server_env(fake, tmp_path), framing=request.param)
+    server = RawServer(server_env(fake, tmp_path / "home"), framing=request.param)
     yield server
     if server.process.poll() is None:
         server.process.kill()
@@ -369,7 +369,7 @@ def test_an_oversized_frame_is_refused_without_being_held(raw_server: RawServer)
 def test_the_lsp_reader_resynchronises_after_a_framing_error(
     fake, tmp_path: Path, broken: bytes
 ) -> None:
-    server = RawServer(server_env(fake, tmp_path), framing="lsp")
+    server = RawServer(server_env(fake, tmp_path / "home"), framing="lsp")
     try:
         still_serves(server, "before")
         server.send_raw(broken)
@@ -413,7 +413,7 @@ def test_lone_surrogates_are_repaired_where_they_enter(
     assert raw_server.close() == 0
     export = subprocess.run(
         [sys.executable, "-m", "parley", "export", session],
-        env={**os.environ, **server_env(fake, tmp_path)},
+        env={**os.environ, **server_env(fake, tmp_path / "home")},
         capture_output=True,
         text=True,
         timeout=60,
@@ -431,7 +431,7 @@ def test_bytes_that_are_not_utf8_are_repaired_not_refused(raw_server: RawServer)
 def info_server(request, fake, tmp_path):
     """A raw server logging at INFO: what an operator who asks for more sees."""
     server = RawServer(
-        {**server_env(fake, tmp_path), "PARLEY_LOG_LEVEL": "INFO"}, framing=request.param
+        {**server_env(fake, tmp_path / "home"), "PARLEY_LOG_LEVEL": "INFO"}, framing=request.param
     )
     yield server
     if server.process.poll() is None:

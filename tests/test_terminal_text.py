@@ -429,7 +429,7 @@ def test_on_a_real_terminal_neither_the_model_nor_a_command_drives_it(
     )
     master, slave = os.openpty()
     try:
-        chat = chat_on_pty(slave, server_env(fake, tmp_path), workspace)
+        chat = chat_on_pty(slave, server_env(fake, tmp_path / "home"), workspace)
         first = read_until(master, QUESTION_END)
         os.write(master, b"y")  # run the printf
         second = read_until(master, b"`echo REAL`")
@@ -457,6 +457,6 @@ def test_on_a_real_terminal_neither_the_model_nor_a_command_drives_it(
 
     # The session kept, exported to the terminal: the model's OSC 52 does not reach it
     # either (to a file, the transcript is as it was stored).
-    exported = run_on_pty(["export", "last"], server_env(fake, tmp_path), workspace)
+    exported = run_on_pty(["export", "last"], server_env(fake, tmp_path / "home"), workspace)
     assert "Copying ]52" not in exported and "\x1b" not in exported
     assert "Copying " in exported

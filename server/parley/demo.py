@@ -18,13 +18,14 @@ DEMO_MODEL = "demo:scripted"
 
 
 def demo_project(home: Path) -> Path:
-    """Where the demo's sample project lives: in Parley's data folder, written afresh (with
-    its failing test) each time the demo runs."""
-    return home / "demo" / "project"
+    """Where the demo's sample project lives: beside Parley's data folder (`parley-demo`),
+    written afresh (with its failing test) each time the demo runs. Not inside it: no
+    workspace may be, since no tool or child may reach Parley's own data."""
+    return home.parent / "parley-demo" / "project"
 
 
 def run_demo(home: Path, prompt: str | None = None, as_json: bool = False) -> int:
-    """A full agent turn, offline, in the sample project under `home` (Parley's data)."""
+    """A full agent turn, offline, in the sample project beside `home` (Parley's data)."""
     from parley.fakellm import FakeLLM
     from parley.fakellm.demo import DEMO_PROMPT, demo_script, write_demo_workspace
 

@@ -223,8 +223,10 @@ def _existing_resolved(paths: Iterable[Path]) -> list[Path]:
 # The system's own directories: never a workspace root (a child could write them, as root
 # the whole system's configuration), nor anything inside those whose every file is the
 # system's (`/etc/nginx`); a project under `/usr/local/src` or `/var/www` may be one.
-SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/var", "/opt")
-SYSTEM_TREES = ("/etc", "/boot", "/proc", "/sys", "/dev", "/run")
+SYSTEM_DIRECTORIES = (
+    *("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/var", "/opt", "/dev", "/run"),
+)
+SYSTEM_TREES = ("/etc", "/boot", "/proc", "/sys")
 
 
 def too_broad(root: Path, environ: Mapping[str, str] | None = None) -> str | None:
