@@ -15,8 +15,9 @@ Methods starting with `_` are ACP extension methods: only their envelope is chec
 
 A few fields ACP has only in its unstable schema (`schema/v1/schema.unstable.json`, drafts
 behind an RFD) are sent at their RFD's place rather than under `_meta`: those named in
-`UNSTABLE_FIELDS` are checked against the unstable schema's definition of them; any other
-field outside the stable schema is still a violation.
+`UNSTABLE_FIELDS` are checked against the unstable schema's definition of them, and the
+answers to `UNSTABLE_METHODS` against its types; any other field or method outside the
+stable schema is still a violation.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ SCHEMA_PACKAGE = Path(__file__).parent / "acp-schema/node_modules/@agentclientpr
 SCHEMA_FILE = SCHEMA_PACKAGE / "schema/v1/schema.json"
 UNSTABLE_FILE = SCHEMA_PACKAGE / "schema/v1/schema.unstable.json"
 # (type, field) of the unstable schema that Parley sends: the end-turn-token-usage RFD's
-# `usage` on the prompt's result.
-UNSTABLE_FIELDS = frozenset({("PromptResponse", "usage")})
+# `usage` on the prompt's result, the session-fork RFD's capability.
+UNSTABLE_FIELDS = frozenset({("PromptResponse", "usage"), ("SessionCapabilities", "fork")})
+# Methods only the unstable schema defines that Parley answers: checked against it.
+UNSTABLE_METHODS = frozenset({"session/fork"})
 ENVELOPE_FIELDS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 
 Schema = dict[str, Any]
@@ -244,11 +247,12 @@ class AcpSchema:
             return
         if method.startswith("_"):
             return
-        type_name = self.type_for("Response", "agent", method)
+        schema = self.unstable if method in UNSTABLE_METHODS and self.unstable else self
+        type_name = schema.type_for("Response", "agent", method)
         if type_name is None:
             yield "id", f"answers {method!r}, which ACP does not define for an agent"
             return
-        yield from self.violations(type_name, message["result"], "result")
+        yield from schema.violations(type_name, message["result"], "result")
 
 
 def _method_of(message: Any, methods: dict[Any, str]) -> str | None:

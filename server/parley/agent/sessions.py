@@ -496,6 +496,8 @@ class Sessions:
             del self._held[session_id]
             self.store.release_lease(session_id, self.instance_id)
 
+    leased = _leased  # for what runs under a session's lease outside this class (fork.py)
+
     async def _renew_lease(self, session_id: str) -> None:
         while True:
             await asyncio.sleep(LEASE_SECONDS / 3)
