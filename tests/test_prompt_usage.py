@@ -84,3 +84,20 @@ def test_the_check_holds_usage_to_the_unstable_schema() -> None:
         "result.usage.costs"
     ]
     assert found({"stopReason": "end_turn", "tokens": 5}) == ["result.tokens"]
+
+
+async def test_a_turn_whose_usage_is_not_known_reports_none(
+    fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    # An OpenAI-compatible server that sends no usage (Anthropic's always carries some).
+    env = {**os.environ, **server_env(fake, tmp_path / "home", MODELS["openai"])}
+    fake.set_script([Reply(text="ok", usage=None)])
+    async with acp_server(env) as run:
+        await run.initialize()
+        session_id = (await run.conn.new_session(cwd=str(workspace))).session_id
+        response = await run.conn.prompt(session_id=session_id, prompt=[text_block("Hi.")])
+        result = run.recording.result_of("session/prompt")
+        run.recording.assert_conformant()
+    # Not an undercount: left out, as the RFD says for an agent not reporting it.
+    assert "usage" not in result and response.usage is None
+    assert result["_meta"]["parley"]["usageComplete"] is False
