@@ -7,6 +7,7 @@ unstable schema's `ForkSessionResponse`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ from acp import RequestError
 from acp.helpers import text_block
 from acp_client import AcpRun, acp_server
 from conftest import server_env
-from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 
 UNUSED = Reply(text="(not reached)")
 
@@ -120,4 +121,29 @@ async def test_a_fork_of_a_session_never_prompted_takes_its_settings(
         # The roots are the ones the fork was asked for: the other root is readable.
         results: list[Any] = [m for m in fake.requests[-1].body["messages"] if m["role"] == "tool"]
         assert "IN THE OTHER ROOT" in str(results[-1]["content"])
+        run.recording.assert_conformant()
+
+
+async def test_a_session_whose_turn_runs_is_not_forked_meanwhile(
+    acp_env: dict[str, str], fake: FakeLLM, workspace: Path
+) -> None:
+    slow = Pacing(chunks_per_second=5)  # the turn is still streaming when the fork asks
+    fake.set_script([Reply(text="First."), Reply(text="A long answer " * 10, pacing=slow)])
+    async with acp_server(acp_env) as run:
+        await run.initialize()
+        parent = (await run.conn.new_session(cwd=str(workspace))).session_id
+        await say(run, parent, "Hello.")
+        running = asyncio.ensure_future(say(run, parent, "Go on at length."))
+        streamed = len(run.editor.updates_of(parent, "agent_message_chunk"))
+        async with asyncio.timeout(10):
+            while len(run.editor.updates_of(parent, "agent_message_chunk")) == streamed:
+                await asyncio.sleep(0.01)
+        # A copy made now could hold half a turn: refused, as a second prompt would be.
+        with pytest.raises(RequestError) as busy:
+            await run.conn.fork_session(session_id=parent, cwd=str(workspace))
+        assert busy.value.code == -32003
+        await run.conn.cancel(session_id=parent)
+        await running
+        forked = await run.conn.fork_session(session_id=parent, cwd=str(workspace))
+        assert forked.session_id != parent  # once it ended, the fork is made
         run.recording.assert_conformant()
