@@ -12,6 +12,12 @@ is checked twice:
   object the schema describes field by field may hold only those fields (`_meta` included).
 
 Methods starting with `_` are ACP extension methods: only their envelope is checked.
+
+A few fields ACP has only in its unstable schema (`schema/v1/schema.unstable.json`, drafts
+behind an RFD) are sent at their RFD's place rather than under `_meta`: those named in
+`UNSTABLE_FIELDS` are checked against the unstable schema's definition of them, and the
+answers to `UNSTABLE_METHODS` against its types; any other field or method outside the
+stable schema is still a violation.
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ from jsonschema.exceptions import ValidationError, best_match
 
 SCHEMA_PACKAGE = Path(__file__).parent / "acp-schema/node_modules/@agentclientprotocol/sdk"
 SCHEMA_FILE = SCHEMA_PACKAGE / "schema/v1/schema.json"
+UNSTABLE_FILE = SCHEMA_PACKAGE / "schema/v1/schema.unstable.json"
+# (type, field) of the unstable schema that Parley sends: the end-turn-token-usage RFD's
+# `usage` on the prompt's result, the session-fork RFD's capability.
+UNSTABLE_FIELDS = frozenset({("PromptResponse", "usage"), ("SessionCapabilities", "fork")})
+# Methods only the unstable schema defines that Parley answers: checked against it.
+UNSTABLE_METHODS = frozenset({"session/fork"})
 ENVELOPE_FIELDS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 
 Schema = dict[str, Any]
@@ -52,8 +64,10 @@ class Violation:
 class AcpSchema:
     """The schema's types, found by the method and the side that handles it."""
 
-    def __init__(self, document: Schema) -> None:
+    def __init__(self, document: Schema, unstable: Schema | None = None) -> None:
         self.document = document
+        # The unstable schema, for the fields of it Parley sends (`UNSTABLE_FIELDS`).
+        self.unstable = AcpSchema(unstable) if unstable is not None else None
         self.defs: dict[str, Schema] = document["$defs"]
         self._validator = Draft202012Validator(document)
         # (side that handles the method, method) → type name, for each kind of message.
@@ -70,7 +84,8 @@ class AcpSchema:
             raise FileNotFoundError(
                 f"ACP's JSON Schema is missing ({SCHEMA_FILE}): run scripts/install"
             )
-        return cls(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+        unstable = json.loads(UNSTABLE_FILE.read_text(encoding="utf-8"))
+        return cls(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")), unstable)
 
     @cached_property
     def version(self) -> str:
@@ -85,11 +100,26 @@ class AcpSchema:
 
     def violations(self, type_name: str, instance: Any, path: str) -> Iterator[tuple[str, str]]:
         """(path, complaint) for each way `instance` is not a valid `type_name`."""
-        schema = {"$ref": f"#/$defs/{type_name}"}
+        yield from self._violations({"$ref": f"#/$defs/{type_name}"}, instance, path, type_name)
+
+    def _violations(
+        self, schema: Schema, instance: Any, path: str, label: str
+    ) -> Iterator[tuple[str, str]]:
         for error in self._validator.evolve(schema=schema).iter_errors(instance):
             for cause in _causes(error):
-                yield _join(path, cause.absolute_path), f"{cause.message} (schema: {type_name})"
+                yield _join(path, cause.absolute_path), f"{cause.message} (schema: {label})"
         yield from self._undefined_fields(instance, schema, path)
+
+    def unstable_violations(
+        self, owners: list[str], name: str, value: Any, path: str
+    ) -> Iterator[tuple[str, str]] | None:
+        """How `value` breaks the unstable schema's field `name` of one of `owners` (types);
+        None when Parley sends no such unstable field."""
+        owner = next((o for o in owners if (o, name) in UNSTABLE_FIELDS), None)
+        if owner is None or self.unstable is None:
+            return None
+        field = self.unstable.defs[owner]["properties"][name]
+        return self.unstable._violations(field, value, path, f"{owner}.{name}, unstable")
 
     def _undefined_fields(
         self, instance: Any, schema: Schema, path: str
@@ -124,6 +154,10 @@ class AcpSchema:
                 continue  # ACP's place for additions: anything goes under it
             if name not in defined:
                 titles = sorted({_title(s) for s in applying if "properties" in s} - {""})
+                unstable = self.unstable_violations(titles, name, value, f"{path}.{name}")
+                if unstable is not None:
+                    yield from unstable
+                    continue
                 where = f" of {', '.join(titles)}" if titles else ""
                 yield f"{path}.{name}", f"{name!r} is not a field{where} (add it under _meta)"
                 continue
@@ -213,11 +247,12 @@ class AcpSchema:
             return
         if method.startswith("_"):
             return
-        type_name = self.type_for("Response", "agent", method)
+        schema = self.unstable if method in UNSTABLE_METHODS and self.unstable else self
+        type_name = schema.type_for("Response", "agent", method)
         if type_name is None:
             yield "id", f"answers {method!r}, which ACP does not define for an agent"
             return
-        yield from self.violations(type_name, message["result"], "result")
+        yield from schema.violations(type_name, message["result"], "result")
 
 
 def _method_of(message: Any, methods: dict[Any, str]) -> str | None:

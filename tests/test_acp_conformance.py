@@ -593,8 +593,10 @@ async def test_the_cost_command_answers_without_calling_the_model(
 def test_the_prompt_result_has_its_usage_under_meta(text_turn: Scenario) -> None:
     (recording,) = text_turn.recordings
     result = recording.result_of("session/prompt")
-    assert set(result) == {"stopReason", "_meta"}
+    # `usage` at the root: the end-turn-token-usage RFD's place (tests/test_prompt_usage.py).
+    assert set(result) == {"stopReason", "usage", "_meta"}
     parley = result["_meta"]["parley"]
+    assert result["usage"] == parley["usage"]
     assert parley["usage"]["inputTokens"] == 10 and parley["usage"]["outputTokens"] == 5
     assert parley["turn"]["rounds"] == 1 and parley["turn"]["model"] == MODELS["openai"]
     assert parley["session"]["turns"] == 1
@@ -718,8 +720,8 @@ def test_the_check_reads_acps_schema_from_the_npm_package() -> None:
 
 
 def test_the_check_finds_custom_fields_outside_meta() -> None:
-    root = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn", "usage": {}}}
-    assert [p for p, _ in check(root)] == ["result.usage"]
+    root = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn", "tokens": {}}}
+    assert [p for p, _ in check(root)] == ["result.tokens"]
     nested = {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "x", "extra": 1}
     assert [p for p, _ in check(update(nested))] == ["params.update.extra"]
     content = {

@@ -11,6 +11,7 @@ from pathlib import Path
 from acp.helpers import text_block
 from acp_client import acp_server
 from conftest import server_env
+from parley.agent import notices
 from parley.client import ParleyClient
 from parley.fakellm import FakeLLM, Reply
 
@@ -39,7 +40,10 @@ async def test_a_generic_client_is_told_to_reload_and_its_reply_is_only_its_own(
     kinds = [update["sessionUpdate"] for update in reply]
     assert "user_message_chunk" not in kinds  # no other window's prompt inside this reply
     texts = [u["content"]["text"] for u in reply if u["sessionUpdate"] == "agent_message_chunk"]
-    assert texts[0].startswith("This session changed in another window: a turn was added")
+    assert texts[0] == (  # one turn: "see it here" (issue 37: it said "see them")
+        "This session changed in another window: a turn was added there, which the model "
+        "sees. Reload the session to see it here.\n\n"
+    )
     assert "".join(texts[1:]) == "B's."  # the reply is this prompt's answer only
     assert "A's answer." not in "".join(texts)
     sent = str(fake.requests[-1].body)
@@ -63,3 +67,10 @@ async def test_parleys_own_client_sees_the_missed_turn_in_place(
     users = [u["content"]["text"] for u in this.updates_of(session, "user_message_chunk")]
     assert users == ["From the other window."]  # replayed in place, before this reply
     assert this.text_of(session).endswith("A's answer.B's.")
+
+
+def test_the_notice_counts_the_turns_it_names() -> None:
+    assert notices.changed_elsewhere(3).text == (
+        "This session changed in another window: 3 turns were added there, which the model "
+        "sees. Reload the session to see them here.\n\n"
+    )

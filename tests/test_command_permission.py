@@ -107,11 +107,11 @@ async def test_the_question_shows_the_command_and_its_prefixes_whatever_auto_app
     simple, compound, configured = client.permission_requests
     assert simple["toolCall"]["kind"] == "execute"
     assert simple["toolCall"]["rawInput"] == {"command": command}
-    # The real tool's view: the command in full, and the directory it runs in.
+    # The real tool's view: the command in full, once, and the directory it runs in.
     assert simple["toolCall"]["title"] == "Run `git status --short -- 'a file.txt'`"
     assert simple["toolCall"]["locations"] == [{"path": str(workspace)}]
-    shown = [block["content"]["text"] for block in simple["toolCall"]["content"]]
-    assert f"```sh\n{command}\n```" in shown
+    # The title holds the whole command: the content does not repeat it (issue 37).
+    assert "content" not in simple["toolCall"]
     assert simple["options"] == [ONCE, always("git status"), always("git"), REJECT]
     assert "UNSANDBOXED" not in str(simple["toolCall"])
     # A compound command: once or not at all.

@@ -311,7 +311,10 @@ async def test_the_plan_is_shown_stored_and_replayed_in_its_place(
     assert shown == [{"sessionUpdate": "plan", "entries": PLAN_SHOWN}]
     assert first.editor.permission_requests == []  # a plan runs nothing: never asked
     accepted, refused = tool_results(fake)
-    assert accepted == "The user sees the plan: 3 entries (1 pending, 1 in progress, 1 completed)."
+    # What Parley knows: the editor got it (CodeCompanion shows no plan at all).
+    assert accepted == (
+        "The plan was sent to the editor: 3 entries (1 pending, 1 in progress, 1 completed)."
+    )
     assert (
         refused == "'entries[0].status' must be one of pending, in_progress, completed, not 'done'"
     )

@@ -27,6 +27,7 @@ from parley.agent import notices
 from parley.agent.budgets import BudgetSpent
 from parley.agent.commands import describe_restore
 from parley.agent.export import export_json, export_markdown
+from parley.agent.fork import fork_session
 from parley.agent.modes import mode_state
 from parley.agent.session import Session
 from parley.agent.sessions import (
@@ -114,6 +115,7 @@ class ParleyServer(JsonRPCServer):
             "session/cancel": self.cancel,
             "session/load": self.load_session,
             "session/resume": self.resume_session,
+            "session/fork": self.fork_session,
             "session/close": self.close_session,
             "session/set_config_option": self.set_config_option,
             "session/set_mode": self.set_mode,
@@ -257,6 +259,7 @@ class ParleyServer(JsonRPCServer):
                     "list": {},
                     "delete": {},
                     "resume": {},
+                    "fork": {},  # the session-fork RFD (ACP's unstable schema)
                     "close": {},
                     "additionalDirectories": {},
                 },
@@ -312,6 +315,16 @@ class ParleyServer(JsonRPCServer):
         )
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
+
+    async def fork_session(self, raw: Any) -> dict[str, Any]:
+        """A new session with the stored one's history and settings (agent/fork.py); its
+        params are `session/load`'s, its answer `session/new`'s."""
+        params = parse_params(LoadSessionParams, raw)
+        check_mcp_servers(params.mcp_servers)
+        additional = additional_roots(params.additional_directories)
+        session = await fork_session(self.sessions, params.session_id, Path(params.cwd), additional)
+        await self.start_mcp_servers(session.id, params.mcp_servers)
+        return {"sessionId": session.id, **self._started(session)}
 
     async def close_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SessionIdParams, raw)

@@ -767,6 +767,8 @@ def _encode_block(block: ContentBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         if block.for_model:
             return {"type": "text", "text": block.text, "forModel": True}
+        if block.sent is not None:
+            return {"type": "text", "text": block.text, "sent": block.sent}
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
         return {"type": "image", "mimeType": block.media_type, "data": block.data, "uri": block.uri}
@@ -775,7 +777,9 @@ def _encode_block(block: ContentBlock) -> dict[str, Any]:
 
 def _decode_block(block: dict[str, Any]) -> ContentBlock:
     if block["type"] == "text":
-        return TextBlock(block["text"], for_model=block.get("forModel") is True)
+        sent = block.get("sent")
+        sent = sent if isinstance(sent, dict) else None
+        return TextBlock(block["text"], for_model=block.get("forModel") is True, sent=sent)
     if block["type"] == "image":
         return ImageBlock(block["mimeType"], block["data"], block.get("uri"))
     return ResourceBlock(block["uri"], block["text"], block.get("mimeType"))

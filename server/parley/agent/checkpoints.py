@@ -22,6 +22,7 @@ import attrs
 
 from parley.agent.session import now_iso
 from parley.store import Checkpoint, Store
+from parley.tools.base import ClientWrites
 from parley.tools.confined import (
     Refused,
     Roots,
@@ -152,6 +153,11 @@ class RestoreResult:
             wire["failed"] = [{"path": file.path, "reason": why} for file, why in self.failures]
         return wire
 
+    @property
+    def touched(self) -> tuple[str, ...]:
+        """The files the restore wrote or tried to (a failed write may have happened)."""
+        return tuple(file.path for file in (*self.files, *(file for file, _ in self.failures)))
+
 
 # Asked before files the user changed are overwritten: True to go on; raises
 # `RestoreCancelled` when the restore is stopped while it waits for the answer.
@@ -161,6 +167,16 @@ AskUser = Callable[[int, list[FileRestore]], Awaitable[bool]]
 # Writes a file's whole text through the editor (ACP `fs/write_text_file`): its absolute path
 # and the text; raises when the editor does not write it (its answer decides).
 EditorWrite = Callable[[str, str], Awaitable[None]]
+
+
+def editor_writes(writes: ClientWrites | None, session_id: str) -> EditorWrite | None:
+    """A restore's writes through the editor's buffers, when it offers
+    `fs/write_text_file` (as the edits were: one undoable change per file there)."""
+    if writes is None:
+        return None
+    return lambda path, text: writes.write_text_file(session_id, path, text)
+
+
 # How long a restore waits for the editor to write one file.
 EDITOR_WRITE_SECONDS = 30.0
 

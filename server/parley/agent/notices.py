@@ -111,11 +111,11 @@ def mode_refused(name: str, mode: str, modes: list[str]) -> Notice:
 
 def changed_elsewhere(turns: int) -> Notice:
     """A window catching up, in a client that cannot show the missed turns in place."""
-    added = "a turn was" if turns == 1 else f"{turns} turns were"
+    added, them = ("a turn was", "it") if turns == 1 else (f"{turns} turns were", "them")
     return Notice(
         "info",
         f"This session changed in another window: {added} added there, which the model "
-        "sees. Reload the session to see them here.\n\n",
+        f"sees. Reload the session to see {them} here.\n\n",
     )
 
 

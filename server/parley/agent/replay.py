@@ -199,7 +199,8 @@ def _is_location(where: Any) -> bool:
 
 def _user_content(block: ContentBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
+        # A note standing for a file the user sent: the file, as they sent it.
+        return block.sent if block.sent is not None else {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
         image = {"type": "image", "mimeType": block.media_type, "data": block.data}
         return {**image, "uri": block.uri} if block.uri else image

@@ -23,10 +23,10 @@ from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import (
-    EditorWrite,
     FileRestore,
     RestoreCancelled,
     RestoreResult,
+    editor_writes,
     restore_turn,
 )
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
@@ -496,6 +496,8 @@ class Sessions:
             del self._held[session_id]
             self.store.release_lease(session_id, self.instance_id)
 
+    leased = _leased  # for what runs under a session's lease outside this class (fork.py)
+
     async def _renew_lease(self, session_id: str) -> None:
         while True:
             await asyncio.sleep(LEASE_SECONDS / 3)
@@ -562,24 +564,19 @@ class Sessions:
             # The lease is held for as long as the restore runs (its question may wait on the
             # user for long): another window's turn cannot start meanwhile and be written over.
             try:
-                return await restore_turn(
+                result = await restore_turn(
                     self.store,
                     session_id,
                     turn,
                     lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
                     session.roots.others if session is not None else (),
-                    self._editor_writes(session_id),
+                    editor_writes(self.ports.client_writes, session_id),
                 )
             finally:
                 del self._restoring[session_id]
-
-    def _editor_writes(self, session_id: str) -> EditorWrite | None:
-        """A restore's writes through the editor's buffers, when it offers
-        `fs/write_text_file` (as the edits were: one undoable change per file there)."""
-        writes = self.ports.client_writes
-        if writes is None:
-            return None
-        return lambda path, text: writes.write_text_file(session_id, path, text)
+        if session is not None:  # the model's picture of them is older than the files now
+            session.tools.forget_files(result.touched)
+        return result
 
     async def _may_overwrite(
         self, session_id: str, turn: int, changed: list[FileRestore], stop: asyncio.Event

@@ -159,12 +159,17 @@ class TurnResult:
     replaced: bool | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """The prompt's result: ACP allows only `stopReason` and `_meta` at its root."""
+        """The prompt's result: `stopReason`; the turn's `usage` (the end-turn-token-usage
+        RFD, in ACP's unstable schema: the tokens of the turn's counted calls, left out when
+        a provider reported none for one of them, so never an undercount); the rest under
+        `_meta` (Parley's clients read the same usage there)."""
+        usage = self.stats.usage.to_wire()
         wire: dict[str, Any] = {
             "stopReason": self.stop_reason,
+            **({"usage": usage} if self.stats.usage_complete else {}),
             "_meta": {
                 "parley": {
-                    "usage": self.stats.usage.to_wire(),
+                    "usage": usage,
                     "turn": self.stats.to_wire(),
                     "session": self.session_totals.to_wire(),
                     "usageComplete": self.stats.usage_complete,

@@ -18,6 +18,10 @@ class TextBlock:
     # Parley's own words to the model (a restore note), put in the user's turn because that
     # is where a model reads them: never replayed, exported or shown as the user's.
     for_model: bool = False
+    # The block the user sent that this text stands for (a binary file, a link Parley did
+    # not read), as ACP content: replayed in place of the text, which is Parley's note to
+    # the model. Not part of the text's identity.
+    sent: dict[str, Any] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen

@@ -388,7 +388,10 @@ def _content_block(block: PromptBlock, where: str, attach_link: AttachLink) -> C
         if block.type == "resource_link":
             if not block.uri:
                 raise JsonRpcInvalidParams(f"{where}: a resource_link block needs 'uri'")
-            return attach_link(block.uri, block.name, block.mime_type)
+            attached = attach_link(block.uri, block.name, block.mime_type)
+            if isinstance(attached, TextBlock):  # a note: the link is what the user sent
+                return attrs.evolve(attached, sent=_link_sent(block.uri, block))
+            return attached
     except InvalidImage as error:
         raise JsonRpcInvalidParams(f"{where}: {error}") from error
     raise JsonRpcInvalidParams(
@@ -411,6 +414,18 @@ def _embedded(resource: EmbeddedResource, where: str) -> ContentBlock:
     raw = decode_base64(resource.blob, what)
     if not media_type and (sniffed := sniff_image_type(raw)):
         return checked_image(sniffed, resource.blob, resource.uri, what)
-    return file_note(
+    note = file_note(
         resource.uri, resource.mime_type, len(raw), "binary content, not shown to the model"
     )
+    sent = {"uri": resource.uri, "blob": resource.blob}
+    if resource.mime_type:
+        sent["mimeType"] = resource.mime_type
+    return attrs.evolve(note, sent={"type": "resource", "resource": sent})
+
+
+def _link_sent(uri: str, block: PromptBlock) -> dict[str, Any]:
+    """The `resource_link` as the user sent it (a name is required on the wire)."""
+    sent = {"type": "resource_link", "uri": uri, "name": block.name or uri}
+    if block.mime_type:
+        sent["mimeType"] = block.mime_type
+    return sent

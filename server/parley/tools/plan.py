@@ -125,16 +125,21 @@ def plan_update(plan: UpdatePlanArguments) -> dict[str, Any]:
     return {"sessionUpdate": "plan", "entries": [entry.to_wire() for entry in plan.entries]}
 
 
+# What Parley knows of a plan it was given: it went to the editor, which may not show plans
+# (CodeCompanion does not).
+PLAN_SENT = "The plan was sent to the editor"
+
+
 def summary(plan: UpdatePlanArguments) -> str:
     """What the model is told of the plan it gave: how many entries, by status."""
     if not plan.entries:
-        return "The plan is empty now."
+        return f"{PLAN_SENT}: no entries."
     counts = Counter(entry.status for entry in plan.entries)
     by_status = ", ".join(
         f"{counts[status]} {status.replace('_', ' ')}" for status in STATUSES if counts[status]
     )
     total = len(plan.entries)
-    return f"The user sees the plan: {total} entr{'y' if total == 1 else 'ies'} ({by_status})."
+    return f"{PLAN_SENT}: {total} entr{'y' if total == 1 else 'ies'} ({by_status})."
 
 
 class UpdatePlanTool(DeclaredTool):

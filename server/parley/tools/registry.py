@@ -50,6 +50,14 @@ class ToolRegistry:
             if forget is not None:
                 forget()
 
+    def forget_files(self, paths: Iterable[str]) -> None:
+        """`paths` changed behind the model (a restore): each must be read again before an
+        edit, and an edit's diff is shown against the file as it is now."""
+        for tool in self._tools.values():
+            forget = getattr(tool, "forget_files", None)
+            if forget is not None:
+                forget(paths)
+
     async def aclose(self) -> None:
         """Release what the tools hold. Tools that share a resource (one kernel behind
         several Python tools) close it idempotently, so each tool's aclose is called."""

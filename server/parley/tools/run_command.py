@@ -148,14 +148,15 @@ class RunCommandTool(DeclaredTool):
             locations: tuple[Location, ...] = (Location(printable_name(str(where))),)
         except ArgumentRefused:
             locations = ()
-        title = f"Run {quoted(arguments.command)}"
+        shown = quoted(arguments.command)
+        title = f"Run {shown}"
         if not sandbox_status(self.settings.sandbox).sandboxed:
             title += UNSANDBOXED_MARK  # the question says why
-        return CallView(
-            title,
-            locations,
-            content=(fenced(arguments.command, "sh"),),
-        )
+        # The user approves what they see: the whole command, once. The title holds a short
+        # one as it is; a longer one (cut there, or changed: a backtick) follows in full.
+        if shown == f"`{arguments.command}`":
+            return CallView(title, locations)
+        return CallView(title, locations, content=(fenced(arguments.command, "sh"),))
 
     # --- running --------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -265,6 +265,12 @@ class WorkspaceTool(DeclaredTool):
         """The model no longer knows what it read (`ToolRegistry.forget_file_texts`)."""
         if self.ledger is not None:
             self.ledger.clear()
+
+    def forget_files(self, paths: Iterable[str]) -> None:
+        """The model no longer knows these files as they are (`ToolRegistry.forget_files`)."""
+        if self.ledger is not None:
+            for path in paths:
+                self.ledger.forget(path)
 
     def shown(self, path: str | None) -> tuple[str, tuple[Location, ...]]:
         """How a call on `path` is shown: where the gate says it leads (relative to the

@@ -371,6 +371,9 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
       let text = '';
       if (content.type === 'resource' && content.resource.uri) {
         item = { label: labelForUri(content.resource.uri), uri: content.resource.uri };
+      } else if (content.type === 'resource_link') {
+        // A file the model was not shown (binary, outside the workspace), replayed as sent.
+        item = { label: labelForUri(content.uri), uri: content.uri };
       } else {
         text = blockText(content);
       }
