@@ -73,6 +73,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "server": (
         "parley.core",
+        "parley.sandbox_policy",  # the `[sandbox] hidden` places, for the file tools' gate
         "parley.config",
         "parley.store",
         "parley.providers",

@@ -12,7 +12,8 @@ locale, the terminal, the toolchains' homes) and the names the user adds (config
   configuration names for a provider's key (`api_key_env`), whatever they are called;
 - any name with KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL(S) at its end or right
   before a `_`, in any case (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `HF_TOKEN`);
-- any value that is a URL with a password in it (`https_proxy=http://user:pw@proxy`).
+- any value that is a URL with a user part or a credential's parameter in it
+  (`https_proxy=http://user:pw@proxy`, `https://TOKEN@host`, `?private_token=…`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from collections.abc import Iterable, Mapping
 from parley.core.redact import SECRET_NAME
 
 PROVIDER_PREFIXES = ("OPENAI_", "ANTHROPIC_")
-URL_WITH_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
+# A URL carrying a credential: any user part (`https://TOKEN@host`, `user:pw@`), or a query
+# parameter named as one (`?private_token=…`, `access_token`, `api_key`, `password`).
+URL_WITH_PASSWORD = re.compile(
+    r"[a-z][a-z0-9+.-]*://[^/@\s]+@"
+    r"|[?&][a-z0-9_.-]*(token|key|secret|password|passwd|auth|sig|signature)[a-z0-9_.-]*=",
+    re.IGNORECASE,
+)
 
 # What a child gets of the server's environment (docs/security.md): nothing that names a
 # socket (SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, XDG_RUNTIME_DIR) or a secret.

@@ -175,12 +175,14 @@ def prepare(spec: ChildSpec, settings: SandboxSettings) -> Launch:
 @attrs.frozen
 class Layout:
     """What a sandboxed child's file system is made of, in mount order: the writable
-    directories (bound over the read-only system), then the places in them that run later
+    directories (bound over the read-only system), the directories that lead from them to a
+    protected or hidden place (pinned: bound onto themselves), then the places that run later
     outside the sandbox (bound read-only again), then the hidden places (covered last, so
     no bind uncovers them)."""
 
     workspace: Path
     writable: tuple[Path, ...]
+    pinned: tuple[Path, ...]  # bound onto themselves: mount points, never renamed
     protected: tuple[Path, ...]
     hidden: tuple[Path, ...]
     needed: tuple[Path, ...]
@@ -193,15 +195,35 @@ def child_layout(spec: ChildSpec, settings: SandboxSettings, argv: Sequence[str]
     roots = [root for root in spec.writable if root.is_dir() and root.resolve() == root]
     if any(root == spec.workspace or root in spec.workspace.parents for root in roots):
         workspace = spec.workspace  # inside a writable root: its bind holds it, as named
-    writable = _outermost([workspace, *roots, *_existing_directories(settings.writable)])
-    protected = [path for path, _ in sandbox_policy.protected_paths(writable)]
+    every_root = [workspace, *roots, *_existing_directories(settings.writable)]
+    writable = _outermost(every_root)
+    protected = [path for path, _ in sandbox_policy.protected_paths(every_root)]
     hidden = [  # never over a writable directory or what holds one: it would hide it
         path
         for path in sandbox_policy.hidden_paths(settings.hidden)
         if not any(path == root or path in root.parents for root in writable)
     ]
+    pinned = _pinned(writable, [*protected, *hidden])
     needed = needed_under_tmp(argv) if argv else []
-    return Layout(workspace, tuple(writable), tuple(protected), tuple(hidden), tuple(needed))
+    return Layout(
+        workspace, tuple(writable), tuple(pinned), tuple(protected), tuple(hidden), tuple(needed)
+    )
+
+
+def _pinned(writable: Sequence[Path], places: Sequence[Path]) -> list[Path]:
+    """The directories between a writable root and a protected or hidden place in it, outer
+    first: each is bound onto itself, a mount point, which no child can rename (`mv .config
+    .c` would carry the hide below it away, and leave the name free for another)."""
+    pinned: list[Path] = []
+    for place in places:
+        for root in writable:
+            if root not in place.parents:
+                continue
+            between = [d for d in place.parents if root in d.parents]
+            for directory in reversed(between):
+                if directory not in pinned and directory.is_dir():
+                    pinned.append(directory)
+    return sorted(pinned, key=lambda directory: len(directory.parts))
 
 
 def make_undumpable() -> bool:
@@ -262,7 +284,7 @@ def _bwrap_arguments(layout: Layout, network: bool, chdir: Path | None = None) -
     for path in layout.needed:  # read-only, and before the workspace, whose own bind then wins
         arguments += ["--ro-bind", str(path), str(path)]
     # After /tmp: a workspace (or a writable directory) under /tmp is bound into the private one.
-    for directory in layout.writable:
+    for directory in (*layout.writable, *layout.pinned):
         arguments += ["--bind", str(directory), str(directory)]
     for path in layout.protected:  # after the binds, which would cover them
         arguments += ["--ro-bind", str(path), str(path)]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 # Where the user's credentials usually are, relative to the home directory: hidden from
@@ -45,8 +46,25 @@ RUNS_LATER_IN_ROOT: Mapping[str, str] = {
     ".vscode": "VS Code applies its settings and tasks when it opens this folder",
     ".idea": "JetBrains IDEs apply its settings and run configurations when they open it",
     ".devcontainer": "a dev container is built and started from it",
+    ".devcontainer.json": "a dev container is built and started from it",
     ".husky": "git runs its hooks on your next commit",
+    ".pre-commit-config.yaml": "pre-commit runs the hooks it names on your next commit",
+    "lefthook.yml": "lefthook runs the hooks it names on your next commit",
+    ".lefthook.yml": "lefthook runs the hooks it names on your next commit",
+    ".claude": "Claude Code runs the hooks its settings name",
+    ".zed": "Zed applies its settings and tasks when it opens this folder",
+    ".dir-locals.el": "Emacs applies its variables (and may evaluate them) in this folder",
+    ".exrc": "Vim runs it when it starts here (with 'exrc' set)",
+    ".nvim.lua": "Neovim runs it when it starts here (with 'exrc' set)",
+    "mise.toml": "mise runs its hooks and tasks in this folder",
+    ".mise.toml": "mise runs its hooks and tasks in this folder",
 }
+# A virtualenv of a root that holds Parley itself: the editor may start Parley's server from
+# it (VS Code's extension prefers a trusted workspace's own), with the user's keys.
+PARLEY_ENVIRONMENTS = (".venv", "venv")
+PARLEY_ENVIRONMENT_REASON = "Parley's server may be started from it, with your keys"
+# Where an editor looks for Parley's server in a workspace (even before it exists there).
+PARLEY_COMMANDS = tuple(f"{environment}/bin/parley" for environment in PARLEY_ENVIRONMENTS)
 
 # When a root is the home directory or holds it: the shell's and editors' start-up files
 # and the programs on the user's PATH. Relative to the home.
@@ -108,30 +126,86 @@ def hidden_paths(extra: Sequence[str] = (), environ: Mapping[str, str] | None = 
 # In a repository's own configuration: the keys whose value names a place git runs or
 # reads commands from (`core.hooksPath = .githooks`, husky's; `[include] path = …`).
 GIT_CONFIG_PLACE = re.compile(r"^\s*(hookspath|path)\s*=\s*(.+?)\s*$", re.IGNORECASE)
+GIT_CONFIG_SECTION = re.compile(r"^\s*\[([^\]]+)\]")
 GIT_CONFIG_MAX_BYTES = 1 << 20
 GIT_REFERENCE_REASON = "git runs or reads it: the repository's configuration names it"
 
 
-def git_config_places(root: Path) -> list[Path]:
-    """The places inside `root` that its repository's `.git/config` names as hooks or as
-    included configuration: as writable as any file of the root, but run by git."""
+def git_directories(root: Path) -> list[Path]:
+    """The repository's git directories that git finds from `root`: `.git` itself, or the
+    one a `.git` file points to (`gitdir: ./.bare`)."""
+    dot_git = root / ".git"
+    if os.path.isdir(dot_git):
+        return [dot_git]
     try:
-        with open(root / ".git" / "config", "rb") as file:
-            text = file.read(GIT_CONFIG_MAX_BYTES).decode("utf-8", "replace")
+        with open(dot_git, "rb") as file:
+            first = file.read(4096).decode("utf-8", "replace").strip()
     except OSError:
         return []
-    places = []
+    if not first.startswith("gitdir:"):
+        return []
+    named = Path(first.removeprefix("gitdir:").strip())
+    return [named if named.is_absolute() else root / named]
+
+
+def _config_places(text: str) -> Iterator[tuple[str, Path]]:
+    """(key, place) of each `hooksPath` of a git config's text, and each `path` of its
+    `[include]` and `[includeIf …]` sections (a submodule's `path` names no commands)."""
+    section = ""
     for line in text.splitlines():
+        header = GIT_CONFIG_SECTION.match(line)
+        if header is not None:
+            section = header.group(1).strip().lower()
+            continue
         match = GIT_CONFIG_PLACE.match(line)
         if match is None:
             continue
-        value = match.group(2).strip('"')
-        named = Path(value).expanduser()
-        # git takes a relative hooksPath from the work tree, an include from the .git dir.
-        base = root if match.group(1).lower() == "hookspath" else root / ".git"
-        place = Path(os.path.realpath(named if named.is_absolute() else base / named))
-        if _inside(place, Path(os.path.realpath(root))):
-            places.append(place)
+        key = match.group(1).lower()
+        if key == "hookspath" or section.startswith("include"):
+            yield key, Path(match.group(2).strip('"')).expanduser()
+
+
+def git_places(root: Path) -> list[Path]:
+    """The places inside `root` that git runs or reads commands from, found the way git
+    finds them: its git directory (a `.git` file's `gitdir:` too) and what that directory's
+    `config` names as hooks (`core.hooksPath`, from the work tree) or includes (`[include]
+    path`, from the git directory). Resolved."""
+    real_root = Path(os.path.realpath(root))
+    places: list[Path] = []
+    for directory in git_directories(root):
+        places.append(directory)
+        try:
+            with open(directory / "config", "rb") as file:
+                text = file.read(GIT_CONFIG_MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        places += [
+            named if named.is_absolute() else (root if key == "hookspath" else directory) / named
+            for key, named in _config_places(text)
+        ]
+    resolved = [Path(os.path.realpath(place)) for place in places]
+    return [place for place in resolved if _inside(place, real_root)]
+
+
+def parley_environments(root: Path) -> list[Path]:
+    """The virtualenvs inside `root` that hold Parley (`.venv/bin/parley`), and the one this
+    server runs from when it lies inside `root` (a checkout of Parley itself)."""
+    real_root = Path(os.path.realpath(root))
+    found = [
+        root / name
+        for name in PARLEY_ENVIRONMENTS
+        if os.path.lexists(root / name / "bin" / "parley")
+    ]
+    found.append(Path(sys.prefix))
+    resolved = [Path(os.path.realpath(place)) for place in found]
+    return [place for place in resolved if _inside(place, real_root)]
+
+
+def _later_places(root: Path) -> list[tuple[Path, str]]:
+    """What runs later in `root` besides RUNS_LATER_IN_ROOT's names: git's places and the
+    virtualenvs Parley starts from."""
+    places = [(place, GIT_REFERENCE_REASON) for place in git_places(root)]
+    places += [(place, PARLEY_ENVIRONMENT_REASON) for place in parley_environments(root)]
     return places
 
 
@@ -146,12 +220,10 @@ def protected_paths(
     writable = [Path(os.path.realpath(directory)) for directory in writable]
     named = [(root / name, why) for root in writable for name, why in RUNS_LATER_IN_ROOT.items()]
     named += [(home(environ) / name, why) for name, why in RUNS_LATER_IN_HOME.items()]
-    named += [
-        (place, GIT_REFERENCE_REASON) for root in writable for place in git_config_places(root)
-    ]
+    named += [place for root in writable for place in _later_places(root)]
     found: list[tuple[Path, str]] = []
     for path, why in named:
-        if not (path.exists() or path.is_symlink()):
+        if not os.path.lexists(path):  # (a directory it cannot enter: not there, to it)
             continue
         real = Path(os.path.realpath(path))
         writable_here = any(_inside(real, directory) for directory in writable)
@@ -173,8 +245,11 @@ def runs_later(
         for name, why in RUNS_LATER_IN_ROOT.items():
             if name in place.relative_to(root).parts:
                 return why
-        if any(_inside(place, named) for named in git_config_places(root)):
-            return GIT_REFERENCE_REASON
+        if any(_inside(place, root / command) for command in PARLEY_COMMANDS):
+            return PARLEY_ENVIRONMENT_REASON
+        for named, why in _later_places(root):
+            if _inside(place, named):
+                return why
     for name, why in RUNS_LATER_IN_HOME.items():
         if _inside(place, user_home / name):
             return why
@@ -197,9 +272,22 @@ def _never_through_tools(key: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(os.path.realpath(place) for place in places)
 
 
+# config.toml's `[sandbox] hidden`, resolved, as the server was configured
+# (`configure_hidden`): the file tools refuse them too.
+_configured_hidden: tuple[str, ...] = ()
+
+
+def configure_hidden(paths: Sequence[str]) -> None:
+    """The `[sandbox] hidden` paths of this server's configuration, for the file tools."""
+    global _configured_hidden
+    expanded = (os.path.expanduser(path) for path in paths)
+    _configured_hidden = tuple(os.path.realpath(path) for path in expanded if os.path.isabs(path))
+
+
 def refused_to_tools(place: str, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the file tools refuse `place` (absolute, resolved)."""
-    return any(_inside_text(place, hidden) for hidden in never_through_tools(environ))
+    hidden = (*never_through_tools(environ), *_configured_hidden)
+    return any(_inside_text(place, directory) for directory in hidden)
 
 
 def _inside(place: Path, directory: Path) -> bool:
@@ -213,7 +301,7 @@ def _inside_text(place: str, directory: str) -> bool:
 def _existing_resolved(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
-        if path.is_absolute() and (path.exists() or path.is_symlink()):
+        if path.is_absolute() and os.path.lexists(path):
             real = Path(os.path.realpath(path))
             if real not in found:
                 found.append(real)
@@ -225,6 +313,7 @@ def _existing_resolved(paths: Iterable[Path]) -> list[Path]:
 # system's (`/etc/nginx`); a project under `/usr/local/src` or `/var/www` may be one.
 SYSTEM_DIRECTORIES = (
     *("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/var", "/opt", "/dev", "/run"),
+    *("/tmp", "/var/tmp"),
 )
 SYSTEM_TREES = ("/etc", "/boot", "/proc", "/sys")
 
@@ -232,11 +321,13 @@ SYSTEM_TREES = ("/etc", "/boot", "/proc", "/sys")
 def too_broad(root: Path, environ: Mapping[str, str] | None = None) -> str | None:
     """Why `root` (resolved) may not be a workspace root, or None: `/`, a directory that
     holds the home (every file of the user's, other users' homes too), the system's own
-    directories, or one inside Parley's own places (which no child may see). The home itself
-    may be one: what runs later there is read-only to children, the credentials hidden."""
+    directories, or one inside Parley's own places (which no child may see); nor the home
+    itself, whose start-up files and credentials no list can name them all of."""
     user_home = Path(os.path.realpath(home(environ)))
     if root == Path("/"):
         return "it is the root of the file system"
+    if root == user_home:
+        return "it is your home directory (every start-up file and credential of yours)"
     if root in user_home.parents:
         return f"it holds your home directory ({user_home})"
     if str(root) in SYSTEM_DIRECTORIES or any(_inside(root, Path(t)) for t in SYSTEM_TREES):

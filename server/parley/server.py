@@ -23,6 +23,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 from pygls.server import JsonRPCServer
 
 import parley
+from parley import sandbox_policy
 from parley.agent import notices
 from parley.agent.budgets import BudgetSpent
 from parley.agent.commands import describe_restore
@@ -98,6 +99,7 @@ class ParleyServer(JsonRPCServer):
         # registers hooks for every LSP type: start-up time for nothing).
         super().__init__(protocol_cls=ParleyProtocol, converter_factory=cattrs.Converter)
         self.settings = settings
+        sandbox_policy.configure_hidden(settings.sandbox.hidden)  # the file tools refuse them
         self.providers = ProviderRegistry(settings)
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)

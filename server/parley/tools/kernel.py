@@ -272,7 +272,7 @@ class PythonKernel:
             hello = json.loads(line) if line else {}
         except (TimeoutError, ValueError):
             hello = {}
-        if hello.get("ready"):
+        if isinstance(hello, dict) and hello.get("ready"):
             self._output.stop_capturing()  # until the first call
             self._kernel_pid = await asyncio.to_thread(launch.command_pid, process.pid)
         if not hello.get("ready") or self._kernel_pid is None:
@@ -387,9 +387,9 @@ class PythonKernel:
                 return None
             with contextlib.suppress(ValueError):
                 message = json.loads(line)
-                if message.get("id") == request_id:
+                if isinstance(message, dict) and message.get("id") == request_id:
                     return message
-            # a reply to an earlier, abandoned request, or noise: skip it
+            # a reply to an earlier, abandoned request, or noise (the code ran there): skip it
 
     async def _interrupt(self, request_id: int) -> dict[str, Any] | bool | None:
         """SIGINT the kernel and wait out the grace period.

@@ -154,13 +154,31 @@ class _IgnoreRules:
         return bool(decided)
 
 
+# A `.gitignore` pattern pathspec is given at most (see `_matchable`): stars in one segment
+# of it (`*.min.*` has two; `**` is one of its own kind), and characters.
+IGNORE_SEGMENT_MAX_STARS = 2
+IGNORE_PATTERN_MAX_CHARS = 400
+
+
 def _ignore_lines(directory_fd: int | None, name: str) -> list[str]:
     try:
         with open_regular_at(directory_fd, name) as file:
             data = file.read(IGNORE_FILE_MAX_BYTES)
     except (OSError, Refused):
         return []
-    return data.decode("utf-8", "surrogateescape").splitlines()
+    lines = data.decode("utf-8", "surrogateescape").splitlines()
+    return [line for line in lines if _matchable(line)]
+
+
+def _matchable(pattern: str) -> bool:
+    """Whether pathspec may match a `.gitignore` pattern in bounded time: its regular
+    expression (the `re` module's, which holds the GIL) backtracks exponentially over
+    `*a*a*a…*b`, so a pattern with more stars in one segment than real ones have, or a very
+    long one, is left out (what it would have ignored is listed)."""
+    if len(pattern) > IGNORE_PATTERN_MAX_CHARS:
+        return False
+    segments = (segment.replace("**", "") for segment in pattern.split("/"))
+    return all(segment.count("*") <= IGNORE_SEGMENT_MAX_STARS for segment in segments)
 
 
 def _repository_of(root: Path) -> Path | None:
