@@ -581,6 +581,8 @@ def test_the_table_is_consistent() -> None:
         ("git --no-pager", False),
         ("git -P log -3", True),
         ("head -5 a", True),
+        ("git shortlog -sn -5", True),  # `-<n>`: how many commits, as in `git log`
+        ("grep -3 x a", True),
         ("head -5x a", False),
         ("pytest -xvs", True),
         ("pytest -xk slow", True),

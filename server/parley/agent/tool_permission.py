@@ -25,6 +25,7 @@ from parley.core.off_loop import off_loop
 from parley.sandbox import sandbox_status
 from parley.tools.base import CallView, Tool, ToolContext, ToolResult
 from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
+from parley.tools.confined import Roots
 from parley.tools.run_command import ArgumentRefused, command_directory
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class ToolPermission:
             return True
         if call.name != COMMAND_TOOL:
             return call.name in self.session.auto_approve
-        root = await self._command_root(call)
+        root = await off_loop(command_root, self.session.roots, call)
         if root is None or not covered(command_line(call), self.session.command_rules(root)):
             return False
         return (await off_loop(sandbox_status, self.settings.sandbox)).sandboxed
@@ -76,10 +77,11 @@ class ToolPermission:
         """Ask the user about `call` (shown as `view()` gives it); None when allowed,
         otherwise what the model is told. "Always" answers are remembered here. Raises
         `StoppedAtQuestion` when the user stopped the turn at the question."""
-        root = await self._command_root(call) if call.name == COMMAND_TOOL else None
+        is_command = call.name == COMMAND_TOOL
+        root = await off_loop(command_root, self.session.roots, call) if is_command else None
         try:
             shown = await view()
-            command = await self._command_offer(call, root) if call.name == COMMAND_TOOL else None
+            command = await self._command_offer(call, root) if is_command else None
             decision = await self.ports.request_permission(
                 self.session.id, call, kind, shown, command
             )
@@ -92,7 +94,7 @@ class ToolPermission:
             raise StoppedAtQuestion
         if isinstance(decision, AllowPrefix) and root is not None:  # an offered one
             self.session.add_command_rule(decision.prefix, root)
-        elif decision == "allow_always" and call.name != COMMAND_TOOL:
+        elif decision == "allow_always" and not is_command:
             self.session.auto_approve.add(call.name)
             self.session.save()  # it holds for the rest of the session, reloads included
         return REJECTED if decision == "reject" else None
@@ -107,20 +109,20 @@ class ToolPermission:
             return CommandOffer()
         return CommandOffer(offered_prefixes(command_line(call)))
 
-    async def _command_root(self, call: ToolCall) -> Path | None:
-        """The root a shell command would run in, whose rules apply to it: the deepest of
-        the session's roots holding its `cwd` as the tool resolves it; None when the tool
-        would refuse the `cwd` (the call fails; nothing is allowed always)."""
-        arguments = call.arguments if isinstance(call.arguments, dict) else {}
-        cwd = arguments.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            return None
-        roots = self.session.roots
-        try:
-            directory = await off_loop(command_directory, roots, cwd)  # the gate: file system
-        except ArgumentRefused:
-            return None
-        return roots.holding(str(directory))
+
+def command_root(roots: Roots, call: ToolCall) -> Path | None:
+    """The root a shell command would run in, whose rules apply to it: the deepest of the
+    session's `roots` holding its `cwd` as the tool resolves it; None when the tool would
+    refuse the `cwd` (the call fails; nothing is allowed always). Reads the file system."""
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    cwd = arguments.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        return None
+    try:
+        directory = command_directory(roots, cwd)
+    except ArgumentRefused:
+        return None
+    return roots.holding(str(directory))
 
 
 def command_line(call: ToolCall) -> str:
