@@ -307,6 +307,9 @@ DANGEROUS: dict[tuple[str, str | None], list[str]] = {
     ("tail", None): ["-f", "--follow", "-F"],
     ("uniq", None): [],
 }
+# Listed names that begin a dangerous one's and are real options of their own (an exact name
+# is never read as an abbreviation): pytest's `--co` (`--collect-only`), cargo's `--target`.
+EXACT_NAMES = {("pytest", "--co"), ("cargo", "--target")}
 UNKNOWN_PROGRAMS = ["./gradlew", "tar", "rsync", "zip", "cp", "python3.12-dbg", "bash-5.2"]
 OTHER_SUBCOMMANDS = ["config", "push", "commit", "exec", "submodule", "fetch"]
 EXPANDING = ["*", "*.py", "?", "[-]c", "{a,b}", "~", "~/x", "a*", "'*'", '"~"', "x[1]"]
@@ -383,6 +386,13 @@ def named_options(word: str, program: Program, own: Options) -> list[str]:
     return names
 
 
+def abbreviates(program: str, option: str, dangerous: str) -> bool:
+    """Whether a long `option` could be read as an abbreviation of `dangerous` (git's and
+    GNU getopt's `--out` for `--output`)."""
+    long_name = option.startswith("--") and option != "--"
+    return long_name and dangerous.startswith(option) and (program, option) not in EXACT_NAMES
+
+
 def assert_every_word_proven(words: list[str]) -> None:
     """What "coverable" promises, checked apart from the policy's parser: the program is no
     runner; each later word is plain or names only listed options, none a dangerous one (or
@@ -401,7 +411,7 @@ def assert_every_word_proven(words: list[str]) -> None:
         for option in named_options(word, program, own):
             assert option in listed_names(own), (word, option)
             for dangerous in DANGEROUS.get((name, subcommand), []):
-                assert not (option.startswith("--") and dangerous.startswith(option)), word
+                assert not abbreviates(name, option, dangerous), word
                 assert option != dangerous, word
     if program.subcommands:
         assert subcommand in program.subcommands
@@ -506,12 +516,15 @@ def test_the_red_teams_commands_are_offered_nothing_and_never_covered(command: s
 
 
 suffix = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=10)
+# A suffix of the name itself: a `/` before its end would make it a directory's program
+# (`python/x` is `x`).
+name_suffix = suffix.filter(lambda text: "/" not in text.rstrip("/"))
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     stem=st.sampled_from(INTERPRETER_STEMS),
-    tail=suffix,
+    tail=name_suffix,
     directory=st.sampled_from(["", "/usr/bin/", ".venv/bin/", "./"]),
     arguments=st.sampled_from(["", " -c x", " -e x", " script", " --version"]),
 )
@@ -527,7 +540,8 @@ def test_every_interpreter_with_any_suffix_offers_nothing(
 @settings(max_examples=300, deadline=None)
 @given(
     runner=st.sampled_from(sorted(COMMAND_RUNNERS)),
-    tail=suffix.filter(lambda text: not text[:1].isascii() or not text[:1].isalpha()),
+    # A version or build: after something not a letter.
+    tail=name_suffix.filter(lambda text: not text[:1].isascii() or not text[:1].isalpha()),
     arguments=st.sampled_from(["", " -c x", " x", " status"]),
 )
 def test_every_runner_with_a_version_or_build_suffix_offers_nothing(
@@ -553,9 +567,15 @@ def test_the_table_is_consistent() -> None:
                 assert option.partition("=")[0] not in RUNNER_OPTIONS, (name, option)
                 if not program.single_dash_long and not option.startswith("--"):
                     assert len(option) == 2 and option[0] == "-", (name, option)
-        for (program_name, _), dangerous in DANGEROUS.items():
-            if program_name == name and program.subcommands is None:
-                assert not set(dangerous) & set(listed_names(program.options)), name
+        for (program_name, subcommand), dangerous in DANGEROUS.items():
+            if program_name != name:
+                continue
+            allowed = program.options
+            if subcommand is not None and program.subcommands is not None:
+                allowed = program.subcommands[subcommand]
+            for option in listed_names(allowed):
+                assert option not in dangerous, (name, option)
+                assert not any(abbreviates(name, option, d) for d in dangerous), (name, option)
 
 
 @pytest.mark.parametrize(

@@ -167,8 +167,10 @@ def _simple_words(command: str) -> list[str] | None:
 
 
 def _is_program(word: str) -> bool:
-    """A plain program name or path: not `.` (source), no `=` (an assignment), no glob."""
-    return bool(PROGRAM_WORD.fullmatch(word)) and any(char.isalnum() for char in word)
+    """A plain program name or path: not `.` (source), no `=` (an assignment), no glob, not
+    a directory (`bash/`: its name would be lost)."""
+    plain = PROGRAM_WORD.fullmatch(word) and not word.endswith("/")
+    return bool(plain) and any(char.isalnum() for char in word)
 
 
 def _runs_other_commands(words: list[str]) -> bool:
