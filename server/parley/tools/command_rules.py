@@ -14,8 +14,9 @@ blunt:
 - `shlex` splits the rest into words (POSIX rules; unbalanced quotes: not coverable);
 - the first word is a plain program name or path (no `=`: not a leading `VAR=value`), and
   not a program that runs another command line or code given on its own command line
-  (`bash`, `env`, `sudo`, `xargs`, `python3.12-dbg`, `tar` …, whatever its directory or
-  suffix), nor any of its words a subcommand or option known to (`uv run`, `--exec` …);
+  (`bash`, `env`, `sudo`, `xargs`, `python3.12-dbg`, `micropython`, `tar` …, whatever its
+  directory, version or build), nor any of its words a subcommand or option known to
+  (`uv run`, `--exec` …);
 - every later word is understood by tools/command_policy.py: a plain positional word, or an
   option its table lists as harmless for that program and subcommand (`git log --oneline`
   is, `git log --output=…` and `git config` are not; a program it does not know: plain
@@ -86,9 +87,10 @@ COMMAND_RUNNERS = frozenset(
     }
 )
 
-# Interpreters also known under longer names (`python3-config`, `perlbug`, `nodemon`):
-# whatever follows these, the program is never covered.
-INTERPRETER_STEMS = ("python", "pypy", "ipython", "perl", "ruby", "node", "php", "lua")
+# Interpreters also known under longer names (`python3.12-dbg`, `micropython`,
+# `x86_64-linux-gnu-python3`, `nodemon`, `lualatex`): a program whose name holds one of these
+# anywhere is never covered.
+INTERPRETER_STEMS = ("python", "pypy", "perl", "ruby", "node", "php", "lua")
 
 # Subcommands that run another command line: `uv run CMD`, `docker exec … CMD`.
 RUNNER_SUBCOMMANDS = frozenset(
@@ -175,7 +177,7 @@ def _is_program(word: str) -> bool:
 
 def _runs_other_commands(words: list[str]) -> bool:
     base = posixpath.basename(words[0]).lower()
-    if runner_stem(base) in COMMAND_RUNNERS or base.startswith(INTERPRETER_STEMS):
+    if runner_stem(base) in COMMAND_RUNNERS or any(stem in base for stem in INTERPRETER_STEMS):
         return True
     # Anywhere after the program: options may come first (`npm --yes exec …`).
     name = posixpath.basename(words[0])
