@@ -565,6 +565,13 @@ def test_every_runner_with_a_version_or_build_suffix_offers_nothing(
     assert offered_prefixes(command) == (), command
 
 
+@pytest.mark.parametrize("command", ["grep -exec x", "rg -exec x", "grep -e x -execdir y"])
+def test_an_option_that_runs_a_command_is_refused_even_read_as_a_cluster(command: str) -> None:
+    """`-exec` to grep is `-e xec`, a pattern; the runner options are refused as words
+    whatever a program would make of them (defence in depth: find's `-exec` spelt alike)."""
+    assert offered_prefixes(command) == ()
+
+
 def test_the_table_is_consistent() -> None:
     """Each option listed once per set, named as its program reads it; no program a runner;
     no runner option listed; no listed long name abbreviates a dangerous option."""
