@@ -53,6 +53,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     "child_env.py": ["tests/test_sandbox_policy.py"],
     "sandbox_policy.py": ["tests/test_sandbox_policy.py", "tests/test_trust_attacks.py"],
     "sandbox.py": ["tests/test_sandbox_policy.py", "tests/test_sandbox.py"],
+    "tools/command_policy.py": ["tests/test_command_rules.py"],
     "tools/command_output.py": ["tests/test_command_output.py"],
     "tools/confined.py": [
         "tests/test_confined_paths.py",
@@ -196,6 +197,8 @@ FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
     ("agent/turn.py", "_ask_permission"): PERMISSION_TESTS,
     **{("store.py", name): RETRY_RULES for name in ("take_cut_off", "drop_turn", "rewrites")},
     **{("agent/session.py", name): RETRY_RULES for name in ("drop_last_turn", "catch_up")},
+    # Which root's command rules apply (issue 36), in-process.
+    ("agent/tool_permission.py", "command_root"): ["tests/test_tool_permission_rules.py"],
     **{
         ("agent/sessions.py", name): RETRY_TESTS for name in ("prompt", "_run_turn", "_same_prompt")
     },

@@ -1,5 +1,7 @@
 """The permission question for shell commands, and "allow always" by command prefix, per
-workspace (docs/security.md, "Commands are allowed always only by prefix, per workspace").
+workspace root (docs/security.md, "Commands are allowed always only by prefix, in one
+workspace"): a prefix covers only commands whose every word is proven safe
+(tools/command_policy.py), and only in the root the command runs in.
 
 Over the wire: `parley serve` as a subprocess, the scripted model calling the real
 `run_command` (tools/run_command.py: each allowed command really runs, sandboxed, in the
@@ -8,6 +10,7 @@ test's workspace), the test answering the questions as a user would.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -199,6 +202,84 @@ async def test_an_option_the_question_did_not_offer_allows_nothing(
     # command (it would allow the tool), so it rejects too.
     assert asked(client) == ["pytest -q", "pytest -q", "ls", "rm -rf build"]
     assert ran(client) == ["rm -rf build"]  # allowed once, at its own question
+
+
+def git_repository(directory: Path) -> None:
+    """A repository with one commit, made outside the sandbox."""
+    env = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(directory), "PATH": "/usr/bin:/bin"}
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "--allow-empty",
+         "-m", "first"],
+    ):  # fmt: skip
+        subprocess.run(command, cwd=directory, env=env, check=True, capture_output=True)
+
+
+@needs_sandbox
+async def test_allowing_git_log_always_covers_its_safe_options_never_its_output_file(
+    start_server, fake: FakeLLM, workspace: Path
+) -> None:
+    git_repository(workspace)
+    config = (workspace / ".git" / "config").read_text()
+    client = await command_client(start_server, ["allow_always:git log"])
+    session = await client.new_session(str(workspace))
+    planted = 'git log -1 --output=.git/config "--format=%n[core]%n%x09fsmonitor = touch x%n"'
+    await run_commands(
+        client,
+        fake,
+        session,
+        "git log -1",
+        "git log --oneline",
+        "git --no-pager log -3 --stat",
+        planted,
+        "git log -1 --out=.git/config --format=x",
+        "git config core.fsmonitor 'touch x'",
+        "git grep -Otouch first",
+    )
+    assert asked(client) == [
+        "git log -1",
+        "git --no-pager log -3 --stat",  # not a `git log …` prefix: `git` was not allowed
+        planted,
+        "git log -1 --out=.git/config --format=x",
+        "git config core.fsmonitor 'touch x'",
+        "git grep -Otouch first",
+    ]
+    assert ran(client) == ["git log -1", "git log --oneline"]  # the others rejected
+    first = client.permission_requests[0]
+    assert first["options"] == [ONCE, always("git log"), always("git"), REJECT]
+    for question in client.permission_requests[2:]:
+        assert question["options"] == [ONCE, REJECT]  # nothing to allow always
+    assert (workspace / ".git" / "config").read_text() == config
+
+
+@needs_sandbox
+async def test_a_rule_holds_only_in_the_root_the_command_runs_in(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-root"
+    (other / "sub").mkdir(parents=True)
+    client = await command_client(start_server, ["allow_always:ls", "allow_always:ls"])
+    result = await client.request(
+        "session/new",
+        {"cwd": str(workspace), "mcpServers": [], "additionalDirectories": [str(other)]},
+    )
+    session = result["sessionId"]
+    commands = [
+        ("ls", None),  # asked, then always allowed in the workspace
+        ("ls", "."),
+        ("ls", str(other)),  # another root: asked, then always allowed there too
+        ("ls", str(other / "sub")),
+        ("ls", "/etc"),  # refused by the gate: nothing to allow always
+    ]
+    calls = [ScriptedToolCall("run_command", {"command": c, "cwd": w}) for c, w in commands]
+    fake.set_script([*(Reply(tool_calls=(call,)) for call in calls), Reply(text="Done.")])
+    assert (await client.prompt(session, "List.", timeout=60))["stopReason"] == "end_turn"
+
+    cwds = [q["toolCall"]["rawInput"].get("cwd") for q in client.permission_requests]
+    assert cwds == [None, str(other), "/etc"]
+    assert client.permission_requests[1]["options"] == [ONCE, always("ls"), REJECT]
+    assert client.permission_requests[2]["options"] == [ONCE, REJECT]
+    assert ran(client) == ["ls"] * 4
 
 
 # --- the answer, in-process -------------------------------------------------------------

@@ -184,8 +184,11 @@ def test_core_imports_nothing_of_parley() -> None:
 
 
 def test_the_command_rules_are_pure() -> None:
-    # What "allow always" covers for shell commands is decided by the standard library alone.
-    assert import_graph()["parley.tools.command_rules"] == set()
+    # What "allow always" covers for shell commands is decided by the rules and their table
+    # of programs alone (the standard library and attrs), nothing else of Parley.
+    graph = import_graph()
+    assert graph["parley.tools.command_rules"] == {"parley.tools.command_policy"}
+    assert graph["parley.tools.command_policy"] == set()
 
 
 def test_only_the_commands_import_the_script_model() -> None:

@@ -357,6 +357,42 @@ async def test_allow_always_holds_in_the_sessions_workspace_only(
     assert len(second.permission_requests) == 1  # approved there too, now
 
 
+async def test_allow_always_is_keyed_by_the_resolved_root_not_the_cwd_text(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A session opened through a symlink keeps its approvals under the directory the link
+    led to: pointed at another project later, the link carries none there; the project's
+    own path finds them."""
+    home = tmp_path / "home"
+    other_project = tmp_path / "other"
+    other_project.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(workspace)
+    weather_turn = [Reply(text="Checking.", tool_calls=(WEATHER,)), Reply(text="Sunny.")]
+    first = await start_server(home=home)
+    await first.initialize(tools=[GUARDED_TOOL])
+    first.editor_tool_handler = answer_weather
+    first.permission_handler = allow_always
+    fake.set_script(weather_turn * 4)
+    session = await first.new_session(str(link))
+    await first.prompt(session, "Weather?")
+    assert len(first.permission_requests) == 1
+    await first.stop()
+
+    link.unlink()
+    link.symlink_to(other_project)  # the same text, another directory
+    second = await start_server(home=home)
+    await second.initialize(tools=[GUARDED_TOOL])
+    second.editor_tool_handler = answer_weather
+    second.permission_handler = allow_always
+    await load(second, session, link)
+    await second.prompt(session, "Weather, through the link?")
+    assert len(second.permission_requests) == 1  # asked: the link leads elsewhere now
+    await load(second, session, workspace)
+    await second.prompt(session, "Weather, in the project itself?")
+    assert len(second.permission_requests) == 1  # the approval given through the link
+
+
 async def test_a_session_stored_with_lone_surrogates_loads_exports_and_continues(
     start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
 ) -> None:

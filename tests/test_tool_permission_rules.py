@@ -78,3 +78,37 @@ async def test_only_allow_always_remembers_a_tool_and_never_run_command(tmp_path
     assert await permission.ask(command, "execute", shown) is None
     assert session.auto_approve == {"python_eval"}
     assert session.command_rules() == frozenset()
+
+
+def test_a_commands_rules_are_those_of_the_deepest_root_its_cwd_is_in(tmp_path: Path) -> None:
+    """The root whose rules apply: the cwd's by default and for a relative `cwd`; another
+    root for an absolute `cwd` in it; the inner one of nested roots; none for a `cwd` the
+    tool would refuse, or one that is not text."""
+    from parley.agent.tool_permission import command_root
+    from parley.tools.confined import workspace_roots
+
+    workspace, other = tmp_path / "workspace", tmp_path / "other"
+    inner = workspace / "vendor"
+    for directory in (workspace / "src", other / "sub", inner / "lib"):
+        directory.mkdir(parents=True)
+    (workspace / "file.txt").write_text("")
+    roots = workspace_roots(workspace, [other, inner])
+
+    def root(arguments: Any) -> Path | None:
+        return command_root(roots, ToolCall("c", "run_command", arguments, "w"))
+
+    assert root({"command": "ls"}) == workspace
+    assert root({"command": "ls", "cwd": None}) == workspace
+    assert root({"command": "ls", "cwd": "."}) == workspace
+    assert root({"command": "ls", "cwd": "src"}) == workspace
+    assert root({"command": "ls", "cwd": str(other)}) == other
+    assert root({"command": "ls", "cwd": str(other / "sub")}) == other
+    assert root({"command": "ls", "cwd": "vendor/lib"}) == inner
+    assert root({"command": "ls", "cwd": str(inner)}) == inner
+    assert root({"command": "ls", "cwd": "/etc"}) is None  # outside every root
+    assert root({"command": "ls", "cwd": "../other"}) == other  # `..` into another root
+    assert root({"command": "ls", "cwd": "missing"}) is None
+    assert root({"command": "ls", "cwd": "file.txt"}) is None  # not a directory
+    assert root({"command": "ls", "cwd": 7}) is None
+    assert root({"command": "ls", "cwd": ["src"]}) is None
+    assert root("ls") == workspace  # arguments that are not an object: no cwd

@@ -98,7 +98,7 @@ class StoredSession:
     title: str | None
     model: str
     tool_policy: str
-    approvals: dict[str, list[str]]  # workspace (cwd) → the tools always allowed there
+    approvals: dict[str, list[str]]  # workspace root (resolved) → the tools always allowed there
     system_prompt: str | None
     tool_format: str | None
     turns: int

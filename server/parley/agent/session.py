@@ -88,7 +88,8 @@ class Session:
     tool_format: ToolFormat | None = None  # None: the model's configured format
     thought_level: ThoughtLevel | None = None  # None: the model's default
     budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
-    # Tools always allowed, in `cwd` only (never `run_command`: `tool_approvals`).
+    # Tools always allowed, in `root` only (never `run_command`: `tool_approvals`); stored
+    # under the resolved root, so a symlink pointed elsewhere later does not carry them.
     auto_approve: set[str] = attrs.field(factory=set, converter=tool_approvals)
     mode: Mode = DEFAULT_MODE  # what the tools may do unasked (agent/modes.py)
     # The conversation (`history`), None until it is first needed: a session opened from the
@@ -167,14 +168,15 @@ class Session:
             text += OTHER_ROOTS_NOTE.format(cwd=printable_name(str(self.root)), others=others)
         return text
 
-    def command_rules(self) -> frozenset[str]:
-        """The command prefixes always allowed in this session's workspace, as stored now:
-        a rule another session there added holds here at once."""
-        return self.store.command_rules(str(self.root))
+    def command_rules(self, root: Path) -> frozenset[str]:
+        """The command prefixes always allowed in `root` (one of this session's roots: the
+        one a command runs in), as stored now: a rule another session added holds at once."""
+        return self.store.command_rules(str(root))
 
-    def add_command_rule(self, prefix: str) -> None:
-        """Always allow commands that start with `prefix`, in this workspace, every session."""
-        self.store.add_command_rule(str(self.root), prefix, now_iso())
+    def add_command_rule(self, prefix: str, root: Path) -> None:
+        """Always allow commands that start with `prefix` when they run in `root` (one of
+        this session's roots), in every session."""
+        self.store.add_command_rule(str(root), prefix, now_iso())
 
     def add_message(self, message: Message) -> None:
         if self._history is not None:
@@ -224,7 +226,7 @@ class Session:
                 title=self.title,
                 model=self.model,
                 tool_policy=self.tool_policy,
-                approvals={str(self.cwd): sorted(self.auto_approve)},
+                approvals={str(self.root): sorted(self.auto_approve)},
                 system_prompt=self.system_prompt,
                 tool_format=self.tool_format,
                 thought_level=self.thought_level,
@@ -272,7 +274,7 @@ class Session:
         stored = self.store.session(self.id)
         if stored is not None:
             self.title = stored.title
-            self.auto_approve = set(stored.approvals.get(str(self.cwd), []))
+            self.auto_approve = set(stored.approvals.get(str(self.root), []))
             self.compaction = load_compaction(self.store, self.id)
             self._hold_compacted()
         return start

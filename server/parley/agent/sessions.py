@@ -237,7 +237,7 @@ class Sessions:
             thought_level=stored.thought_level,  # type: ignore[arg-type]
             budget=stored.budget,
             mode=stored_mode(stored.mode),
-            auto_approve=set(stored.approvals.get(str(cwd), [])),  # this workspace's only
+            auto_approve=set(stored.approvals.get(str(roots.cwd), [])),  # this root's only
             history=None,  # read when first needed: a replay streams it from the store
             length=self.store.message_count(stored.id),
             title=stored.title,

@@ -3,9 +3,10 @@
 A call of a tool that needs permission runs unasked only when the session's mode lets it
 (Accept edits: the edit tools, but never of a file that runs code later outside the sandbox:
 sandbox_policy.runs_later; agent/modes.py), when the session always allows the tool, or,
-for a shell command, when it would run sandboxed and a prefix rule of the workspace covers it
-(tools/command_rules.py: never a compound command, never by the tool's name). Otherwise the
-user is asked (`TurnPorts.request_permission`), and the answer decides.
+for a shell command, when it would run sandboxed and a prefix rule of the root it runs in
+(its `cwd`, through the gate) covers it (tools/command_rules.py: only a command whose every
+word is proven safe, never by the tool's name). Otherwise the user is asked
+(`TurnPorts.request_permission`), and the answer decides.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from parley.core.off_loop import off_loop
 from parley.sandbox import sandbox_status
 from parley.tools.base import CallView, Tool, ToolContext, ToolResult
 from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
+from parley.tools.confined import Roots
+from parley.tools.run_command import ArgumentRefused, command_directory
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +75,8 @@ class ToolPermission:
             return await off_loop(self.runs_later, shown) is None  # reads .git/config
         if call.name != COMMAND_TOOL:
             return call.name in self.session.auto_approve
-        if not covered(command_line(call), self.session.command_rules()):
+        root = await off_loop(command_root, self.session.roots, call)
+        if root is None or not covered(command_line(call), self.session.command_rules(root)):
             return False
         return (await off_loop(sandbox_status, self.settings.sandbox)).sandboxed
 
@@ -82,11 +86,13 @@ class ToolPermission:
         """Ask the user about `call` (shown as `view()` gives it); None when allowed,
         otherwise what the model is told. "Always" answers are remembered here. Raises
         `StoppedAtQuestion` when the user stopped the turn at the question."""
+        is_command = call.name == COMMAND_TOOL
+        root = await off_loop(command_root, self.session.roots, call) if is_command else None
         try:
             shown = await view()
             if kind == "edit" and (why := await off_loop(self.runs_later, shown)) is not None:
                 shown = attrs.evolve(shown, content=(*shown.content, runs_later_note(why)))
-            command = await self._command_offer(call) if call.name == COMMAND_TOOL else None
+            command = await self._command_offer(call, root) if is_command else None
             decision = await self.ports.request_permission(
                 self.session.id, call, kind, shown, command
             )
@@ -97,9 +103,9 @@ class ToolPermission:
             return NOT_ASKED
         if decision == "cancelled":
             raise StoppedAtQuestion
-        if isinstance(decision, AllowPrefix):  # one the question offered (protocol/permission)
-            self.session.add_command_rule(decision.prefix)
-        elif decision == "allow_always" and call.name != COMMAND_TOOL:
+        if isinstance(decision, AllowPrefix) and root is not None:  # an offered one
+            self.session.add_command_rule(decision.prefix, root)
+        elif decision == "allow_always" and not is_command:
             self.session.auto_approve.add(call.name)
             self.session.save()  # it holds for the rest of the session, reloads included
         return REJECTED if decision == "reject" else None
@@ -114,12 +120,14 @@ class ToolPermission:
                 return why
         return None
 
-    async def _command_offer(self, call: ToolCall) -> CommandOffer:
+    async def _command_offer(self, call: ToolCall, root: Path | None) -> CommandOffer:
         """What the question about a shell command offers to allow always: its prefixes,
-        when it is simple and would run sandboxed."""
+        when it is coverable, would run sandboxed, and in a root (its `cwd` is valid)."""
         status = await off_loop(sandbox_status, self.settings.sandbox)  # probed once: a thread
         if not status.sandboxed:
             return CommandOffer(unsandboxed=status.reason)
+        if root is None:
+            return CommandOffer()
         return CommandOffer(offered_prefixes(command_line(call)))
 
 
@@ -127,6 +135,21 @@ def runs_later_note(why: str) -> str:
     """What the question about an edit of a file that runs later says (Accept edits mode
     asks about it too)."""
     return f"This file runs code outside the sandbox: {why}. Edits of it are always asked about."
+
+
+def command_root(roots: Roots, call: ToolCall) -> Path | None:
+    """The root a shell command would run in, whose rules apply to it: the deepest of the
+    session's `roots` holding its `cwd` as the tool resolves it; None when the tool would
+    refuse the `cwd` (the call fails; nothing is allowed always). Reads the file system."""
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    cwd = arguments.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        return None
+    try:
+        directory = command_directory(roots, cwd)
+    except ArgumentRefused:
+        return None
+    return roots.holding(str(directory))
 
 
 def command_line(call: ToolCall) -> str:

@@ -79,6 +79,24 @@ class ArgumentRefused(ValueError):
     """A call's argument the tool will not run with; `str()` is the model's sentence."""
 
 
+def command_directory(roots: Roots, cwd: str | None) -> Path:
+    """The directory a call runs in: `cwd` through the gate (inside one of `roots`, a
+    directory); raises ArgumentRefused with the reason. Also what decides whose command
+    rules apply (agent/tool_permission.py)."""
+    if not cwd or cwd == ".":
+        return roots.cwd
+    try:
+        fd, relative = open_confined_directory(roots, cwd)
+    except Refused as refused:
+        raise ArgumentRefused(f"cwd: {refused}") from None
+    except OSError as error:
+        shown = printable_name(cwd)
+        raise ArgumentRefused(f"cwd: {shown!r} is not a directory: {error.strerror}") from None
+    os.close(fd)
+    # Relative to the cwd's root, or absolute in another root.
+    return roots.cwd if relative == "." else roots.cwd / relative
+
+
 def shown_seconds(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
@@ -111,20 +129,8 @@ class RunCommandTool(DeclaredTool):
     # --- the arguments --------------------------------------------------------------------
 
     def directory(self, cwd: str | None) -> Path:
-        """The directory a call runs in: `cwd` through the gate (inside the workspace, a
-        directory); raises ArgumentRefused with the reason."""
-        if not cwd or cwd == ".":
-            return self.workspace
-        try:
-            fd, relative = open_confined_directory(self.roots, cwd)
-        except Refused as refused:
-            raise ArgumentRefused(f"cwd: {refused}") from None
-        except OSError as error:
-            shown = printable_name(cwd)
-            raise ArgumentRefused(f"cwd: {shown!r} is not a directory: {error.strerror}") from None
-        os.close(fd)
-        # Relative to the cwd's root, or absolute in another root.
-        return self.workspace if relative == "." else self.workspace / relative
+        """The directory a call runs in (`command_directory`)."""
+        return command_directory(self.roots, cwd)
 
     def timeout(self, asked: float | None) -> float:
         """The call's timeout; raises ArgumentRefused above the maximum or not above 0."""
