@@ -406,3 +406,28 @@ def test_an_mcp_server_gets_a_minimal_base_and_what_the_client_listed() -> None:
         "HOME": "/h",
         "API_KEY": "the user's own, for this server",
     }
+
+
+def test_an_edit_asks_where_a_root_holds_what_the_home_runs_later(tmp_path: Path) -> None:
+    """The home cannot be a root, but a directory of it can (`~/.config` as an additional
+    root): git's configuration there is asked about, an ordinary file is not."""
+    home = tmp_path / "home"
+    config = home / ".config"
+    (config / "git").mkdir(parents=True)
+    environ = {"HOME": str(home)}
+    why = sandbox_policy.runs_later(config / "git" / "config", [config], environ)
+    assert why == sandbox_policy.RUNS_LATER_IN_HOME[".config/git"]
+    assert sandbox_policy.runs_later(config / "app.toml", [config], environ) is None
+    assert sandbox_policy.too_broad(home, environ) is not None
+    assert sandbox_policy.too_broad(config, environ) is None
+
+
+def test_the_file_tools_refuse_the_credentials_and_parleys_places_by_the_environment(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    environ = {"HOME": str(home), "PARLEY_HOME": str(tmp_path / "data")}
+    for refused in (home / ".ssh" / "id_ed25519", home / ".aws", tmp_path / "data" / "x.db"):
+        assert sandbox_policy.refused_to_tools(str(refused), environ), refused
+    for allowed in (home / "project" / "a.py", home / ".sshx", tmp_path / "database"):
+        assert not sandbox_policy.refused_to_tools(str(allowed), environ), allowed
