@@ -29,6 +29,7 @@ LAYERS = {
     "parley.config_file": "config",  # config.toml's shape, structured by cattrs
     "parley.store": "store",
     "parley.store_schema": "store",  # the store's migrations
+    "parley.store_fork": "store",  # a session's copy for `session/fork`
     "parley.providers": "providers",
     "parley.protocol": "protocol",
     "parley.agent": "agent",
@@ -67,6 +68,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "parley.sandbox_policy",  # which files run later outside the sandbox (always asked)
         "parley.config",
         "parley.store",
+        "parley.store_fork",
         "parley.providers",
         "parley.tools",
         "parley.protocol.updates",

@@ -185,7 +185,7 @@ async def test_a_commands_prefix_rule_lets_it_run_unasked_only_sandboxed_and_nev
 ) -> None:
     tools = {tool.spec.name: tool for tool in server_tools(tmp_path)}
     session = session_in(tmp_path, list(tools.values()))
-    session.add_command_rule("pytest")
+    session.add_command_rule("pytest", session.root)
     sandboxed, unsandboxed = (
         settings_in(tmp_path),
         settings_in(tmp_path, SandboxSettings(enabled=False)),

@@ -77,7 +77,7 @@ async def test_only_allow_always_remembers_a_tool_and_never_run_command(tmp_path
     permission = ToolPermission(session, settings, Answers("allow_always"))
     assert await permission.ask(command, "execute", shown) is None
     assert session.auto_approve == {"python_eval"}
-    assert session.command_rules() == frozenset()
+    assert session.command_rules(session.root) == frozenset()
 
 
 def test_a_commands_rules_are_those_of_the_deepest_root_its_cwd_is_in(tmp_path: Path) -> None:

@@ -364,7 +364,13 @@ ORDINARY = {
 
 def test_secrets_are_left_out_of_a_child_environment() -> None:
     environ = {**SECRETS, **ORDINARY, "PATH": "/usr/bin", "HOME": "/home/me"}
-    child = child_environment(["CUSTOM_LLM_CREDS"], environ)
+    # An allow-list: the ordinary variables pass only when the user names them ([sandbox] env).
+    assert child_environment(["CUSTOM_LLM_CREDS"], environ) == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/me",
+    }
+    named = [*ORDINARY, *SECRETS]  # naming a secret does not let it through
+    child = child_environment(["CUSTOM_LLM_CREDS"], environ, named)
     assert child == {**ORDINARY, "PATH": "/usr/bin", "HOME": "/home/me"}
 
 
@@ -373,7 +379,9 @@ async def test_the_kernel_sees_no_secret_of_the_server(
 ) -> None:
     for name, value in {**SECRETS, **ORDINARY}.items():
         monkeypatch.setenv(name, value)
-    kernel = PythonKernel(workspace, attrs.evolve(SETTINGS, secret_env_names=("CUSTOM_LLM_CREDS",)))
+    sandbox = attrs.evolve(SETTINGS.sandbox, env=(*ORDINARY, *SECRETS))  # the user names them
+    settings = attrs.evolve(SETTINGS, secret_env_names=("CUSTOM_LLM_CREDS",), sandbox=sandbox)
+    kernel = PythonKernel(workspace, settings)
     try:
         reply = await kernel.call("eval", code="import os\ndict(os.environ)")
     finally:
