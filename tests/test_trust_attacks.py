@@ -11,9 +11,11 @@ questions as a user who clicks "Allow once" would.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -303,3 +305,27 @@ async def test_a_command_with_a_nul_is_refused_before_anything_is_made(
     assert "NUL" in answer
     after = sorted(groups.glob("parley-*")) if groups.is_dir() else []
     assert [g for g in after if g not in before and g.name.endswith("-command")] == []
+
+
+def test_a_server_started_in_the_home_still_answers(tmp_path: Path) -> None:
+    """Editors start `parley serve` in the user's home: only a session there is refused, not
+    the server (`initialize` lists the tools of its cwd)."""
+    with outside_tmp() as home:
+        env = {**os.environ, "HOME": str(home), "PARLEY_HOME": str(tmp_path / "data")}
+        request = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}},
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "parley", "serve", "--framing", "ndjson"],
+            input=json.dumps(request) + "\n",
+            capture_output=True,
+            text=True,
+            cwd=home,
+            env=env,
+            timeout=60,
+        )
+    (answer,) = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert answer["result"]["agentInfo"]["name"] == "parley", done.stderr

@@ -66,7 +66,7 @@ from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
-from parley.tools.confined import RootRefused, Roots, workspace_roots
+from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -774,7 +774,9 @@ def _user_turns(messages: Iterable[Message]) -> int:
 
 def _roots(cwd: Path, additional: Sequence[Path]) -> Roots:
     """The session's roots, or InvalidOptions for one too broad to be one (`/`, `/home`)."""
+    roots = workspace_roots(cwd, additional)
     try:
-        return workspace_roots(cwd, additional)
+        refuse_too_broad(roots)
     except RootRefused as refused:
         raise InvalidOptions(str(refused)) from None
+    return roots

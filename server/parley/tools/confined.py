@@ -143,13 +143,18 @@ def workspace_roots(cwd: Path | str, additional: Iterable[Path | str] = ()) -> R
         root = workspace_root(directory)
         if root != first and root not in others:
             others.append(root)
-    for root in (first, *others):
+    return Roots(first, tuple(others))
+
+
+def refuse_too_broad(roots: Roots) -> None:
+    """RootRefused for a root no session may have (`sandbox_policy.too_broad`: `/`, the
+    home and what holds it, the system's directories, Parley's own places)."""
+    for root in roots.all:
         if (why := sandbox_policy.too_broad(root)) is not None:
             raise RootRefused(
                 f"{printable_name(str(root))} cannot be a workspace root: {why}. "
                 "Open a project directory instead."
             )
-    return Roots(first, tuple(others))
 
 
 def resolved_roots(workspace: Roots | Path) -> Roots:
