@@ -431,3 +431,57 @@ def test_the_file_tools_refuse_the_credentials_and_parleys_places_by_the_environ
         assert sandbox_policy.refused_to_tools(str(refused), environ), refused
     for allowed in (home / "project" / "a.py", home / ".sshx", tmp_path / "database"):
         assert not sandbox_policy.refused_to_tools(str(allowed), environ), allowed
+
+
+def test_git_places_are_found_as_git_finds_them(tmp_path: Path) -> None:
+    """A `.git` file's `gitdir:` (relative or absolute), `core.hooksPath` after other keys and
+    sections, `[include]`/`[includeIf]` paths; never a submodule's `path`, nor a place
+    outside the root."""
+    root = tmp_path / "proj"
+    (root / ".bare").mkdir(parents=True)
+    (root / ".git").write_text("gitdir: ./.bare\n")
+    (root / ".bare" / "config").write_text(
+        "[core]\n\tbare = false\n\trepositoryformatversion = 0\n"
+        '[submodule "vendor"]\n\tpath = vendor\n'
+        "[core]\n\thooksPath = .githooks\n"
+        '[includeIf "gitdir:~/work/"]\n\tpath = ../shared.gitconfig\n'
+        "[include]\n\tpath = /etc/outside.gitconfig\n"
+    )
+    places = sandbox_policy.git_places(root)
+    real = root.resolve()
+    assert places == [real / ".bare", real / ".githooks", real / "shared.gitconfig"]
+    elsewhere = tmp_path / "elsewhere.git"
+    (root / ".git").write_text(f"gitdir: {elsewhere}\n")
+    assert sandbox_policy.git_places(root) == []  # outside the root: read-only anyway
+    (root / ".git").write_text("not a pointer\n")
+    assert sandbox_policy.git_places(root) == []
+
+
+def test_runs_later_looks_in_every_root_and_where_git_looks(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    (second / ".git").mkdir(parents=True)
+    (second / ".git" / "config").write_text("[core]\n\tbare = false\n\thooksPath = hooks\n")
+    first.mkdir()
+    roots = [first, second]
+    assert sandbox_policy.runs_later(second / ".envrc", roots) is not None
+    assert sandbox_policy.runs_later(second / "hooks" / "pre-push", roots) == (
+        sandbox_policy.GIT_REFERENCE_REASON
+    )
+    assert sandbox_policy.runs_later(second / "src" / "hooks.py", roots) is None
+    assert sandbox_policy.runs_later(first / ".venv" / "bin" / "parley", roots) == (
+        sandbox_policy.PARLEY_ENVIRONMENT_REASON
+    )
+    assert sandbox_policy.runs_later(tmp_path / "c" / ".envrc", roots) is None
+
+
+def test_only_what_lies_in_a_writable_directory_is_protected(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".bashrc").parent.mkdir(parents=True)
+    (home / ".bashrc").write_text("# rc\n")
+    (project / ".envrc").parent.mkdir(parents=True)
+    (project / ".envrc").write_text("")
+    environ = {"HOME": str(home)}
+    protected = [path for path, _ in sandbox_policy.protected_paths([project], environ)]
+    assert protected == [project.resolve() / ".envrc"]
+    protected = [path for path, _ in sandbox_policy.protected_paths([project, home], environ)]
+    assert home.resolve() / ".bashrc" in protected
