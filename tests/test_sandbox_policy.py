@@ -485,3 +485,13 @@ def test_only_what_lies_in_a_writable_directory_is_protected(tmp_path: Path) -> 
     assert protected == [project.resolve() / ".envrc"]
     protected = [path for path, _ in sandbox_policy.protected_paths([project, home], environ)]
     assert home.resolve() / ".bashrc" in protected
+
+
+def test_a_virtualenv_holding_parley_is_protected_and_another_is_not(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "parley").write_text("#!/bin/sh\n")
+    (project / "venv" / "bin").mkdir(parents=True)  # the project's own: no Parley in it
+    environ = {"HOME": str(tmp_path / "home")}
+    protected = dict(sandbox_policy.protected_paths([project], environ))
+    assert protected == {project.resolve() / ".venv": sandbox_policy.PARLEY_ENVIRONMENT_REASON}
