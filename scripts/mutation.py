@@ -52,8 +52,13 @@ MODULE_TESTS: dict[str, list[str]] = {
     # The sandbox's policy and launcher: every place planted and tried from a real child.
     "child_env.py": ["tests/test_sandbox_policy.py"],
     "sandbox_policy.py": ["tests/test_sandbox_policy.py", "tests/test_trust_attacks.py"],
-    # (test_sandbox.py, through the server, takes a minute a survivor: run it by hand.)
-    "sandbox.py": ["tests/test_sandbox_policy.py", "tests/test_trust_attacks.py"],
+    # The launcher's mounts and fallback: the red team's renames, test_sandbox.py's launch
+    # property and fallback (through the server: half a minute a survivor).
+    "sandbox.py": [
+        "tests/test_sandbox_policy.py",
+        "tests/test_red36_sandbox_escapes.py",
+        "tests/test_sandbox.py",
+    ],
     "tools/command_policy.py": ["tests/test_command_rules.py"],
     "tools/command_output.py": ["tests/test_command_output.py"],
     "tools/confined.py": [

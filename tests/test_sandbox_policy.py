@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley import sandbox_policy
 from parley.child_env import CHILD_VARIABLES, child_environment, mcp_server_environment
-from parley.sandbox import SandboxSettings, sandbox_status
+from parley.sandbox import ChildSpec, SandboxSettings, child_layout, sandbox_status
 from sandbox_probe import NOBODY, probe, run_in_sandbox
 
 SECRET = "SECRET-CONTENT-0123"
@@ -495,3 +495,27 @@ def test_a_virtualenv_holding_parley_is_protected_and_another_is_not(tmp_path: P
     environ = {"HOME": str(tmp_path / "home")}
     protected = dict(sandbox_policy.protected_paths([project], environ))
     assert protected == {project.resolve() / ".venv": sandbox_policy.PARLEY_ENVIRONMENT_REASON}
+
+
+def test_the_layout_binds_each_writable_root_once_and_pins_the_way_to_each_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`child_layout`, in-process: a root inside another is bound through the outer one
+    only; a root given through a symlink (or gone) is left out; the directories leading to a
+    hidden place in any root are pinned once each, outer first; a hidden place that holds a
+    root is not hidden (it would hide the root)."""
+    use_home(monkeypatch, tmp_path / "home")
+    outer, other = tmp_path / "outer", tmp_path / "other"
+    inner = outer / "inner"
+    key, secret = inner / "a" / "b" / "key", other / "x" / "secret"
+    for place in (key, secret, outer / ".envrc"):
+        plant(place, False)
+    (tmp_path / "link").symlink_to(other)
+    writable = (inner, other, tmp_path / "link", tmp_path / "gone")
+    spec = ChildSpec(("true",), outer, {}, writable=writable)
+    hidden = (str(tmp_path), str(key), str(secret))
+    layout = child_layout(spec, SandboxSettings(pids_max=0, hidden=hidden))
+    assert sorted(layout.writable) == sorted([outer, other])  # inner: through outer
+    assert layout.pinned == (inner, other / "x", inner / "a", inner / "a" / "b")
+    assert layout.protected == (outer / ".envrc",)
+    assert tmp_path not in layout.hidden and {key, secret} <= set(layout.hidden)
