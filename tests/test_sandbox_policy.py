@@ -508,12 +508,13 @@ def test_the_layout_binds_each_writable_root_once_and_pins_the_way_to_each_place
     outer, other = tmp_path / "outer", tmp_path / "other"
     inner = outer / "inner"
     key, secret = inner / "a" / "b" / "key", other / "x" / "secret"
-    for place in (key, secret, outer / ".envrc"):
+    beside = inner / "a" / "token"  # shares the way to `key`: pinned once
+    for place in (key, beside, secret, outer / ".envrc"):
         plant(place, False)
     (tmp_path / "link").symlink_to(other)
     writable = (inner, other, tmp_path / "link", tmp_path / "gone")
     spec = ChildSpec(("true",), outer, {}, writable=writable)
-    hidden = (str(tmp_path), str(key), str(secret))
+    hidden = (str(tmp_path), str(key), str(beside), str(secret))
     layout = child_layout(spec, SandboxSettings(pids_max=0, hidden=hidden))
     assert sorted(layout.writable) == sorted([outer, other])  # inner: through outer
     assert layout.pinned == (inner, other / "x", inner / "a", inner / "a" / "b")
