@@ -43,6 +43,7 @@ from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
 from parley.core.loop_watchdog import LoopWatchdog
+from parley.core.session_settings import CONFIGURE
 from parley.protocol import client_answers, permission, updates
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
@@ -65,6 +66,8 @@ from parley.protocol.params import (
     check_mcp_servers,
     parse_params,
     prompt_content,
+    session_options,
+    settings_given,
 )
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
@@ -281,7 +284,8 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(NewSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
-        session = self.sessions.new(Path(params.cwd), params.meta.parley, additional)
+        options = session_options(params.meta.parley)
+        session = self.sessions.new(Path(params.cwd), options, additional)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         # A prompt sent right after the answer must not wait for the SDK's import.
         self._preload_sdk(at_once=True)
@@ -304,7 +308,7 @@ class ParleyServer(JsonRPCServer):
         totals = self.store.usage_totals(session.id)
         return {
             **self._started(session, loaded=True),
-            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}},
+            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.settings.model}},
         }
 
     async def resume_session(self, raw: Any) -> dict[str, Any]:
@@ -381,7 +385,7 @@ class ParleyServer(JsonRPCServer):
                     "updatedAt": s.updated_at,
                     # For a picker's line: the model, how many turns, what it cost.
                     "_meta": {
-                        "parley": {"model": s.model, "turns": s.turns}
+                        "parley": {"model": s.settings.model, "turns": s.turns}
                         | ({"cost": costs[s.id]} if s.id in costs else {})
                     },
                 }
@@ -401,11 +405,8 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(ConfigureParams, raw)
         await self.sessions.configure(
             params.session_id,
-            model=params.model,
-            tool_policy=params.tool_policy,
-            tool_format=params.tool_format,
             auto_approve=params.auto_approve,
-            thought_level=params.thought_level,
+            **settings_given(params, CONFIGURE),
         )
         return {}
 
@@ -476,7 +477,7 @@ class ParleyServer(JsonRPCServer):
             self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
         self.protocol.after_the_answer(self._preload_sdk)
         return {
-            "modes": mode_state(session.mode),
+            "modes": mode_state(session.settings.mode),
             "configOptions": self.sessions.config_options(session),
         }
 

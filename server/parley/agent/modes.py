@@ -17,9 +17,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard, get_args
 
 from parley.core.choices import Mode
+from parley.core.session_settings import SessionSettings
 from parley.tools.base import ToolSpec
 
-DEFAULT_MODE: Mode = "ask"
+DEFAULT_MODE: Mode = SessionSettings().mode  # declared with the other settings
 
 # Each mode's name and description, as clients show them (in this order).
 MODES: Mapping[Mode, tuple[str, str]] = {
@@ -46,12 +47,6 @@ PLAN_NOTE = (
 
 def is_mode(value: Any) -> TypeGuard[Mode]:
     return isinstance(value, str) and value in get_args(Mode)
-
-
-def stored_mode(value: Any) -> Mode:
-    """A mode read from the store: a value this version does not know (a newer one's) is
-    taken as the default."""
-    return value if is_mode(value) else DEFAULT_MODE
 
 
 def mode_state(current: Mode) -> dict[str, Any]:

@@ -70,7 +70,7 @@ class ToolPermission:
         """Whether `call` (shown as `view()` gives it) runs without a question."""
         if not tool.spec.needs_permission:
             return True
-        if modes.runs_unasked(tool.spec, self.session.mode):
+        if modes.runs_unasked(tool.spec, self.session.settings.mode):
             shown = await view()
             return await off_loop(self.runs_later, shown) is None  # reads .git/config
         if call.name != COMMAND_TOOL:
