@@ -74,16 +74,15 @@ import attrs
 from parley.config_file import (
     DEFAULT_STALL_TIMEOUT,
     ChatTable,
-    CommandsTable,
     ConfigFile,
     ConfigFileError,
     ContinuationForm,
-    KernelTable,
     ModelTable,
     ProviderTable,
     structure_config,
 )
 from parley.core.context_windows import known_context_window
+from parley.core.setting_types import CommandsTable, KernelTable
 from parley.core.thought_levels import (
     LEVELS,
     Thinking,
@@ -393,7 +392,7 @@ def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
 
 
 def _sandbox(file: ConfigFile) -> SandboxSettings:
-    return SandboxSettings(**attrs.asdict(file.sandbox, recurse=False))
+    return file.sandbox
 
 
 def _given(entry: ProviderTable | ModelTable) -> dict[str, Any]:

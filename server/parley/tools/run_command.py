@@ -16,6 +16,7 @@ from pathlib import Path
 import attrs
 
 from parley.child_env import child_environment
+from parley.core.setting_types import CommandsTable
 from parley.sandbox import (
     UNSANDBOXED_MARK,
     ChildSpec,
@@ -53,12 +54,15 @@ from parley.tools.confined import (
 SHELL = "/bin/sh"
 
 
+_CONFIGURED = CommandsTable()  # config.toml's `[commands]` defaults, the tool's too
+
+
 @attrs.frozen
 class CommandSettings:
     """config.toml's `[commands]`, and the sandbox the commands run in."""
 
-    timeout_seconds: float = 120.0  # a call's default
-    max_timeout_seconds: float = 600.0  # the most a call may ask for
+    timeout_seconds: float = _CONFIGURED.timeout_seconds  # a call's default
+    max_timeout_seconds: float = _CONFIGURED.max_timeout_seconds  # the most a call may ask for
     secret_env_names: tuple[str, ...] = ()  # the providers' key variables, whatever their names
     sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
 
