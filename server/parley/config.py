@@ -90,9 +90,9 @@ from parley.core.thought_levels import (
     ThoughtLevel,
     nearest_level,
     thinking_of,
-    thinks_by_default,
 )
 from parley.core.usage import DEFAULT_PRICES, Price
+from parley.core.wire_kinds import WIRE_KINDS, thinks_by_default
 from parley.sandbox import SandboxSettings
 
 FALLBACK_MODEL = "openai:gpt-4.1-mini"
@@ -215,7 +215,7 @@ class Settings:
         if provider is None:
             return None
         config = self.model_config(model_id)
-        style: ThinkingStyle = "budget" if provider.kind == "anthropic" else "effort"
+        style = WIRE_KINDS[provider.kind].thinking_style
         if config.thinking is not None:
             return style if config.thinking else None
         if style == "budget" and config.thinking_budget:

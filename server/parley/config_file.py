@@ -33,6 +33,7 @@ from parley.core.setting_types import (
     PositiveCount,
     Share,
 )
+from parley.core.wire_kinds import WireKindName
 from parley.sandbox import SandboxSettings
 
 # How a server is asked to continue a partial assistant message (docs/local-models.md):
@@ -76,7 +77,7 @@ class ProviderTable:
     """[providers.NAME]; a key left out keeps the preset's value (a preset's name) or the
     default."""
 
-    kind: Literal["openai", "anthropic"] | None = None
+    kind: WireKindName | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     default_api_key: str | None = None

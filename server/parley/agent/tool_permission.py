@@ -53,7 +53,9 @@ class PermissionPorts(Protocol):
         kind: str,
         view: CallView,
         command: CommandOffer | None = None,
-    ) -> PermissionDecision: ...
+    ) -> PermissionDecision:
+        """Ask the user whether `call` (shown as `view`) may run; raises when the editor
+        cannot ask. A shell command's question offers `command`'s prefixes to allow always."""
 
 
 class ToolPermission:

@@ -26,9 +26,13 @@ from parley.agent.compactor import Compactor
 from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
-from parley.agent.tool_permission import StoppedAtQuestion, ToolPermission, precheck
+from parley.agent.tool_permission import (
+    PermissionPorts,
+    StoppedAtQuestion,
+    ToolPermission,
+    precheck,
+)
 from parley.config import Settings
-from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import (
     AssistantMessage,
     ToolCall,
@@ -80,8 +84,8 @@ TOOL_RESULT_LIMIT = 100_000
 _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
 
 
-class TurnPorts(Protocol):
-    """What a turn needs from the connection to the editor."""
+class TurnPorts(PermissionPorts, Protocol):
+    """What a turn needs from the connection to the editor (and asking: `PermissionPorts`)."""
 
     # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
     client_files: ClientFiles | None
@@ -96,17 +100,6 @@ class TurnPorts(Protocol):
     client_terminals: ClientTerminals | None
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
-
-    async def request_permission(
-        self,
-        session_id: str,
-        call: ToolCall,
-        kind: str,
-        view: CallView,
-        command: CommandOffer | None = None,
-    ) -> PermissionDecision:
-        """Ask the user whether `call` (shown as `view`) may run; raises when the editor
-        cannot ask. A shell command's question offers `command`'s prefixes to allow always."""
 
 
 @attrs.define
