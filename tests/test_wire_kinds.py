@@ -32,7 +32,7 @@ def test_each_kind_names_what_exists(name: str) -> None:
 def test_a_kind_not_registered_is_refused_in_config_toml(tmp_path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[providers.x]\nkind = "gemini"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="providers.x.kind"):
+    with pytest.raises(ConfigError, match=r"providers\.x\.kind"):
         load_settings(environ={"PARLEY_CONFIG": str(config), "PARLEY_HOME": str(tmp_path)})
 
 
