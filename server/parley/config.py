@@ -370,7 +370,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tool_timeout_seconds=file.tool_timeout_seconds,
         mcp_start_timeout_seconds=file.mcp_start_timeout_seconds,
         kernel=file.kernel,
-        sandbox=_sandbox(file),
+        sandbox=file.sandbox,
         commands=file.commands,
         chat=file.chat,
         budget=Budget(**attrs.asdict(file.budget, recurse=False)),
@@ -384,15 +384,6 @@ def _structured(table: dict[str, Any], path: Path) -> ConfigFile:
         return structure_config(table)
     except ConfigFileError as error:
         raise ConfigError("\n".join(f"{path}: {mistake}" for mistake in error.mistakes)) from error
-
-
-def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
-    """config.toml's `[sandbox]` table alone: its settings, or a `ConfigError`."""
-    return _sandbox(_structured({"sandbox": entry}, path))
-
-
-def _sandbox(file: ConfigFile) -> SandboxSettings:
-    return file.sandbox
 
 
 def _given(entry: ProviderTable | ModelTable) -> dict[str, Any]:
