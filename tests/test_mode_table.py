@@ -27,13 +27,14 @@ from parley.agent.session import Session
 from parley.agent.tool_permission import ToolPermission
 from parley.client import ParleyClient
 from parley.config import Settings
+from parley.core.call_view import CallView
 from parley.core.choices import Mode, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.session_settings import SessionSettings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.store import Store
-from parley.tools.base import TOOL_KINDS, CallView, Tool, ToolSpec, describe_call
+from parley.tools.base import TOOL_KINDS, Tool, ToolSpec, describe_call
 from parley.tools.registry import ToolRegistry
 from parley.tools.server_tools import server_tools
 

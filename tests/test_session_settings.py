@@ -24,8 +24,8 @@ from parley.core.session_settings import (
     settable,
     stored_form,
 )
+from parley.core.updates import camel
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from parley.protocol.updates import camel
 from parley.store import Store
 
 READ = ScriptedToolCall("read_file", {"path": "geometry.py"})

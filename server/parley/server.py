@@ -39,12 +39,14 @@ from parley.agent.sessions import (
     UnsupportedContent,
 )
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
 from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
-from parley.protocol import client_answers, permission, updates
+from parley.protocol import client_answers, permission
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -72,7 +74,7 @@ from parley.protocol.params import (
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import CallView, ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
+from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
 from parley.tools.confined import Roots
 from parley.tools.editor import EditorTool
 from parley.tools.kernel import KernelSettings

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from parley.agent import notices
+from parley.core import updates
 from parley.core.conversation import (
     AssistantMessage,
     ContentBlock,
@@ -21,7 +22,6 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from parley.protocol import updates
 from parley.store import StoredNotice
 from parley.tools.arguments import InvalidArguments
 from parley.tools.plan import UpdatePlanTool, plan_update, read_plan

@@ -50,6 +50,8 @@ from parley.agent.turn import (
     session_request,
 )
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView, Location
 from parley.core.conversation import (
     ContentBlock,
     ImageBlock,
@@ -60,11 +62,10 @@ from parley.core.conversation import (
 )
 from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.session_settings import SessionOptions, SessionSettings
-from parley.protocol import updates
 from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
-from parley.tools.base import CallView, Location, Tool
+from parley.tools.base import Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry

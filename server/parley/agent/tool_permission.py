@@ -23,11 +23,12 @@ from parley import sandbox_policy
 from parley.agent import modes
 from parley.agent.session import Session
 from parley.config import Settings
+from parley.core.call_view import CallView
 from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.off_loop import off_loop
 from parley.sandbox import sandbox_status
-from parley.tools.base import CallView, Tool, ToolContext, ToolResult
+from parley.tools.base import Tool, ToolContext, ToolResult
 from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
 from parley.tools.confined import Roots
 from parley.tools.run_command import ArgumentRefused, command_directory

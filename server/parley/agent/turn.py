@@ -33,6 +33,8 @@ from parley.agent.tool_permission import (
     precheck,
 )
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.conversation import (
     AssistantMessage,
     ToolCall,
@@ -51,7 +53,6 @@ from parley.core.usage import (
     cost_to_wire,
     estimate_tokens,
 )
-from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
@@ -65,14 +66,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import (
-    CallView,
-    ClientFiles,
-    ClientTerminals,
-    ClientWrites,
-    ToolContext,
-    ToolResult,
-)
+from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 

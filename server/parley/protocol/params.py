@@ -34,7 +34,7 @@ from parley.core.session_settings import (
     SessionSettings,
     settable,
 )
-from parley.protocol.updates import camel
+from parley.core.updates import camel
 from parley.tools.base import ToolSpec
 
 T = TypeVar("T")
