@@ -39,7 +39,7 @@ from parley.agent.config_options import (
 )
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.modes import current_mode_update
-from parley.agent.replay import replay_updates, unanswered_calls
+from parley.agent.replay import replay_updates, turn_start, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
 from parley.agent.turn import (
     Turn,
@@ -203,6 +203,19 @@ class Sessions:
         if replay:
             replayed = replay_updates(session.messages(), session.tools, 0, session.notices())
             await self._replay(session, replayed)
+        return session
+
+    async def resume_from(
+        self, session_id: str, cwd: Path, turn: int | None, additional: Sequence[Path] = ()
+    ) -> Session:
+        """ACP v2's `session/resume`: `load`, replaying from turn `turn` (1: all; None: none)."""
+        session = await self.load(session_id, cwd, replay=False, additional=additional)
+        if turn is not None:
+            start = await off_loop(turn_start, session.messages(), turn)
+            if start is None:
+                raise InvalidOptions(f"replayFrom.turn: the session has no turn {turn}")
+            missed = session.messages(start), session.tools, start, session.notices(start)
+            await self._replay(session, replay_updates(*missed))
         return session
 
     async def _replay(self, session: Session, replayed: Iterator[dict[str, Any]]) -> None:

@@ -82,6 +82,7 @@ class InitializeParams:
     protocol_version: int
     client_capabilities: ClientCapabilities = ClientCapabilities()
     client_info: ClientInfo | None = None
+    capabilities: Any = None  # v2's name for them: read only when v2 is negotiated (v2.py)
 
 
 def _with_settings(name: str, where: str, fields: dict[str, Any]) -> type:
@@ -219,6 +220,7 @@ class LoadSessionParams:
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
     additional_directories: Any = None  # checked by `additional_roots`
+    replay_from: Any = None  # v2's `session/resume` cursor: read only on v2 (`v2.replay_start`)
 
 
 @attrs.frozen
