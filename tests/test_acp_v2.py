@@ -411,6 +411,8 @@ async def test_resume_replays_from_its_cursor_only(
             await client.request("session/load", resume)
         fake.set_script([Reply(text="Still here.")])
         await client.prompt(session, "Fourth question")  # resumed: it takes prompts
+        listed = await client.request("session/list", {})
+        await client.request("session/close", {"sessionId": session})
     assert seen == {
         "none": [],
         "start": ["First question", "Second question", "Third question"],
@@ -418,6 +420,7 @@ async def test_resume_replays_from_its_cursor_only(
     }
     assert set(refusals.values()) == {INVALID_PARAMS}
     assert load.value.code == METHOD_NOT_FOUND
+    assert [listed_session["sessionId"] for listed_session in listed["sessions"]] == [session]
     client.assert_conformant()
 
 
