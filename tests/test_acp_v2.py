@@ -30,7 +30,7 @@ from acp_schema import SCHEMA_PACKAGE, AcpSchema
 from conftest import server_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.fakellm import FakeLLM, Fault, Pacing, Reply, ScriptedToolCall
 from parley.protocol import v2
 from pygls.exceptions import JsonRpcInvalidParams
 
@@ -83,6 +83,9 @@ class V2Client:
         self._pending[self._next_id] = answer
         self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
         return await asyncio.wait_for(answer, timeout)
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def initialize(self) -> dict[str, Any]:
         info = {"name": "v2-test-client", "version": "1"}
@@ -336,6 +339,33 @@ async def test_an_edits_diff_is_a_structured_change_with_a_git_patch(
         assert patch.startswith(f"diff --git a{path} b{path}\n")
         assert "-    return width * height\n+    return height * width\n" in patch
     assert "return height * width" in (workspace / "geometry.py").read_text()
+    client.assert_conformant()
+
+
+async def test_a_cancelled_or_failed_turn_ends_idle_with_its_reason(
+    env: dict[str, str], fake: FakeLLM, workspace: Path
+) -> None:
+    slow = Reply(text="word " * 400, chunk_size=5, pacing=Pacing(chunks_per_second=50))
+    async with v2_server(env) as client:
+        await client.initialize()
+        session = await client.new_session(workspace)
+        fake.set_script([slow])
+        running = asyncio.ensure_future(client.prompt(session, "Talk."))
+        while not client.updates(session, "agent_message_chunk"):
+            await asyncio.sleep(0.01)
+        client.notify("session/cancel", {"sessionId": session})
+        await running
+        fake.set_script([Reply(fault=Fault(kind="http", status=401))])
+        with pytest.raises(RpcError) as failed:
+            await client.prompt(session, "Again.")
+    states = [(u["state"], u.get("stopReason")) for u in client.updates(session, "state_update")]
+    assert states == [
+        ("running", None),
+        ("idle", "cancelled"),
+        ("running", None),
+        ("idle", "error"),
+    ]
+    assert failed.value.code == -32001  # the provider's failure, said as in v1
     client.assert_conformant()
 
 

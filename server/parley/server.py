@@ -122,8 +122,8 @@ class ParleyServer(JsonRPCServer):
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
-        self.acp_version = 1  # negotiated in `initialize`: 2 only behind the switch (v2.py)
-        self.v2_updates: v2.UpdateReshaper | None = None  # a v2 connection's updates
+        # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
+        self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -267,8 +267,8 @@ class ParleyServer(JsonRPCServer):
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
         capabilities = params.client_capabilities
-        self.acp_version = v2.negotiated(params.protocol_version)
-        if self.acp_version == v2.VERSION:
+        self.v2_updates = None
+        if v2.negotiated(params.protocol_version) == v2.VERSION:
             # v2's client has no files nor terminals to offer: only Parley's `_meta`.
             meta = parse_params(ClientCapabilities, params.capabilities or {}).meta
             capabilities = ClientCapabilities(meta=meta)
