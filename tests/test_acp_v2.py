@@ -534,3 +534,12 @@ def test_every_reshaped_update_is_a_valid_v2_update(
     ]
     assert shown["patch"]["text"].startswith("diff --git a/w/a.py b/w/a.py\n")
     assert [u["sessionUpdate"] for u in sent].count("terminal_update") == 2
+
+
+def test_a_diff_too_big_to_patch_on_the_loop_still_names_its_change() -> None:
+    big = "x = 1\n" * (v2.PATCH_LIMIT // 6)
+    diff = {"type": "diff", "path": "/w/big.py", "oldText": big, "newText": big + "y = 2\n"}
+    shown = v2.content_item(diff)
+    assert shown == {"type": "diff", "changes": [{"operation": "modify", "path": "/w/big.py"}]}
+    update = {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "content": [shown]}
+    assert not v2_violations(update)
