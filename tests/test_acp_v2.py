@@ -485,6 +485,35 @@ def test_a_replay_cursor_is_a_turn_or_invalid_params(cursor: Any) -> None:
         assert turn == cursor["turn"] and type(turn) is int and turn >= 1
 
 
+CAPABILITIES = JSON | st.fixed_dictionaries(
+    {}, optional={"fs": JSON, "terminal": JSON, "_meta": JSON | st.just({"parley": {}})}
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(CAPABILITIES)
+def test_a_v2_clients_capabilities_offer_no_files_nor_terminals(raw: Any) -> None:
+    """Whatever a v2 client's `capabilities` hold (v1's `fs` and `terminal` too): only
+    Parley's `_meta` is read, or the request is -32602; never files nor terminals."""
+    try:
+        capabilities = v2.client_capabilities(raw)
+    except JsonRpcInvalidParams:
+        assert not isinstance(raw, dict) or raw.get("_meta") is not None
+        return
+    assert capabilities.fs is None and capabilities.terminal is False
+    if not isinstance(raw, dict) or raw.get("_meta") is None:
+        assert capabilities == v2.client_capabilities({})
+
+
+def test_a_v2_client_offers_its_tools_and_revisions_in_capabilities_meta() -> None:
+    parley = {"revisions": True, "tools": [{"name": "eval_elisp", "kind": "execute"}]}
+    raw = {"fs": {"readTextFile": True}, "terminal": True, "_meta": {"parley": parley}}
+    capabilities = v2.client_capabilities(raw)
+    assert capabilities.meta.parley.revisions is True
+    assert [tool.name for tool in capabilities.meta.parley.tools] == ["eval_elisp"]
+    assert capabilities.fs is None and capabilities.terminal is False
+
+
 ENTRIES = st.lists(
     st.fixed_dictionaries(
         {

@@ -56,7 +56,6 @@ from parley.protocol import client_answers, permission, v2
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
-    ClientCapabilities,
     CompactParams,
     ConfigureParams,
     ExportParams,
@@ -270,8 +269,7 @@ class ParleyServer(JsonRPCServer):
         self.v2_updates = None
         if v2.negotiated(params.protocol_version) == v2.VERSION:
             # v2's client has no files nor terminals to offer: only Parley's `_meta`.
-            meta = parse_params(ClientCapabilities, params.capabilities or {}).meta
-            capabilities = ClientCapabilities(meta=meta)
+            capabilities = v2.client_capabilities(params.capabilities)
             self.v2_updates = v2.UpdateReshaper()
         self.client_tools = list(capabilities.meta.parley.tools)
         self.client_reads_files = (capabilities.fs or {}).get("readTextFile") is True

@@ -23,6 +23,8 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from parley.protocol.params import ClientCapabilities, parse_params
+
 SWITCH = "PARLEY_ACP_V2"  # "1": a client may negotiate v2
 VERSION = 2
 MAIN_PLAN = "main"  # the plan's id: the draft's synthetic id for a single plan
@@ -38,6 +40,18 @@ def negotiated(requested: int, environ: Mapping[str, str] = os.environ) -> int:
     """The protocol version a connection speaks: 2 only when the switch is on and the client
     asked for 2 or later, else 1 (the draft's rule: the agent's latest it supports)."""
     return VERSION if requested >= VERSION and environ.get(SWITCH) == "1" else 1
+
+
+def client_capabilities(raw: Any) -> ClientCapabilities:
+    """A v2 client's `capabilities`: only Parley's `_meta` is read (v2 has no client files
+    nor terminals: v1's `fs` and `terminal` there are ignored); -32602 when they are not an
+    object, or that `_meta` not Parley's shape."""
+    if raw is None:
+        return ClientCapabilities()
+    if not isinstance(raw, dict):
+        raise JsonRpcInvalidParams(f"capabilities: must be an object, not {type(raw).__name__}")
+    meta = raw.get("_meta")
+    return parse_params(ClientCapabilities, {} if meta is None else {"_meta": meta})
 
 
 # --- answers ----------------------------------------------------------------------------------
