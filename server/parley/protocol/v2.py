@@ -10,7 +10,7 @@ structured diffs, the permission request's `title` and `subject`, the prompt's s
 The switch: the server offers v2 only when the environment sets `PARLEY_ACP_V2=1` (the draft
 asks implementers to gate it behind the version negotiation *and* a flag), and then only to a
 client whose `initialize` asks for `protocolVersion` 2 or later; every other client gets v1,
-exactly as before. docs/protocol.md ("v2, behind a switch") says what is and is not done.
+exactly as before. docs/protocol.md ("ACP v2 (behind a switch)") says what is and is not done.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def replay_start(cursor: Any) -> int | None:
         turn = cursor.get("turn")
         if type(turn) is int and turn >= 1:
             return turn
-        raise JsonRpcInvalidParams(f"replayFrom.turn: a turn number from 1, not {turn!r}")
+        raise JsonRpcInvalidParams(f"replayFrom.turn: a turn number from 1, not {repr(turn)[:60]}")
     shown = repr(kind) if isinstance(kind, str) else "no type"
     raise JsonRpcInvalidParams(
         f"replayFrom: {shown[:60]} is not a cursor Parley knows "
