@@ -1,6 +1,6 @@
 """ACP v2 (a draft), behind a switch: what a client that negotiated `protocolVersion: 2` is sent.
 
-The server builds every message in ACP v1's shapes (`updates.py`, `permission.py`, the
+The server builds every message in ACP v1's shapes (`core/updates.py`, `permission.py`, the
 handlers' answers). A connection that negotiated v2 has them reshaped here, in one place, as
 they leave: the v2 draft's tool calls as upserts (`tool_call_update` creates a call, content
 items are appended with `tool_call_content_chunk`, a command's live output goes to an
