@@ -2,7 +2,7 @@
 
 ;;; Commentary:
 
-;; The stop 34 contract against `parley serve' and the fake LLM: a
+;; Retry (docs/protocol.md, `session/prompt`) against `parley serve' and the fake LLM: a
 ;; retry of a cut-off turn replaces it, in the buffer, in what the
 ;; model is sent and in the stored session; a server of another
 ;; version than the package's is said once.  The server, the fake LLM

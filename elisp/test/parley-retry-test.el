@@ -5,7 +5,7 @@
 ;; `parley-retry' (C-c C-r) after a turn that was cut off (cancelled,
 ;; or its prompt answered with an error) replaces that turn: the
 ;; transcript loses it before the prompt is shown again, and the
-;; server is asked to replace it (`_meta.parley.retry', the stop 34
+;; server is asked to replace it (`_meta.parley.retry', docs/protocol.md's
 ;; contract); after a finished turn it is an ordinary resend.  A
 ;; server whose version differs from the package's is said once.  The
 ;; server is faked: the requests are answered from a table, the
