@@ -11,7 +11,7 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 
 import { ResponseError } from 'vscode-jsonrpc/node';
 
-import { type ParleyClient, ServerExitedError, describeError, isMethodNotFound } from '../src/client/client';
+import { type ParleyClient, ServerExitedError, describeError } from '../src/client/client';
 import { EDITOR_TOOL_SPECS } from '../src/client/editorToolSpecs';
 import {
   type EditorCallToolParams,
@@ -371,16 +371,7 @@ describe('protocol client against parley serve', () => {
     const first = await client.prompt(sessionId, 'What is 2 ** 10?');
     assert.equal(first.stopReason, 'end_turn');
 
-    let listed;
-    try {
-      listed = await client.listSessions({ cwd: dirs.workspace });
-    } catch (err) {
-      if (isMethodNotFound(err)) {
-        t.skip('session/list is not implemented by the server yet (method not found)');
-        return;
-      }
-      throw err;
-    }
+    const listed = await client.listSessions({ cwd: dirs.workspace });
     assert.ok(listed.sessions.some((s) => s.sessionId === sessionId), 'the session is listed');
 
     // A new server process, sharing the store: load the session.
@@ -389,16 +380,7 @@ describe('protocol client against parley serve', () => {
     const otherUpdates = new Updates(other);
     await other.start();
     try {
-      let loaded;
-      try {
-        loaded = await other.loadSession(sessionId, dirs.workspace);
-      } catch (err) {
-        if (isMethodNotFound(err)) {
-          t.skip('session/load is not implemented by the server yet (method not found)');
-          return;
-        }
-        throw err;
-      }
+      const loaded = await other.loadSession(sessionId, dirs.workspace);
       assert.equal(loaded._meta?.parley?.model, MODEL);
       assert.ok(loaded._meta?.parley?.usage, 'usage in the load result');
       assert.match(otherUpdates.text('user_message_chunk', sessionId), /What is 2 \*\* 10\?/);
@@ -576,7 +558,8 @@ describe('server death and restart', () => {
       assert.ok(undone?.kind === 'turn');
       assert.equal(undone.undo, 'undone');
       const notice = ctl.state.entries.filter((e) => e.kind === 'notice').pop();
-      assert.equal(notice?.kind === 'notice' && notice.text, 'Undid turn 1: restored geometry.py. The conversation is kept.');
+      // The server's words (`_parley/session/restore`'s `text`), as `/undo` says them.
+      assert.equal(notice?.kind === 'notice' && notice.text, 'Restored the files of turn 1 as they were before it:\n- `geometry.py` restored');
       assert.ok(ctl.state.entries.some((e) => e.kind === 'agent' && e.text === 'Done: width is a float now.'));
     } finally {
       await ctl.dispose();

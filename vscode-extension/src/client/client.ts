@@ -38,7 +38,6 @@ import {
   type ListSessionsResult,
   type LoadSessionResult,
   INTERNAL_ERROR,
-  METHOD_NOT_FOUND,
   type ModelsResult,
   type NewSessionOptions,
   type NewSessionResult,
@@ -121,10 +120,6 @@ export class ServerStartError extends Error {
     super(message);
     this.name = 'ServerStartError';
   }
-}
-
-export function isMethodNotFound(err: unknown): boolean {
-  return err instanceof ResponseError && err.code === METHOD_NOT_FOUND;
 }
 
 interface ClientEvents {
