@@ -283,52 +283,41 @@ server wrote to the disk itself is reverted into unmodified buffers."
         ;; Not from jsonrpc.el's process filter: reverting runs hooks.
         (run-at-time 0 nil #'parley--revert-files files)))))
 
-(defun parley--restore-report (result root)
-  "Return what the restore RESULT did, in words; paths relative to ROOT.
-Buffers visiting the files are reverted first (see `parley--revert-files')."
-  (let* ((files (append (plist-get result :files) nil))
-         (name (lambda (path) (file-relative-name (expand-file-name path root) root)))
-         (done (parley--revert-files
-                (mapcar (lambda (f) (expand-file-name (plist-get f :path) root)) files)))
-         (names (lambda (action)
-                  (let ((these (cl-remove-if-not
-                                (lambda (f) (equal (plist-get f :action) action)) files)))
-                    (and these (concat (if (equal action "restored") "restored " "removed ")
-                                       (mapconcat (lambda (f) (funcall name (plist-get f :path)))
-                                                  these ", "))))))
-         (kept (cl-loop for (file . what) in done
-                        when (eq what 'modified) collect (funcall name file)))
-         (failed (mapcar (lambda (f) (format "%s (%s)" (funcall name (plist-get f :path))
-                                             (plist-get f :reason)))
-                         (plist-get result :failed))))
-    (string-join
-     (delq nil (list (funcall names "restored")
-                     (funcall names "removed")
-                     (and failed (concat "could not restore " (string-join failed ", ")))
-                     (and kept (concat "not reverted (unsaved changes): "
-                                       (string-join kept ", ")))))
-     "; ")))
+(defun parley--revert-restored (result root)
+  "Revert the buffers visiting the files the restore RESULT wrote.
+Paths are relative to ROOT.  Return the names of the files whose buffers
+were left alone (unsaved changes), see `parley--revert-files'."
+  (let ((done (parley--revert-files
+               (mapcar (lambda (f) (expand-file-name (plist-get f :path) root))
+                       (append (plist-get result :files) nil)))))
+    (cl-loop for (file . what) in done
+             when (eq what 'modified) collect (file-relative-name file root))))
 
 (defun parley--turn-undone (turn result)
-  "Report the RESULT of `_parley/session/restore' for TURN.
-Buffers visiting the files show them as restored; the echo area and
-the transcript say what changed."
-  (let* ((rejected (eq (plist-get result :rejected) t))
-         (report (parley--restore-report result (file-name-as-directory parley--cwd)))
-         (text (cond (rejected (format "Turn %d not undone: you kept the files changed since"
-                                       turn))
-                     ((string-empty-p report) (format "Turn %d undone: no file to restore" turn))
-                     (t (format "Turn %d undone: %s" turn report)))))
+  "Show the RESULT of `_parley/session/restore' for TURN: the server's words.
+Buffers visiting the files show them as restored; the echo area and the
+transcript say what the server said it did (its `text')."
+  (let* ((root (file-name-as-directory parley--cwd))
+         (kept (parley--revert-restored result root))
+         (text (plist-get result :text))
+         (rejected (eq (plist-get result :rejected) t)))
     ;; The session changed after a cut-off turn: a retry is a new turn.
     (parley--forget-cut-off-turn)
-    (unless rejected
+    (unless (or rejected (eq (plist-get result :cancelled) t))
       ;; The server dropped the checkpoints of this turn and later ones.
       (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
-    (if (stringp (plist-get result :text))
+    (if (or rejected (> (length (plist-get result :files)) 0)
+            (> (length (plist-get result :failed)) 0))
         ;; The server kept it as `/undo' is kept: shown as it is replayed.
-        (parley--show-command-turn "/undo" (plist-get result :text))
+        ;; Not one of the server's numbered turns: the count stays.
+        (let ((turns parley--turn-count))
+          (parley--show-command-turn "/undo" text)
+          (setq parley--turn-count turns))
+      ;; Nothing was done, and nothing kept: said once, where it happened.
       (parley--insert-notice (concat "[" text "]")))
-    (message "Parley: %s" text)))
+    (message "Parley: %s%s" text
+             (if kept (format "
+(not reverted, unsaved changes: %s)" (string-join kept ", ")) ""))))
 
 (defun parley--show-command-turn (typed answer)
   "Show a slash command turn: the command TYPED, and Parley's ANSWER.

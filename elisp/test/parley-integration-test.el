@@ -450,16 +450,6 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait-idle)
     (should (string-match-p "You\nAgain\n\nParley\nFresh answer\\.\n\\'" (parley-it--transcript)))))
 
-(defun parley-it--server-lacks (method)
-  "Return non-nil when the running server answers METHOD with -32601."
-  (condition-case err
-      (progn (jsonrpc-request (parley--live-connection) method
-                              (list :sessionId "no-such-session" :cwd parley-it--workspace
-                                    :mcpServers [])
-                              :timeout 10)
-             nil)
-    (jsonrpc-error (eql (alist-get 'jsonrpc-error-code (cdr err)) -32601))))
-
 (defun parley-it--server-tool-p (name)
   "Return non-nil when the running server offers the tool NAME."
   (parley--live-connection)
@@ -515,8 +505,6 @@ first, as the edit tools require."
 
 (parley-it--deftest parley-it-undo-turn-restores-buffer
   "`parley-undo-turn' after an edit brings the file and its buffer back."
-  (when (parley-it--server-lacks '_parley/session/restore)
-    (ert-skip "integration test skipped: the server has no _parley/session/restore yet"))
   (let ((file (expand-file-name "undone.py" parley-it--workspace))
         (visiting nil))
     (unwind-protect
@@ -539,8 +527,6 @@ the files of turn [0-9]+ as they were before it:\n- `undone\\.py` restored\n\\'"
 
 (parley-it--deftest parley-it-session-reopened
   "A stored session is listed, reopened, and its history shown again."
-  (when (parley-it--server-lacks 'session/load)
-    (ert-skip "integration test skipped: the server does not implement session/load yet (-32601)"))
   (parley-it--script (list :thinking "Hmm." :text "Paris is the capital."))
   (let (session-id)
     (with-current-buffer (parley)
