@@ -114,6 +114,17 @@ export class ServerExitedError extends Error {
   }
 }
 
+/** Why the server's `command` could not be spawned (`err`), for the chat. */
+function whyNotStarted(command: string, err: unknown): string {
+  if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+    return (
+      `Could not start the Parley server: \`${command}\` was not found. ` +
+      "Install Parley's server (Parley: Install Server) or set `parley.serverCommand` to its path."
+    );
+  }
+  return `Could not start the Parley server (\`${command}\`): ${(err as Error).message}`;
+}
+
 /** The server could not be started at all (command not found, initialize failed). */
 export class ServerStartError extends Error {
   constructor(message: string) {
@@ -158,6 +169,20 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return this.proc?.pid;
   }
 
+  /** The server's stderr, line by line: logged, its last lines kept for an exit's report. */
+  private readStderr(proc: ChildProcess): void {
+    if (!proc.stderr) {
+      return;
+    }
+    readline.createInterface({ input: proc.stderr }).on('line', (line) => {
+      this.stderrTail.push(line);
+      if (this.stderrTail.length > STDERR_TAIL) {
+        this.stderrTail.shift();
+      }
+      this.emit('log', line);
+    });
+  }
+
   /** Spawn the server and run `initialize`. */
   async start(): Promise<InitializeResult> {
     if (this.conn) {
@@ -195,26 +220,13 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     });
     proc.on('error', (err) => this.emit('log', `[parley] process error: ${err.message}`));
 
-    if (proc.stderr) {
-      const rl = readline.createInterface({ input: proc.stderr });
-      rl.on('line', (line) => {
-        this.stderrTail.push(line);
-        if (this.stderrTail.length > STDERR_TAIL) {
-          this.stderrTail.shift();
-        }
-        this.emit('log', line);
-      });
-    }
+    this.readStderr(proc);
 
     try {
       await spawned;
     } catch (err) {
       this.proc = undefined;
-      const msg = (err as NodeJS.ErrnoException).code === 'ENOENT'
-        ? `Could not start the Parley server: \`${command}\` was not found. ` +
-          'Install Parley\'s server (Parley: Install Server) or set `parley.serverCommand` to its path.'
-        : `Could not start the Parley server (\`${command}\`): ${(err as Error).message}`;
-      throw new ServerStartError(msg);
+      throw new ServerStartError(whyNotStarted(command, err));
     }
 
     const conn = createMessageConnection(
