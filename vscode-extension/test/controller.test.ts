@@ -688,10 +688,10 @@ describe('chat controller: the server\'s notices, live and replayed (issue 24\'s
       await ctl.loadSession('stored-1', 'Count');
       assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'error: The model provider failed: 500.', 'user: thanks', 'agent: You are welcome.']);
     });
-    const undo: KeptNotice = { level: 'info', text: 'Undid turn 1: restored a.py. The conversation is kept.', afterPrompt: 1, promptText: 'count to 100' };
-    await withKept(replay('cancelled', [noticeUpdate('n1', 'Stopped.', 'info')]), [undo], async (ctl) => {
+    const crash: KeptNotice = { level: 'error', text: 'The Parley server exited (exit 1).', afterPrompt: 1, promptText: 'count to 100' };
+    await withKept(replay('cancelled', [noticeUpdate('n1', 'Stopped.', 'info')]), [crash], async (ctl) => {
       await ctl.loadSession('stored-1', 'Count');
-      assert.deepEqual(shown(ctl).slice(1, 4), ['agent: one, two', 'info: Stopped.', `info: ${undo.text}`]);
+      assert.deepEqual(shown(ctl).slice(1, 4), ['agent: one, two', 'info: Stopped.', `error: ${crash.text}`]);
     });
   });
 });
