@@ -11,9 +11,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 ;;;; Markdown while it streams, code blocks, export, retry
 

@@ -13,9 +13,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defun parley-it--last-messages ()
   "Return the messages of the last request the model got, as (ROLE . TEXT)."

@@ -453,7 +453,7 @@ the fake LLM.  The test is skipped when the server is not installed."
 (defun parley-it--server-tool-p (name)
   "Return non-nil when the running server offers the tool NAME."
   (parley--live-connection)
-  (cl-find name (append (parley--meta parley--server-info :tools) nil)
+  (cl-find name (append (parley-wire-meta parley--server-info :tools) nil)
            :key (lambda (tool) (plist-get tool :name)) :test #'equal))
 
 (defun parley-it--edit-turn (file)
