@@ -22,7 +22,7 @@ import {
 } from '../src/client/protocol';
 import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
-import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverHasModule, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
 
 let skipReason: string | undefined;
 let fake: FakeLLM | undefined;
@@ -609,11 +609,6 @@ describe('server death and restart', () => {
     if (skipIfNoServer(t)) {
       return;
     }
-    // SKIPS ONLY while the server has no modes (issue 25's modes slice not merged): once it is
-    // on main, remove this skip (or set PARLEY_REQUIRE_MODES=1) to make the test strict.
-    if (process.env.PARLEY_REQUIRE_MODES !== '1' && !(await serverHasModule('parley.agent.modes'))) {
-      return t.skip('the server has no modes yet (no parley.agent.modes): issue 25\'s modes slice');
-    }
     const settings = () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } });
     const ctl = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
     const PLAN = [
@@ -661,11 +656,7 @@ describe('server death and restart', () => {
     });
     try {
       await ctl.ensureStarted();
-      // SKIPS ONLY while the server does not advertise additionalDirectories (issue 25's roots
-      // slice not merged): once it is on main, remove this skip to make the test strict.
-      if (!ctl.client?.sessionCapabilities.additionalDirectories && process.env.PARLEY_REQUIRE_ROOTS !== '1') {
-        return t.skip('the server does not advertise sessionCapabilities.additionalDirectories yet: issue 25\'s roots slice');
-      }
+      assert.ok(ctl.client?.sessionCapabilities.additionalDirectories, 'the server advertises additionalDirectories');
       await ctl.ensureSession();
       const notes = path.join(other, 'notes.txt');
       await fake!.script([{ tool_calls: [{ name: 'read_file', arguments: { path: notes } }] }, { text: 'It says hello.' }]);
