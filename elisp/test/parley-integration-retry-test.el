@@ -72,10 +72,8 @@
 (parley-it--deftest parley-it-retry-after-error-replaces-it
   "C-c C-r after a provider error replaces the failed turn, for the model too."
   ;; Needs the server's side of the contract (`_meta.parley.retry').
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 1)))
   (with-current-buffer (parley)
-    (parley-it--send "Explain")
-    (parley-it--wait-idle)
+    (parley-it--send-failing "Explain")
     (should (string-match-p "Retry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-it--transcript)))
     (parley-it--script (list :text "Explained."))

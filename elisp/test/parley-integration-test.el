@@ -135,6 +135,13 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
                      "the end of the turn" timeout)))
 
+(defun parley-it--send-failing (text &optional times)
+  "Send TEXT to a provider failing it (HTTP 400), and wait for the end.
+The provider fails TIMES requests (default 1)."
+  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times (or times 1))))
+  (parley-it--send text)
+  (parley-it--wait-idle))
+
 (defmacro parley-it--recording-methods (&rest body)
   "Run BODY with `sent' bound to the methods Emacs sends, newest first."
   (declare (indent 0) (debug t))
@@ -580,10 +587,8 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-provider-error-shown
   "A provider failure ends the turn with an error in the buffer, in the error face."
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 10)))
   (with-current-buffer (parley)
-    (parley-it--send "Fail please")
-    (parley-it--wait-idle)
+    (parley-it--send-failing "Fail please" 10)
     (let ((pos (save-excursion (goto-char parley--start)
                                (search-forward "Error: " parley--output t))))
       (should pos)
