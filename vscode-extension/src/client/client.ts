@@ -490,25 +490,17 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
   ): Promise<RequestPermissionResult> {
     const handler = this.options.handlers?.requestPermission;
     if (!handler) {
-      return { outcome: { outcome: 'cancelled' } };
+      return CANCELLED_ANSWER;
     }
-    const ac = this.track(params.sessionId, token);
-    const cancelled = new Promise<RequestPermissionResult>((resolve) => {
-      const done = () => resolve({ outcome: { outcome: 'cancelled' } });
-      if (ac.signal.aborted) {
-        done();
-      } else {
-        ac.signal.addEventListener('abort', done, { once: true });
-      }
-    });
-    try {
-      return await Promise.race([handler(params, ac.signal), cancelled]);
-    } catch (err) {
-      this.emit('log', `[parley] permission handler failed: ${describeError(err)}`);
-      return { outcome: { outcome: 'cancelled' } };
-    } finally {
-      this.untrack(params.sessionId, ac);
-    }
+    return this.tracked(
+      params.sessionId,
+      token,
+      (signal) => Promise.race([handler(params, signal), whenAborted(signal, CANCELLED_ANSWER)]),
+      (err) => {
+        this.emit('log', `[parley] permission handler failed: ${describeError(err)}`);
+        return CANCELLED_ANSWER;
+      },
+    );
   }
 
   private async handleEditorTool(
@@ -519,15 +511,42 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     if (!handler) {
       return { content: `This client does not run the tool ${params.name}.`, isError: true };
     }
-    const ac = this.track(params.sessionId, token);
+    return this.tracked(
+      params.sessionId,
+      token,
+      (signal) => handler(params, signal),
+      (err) => ({ content: `${params.name} failed: ${describeError(err)}`, isError: true }),
+    );
+  }
+
+  /**
+   * A request of the server answered by `work`, given a signal aborted when the server cancels
+   * the request or the session's turn ends; a failure answered by `failed`.
+   */
+  private async tracked<T>(sessionId: string, token: CancellationToken, work: (signal: AbortSignal) => Promise<T>, failed: (err: unknown) => T): Promise<T> {
+    const ac = this.track(sessionId, token);
     try {
-      return await handler(params, ac.signal);
+      return await work(ac.signal);
     } catch (err) {
-      return { content: `${params.name} failed: ${describeError(err)}`, isError: true };
+      return failed(err);
     } finally {
-      this.untrack(params.sessionId, ac);
+      this.untrack(sessionId, ac);
     }
   }
+}
+
+/** The answer to a permission question nobody answered. */
+const CANCELLED_ANSWER: RequestPermissionResult = { outcome: { outcome: 'cancelled' } };
+
+/** `value`, once `signal` is aborted (at once if it is already). */
+function whenAborted<T>(signal: AbortSignal, value: T): Promise<T> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve(value);
+    } else {
+      signal.addEventListener('abort', () => resolve(value), { once: true });
+    }
+  });
 }
 
 /** Registers the handler of a request the server sends, typed by `ClientRequests`. */
