@@ -106,6 +106,7 @@
 (require 'parley-header)
 (require 'parley-input)
 (require 'parley-install)
+(require 'parley-wire)
 (require 'parley-question)
 (require 'parley-session)
 (require 'parley-tools)
@@ -303,13 +304,13 @@ came for the session before it are applied."
                   conn 'session/new
                   (append (list :cwd cwd :mcpServers [])
                           (parley--roots-params cwd)
-                          (and meta (list :_meta (list :parley meta)))))))
+                          (and meta (apply #'parley-wire-with-meta meta))))))
     (parley--make-buffer
      cwd (plist-get result :sessionId)
      (lambda ()
        (setq parley--conn conn
              parley--model (or parley-default-model
-                               (parley--meta parley--server-info :defaultModel)))
+                               (parley-wire-meta parley--server-info :defaultModel)))
        (parley--session-result result)))))
 
 (defun parley--find-buffer (cwd)
@@ -413,15 +414,14 @@ With a prefix argument NEW, start a new session in a new buffer."
   "Return the picker's line for the stored SESSION (a plist of `session/list').
 Its title, model, turns and cost (`_meta.parley'), and when it was
 last used, in local time."
-  (let* ((meta (plist-get (plist-get session :_meta) :parley))
-         (turns (plist-get meta :turns))
-         (cost (plist-get meta :cost))
+  (let* ((turns (parley-wire-meta session :turns))
+         (cost (parley-wire-meta session :cost))
          (date (plist-get session :updatedAt)))
     (string-join
      (delq nil
            (list (replace-regexp-in-string "[[:space:]\n\r\t]+" " "
                                            (or (plist-get session :title) "(untitled)"))
-                 (let ((model (plist-get meta :model))) (and (stringp model) model))
+                 (let ((model (parley-wire-meta session :model))) (and (stringp model) model))
                  (and (natnump turns) (format "%d turn%s" turns (if (= turns 1) "" "s")))
                  (and (numberp cost) (parley-display-cost cost))
                  (and (or (numberp date) (stringp date)) (parley-display-time date))))
@@ -506,13 +506,13 @@ takes prompts as before.  Return the buffer."
            :success-fn
            (lambda (result)
              (parley--with-live-buffer buffer
-               (let ((meta (plist-get (plist-get result :_meta) :parley)))
+               (let ((usage (parley-wire-meta result :usage)))
                  (setq parley--busy nil
                        parley--conn conn
-                       parley--model (or (plist-get meta :model) parley--model))
+                       parley--model (or (parley-wire-meta result :model) parley--model))
                  (parley--session-result result)
-                 (when (plist-get meta :usage)
-                   (parley--record-usage 'totals (plist-get meta :usage)))
+                 (when usage
+                   (parley--record-usage 'totals usage))
                  (parley--end-turn-state))))
            :error-fn
            (lambda (err)

@@ -260,7 +260,7 @@ def test_an_unsandboxed_command_question_says_so_and_offers_no_always(
     asked = terminal.asked()
     terminal.type(b"a1\r")  # `a`, `1`: not offered, ignored; Enter: the default, no
     stdout, stderr = chat.communicate(timeout=60)
-    assert "This command runs UNSANDBOXED: PARLEY_SANDBOX=off" in asked
+    assert "Runs UNSANDBOXED: PARLEY_SANDBOX=off" in asked
     assert asked.rstrip().endswith("Allow it? [y] once  [n/Enter] no:")
     assert chat.returncode == 0, stderr.decode()
     assert stdout == b"Not run.\n"

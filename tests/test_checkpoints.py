@@ -297,7 +297,9 @@ async def test_restore_over_the_wire_and_after_a_restart(
             {"path": str(root / "crlf.txt"), "action": "restored"},
             {"path": str(root / "data.bin"), "action": "restored"},
             {"path": str(root / "pkg" / "made.py"), "action": "removed"},
-        ]
+        ],
+        "text": "Restored the files of turn 1 as they were before it:\n"
+        "- `crlf.txt` restored\n- `data.bin` restored\n- `pkg/made.py` removed",
     }
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE
     assert (root / "data.bin").read_bytes() == BINARY_FILE
@@ -392,8 +394,15 @@ async def test_restore_of_an_unknown_session_or_a_turn_without_edits(
 ) -> None:
     client, session_id = await first_turn(start_server, fake, root)
     restore = "_parley/session/restore"
-    assert await client.request(restore, {"sessionId": session_id, "turn": 1}) == {"files": []}
-    assert await client.request(restore, {"sessionId": session_id, "turn": 9}) == {"files": []}
+    # Nothing restored, and the words every client shows for it (they compose none).
+    assert await client.request(restore, {"sessionId": session_id, "turn": 1}) == {
+        "files": [],
+        "text": "Turn 1 left no files to restore.",
+    }
+    assert await client.request(restore, {"sessionId": session_id, "turn": 9}) == {
+        "files": [],
+        "text": "Turn 9 left no files to restore.",
+    }
     with pytest.raises(JsonRpcException) as unknown:
         await client.request(restore, {"sessionId": "sess_nope", "turn": 1})
     assert unknown.value.code == -32002
@@ -402,7 +411,10 @@ async def test_restore_of_an_unknown_session_or_a_turn_without_edits(
             await client.request(restore, bad)
         assert invalid.value.code == -32602
     unprompted = await client.new_session(str(root))
-    assert await client.request(restore, {"sessionId": unprompted, "turn": 1}) == {"files": []}
+    assert await client.request(restore, {"sessionId": unprompted, "turn": 1}) == {
+        "files": [],
+        "text": "Nothing to undo: no turn of this session has edited files (or they were undone).",
+    }
 
 
 async def test_the_question_before_an_undo_is_valid_acp(
@@ -489,7 +501,9 @@ async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
             {"path": str(one), "action": "restored"},
             {"path": str(root / "pkg" / "three.py"), "action": "removed"},
             {"path": str(two), "action": "restored"},
-        ]
+        ],
+        "text": "Restored the files of turn 1 as they were before it:\n"
+        "- `one.py` restored\n- `pkg/three.py` removed\n- `two.py` restored",
     }
     assert {path: path.read_bytes() for path in before} == before
     assert not (root / "pkg" / "three.py").exists()

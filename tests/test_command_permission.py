@@ -184,7 +184,7 @@ async def test_the_rule_holds_in_the_workspace_for_every_session_and_only_there(
     (question,) = unsandboxed.permission_requests
     assert question["options"] == [ONCE, REJECT]
     content = str(question["toolCall"]["content"])
-    assert "This command runs UNSANDBOXED: PARLEY_SANDBOX=off" in content
+    assert "Runs UNSANDBOXED: PARLEY_SANDBOX=off" in content
     assert question["toolCall"]["title"] == "Run `pytest -q` (unsandboxed)"
     assert ran(unsandboxed) == []
 

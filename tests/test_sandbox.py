@@ -281,7 +281,7 @@ async def test_unsandboxed_children_still_cannot_read_the_keys_and_the_question_
     assert "'holding', [], b'Permission denied'" in seen, seen
     [question] = client.permission_requests
     assert question["toolCall"]["title"] == "Run Python (unsandboxed)"
-    assert "Runs unsandboxed: PARLEY_SANDBOX=off" in str(question["toolCall"]["content"])
+    assert "Runs UNSANDBOXED: PARLEY_SANDBOX=off" in str(question["toolCall"]["content"])
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defun parley-it-daily--offered ()
   "Return the lines the session picker offers (the completion is quit).

@@ -11,9 +11,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 ;;;; Markdown while it streams, code blocks, export, retry
 
@@ -61,10 +59,8 @@
 
 (parley-it--deftest parley-it-export-and-retry
   "A provider failure says how to retry; `parley-retry' resends the prompt in its place; export writes Markdown."
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 1)))
   (with-current-buffer (parley)
-    (parley-it--send "Explain **this**")
-    (parley-it--wait-idle)
+    (parley-it--send-failing "Explain **this**")
     (should (string-match-p "Error: .*\nRetry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-it--transcript)))
     (parley-it--script (list :text "## Done\nIt works."))

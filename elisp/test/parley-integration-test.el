@@ -135,6 +135,13 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
                      "the end of the turn" timeout)))
 
+(defun parley-it--send-failing (text &optional times)
+  "Send TEXT to a provider failing it (HTTP 400), and wait for the end.
+The provider fails TIMES requests (default 1)."
+  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times (or times 1))))
+  (parley-it--send text)
+  (parley-it--wait-idle))
+
 (defmacro parley-it--recording-methods (&rest body)
   "Run BODY with `sent' bound to the methods Emacs sends, newest first."
   (declare (indent 0) (debug t))
@@ -450,20 +457,10 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait-idle)
     (should (string-match-p "You\nAgain\n\nParley\nFresh answer\\.\n\\'" (parley-it--transcript)))))
 
-(defun parley-it--server-lacks (method)
-  "Return non-nil when the running server answers METHOD with -32601."
-  (condition-case err
-      (progn (jsonrpc-request (parley--live-connection) method
-                              (list :sessionId "no-such-session" :cwd parley-it--workspace
-                                    :mcpServers [])
-                              :timeout 10)
-             nil)
-    (jsonrpc-error (eql (alist-get 'jsonrpc-error-code (cdr err)) -32601))))
-
 (defun parley-it--server-tool-p (name)
   "Return non-nil when the running server offers the tool NAME."
   (parley--live-connection)
-  (cl-find name (append (parley--meta parley--server-info :tools) nil)
+  (cl-find name (append (parley-wire-meta parley--server-info :tools) nil)
            :key (lambda (tool) (plist-get tool :name)) :test #'equal))
 
 (defun parley-it--edit-turn (file)
@@ -515,8 +512,6 @@ first, as the edit tools require."
 
 (parley-it--deftest parley-it-undo-turn-restores-buffer
   "`parley-undo-turn' after an edit brings the file and its buffer back."
-  (when (parley-it--server-lacks '_parley/session/restore)
-    (ert-skip "integration test skipped: the server has no _parley/session/restore yet"))
   (let ((file (expand-file-name "undone.py" parley-it--workspace))
         (visiting nil))
     (unwind-protect
@@ -539,8 +534,6 @@ the files of turn [0-9]+ as they were before it:\n- `undone\\.py` restored\n\\'"
 
 (parley-it--deftest parley-it-session-reopened
   "A stored session is listed, reopened, and its history shown again."
-  (when (parley-it--server-lacks 'session/load)
-    (ert-skip "integration test skipped: the server does not implement session/load yet (-32601)"))
   (parley-it--script (list :thinking "Hmm." :text "Paris is the capital."))
   (let (session-id)
     (with-current-buffer (parley)
@@ -594,10 +587,8 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-provider-error-shown
   "A provider failure ends the turn with an error in the buffer, in the error face."
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 10)))
   (with-current-buffer (parley)
-    (parley-it--send "Fail please")
-    (parley-it--wait-idle)
+    (parley-it--send-failing "Fail please" 10)
     (let ((pos (save-excursion (goto-char parley--start)
                                (search-forward "Error: " parley--output t))))
       (should pos)

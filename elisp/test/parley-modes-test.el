@@ -13,9 +13,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defconst parley-modes-test--modes
   "{\"currentModeId\":\"ask\",\"availableModes\":[{\"id\":\"ask\",\"name\":\"Ask\",\"description\":\"Every edit, evaluation and command asks first\"},{\"id\":\"accept_edits\",\"name\":\"Accept edits\"},{\"id\":\"plan\",\"name\":\"Plan (read only)\"}]}"

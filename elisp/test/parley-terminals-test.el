@@ -14,9 +14,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defun parley-terminals-test--call (conn method params)
   "Send the request METHOD with PARAMS on CONN; return its answer once it came.

@@ -23,6 +23,7 @@
   (load (expand-file-name "parley-display-test" here) nil t)
   (load (expand-file-name "parley-markdown-test" here) nil t)
   (load (expand-file-name "parley-structure-test" here) nil t)
+  (load (expand-file-name "parley-wire-test" here) nil t)
   (load (expand-file-name "parley-integration-test" here) nil t)
   (load (expand-file-name "parley-integration-markdown-test" here) nil t)
   (load (expand-file-name "parley-modes-test" here) nil t)

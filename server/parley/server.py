@@ -485,14 +485,13 @@ class ParleyServer(JsonRPCServer):
                 f"invalid params: turn: 1 is the first turn, not {params.turn}"
             )
         result = await self.sessions.restore(params.session_id, params.turn)
-        wire = result.to_wire()
+        # The words a client shows (it composes none), the same as replayed when kept.
+        text = describe_restore(result)
         done = result.files or result.failures or result.rejected  # else nothing to mark
         if done and not result.cancelled and params.session_id in self.sessions:
             # Kept as `/undo` is, at its place: a reopened session shows the mark where it was.
-            text = describe_restore(result)
             notices.keep_command_turn(self.sessions.get(params.session_id), "/undo", text)
-            wire["text"] = text  # the words a client shows now, the same as replayed
-        return wire
+        return {**result.to_wire(), "text": text}
 
     async def compact_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(CompactParams, raw)

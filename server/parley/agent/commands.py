@@ -203,7 +203,12 @@ def _cost(session: Session, settings: Settings) -> str:
 
 
 def describe_restore(result: RestoreResult) -> str:
-    """What `/undo` did, for the user."""
+    """What a restore (`/undo`, `_parley/session/restore`) did, for the user: the words
+    every client shows."""
+    if result.turn is None:
+        return notices.NOTHING_TO_UNDO.text
+    if result.cancelled:
+        return notices.undo_cancelled(result.turn).text
     if result.rejected:
         return f"Nothing was restored: you kept your changes to {_listed(result.rejected)}."
     lines = [f"Restored the files of turn {result.turn} as they were before it:"]

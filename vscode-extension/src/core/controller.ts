@@ -32,7 +32,7 @@ import { Undo } from './controller/undo';
 export type { ControllerHost, ControllerSettings, KeptNotice, LogLevel, NoticeKeeper } from './controller/core';
 export { withKeptNotices } from './controller/keptNotices';
 export type { ProposedEdit } from './controller/permissions';
-export { restoreSummary } from './controller/undo';
+export { restoreOutcome } from './controller/undo';
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
