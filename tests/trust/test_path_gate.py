@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.agent.checkpoints import TurnCheckpoints, restore_turn
@@ -609,7 +610,7 @@ async def allow_everything(turn: int, changed: list[Any]) -> bool:
 # (the file tools and the checkpoints), must be the gate's (tools/confined.py) or be listed
 # here with why it is safe: a new tool that opens a path itself fails this test.
 
-SERVER = Path(__file__).resolve().parents[1] / "server" / "parley"
+SERVER = REPO / "server" / "parley"
 FS_FUNCTIONS = {
     *("open", "io.open", "os.open", "os.stat", "os.lstat", "os.listdir", "os.scandir"),
     *("os.walk", "os.fwalk", "os.readlink", "os.mkdir", "os.makedirs", "os.unlink", "os.remove"),
