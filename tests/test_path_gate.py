@@ -623,7 +623,7 @@ STATIC_SOURCES = (
 )
 OPENED_BY_THE_GATE = "in a directory the gate opened, by descriptor, never followed"
 ALLOWED = {
-    ("workspace.py", "_repository_of", "os.path.lexists"): "a `.git` at or above the root",
+    ("workspace.py", "repository_of", "os.path.lexists"): "a `.git` at or above the root",
     ("workspace.py", "workspace_files", "os.fwalk"): (
         "names only, from the resolved root, symlinks never followed (fwalk checks each "
         "directory it enters is the one it listed); each file is then opened by the gate"

@@ -110,7 +110,7 @@ def _skipped_directory(name: str) -> bool:
 # --- the workspace's files, as git would list them, without running git -----------------
 
 
-class _IgnoreRules:
+class IgnoreRules:
     """The `.gitignore` rules that apply in a repository: `.git/info/exclude`, then each
     directory's `.gitignore` from the repository's top down; the last rule that matches a
     path decides, as in git."""
@@ -181,7 +181,7 @@ def _matchable(pattern: str) -> bool:
     return all(segment.count("*") <= IGNORE_SEGMENT_MAX_STARS for segment in segments)
 
 
-def _repository_of(root: Path) -> Path | None:
+def repository_of(root: Path) -> Path | None:
     """The git repository holding `root` (the nearest directory with a `.git`), if any."""
     for directory in [root, *root.parents]:
         if os.path.lexists(directory / ".git"):
@@ -199,8 +199,8 @@ def workspace_files(root: Path) -> list[str]:
     Names that are not UTF-8 are surrogate-escaped (show them with `printable_name`).
     """
     root = workspace_root(root)
-    repository = _repository_of(root)
-    rules = _IgnoreRules(repository, root) if repository else None
+    repository = repository_of(root)
+    rules = IgnoreRules(repository, root) if repository else None
     listed = []
     for directory, subdirectories, files, directory_fd in os.fwalk(root, follow_symlinks=False):
         relative = os.path.relpath(directory, root)
