@@ -22,13 +22,13 @@ import attrs
 
 from parley.agent import snapshot_restore
 from parley.agent.session import now_iso
-from parley.agent.snapshot_restore import PathChange
+from parley.agent.snapshot_restore import EditorRead, EditorWrite, PathChange
 from parley.agent.snapshot_store import SnapshotStore
 from parley.agent.snapshots import TurnSnapshots
 from parley.config import Settings
 from parley.core.off_loop import off_loop
 from parley.store import Checkpoint, Store
-from parley.tools.base import ClientWrites
+from parley.tools.base import ClientFiles, ClientWrites
 from parley.tools.confined import (
     Refused,
     Roots,
@@ -210,9 +210,12 @@ class RestoreResult:
 AskUser = Callable[[int, list[Restored]], Awaitable[bool]]
 
 
-# Writes a file's whole text through the editor (ACP `fs/write_text_file`): its absolute path
-# and the text; raises when the editor does not write it (its answer decides).
-EditorWrite = Callable[[str, str], Awaitable[None]]
+def editor_reads(files: ClientFiles | None, session_id: str) -> EditorRead | None:
+    """What the editor's buffers hold, when it offers `fs/read_text_file`: a restore asks
+    before it writes over text the user typed and did not save."""
+    if files is None:
+        return None
+    return lambda path: files.read_text_file(session_id, path)
 
 
 def editor_writes(writes: ClientWrites | None, session_id: str) -> EditorWrite | None:
@@ -272,6 +275,7 @@ async def restore_turn(
     others: tuple[Path, ...] = (),
     editor: EditorWrite | None = None,
     snapshots: SnapshotStore | None = None,
+    buffers: EditorRead | None = None,
 ) -> RestoreResult:
     """Put the files changed from `turn` on back as they were before it, inside the root
     each turn ran in or `others` (the session's other roots): every path the turns' snapshots
@@ -293,6 +297,8 @@ async def restore_turn(
         if file.expected != file.target and file.path not in known
     ]
     changes = undo.changes if undo is not None else []
+    if snapshots is not None and editor is not None and buffers is not None:
+        changes = await snapshot_restore.with_buffers(snapshots, changes, buffers)
     not_covered = undo.not_covered if undo is not None else ()
     if not plan and not changes:
         store.drop_checkpoints(session_id, turn)
@@ -341,21 +347,25 @@ async def redo_restore(
     snapshots: SnapshotStore,
     others: tuple[Path, ...] = (),
     editor: EditorWrite | None = None,
+    buffers: EditorRead | None = None,
 ) -> RestoreResult:
     """Undo the last restore (`/redo`): every path it changed back as the restore found it,
     asking first about paths changed since; the turns it undid can be undone again."""
     redo = await off_loop(snapshot_restore.plan_redo, snapshots, session_id, others)
     if redo is None:
         return RestoreResult(None, redo=True)
-    changed: list[Restored] = [change for change in redo.changes if change.user_changed]
+    changes = redo.changes
+    if editor is not None and buffers is not None:
+        changes = await snapshot_restore.with_buffers(snapshots, changes, buffers)
+    changed: list[Restored] = [change for change in changes if change.user_changed]
     try:
         if changed and not await ask(redo.turn, changed):
             return RestoreResult(redo.turn, rejected=tuple(changed), redo=True)
     except RestoreCancelled:
         return RestoreResult(redo.turn, cancelled=True, redo=True)
-    failures = await snapshot_restore.apply_changes(snapshots, redo.changes, redo.roots, editor)
+    failures = await snapshot_restore.apply_changes(snapshots, changes, redo.roots, editor)
     failed = {file.path for file, _ in failures}
-    restored = tuple(change for change in redo.changes if change.path not in failed)
+    restored = tuple(change for change in changes if change.path not in failed)
     if not failures:
         await off_loop(snapshot_restore.finish_redo, snapshots, session_id)
     if restored:

@@ -26,6 +26,7 @@ from parley.agent.checkpoints import (
     RestoreCancelled,
     Restored,
     RestoreResult,
+    editor_reads,
     editor_writes,
     last_undoable_turn,
     redo_restore,
@@ -554,10 +555,9 @@ class Sessions:
     async def restore(
         self, session_id: str, turn: int | None, *, redo: bool = False
     ) -> RestoreResult:
-        """Put the files changed from `turn` on (None: the last turn that changed any) back
-        as they were before it, or (`redo`) undo the last restore; the conversation stays,
-        the model is told at the next prompt. Under the session's lease: no turn runs
-        meanwhile, here or in another window."""
+        """Put the files changed from `turn` on (None: the last that changed any) back as
+        they were before it, or (`redo`) undo the last restore; the conversation stays, the
+        model is told at the next prompt. Under the lease: no turn runs meanwhile."""
         session = self._open.get(session_id)
         if session is not None and not session.stored:
             return RestoreResult(None, redo=redo)  # never prompted: no turn changed anything
@@ -571,14 +571,17 @@ class Sessions:
             stop = self._restoring[session_id] = asyncio.Event()
             others = session.roots.others if session is not None else ()
             editor = editor_writes(self.ports.client_writes, session_id)
+            buffers = editor_reads(self.ports.client_files, session_id)
             ask = functools.partial(self._may_overwrite, session_id, stop=stop, redo=redo)
             # The lease is held for as long as the restore runs (its question may wait on the
             # user for long): another window's turn cannot start meanwhile and be written over.
             try:
                 result = await (
-                    redo_restore(self.store, session_id, ask, snapshots, others, editor)
+                    redo_restore(self.store, session_id, ask, snapshots, others, editor, buffers)
                     if turn is None
-                    else restore_turn(self.store, session_id, turn, ask, others, editor, snapshots)
+                    else restore_turn(
+                        self.store, session_id, turn, ask, others, editor, snapshots, buffers
+                    )
                 )
             finally:
                 del self._restoring[session_id]

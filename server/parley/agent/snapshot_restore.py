@@ -51,6 +51,8 @@ ACTION_WORDS = {
 
 # Writes a file's whole text through the editor: its absolute path, the text.
 EditorWrite = Callable[[str, str], Awaitable[None]]
+# Reads a file's text as the editor holds it (its buffer, saved or not): its absolute path.
+EditorRead = Callable[[str], Awaitable[str]]
 EDITOR_WRITE_SECONDS = 30.0
 
 
@@ -65,6 +67,7 @@ class PathChange:
     expected: Entry | None
     changed_between: bool = False
     now: Entry | None = None
+    unsaved: bool = False  # the editor's buffer of it holds text the disk does not
 
     @property
     def action(self) -> str:
@@ -82,7 +85,9 @@ class PathChange:
     @property
     def user_changed(self) -> bool:
         """Someone but Parley changed it since a turn left it: restoring loses that."""
-        return self.changed_between or what_it_is(self.now) != what_it_is(self.expected)
+        if self.unsaved or self.changed_between:
+            return True
+        return what_it_is(self.now) != what_it_is(self.expected)
 
     @property
     def depth(self) -> int:
@@ -162,6 +167,25 @@ async def apply_changes(
         if why is not None:
             failures.append((change, why))
     return failures
+
+
+async def with_buffers(
+    store: SnapshotStore, changes: list[PathChange], read: EditorRead
+) -> list[PathChange]:
+    """The changes, each file the editor would write marked `unsaved` when the editor's
+    buffer of it differs from the disk: writing it would lose what the user typed."""
+    marked = []
+    for change in changes:
+        if _editor_text(store, change) is not None and change.now is not None:
+            try:
+                async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+                    held = await read(change.path)
+                on_disk = store.object(change.now[6]).decode("utf-8")
+            except Exception:  # no buffer, or the editor cannot say: the disk is the file
+                held = on_disk = ""
+            change = attrs.evolve(change, unsaved=held != on_disk)
+        marked.append(change)
+    return marked
 
 
 def _editor_text(store: SnapshotStore, change: PathChange) -> str | None:
@@ -440,7 +464,8 @@ def not_covered(records: list[dict[str, Any]], missing: list[PathChange]) -> tup
         listed = ", ".join(f"`{printable_name(name)}`" for name in ignored)
         said.append(f"{IGNORED_NOT_COVERED} {listed}" + (f" and {more} more." if more > 0 else "."))
     reasons = {path: why for record in records for path, why in record.get("notKept", {}).items()}
-    reasons.update({change.path: "its content was not kept" for change in missing})
+    for change in missing:
+        reasons.setdefault(change.path, "its content was not kept")
     if reasons:
         listed = "; ".join(
             f"`{printable_name(cwd.shown(path) if cwd else path)}` ({why})"
