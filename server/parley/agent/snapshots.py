@@ -100,6 +100,7 @@ class _Walk:
         self.extra = pathspec.GitIgnoreSpec.from_lines(ignore) if ignore else None
         self.byte_budget = byte_budget
         self.snapshot = Snapshot({}, _now_ns())
+        self.unchanged = 0  # entries just as `previous` has them
 
     def root(self, root: Path) -> None:
         repository = repository_of(root)
@@ -129,7 +130,7 @@ class _Walk:
         below = []
         filtered = rules is not None or self.extra is not None
         for item in found:  # the hot loop: ~10,000 entries in 50 ms
-            place = f"{directory}/{item.name}"
+            place = item.path  # `directory/name`
             status = item.stat(follow_symlinks=False)
             folder = stat.S_ISDIR(status.st_mode)
             if folder or filtered:
@@ -164,21 +165,30 @@ class _Walk:
 
     def _entry(self, place: str, status: os.stat_result) -> Entry:
         mode = stat.S_IMODE(status.st_mode)
-        seen = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
         known = self.previous.get(place)
+        if (  # the hot path: a file as the previous snapshot saw it, not read again
+            known is not None
+            and known[0] == FILE
+            and stat.S_ISREG(status.st_mode)
+            and known[1] == mode
+            and known[2] == status.st_size
+            and known[3] == status.st_mtime_ns
+            and known[4] == status.st_ctime_ns  # ctime: any write or chmod moves it
+            and known[5] == status.st_ino
+            and status.st_ctime_ns < self.trusted_before
+        ):
+            self.unchanged += 1
+            return known
+        seen = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
         if stat.S_ISREG(status.st_mode):
-            if (
-                known is not None
-                and known[0] == FILE
-                and known[1] == mode
-                and known[2:6] == seen
-                and status.st_ctime_ns < self.trusted_before  # ctime: changed at or after mtime
-            ):
-                return known
             return self._file(place, mode, seen)
-        if stat.S_ISDIR(status.st_mode):
-            return [DIRECTORY, mode, *seen, None]
-        return [LINK, mode, *seen, os.readlink(place)]
+        entry = (
+            [DIRECTORY, mode, *seen, None]
+            if stat.S_ISDIR(status.st_mode)
+            else [LINK, mode, *seen, os.readlink(place)]
+        )
+        self.unchanged += entry == known
+        return entry
 
     def _file(self, place: str, mode: int, seen: list[int]) -> Entry:
         """A file read and kept (its bytes stored once), or NOT_KEPT saying why."""
@@ -217,9 +227,11 @@ def take_snapshot(
     for root in outermost(roots):
         walk.root(root)
     snapshot = walk.snapshot
-    if previous is not None and previous.entries == snapshot.entries:
-        snapshot.manifest_id = previous.manifest_id
+    if previous is not None and walk.unchanged == len(snapshot.entries) == len(previous.entries):
+        snapshot.manifest_id = previous.manifest_id  # nothing changed: nothing written
         snapshot.taken_ns = previous.taken_ns
+        if store.latest(roots_key(roots)) == snapshot.manifest_id:
+            return snapshot
     else:
         snapshot.manifest_id = store.put_manifest(snapshot.to_manifest())
     store.set_latest(roots_key(roots), snapshot.manifest_id)
