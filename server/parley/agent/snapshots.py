@@ -30,7 +30,7 @@ from parley.agent.snapshot_store import SnapshotStore, roots_key
 from parley.config import CheckpointsTable
 from parley.core.off_loop import off_loop
 from parley.sandbox import SandboxSettings, sandbox_status
-from parley.tools.workspace import IgnoreRules, repository_of
+from parley.tools.workspace import IgnoreRules, matchable, repository_of
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,9 @@ class _Walk:
         self.store = store
         self.previous = previous.entries if previous is not None else {}
         self.trusted_before = (previous.taken_ns - RACY_NS) if previous is not None else 0
-        self.extra = pathspec.GitIgnoreSpec.from_lines(ignore) if ignore else None
+        # `[checkpoints] ignore`, less what pathspec cannot match in bounded time, or read
+        patterns = [pattern for pattern in ignore if matchable(pattern)]
+        self.extra = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
         self.byte_budget = byte_budget
         self.snapshot = Snapshot({}, _now_ns())
         self.unchanged = 0  # entries just as `previous` has them
@@ -330,7 +332,7 @@ class TurnSnapshots:
             taken = await off_loop(
                 take_snapshot, self.store, self.roots, previous, self.settings.ignore, budget
             )
-        except OSError as error:
+        except (OSError, ValueError) as error:  # a full disk, a store damaged by hand
             logger.warning("A snapshot of the roots failed: %s", error)
             self._not_kept["(the snapshot)"] = f"failed: {error}"
             return None
