@@ -19,6 +19,7 @@ from acp_client import acp_server
 from conftest import server_env
 from parley.client import ParleyClient, allow_all
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from test_sandbox import needs_bwrap
 from test_snapshots import tree_state
 
 MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
@@ -283,3 +284,30 @@ async def test_the_report_names_ignored_paths_and_files_over_the_cap(
     over = next(line for line in text.splitlines() if "content was not kept" in line)
     assert "`big.bin` (over the turn's size cap, `[checkpoints] max_turn_megabytes`)" in over
     assert (workspace / "big.bin").stat().st_size == 2 * 1024 * 1024 + 2  # not restored
+
+
+@needs_bwrap
+async def test_a_sandboxed_command_can_neither_read_nor_write_the_snapshot_store(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The store lies in Parley's data folder, which the sandbox hides from every child: a
+    command that tries to plant a file in it, or to read a kept file, fails."""
+    planted(workspace)
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("echo changed > app.py"))
+    await client.prompt(session, "Change it.", timeout=60)
+    store = tmp_path / "home" / "snapshots"
+    kept = {path: path.read_bytes() for path in (store / "objects").rglob("*") if path.is_file()}
+    assert (store / "objects").is_dir() and kept
+    probe = (
+        f"echo evil > {store}/objects/planted; ls {store}/objects; "
+        f"cat {store}/manifests/*/* | head -c 10; echo done"
+    )
+    # The fake picks a reply by the assistant messages before it: the first turn had two.
+    fake.set_script([Reply(text="-"), Reply(text="-"), *command_turn(probe)])
+    await client.prompt(session, "Probe.", timeout=60)
+    assert {path: path.read_bytes() for path in kept} == kept
+    assert not (store / "objects" / "planted").exists()
+    output = str(fake.requests[-1].body["messages"][-1]["content"])
+    assert "done" in output and "No such file or directory" in output
