@@ -311,3 +311,17 @@ async def test_a_sandboxed_command_can_neither_read_nor_write_the_snapshot_store
     assert not (store / "objects" / "planted").exists()
     output = str(fake.requests[-1].body["messages"][-1]["content"])
     assert "done" in output and "No such file or directory" in output
+
+
+async def test_deleting_a_session_drops_its_snapshot_records(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    planted(workspace)
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("echo changed > app.py"))
+    await client.prompt(session, "Change it.", timeout=60)
+    records = tmp_path / "home" / "snapshots" / "sessions"
+    assert len(list(records.iterdir())) == 1
+    await client.request("session/delete", {"sessionId": session})
+    assert list(records.iterdir()) == []

@@ -556,8 +556,7 @@ class Sessions:
         self, session_id: str, turn: int | None, *, redo: bool = False
     ) -> RestoreResult:
         """Put the files changed from `turn` on (None: the last that changed any) back as
-        they were before it, or (`redo`) undo the last restore; the conversation stays, the
-        model is told at the next prompt. Under the lease: no turn runs meanwhile."""
+        they were before it, or (`redo`) undo the last restore, under the session's lease."""
         session = self._open.get(session_id)
         if session is not None and not session.stored:
             return RestoreResult(None, redo=redo)  # never prompted: no turn changed anything
@@ -718,6 +717,7 @@ class Sessions:
             self.store.delete_session(session_id, self.instance_id)
         except SessionBusy as busy:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
+        await off_loop(SnapshotStore(self.settings.home).forget_session, session_id)
         await self.forget(session_id)
 
     async def forget(self, session_id: str) -> None:
