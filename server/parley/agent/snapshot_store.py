@@ -131,7 +131,9 @@ def _read_json(path: Path) -> Any:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    missing = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
+    for folder in reversed(missing):  # each one 0700 (`makedirs` gives only the last its mode)
+        folder.mkdir(mode=0o700, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(descriptor, "wb") as file:
