@@ -299,6 +299,7 @@ class TurnSnapshots:
         self._kinds: set[str] = set()  # and by kind
         self._stored_bytes = 0
         self._not_kept: dict[str, str] = {}
+        self._earlier: dict[str, Any] = {}  # the record of an attempt this turn replaces
 
     async def before_call(self, kind: str, tool: str) -> None:
         if kind in READ_ONLY_KINDS:
@@ -311,6 +312,12 @@ class TurnSnapshots:
             if taken is None:
                 return
             self._before = taken
+            # A retry replaces a cut-off turn under its number: the turn began before that
+            # attempt did, so its record's `before` stays (what an undo must give back).
+            earlier = await off_loop(self.store.turn_record, self.session_id, self.turn)
+            if earlier is not None:
+                self._before = await off_loop(load_snapshot, self.store, earlier["before"])
+                self._earlier = earlier
             if self.sandbox is not None:
                 status = await off_loop(sandbox_status, self.sandbox)
                 self._sandboxed = status.sandboxed
@@ -343,16 +350,17 @@ class TurnSnapshots:
 
     def _record(self) -> None:
         assert self._before is not None and self._latest is not None
+        earlier = self._earlier
         record = {
             "before": self._before.manifest_id,
             "after": self._latest.manifest_id,
-            "ran": sorted(self._ran),
-            "kinds": sorted(self._kinds),
+            "ran": sorted(self._ran | set(earlier.get("ran", ()))),
+            "kinds": sorted(self._kinds | set(earlier.get("kinds", ()))),
             "sandboxed": self._sandboxed,
             "roots": [str(root) for root in self.roots],
             "ignore": list(self.settings.ignore),
-            "ignored": self._before.ignored,
-            "ignoredCount": self._before.ignored_count,
-            "notKept": self._not_kept,
+            "ignored": earlier.get("ignored", self._before.ignored),
+            "ignoredCount": earlier.get("ignoredCount", self._before.ignored_count),
+            "notKept": {**earlier.get("notKept", {}), **self._not_kept},
         }
         self.store.put_turn_record(self.session_id, self.turn, record)
