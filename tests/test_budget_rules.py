@@ -14,6 +14,7 @@ from parley.agent.budgets import Overrun, describe_budgets, overrun
 from parley.agent.notices import Notice, budget_spent
 from parley.agent.session import Session, now_iso
 from parley.config import Budget, Settings
+from parley.core.session_settings import SessionSettings
 from parley.core.usage import Usage
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
@@ -45,17 +46,15 @@ def session_of(
     now = now_iso()
     store.save_session(
         StoredSession(
-            session_id, str(tmp_path), None, "openai:m", "sync", {}, None, None, 0, 0, now, now
+            session_id, str(tmp_path), None, SessionSettings("openai:m", "sync"), {}, 0, 0, now, now
         )
     )
     session = Session(
         id=session_id,
         cwd=tmp_path,
-        model="openai:m",
-        tool_policy="sync",
+        settings=SessionSettings("openai:m", "sync", budget=budget),
         tools=ToolRegistry([]),
         store=store,
-        budget=budget,
     )
     session.totals.add_call(Usage(1000, 100), spent)
     store.record_usage(session_id, "sync", "openai:m", Usage(1000, 100), spent, now)

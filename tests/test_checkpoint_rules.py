@@ -26,6 +26,7 @@ from parley.agent.checkpoints import (
     restore_turn,
 )
 from parley.agent.session import now_iso
+from parley.core.session_settings import SessionSettings
 from parley.store import Checkpoint, Store, StoredSession
 
 
@@ -43,7 +44,7 @@ def store(tmp_path: Path, root: Path):
     now = now_iso()
     opened.save_session(
         StoredSession(
-            "sess_1", str(root), None, "openai:m", "hybrid", {}, None, None, 0, 0, now, now
+            "sess_1", str(root), None, SessionSettings("openai:m", "hybrid"), {}, 0, 0, now, now
         )
     )
     yield opened

@@ -19,6 +19,7 @@ import pytest
 from parley.agent.checkpoints import TurnCheckpoints, restore_turn
 from parley.agent.session import now_iso
 from parley.client import ParleyClient, allow_all
+from parley.core.session_settings import SessionSettings
 from parley.fakellm import FakeLLM, Reply
 from parley.store import Store, StoredSession
 from pygls.exceptions import JsonRpcException
@@ -32,7 +33,7 @@ def stored_session(store: Store, session_id: str, cwd: Path) -> None:
     now = now_iso()
     store.save_session(
         StoredSession(
-            session_id, str(cwd), None, "openai:m", "hybrid", {}, None, None, 0, 0, now, now
+            session_id, str(cwd), None, SessionSettings("openai:m", "hybrid"), {}, 0, 0, now, now
         )
     )
 

@@ -20,6 +20,7 @@ from acp_schema import acp_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from parley.client import ParleyClient
+from parley.core.call_view import CallView
 from parley.core.choices import AllowPrefix, CommandOffer
 from parley.core.conversation import ToolCall
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
@@ -29,7 +30,6 @@ from parley.protocol.permission import (
     permission_request,
 )
 from parley.sandbox import SandboxSettings, sandbox_status
-from parley.tools.base import CallView
 
 _here = sandbox_status(SandboxSettings())
 needs_sandbox = pytest.mark.skipif(

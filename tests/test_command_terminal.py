@@ -232,3 +232,25 @@ async def test_a_command_runs_in_the_editors_terminal_and_stop_kills_it(
     assert final["content"][0] == {"type": "terminal", "terminalId": "term-1"}
     assert final["rawOutput"]["exitCode"] == 3 and final["rawOutput"]["cut"] is True
     run.recording.assert_conformant()
+
+
+async def test_a_signal_ends_a_command_the_same_in_either_runner(
+    fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """One core ends both runners' commands: a command its own signal ends is said ended by
+    that signal whether it ran in Parley's process or the editor's terminal (where, in the
+    sandbox, the terminal sees bwrap's exit code 128 + n and no signal)."""
+    env = {**os.environ, **server_env(fake, tmp_path / "home")}
+    ends = []
+    for editor in (EditorClient(), TerminalEditor()):
+        async with acp_server(env, editor) as run:
+            if isinstance(editor, TerminalEditor):
+                session = await initialized_with_terminals(run, workspace)
+            else:
+                await run.initialize()
+                session = (await run.conn.new_session(cwd=str(workspace))).session_id
+            fake.set_script(command_call("kill -TERM $$"))
+            await run.conn.prompt(session_id=session, prompt=[text_block("Run it.")])
+            raw = run.recording.raw_updates(session, "tool_call_update")[-1]["rawOutput"]
+            ends.append((raw["signal"], raw["timedOut"]))
+    assert ends == [("SIGTERM", False), ("SIGTERM", False)]

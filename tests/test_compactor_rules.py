@@ -24,6 +24,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
+from parley.core.session_settings import SessionSettings
 from parley.core.usage import CostBreakdown, Price, Usage
 from parley.providers.base import Completion, ModelRequest
 from parley.store import Store, StoredSession
@@ -57,14 +58,13 @@ def session(store: Store, tmp_path: Path) -> Session:
     now = now_iso()
     store.save_session(
         StoredSession(
-            session_id, str(tmp_path), None, PRICED, "sync", {}, None, None, 0, 0, now, now
+            session_id, str(tmp_path), None, SessionSettings(PRICED, "sync"), {}, 0, 0, now, now
         )
     )
     return Session(
         id=session_id,
         cwd=tmp_path,
-        model=PRICED,
-        tool_policy="sync",
+        settings=SessionSettings(PRICED, "sync"),
         tools=ToolRegistry([]),
         store=store,
     )

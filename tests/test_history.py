@@ -21,6 +21,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
+from parley.core.session_settings import SessionSettings
 from parley.store import Store, StoredNotice, StoredSession
 from parley.tools.registry import ToolRegistry
 from parley.tools.server_tools import server_tools
@@ -170,7 +171,7 @@ def test_a_compacted_session_holds_only_what_the_model_sees(tmp_path: Path) -> N
     now = now_iso()
     store.save_session(
         StoredSession(
-            "sess_h", str(tmp_path), "t", "openai:m", "sync", {}, None, None, 0, 0, now, now
+            "sess_h", str(tmp_path), "t", SessionSettings("openai:m", "sync"), {}, 0, 0, now, now
         )
     )
     everything = [message for n in range(25) for message in turn(n)]
@@ -180,8 +181,7 @@ def test_a_compacted_session_holds_only_what_the_model_sees(tmp_path: Path) -> N
     session = Session(
         id="sess_h",
         cwd=tmp_path,
-        model="openai:m",
-        tool_policy="sync",
+        settings=SessionSettings("openai:m", "sync"),
         tools=ToolRegistry([]),
         store=store,
         history=None,

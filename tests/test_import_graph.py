@@ -71,7 +71,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "parley.store_fork",
         "parley.providers",
         "parley.tools",
-        "parley.protocol.updates",
     ),
     "server": (
         "parley.core",

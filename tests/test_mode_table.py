@@ -20,18 +20,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from parley.agent import modes
 from parley.agent.session import Session
 from parley.agent.tool_permission import ToolPermission
 from parley.client import ParleyClient
 from parley.config import Settings
+from parley.core.call_view import CallView
 from parley.core.choices import Mode, PermissionDecision
 from parley.core.conversation import ToolCall
+from parley.core.session_settings import SessionSettings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.store import Store
-from parley.tools.base import TOOL_KINDS, CallView, Tool, ToolSpec, describe_call
+from parley.tools.base import TOOL_KINDS, Tool, ToolSpec, describe_call
 from parley.tools.registry import ToolRegistry
 from parley.tools.server_tools import server_tools
 
@@ -70,8 +73,7 @@ def session_in(tmp_path: Path, tools: list[Tool], auto_approve: set[str] | None 
     return Session(
         id="sess_modes",
         cwd=tmp_path,
-        model="openai:m",
-        tool_policy="sync",
+        settings=SessionSettings("openai:m", "sync"),
         tools=ToolRegistry(tools),
         store=store,
         auto_approve=auto_approve or set(),
@@ -91,7 +93,7 @@ def settings_in(tmp_path: Path, sandbox: SandboxSettings | None = None) -> Setti
 
 async def outcome(session: Session, settings: Settings, tool: Tool, call: ToolCall) -> str:
     """What the turn does with `call` (agent/turn.py's `_run_tool`): refuse it, run it, ask."""
-    if modes.refusal(tool.spec, session.mode) is not None:
+    if modes.refusal(tool.spec, session.settings.mode) is not None:
         return REFUSED
     permission = ToolPermission(session, settings, NeverAsked())
 
@@ -121,7 +123,7 @@ async def test_each_tool_in_each_mode_runs_asks_or_is_refused_as_the_table_says(
     for tool in tools:
         row = []
         for mode in ORDER:
-            session.mode = mode
+            session.settings = attrs.evolve(session.settings, mode=mode)
             row.append(await outcome(session, settings, tool, a_call(tool.spec.name)))
         found[tool.spec.name] = tuple(row)
     assert found == TABLE
@@ -145,7 +147,7 @@ async def test_accept_edits_lets_through_only_the_edit_kind_of_any_tool(
     session, settings = session_in(tmp_path, []), settings_in(tmp_path)
     found = {}
     for mode in ORDER:
-        session.mode = mode
+        session.settings = attrs.evolve(session.settings, mode=mode)
         call = ToolCall("c1", asking.spec.name, {}, "call_1")
         found[mode] = (
             await outcome(session, settings, asking, call),  # type: ignore[arg-type]
@@ -164,7 +166,7 @@ async def test_a_tool_always_allowed_runs_unasked_but_plan_mode_still_refuses_it
     settings = settings_in(tmp_path)
     found = {}
     for mode in ORDER:
-        session.mode = mode
+        session.settings = attrs.evolve(session.settings, mode=mode)
         found[mode] = [
             await outcome(session, settings, tools[name], a_call(name))
             for name in ("python_eval", "edit_file", "run_command")
@@ -193,7 +195,7 @@ async def test_a_commands_prefix_rule_lets_it_run_unasked_only_sandboxed_and_nev
     command = tools["run_command"]
     found = {}
     for mode in ORDER:
-        session.mode = mode
+        session.settings = attrs.evolve(session.settings, mode=mode)
         found[mode] = [
             await outcome(session, sandboxed, command, a_call("run_command")),
             await outcome(session, unsandboxed, command, a_call("run_command")),

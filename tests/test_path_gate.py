@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from parley.agent.checkpoints import TurnCheckpoints, restore_turn
 from parley.agent.session import now_iso
 from parley.client import ParleyClient, allow_all
+from parley.core.session_settings import SessionSettings
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.store import Store, StoredSession
 from parley.tools.attachments import attach_link
@@ -584,7 +585,15 @@ def session_store(scratch: Path, tree: HostileTree) -> Store:
     now = now_iso()
     store.save_session(
         StoredSession(
-            "sess_gate", str(tree.root), None, "openai:m", "hybrid", {}, None, None, 0, 0, now, now
+            "sess_gate",
+            str(tree.root),
+            None,
+            SessionSettings("openai:m", "hybrid"),
+            {},
+            0,
+            0,
+            now,
+            now,
         )
     )
     return store

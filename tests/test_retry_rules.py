@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from parley.agent.notices import COMMAND, COMMAND_REPLY
 from parley.agent.session import Session, now_iso
 from parley.core.conversation import Message, TextBlock, UserMessage
+from parley.core.session_settings import SessionSettings
 from parley.core.usage import Usage
 from parley.store import Store, StoredSession
 from parley.tools.registry import ToolRegistry
@@ -24,7 +25,9 @@ LEVELS = ("info", "warning", "error", COMMAND, COMMAND_REPLY)
 def stored_session(store: Store, tmp: Path, turns: int) -> None:
     now = now_iso()
     store.save_session(
-        StoredSession("sess_r", str(tmp), "t", "openai:m", "sync", {}, None, None, 0, 0, now, now)
+        StoredSession(
+            "sess_r", str(tmp), "t", SessionSettings("openai:m", "sync"), {}, 0, 0, now, now
+        )
     )
     for _ in range(turns):
         store.count_turn("sess_r", now)
@@ -34,8 +37,7 @@ def opened(store: Store, tmp: Path) -> Session:
     return Session(
         id="sess_r",
         cwd=tmp,
-        model="openai:m",
-        tool_policy="sync",
+        settings=SessionSettings("openai:m", "sync"),
         tools=ToolRegistry([]),
         store=store,
         history=None,

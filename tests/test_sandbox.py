@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from parley.client import ParleyClient, allow_all
-from parley.config import ConfigError, sandbox_settings
+from parley.config_file import ConfigFileError, structure_config
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import ChildSpec, SandboxSettings, prepare, sandbox_status
 from parley.tools.kernel_output import CapturedBytes, OutputPipe
@@ -466,12 +466,12 @@ SETTING_NAMES = st.sampled_from(
 @PROPERTY_SETTINGS
 @given(table=st.dictionaries(SETTING_NAMES, SETTING_VALUES, max_size=5))
 def test_any_sandbox_table_is_settings_or_one_clear_error(table: dict[str, Any]) -> None:
-    """config.toml's [sandbox], whatever it holds: typed settings, or a ConfigError naming
+    """config.toml's [sandbox], whatever it holds: typed settings, or mistakes each naming
     the setting; never another exception, never a wrong type let through."""
     try:
-        sandbox = sandbox_settings(table, Path("config.toml"))
-    except ConfigError as error:
-        assert "sandbox" in str(error)
+        sandbox = structure_config({"sandbox": table}).sandbox
+    except ConfigFileError as error:
+        assert all(mistake.startswith("sandbox") for mistake in error.mistakes)
         return
     assert isinstance(sandbox.enabled, bool) and isinstance(sandbox.kernel_network, bool)
     assert isinstance(sandbox.pids_max, int) and sandbox.pids_max >= 0

@@ -288,7 +288,10 @@ def test_an_older_database_is_migrated_in_place(tmp_path: Path) -> None:
     old.close()
     store = Store(path)
     session = store.session("sess_old")
-    assert session is not None and session.tool_format is None and session.model == "openai:gpt-4.1"
+    settings = session.settings if session is not None else None
+    assert (
+        settings is not None and settings.tool_format is None and settings.model == "openai:gpt-4.1"
+    )
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
     assert version == len(MIGRATIONS)
 

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from parley.client import ParleyClient, allow_all
+from parley.core import updates
+from parley.core.call_view import CallView, Location
 from parley.core.conversation import ToolCall
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from parley.protocol import permission, updates
+from parley.protocol import permission
 from parley.server import server_tools
-from parley.tools.base import CallView, Location, ToolSpec
+from parley.tools.base import ToolSpec
 from parley.tools.editor import EditorTool
 from parley.tools.registry import ToolRegistry
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from parley.agent.tool_permission import REJECTED, ToolPermission, command_line, precheck
+from parley.core.call_view import CallView
 from parley.core.choices import PermissionDecision
 from parley.core.conversation import ToolCall
-from parley.tools.base import CallView, ToolContext, ToolResult
+from parley.tools.base import ToolContext, ToolResult
 from test_mode_table import session_in, settings_in
 
 CONTEXT = ToolContext("sess", "call", Path("/tmp"))

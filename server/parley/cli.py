@@ -223,7 +223,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 if args.session is not None:
                     stored = find_session(store, args.session)
-                    args.session, args.session_model = stored.id, stored.model
+                    args.session, args.session_model = stored.id, stored.settings.model
             except UnknownSession as error:
                 print(f"parley: {error}", file=sys.stderr)
                 return 1

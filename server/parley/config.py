@@ -79,16 +79,15 @@ from parley.config_file import (
     DEFAULT_STALL_TIMEOUT,
     ChatTable,
     CheckpointsTable,
-    CommandsTable,
     ConfigFile,
     ConfigFileError,
     ContinuationForm,
-    KernelTable,
     ModelTable,
     ProviderTable,
     structure_config,
 )
 from parley.core.context_windows import known_context_window
+from parley.core.setting_types import CommandsTable, KernelTable
 from parley.core.thought_levels import (
     LEVELS,
     Thinking,
@@ -96,9 +95,9 @@ from parley.core.thought_levels import (
     ThoughtLevel,
     nearest_level,
     thinking_of,
-    thinks_by_default,
 )
 from parley.core.usage import DEFAULT_PRICES, Price
+from parley.core.wire_kinds import WIRE_KINDS, thinks_by_default
 from parley.sandbox import SandboxSettings
 
 FALLBACK_MODEL = "openai:gpt-4.1-mini"
@@ -222,7 +221,7 @@ class Settings:
         if provider is None:
             return None
         config = self.model_config(model_id)
-        style: ThinkingStyle = "budget" if provider.kind == "anthropic" else "effort"
+        style = WIRE_KINDS[provider.kind].thinking_style
         if config.thinking is not None:
             return style if config.thinking else None
         if style == "budget" and config.thinking_budget:
@@ -377,7 +376,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tool_timeout_seconds=file.tool_timeout_seconds,
         mcp_start_timeout_seconds=file.mcp_start_timeout_seconds,
         kernel=file.kernel,
-        sandbox=_sandbox(file),
+        sandbox=file.sandbox,
         commands=file.commands,
         checkpoints=file.checkpoints,
         chat=file.chat,
@@ -392,15 +391,6 @@ def _structured(table: dict[str, Any], path: Path) -> ConfigFile:
         return structure_config(table)
     except ConfigFileError as error:
         raise ConfigError("\n".join(f"{path}: {mistake}" for mistake in error.mistakes)) from error
-
-
-def sandbox_settings(entry: Any, path: Path) -> SandboxSettings:
-    """config.toml's `[sandbox]` table alone: its settings, or a `ConfigError`."""
-    return _sandbox(_structured({"sandbox": entry}, path))
-
-
-def _sandbox(file: ConfigFile) -> SandboxSettings:
-    return SandboxSettings(**attrs.asdict(file.sandbox, recurse=False))
 
 
 def _given(entry: ProviderTable | ModelTable) -> dict[str, Any]:

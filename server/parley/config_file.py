@@ -23,6 +23,19 @@ from cattrs.cols import homogenous_tuple_structure_factory, mapping_structure_fa
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn
 
+from parley.core.setting_types import (
+    CommandsTable,
+    Count,
+    KernelTable,
+    NonNegative,
+    PathText,
+    Positive,
+    PositiveCount,
+    Share,
+)
+from parley.core.wire_kinds import WireKindName
+from parley.sandbox import SandboxSettings
+
 # How a server is asked to continue a partial assistant message (docs/local-models.md):
 # "vllm": a trailing assistant message with `continue_final_message` and no generation
 # prompt; "prefill": a trailing assistant message alone (llama.cpp's server, Ollama);
@@ -34,50 +47,9 @@ CONTINUATION_FORMS: tuple[ContinuationForm, ...] = get_args(ContinuationForm)
 # before the request is abandoned; a synchronous call sends nothing until its reply is whole.
 DEFAULT_STALL_TIMEOUT = 60.0
 
-# The kinds of value a setting takes, beyond TOML's own types.
-Positive = NewType("Positive", float)  # a number > 0 (seconds, US dollars)
-NonNegative = NewType("NonNegative", float)  # a number >= 0 (prices; a CPU cap, 0: none)
-Share = NewType("Share", float)  # a share of a whole: > 0 and <= 1
-Count = NewType("Count", int)  # a whole number >= 0
-PositiveCount = NewType("PositiveCount", int)  # a whole number > 0
-PathText = NewType("PathText", str)  # a file or directory: a string, not empty
 ModelId = NewType("ModelId", str)  # "provider:model"
 # `continue_streamed`: a form's name, or true (the preset's form) or false (none).
 ContinueStreamed = NewType("ContinueStreamed", object)
-
-
-@attrs.frozen
-class KernelTable:
-    """[kernel]: the per-session Python kernel."""
-
-    python: str | None = None  # an explicit interpreter; none: the workspace's venv
-    timeout_seconds: Positive = Positive(30.0)
-    output_limit: PositiveCount = PositiveCount(20_000)
-    memory_limit_bytes: Count = Count(4 * 1024**3)  # 0: no limit
-    cpu_seconds: NonNegative = NonNegative(60.0)  # CPU time per call; 0: no cap
-
-
-@attrs.frozen
-class SandboxTable:
-    """[sandbox]: how children run (docs/security.md). Unknown keys are refused."""
-
-    enabled: bool = True
-    pids_max: Count = Count(1024)  # 0: no cap
-    kernel_network: bool = False
-    mcp_network: tuple[str, ...] = ()
-    command_network: bool = False
-    writable: tuple[PathText, ...] = ()
-    hidden: tuple[PathText, ...] = ()
-    unix_sockets: bool = False
-    env: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class CommandsTable:
-    """[commands]: the model's shell commands (`run_command`). Unknown keys are refused."""
-
-    timeout_seconds: Positive = Positive(120.0)  # a call's default
-    max_timeout_seconds: Positive = Positive(600.0)  # the most a call may ask for
 
 
 @attrs.frozen
@@ -114,7 +86,7 @@ class ProviderTable:
     """[providers.NAME]; a key left out keeps the preset's value (a preset's name) or the
     default."""
 
-    kind: Literal["openai", "anthropic"] | None = None
+    kind: WireKindName | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     default_api_key: str | None = None
@@ -158,7 +130,7 @@ class ConfigFile:
     tool_timeout_seconds: Positive = Positive(120.0)
     mcp_start_timeout_seconds: Positive = Positive(10.0)
     kernel: KernelTable = KernelTable()
-    sandbox: SandboxTable = SandboxTable()
+    sandbox: SandboxSettings = SandboxSettings()
     commands: CommandsTable = CommandsTable()
     checkpoints: CheckpointsTable = CheckpointsTable()
     chat: ChatTable = ChatTable()
@@ -170,7 +142,7 @@ class ConfigFile:
 
 
 # They refuse a key they do not know.
-CLOSED_TABLES = (SandboxTable, CommandsTable, CheckpointsTable, ChatTable, BudgetTable)
+CLOSED_TABLES = (SandboxSettings, CommandsTable, CheckpointsTable, ChatTable, BudgetTable)
 
 
 class Mistake(ValueError):

@@ -38,6 +38,7 @@ from pathlib import Path
 import attrs
 
 from parley import pids_groups, sandbox_policy, seccomp
+from parley.core.setting_types import Count, PathText
 from parley.pids_groups import PidsGroup
 
 logger = logging.getLogger(__name__)
@@ -55,19 +56,20 @@ WITH_SECCOMP = ("/bin/sh", "-c", f'exec "$@" {SECCOMP_FD}< "$0"')
 
 @attrs.frozen
 class SandboxSettings:
-    """config.toml's `[sandbox]`: whether children are sandboxed, their pids cap, and which of
-    them may use the network."""
+    """config.toml's `[sandbox]` (config_file.py structures it; unknown keys are refused):
+    whether children are sandboxed, their pids cap, which of them may use the network, what
+    they may write, read and get besides the policy's."""
 
     enabled: bool = True  # False (or PARLEY_SANDBOX=off): every child runs unsandboxed
-    pids_max: int = 1024  # processes per child, where a pids cgroup is offered; 0: no cap
+    pids_max: Count = Count(1024)  # processes per child, where a pids cgroup is offered; 0: no cap
     kernel_network: bool = False  # the Python kernel may use the network
     mcp_network: tuple[str, ...] = ()  # MCP servers (by name; "*": all) that may
     command_network: bool = False  # the model's shell commands (run_command) may
     # Directories children may write besides the workspace (`~/.npm` for `npx`, say);
     # those that do not exist are left out.
-    writable: tuple[str, ...] = ()
+    writable: tuple[PathText, ...] = ()
     # Files and directories children may not even read, besides sandbox_policy's.
-    hidden: tuple[str, ...] = ()
+    hidden: tuple[PathText, ...] = ()
     # Unix-domain sockets allowed (the seccomp filter off): a project whose tests need them.
     unix_sockets: bool = False
     # Variables children get besides child_env's allow-list (never a provider's key).
@@ -334,11 +336,10 @@ def _bwrap_probe() -> str | None:
     bwrap = _bwrap()
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
-    probe = [
-        bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-        "--unshare-net", "--die-with-parent", "--cap-drop", "ALL", "true",
-    ]  # fmt: skip
-    failure = _failure_of(probe)
+    # The children's own arguments (nothing bound writable, nothing hidden): what works
+    # here is what they get.
+    nothing = Layout(Path("/"), (), (), (), (), ())
+    failure = _failure_of([*_bwrap_arguments(nothing, network=False), "true"])
     return None if failure is None else f"bwrap cannot run here (no user namespaces?): {failure}"
 
 

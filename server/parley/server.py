@@ -14,12 +14,17 @@ import logging
 import signal
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import cattrs
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerError
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcMethodNotFound,
+    JsonRpcServerError,
+)
 from pygls.server import JsonRPCServer
 
 import parley
@@ -39,12 +44,16 @@ from parley.agent.sessions import (
     UnknownSession,
     UnsupportedContent,
 )
+from parley.agent.turn import TurnResult
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
 from parley.core.loop_watchdog import LoopWatchdog
-from parley.protocol import client_answers, permission, updates
+from parley.core.session_settings import CONFIGURE
+from parley.protocol import client_answers, permission, v2
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -67,11 +76,13 @@ from parley.protocol.params import (
     check_mcp_servers,
     parse_params,
     prompt_content,
+    session_options,
+    settings_given,
 )
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import CallView, ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
+from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
 from parley.tools.confined import Roots
 from parley.tools.editor import EditorTool
 from parley.tools.kernel import KernelSettings
@@ -112,6 +123,8 @@ class ParleyServer(JsonRPCServer):
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
+        # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
+        self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -188,7 +201,13 @@ class ParleyServer(JsonRPCServer):
     # --- the connection's side of a turn (TurnPorts) ------------------------------------
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
+        if self.v2_updates is None:
+            self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
+            return
+        for reshaped in self.v2_updates.reshape(session_id, update):
+            self.protocol.notify_json(
+                "session/update", {"sessionId": session_id, "update": reshaped}
+            )
 
     async def request_permission(
         self,
@@ -199,6 +218,8 @@ class ParleyServer(JsonRPCServer):
         command: CommandOffer | None = None,
     ) -> PermissionDecision:
         params = permission.permission_request(session_id, call, kind, view, command)
+        if self.v2_updates is not None:
+            params = v2.permission_request(params)
         return permission.permission_decision(
             await self.protocol.request(permission.METHOD, params), command
         )
@@ -247,13 +268,22 @@ class ParleyServer(JsonRPCServer):
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
-        self.client_tools = list(params.client_capabilities.meta.parley.tools)
-        self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
-        file_system = params.client_capabilities.fs or {}
-        self.client_writes_files = file_system.get("writeTextFile") is True
-        self.client_runs_terminals = params.client_capabilities.terminal is True
-        self.wants_revisions = params.client_capabilities.meta.parley.revisions
+        capabilities = params.client_capabilities
+        self.v2_updates = None
+        if v2.negotiated(params.protocol_version) == v2.VERSION:
+            # v2's client has no files nor terminals to offer: only Parley's `_meta`.
+            capabilities = v2.client_capabilities(params.capabilities)
+            self.v2_updates = v2.UpdateReshaper()
+        self.client_tools = list(capabilities.meta.parley.tools)
+        self.client_reads_files = (capabilities.fs or {}).get("readTextFile") is True
+        self.client_writes_files = (capabilities.fs or {}).get("writeTextFile") is True
+        self.client_runs_terminals = capabilities.terminal is True
+        self.wants_revisions = capabilities.meta.parley.revisions
         asyncio.get_running_loop().call_later(PRELOAD_DELAY_SECONDS, self._preload_sdk)
+        result = self._initialize_result()
+        return v2.initialize_result(result) if self.v2_updates is not None else result
+
+    def _initialize_result(self) -> dict[str, Any]:
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -284,15 +314,17 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(NewSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
-        session = self.sessions.new(Path(params.cwd), params.meta.parley, additional)
+        options = session_options(params.meta.parley)
+        session = self.sessions.new(Path(params.cwd), options, additional)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         # A prompt sent right after the answer must not wait for the SDK's import.
         self._preload_sdk(at_once=True)
         await self.providers.preloaded(PRELOAD_WAIT_SECONDS)
-        return {"sessionId": session.id, **self._started(session)}
+        return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
+        self._not_in_v2("session/load", "session/resume with replayFrom")
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
@@ -307,7 +339,7 @@ class ParleyServer(JsonRPCServer):
         totals = self.store.usage_totals(session.id)
         return {
             **self._started(session, loaded=True),
-            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.model}},
+            "_meta": {"parley": {"usage": totals.to_wire(), "model": session.settings.model}},
         }
 
     async def resume_session(self, raw: Any) -> dict[str, Any]:
@@ -315,11 +347,29 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        if self.v2_updates is not None:
+            return await self._resume_v2(params, additional)
         session = await self.sessions.load(
             params.session_id, Path(params.cwd), replay=False, additional=additional
         )
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
+
+    async def _resume_v2(self, params: LoadSessionParams, additional: list[Path]) -> dict[str, Any]:
+        """ACP v2's `session/resume`, which also replaces `session/load`: replayed from the
+        turn its `replayFrom` names (none: no replay), then the session's state (idle)."""
+        turn = v2.replay_start(params.replay_from)
+        self.loads_running += 1
+        try:
+            session = await self.sessions.resume_from(
+                params.session_id, Path(params.cwd), turn, additional
+            )
+            await self.start_mcp_servers(session.id, params.mcp_servers, loaded=turn is not None)
+        finally:
+            self.loads_running -= 1
+        answer = self._started(session, loaded=turn is not None)
+        self.send_update(session.id, v2.state_update("idle"))
+        return v2.session_answer(answer)
 
     async def fork_session(self, raw: Any) -> dict[str, Any]:
         """A new session with the stored one's history and settings (agent/fork.py); its
@@ -329,7 +379,7 @@ class ParleyServer(JsonRPCServer):
         additional = additional_roots(params.additional_directories)
         session = await fork_session(self.sessions, params.session_id, Path(params.cwd), additional)
         await self.start_mcp_servers(session.id, params.mcp_servers)
-        return {"sessionId": session.id, **self._started(session)}
+        return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
     async def close_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SessionIdParams, raw)
@@ -341,10 +391,11 @@ class ParleyServer(JsonRPCServer):
         options = await self.sessions.set_config_option(
             params.session_id, params.config_id, params.value
         )
-        return {"configOptions": options}
+        return self._as_spoken({"configOptions": options})
 
     async def set_mode(self, raw: Any) -> dict[str, Any]:
         """ACP's `session/set_mode`: the same change as the `mode` config option."""
+        self._not_in_v2("session/set_mode", "session/set_config_option with configId mode")
         params = parse_params(SetModeParams, raw)
         await self.sessions.configure(params.session_id, mode=params.mode_id)
         return {}
@@ -356,10 +407,31 @@ class ParleyServer(JsonRPCServer):
         session = self.sessions.get(params.session_id)
         link_reader = functools.partial(attach_link, session.roots, given=session.cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
-        result = await self.sessions.prompt(
-            params.session_id, content, literal=literal, retry=retry
-        )
-        return result.to_wire()
+        turn = self.sessions.prompt(params.session_id, content, literal=literal, retry=retry)
+        if self.v2_updates is not None:
+            return await self._prompt_v2(params.session_id, raw["prompt"], turn)
+        return (await turn).to_wire()
+
+    async def _prompt_v2(
+        self, session_id: str, blocks: list[Any], turn: Awaitable[TurnResult]
+    ) -> dict[str, Any]:
+        """ACP v2's prompt: the prompt echoed as the user's message, the work `running`, and
+        `idle` with the stop reason (and Parley's usage) when the turn ends. The answer comes
+        then too (v2 answers at once; docs/protocol.md says so)."""
+        message_id = f"user_{uuid.uuid4().hex[:20]}"
+        self.send_update(session_id, v2.user_message(message_id, blocks))
+        self.send_update(session_id, v2.state_update("running"))
+        try:
+            result = (await turn).to_wire()
+        except ProviderError:  # the turn failed: the prompt's error says how
+            self.send_update(session_id, v2.state_update("idle", stopReason="error"))
+            raise
+        except BaseException:  # refused, or the request cancelled: the work ended all the same
+            self.send_update(session_id, v2.state_update("idle"))
+            raise
+        ended = v2.state_update("idle", stopReason=result["stopReason"], _meta=result["_meta"])
+        self.send_update(session_id, ended)
+        return {"messageId": message_id, "_meta": result["_meta"]}
 
     def cancel(self, raw: Any) -> None:
         try:
@@ -384,7 +456,7 @@ class ParleyServer(JsonRPCServer):
                     "updatedAt": s.updated_at,
                     # For a picker's line: the model, how many turns, what it cost.
                     "_meta": {
-                        "parley": {"model": s.model, "turns": s.turns}
+                        "parley": {"model": s.settings.model, "turns": s.turns}
                         | ({"cost": costs[s.id]} if s.id in costs else {})
                     },
                 }
@@ -404,11 +476,8 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(ConfigureParams, raw)
         await self.sessions.configure(
             params.session_id,
-            model=params.model,
-            tool_policy=params.tool_policy,
-            tool_format=params.tool_format,
             auto_approve=params.auto_approve,
-            thought_level=params.thought_level,
+            **settings_given(params, CONFIGURE),
         )
         return {}
 
@@ -478,6 +547,14 @@ class ParleyServer(JsonRPCServer):
 
     # --- helpers ------------------------------------------------------------------------
 
+    def _as_spoken(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """A session's answer in the connection's version (v2: no `modes`, `configId`)."""
+        return v2.session_answer(answer) if self.v2_updates is not None else answer
+
+    def _not_in_v2(self, method: str, instead: str) -> None:
+        if self.v2_updates is not None:
+            raise JsonRpcMethodNotFound(f"{method} is not part of ACP v2: use {instead}")
+
     def _started(self, session: Session, *, loaded: bool = False) -> dict[str, Any]:
         """What the answer to a session's start holds (its mode and config options). Its
         slash commands are announced when the client knows the session: right after the
@@ -489,7 +566,7 @@ class ParleyServer(JsonRPCServer):
             self.protocol.after_the_answer(lambda: self.sessions.announce_commands(session.id))
         self.protocol.after_the_answer(self._preload_sdk)
         return {
-            "modes": mode_state(session.mode),
+            "modes": mode_state(session.settings.mode),
             "configOptions": self.sessions.config_options(session),
         }
 

@@ -32,6 +32,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
+from parley.core.session_settings import SessionSettings, from_stored, stored_form
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store_schema import MIGRATIONS
 
@@ -96,18 +97,12 @@ class StoredSession:
     id: str
     cwd: str
     title: str | None
-    model: str
-    tool_policy: str
+    settings: SessionSettings
     approvals: dict[str, list[str]]  # workspace root (resolved) → the tools always allowed there
-    system_prompt: str | None
-    tool_format: str | None
     turns: int
     rounds: int
     created_at: str
     updated_at: str
-    thought_level: str | None = None  # None: the model's default
-    budget: str | None = None  # USD as text, or "none"; None: config.toml's session_usd
-    mode: str = "ask"  # ask | accept_edits | plan (agent/modes.py)
 
 
 class Store:
@@ -171,31 +166,21 @@ class Store:
             approvals = {**(json.loads(row["approvals"]) if row else {}), **session.approvals}
             db.execute(
                 """
-                INSERT INTO sessions (id, cwd, title, model, tool_policy, approvals,
-                                      system_prompt, tool_format, created_at, updated_at,
-                                      thought_level, budget, mode)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO sessions (id, cwd, title, settings, approvals, created_at,
+                                      updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
-                    title = COALESCE(excluded.title, title), model = excluded.model,
-                    tool_policy = excluded.tool_policy, approvals = excluded.approvals,
-                    system_prompt = excluded.system_prompt, tool_format = excluded.tool_format,
-                    updated_at = excluded.updated_at, thought_level = excluded.thought_level,
-                    budget = excluded.budget, mode = excluded.mode
+                    title = COALESCE(excluded.title, title), settings = excluded.settings,
+                    approvals = excluded.approvals, updated_at = excluded.updated_at
                 """,
                 (
                     session.id,
                     session.cwd,
                     session.title,
-                    session.model,
-                    session.tool_policy,
+                    json.dumps(stored_form(session.settings)),
                     json.dumps({cwd: sorted(names) for cwd, names in approvals.items() if names}),
-                    session.system_prompt,
-                    session.tool_format,
                     session.created_at,
                     session.updated_at,
-                    session.thought_level,
-                    session.budget,
-                    session.mode,
                 ),
             )
 
@@ -677,19 +662,22 @@ def _stored_session(row: sqlite3.Row) -> StoredSession:
         id=row["id"],
         cwd=row["cwd"],
         title=row["title"],
-        model=row["model"],
-        tool_policy=row["tool_policy"],
+        settings=from_stored(_json_object(row["settings"])),
         approvals=json.loads(row["approvals"]),
-        system_prompt=row["system_prompt"],
-        tool_format=row["tool_format"],
         turns=row["turns"],
         rounds=row["rounds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
-        thought_level=row["thought_level"],
-        budget=row["budget"],
-        mode=row["mode"],
     )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """A stored JSON object; anything else (written by another program) as none."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 # --- the stored form of messages: provider-neutral JSON ----------------------------------

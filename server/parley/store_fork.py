@@ -16,9 +16,7 @@ from __future__ import annotations
 from parley.store import Store
 
 # The sessions columns the fork takes as they are; the rest are its own (see above).
-_COPIED_COLUMNS = (
-    "cwd, model, tool_policy, system_prompt, tool_format, thought_level, budget, mode, restore_note"
-)
+_COPIED_COLUMNS = "cwd, settings, restore_note"
 
 
 def fork_stored(store: Store, parent_id: str, fork_id: str, title: str, now: str) -> bool:

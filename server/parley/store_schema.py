@@ -147,4 +147,21 @@ MIGRATIONS = [
     ALTER TABLE sessions ADD COLUMN cut_off_at INTEGER;
     ALTER TABLE sessions ADD COLUMN rewrites INTEGER NOT NULL DEFAULT 0
     """,
+    # 15: a session's settings as one JSON object, read setting by setting by their declaration
+    # (core/session_settings.py): a new setting needs no migration
+    """
+    ALTER TABLE sessions ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+    UPDATE sessions SET settings = json_object(
+        'model', model, 'tool_policy', tool_policy, 'system_prompt', system_prompt,
+        'tool_format', tool_format, 'thought_level', thought_level, 'budget', budget,
+        'mode', mode
+    );
+    ALTER TABLE sessions DROP COLUMN model;
+    ALTER TABLE sessions DROP COLUMN tool_policy;
+    ALTER TABLE sessions DROP COLUMN system_prompt;
+    ALTER TABLE sessions DROP COLUMN tool_format;
+    ALTER TABLE sessions DROP COLUMN thought_level;
+    ALTER TABLE sessions DROP COLUMN budget;
+    ALTER TABLE sessions DROP COLUMN mode
+    """,
 ]

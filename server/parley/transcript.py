@@ -19,7 +19,9 @@ def sessions_table(store: Store, limit: int = 50) -> str:
     lines = [f"{'session':<26} {'updated':<17} {'model':<28} title"]
     for session in rows:
         updated = format_time(session.updated_at)
-        lines.append(f"{session.id:<26} {updated:<17} {session.model:<28} {session.title or ''}")
+        lines.append(
+            f"{session.id:<26} {updated:<17} {session.settings.model:<28} {session.title or ''}"
+        )
     return "\n".join(lines)
 
 
@@ -33,7 +35,7 @@ def sessions_json(store: Store, limit: int = 50) -> str:
             "createdAt": session.created_at,
             "updatedAt": session.updated_at,
             "cwd": session.cwd,
-            "model": session.model,
+            "model": session.settings.model,
             "turns": session.turns,
             "usage": store.usage_totals(session.id).to_wire(),
         }

@@ -57,10 +57,10 @@ class BudgetSpent(Exception):
 
 def session_limit(session: Session, settings: Settings) -> float | None:
     """The session's limit in USD; None: none."""
-    if session.budget is None:
+    if session.settings.budget is None:
         return settings.budget.session_usd
     try:
-        limit = float(session.budget)
+        limit = float(session.settings.budget)
     except ValueError:  # "none"
         return None
     return limit if limit > 0 else None

@@ -375,6 +375,22 @@ async def redo_restore(
     )
 
 
+async def restore_or_redo(
+    store: Store,
+    session_id: str,
+    turn: int | None,
+    ask: AskUser,
+    others: tuple[Path, ...],
+    editor: EditorWrite | None,
+    snapshots: SnapshotStore,
+    buffers: EditorRead | None,
+) -> RestoreResult:
+    """`restore_turn` of `turn`, or (None) `redo_restore`: what `Sessions.restore` runs."""
+    if turn is None:
+        return await redo_restore(store, session_id, ask, snapshots, others, editor, buffers)
+    return await restore_turn(store, session_id, turn, ask, others, editor, snapshots, buffers)
+
+
 def last_undoable_turn(store: Store, snapshots: SnapshotStore, session_id: str) -> int | None:
     """The last turn that changed files (its edits checkpointed, or its snapshots differ)."""
     checkpointed = store.last_checkpointed_turn(session_id)

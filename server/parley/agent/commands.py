@@ -164,12 +164,13 @@ async def _switch_model(name: str, session: Session, host: CommandHost) -> Comma
     offered = ", ".join(f"`{choice['value']}`" for choice in model_option["options"])
     if not name:
         return CommandReply(
-            f"The model is `{session.model}`. Available: {offered}. Switch with `/model NAME`."
+            f"The model is `{session.settings.model}`. Available: {offered}. "
+            "Switch with `/model NAME`."
         )
     problem = _model_problem(name, host.providers)
     if problem is not None:  # refused: a notice
-        return CommandReply(notice=notices.model_refused(problem, session.model, offered))
-    if name == session.model:
+        return CommandReply(notice=notices.model_refused(problem, session.settings.model, offered))
+    if name == session.settings.model:
         return CommandReply(f"The model is `{name}` already.")
     await host.configure(session.id, model=name)
     return CommandReply(f"Switched to `{name}` from the next prompt on.")
@@ -181,11 +182,12 @@ async def _switch_mode(name: str, session: Session, host: CommandHost) -> Comman
     )
     if not name:
         return CommandReply(
-            f"The mode is `{session.mode}`. The modes: {choices}. Switch with `/mode NAME`."
+            f"The mode is `{session.settings.mode}`. The modes: {choices}. "
+            "Switch with `/mode NAME`."
         )
     if not is_mode(name):  # refused: a notice
-        return CommandReply(notice=notices.mode_refused(name, session.mode, list(MODES)))
-    if name == session.mode:
+        return CommandReply(notice=notices.mode_refused(name, session.settings.mode, list(MODES)))
+    if name == session.settings.mode:
         return CommandReply(f"The mode is `{name}` already.")
     await host.configure(session.id, mode=name)
     return CommandReply(f"Switched to `{name}`: {MODES[name][1].lower()}.")

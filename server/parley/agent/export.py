@@ -69,8 +69,8 @@ def export_json(store: Store, session: StoredSession) -> str:
             "id": session.id,
             "title": session.title,
             "cwd": session.cwd,
-            "model": session.model,
-            "toolPolicy": session.tool_policy,
+            "model": session.settings.model,
+            "toolPolicy": session.settings.tool_policy,
             "createdAt": session.created_at,
             "updatedAt": session.updated_at,
         },
@@ -84,7 +84,9 @@ def export_json(store: Store, session: StoredSession) -> str:
 
 def export_markdown(store: Store, session: StoredSession) -> str:
     out = [f"# {session.title or 'Untitled'}", ""]
-    out.append(f"*{session.model} · {session.cwd} · {format_full_time(session.created_at)}*")
+    out.append(
+        f"*{session.settings.model} · {session.cwd} · {format_full_time(session.created_at)}*"
+    )
     messages = store.messages(session.id)
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
     notices = store.notices(session.id)

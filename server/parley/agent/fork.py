@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
 from parley.agent.session import Session, new_id, now_iso
 from parley.agent.sessions import Sessions, UnknownSession
-from parley.core.choices import SessionOptions
+from parley.core.session_settings import SessionOptions
 from parley.store_fork import fork_stored
 
 # How a fork's title says what it is, after its parent's (a session picker shows it so).
@@ -44,12 +46,5 @@ def _fork_unstored(
 ) -> Session:
     """A fork of a session that had no prompt: a new session with its settings (stored, as
     it, from its first prompt on). Its approvals are not taken: the fork asks again."""
-    options = SessionOptions(
-        model=parent.model,
-        tool_policy=parent.tool_policy,
-        system_prompt=parent.system_prompt,
-        tool_format=parent.tool_format,
-    )
-    fork = sessions.new(cwd, options, additional)
-    fork.mode, fork.thought_level, fork.budget = parent.mode, parent.thought_level, parent.budget
+    fork = sessions.new(cwd, SessionOptions(attrs.evolve(parent.settings)), additional)
     return fork  # titled by its first prompt, as the parent would have been

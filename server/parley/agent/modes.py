@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard, get_args
 
+from parley.core import updates
 from parley.core.choices import Mode
+from parley.core.session_settings import SessionSettings
 from parley.tools.base import ToolSpec
 
-DEFAULT_MODE: Mode = "ask"
+DEFAULT_MODE: Mode = SessionSettings().mode  # declared with the other settings
 
 # Each mode's name and description, as clients show them (in this order).
 MODES: Mapping[Mode, tuple[str, str]] = {
@@ -48,12 +50,6 @@ def is_mode(value: Any) -> TypeGuard[Mode]:
     return isinstance(value, str) and value in get_args(Mode)
 
 
-def stored_mode(value: Any) -> Mode:
-    """A mode read from the store: a value this version does not know (a newer one's) is
-    taken as the default."""
-    return value if is_mode(value) else DEFAULT_MODE
-
-
 def mode_state(current: Mode) -> dict[str, Any]:
     """ACP's `SessionModeState`: the `modes` of a session's start (new, load, resume)."""
     return {
@@ -67,7 +63,7 @@ def mode_state(current: Mode) -> dict[str, Any]:
 
 def current_mode_update(current: Mode) -> dict[str, Any]:
     """The `session/update` that tells the client the mode changed."""
-    return {"sessionUpdate": "current_mode_update", "currentModeId": current}
+    return updates.current_mode(current)
 
 
 def is_offered(spec: ToolSpec, mode: Mode) -> bool:

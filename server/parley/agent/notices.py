@@ -15,8 +15,8 @@ import attrs
 
 from parley.agent.budgets import Overrun
 from parley.agent.session import Session, new_id
+from parley.core import updates
 from parley.core.errors import ProviderError
-from parley.protocol import updates
 
 Level = Literal["info", "warning", "error"]
 

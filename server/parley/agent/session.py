@@ -12,10 +12,8 @@ import attrs
 
 from parley.agent.compaction import Compaction
 from parley.agent.history import History
-from parley.agent.modes import DEFAULT_MODE
-from parley.core.choices import Mode, ToolFormat, ToolPolicy
 from parley.core.conversation import Message
-from parley.core.thought_levels import ThoughtLevel
+from parley.core.session_settings import SessionSettings
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store import Store, StoredNotice, StoredSession
 from parley.tools.command_rules import COMMAND_TOOL
@@ -80,18 +78,13 @@ class Session:
 
     id: str
     cwd: Path
-    model: str
-    tool_policy: ToolPolicy
+    # Its model, tool policy, mode, ... (core/session_settings.py); `model` always resolved.
+    settings: SessionSettings
     tools: ToolRegistry
     store: Store
-    system_prompt: str | None = None
-    tool_format: ToolFormat | None = None  # None: the model's configured format
-    thought_level: ThoughtLevel | None = None  # None: the model's default
-    budget: str | None = None  # USD as text, or "none"; None: config.toml's (agent/budgets.py)
     # Tools always allowed, in `root` only (never `run_command`: `tool_approvals`); stored
     # under the resolved root, so a symlink pointed elsewhere later does not carry them.
     auto_approve: set[str] = attrs.field(factory=set, converter=tool_approvals)
-    mode: Mode = DEFAULT_MODE  # what the tools may do unasked (agent/modes.py)
     # The conversation (`history`), None until it is first needed: a session opened from the
     # store reads it then, not to be loaded; a replay streams it from the store instead.
     _history: History | None = attrs.field(factory=list, converter=_as_history)
@@ -162,7 +155,7 @@ class Session:
         return self.store.last_exchange(self.id, upto=self._length)
 
     def system_text(self) -> str:
-        text = self.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.root)
+        text = self.settings.system_prompt or DEFAULT_SYSTEM_PROMPT.format(cwd=self.root)
         if self.roots.others:
             others = ", ".join(printable_name(str(root)) for root in self.roots.others)
             text += OTHER_ROOTS_NOTE.format(cwd=printable_name(str(self.root)), others=others)
@@ -224,14 +217,8 @@ class Session:
                 id=self.id,
                 cwd=str(self.cwd),
                 title=self.title,
-                model=self.model,
-                tool_policy=self.tool_policy,
+                settings=self.settings,
                 approvals={str(self.root): sorted(self.auto_approve)},
-                system_prompt=self.system_prompt,
-                tool_format=self.tool_format,
-                thought_level=self.thought_level,
-                budget=self.budget,
-                mode=self.mode,
                 turns=self.totals.turns,
                 rounds=self.totals.rounds,
                 created_at=self.created_at,

@@ -29,9 +29,8 @@ from parley.agent.checkpoints import (
     editor_reads,
     editor_writes,
     last_undoable_turn,
-    redo_restore,
+    restore_or_redo,
     restore_question,
-    restore_turn,
 )
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.compactor import Compactor
@@ -42,8 +41,8 @@ from parley.agent.config_options import (
     session_config_options,
 )
 from parley.agent.learned_windows import LearnedWindows
-from parley.agent.modes import current_mode_update, stored_mode
-from parley.agent.replay import replay_updates, unanswered_calls
+from parley.agent.modes import current_mode_update
+from parley.agent.replay import replay_updates, turn_start, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
 from parley.agent.snapshot_store import SnapshotStore
 from parley.agent.turn import (
@@ -55,7 +54,8 @@ from parley.agent.turn import (
     session_request,
 )
 from parley.config import Settings
-from parley.core.choices import Mode, SessionOptions, ToolFormat, ToolPolicy
+from parley.core import updates
+from parley.core.call_view import CallView, Location
 from parley.core.conversation import (
     ContentBlock,
     ImageBlock,
@@ -65,12 +65,11 @@ from parley.core.conversation import (
     UserMessage,
 )
 from parley.core.off_loop import import_off_loop, off_loop
-from parley.core.thought_levels import ThoughtLevel
-from parley.protocol import updates
+from parley.core.session_settings import SessionOptions, SessionSettings
 from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
-from parley.tools.base import CallView, Location, Tool
+from parley.tools.base import Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
@@ -156,20 +155,19 @@ class Sessions:
             raise InvalidOptions(f"cwd must be an absolute path, not {str(cwd)!r}")
         if not cwd.is_dir():
             raise InvalidOptions(f"cwd {str(cwd)!r} is not a directory")
-        model = options.model or self.settings.default_model
-        _check_model_id(model)
+        settings = attrs.evolve(
+            options.settings, model=options.settings.model or self.settings.default_model
+        )
+        _check_model_id(settings.model)
         roots = _roots(cwd, additional)  # once: the tools and the checkpoints share them
         session = Session(
             id=new_id("sess"),
             cwd=cwd,
             root=roots.cwd,
             roots=roots,
-            model=model,
-            tool_policy=options.tool_policy,
-            tools=ToolRegistry(self.tools_for(roots, options.eval_timeout_seconds)),
+            settings=settings,
+            tools=ToolRegistry(self.tools_for(roots, settings.eval_timeout_seconds)),
             store=self.store,
-            system_prompt=options.system_prompt,
-            tool_format=options.tool_format,
             auto_approve=set(options.auto_approve),
             stored=False,  # from its first prompt on
         )
@@ -211,6 +209,19 @@ class Sessions:
             await self._replay(session, replayed)
         return session
 
+    async def resume_from(
+        self, session_id: str, cwd: Path, turn: int | None, additional: Sequence[Path] = ()
+    ) -> Session:
+        """ACP v2's `session/resume`: `load`, replaying from turn `turn` (1: all; None: none)."""
+        session = await self.load(session_id, cwd, replay=False, additional=additional)
+        if turn is not None:
+            start = await off_loop(turn_start, session.messages(), turn)
+            if start is None:
+                raise InvalidOptions(f"replayFrom.turn: the session has no turn {turn}")
+            missed = session.messages(start), session.tools, start, session.notices(start)
+            await self._replay(session, replay_updates(*missed))
+        return session
+
     async def _replay(self, session: Session, replayed: Iterator[dict[str, Any]]) -> None:
         """Send a replay's updates. They are made off the event loop, a batch at a time
         (reading and decoding the stored messages, and an older session's calls' views, grow
@@ -233,15 +244,11 @@ class Sessions:
             cwd=cwd,
             root=roots.cwd,
             roots=roots,  # once: the tools and the checkpoints share them
-            model=stored.model,
-            tool_policy=stored.tool_policy,  # type: ignore[arg-type]  # the store holds valid ones
-            tools=ToolRegistry(self.tools_for(roots, None)),
+            settings=attrs.evolve(
+                stored.settings, model=stored.settings.model or self.settings.default_model
+            ),
+            tools=ToolRegistry(self.tools_for(roots, stored.settings.eval_timeout_seconds)),
             store=self.store,
-            system_prompt=stored.system_prompt,
-            tool_format=stored.tool_format,  # type: ignore[arg-type]
-            thought_level=stored.thought_level,  # type: ignore[arg-type]
-            budget=stored.budget,
-            mode=stored_mode(stored.mode),
             auto_approve=set(stored.approvals.get(str(roots.cwd), [])),  # this root's only
             history=None,  # read when first needed: a replay streams it from the store
             length=self.store.message_count(stored.id),
@@ -311,19 +318,19 @@ class Sessions:
 
     def config_options(self, session: Session) -> list[dict[str, Any]]:
         """The session's `configOptions` as ACP clients show them."""
-        levels = self.settings.thought_levels(session.model)
-        level = session.thought_level
+        levels = self.settings.thought_levels(session.settings.model)
+        level = session.settings.thought_level
         if level not in levels:  # none chosen, or one this model (now) does not take
-            level = self.settings.default_thought_level(session.model)
+            level = self.settings.default_thought_level(session.settings.model)
         return session_config_options(
-            session.model,
-            session.tool_policy,
+            session.settings.model,
+            session.settings.tool_policy,
             self.providers.model_infos(),
             levels,
             level,
-            budget=budget_value(session.budget, self.settings.budget.session_usd),
+            budget=budget_value(session.settings.budget, self.settings.budget.session_usd),
             configured_budget=self.settings.budget.session_usd,
-            mode=session.mode,
+            mode=session.settings.mode,
         )
 
     def announce_commands(self, session_id: str) -> None:
@@ -389,7 +396,7 @@ class Sessions:
             answer = updates.command_chunk(new_id("msg"), reply.text, typed=False)
             self.ports.send_update(session.id, answer)
         totals = attrs.evolve(session.totals)
-        stats = TurnStats(model=session.model)
+        stats = TurnStats(model=session.settings.model)
         return self._said(session, TurnResult(reply.stop_reason, stats, totals, reply.notice))
 
     def _said(self, session: Session, result: TurnResult) -> TurnResult:
@@ -403,12 +410,12 @@ class Sessions:
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
         """Refuse, before any model call, what the session's model cannot take."""
         if any(isinstance(block, ImageBlock) for block in content) and not (
-            self.settings.takes_images(session.model)
+            self.settings.takes_images(session.settings.model)
         ):
             raise UnsupportedContent(
-                f"The model {session.model} does not take images: send the prompt without "
+                f"The model {session.settings.model} does not take images: send the prompt without "
                 "the image, or switch to a model that does. (If it does take images, say so "
-                f'in config.toml: vision = true under [models."{session.model}"].)'
+                f'in config.toml: vision = true under [models."{session.settings.model}"].)'
             )
 
     async def _show_missed_turns(self, session: Session) -> None:
@@ -529,7 +536,9 @@ class Sessions:
     async def _compact_now(self, session: Session) -> tuple[int, int]:
         """Compact the request the session's next round would send, summary forced, as a
         round's compactor would (its summary call counted in the session as a round's)."""
-        resolved = await self.providers.resolved(session.model, session.tool_format)
+        resolved = await self.providers.resolved(
+            session.settings.model, session.settings.tool_format
+        )
         window = self._windows.window(resolved, self.settings)
         send = functools.partial(self.ports.send_update, session.id)
 
@@ -538,7 +547,7 @@ class Sessions:
             count_call(session, self.settings, send, resolved.id, completion.usage, "sync", window)
             return completion
 
-        thinking = self.settings.thinking(resolved.id, session.thought_level)
+        thinking = self.settings.thinking(resolved.id, session.settings.thought_level)
         compactor = Compactor(session, self.settings.compaction_threshold, send)
         await compactor.compacted(
             lambda: session_request(session, self.settings, resolved, thinking),
@@ -575,12 +584,8 @@ class Sessions:
             # The lease is held for as long as the restore runs (its question may wait on the
             # user for long): another window's turn cannot start meanwhile and be written over.
             try:
-                result = await (
-                    redo_restore(self.store, session_id, ask, snapshots, others, editor, buffers)
-                    if turn is None
-                    else restore_turn(
-                        self.store, session_id, turn, ask, others, editor, snapshots, buffers
-                    )
+                result = await restore_or_redo(
+                    self.store, session_id, turn, ask, others, editor, snapshots, buffers
                 )
             finally:
                 del self._restoring[session_id]
@@ -640,16 +645,12 @@ class Sessions:
         self,
         session_id: str,
         *,
-        model: str | None = None,
-        tool_policy: ToolPolicy | None = None,
-        tool_format: ToolFormat | None = None,
         auto_approve: list[str] | None = None,
-        thought_level: ThoughtLevel | None = None,
-        budget: str | None = None,
-        mode: Mode | None = None,
         announce: bool = True,
+        **changes: Any,
     ) -> None:
-        """Change what is given (None: unchanged); the turn applies it from its next round
+        """Change the settings given (`changes`: core/session_settings.py's names; None:
+        unchanged) and the tools always allowed; the turn applies them from its next round
         (a mode from its next tool call). A new model starts at its own default thinking
         level, unless one is given with it. A change of the config options is announced
         (`config_option_update`) unless `announce` is False (`session/set_config_option`
@@ -658,34 +659,32 @@ class Sessions:
         if session.stored and self.store.session(session.id) is None:
             await self.forget(session.id)  # deleted in another window: don't bring it back
             raise _unknown(session.id)
-        before = self.config_options(session)
-        new_model = model if model is not None else session.model
-        if model is not None:
-            _check_model_id(model)
-        levels = self.settings.thought_levels(new_model)
-        if thought_level is not None and thought_level not in levels:
-            takes = f"takes {', '.join(levels)}" if levels else "has no thinking level"
-            raise InvalidOptions(f"thoughtLevel: the model {new_model} {takes}")
-        if model is not None and model != session.model:
-            session.thought_level = None  # the new model's default
-        session.model = new_model
-        if thought_level is not None:
-            session.thought_level = thought_level
-        if budget is not None:
-            session.budget = budget
-        if tool_format is not None:
-            session.tool_format = tool_format
-        if tool_policy is not None:
-            session.tool_policy = tool_policy
+        before, mode_before = self.config_options(session), session.settings.mode
+        changes = {name: value for name, value in changes.items() if value is not None}
+        session.settings = self._changed(session.settings, changes)
         if auto_approve is not None:
             session.auto_approve = set(auto_approve)
-        mode_before, session.mode = session.mode, mode or session.mode
         session.save()
-        if session.mode != mode_before:
-            self.ports.send_update(session.id, current_mode_update(session.mode))
+        if session.settings.mode != mode_before:
+            self.ports.send_update(session.id, current_mode_update(session.settings.mode))
         options = self.config_options(session)
         if announce and options != before:
             self.ports.send_update(session.id, updates.config_options(options))
+
+    def _changed(self, settings: SessionSettings, changes: dict[str, Any]) -> SessionSettings:
+        """`settings` with `changes`, checked: a model's id, a thinking level the (new) model
+        takes; a new model's thinking level is its default unless one is given."""
+        model = changes.get("model", settings.model)
+        if "model" in changes:
+            _check_model_id(model)
+            if model != settings.model:
+                changes.setdefault("thought_level", None)
+        level = changes.get("thought_level")
+        levels = self.settings.thought_levels(model)
+        if level is not None and level not in levels:
+            takes = f"takes {', '.join(levels)}" if levels else "has no thinking level"
+            raise InvalidOptions(f"thoughtLevel: the model {model} {takes}")
+        return attrs.evolve(settings, **changes)
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: Any

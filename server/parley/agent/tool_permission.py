@@ -23,11 +23,12 @@ from parley import sandbox_policy
 from parley.agent import modes
 from parley.agent.session import Session
 from parley.config import Settings
+from parley.core.call_view import CallView
 from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.off_loop import off_loop
 from parley.sandbox import sandbox_status
-from parley.tools.base import CallView, Tool, ToolContext, ToolResult
+from parley.tools.base import Tool, ToolContext, ToolResult
 from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
 from parley.tools.confined import Roots
 from parley.tools.run_command import ArgumentRefused, command_directory
@@ -53,7 +54,9 @@ class PermissionPorts(Protocol):
         kind: str,
         view: CallView,
         command: CommandOffer | None = None,
-    ) -> PermissionDecision: ...
+    ) -> PermissionDecision:
+        """Ask the user whether `call` (shown as `view`) may run; raises when the editor
+        cannot ask. A shell command's question offers `command`'s prefixes to allow always."""
 
 
 class ToolPermission:
@@ -70,7 +73,7 @@ class ToolPermission:
         """Whether `call` (shown as `view()` gives it) runs without a question."""
         if not tool.spec.needs_permission:
             return True
-        if modes.runs_unasked(tool.spec, self.session.mode):
+        if modes.runs_unasked(tool.spec, self.session.settings.mode):
             shown = await view()
             return await off_loop(self.runs_later, shown) is None  # reads .git/config
         if call.name != COMMAND_TOOL:

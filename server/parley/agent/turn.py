@@ -26,9 +26,15 @@ from parley.agent.compactor import Compactor
 from parley.agent.continued_call import continued_completion, resent_tokens
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.session import Session, new_id, now_iso, title_from_prompt
-from parley.agent.tool_permission import StoppedAtQuestion, ToolPermission, precheck
+from parley.agent.tool_permission import (
+    PermissionPorts,
+    StoppedAtQuestion,
+    ToolPermission,
+    precheck,
+)
 from parley.config import Settings
-from parley.core.choices import CommandOffer, PermissionDecision
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.conversation import (
     AssistantMessage,
     ToolCall,
@@ -47,7 +53,6 @@ from parley.core.usage import (
     cost_to_wire,
     estimate_tokens,
 )
-from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
@@ -61,14 +66,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import (
-    CallView,
-    ClientFiles,
-    ClientTerminals,
-    ClientWrites,
-    ToolContext,
-    ToolResult,
-)
+from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +78,8 @@ TOOL_RESULT_LIMIT = 100_000
 _STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
 
 
-class TurnPorts(Protocol):
-    """What a turn needs from the connection to the editor."""
+class TurnPorts(PermissionPorts, Protocol):
+    """What a turn needs from the connection to the editor (and asking: `PermissionPorts`)."""
 
     # The editor's files, when it offers to read them (its unsaved buffers); None otherwise.
     client_files: ClientFiles | None
@@ -96,17 +94,6 @@ class TurnPorts(Protocol):
     client_terminals: ClientTerminals | None
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
-
-    async def request_permission(
-        self,
-        session_id: str,
-        call: ToolCall,
-        kind: str,
-        view: CallView,
-        command: CommandOffer | None = None,
-    ) -> PermissionDecision:
-        """Ask the user whether `call` (shown as `view`) may run; raises when the editor
-        cannot ask. A shell command's question offers `command`'s prefixes to allow always."""
 
 
 @attrs.define
@@ -197,7 +184,7 @@ class Turn:
         self.settings = settings
         self.windows = windows or LearnedWindows(session.store)
         self._window: int | None = None  # the model's window in the latest request
-        self.stats = TurnStats(model=session.model)
+        self.stats = TurnStats(model=session.settings.model)
         # What is in flight, so a cancel or an error can leave a history the provider accepts.
         self._streamed_text: list[str] | None = None  # the current round's streamed text
         self._message_id = ""
@@ -267,16 +254,22 @@ class Turn:
         """The turn's result, with its notice: why it stopped, if it did."""
         notice = self._tripped or notices.turn_stopped(
             stop_reason,
-            request_limit=self.settings.max_turn_requests,
+            request_limit=self._request_limit,
             token_limit=self.settings.model_config(self.stats.model).max_tokens,
             overrun=self._overrun,
         )
         return TurnResult(stop_reason, self.stats, attrs.evolve(self.session.totals), notice)
 
+    @property
+    def _request_limit(self) -> int:
+        return self.session.settings.max_turn_requests or self.settings.max_turn_requests
+
     async def _rounds(self) -> str:
-        for _ in range(self.settings.max_turn_requests):
+        for _ in range(self._request_limit):
             # The model is read each round: `_parley/session/configure` applies from the next.
-            resolved = await self.providers.resolved(self.session.model, self.session.tool_format)
+            resolved = await self.providers.resolved(
+                self.session.settings.model, self.session.settings.tool_format
+            )
             self.stats.model = resolved.id
             self.stats.rounds += 1
             self.session.count_round()
@@ -358,7 +351,7 @@ class Turn:
         return summarised and self._stopped_by_budget()
 
     def _request(self, resolved: ResolvedModel) -> ModelRequest:
-        thinking = self.settings.thinking(resolved.id, self.session.thought_level)
+        thinking = self.settings.thinking(resolved.id, self.session.settings.thought_level)
         if self.settings.thinking_style(resolved.id) == "budget":
             thinking = self._turn_budgets.setdefault(resolved.id, thinking)
         return session_request(self.session, self.settings, resolved, thinking)
@@ -370,7 +363,7 @@ class Turn:
     ) -> tuple[Completion, list[str]]:
         self._message_id = new_id("msg")
         self._uncounted_call = True  # until `_count`: the stream's, then the call's
-        if self.session.tool_policy == "sync":
+        if self.session.settings.tool_policy == "sync":
             completion = await resolved.provider.complete(request)
             self._count(completion.usage, "sync")
             self._show_complete_reply(completion)
@@ -380,7 +373,7 @@ class Turn:
     async def _streamed_round(
         self, resolved: ResolvedModel, request: ModelRequest
     ) -> tuple[Completion, list[str]]:
-        hybrid = self.session.tool_policy == "hybrid"
+        hybrid = self.session.settings.tool_policy == "hybrid"
         self.stats.streamed_rounds += 1
         thought_id = new_id("thought")
         self._streamed_text = []
@@ -558,7 +551,7 @@ class Turn:
             return self._finish_call(
                 call, ToolResult(f"There is no tool named {call.name!r}. Tools: {available}.", True)
             )
-        not_offered = modes.refusal(tool.spec, self.session.mode)  # Plan mode's: not run
+        not_offered = modes.refusal(tool.spec, self.session.settings.mode)  # Plan mode's: not run
         if not_offered is not None:
             return self._finish_call(call, ToolResult(not_offered, is_error=True))
         context = ToolContext(
@@ -723,9 +716,9 @@ def session_request(
         messages = without_images(messages)
     return ModelRequest(
         model=resolved.model,
-        system=modes.system_text(session.system_text(), session.mode),
+        system=modes.system_text(session.system_text(), session.settings.mode),
         messages=messages,
-        tools=modes.offered_specs(session.tools.specs(), session.mode),
+        tools=modes.offered_specs(session.tools.specs(), session.settings.mode),
         max_tokens=model_config.max_tokens,
         thinking_budget=thinking.budget_tokens,
         reasoning_effort=thinking.reasoning_effort,
@@ -759,7 +752,7 @@ def refused_by_budget(session: Session, settings: Settings) -> TurnResult | None
         return None
     return TurnResult(
         "refusal",
-        TurnStats(model=session.model),
+        TurnStats(model=session.settings.model),
         attrs.evolve(session.totals),
         notices.budget_spent(spent, starting=True),
     )

@@ -18,6 +18,7 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
+from parley.core.session_settings import SessionSettings
 from parley.fakellm import FakeLLM, Reply
 from parley.store import Store, StoredSession
 
@@ -41,11 +42,8 @@ def write_long_session(
             session_id,
             str(workspace),
             "A long session",
-            "openai:gpt-4.1-mini",
-            "hybrid",
+            SessionSettings(model="openai:gpt-4.1-mini"),
             {},
-            None,
-            None,
             0,
             0,
             now,

@@ -33,17 +33,3 @@ class CommandOffer:
 
     prefixes: tuple[str, ...] = ()
     unsandboxed: str | None = None
-
-
-@attrs.frozen
-class SessionOptions:
-    """What a client may choose for a new session; None: the server's default."""
-
-    model: str | None = None
-    tool_policy: ToolPolicy = "hybrid"
-    system_prompt: str | None = None
-    # Tools always allowed, by name; never `run_command`: a command is allowed always only
-    # by the workspace's prefix rules (agent/session.py drops the name).
-    auto_approve: list[str] = attrs.field(factory=list)
-    eval_timeout_seconds: float | None = None  # the Python kernel's limit per call
-    tool_format: ToolFormat | None = None  # None: the model's configured format

@@ -9,7 +9,6 @@ default). `config.toml` may say a model thinks or not (`[models."ID"] thinking =
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 import attrs
@@ -24,18 +23,6 @@ LEVELS: dict[ThinkingStyle, tuple[ThoughtLevel, ...]] = {
 # A level's thinking budget in tokens (Anthropic's minimum is 1024).
 BUDGETS: dict[ThoughtLevel, int] = {"low": 2048, "medium": 8192, "high": 24576}
 
-# Models known to think, by the model's name (after `provider:`, and after the last `/`):
-# Claude 3.7 Sonnet and every Claude 4 and later; OpenAI's o-series and GPT-5 (not its chat
-# variant, which does not reason; nor o1-mini and o1-preview, which take no effort).
-_BUDGET_MODELS = re.compile(r"claude-3-7-sonnet.* | claude-[a-z]+-[4-9].*", re.VERBOSE)
-_EFFORT_MODELS = re.compile(
-    r"""
-      o1(-pro)?(-\d{4}-\d{2}-\d{2})? | o3(-mini|-pro)?(-\d{4}-\d{2}-\d{2})? | o4-mini.*
-    | gpt-5(?!.*-chat).*
-    """,
-    re.VERBOSE,
-)
-
 
 @attrs.frozen
 class Thinking:
@@ -43,14 +30,6 @@ class Thinking:
 
     budget_tokens: int | None = None  # Anthropic: thinking enabled with this budget
     reasoning_effort: str | None = None  # OpenAI: low | medium | high
-
-
-def thinks_by_default(model_id: str, provider_kind: str) -> bool:
-    """Whether a model of a provider of this kind ("anthropic" or "openai") is known to
-    take a thinking level."""
-    name = model_id.partition(":")[2].rsplit("/", 1)[-1].lower()
-    known = _BUDGET_MODELS if provider_kind == "anthropic" else _EFFORT_MODELS
-    return known.fullmatch(name) is not None
 
 
 def nearest_level(budget: int | None) -> ThoughtLevel:

@@ -18,7 +18,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 from pygls.exceptions import JsonRpcInvalidParams
 
-from parley.core.choices import Mode, SessionOptions, ToolFormat, ToolPolicy
+from parley.core.choices import Mode
 from parley.core.conversation import ContentBlock, ResourceBlock, TextBlock, file_note
 from parley.core.images import (
     InvalidImage,
@@ -27,8 +27,14 @@ from parley.core.images import (
     normal_media_type,
     sniff_image_type,
 )
-from parley.core.thought_levels import ThoughtLevel
-from parley.protocol.updates import camel
+from parley.core.session_settings import (
+    CONFIGURE,
+    NEW,
+    SessionOptions,
+    SessionSettings,
+    settable,
+)
+from parley.core.updates import camel
 from parley.tools.base import ToolSpec
 
 T = TypeVar("T")
@@ -76,11 +82,49 @@ class InitializeParams:
     protocol_version: int
     client_capabilities: ClientCapabilities = ClientCapabilities()
     client_info: ClientInfo | None = None
+    capabilities: Any = None  # v2's name for them: read only when v2 is negotiated (v2.py)
+
+
+def _with_settings(name: str, where: str, fields: dict[str, Any]) -> type:
+    """A params class of `fields` and of each session setting a client may set `where`
+    (core/session_settings.py), None unless given: the declaration is the only list of them."""
+    optional = {
+        field.name: attrs.field(type=field.type | None, default=None, validator=field.validator)
+        for field in settable(where)
+    }
+    return attrs.make_class(name, {**fields, **optional}, frozen=True)
+
+
+# `session/new`'s `_meta.parley`: the settings marked NEW, and the tools always allowed.
+NewSessionOptions = _with_settings(
+    "NewSessionOptions", NEW, {"auto_approve": attrs.field(type=list[str], factory=list)}
+)
+# `_parley/session/configure`: the settings marked CONFIGURE (None: unchanged), and the tools
+# always allowed (None: unchanged).
+ConfigureParams = _with_settings(
+    "ConfigureParams",
+    CONFIGURE,
+    {
+        "session_id": attrs.field(type=str),
+        "auto_approve": attrs.field(type=list[str] | None, default=None),
+    },
+)
+
+
+def settings_given(params: Any, where: str) -> dict[str, Any]:
+    """The settings `params` (a `NewSessionOptions` or a `ConfigureParams`) gives."""
+    given = {field.name: getattr(params, field.name) for field in settable(where)}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def session_options(options: Any) -> SessionOptions:
+    """A `NewSessionOptions` as the session's settings (the rest their defaults)."""
+    return SessionOptions(SessionSettings(**settings_given(options, NEW)), options.auto_approve)
 
 
 @attrs.frozen
 class SessionMeta:
-    parley: SessionOptions = attrs.field(factory=SessionOptions)
+    parley: NewSessionOptions = attrs.field(factory=NewSessionOptions)  # type: ignore[valid-type]
 
 
 @attrs.frozen
@@ -176,22 +220,13 @@ class LoadSessionParams:
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
     additional_directories: Any = None  # checked by `additional_roots`
+    replay_from: Any = None  # v2's `session/resume` cursor: read only on v2 (`v2.replay_start`)
 
 
 @attrs.frozen
 class ListSessionsParams:
     cwd: str | None = None
     cursor: str | None = None
-
-
-@attrs.frozen
-class ConfigureParams:
-    session_id: str
-    model: str | None = None
-    tool_policy: ToolPolicy | None = None
-    auto_approve: list[str] | None = None
-    tool_format: ToolFormat | None = None
-    thought_level: ThoughtLevel | None = None  # as the `thought_level` config option
 
 
 @attrs.frozen
@@ -297,6 +332,8 @@ def parse_params(cls: type[T], params: Any) -> T:
 def _format_exception(error: BaseException, kind: type | None) -> str:
     if isinstance(error, _NotOneOf):
         return str(error)
+    if isinstance(error, ValueError) and str(error).startswith("'"):  # an attrs validator's
+        return re.sub(r"[a-z]+(?:_[a-z]+)+", lambda match: _camel(match.group()), str(error))
     return cattrs.v.format_exception(error, kind)
 
 

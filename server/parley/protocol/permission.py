@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
-from parley.protocol import updates
-from parley.tools.base import CallView
 
 METHOD = "session/request_permission"
 

@@ -14,6 +14,7 @@ import attrs
 from parley.config import ProviderConfig, Settings
 from parley.core.errors import ProviderError
 from parley.core.off_loop import collector_paused
+from parley.core.wire_kinds import WIRE_KINDS
 from parley.providers.base import Provider
 from parley.providers.text_tools import TextToolProvider, ThinkTagProvider
 
@@ -159,17 +160,11 @@ class ProviderRegistry:
         }
         # The SDKs are imported on first use: they are slow to import, and most sessions
         # use only one of them.
-        if config.kind == "anthropic":
-            from parley.providers.anthropic_provider import AnthropicProvider
-
-            return AnthropicProvider(**model_settings)
-        from parley.providers.openai_provider import OpenAIProvider
-
-        return OpenAIProvider(
-            prompt_cache_key=config.prompt_cache_key,
-            continue_streamed=config.continue_streamed,
-            **model_settings,
-        )
+        kind = WIRE_KINDS[config.kind]
+        module, _, name = kind.provider.partition(":")
+        provider_class = getattr(importlib.import_module(module), name)
+        options = {option: getattr(config, option) for option in kind.options}
+        return provider_class(**options, **model_settings)
 
     def model_infos(self) -> list[dict[str, Any]]:
         """`ModelInfo`s for `_parley/models` and `initialize`: configured models, and the
@@ -207,9 +202,6 @@ def _import_sdk(kind: str) -> None:
     # httpcore makes anyio's first Event at the first request: anyio then imports its
     # asyncio backend (a tenth of a second).
     importlib.import_module("anyio._backends._asyncio")
-    if kind == "anthropic":
-        from parley.providers import anthropic_provider  # noqa: F401
-    else:
-        import openai.resources.chat  # noqa: F401  # the SDK loads it at the first request
-
-        from parley.providers import openai_provider  # noqa: F401
+    wire = WIRE_KINDS[kind]
+    for module in (*wire.warm_up, wire.provider.partition(":")[0]):
+        importlib.import_module(module)

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from parley.core import updates
 from parley.sandbox import Launch
 from parley.tools.base import ClientTerminals
 from parley.tools.command_output import CommandOutput
@@ -99,18 +100,12 @@ class CommandStream:
         self._delta, self._delta_size, self._left_out = [], 0, 0
         self._last_sent = time.monotonic()
         self._send(
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": self._tool_call_id,
-                "status": "in_progress",
-                "content": [
-                    {
-                        "type": "content",
-                        "content": {"type": "text", "text": self._shown(self.output.shown())},
-                    }
-                ],
-                "_meta": {"parley": {"commandOutput": {"append": append}}},
-            }
+            updates.tool_call_update(
+                self._tool_call_id,
+                status="in_progress",
+                text=self._shown(self.output.shown()),
+                meta={"parley": {"commandOutput": {"append": append}}},
+            )
         )
 
 
@@ -173,34 +168,39 @@ async def run_own(
     processes.add(process.pid, launch)
     assert process.stdout is not None
     reading = asyncio.ensure_future(_read_into(process.stdout, stream))
+    exited = asyncio.ensure_future(process.wait())
+
+    async def flush() -> None:
+        stream.flush()
+
     timed_out = False
     try:
-        timed_out = not await _wait_streaming(process, timeout, stream)
+        timed_out = not await _wait_ticking(exited, timeout, UPDATE_SECONDS, flush)
     finally:
+        exited.cancel()
         kill_tree(process.pid)
         await _shielded(_reap(process, launch, reading))
         processes.discard(process.pid)
     stream.finish()
-    return _ended(process.returncode, launch, timed_out, time.monotonic() - started)
+    killed = timed_out or process.returncode is None
+    return command_end(process.returncode, None, launch, killed, time.monotonic() - started)
 
 
-async def _wait_streaming(
-    process: asyncio.subprocess.Process, timeout: float, stream: CommandStream
+async def _wait_ticking(
+    waited: asyncio.Future[Any], timeout: float, period: float, tick: Callable[[], Awaitable[None]]
 ) -> bool:
-    """Wait for the process to exit, flushing its output meanwhile; False at the timeout."""
+    """Wait for `waited`, calling `tick` every `period` seconds meanwhile and once at its
+    end (the output flushed or polled); False at the timeout. Both runners' one deadline."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    exited = asyncio.ensure_future(process.wait())
-    try:
-        while not exited.done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            await asyncio.wait({exited}, timeout=min(UPDATE_SECONDS, remaining))
-            stream.flush()
-        return True
-    finally:
-        exited.cancel()
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        await asyncio.wait({waited}, timeout=min(period, remaining))
+        await tick()
+        if waited.done():
+            return True
 
 
 async def _read_into(pipe: asyncio.StreamReader, stream: CommandStream) -> None:
@@ -236,12 +236,18 @@ async def _shielded(work: Awaitable[None]) -> None:
     task.result()
 
 
-def _ended(returncode: int | None, launch: Launch, timed_out: bool, duration: float) -> CommandEnd:
-    if timed_out or returncode is None:
+def command_end(
+    code: int | None, signal: str | None, launch: Launch, timed_out: bool, duration: float
+) -> CommandEnd:
+    """How a command ended, from either runner: its exit code (a negative one: the signal
+    that ended it, unsandboxed; 128 + n from bwrap: signal n), or the signal's name the
+    editor's terminal gave; killed at the timeout."""
+    if timed_out:
         return CommandEnd(None, "SIGKILL", True, duration)
-    number = launch.signal_of(returncode)
-    shown = 128 + number if returncode < 0 and number is not None else returncode
-    return CommandEnd(shown, signal_name(number) if number else None, False, duration)
+    number = launch.signal_of(code)
+    if number is not None:
+        return CommandEnd(128 + number, signal_name(number), False, duration)
+    return CommandEnd(code, signal, False, duration)
 
 
 # --- the editor's terminal -------------------------------------------------------------------
@@ -291,7 +297,8 @@ async def run_in_client_terminal(
         if status is None:  # the timeout
             await _answered(terminals, "terminal/kill", session_id, run.terminal_id)
             await _poll(terminals, session_id, run)
-        ended = _terminal_end(status, time.monotonic() - began)
+        code, signal = _exit_status(status)
+        ended = command_end(code, signal, launch, status is None, time.monotonic() - began)
     except asyncio.CancelledError:
         if run.terminal_id:
             await _shielded(_kill_quietly(terminals, session_id, run.terminal_id))
@@ -307,21 +314,15 @@ async def _poll_until_exit(
     terminals: ClientTerminals, session_id: str, run: TerminalRun, timeout: float
 ) -> dict[str, Any] | None:
     """Poll the output until the command exits (its exit status) or the timeout (None)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
     waiting = asyncio.ensure_future(
         terminals.terminal_request("terminal/wait_for_exit", session_id, run.terminal_id)
     )
     try:
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            await asyncio.wait({waiting}, timeout=min(POLL_SECONDS, remaining))
-            if waiting.done():
-                await _poll(terminals, session_id, run)
-                return waiting.result()
-            await _poll(terminals, session_id, run)
+        if await _wait_ticking(
+            waiting, timeout, POLL_SECONDS, lambda: _poll(terminals, session_id, run)
+        ):
+            return waiting.result()
+        return None
     finally:
         waiting.cancel()
 
@@ -345,16 +346,14 @@ def _new_part(seen: str, now: str) -> str:
     return now[at + len(overlap) :] if at != -1 else now
 
 
-def _terminal_end(status: dict[str, Any] | None, duration: float) -> CommandEnd:
+def _exit_status(status: dict[str, Any] | None) -> tuple[int | None, str | None]:
+    """`terminal/wait_for_exit`'s `exitCode` and `signal`, each None unless of its type."""
     if status is None:
-        return CommandEnd(None, "SIGKILL", True, duration)
-    code = status.get("exitCode")
-    name = status.get("signal")
-    return CommandEnd(
+        return None, None
+    code, name = status.get("exitCode"), status.get("signal")
+    return (
         code if isinstance(code, int) and not isinstance(code, bool) else None,
         name if isinstance(name, str) else None,
-        False,
-        duration,
     )
 
 

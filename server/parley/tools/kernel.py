@@ -37,6 +37,7 @@ from typing import Any, Literal
 import attrs
 
 from parley.child_env import child_environment
+from parley.core.setting_types import KernelTable
 from parley.sandbox import ChildSpec, Launch, SandboxSettings, prepare
 from parley.tools.kernel_output import CapturedBytes, OutputPipe
 
@@ -49,19 +50,24 @@ NOT_RUNNING_NOTE = "The Python kernel is not running."
 CPU_POLL_SECONDS = 0.5  # how often the server reads a running call's CPU time
 
 
+_CONFIGURED = KernelTable()  # config.toml's `[kernel]` defaults, the kernel's too
+
+
 @attrs.frozen
 class KernelSettings:
     """How the kernel is started and bounded."""
 
     python: str | None = None  # an explicit interpreter; None picks the workspace's venv
-    timeout_seconds: float = 30.0
-    output_limit: int = 20_000  # characters kept per stream (stdout, stderr, value, ...)
-    memory_limit_bytes: int | None = 4 * 1024**3  # RLIMIT_AS in the child; None: no limit
+    timeout_seconds: float = _CONFIGURED.timeout_seconds
+    output_limit: int = _CONFIGURED.output_limit  # characters kept per stream (stdout, ...)
+    # RLIMIT_AS in the child; None: no limit
+    memory_limit_bytes: int | None = _CONFIGURED.memory_limit_bytes or None
     interrupt_grace_seconds: float = 2.0
     start_timeout_seconds: float = 30.0
     # CPU time per call (RLIMIT_CPU in the child); None: no cap.
     cpu_seconds: float | None = attrs.field(
-        default=60.0, validator=attrs.validators.optional(attrs.validators.gt(0))
+        default=_CONFIGURED.cpu_seconds or None,
+        validator=attrs.validators.optional(attrs.validators.gt(0)),
     )
     # Variables the kernel must not see besides those child_env recognises as secrets: the
     # configured providers' key variables, whatever their names.

@@ -41,10 +41,6 @@ class CapturedBytes:
             self.kept += data[:room]
         self.cut += max(0, len(data) - max(room, 0))
 
-    @property
-    def is_full(self) -> bool:
-        return len(self.kept) >= self.limit
-
     def text(self) -> str:
         text = self.kept.decode("utf-8", "replace")
         return f"{text}\n[… {self.cut:,} more bytes cut]" if self.cut else text

@@ -18,16 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from parley.core.call_view import CallView
 from parley.sandbox import UNSANDBOXED_MARK, sandbox_status
 from parley.tools.arguments import NoArguments, argument
-from parley.tools.base import (
-    CallView,
-    DeclaredTool,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-    quoted,
-)
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.confined import Roots, open_confined, printable_name, resolved_roots
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, files_in_roots

@@ -16,6 +16,9 @@ from pathlib import Path
 import attrs
 
 from parley.child_env import child_environment
+from parley.core import updates
+from parley.core.call_view import CallView, Location
+from parley.core.setting_types import CommandsTable
 from parley.sandbox import (
     UNSANDBOXED_MARK,
     ChildSpec,
@@ -25,15 +28,7 @@ from parley.sandbox import (
     sandbox_status,
 )
 from parley.tools.arguments import argument
-from parley.tools.base import (
-    CallView,
-    DeclaredTool,
-    Location,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-    quoted,
-)
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.command_output import Bounded, fenced
 from parley.tools.command_runners import (
     CommandEnd,
@@ -53,12 +48,15 @@ from parley.tools.confined import (
 SHELL = "/bin/sh"
 
 
+_CONFIGURED = CommandsTable()  # config.toml's `[commands]` defaults, the tool's too
+
+
 @attrs.frozen
 class CommandSettings:
     """config.toml's `[commands]`, and the sandbox the commands run in."""
 
-    timeout_seconds: float = 120.0  # a call's default
-    max_timeout_seconds: float = 600.0  # the most a call may ask for
+    timeout_seconds: float = _CONFIGURED.timeout_seconds  # a call's default
+    max_timeout_seconds: float = _CONFIGURED.max_timeout_seconds  # the most a call may ask for
     secret_env_names: tuple[str, ...] = ()  # the providers' key variables, whatever their names
     sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
 
@@ -213,12 +211,11 @@ class RunCommandTool(DeclaredTool):
         def started(terminal_id: str) -> None:
             if context.send_update is not None:
                 context.send_update(
-                    {
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": context.tool_call_id,
-                        "status": "in_progress",
-                        "content": [{"type": "terminal", "terminalId": terminal_id}],
-                    }
+                    updates.tool_call_update(
+                        context.tool_call_id,
+                        status="in_progress",
+                        content=[updates.terminal_content(terminal_id)],
+                    )
                 )
 
         try:

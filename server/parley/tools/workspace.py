@@ -30,16 +30,9 @@ if TYPE_CHECKING:
     import pathspec
     import regex
 
+from parley.core.call_view import CallView, Location
 from parley.tools.arguments import argument
-from parley.tools.base import (
-    CallView,
-    DeclaredTool,
-    Location,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-    quoted,
-)
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.confined import (
     Refused,
     Roots,

@@ -1,4 +1,6 @@
-"""The `update` objects of `session/update` notifications, as the protocol spells them.
+"""The `update` objects of `session/update` notifications, as ACP v1 spells them: every one the
+server sends is built here (the agent's, and the tools' own: a command's output, a plan), and
+protocol/v2.py reshapes them for a client that negotiated the v2 draft.
 
 Plain dicts, built directly: these are on the per-token path.
 """
@@ -7,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.tools.base import CallView, Diff
+from parley.core.call_view import CallView, Diff
 
 
 def message_chunk(message_id: str, text: str, replaces: str | None = None) -> dict[str, Any]:
@@ -117,6 +119,21 @@ def diff_content(diff: Diff) -> dict[str, Any]:
 def text_content(text: str) -> dict[str, Any]:
     """Text as one item of a tool call's `content`."""
     return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def terminal_content(terminal_id: str) -> dict[str, Any]:
+    """The editor's terminal a command runs in, as one item of a tool call's `content`."""
+    return {"type": "terminal", "terminalId": terminal_id}
+
+
+def plan(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """ACP's `plan`: the whole plan each time."""
+    return {"sessionUpdate": "plan", "entries": entries}
+
+
+def current_mode(mode: str) -> dict[str, Any]:
+    """The session's mode changed."""
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
 
 
 def usage_update(
