@@ -37,6 +37,7 @@ from parley.agent.snapshots import (
     take_snapshot,
     what_it_is,
 )
+from parley.core.off_loop import off_loop
 from parley.tools.confined import Roots, Want, open_in_workspace, printable_name, replace_at
 
 # What happened to a path, on the wire (`files[].action`) and in the report.
@@ -153,19 +154,14 @@ async def apply_changes(
     editor: EditorWrite | None,
 ) -> list[tuple[PathChange, str]]:
     """Make each change inside `roots`; the failures, each with why."""
-    from parley.core.off_loop import off_loop
-
-    by_editor = [c for c in changes if editor is not None and _editor_text(store, c) is not None]
-    on_disk = [c for c in changes if c not in by_editor]
+    texts = await off_loop(editor_texts, store, changes) if editor is not None else {}
+    on_disk = [change for change in changes if change.path not in texts]
     failures = await off_loop(_apply_on_disk, store, on_disk, roots)
-    failed = {change.path for change, _ in failures}
-    for change in by_editor:
-        if change.path in failed:
-            continue
-        assert editor is not None
-        why = await _through_editor(store, editor, change, roots)
-        if why is not None:
-            failures.append((change, why))
+    for change in changes:
+        if editor is not None and change.path in texts:
+            why = await _through_editor(editor, change, texts[change.path], roots)
+            if why is not None:
+                failures.append((change, why))
     return failures
 
 
@@ -174,40 +170,55 @@ async def with_buffers(
 ) -> list[PathChange]:
     """The changes, each file the editor would write marked `unsaved` when the editor's
     buffer of it differs from the disk: writing it would lose what the user typed."""
+    through_editor = await off_loop(editor_texts, store, changes)
+    on_disk = await off_loop(_texts_now, store, changes, set(through_editor))
     marked = []
     for change in changes:
-        if _editor_text(store, change) is not None and change.now is not None:
+        if change.path in on_disk:
             try:
                 async with asyncio.timeout(EDITOR_WRITE_SECONDS):
                     held = await read(change.path)
-                on_disk = store.object(change.now[6]).decode("utf-8")
             except Exception:  # no buffer, or the editor cannot say: the disk is the file
-                held = on_disk = ""
-            change = attrs.evolve(change, unsaved=held != on_disk)
+                held = on_disk[change.path]
+            change = attrs.evolve(change, unsaved=held != on_disk[change.path])
         marked.append(change)
     return marked
 
 
-def _editor_text(store: SnapshotStore, change: PathChange) -> str | None:
-    """A file that is a file now and becomes text: the editor may hold it in a buffer."""
-    if change.target is None or change.target[0] != FILE:
-        return None
-    if change.now is None or change.now[0] != FILE:
-        return None
-    try:
-        return store.object(change.target[6]).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+def editor_texts(store: SnapshotStore, changes: list[PathChange]) -> dict[str, str]:
+    """The files that are files now and become text, with that text: the editor may hold
+    them in a buffer, so they go through it. Blocking: off the loop."""
+    texts = {}
+    for change in changes:
+        if change.target is None or change.target[0] != FILE:
+            continue
+        if change.now is None or change.now[0] != FILE:
+            continue
+        try:
+            texts[change.path] = store.object(change.target[6]).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return texts
+
+
+def _texts_now(store: SnapshotStore, changes: list[PathChange], paths: set[str]) -> dict[str, str]:
+    """What those of `paths` hold on disk now, as the restore's snapshot kept them (one
+    that is not text: left out, no buffer can hold it as it is)."""
+    texts = {}
+    for change in changes:
+        if change.path in paths and change.now is not None and change.now[0] == FILE:
+            try:
+                texts[change.path] = store.object(change.now[6]).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+    return texts
 
 
 async def _through_editor(
-    store: SnapshotStore, editor: EditorWrite, change: PathChange, roots: Roots
+    editor: EditorWrite, change: PathChange, text: str, roots: Roots
 ) -> str | None:
     """Write the file through the editor, then its mode on disk; why not, or None."""
-    from parley.core.off_loop import off_loop
-
-    text = _editor_text(store, change)
-    assert text is not None and change.target is not None
+    assert change.target is not None
     try:
         async with asyncio.timeout(EDITOR_WRITE_SECONDS):
             await editor(change.path, text)

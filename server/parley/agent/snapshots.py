@@ -111,10 +111,10 @@ class _Walk:
         pending = [("", str(root))]
         while pending:
             relative, directory = pending.pop()
-            pending += self._directory(root, relative, directory, rules)
+            pending += self._directory(relative, directory, rules)
 
     def _directory(
-        self, root: Path, relative: str, directory: str, rules: IgnoreRules | None
+        self, relative: str, directory: str, rules: IgnoreRules | None
     ) -> list[tuple[str, str]]:
         """Record a directory's entries; the subdirectories to walk."""
         try:
@@ -321,15 +321,15 @@ class TurnSnapshots:
             if self.sandbox is not None:
                 status = await off_loop(sandbox_status, self.sandbox)
                 self._sandboxed = status.sandboxed
-            self.store.put_restores(self.session_id, [])  # new changes: nothing to redo
-            self._record()
+            await off_loop(self.store.put_restores, self.session_id, [])  # nothing to redo now
+            await off_loop(self._record)
 
     async def after_call(self) -> None:
         if not self._open:
             return
         self._open = False
         if self._before is not None and await self._take() is not None:
-            self._record()
+            await off_loop(self._record)
 
     async def _take(self) -> Snapshot | None:
         """A snapshot, off the loop; None (logged) when it could not be taken."""
