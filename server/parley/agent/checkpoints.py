@@ -391,10 +391,11 @@ async def restore_or_redo(
     return await restore_turn(store, session_id, turn, ask, others, editor, snapshots, buffers)
 
 
-def last_undoable_turn(store: Store, snapshots: SnapshotStore, session_id: str) -> int | None:
-    """The last turn that changed files (its edits checkpointed, or its snapshots differ)."""
+async def last_undoable_turn(store: Store, snapshots: SnapshotStore, session_id: str) -> int | None:
+    """The last turn that changed files (its edits checkpointed, or its snapshots differ:
+    compared off the loop, they grow with the tree)."""
     checkpointed = store.last_checkpointed_turn(session_id)
-    snapshotted = snapshot_restore.last_changing_turn(snapshots, session_id)
+    snapshotted = await off_loop(snapshot_restore.last_changing_turn, snapshots, session_id)
     found = [turn for turn in (checkpointed, snapshotted) if turn is not None]
     return max(found, default=None)
 

@@ -573,7 +573,7 @@ class Sessions:
         async with self._leased(session_id, "restore"):
             self.store.take_cut_off(session_id)  # a retry no longer replaces the last turn
             if turn is None and not redo:
-                turn = last_undoable_turn(self.store, snapshots, session_id)
+                turn = await last_undoable_turn(self.store, snapshots, session_id)
                 if turn is None:
                     return RestoreResult(None)
             stop = self._restoring[session_id] = asyncio.Event()
