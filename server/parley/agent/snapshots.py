@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ class _Walk:
         patterns = [pattern for pattern in ignore if matchable(pattern)]
         self.extra = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
         self.byte_budget = byte_budget
-        self.snapshot = Snapshot({}, _now_ns())
+        self.snapshot = Snapshot({}, time.time_ns())
         self.unchanged = 0  # entries just as `previous` has them
 
     def root(self, root: Path) -> None:
@@ -265,16 +266,11 @@ def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str
     )
 
 
-def _now_ns() -> int:
-    import time
-
-    return time.time_ns()
-
-
 class TurnSnapshots:
     """The snapshots of one turn of one session: before its first writing call, and after
     each writing call (the last is how the turn left the roots). Recorded in the store as
-    the turn's record: `{before, after, ran, ignored, ignoredCount, notKept}`."""
+    the turn's record: `{before, after, ran, kinds, sandboxed, roots, ignore, ignored,
+    ignoredCount, notKept}`."""
 
     def __init__(
         self,
