@@ -499,6 +499,7 @@ async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
     assert result == {
         "files": [
             {"path": str(one), "action": "restored"},
+            {"path": str(root / "pkg"), "action": "removed"},  # the folder the turn made too
             {"path": str(root / "pkg" / "three.py"), "action": "removed"},
             {"path": str(two), "action": "restored"},
         ],
