@@ -157,7 +157,12 @@ async def test_an_evaluations_writes_are_undone_and_the_kernel_is_said_not_cover
     assert not (workspace / "gone.txt").exists()
     assert (workspace / "run.sh").stat().st_mode & 0o777 == 0o700
     nothing = await client.request("_parley/session/redo", {"sessionId": session}, timeout=60)
-    assert nothing == {"turn": None, "files": []}
+    assert nothing == {
+        "turn": None,
+        "files": [],
+        "text": "Nothing to redo: no undo of this session can be put back "
+        "(or a turn changed files since).",
+    }
 
 
 async def test_an_mcp_tools_writes_are_undone_and_redone_through_the_acp_sdk(
