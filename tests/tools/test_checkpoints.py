@@ -299,7 +299,8 @@ async def test_restore_over_the_wire_and_after_a_restart(
             {"path": str(root / "pkg" / "made.py"), "action": "removed"},
         ],
         "text": "Restored the files of turn 1 as they were before it:\n"
-        "- `crlf.txt` restored\n- `data.bin` restored\n- `pkg/made.py` removed (the turn created it)",
+        "- `crlf.txt` restored\n- `data.bin` restored\n"
+        "- `pkg/made.py` removed (the turn created it)",
     }
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE
     assert (root / "data.bin").read_bytes() == BINARY_FILE
