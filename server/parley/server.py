@@ -38,10 +38,12 @@ from parley.agent.sessions import (
     UnknownSession,
     UnsupportedContent,
 )
+from parley.agent.user_kernels import UserKernels
 from parley.config import Settings
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
+from parley.core.kernel_choice import KernelChoice
 from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
 from parley.protocol import client_answers, permission, updates
@@ -64,6 +66,7 @@ from parley.protocol.params import (
     UsageParams,
     additional_roots,
     check_mcp_servers,
+    kernel_param,
     parse_params,
     prompt_content,
     session_options,
@@ -79,6 +82,7 @@ from parley.tools.kernel import KernelSettings
 from parley.tools.mcp import McpServerConfig
 from parley.tools.run_command import CommandSettings
 from parley.tools.server_tools import server_tools
+from parley.tools.user_kernel import UserKernelSettings
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +110,7 @@ class ParleyServer(JsonRPCServer):
         self.providers = ProviderRegistry(settings)
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
+        self.user_kernels = UserKernels(user_kernel_settings(settings))
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
         self.client_writes_files = False  # the client offers fs/write_text_file
@@ -284,8 +289,10 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(NewSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         options = session_options(params.meta.parley)
         session = self.sessions.new(Path(params.cwd), options, additional)
+        await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         # A prompt sent right after the answer must not wait for the SDK's import.
         self._preload_sdk(at_once=True)
@@ -297,11 +304,13 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         self.loads_running += 1
         try:
             session = await self.sessions.load(
                 params.session_id, Path(params.cwd), additional=additional
             )
+            await self._attach_kernel(session, kernel, loaded=True)
             await self.start_mcp_servers(session.id, params.mcp_servers, loaded=True)
         finally:
             self.loads_running -= 1
@@ -316,9 +325,11 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         session = await self.sessions.load(
             params.session_id, Path(params.cwd), replay=False, additional=additional
         )
+        await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
 
@@ -518,6 +529,25 @@ class ParleyServer(JsonRPCServer):
             else:
                 self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
+    async def _attach_kernel(
+        self, session: Session, kernel: tuple[bool, KernelChoice | None], *, loaded: bool = False
+    ) -> None:
+        """The session's Python tools on the kernel `_meta.parley.kernel` named (given), else
+        on the one it is stored with (agent/user_kernels.py); a kernel that cannot be used is
+        said in a warning notice, when the session is known to the client (as MCP's)."""
+        given, choice = kernel
+        if not given:
+            if session.settings.kernel is None:
+                return
+            choice = KernelChoice(session.settings.kernel)
+        problem = await self.user_kernels.attach(session, choice)
+        if problem is not None:
+            notice = updates.notice_chunk(f"notice_{uuid.uuid4().hex[:20]}", "warning", problem)
+            if loaded:
+                self.send_update(session.id, notice)
+            else:
+                self.protocol.after_the_answer(lambda: self.send_update(session.id, notice))
+
     def _tools_for(self, cwd: Roots | Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd` (its roots): the server's own (a Python kernel,
         the workspace files), then the editor's (which win a name clash: the user chose that
@@ -546,6 +576,17 @@ def kernel_settings(settings: Settings, eval_timeout: float | None = None) -> Ke
         cpu_seconds=kernel.cpu_seconds or None,
         secret_env_names=settings.secret_env_names(),
         sandbox=settings.sandbox,
+    )
+
+
+def user_kernel_settings(settings: Settings) -> UserKernelSettings:
+    """The user's own kernel's limits: config.toml's `[kernel]` (a session's own limit per
+    call is applied when it attaches)."""
+    kernel = settings.kernel
+    return UserKernelSettings(
+        timeout_seconds=kernel.timeout_seconds,
+        busy_wait_seconds=kernel.busy_wait_seconds,
+        output_limit=kernel.output_limit,
     )
 
 
