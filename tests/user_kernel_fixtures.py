@@ -4,10 +4,17 @@ their cells (tests/test_user_kernel*.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
@@ -65,3 +72,62 @@ async def users_kernel(
     finally:
         client.stop_channels()
         await manager.shutdown_kernel(now=True)
+
+
+class JupyterServer:
+    """A real Jupyter Server the test started, with a token, and a kernel it runs."""
+
+    def __init__(self, url: str, token: str, runtime: Path) -> None:
+        self.url = url
+        self.token = token
+        self.runtime = runtime
+
+    async def start_kernel(self) -> str:
+        async with httpx.AsyncClient(headers={"Authorization": f"token {self.token}"}) as http:
+            response = await http.post(f"{self.url}/api/kernels", json={"name": "python3"})
+            response.raise_for_status()
+            return str(response.json()["id"])
+
+    async def users_notebook(self, kernel_id: str) -> Any:
+        """The user's own client of that kernel (as their notebook's), by its connection
+        file in the server's runtime directory."""
+        from jupyter_client.asynchronous import AsyncKernelClient
+
+        client = AsyncKernelClient()
+        client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
+        client.start_channels()
+        await client.wait_for_ready(timeout=60)
+        return client
+
+
+@pytest.fixture
+async def jupyter_server(tmp_path: Path) -> AsyncIterator[JupyterServer]:
+    runtime = tmp_path / "server-runtime"
+    runtime.mkdir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "jupyter-token-" + secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
+        "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={tmp_path}", "--ServerApp.port_retries=0", "--allow-root",
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(headers={"Authorization": f"token {token}"}) as http:
+            for _ in range(300):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{url}/api/status")).status_code == 200:
+                        break
+                await asyncio.sleep(0.1)
+        yield JupyterServer(url, token, runtime)
+    finally:
+        process.terminate()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 20)
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
