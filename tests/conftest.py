@@ -19,8 +19,9 @@ from parley.fakellm import FakeLLM
 from pytest_lsp import ClientServerConfig
 
 # A real llama.cpp server with a tiny script model: `script_model`, `llama_servers`, ...;
-# and an async test that times out shows where its tasks wait (tests/timeout_stacks.py).
-pytest_plugins = ("llamacpp_fixtures", "timeout_stacks")
+# an async test that times out shows where its tasks wait (tests/timeout_stacks.py); the
+# user's own kernel and a Jupyter Server (`users_kernel`, `jupyter_server`).
+pytest_plugins = ("llamacpp_fixtures", "timeout_stacks", "user_kernel_fixtures")
 
 REPO = Path(__file__).resolve().parents[1]
 # Real recorded provider streams (tests/fixtures/wire/README.md says where each came from).

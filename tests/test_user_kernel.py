@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from parley.client import ParleyClient
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
-from user_kernel_fixtures import UsersKernel, users_kernel  # noqa: F401 (a fixture)
+from user_kernel_fixtures import UsersKernel
 
 INVENTORY = '''
 class Inventory:
@@ -185,3 +185,70 @@ async def test_a_dead_kernel_is_said_and_the_session_goes_on(
     )
     assert "does not answer its heartbeat" in dead
     assert "No calls to area" in who  # the session goes on
+
+
+async def test_a_reloaded_session_reattaches_and_says_when_its_kernel_is_gone(
+    start_server, fake: FakeLLM, users_kernel: UsersKernel, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    first = await start_server(home=home)
+    await first.initialize()
+    first.permission_handler = allow_once
+    kernel = {"connectionFile": users_kernel.connection_file}
+    session = await first.new_session(str(tmp_path), toolPolicy="sync", kernel=kernel)
+    await users_kernel.run_cell("answer = 41")
+    await run_calls(first, fake, session, [call("python_eval", code="answer += 1")])
+    await first.stop()
+
+    # A new server: the session remembers its kernel, and the tools are there again.
+    second = await start_server(home=home)
+    await second.initialize()
+    await second.load_session(session, str(tmp_path))
+    assert second.notices_of(session) == []
+    (described,) = await run_calls(
+        second, fake, session, [call("python_describe", target="answer")], answered=2
+    )
+    assert "42" in described and "from your kernel" in described
+    await second.stop()
+
+    # The kernel is gone: the load says so, and the session goes on with Parley's own.
+    await users_kernel.manager.shutdown_kernel(now=True)
+    third = await start_server(home=home)
+    await third.initialize()
+    third.permission_handler = allow_once
+    await third.load_session(session, str(tmp_path))
+    ((level, text),) = third.notices_of(session)
+    assert level == "warning"
+    assert "could not attach this session to the kernel of" in text
+    assert "Parley's own kernel" in text
+    (evaluated,) = await run_calls(
+        third, fake, session, [call("python_eval", code="'answer' in dir()")], answered=4
+    )
+    assert "value: False" in evaluated  # Parley's own, fresh kernel
+    (question,) = third.permission_requests
+    assert "in your kernel" not in question["toolCall"]["title"]
+
+
+async def test_a_connection_file_whose_kernel_never_answers_is_said_and_the_session_goes_on(
+    client: ParleyClient, fake: FakeLLM, tmp_path: Path
+) -> None:
+    import json
+    import socket
+
+    ports = []
+    for _ in range(5):  # ports nothing listens on
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    names = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+    silent = tmp_path / "kernel-silent.json"
+    silent.write_text(json.dumps({**dict(zip(names, ports)), "ip": "127.0.0.1", "key": "k"}))
+    session = await client.new_session(
+        str(tmp_path), toolPolicy="sync", kernel={"connectionFile": str(silent)}
+    )
+    await client.wait_for_update(session, lambda u: "_meta" in u, timeout=30)
+    ((level, text),) = client.notices_of(session)
+    assert level == "warning" and "kernel-silent.json" in text
+    assert "does not answer its heartbeat" in text
+    (evaluated,) = await run_calls(client, fake, session, [call("python_eval", code="2 + 2")])
+    assert "value: 4" in evaluated

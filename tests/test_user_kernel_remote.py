@@ -11,7 +11,7 @@ import pytest
 from parley.client import ParleyClient
 from parley.fakellm import FakeLLM
 from test_user_kernel import allow_once, call, run_calls
-from user_kernel_fixtures import JupyterServer, jupyter_server  # noqa: F401 (a fixture)
+from user_kernel_fixtures import JupyterServer
 
 
 async def user_cell(client: Any, code: str) -> None:
@@ -92,6 +92,6 @@ async def test_a_wrong_kernel_object_is_invalid_params_naming_the_field(
 ) -> None:
     client = await start_server()
     await client.initialize()
-    with pytest.raises(Exception, match="_meta.parley.kernel") as refused:
+    with pytest.raises(Exception, match=r"_meta\.parley\.kernel") as refused:
         await client.new_session(str(tmp_path), kernel=kernel)
     assert named in str(refused.value)
