@@ -242,7 +242,9 @@ async def test_a_connection_file_whose_kernel_never_answers_is_said_and_the_sess
             ports.append(probe.getsockname()[1])
     names = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
     silent = tmp_path / "kernel-silent.json"
-    silent.write_text(json.dumps({**dict(zip(names, ports)), "ip": "127.0.0.1", "key": "k"}))
+    silent.write_text(
+        json.dumps({**dict(zip(names, ports, strict=True)), "ip": "127.0.0.1", "key": "k"})
+    )
     session = await client.new_session(
         str(tmp_path), toolPolicy="sync", kernel={"connectionFile": str(silent)}
     )
