@@ -187,7 +187,7 @@ class UserKernel:
                 value=_text(content.get("evalue"), self.settings.output_limit),
                 traceback=bounded(strip_ansi(traceback), self.settings.output_limit),
                 code=self._inputs.get(parent) if isinstance(parent, str) else None,
-                by_parley=parent in self._exchanges,
+                by_parley=isinstance(parent, str) and parent in self._exchanges,
                 at=time.strftime("%H:%M:%S"),
             )
 
