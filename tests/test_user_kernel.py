@@ -254,3 +254,42 @@ async def test_a_connection_file_whose_kernel_never_answers_is_said_and_the_sess
     assert "does not answer its heartbeat" in text
     (evaluated,) = await run_calls(client, fake, session, [call("python_eval", code="2 + 2")])
     assert "value: 4" in evaluated
+
+
+async def test_the_kernel_option_shows_the_choice_and_switches_it(
+    start_server, fake: FakeLLM, users_kernel: UsersKernel, tmp_path: Path
+) -> None:
+    client = await start_server()  # after the kernel: its runtime directory is the test's
+    await client.initialize()
+    client.permission_handler = allow_once
+    await users_kernel.run_cell("mine = 'the user'")
+    sync = {"parley": {"toolPolicy": "sync"}}
+    result = await client.request(
+        "session/new", {"cwd": str(tmp_path), "mcpServers": [], "_meta": sync}
+    )
+    session = result["sessionId"]
+    (option,) = [o for o in result["configOptions"] if o["id"] == "kernel"]
+    assert option["currentValue"] == "parley"
+    assert users_kernel.connection_file in [choice["value"] for choice in option["options"]]
+
+    answer = await client.request(
+        "session/set_config_option",
+        {"sessionId": session, "configId": "kernel", "value": users_kernel.connection_file},
+    )
+    (option,) = [o for o in answer["configOptions"] if o["id"] == "kernel"]
+    assert option["currentValue"] == users_kernel.connection_file
+    (mine,) = await run_calls(client, fake, session, [call("python_describe", target="mine")])
+    assert "the user" in mine
+
+    await client.request(
+        "session/set_config_option", {"sessionId": session, "configId": "kernel", "value": "parley"}
+    )
+    (theirs,) = await run_calls(
+        client, fake, session, [call("python_eval", code="'mine' in dir()")], answered=2
+    )
+    assert "value: False" in theirs
+    with pytest.raises(Exception, match="kernel must be"):
+        await client.request(
+            "session/set_config_option",
+            {"sessionId": session, "configId": "kernel", "value": "/etc/passwd"},
+        )

@@ -62,7 +62,9 @@ async def users_kernel(
     runtime = tmp_path / "jupyter-runtime"
     runtime.mkdir()
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
-    manager = AsyncKernelManager(kernel_name="python3")
+    # Where Jupyter's own frontends put it: kernel-<id>.json in the runtime directory.
+    connection_file = runtime / f"kernel-{secrets.token_hex(8)}.json"
+    manager = AsyncKernelManager(kernel_name="python3", connection_file=str(connection_file))
     await manager.start_kernel(cwd=str(tmp_path))
     client = manager.client()
     client.start_channels()

@@ -38,7 +38,7 @@ from parley.agent.sessions import (
     UnknownSession,
     UnsupportedContent,
 )
-from parley.agent.user_kernels import UserKernels
+from parley.agent.user_kernels import KERNEL_OPTION, UserKernels, chosen_kernel
 from parley.config import Settings
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
@@ -350,6 +350,8 @@ class ParleyServer(JsonRPCServer):
 
     async def set_config_option(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SetConfigOptionParams, raw)
+        if params.config_id == KERNEL_OPTION:
+            return await self._choose_kernel(params.session_id, params.value)
         options = await self.sessions.set_config_option(
             params.session_id, params.config_id, params.value
         )
@@ -528,6 +530,17 @@ class ParleyServer(JsonRPCServer):
                 self.send_update(session_id, message)
             else:
                 self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
+
+    async def _choose_kernel(self, session_id: str, value: Any) -> dict[str, Any]:
+        """The `kernel` config option set: the session attached to that kernel (or Parley's
+        own); one that cannot be used is said in a notice."""
+        session = self.sessions.get(session_id)
+        try:
+            choice = chosen_kernel(value, session)
+        except ValueError as error:
+            raise JsonRpcInvalidParams(f"invalid params: {error}") from None
+        await self._attach_kernel(session, (True, choice), loaded=True)
+        return {"configOptions": self.sessions.config_options(session)}
 
     async def _attach_kernel(
         self, session: Session, kernel: tuple[bool, KernelChoice | None], *, loaded: bool = False

@@ -49,6 +49,7 @@ from parley.agent.turn import (
     refused_by_budget,
     session_request,
 )
+from parley.agent.user_kernels import kernel_option
 from parley.config import Settings
 from parley.core.conversation import (
     ContentBlock,
@@ -66,6 +67,7 @@ from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import CallView, Location, Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
+from parley.tools.jupyter_runtime import running_kernels
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -304,7 +306,7 @@ class Sessions:
         level = session.settings.thought_level
         if level not in levels:  # none chosen, or one this model (now) does not take
             level = self.settings.default_thought_level(session.settings.model)
-        return session_config_options(
+        options = session_config_options(
             session.settings.model,
             session.settings.tool_policy,
             self.providers.model_infos(),
@@ -314,6 +316,7 @@ class Sessions:
             configured_budget=self.settings.budget.session_usd,
             mode=session.settings.mode,
         )
+        return [*options, kernel_option(session.settings.kernel, running_kernels())]
 
     def announce_commands(self, session_id: str) -> None:
         """Tell the client which slash commands the session takes (once it has started)."""

@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import attrs
 
 from parley.agent.session import Session
-from parley.core.kernel_choice import KernelAddress, KernelChoice
+from parley.core.kernel_choice import OWN_KERNEL, KernelAddress, KernelChoice
 from parley.tools.jupyter_link import KernelLink, LocalLink
 from parley.tools.jupyter_remote import RemoteLink
+from parley.tools.jupyter_runtime import RunningKernel, running_kernels
 from parley.tools.user_kernel import KernelUnavailable, UserKernel, UserKernelSettings
-from parley.tools.user_kernel_tools import ATTACHED_TOOLS, UserKernelTool, user_kernel_tools
+from parley.tools.user_kernel_tools import (
+    ATTACHED_TOOLS,
+    IN_YOUR_KERNEL,
+    UserKernelTool,
+    user_kernel_tools,
+)
 
+KERNEL_OPTION = "kernel"
 ATTACH_SECONDS = 15.0  # to connect and hear the heartbeat (a remote server's REST included)
 OWN_KERNEL_NOTE = (
     "It now uses Parley's own kernel; attach it to another with the Kernel option "
@@ -112,3 +120,50 @@ def unattached(address: KernelAddress, why: str) -> str:
     """What the user is told when a session could not attach to `address` (or, on load,
     reattach to the kernel it was attached to)."""
     return f"Parley could not attach this session to {address.shown()}: {why} {OWN_KERNEL_NOTE}"
+
+
+def kernel_option(address: KernelAddress | None, running: list[RunningKernel]) -> dict[str, Any]:
+    """The `kernel` config option: Parley's own, the kernel the session is attached to, and
+    the local kernels running now (by connection file). A Jupyter Server's kernel is chosen
+    with `_meta.parley.kernel` (it needs a token)."""
+    current = OWN_KERNEL if address is None else option_value(address)
+    choices = [
+        {"value": OWN_KERNEL, "name": "Parley's own", "description": "Sandboxed, per session"}
+    ]
+    if address is not None:
+        choices.append({"value": current, "name": address.shown(), "description": IN_YOUR_KERNEL})
+    for kernel in running:
+        if kernel.connection_file != current:
+            name = os.path.basename(kernel.connection_file)
+            choices.append({"value": kernel.connection_file, "name": name})
+    return {
+        "id": KERNEL_OPTION,
+        "name": "Kernel",
+        "description": "Where the Python tools run: Parley's own kernel or yours",
+        "type": "select",
+        "currentValue": current,
+        "options": choices,
+    }
+
+
+def option_value(address: KernelAddress) -> str:
+    """An attached kernel as the option's value: its connection file, or server#kernel id."""
+    return address.connection_file or f"{address.server}#{address.kernel_id}"
+
+
+def chosen_kernel(value: Any, session: Session) -> KernelChoice | None:
+    """The kernel a `session/set_config_option` of `kernel` chose (one of its values: Parley's
+    own, the current one, a running local kernel's connection file); `InvalidOptions`
+    otherwise."""
+    address = session.settings.kernel
+    if value == OWN_KERNEL:
+        return None
+    if address is not None and value == option_value(address):
+        return KernelChoice(address)
+    running = {kernel.connection_file for kernel in running_kernels()}
+    if not isinstance(value, str) or value not in running:
+        raise ValueError(
+            f"value: kernel must be {OWN_KERNEL!r}, the attached kernel or a running "
+            f"kernel's connection file, not {str(value)[:200]!r}"
+        )
+    return KernelChoice(KernelAddress(connection_file=value))
