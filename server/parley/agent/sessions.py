@@ -83,6 +83,10 @@ MCP_MODULES = (
     "anyio",
     "anyio._backends._asyncio",
     "httpx2",
+    # Imported by the SDK inside its first `call_tool` (validate_tool_result): with its format
+    # extras installed (rfc3987-syntax, which jupyter_server brings) it compiles a grammar for
+    # a second, which would be on the event loop.
+    "jsonschema",
     "mcp.client.session",
     "mcp.client.stdio",
     "mcp.client.streamable_http",
