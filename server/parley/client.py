@@ -114,9 +114,14 @@ class ParleyClient(ParleyJsonRPCClient):
         result = await self.request("session/new", params)
         return result["sessionId"]
 
-    async def load_session(self, session_id: str, cwd: str) -> dict[str, Any]:
-        """Reopen a stored session in `cwd`; its conversation is replayed as updates."""
-        params = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+    async def load_session(
+        self, session_id: str, cwd: str, kernel: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Reopen a stored session in `cwd`; its conversation is replayed as updates.
+        `kernel`: attach it to this kernel (`_meta.parley.kernel`)."""
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        if kernel is not None:
+            params["_meta"] = {"parley": {"kernel": kernel}}
         return await self.request("session/load", params)
 
     async def prompt(
