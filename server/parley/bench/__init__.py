@@ -27,6 +27,7 @@ from parley.bench.sessions import first_prompt_at_once_row, first_prompt_row, se
 from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
 from parley.bench.tool_start import real_server_row, tool_start_rows
 from parley.bench.tools import kernel_rows, parser_rows, static_introspection_rows
+from parley.bench.user_kernel import user_kernel_row
 from parley.fakellm import FakeLLM
 
 # --- the table ---------------------------------------------------------------------------------
@@ -72,6 +73,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)
+    static_introspection.append(await user_kernel_row(home, sizes))
     return [
         throughput,
         *latency,
