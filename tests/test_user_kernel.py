@@ -293,3 +293,19 @@ async def test_the_kernel_option_shows_the_choice_and_switches_it(
             "session/set_config_option",
             {"sessionId": session, "configId": "kernel", "value": "/etc/passwd"},
         )
+
+
+async def test_a_restart_of_the_users_kernel_is_said_and_the_session_goes_on(
+    client: ParleyClient, fake: FakeLLM, users_kernel: UsersKernel, tmp_path: Path
+) -> None:
+    await users_kernel.run_cell("before = 1")
+    kernel = {"connectionFile": users_kernel.connection_file}
+    session = await client.new_session(str(tmp_path), toolPolicy="sync", kernel=kernel)
+    await run_calls(client, fake, session, [call("python_describe", target="before")])
+    await users_kernel.manager.restart_kernel(now=True)
+    await users_kernel.client.wait_for_ready(timeout=60)
+    (evaluated,) = await run_calls(
+        client, fake, session, [call("python_eval", code="'before' in dir()")], answered=2
+    )
+    assert "restarted: its namespace is new" in evaluated
+    assert "value: False" in evaluated
