@@ -339,7 +339,9 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         session = await fork_session(self.sessions, params.session_id, Path(params.cwd), additional)
+        await self._attach_kernel(session, kernel)  # the parent's kernel, unless one is named
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return {"sessionId": session.id, **self._started(session)}
 

@@ -192,4 +192,5 @@ class LocalLink:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.stop_channels()
+                self._client.context.destroy(linger=0)  # the client's own: its I/O thread
             self._client = None
