@@ -87,6 +87,9 @@ async def test_the_tools_read_and_change_the_users_live_namespace(
     assert "def add(self, item, count):" in source
     assert "'pears': 5" in evaluated
     assert "No exception has been reported" in last_error
+    assert "Your last cells (the kernel's history):" in last_error
+    assert "class Inventory" in last_error  # the user's cell, not Parley's eval
+    assert "pears" not in last_error
 
     # The eval was asked about, saying where it runs, with no "always" to choose.
     (question,) = client.permission_requests

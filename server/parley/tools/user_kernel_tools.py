@@ -36,6 +36,7 @@ ATTACHED_TOOLS = (
     "python_last_error",
 )
 MAX_MEMBERS = 300
+LAST_CELLS = 5  # of the user's history, when no error was seen
 
 
 class UserKernelTool(DeclaredTool):
@@ -231,18 +232,36 @@ class UserLastErrorTool(UserKernelTool):
     async def execute(self, arguments: NoArguments, context: ToolContext) -> ToolResult:
         error = self.kernel.last_error
         if error is None:
-            return ToolResult(
-                self._said(
-                    "No exception has been reported by your kernel since Parley attached to it "
-                    "(an earlier one is not sent to Parley)."
-                )
+            none = (
+                "No exception has been reported by your kernel since Parley attached to it "
+                "(an earlier one is not sent to Parley)."
             )
+            return ToolResult(self._said(none, await self._last_cells()))
         who = "python_eval" if error.by_parley else "your cell"
         parts = [f"{who} at {error.at} raised {error.name}: {error.value}"]
         if error.code:
             parts.append(f"The cell:\n{error.code}")
         parts.append(error.traceback)
         return ToolResult(self._said(*parts))
+
+    async def _last_cells(self) -> str | None:
+        """The user's last cells, from the kernel's own history (`history_request`, which runs
+        nothing): what they ran before Parley attached."""
+        content = {"output": False, "raw": True, "hist_access_type": "tail", "n": LAST_CELLS}
+        try:
+            reply = await self.kernel.request("history_request", content)
+        except KernelUnavailable:
+            return None
+        cells = [
+            entry
+            for entry in reply.get("history") or []
+            if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], str)
+        ]
+        if not cells:
+            return None
+        limit = self.kernel.settings.output_limit // LAST_CELLS
+        shown = [f"In [{entry[1]}]:\n{bounded(entry[2], limit)}" for entry in cells]
+        return "Your last cells (the kernel's history):\n" + "\n".join(shown)
 
 
 def user_kernel_tools(kernel: UserKernel, parleys: dict[str, Any]) -> list[UserKernelTool]:
