@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.core.kernel_choice import KernelChoice, kernel_choice
 from parley.core.session_settings import SessionSettings, from_stored, stored_form
+from parley.tools.base import ToolContext
 from parley.tools.jupyter_link import (
     PORTS,
     ConnectionRefused,
@@ -23,6 +24,7 @@ from parley.tools.jupyter_link import (
     read_connection_file,
 )
 from parley.tools.user_kernel import KernelUnavailable, UserKernel, UserKernelSettings
+from parley.tools.user_kernel_tools import completed_members, user_kernel_tools
 
 TOKEN = "tok-" + "s3cr3t" * 4
 json_values = st.recursive(
@@ -289,3 +291,32 @@ def test_the_stored_form_of_a_session_attached_with_a_token_holds_no_token() -> 
     stored = stored_form(SessionSettings(kernel=choice.address))
     assert TOKEN not in json.dumps(stored)
     assert from_stored(stored).kernel == choice.address
+
+
+@given(st.one_of(json_values, st.dictionaries(st.sampled_from(
+    ["status", "matches", "metadata", "cursor_start", "history", "found", "data"]
+), json_values | st.lists(json_values, max_size=5), max_size=6)), st.integers(0, 50))  # fmt: skip
+def test_any_completion_reply_gives_member_lines(reply: Any, at: int) -> None:
+    members = completed_members(reply if isinstance(reply, dict) else {}, at)
+    assert all(isinstance(line, str) and line for line in members)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(
+    st.sampled_from(["status", "found", "data", "matches", "metadata", "cursor_start", "history"]),
+    json_values, max_size=6,
+))  # fmt: skip
+def test_whatever_a_kernel_replies_each_read_tool_answers_in_text(content: dict[str, Any]) -> None:
+    """The kernel's reply to each read-only tool's request is `content`, however wrong."""
+    reply = ("shell", {"header": {"msg_type": "x_reply"}, "parent_header": "PARENT",
+                       "content": {"status": "ok", **content}})  # fmt: skip
+
+    async def run() -> None:
+        kernel = UserKernel(ScriptedLink([reply], True), UserKernelSettings(answer_seconds=0.5))
+        context = ToolContext(session_id="s", tool_call_id="t", cwd=Path("/"))
+        for tool in user_kernel_tools(kernel, {})[1:]:  # all but python_eval
+            result = await tool.run({"target": "x"}, context)
+            assert isinstance(result.content, str) and result.content
+        await kernel.aclose()
+
+    asyncio.run(run())

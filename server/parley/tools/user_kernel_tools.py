@@ -252,10 +252,14 @@ class UserLastErrorTool(UserKernelTool):
             reply = await self.kernel.request("history_request", content)
         except KernelUnavailable:
             return None
+        history = reply.get("history")
         cells = [
             entry
-            for entry in reply.get("history") or []
-            if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], str)
+            for entry in (history if isinstance(history, list) else [])
+            if isinstance(entry, list)
+            and len(entry) == 3
+            and type(entry[1]) is int
+            and isinstance(entry[2], str)
         ]
         if not cells:
             return None
