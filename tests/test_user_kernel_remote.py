@@ -4,12 +4,13 @@ client, and a session reloaded without it says so and goes on with Parley's own 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from parley.client import ParleyClient
-from parley.fakellm import FakeLLM
+from parley.fakellm import FakeLLM, Reply
 from test_user_kernel import allow_once, call, run_calls
 from user_kernel_fixtures import JupyterServer
 
@@ -95,3 +96,30 @@ async def test_a_wrong_kernel_object_is_invalid_params_naming_the_field(
     with pytest.raises(Exception, match=r"_meta\.parley\.kernel") as refused:
         await client.new_session(str(tmp_path), kernel=kernel)
     assert named in str(refused.value)
+
+
+async def test_stop_interrupts_a_servers_kernel_through_its_rest_api_and_it_lives_on(
+    start_server, fake: FakeLLM, jupyter_server: JupyterServer, tmp_path: Path
+) -> None:
+    kernel_id = await jupyter_server.start_kernel()
+    notebook = await jupyter_server.users_notebook(kernel_id)
+    try:
+        await user_cell(notebook, "kept = 'still here'")
+        client = await start_server(extra_env={"NOTEBOOK_TOKEN": jupyter_server.token})
+        await client.initialize()
+        client.permission_handler = allow_once
+        kernel = {"server": jupyter_server.url, "kernelId": kernel_id, "tokenEnv": "NOTEBOOK_TOKEN"}
+        session = await client.new_session(str(tmp_path), toolPolicy="sync", kernel=kernel)
+        long_sleep = call("python_eval", code="import time\ntime.sleep(600)")
+        fake.set_script([Reply(tool_calls=(long_sleep,))])
+        prompt = asyncio.create_task(client.prompt(session, "Wait.", timeout=60))
+        await client.wait_for_update(
+            session, lambda u: u.get("status") == "in_progress", timeout=30
+        )
+        await asyncio.sleep(0.5)
+        client.cancel(session)
+        assert (await prompt)["stopReason"] == "cancelled"
+        reply = await notebook.execute_interactive("assert kept == 'still here'", timeout=20)
+        assert reply["content"]["status"] == "ok"  # interrupted, not killed or restarted
+    finally:
+        notebook.stop_channels()
