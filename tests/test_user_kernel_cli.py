@@ -60,6 +60,21 @@ async def test_parley_chat_with_kernel_evaluates_in_the_users_kernel(
     assert (await users_kernel.run_cell("print(total)")).strip() == "30"
 
 
+async def test_parley_chat_with_a_kernel_it_cannot_use_says_why_and_asks_nothing(
+    fake: FakeLLM, tmp_path: Path
+) -> None:
+    fake.set_script([Reply(text="Never asked.")])
+    missing = tmp_path / "kernel-gone.json"
+    code, out, err = await parley(
+        "chat", "Anything.", "--kernel", str(missing), "--cwd", str(tmp_path),
+        env=server_env(fake, tmp_path / "home"),
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert "could not attach this session to the kernel of" in err
+    assert "kernel-gone.json cannot be opened" in err
+    assert fake.requests == []  # the prompt never ran in another kernel
+
+
 def test_a_kernels_url_names_its_server_and_id_and_never_carries_a_token() -> None:
     wire = kernel_argument("https://lab.example:8888/user/me/api/kernels/1a2b-3c", "NB_TOKEN")
     assert wire == {

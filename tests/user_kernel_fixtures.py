@@ -62,6 +62,7 @@ async def users_kernel(
     runtime = tmp_path / "jupyter-runtime"
     runtime.mkdir()
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # its own In[] history
     # Where Jupyter's own frontends put it: kernel-<id>.json in the runtime directory.
     connection_file = runtime / f"kernel-{secrets.token_hex(8)}.json"
     manager = AsyncKernelManager(kernel_name="python3", connection_file=str(connection_file))
@@ -110,7 +111,12 @@ async def jupyter_server(tmp_path: Path) -> AsyncIterator[JupyterServer]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     token = "jupyter-token-" + secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTER_CONFIG_DIR": str(tmp_path),
+        "IPYTHONDIR": str(tmp_path / "ipython"),  # its kernels' own In[] history
+    }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",

@@ -171,6 +171,24 @@ async def chat(
     return _finish(view, result, opened, stopper.exit_code, kept=not forget)
 
 
+async def attached(
+    client: ParleyClient,
+    view: TerminalView,
+    session_id: str,
+    options: list[dict[str, Any]],
+    kernel: dict[str, Any] | None,
+) -> str | None:
+    """The session, unless `--kernel` named a kernel it could not attach to (None: the
+    server's notice said why, here): the prompt must not run in another kernel."""
+    from parley.kernels_command import attach_failure
+
+    failure = await attach_failure(client, session_id, options, kernel)
+    if failure is None:
+        return session_id
+    view.line(f"parley: {failure}")
+    return None
+
+
 async def _open_session(
     client: ParleyClient,
     view: TerminalView,
@@ -189,14 +207,15 @@ async def _open_session(
         view.line(f"parley: {known[chosen]['reason']}")
         return None
     if session_id is not None:
-        await client.load_session(session_id, str(cwd), kernel=kernel)
-        return session_id
+        loaded = await client.load_session(session_id, str(cwd), kernel=kernel)
+        return await attached(client, view, session_id, loaded["configOptions"], kernel)
     settings: dict[str, Any] = {"model": chosen}
     if tool_policy:
         settings["toolPolicy"] = tool_policy
     if kernel is not None:  # `--kernel`: the Python tools in the user's own kernel
         settings["kernel"] = kernel
-    return await client.new_session(str(cwd), **settings)
+    opened = await client.new_session(str(cwd), **settings)
+    return await attached(client, view, opened, client.options_of(opened), kernel)
 
 
 async def _forget(client: ParleyClient, view: TerminalView, session_id: str) -> None:

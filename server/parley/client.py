@@ -45,6 +45,7 @@ class ParleyClient(ParleyJsonRPCClient):
         self.permission_handler: PermissionHandler = reject_all
         self.editor_tool_handler: EditorToolHandler | None = None
         self._update_event = asyncio.Event()
+        self._options: dict[str, list[dict[str, Any]]] = {}
 
         def _on_update(params: dict[str, Any]) -> None:
             session_id = params.get("sessionId", "")
@@ -112,7 +113,12 @@ class ParleyClient(ParleyJsonRPCClient):
         if settings:
             params["_meta"] = {"parley": settings}
         result = await self.request("session/new", params)
+        self._options[result["sessionId"]] = result.get("configOptions", [])
         return result["sessionId"]
+
+    def options_of(self, session_id: str) -> list[dict[str, Any]]:
+        """The `configOptions` `session/new` answered for the session."""
+        return self._options.get(session_id, [])
 
     async def load_session(
         self, session_id: str, cwd: str, kernel: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from parley.core.kernel_choice import kernel_choice
+from parley.core.kernel_choice import OWN_KERNEL, kernel_choice
 
 # Jupyter's own name for a server's token in the environment (`jupyter server` reads it).
 DEFAULT_TOKEN_ENV = "JUPYTER_TOKEN"
@@ -72,3 +72,24 @@ def list_kernels(as_json: bool) -> int:
         print(f"{started}  {kernel.connection_file}{notebook}")
     print('Attach one: parley chat --kernel CONNECTION_FILE "…"', file=sys.stderr)
     return 0
+
+
+async def attach_failure(
+    client: Any, session_id: str, options: list[dict[str, Any]], kernel: dict[str, Any] | None
+) -> str | None:
+    """Why the session is not on the kernel `--kernel` named (the server's notice), or None.
+    The `kernel` option says where it is; the notice comes with the answer or right after."""
+    if kernel is None:
+        return None
+    current = next((o.get("currentValue") for o in options if o.get("id") == "kernel"), None)
+    if current != OWN_KERNEL:
+        return None
+
+    def is_notice(update: dict[str, Any]) -> bool:
+        return "notice" in update.get("_meta", {}).get("parley", {})
+
+    try:
+        update = await client.wait_for_update(session_id, is_notice, timeout=10)
+    except TimeoutError:
+        return "the session could not attach to that kernel"
+    return str(update["content"]["text"])

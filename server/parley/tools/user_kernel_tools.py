@@ -261,6 +261,9 @@ class UserLastErrorTool(UserKernelTool):
             and type(entry[1]) is int
             and isinstance(entry[2], str)
         ]
+        # IPython's tail spans its earlier sessions too: only the kernel's own, the latest.
+        latest = max((entry[0] for entry in cells if type(entry[0]) is int), default=None)
+        cells = [entry for entry in cells if latest is not None and entry[0] == latest]
         if not cells:
             return None
         limit = self.kernel.settings.output_limit // LAST_CELLS
