@@ -123,3 +123,23 @@ async def test_stop_interrupts_a_servers_kernel_through_its_rest_api_and_it_live
         assert reply["content"]["status"] == "ok"  # interrupted, not killed or restarted
     finally:
         notebook.stop_channels()
+
+
+async def test_a_server_nobody_answers_at_is_said_and_the_session_goes_on(
+    start_server, fake: FakeLLM, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = await start_server()
+    await client.initialize()
+    client.permission_handler = allow_once
+    kernel = {"server": f"http://127.0.0.1:{port}", "kernelId": "k1", "token": "t" * 20}
+    session = await client.new_session(str(tmp_path), toolPolicy="sync", kernel=kernel)
+    await client.wait_for_update(session, lambda u: "_meta" in u, timeout=30)
+    ((level, text),) = client.notices_of(session)
+    assert level == "warning" and "the server cannot be reached" in text
+    (evaluated,) = await run_calls(client, fake, session, [call("python_eval", code="1 + 2")])
+    assert "value: 3" in evaluated

@@ -43,7 +43,7 @@ from parley.config import Settings
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
-from parley.core.kernel_choice import KernelChoice
+from parley.core.kernel_choice import KernelChoice, kernel_choice
 from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
 from parley.protocol import client_answers, permission, updates
@@ -554,7 +554,11 @@ class ParleyServer(JsonRPCServer):
         if not given:
             if session.settings.kernel is None:
                 return
-            choice = KernelChoice(session.settings.kernel)
+            try:  # the stored address, checked as a client's would be
+                choice = kernel_choice(session.settings.kernel.wire())
+            except ValueError as error:
+                logger.warning("A stored kernel address was not used: %s", error)
+                choice = None
         problem = await self.user_kernels.attach(session, choice)
         if problem is not None:
             notice = updates.notice_chunk(f"notice_{uuid.uuid4().hex[:20]}", "warning", problem)

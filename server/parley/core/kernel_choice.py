@@ -42,6 +42,13 @@ class KernelAddress:
     def is_remote(self) -> bool:
         return self.server is not None
 
+    def wire(self) -> dict[str, str]:
+        """As `_meta.parley.kernel` gives it (without a token): to check a stored one again."""
+        if self.connection_file is not None:
+            return {"connectionFile": self.connection_file}
+        wire = {"server": self.server or "", "kernelId": self.kernel_id or ""}
+        return wire | ({"tokenEnv": self.token_env} if self.token_env else {})
+
     def shown(self) -> str:
         """The address as the user reads it (no token: there is none here)."""
         if self.server is not None:

@@ -51,7 +51,11 @@ class RemoteLink:
             return await http.request(method, self._url(suffix), headers=self._headers)
 
     async def open(self) -> None:
-        response = await self._rest("GET")
+        try:
+            response = await self._rest("GET")
+        except httpx.HTTPError as error:  # refused, unreachable, timed out
+            reason = f"the server cannot be reached ({type(error).__name__})"
+            raise ConnectionRefused(reason) from None
         if response.status_code == 404:
             raise ConnectionRefused("the server has no such kernel (it was shut down?)")
         if response.status_code in (401, 403):
@@ -107,7 +111,11 @@ class RemoteLink:
                 yield channel, message
 
     async def interrupt(self) -> None:
-        response = await self._rest("POST", "/interrupt")
+        try:
+            response = await self._rest("POST", "/interrupt")
+        except httpx.HTTPError as error:
+            logger.warning("Interrupting %s failed: %s", self.where, type(error).__name__)
+            return
         if response.status_code >= 400:
             logger.warning("Interrupting %s: HTTP %s", self.where, response.status_code)
 
