@@ -20,8 +20,9 @@ from parley.fakellm import FakeLLM
 from pytest_lsp import ClientServerConfig
 
 # A real llama.cpp server with a tiny script model: `script_model`, `llama_servers`, ...;
-# and an async test that times out shows where its tasks wait (tests/timeout_stacks.py).
-pytest_plugins = ("llamacpp_fixtures", "timeout_stacks")
+# an async test that times out shows where its tasks wait (tests/timeout_stacks.py); the
+# user's own kernel and a Jupyter Server (`users_kernel`, `jupyter_server`).
+pytest_plugins = ("llamacpp_fixtures", "timeout_stacks", "user_kernel_fixtures")
 
 # No per-example deadline: what a property checks is its invariant, never its time (a loaded
 # 2-core machine took 286 ms for a 136 ms example; speed is `parley bench`'s).

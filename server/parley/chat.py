@@ -128,6 +128,7 @@ async def chat(
     commands: bool = False,
     store: bool = True,
     quiet: bool = False,
+    kernel: dict[str, Any] | None = None,
 ) -> int:
     """`session_model`: the model of the session `session_id` (when the caller knows it);
     `commands`: a prompt that starts with a slash command runs it (else it is plain text);
@@ -146,7 +147,7 @@ async def chat(
     forget = not store and session_id is None  # never a session the user asked to continue
     opened: str | None = None
     try:
-        opened = await _open_session(client, view, cwd, model, session_id, tool_policy)
+        opened = await _open_session(client, view, cwd, model, session_id, tool_policy, kernel)
         if opened is None:
             return 2
         client.on_update = view.show  # after the replay of a loaded session: only the answer
@@ -170,6 +171,24 @@ async def chat(
     return _finish(view, result, opened, stopper.exit_code, kept=not forget)
 
 
+async def attached(
+    client: ParleyClient,
+    view: TerminalView,
+    session_id: str,
+    options: list[dict[str, Any]],
+    kernel: dict[str, Any] | None,
+) -> str | None:
+    """The session, unless `--kernel` named a kernel it could not attach to (None: the
+    server's notice said why, here): the prompt must not run in another kernel."""
+    from parley.kernels_command import attach_failure
+
+    failure = await attach_failure(client, session_id, options, kernel)
+    if failure is None:
+        return session_id
+    view.line(f"parley: {failure}")
+    return None
+
+
 async def _open_session(
     client: ParleyClient,
     view: TerminalView,
@@ -177,6 +196,7 @@ async def _open_session(
     model: str | None,
     session_id: str | None,
     tool_policy: str | None,
+    kernel: dict[str, Any] | None = None,
 ) -> str | None:
     """Initialize the server and open the session: a new one with the chosen model (else
     the server's default), or `session_id` loaded. None: the model is not available (said)."""
@@ -187,12 +207,15 @@ async def _open_session(
         view.line(f"parley: {known[chosen]['reason']}")
         return None
     if session_id is not None:
-        await client.load_session(session_id, str(cwd))
-        return session_id
+        loaded = await client.load_session(session_id, str(cwd), kernel=kernel)
+        return await attached(client, view, session_id, loaded["configOptions"], kernel)
     settings: dict[str, Any] = {"model": chosen}
     if tool_policy:
         settings["toolPolicy"] = tool_policy
-    return await client.new_session(str(cwd), **settings)
+    if kernel is not None:  # `--kernel`: the Python tools in the user's own kernel
+        settings["kernel"] = kernel
+    opened = await client.new_session(str(cwd), **settings)
+    return await attached(client, view, opened, client.options_of(opened), kernel)
 
 
 async def _forget(client: ParleyClient, view: TerminalView, session_id: str) -> None:

@@ -46,6 +46,15 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             "terminal, or with --command.",
             file=sys.stderr,
         )
+    kernel = None
+    if getattr(args, "kernel", None):
+        from parley.kernels_command import BadKernel, kernel_argument
+
+        try:
+            kernel = kernel_argument(args.kernel, args.kernel_token_env)
+        except BadKernel as error:
+            print(f"parley: --kernel: {error}", file=sys.stderr)
+            return 2
     if args.model == "demo":
         from parley.demo import run_demo
 
@@ -63,5 +72,6 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             commands=commands,
             store=store,
             quiet=quiet,
+            kernel=kernel,
         )
     )

@@ -45,12 +45,14 @@ from parley.agent.sessions import (
     UnsupportedContent,
 )
 from parley.agent.turn import TurnResult
+from parley.agent.user_kernels import KERNEL_OPTION, UserKernels, chosen_kernel
 from parley.config import Settings
 from parley.core import updates
 from parley.core.call_view import CallView
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
+from parley.core.kernel_choice import KernelChoice, kernel_choice
 from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
 from parley.protocol import client_answers, permission, v2
@@ -74,6 +76,7 @@ from parley.protocol.params import (
     UsageParams,
     additional_roots,
     check_mcp_servers,
+    kernel_param,
     parse_params,
     prompt_content,
     session_options,
@@ -89,6 +92,7 @@ from parley.tools.kernel import KernelSettings
 from parley.tools.mcp import McpServerConfig
 from parley.tools.run_command import CommandSettings
 from parley.tools.server_tools import server_tools
+from parley.tools.user_kernel import UserKernelSettings
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +120,7 @@ class ParleyServer(JsonRPCServer):
         self.providers = ProviderRegistry(settings)
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
+        self.user_kernels = UserKernels(user_kernel_settings(settings))
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
         self.client_writes_files = False  # the client offers fs/write_text_file
@@ -314,8 +319,10 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(NewSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         options = session_options(params.meta.parley)
         session = self.sessions.new(Path(params.cwd), options, additional)
+        await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         # A prompt sent right after the answer must not wait for the SDK's import.
         self._preload_sdk(at_once=True)
@@ -328,11 +335,13 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         self.loads_running += 1
         try:
             session = await self.sessions.load(
                 params.session_id, Path(params.cwd), additional=additional
             )
+            await self._attach_kernel(session, kernel, loaded=True)
             await self.start_mcp_servers(session.id, params.mcp_servers, loaded=True)
         finally:
             self.loads_running -= 1
@@ -347,11 +356,13 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         if self.v2_updates is not None:
             return await self._resume_v2(params, additional)
         session = await self.sessions.load(
             params.session_id, Path(params.cwd), replay=False, additional=additional
         )
+        await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
 
@@ -377,7 +388,9 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         session = await fork_session(self.sessions, params.session_id, Path(params.cwd), additional)
+        await self._attach_kernel(session, kernel)  # the parent's kernel, unless one is named
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
@@ -388,6 +401,8 @@ class ParleyServer(JsonRPCServer):
 
     async def set_config_option(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SetConfigOptionParams, raw)
+        if params.config_id == KERNEL_OPTION:
+            return await self._choose_kernel(params.session_id, params.value)
         options = await self.sessions.set_config_option(
             params.session_id, params.config_id, params.value
         )
@@ -606,6 +621,40 @@ class ParleyServer(JsonRPCServer):
             else:
                 self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
+    async def _choose_kernel(self, session_id: str, value: Any) -> dict[str, Any]:
+        """The `kernel` config option set: the session attached to that kernel (or Parley's
+        own); one that cannot be used is said in a notice."""
+        session = self.sessions.get(session_id)
+        try:
+            choice = chosen_kernel(value, session)
+        except ValueError as error:
+            raise JsonRpcInvalidParams(f"invalid params: {error}") from None
+        await self._attach_kernel(session, (True, choice), loaded=True)
+        return {"configOptions": self.sessions.config_options(session)}
+
+    async def _attach_kernel(
+        self, session: Session, kernel: tuple[bool, KernelChoice | None], *, loaded: bool = False
+    ) -> None:
+        """The session's Python tools on the kernel `_meta.parley.kernel` named (given), else
+        on the one it is stored with (agent/user_kernels.py); a kernel that cannot be used is
+        said in a warning notice, when the session is known to the client (as MCP's)."""
+        given, choice = kernel
+        if not given:
+            if session.settings.kernel is None:
+                return
+            try:  # the stored address, checked as a client's would be
+                choice = kernel_choice(session.settings.kernel.wire())
+            except ValueError as error:
+                logger.warning("A stored kernel address was not used: %s", error)
+                choice = None
+        problem = await self.user_kernels.attach(session, choice)
+        if problem is not None:
+            notice = updates.notice_chunk(f"notice_{uuid.uuid4().hex[:20]}", "warning", problem)
+            if loaded:
+                self.send_update(session.id, notice)
+            else:
+                self.protocol.after_the_answer(lambda: self.send_update(session.id, notice))
+
     def _tools_for(self, cwd: Roots | Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd` (its roots): the server's own (a Python kernel,
         the workspace files), then the editor's (which win a name clash: the user chose that
@@ -634,6 +683,17 @@ def kernel_settings(settings: Settings, eval_timeout: float | None = None) -> Ke
         cpu_seconds=kernel.cpu_seconds or None,
         secret_env_names=settings.secret_env_names(),
         sandbox=settings.sandbox,
+    )
+
+
+def user_kernel_settings(settings: Settings) -> UserKernelSettings:
+    """The user's own kernel's limits: config.toml's `[kernel]` (a session's own limit per
+    call is applied when it attaches)."""
+    kernel = settings.kernel
+    return UserKernelSettings(
+        timeout_seconds=kernel.timeout_seconds,
+        busy_wait_seconds=kernel.busy_wait_seconds,
+        output_limit=kernel.output_limit,
     )
 
 

@@ -27,6 +27,7 @@ ROW_LABELS = [
     "5b. Kernel round trip",
     "5c. `python_describe` from the source (griffe, nothing imported) on a package of 300",
     "5d. `python_describe` from the source (griffe, nothing imported) on a package of 300",
+    "5e. Attached kernel (a real ipykernel): round trip of an eval",
     "6. Text parser `ThinkTagParser`",
     "6. Text parser `TextToolCallParser`",
     "6. Text parser `LocalModelStreamParser`",
@@ -43,7 +44,21 @@ ROW_LABELS = [
     "11d. Restore of that turn",
 ]
 # Rows with a baseline and a comparison.
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "4e.", "7b.", "8.", "8b.", "10.", "11b."}
+COMPARED_ROWS = {
+    "1.",
+    "2.",
+    "3.",
+    "4a.",
+    "5e.",
+    "4c.",
+    "4d.",
+    "4e.",
+    "7b.",
+    "8.",
+    "8b.",
+    "10.",
+    "11b.",
+}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

@@ -47,6 +47,7 @@ LAYERS = {
     "parley.terminal_text": "commands",  # what `parley chat` may send a terminal
     "parley.demo": "commands",
     "parley.transcript": "commands",
+    "parley.kernels_command": "commands",  # `parley kernels`, `parley chat --kernel`
     "parley.bench": "commands",
     "parley.bench_llamacpp": "commands",
     "parley.__main__": "commands",

@@ -40,6 +40,8 @@ def not_default(field: attrs.Attribute[Any]) -> Any:
         return OTHER_MODEL
     if get_origin(kind) is Literal:
         return next(choice for choice in reversed(get_args(kind)) if choice != field.default)
+    if attrs.has(kind):  # an object of settings (the kernel's address): each of its fields
+        return kind(**{inner.name: not_default(inner) for inner in attrs.fields(kind)})
     return {str: "Be brief.", int: 3, float: 2.5}[kind]
 
 

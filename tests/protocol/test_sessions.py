@@ -506,6 +506,7 @@ async def test_a_change_made_outside_set_config_option_is_announced(
         "model": "openai:gpt-4.1",
         "tool_policy": "hybrid",
         "budget": "none",
+        "kernel": "parley",
     }
     # A change the options do not show (autoApprove) is not announced.
     await client.request("_parley/session/configure", {"sessionId": session, "autoApprove": []})

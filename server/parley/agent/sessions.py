@@ -53,6 +53,7 @@ from parley.agent.turn import (
     refused_by_budget,
     session_request,
 )
+from parley.agent.user_kernels import kernel_option
 from parley.config import Settings
 from parley.core import updates
 from parley.core.call_view import CallView, Location
@@ -71,6 +72,7 @@ from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
+from parley.tools.jupyter_runtime import running_kernels
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -86,6 +88,10 @@ MCP_MODULES = (
     "anyio",
     "anyio._backends._asyncio",
     "httpx2",
+    # Imported by the SDK inside its first `call_tool` (validate_tool_result): with its format
+    # extras installed (rfc3987-syntax, which jupyter_server brings) it compiles a grammar for
+    # a second, which would be on the event loop.
+    "jsonschema",
     "mcp.client.session",
     "mcp.client.stdio",
     "mcp.client.streamable_http",
@@ -322,7 +328,7 @@ class Sessions:
         level = session.settings.thought_level
         if level not in levels:  # none chosen, or one this model (now) does not take
             level = self.settings.default_thought_level(session.settings.model)
-        return session_config_options(
+        options = session_config_options(
             session.settings.model,
             session.settings.tool_policy,
             self.providers.model_infos(),
@@ -332,6 +338,7 @@ class Sessions:
             configured_budget=self.settings.budget.session_usd,
             mode=session.settings.mode,
         )
+        return [*options, kernel_option(session.settings.kernel, running_kernels())]
 
     def announce_commands(self, session_id: str) -> None:
         """Tell the client which slash commands the session takes (once it has started)."""

@@ -29,6 +29,7 @@ from parley.bench.snapshots import snapshot_rows
 from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
 from parley.bench.tool_start import real_server_row, tool_start_rows
 from parley.bench.tools import kernel_rows, parser_rows, static_introspection_rows
+from parley.bench.user_kernel import user_kernel_row
 from parley.fakellm import FakeLLM
 
 # --- the table ---------------------------------------------------------------------------------
@@ -75,6 +76,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)
     snapshots = await snapshot_rows(home, sizes)
+    static_introspection.append(await user_kernel_row(home, sizes))
     return [
         throughput,
         *latency,

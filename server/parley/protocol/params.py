@@ -27,6 +27,7 @@ from parley.core.images import (
     normal_media_type,
     sniff_image_type,
 )
+from parley.core.kernel_choice import KernelChoice, kernel_choice
 from parley.core.session_settings import (
     CONFIGURE,
     NEW,
@@ -353,6 +354,20 @@ def _json_type(value: Any) -> str:
         return "nothing"
     kinds = {list: "an array", str: "a string", bool: "a boolean", dict: "an object"}
     return kinds.get(type(value), "a number")
+
+
+def kernel_param(raw: Any) -> tuple[bool, KernelChoice | None]:
+    """`_meta.parley.kernel` of `session/new`, `session/load` or `session/resume`: whether
+    it is given, and the kernel it names (None: Parley's own). A wrong one is invalid params
+    naming what is wrong (never quoting a token)."""
+    meta = raw.get("_meta") if isinstance(raw, dict) else None
+    parley = meta.get("parley") if isinstance(meta, dict) else None
+    if not isinstance(parley, dict) or "kernel" not in parley:
+        return False, None
+    try:
+        return True, kernel_choice(parley["kernel"])
+    except ValueError as error:
+        raise JsonRpcInvalidParams(f"invalid params: _meta.parley.kernel: {error}") from None
 
 
 def check_mcp_servers(servers: list[McpServerParams]) -> None:

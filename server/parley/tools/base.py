@@ -35,6 +35,9 @@ class ToolSpec:
     input_schema: dict[str, Any]
     kind: str = "other"
     needs_permission: bool = False
+    # Asked at every call: no "always allow", mode or `autoApprove` skips the question (an
+    # evaluation in the user's own kernel, outside the sandbox).
+    always_asks: bool = False
 
 
 @attrs.frozen
@@ -211,6 +214,7 @@ def declared_spec(
     *,
     kind: str = "other",
     needs_permission: bool = False,
+    always_asks: bool = False,
 ) -> ToolSpec:
     """The spec of a `DeclaredTool`: its input schema is its `Arguments` class's."""
-    return ToolSpec(name, description, json_schema(arguments), kind, needs_permission)
+    return ToolSpec(name, description, json_schema(arguments), kind, needs_permission, always_asks)
