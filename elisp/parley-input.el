@@ -117,6 +117,30 @@ A slash command being typed at the start of the prompt is completed."
            (indent-for-tab-command)))
         (t (parley-next-section))))
 
+;;;; One key answers the question
+
+(defconst parley--answer-keys '(("y" . "y") ("n" . "n") ("!" . "a") ("a" . "a") ("A" . "A"))
+  "Keys that answer the waiting question from outside the prompt: (KEY . CHOICE).
+CHOICE is the question's own key (`parley--option-key'); `!' is
+agent-shell's key for \"always\", the same as `a'.")
+
+(defun parley-answer-question ()
+  "Answer the waiting question with the key typed, or type it in the prompt.
+Outside the prompt (in the transcript), `y' allows the oldest question
+Parley waits on once, `n' rejects it, `!' or `a' allows it always, and
+`A' allows a command's broader prefix; point need not be in the
+question.  In the prompt the key is a letter of it, so typing is never
+taken for an answer."
+  (interactive)
+  (let ((key (cdr (assoc (this-command-keys) parley--answer-keys))))
+    (cond ((or (>= (point) parley--input) (not key))
+           (call-interactively #'self-insert-command))
+          ((null parley--questions)
+           (user-error "Parley is not waiting for an answer"))
+          (t (parley--answer-with-key (or (parley--question-at (point))
+                                          (car parley--questions))
+                                      key)))))
+
 ;;;; The queue: a prompt sent while a turn runs
 
 (defun parley--queue-input ()

@@ -46,9 +46,9 @@
 ;; follows them), and fenced code blocks in their language's mode.
 ;;
 ;; A permission question appears in the transcript, with the tool and
-;; its input (an edit's diff); `y' allows once, `a' always, `n'
-;; rejects, `d' shows the diff, with point in the question.  RET never
-;; answers it.  Edits land in the buffers visiting the files
+;; its input (an edit's diff); `y' allows once, `a' (or `!') always,
+;; `n' rejects, with point anywhere outside the prompt; `d' shows the
+;; diff, with point in the question.  RET never answers it.  Edits land in the buffers visiting the files
 ;; (`fs/write_text_file'), and the model reads unsaved buffers.
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
@@ -203,6 +203,9 @@ are, and the echo area names it.
     (define-key map (kbd "C-c C-e") #'parley-export)
     (define-key map (kbd "C-c C-w") #'parley-copy-code-block)
     (define-key map (kbd "C-c C-i") #'parley-insert-code-block)
+    ;; Outside the prompt, a waiting question's keys answer it.
+    (dolist (key '("y" "n" "!" "a" "A"))
+      (define-key map key #'parley-answer-question))
     map)
   "Keymap of `parley-chat-mode'.")
 
