@@ -260,7 +260,7 @@ would be undefined there, or do something else."
            (overlays-at pos)))
 
 (defun parley--answer-with-key (question key)
-  "Answer QUESTION with its option whose key is KEY; point goes to the prompt."
+  "Answer QUESTION with its option whose key is KEY; then go to the prompt."
   (let* ((options (parley--question-options question))
          (option (or (cl-find-if (lambda (o) (equal (parley--option-key o options) key))
                                  options)

@@ -324,14 +324,33 @@ came for the session before it are applied."
 ;;;###autoload
 (defun parley (&optional new)
   "Open the Parley chat buffer of the current project.
-With a prefix argument NEW, start a new session in a new buffer."
+Without one, offer to resume the project's last stored session
+\(`parley--offer-last-session'), else start a new one.  With a prefix
+argument NEW, start a new session in a new buffer, asking nothing."
   (interactive "P")
   (let* ((cwd (parley--project-root))
-         (buffer (or (and (not new) (parley--find-buffer cwd))
+         (buffer (or (and (not new) (or (parley--find-buffer cwd)
+                                        (parley--offer-last-session cwd)))
                      (parley--new-session-buffer cwd))))
     (pop-to-buffer buffer)
     (goto-char (point-max))
     buffer))
+
+(defun parley--offer-last-session (cwd)
+  "Offer to resume the last stored session of CWD; return its buffer, or nil.
+Nil when CWD has no stored session or the user says no (a new session
+then starts)."
+  ;; The first page is enough: the newest comes first.
+  (let ((last (car (append (plist-get (parley--request (parley--live-connection)
+                                                       'session/list (list :cwd cwd))
+                                      :sessions)
+                           nil))))
+    (when (and last
+               (y-or-n-p (format "Resume the last session of this project, %s? "
+                                 (parley--session-label last))))
+      (parley-open-session (plist-get last :sessionId)
+                           (or (plist-get last :cwd) cwd)
+                           (plist-get last :title)))))
 
 (defun parley-new-session ()
   "Start a new session for the current project in a new buffer."

@@ -154,7 +154,7 @@
   "The real server's mode is shown and switched (C-c C-o, /mode); its plan shown and replayed.
 SKIPPED ONLY while the server offers no modes (issue 25)."
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (unless (parley--mode-choices)
         (ert-skip "the server offers no modes yet (issue 25)"))
       (setq session-id parley--session-id)
