@@ -139,5 +139,34 @@ Nil when there is no stored session."
         (should (= (length asked) 2))
         (should-not (equal parley--session-id session-id))))))
 
+(parley-it--deftest parley-it-refused-command-not-kept
+  "Issue 42: `/mode pl' is said to be no mode, and is neither a turn nor exported."
+  (parley-it--script (list :text "First answer." :usage [1000 200]))
+  (with-current-buffer (parley t)
+    (parley-it--send "A first question")
+    (parley-it--wait-idle)
+    (parley-it--send "/mode pl")
+    (parley-it--wait-idle)
+    (let ((shown (parley-test--visible-transcript)))
+      ;; The server's words stay; the command does not.
+      (should (string-match-p "First answer\\.\n+No mode 'pl'\\. The mode is still `ask`" shown))
+      (should-not (string-search "/mode pl" shown))
+      (should (= (cl-count-if (lambda (line) (equal line "You")) (split-string shown "\n")) 1)))
+    ;; M-p brings it back, to be fixed.
+    (parley-previous-input 1)
+    (should (equal (parley--current-input) "/mode pl"))
+    (parley--set-input "")
+    ;; A command that works stays a turn of its own, and is exported.
+    (parley-it--send "/mode plan")
+    (parley-it--wait-idle)
+    (should (string-search "You\n/mode plan\n" (parley-test--visible-transcript)))
+    (let ((exported (plist-get (parley--request parley--connection '_parley/session/export
+                                                (list :sessionId parley--session-id
+                                                      :format "markdown"))
+                               :text)))
+      (should (string-search "`/mode plan`" exported))
+      (should-not (string-search "/mode pl`" exported))
+      (should-not (string-search "No mode" exported)))))
+
 (provide 'parley-integration-daily-test)
 ;;; parley-integration-daily-test.el ends here
