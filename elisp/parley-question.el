@@ -28,6 +28,7 @@
 (require 'parley-display)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
+(require 'parley-windows)
 
 ;;;; Faces
 
@@ -315,8 +316,9 @@ That is the broader one (`git' rather than `git status')."
   (let ((question (or (and (derived-mode-p 'parley-chat-mode)
                            (parley--question-at (point)))
                       (user-error "No Parley question at point"))))
-    (parley-diff-show (parley--question-diffs question)
-                      (parley--question-title question) parley--cwd)))
+    (parley-windows-show (parley-diff-buffer (parley--question-diffs question)
+                                             (parley--question-title question) parley--cwd)
+                         (current-buffer))))
 
 (defun parley-question-click (event)
   "Answer the question with the choice clicked on in EVENT."

@@ -34,11 +34,13 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'parley-connection)
+(require 'parley-windows)
 
 (defcustom parley-display-terminals t
   "Non-nil means a terminal the server starts is shown as it starts.
-It is shown only when its session's chat buffer is in a window, in
-another window (the one of the last terminal, when there is one)."
+It is shown only when its session's chat buffer is in a window,
+beside it (`parley-display-beside-chat'), in the window of the last
+terminal or diff when there is one."
   :type 'boolean
   :group 'parley)
 
@@ -311,9 +313,7 @@ chat buffer.  Return the answer, (:terminalId ID)."
     (puthash id terminal parley-terminals--live)
     (puthash id buffer parley-terminals--buffers)
     (when (and parley-display-terminals chat (get-buffer-window chat t))
-      (display-buffer buffer '((display-buffer-reuse-mode-window display-buffer-pop-up-window)
-                               (mode . parley-terminal-mode)
-                               (inhibit-same-window . t))))
+      (parley-windows-show buffer chat))
     (list :terminalId id)))
 
 ;;;; The other requests
@@ -398,7 +398,8 @@ the text says so."
          (buffer (and id (parley-terminals-buffer id))))
     (unless id (user-error "No terminal here"))
     (unless buffer (user-error "The terminal's buffer was killed"))
-    (pop-to-buffer buffer)))
+    (select-window (or (parley-windows-show buffer (current-buffer))
+                       (user-error "No window to show the terminal in")))))
 
 (defun parley-open-terminal-click (event)
   "Show the terminal whose link was clicked in EVENT."

@@ -89,6 +89,7 @@
 ;;   parley-display.el     the display rules (docs/display.md): tokens,
 ;;                         cost, context, tool input and result, times
 ;;   parley-diff.el        the diffs of edits, computed in Lisp
+;;   parley-windows.el     where a diff and a terminal are shown
 ;;   parley-files.el       fs/read_text_file, fs/write_text_file
 ;;   parley-connection.el  the `parley serve' process and JSON-RPC
 ;;   parley-tools.el       the Emacs tools offered to the agent
