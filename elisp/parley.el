@@ -80,7 +80,7 @@
 ;;   parley-messages.el    where an update lands: answers, thoughts,
 ;;                         prompts, notices
 ;;   parley-tool-calls.el  tool calls and edits in the transcript
-;;   parley-plan.el        the model's plan, above the transcript
+;;   parley-plan.el        the model's plan, below the transcript
 ;;   parley-usage.el       the usage the server reports
 ;;   parley-transcript.el  the transcript's blocks: streaming at a
 ;;                         marker, sections, thoughts, the end of a turn
