@@ -6,8 +6,9 @@
 ;; right, as a user has it: after each step, which window shows what.
 ;; A diff (`d' in a question, then C-c C-d) and a command's terminal
 ;; open beside the chat, in one window of Parley's own that they share;
-;; the file's window and the chat's keep their buffers; `q' deletes
-;; Parley's window.  Over the loopback connection (parley-test.el).
+;; a jump to an error goes to the window of its file, or else to
+;; Parley's; the file's window and the chat's keep their buffers; `q'
+;; deletes Parley's window.  Over the loopback connection (parley-test.el).
 
 ;;; Code:
 
@@ -28,13 +29,25 @@
          :options (vector '(:optionId "ok" :name "Allow" :kind "allow_once")
                           '(:optionId "no" :name "Reject" :kind "reject_once")))))
 
+(defun parley-windows-test--goto-error (terminal location)
+  "Type RET on LOCATION, an error line of the TERMINAL buffer, in its window."
+  (with-current-buffer terminal
+    (parley-test--wait (lambda () (string-search location (buffer-string))))
+    (goto-char (point-min))
+    (search-forward location)
+    (goto-char (match-beginning 0))
+    (set-window-point (selected-window) (point)))
+  (execute-kbd-macro (kbd "RET")))
+
 (defun parley-windows-test--shown ()
   "Return the buffers of the frame's windows, in the frame's order."
   (mapcar #'window-buffer (window-list nil 'no-minibuf (frame-first-window))))
 
 (ert-deftest parley-windows-diff-and-terminal-beside-the-chat ()
   (let* ((dir (file-name-as-directory (make-temp-file "parley-windows-" t)))
-         (source (find-file-noselect (expand-file-name "app.py" dir)))
+         (source (progn (with-temp-file (expand-file-name "app.py" dir) (insert "a = 1\nb = 2\n"))
+                        (with-temp-file (expand-file-name "other.py" dir) (insert "c = 3\n"))
+                        (find-file-noselect (expand-file-name "app.py" dir))))
          (parley-display-terminals t))
     (unwind-protect
         (parley-test--with-chat
@@ -66,13 +79,30 @@
                 (let* ((answer (parley-test--request
                                 conn 'terminal/create
                                 (list :sessionId parley-test--session :command "/bin/sh"
-                                      :args ["-c" "echo ran"] :cwd dir)))
+                                      :args ["-c" "echo 'app.py:2: error: one'; \
+echo 'other.py:1: error: two'"]
+                                      :cwd dir)))
                        (terminal (progn (parley-test--wait
                                          (lambda () (not (eq (car answer) 'pending))))
                                         (parley-terminals-buffer
                                          (plist-get (car answer) :terminalId)))))
                   (should (equal (parley-windows-test--shown) (list source chat terminal)))
                   (should (eq (get-buffer-window terminal) own))
+                  ;; RET on an error of the file being edited: its window.
+                  (select-window own)
+                  (parley-windows-test--goto-error terminal "app.py:2:")
+                  (should (equal (parley-windows-test--shown) (list source chat terminal)))
+                  (should (eq (selected-window) (get-buffer-window source)))
+                  (should (= (with-current-buffer source (line-number-at-pos)) 2))
+                  ;; On an error of another file: beside the chat, not over it.
+                  (select-window own)
+                  (parley-windows-test--goto-error terminal "other.py:1:")
+                  (let ((other (get-file-buffer (expand-file-name "other.py" dir))))
+                    (should (equal (parley-windows-test--shown) (list source chat other)))
+                    (should (eq (get-buffer-window other) own))
+                    (kill-buffer other))
+                  ;; The terminal shown again (its link in the chat): there.
+                  (should (eq (parley-windows-show terminal chat) own))
                   ;; `q' there: Parley's window goes, the frame is as it was.
                   (select-window own)
                   (execute-kbd-macro (kbd "q"))
