@@ -13,8 +13,10 @@
 ;; never in the minibuffer: a question read there from a timer or a
 ;; process filter takes the keys the user types for another buffer, and
 ;; RET would approve the default.  Here the keys that answer it (`y',
-;; `a', `n') are bound only in an overlay over the question, so they
-;; work only with point in it, and RET answers nothing.
+;; `a' or `!', `n') are bound in an overlay over the question, and, in
+;; the chat buffer, outside the prompt (parley-input.el), where they
+;; answer the oldest question; typed in the prompt they are letters,
+;; and RET answers nothing.
 ;;
 ;; `parley--ask' shows a question and calls back with the answer;
 ;; parley-session.el asks the server's `session/request_permission'
