@@ -11,7 +11,7 @@
 
 ;; What a chat buffer's session can be told besides a prompt: its
 ;; model (C-c C-l) and tool policy (C-c C-t), set through the server's
-;; config options, its mode (C-c C-o, `session/set_mode'), and undoing an editing turn (C-c C-u); and the diff
+;; config options, its mode (C-c C-o, `session/set_mode'), and undoing an editing turn (C-c C-u) and the undo (C-c C-y); and the diff
 ;; of the edit at point (C-c C-d).
 
 ;;; Code:
@@ -64,6 +64,17 @@ changes."
                       (t (user-error "No turn to undo"))))))
     (parley--undo-turn turn)
     (message "Parley: undoing turn %d…" turn)))
+
+(defun parley-redo-turn ()
+  "Put back what the last undo took away (redo).
+Sent as the `/redo' command, so the transcript shows the server's
+report of each file, as it shows `/undo''s, and keeps it."
+  (interactive)
+  (parley--check-buffer)
+  (when (or parley--busy parley--questions)
+    (user-error "Parley is answering; redo once the turn ends"))
+  (parley--render-prompt "/redo" nil)
+  (parley--prompt (list (list :type "text" :text "/redo"))))
 
 ;;;; Settings: the model, the tool policy
 

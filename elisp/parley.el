@@ -35,6 +35,7 @@
 ;;   C-c C-q                   go to the permission question Parley waits on
 ;;   C-c C-d                   show the diff of the edit at point
 ;;   C-c C-u                   undo the last editing turn (C-u: from the turn at point)
+;;   C-c C-y                   redo: undo the last undo
 ;;   C-c C-r                   send the last prompt again; after a cancelled or
 ;;                             failed turn, in its place
 ;;   C-c C-e                   export the conversation as Markdown (C-u: to a buffer)
@@ -200,6 +201,7 @@ are, and the echo area names it.
     (define-key map (kbd "C-c C-q") #'parley-goto-question)
     (define-key map (kbd "C-c C-d") #'parley-show-diff)
     (define-key map (kbd "C-c C-u") #'parley-undo-turn)
+    (define-key map (kbd "C-c C-y") #'parley-redo-turn)
     (define-key map (kbd "C-c C-r") #'parley-retry)
     (define-key map (kbd "C-c C-e") #'parley-export)
     (define-key map (kbd "C-c C-w") #'parley-copy-code-block)

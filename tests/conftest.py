@@ -29,6 +29,9 @@ settings.register_profile("parley", deadline=None)
 settings.load_profile("parley")
 
 REPO = Path(__file__).resolve().parents[1]
+# The tests' folder: its helpers (the fake editor agent, the MCP server, the display cases)
+# live here, the tests in its folders by concern.
+TESTS = REPO / "tests"
 # Real recorded provider streams (tests/fixtures/wire/README.md says where each came from).
 WIRE_FIXTURES = REPO / "tests" / "fixtures" / "wire"
 

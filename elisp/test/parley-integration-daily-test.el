@@ -168,5 +168,32 @@ Nil when there is no stored session."
       (should-not (string-search "/mode pl`" exported))
       (should-not (string-search "No mode" exported)))))
 
+(parley-it--deftest parley-it-redo-puts-the-undone-edit-back
+  "C-c C-y after C-c C-u puts the edit back, with the server's report in the transcript."
+  (when (parley-it--server-lacks '_parley/session/redo)
+    (ert-skip "integration test skipped: the server has no _parley/session/redo yet"))
+  (let ((file (expand-file-name "redone.py" parley-it--workspace))
+        (visiting nil))
+    (unwind-protect
+        (with-current-buffer (parley t)
+          (setq visiting (parley-it--edit-turn file))
+          (parley-undo-turn)
+          (parley-it--wait (lambda () (string-match-p "- `redone\\.py` restored\n\\'"
+                                                      (parley-it--transcript)))
+                           "the turn undone")
+          (should (equal (parley-it--file-text file) "value = 1\n"))
+          (parley-redo-turn)
+          (parley-it--wait (lambda () (string-match-p "\n\nYou\n/redo\n\nParley\nPut back \
+what turn [0-9]+ and the later turns did:\n- `redone\\.py` restored\n\\'"
+                                                      (parley-it--transcript)))
+                           "the undo undone")
+          (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
+                                             "value = 2\n"))
+                           "the buffer put back")
+          (should (equal (parley-it--file-text file) "value = 2\n")))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
+
 (provide 'parley-integration-daily-test)
 ;;; parley-integration-daily-test.el ends here

@@ -31,6 +31,7 @@ import parley
 from parley import sandbox_policy
 from parley.agent import notices
 from parley.agent.budgets import BudgetSpent
+from parley.agent.checkpoints import RestoreResult
 from parley.agent.commands import describe_restore
 from parley.agent.export import export_json, export_markdown
 from parley.agent.fork import fork_session
@@ -65,6 +66,7 @@ from parley.protocol.params import (
     McpServerParams,
     NewSessionParams,
     PromptParams,
+    RedoParams,
     RestoreParams,
     SessionIdParams,
     SetConfigOptionParams,
@@ -138,6 +140,7 @@ class ParleyServer(JsonRPCServer):
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
             "_parley/session/restore": self.restore_session,
+            "_parley/session/redo": self.redo_session,
             "_parley/session/compact": self.compact_session,
             "_parley/session/export": self.export_session,
             "_parley/usage": self.usage,
@@ -485,12 +488,22 @@ class ParleyServer(JsonRPCServer):
                 f"invalid params: turn: 1 is the first turn, not {params.turn}"
             )
         result = await self.sessions.restore(params.session_id, params.turn)
+        return self._restored(params.session_id, result, "/undo")
+
+    async def redo_session(self, raw: Any) -> dict[str, Any]:
+        """The last restore undone: `{turn, files, …}` as a restore answers (`turn` null:
+        nothing to redo)."""
+        params = parse_params(RedoParams, raw)
+        result = await self.sessions.restore(params.session_id, None, redo=True)
+        return {"turn": result.turn, **self._restored(params.session_id, result, "/redo")}
+
+    def _restored(self, session_id: str, result: RestoreResult, command: str) -> dict[str, Any]:
         # The words a client shows (it composes none), the same as replayed when kept.
         text = describe_restore(result)
         done = result.files or result.failures or result.rejected  # else nothing to mark
-        if done and not result.cancelled and params.session_id in self.sessions:
+        if done and not result.cancelled and session_id in self.sessions:
             # Kept as `/undo` is, at its place: a reopened session shows the mark where it was.
-            notices.keep_command_turn(self.sessions.get(params.session_id), "/undo", text)
+            notices.keep_command_turn(self.sessions.get(session_id), command, text)
         return {**result.to_wire(), "text": text}
 
     async def compact_session(self, raw: Any) -> dict[str, Any]:

@@ -561,6 +561,12 @@ describe('server death and restart', () => {
       // The server's words (`_parley/session/restore`'s `text`), as `/undo` says them.
       assert.equal(notice?.kind === 'notice' && notice.text, 'Restored the files of turn 1 as they were before it:\n- `geometry.py` restored');
       assert.ok(ctl.state.entries.some((e) => e.kind === 'agent' && e.text === 'Done: width is a float now.'));
+
+      // Redo Turn: the undo undone, the server's report of each file in the chat.
+      assert.equal(await ctl.redoTurn(), 'end_turn');
+      assert.equal(fs.readFileSync(file, 'utf8'), after, 'the turn\'s result back');
+      const report = ctl.state.entries.filter((e) => e.kind === 'agent').pop();
+      assert.equal(report?.kind === 'agent' && report.text, 'Put back what turn 1 and the later turns did:\n- `geometry.py` restored');
     } finally {
       await ctl.dispose();
       own.cleanup();

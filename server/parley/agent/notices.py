@@ -91,6 +91,17 @@ def circuit_breaker(tool: str, times: int, error: str) -> Notice:
     )
 
 
+NOTHING_TO_REDO = Notice(
+    "info",
+    "Nothing to redo: no undo of this session can be put back (or a turn changed files since).",
+)
+
+
+def redo_cancelled(turn: int) -> Notice:
+    """`/redo` stopped while it asked about the user's changes: nothing was put back."""
+    return Notice("info", f"Redo of turn {turn} cancelled: nothing was put back.")
+
+
 def undo_cancelled(turn: int) -> Notice:
     """`/undo` stopped while it asked about the user's changes: nothing was restored."""
     return Notice("info", f"Undo of turn {turn} cancelled: nothing was restored.")

@@ -23,11 +23,14 @@ from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import (
-    FileRestore,
     RestoreCancelled,
+    Restored,
     RestoreResult,
+    editor_reads,
     editor_writes,
-    restore_turn,
+    last_undoable_turn,
+    restore_or_redo,
+    restore_question,
 )
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.compactor import Compactor
@@ -41,6 +44,7 @@ from parley.agent.learned_windows import LearnedWindows
 from parley.agent.modes import current_mode_update
 from parley.agent.replay import replay_updates, turn_start, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
+from parley.agent.snapshot_store import SnapshotStore
 from parley.agent.turn import (
     Turn,
     TurnPorts,
@@ -561,30 +565,31 @@ class Sessions:
 
     # --- checkpoints ------------------------------------------------------------------------
 
-    async def restore(self, session_id: str, turn: int | None) -> RestoreResult:
-        """Put the files edited from `turn` on (None: the last turn that edited any) back as
-        they were before it; the conversation stays, the model is told at the next prompt.
-        Under the session's lease: no turn runs meanwhile, here or in another window."""
+    async def restore(
+        self, session_id: str, turn: int | None, *, redo: bool = False
+    ) -> RestoreResult:
+        """Put the files changed from `turn` on (None: the last that changed any) back as
+        they were before it, or (`redo`) undo the last restore, under the session's lease."""
         session = self._open.get(session_id)
         if session is not None and not session.stored:
-            return RestoreResult(None)  # never prompted: no turn edited anything
+            return RestoreResult(None, redo=redo)  # never prompted: no turn changed anything
+        snapshots = SnapshotStore(self.settings.home)
         async with self._leased(session_id, "restore"):
             self.store.take_cut_off(session_id)  # a retry no longer replaces the last turn
-            if turn is None:
-                turn = self.store.last_checkpointed_turn(session_id)
+            if turn is None and not redo:
+                turn = await last_undoable_turn(self.store, snapshots, session_id)
                 if turn is None:
                     return RestoreResult(None)
             stop = self._restoring[session_id] = asyncio.Event()
+            others = session.roots.others if session is not None else ()
+            editor = editor_writes(self.ports.client_writes, session_id)
+            buffers = editor_reads(self.ports.client_files, session_id)
+            ask = functools.partial(self._may_overwrite, session_id, stop=stop, redo=redo)
             # The lease is held for as long as the restore runs (its question may wait on the
             # user for long): another window's turn cannot start meanwhile and be written over.
             try:
-                result = await restore_turn(
-                    self.store,
-                    session_id,
-                    turn,
-                    lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
-                    session.roots.others if session is not None else (),
-                    editor_writes(self.ports.client_writes, session_id),
+                result = await restore_or_redo(
+                    self.store, session_id, turn, ask, others, editor, snapshots, buffers
                 )
             finally:
                 del self._restoring[session_id]
@@ -593,7 +598,13 @@ class Sessions:
         return result
 
     async def _may_overwrite(
-        self, session_id: str, turn: int, changed: list[FileRestore], stop: asyncio.Event
+        self,
+        session_id: str,
+        turn: int,
+        changed: list[Restored],
+        *,
+        stop: asyncio.Event,
+        redo: bool = False,
     ) -> bool:
         """Ask the user (`session/request_permission`) before a restore overwrites files they
         changed since Parley wrote them. `stop` set (`session/cancel`) ends the question:
@@ -604,7 +615,7 @@ class Sessions:
         call_id = new_id("restore")
         call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
         view = CallView(
-            title=f"Restore files as they were before turn {turn}, overwriting your changes",
+            title=restore_question(turn, redo=redo),
             locations=tuple(Location(file.path) for file in changed),
             content=(
                 "These files changed since Parley last wrote them; restoring them loses "
@@ -709,6 +720,7 @@ class Sessions:
             self.store.delete_session(session_id, self.instance_id)
         except SessionBusy as busy:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
+        await off_loop(SnapshotStore(self.settings.home).forget_session, session_id)
         await self.forget(session_id)
 
     async def forget(self, session_id: str) -> None:

@@ -225,7 +225,11 @@ class Turn:
         self.session.add_message(self.prompt)
         self.session.count_turn()
         self._checkpoints = TurnCheckpoints(
-            self.session.store, self.session.id, self.session.totals.turns, self.session.roots
+            self.session.store,
+            self.session.id,
+            self.session.totals.turns,
+            self.session.roots,
+            self.settings,
         )
         try:
             stop_reason = await self._rounds()
@@ -576,6 +580,8 @@ class Turn:
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
         self._reusable_view = None  # the call may change what the next ones would do
         try:
+            if self._checkpoints is not None:  # every root, when the tool's kind can write
+                await self._checkpoints.before_call(tool.spec.kind, call.name)
             result = await tool.run(call.arguments, context)
         except asyncio.CancelledError:
             raise
@@ -584,7 +590,7 @@ class Turn:
             result = ToolResult(f"{call.name} failed: {type(error).__name__}: {error}", True)
         finally:
             if self._checkpoints is not None:
-                self._checkpoints.record_written()  # what a restore expects to find
+                await self._checkpoints.after_call()  # what a restore expects to find
         return self._finish_call(call, result)
 
     async def _current_view(self, call: ToolCall) -> CallView:

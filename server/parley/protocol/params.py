@@ -251,6 +251,11 @@ class RestoreParams:
 
 
 @attrs.frozen
+class RedoParams:
+    session_id: str
+
+
+@attrs.frozen
 class CompactParams:
     session_id: str
 

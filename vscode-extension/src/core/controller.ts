@@ -225,6 +225,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     return this.undo.undoTurn(turn);
   }
 
+  /**
+   * Redo: the last undo undone, sent as the `/redo` command, so the chat shows the server's
+   * report of each file (as a replay will) and the server keeps it at its place.
+   */
+  redoTurn(): Promise<string> {
+    return this.turn.send('/redo');
+  }
+
   // ---- models and configuration ----
 
   refreshModels(): Promise<ModelInfo[]> {

@@ -292,6 +292,13 @@ export function activate(context: vscode.ExtensionContext): void {
         await ctl.undoTurn().catch(() => undefined); // the chat shows what happened
       }),
     ),
+    vscode.commands.registerCommand(
+      'parley.redoTurn',
+      run(async () => {
+        await chatView.reveal();
+        await ctl.redoTurn().catch(() => undefined); // the chat shows what happened
+      }),
+    ),
     vscode.commands.registerCommand('parley.showLog', () => output.show()),
     // Trusted at last: start what Restricted Mode held back, if the chat is open.
     vscode.workspace.onDidGrantWorkspaceTrust(() => {

@@ -8,10 +8,10 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 from parley.display import (
     escape_controls,
     format_context,
@@ -24,7 +24,7 @@ from parley.display import (
 )
 
 # The cases every client checks its rules against (pytest, ERT and the VS Code tests alike).
-CASES = json.loads(Path(__file__).with_name("display-cases.json").read_text(encoding="utf-8"))
+CASES = json.loads((TESTS / "display-cases.json").read_text(encoding="utf-8"))
 # Each rule of the file, as parley.display implements it.
 RULES: dict[str, Callable[..., str]] = {
     "formatTokens": format_tokens,

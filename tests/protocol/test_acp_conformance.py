@@ -28,7 +28,7 @@ from acp.helpers import image_block, text_block
 from acp.schema import McpServerStdio
 from acp_client import AcpRun, EditorClient, Recording, acp_server
 from acp_schema import acp_schema
-from conftest import MODELS, server_env
+from conftest import MODELS, TESTS, server_env
 from parley.fakellm import FakeLLM, Pacing, RecordedRequest, Reply, ScriptedToolCall
 
 PACED = Pacing(chunks_per_second=100)
@@ -384,7 +384,7 @@ PNG_1X1 = base64.b64encode(
         "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
     )
 ).decode()
-MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
+MCP_SERVER = TESTS / "acp_mcp_server.py"
 
 
 @pytest.fixture
@@ -593,7 +593,8 @@ async def test_the_cost_command_answers_without_calling_the_model(
 def test_the_prompt_result_has_its_usage_under_meta(text_turn: Scenario) -> None:
     (recording,) = text_turn.recordings
     result = recording.result_of("session/prompt")
-    # `usage` at the root: the end-turn-token-usage RFD's place (tests/test_prompt_usage.py).
+    # `usage` at the root: the end-turn-token-usage RFD's place
+    # (tests/protocol/test_prompt_usage.py).
     assert set(result) == {"stopReason", "usage", "_meta"}
     parley = result["_meta"]["parley"]
     assert result["usage"] == parley["usage"]
@@ -713,7 +714,7 @@ def update(fields: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_check_reads_acps_schema_from_the_npm_package() -> None:
     schema = acp_schema()
-    lock = json.loads((Path(__file__).parent / "acp-schema/package-lock.json").read_text())
+    lock = json.loads((TESTS / "acp-schema/package-lock.json").read_text())
     assert schema.version == lock["packages"]["node_modules/@agentclientprotocol/sdk"]["version"]
     assert schema.type_for("Response", "agent", "session/prompt") == "PromptResponse"
     assert schema.type_for("Notification", "client", "session/update") == "SessionNotification"

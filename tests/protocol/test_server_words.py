@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 from parley.agent.checkpoints import FileRestore, RestoreResult
 from parley.agent.commands import describe_restore
 
-CASES = json.loads(Path(__file__).with_name("server-words-cases.json").read_text(encoding="utf-8"))
+CASES = json.loads((TESTS / "server-words-cases.json").read_text(encoding="utf-8"))
 
 
 def restore_result(case: dict[str, Any], root: Path) -> RestoreResult:

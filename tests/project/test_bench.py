@@ -37,9 +37,13 @@ ROW_LABELS = [
     "9a. Hybrid fallback (anthropic:",
     "9b. Hybrid fallback (openai:",
     "10. Compacting a history of",
+    "11a. Snapshot of a workspace of 10,000 files, first",
+    "11b. Snapshot of the 10,000 files, later, nothing changed",
+    "11c. Snapshot of the 10,000 files after a turn changed 100",
+    "11d. Restore of that turn",
 ]
 # Rows with a baseline and a comparison.
-COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "4e.", "7b.", "8.", "8b.", "10."}
+COMPARED_ROWS = {"1.", "2.", "3.", "4a.", "4c.", "4d.", "4e.", "7b.", "8.", "8b.", "10.", "11b."}
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 
 

@@ -54,7 +54,7 @@ def test_a_prompt_that_starts_with_context_is_not_a_command() -> None:
 def test_the_advertised_commands_are_those_that_run() -> None:
     advertised = available_commands()
     names = [command["name"] for command in advertised]
-    assert names == ["model", "mode", "cost", "undo", "compact"]
+    assert names == ["model", "mode", "cost", "undo", "redo", "compact"]
     assert advertised[0]["input"] == {"hint": "provider:model"}
     assert advertised[1]["input"] == {"hint": "ask|accept_edits|plan"}
     assert all("input" not in command for command in advertised[2:])

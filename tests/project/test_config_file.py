@@ -165,7 +165,7 @@ KEYS = [
     *("base_url", "api_key_env", "default_api_key", "max_retries", "prompt_cache_key"),
     *("continue_streamed", "context_window", "tool_format", "max_tokens", "thinking_budget"),
     *("think_tags", "vision", "thinking", "input", "output", "cached_read", "cached_write"),
-    *("ollama:qwen3", "a:b", "qwen3"),
+    *("ollama:qwen3", "a:b", "qwen3", "checkpoints", "ignore", "max_turn_megabytes"),
 ]
 keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=6))
 scalars = st.one_of(
@@ -227,3 +227,5 @@ def test_any_toml_document_loads_or_is_a_config_error_naming_where(document: str
     assert all(provider.stall_timeout > 0 for provider in settings.providers.values())
     assert all(":" in model_id for model_id in settings.models)
     assert kernel_settings(settings).timeout_seconds > 0
+    assert settings.checkpoints.max_turn_megabytes >= 0
+    assert all(isinstance(pattern, str) for pattern in settings.checkpoints.ignore)

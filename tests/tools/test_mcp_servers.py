@@ -22,12 +22,12 @@ from acp import RequestError
 from acp.helpers import text_block
 from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 from acp_client import AcpRun, acp_server
-from conftest import server_env
+from conftest import TESTS, server_env
 from mcp.types import CallToolResult, ImageContent, TextContent
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.tools.mcp import namespaced_name, tool_result
 
-MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
+MCP_SERVER = TESTS / "acp_mcp_server.py"
 TOOL_TIMEOUT = 2  # seconds (config.toml): how long a hanging tool is waited for
 START_TIMEOUT = 3  # seconds: how long a server may take to list its tools, where it matters
 INVALID_PARAMS = -32602

@@ -1,4 +1,4 @@
-"""Red team 36, over the wire: two of tests/test_red36_sandbox_escapes.py's holes as a hostile
+"""Red team 36, over the wire: two of tests/trust/test_red36_sandbox_escapes.py's holes as a hostile
 model used them through `parley serve` (the user clicks "Allow once" for the one command).
 Both failed on the first cut of issue 36's sandbox; both hold now.
 

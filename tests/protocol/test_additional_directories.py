@@ -4,7 +4,7 @@ gate, writable in the sandbox, and named to the model; nothing else is reached.
 
 `parley serve` driven by the official ACP Python SDK as a client (every message the server
 sends checked against ACP's JSON Schema), the scripted model over HTTP. The gate's own
-property test over several roots is in tests/test_roots_gate.py.
+property test over several roots is in tests/trust/test_roots_gate.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 continued in the form the server was found to take, reconciled with the streamed text, and
 the full call when the server can't — in-process, with a provider that answers as told.
 
-What real servers answer is exercised in tests/test_llamacpp_real.py."""
+What real servers answer is exercised in tests/models/test_llamacpp_real.py."""
 
 from __future__ import annotations
 

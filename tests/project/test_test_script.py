@@ -131,7 +131,10 @@ def test_a_hung_test_fails_within_its_timeout_in_scripts_test(tmp_path: Path) ->
     (copy / "tests" / "test_hung.py").write_text(HUNG)
     shutil.copy2(REPO / "tests" / "timeout_stacks.py", copy / "tests")
     (copy / "tests" / "conftest.py").write_text('pytest_plugins = ("timeout_stacks",)\n')
-    (copy / "tests" / "test_distribution.py").write_text("def test_wheel():\n    pass\n")
+    (copy / "tests" / "project").mkdir()
+    (copy / "tests" / "project" / "test_distribution.py").write_text(
+        "def test_wheel():\n    pass\n"
+    )
     pytest_bin = REPO / ".venv" / "bin" / "pytest"
     real = {"pytest": f'#!/bin/sh\nexec "{pytest_bin}" -o timeout={INNER_TIMEOUT} "$@"\n'}
     started = time.monotonic()

@@ -3,7 +3,7 @@ comes from a terminal or with `--command`, never from text piped in; `--yes` nev
 a restore over the user's own changes.
 
 `parley chat` runs as a subprocess (with its own `parley serve`), stdin a pipe or a
-pseudo-terminal; a turn of the session is journalled as edits (tests/test_checkpoints.py).
+pseudo-terminal; a turn of the session is journalled as edits (tests/tools/test_checkpoints.py).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_piped_text_that_starts_with_undo_is_a_prompt_not_a_command(
     assert (root / "crlf.txt").read_bytes() == b"A" and (root / "made.py").exists()
 
     # An argument in a script (stdin no terminal) is text too (`--command` runs it:
-    # tests/test_checkpoints.py, test_parley_chat_undo).
+    # tests/tools/test_checkpoints.py, test_parley_chat_undo).
     done = chat("/undo", "--session", session_id, "--cwd", str(root), env=env)
     assert done.returncode == 0 and (root / "made.py").exists()
 

@@ -15,10 +15,11 @@ import httpx
 import httpx2
 import openai
 import pytest
+from conftest import TESTS
 from parley.fakellm import FakeLLM, Fault, Pacing, RecordedRequest, Reply, ScriptedToolCall
 
 # Real recorded provider streams, kept in the repository: a fresh clone replays them all.
-WIRE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "wire"
+WIRE_FIXTURES = TESTS / "fixtures" / "wire"
 USER_TURN = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.agent.checkpoints import TurnCheckpoints, restore_turn
@@ -609,7 +610,7 @@ async def allow_everything(turn: int, changed: list[Any]) -> bool:
 # (the file tools and the checkpoints), must be the gate's (tools/confined.py) or be listed
 # here with why it is safe: a new tool that opens a path itself fails this test.
 
-SERVER = Path(__file__).resolve().parents[1] / "server" / "parley"
+SERVER = REPO / "server" / "parley"
 FS_FUNCTIONS = {
     *("open", "io.open", "os.open", "os.stat", "os.lstat", "os.listdir", "os.scandir"),
     *("os.walk", "os.fwalk", "os.readlink", "os.mkdir", "os.makedirs", "os.unlink", "os.remove"),
@@ -632,7 +633,7 @@ STATIC_SOURCES = (
 )
 OPENED_BY_THE_GATE = "in a directory the gate opened, by descriptor, never followed"
 ALLOWED = {
-    ("workspace.py", "_repository_of", "os.path.lexists"): "a `.git` at or above the root",
+    ("workspace.py", "repository_of", "os.path.lexists"): "a `.git` at or above the root",
     ("workspace.py", "workspace_files", "os.fwalk"): (
         "names only, from the resolved root, symlinks never followed (fwalk checks each "
         "directory it enters is the one it listed); each file is then opened by the gate"
@@ -645,6 +646,19 @@ ALLOWED = {
     ("workspace.py", "_describe", ".stat"): OPENED_BY_THE_GATE,
     ("edits.py", "write_atomically", "os.stat"): OPENED_BY_THE_GATE,
     ("checkpoints.py", "_remove", "os.unlink"): OPENED_BY_THE_GATE,
+    **{
+        ("snapshot_restore.py", function, call): OPENED_BY_THE_GATE
+        for function, call in [
+            ("_remove", "os.rmdir"),
+            ("_remove", "os.unlink"),
+            ("_put", "os.symlink"),
+            ("_put", "os.replace"),
+            ("_put", "os.mkdir"),
+            ("_chmod_at", "os.open"),
+        ]
+    },
+    # The entry `_chmod_at` opened (O_PATH, never a link), named by its descriptor.
+    ("snapshot_restore.py", "_chmod_at", "os.chmod"): OPENED_BY_THE_GATE,
     **{
         ("static_python.py", function, call): STATIC_SOURCES
         for function, call in [
@@ -701,6 +715,7 @@ def test_only_the_gate_opens_workspace_paths() -> None:
     modules = [
         *(p for p in (SERVER / "tools").glob("*.py") if p.name not in CHILD_MODULES),
         SERVER / "agent" / "checkpoints.py",
+        SERVER / "agent" / "snapshot_restore.py",
     ]
     calls = set().union(*(file_system_calls(p) for p in modules if p.name != "confined.py"))
     unexplained = sorted(call for call in calls if call not in ALLOWED)

@@ -2,7 +2,7 @@
 llama.cpp's llama graph (RMSNorm, RoPE on adjacent pairs, causal softmax attention scaled by
 1/sqrt(head_dim), SwiGLU, tied output) plays every script exactly, whatever precedes it.
 
-(tests/test_llamacpp_real.py checks the real server plays the real scripts.)
+(tests/models/test_llamacpp_real.py checks the real server plays the real scripts.)
 """
 
 from __future__ import annotations

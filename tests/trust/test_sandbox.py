@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from parley.client import ParleyClient, allow_all
@@ -30,7 +31,7 @@ from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import ChildSpec, SandboxSettings, prepare, sandbox_status
 from parley.tools.kernel_output import CapturedBytes, OutputPipe
 
-MCP_SERVER = Path(__file__).with_name("acp_mcp_server.py")
+MCP_SERVER = TESTS / "acp_mcp_server.py"
 PIDS_MAX = 200  # the test's cap: small, so the fork loop is cheap
 PIDS_DEFAULT = SandboxSettings().pids_max
 GONE_WITHIN_SECONDS = 10.0

@@ -2,7 +2,7 @@
 the stored reply is the streamed text once, then the new part — whatever the server
 repeated — or the answer alone when it is no continuation (never both).
 
-The real servers' behaviours these stand for are exercised in tests/test_llamacpp_real.py."""
+The real servers' behaviours these stand for are exercised in tests/models/test_llamacpp_real.py."""
 
 from __future__ import annotations
 

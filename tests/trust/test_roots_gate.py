@@ -8,8 +8,8 @@ the roots, and beside a root one level deeper), and symlinks between roots, out 
 into a root's parent directory and back, absolute and relative, and up. Each example takes
 up to three of the roots (any of them the cwd's) and a generated path (absolute or relative,
 with `..`, the symlinks' names, the roots' names) and opens it every way the gate can. The
-over-the-wire tests are in tests/test_additional_directories.py; tests/test_path_gate.py
-holds the single root's.
+over-the-wire tests are in tests/protocol/test_additional_directories.py;
+tests/trust/test_path_gate.py holds the single root's.
 """
 
 from __future__ import annotations

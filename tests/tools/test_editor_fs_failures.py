@@ -1,7 +1,7 @@
 """An editor that offers `fs/read_text_file` and `fs/write_text_file` but fails them (issue 22,
 item 4): an edit over a buffer the editor cannot give is refused with the reason, never made
 over the disk's text (which would replace the buffer's unsaved changes), and a write answered
-with anything but `null` or an object is no write (tests/test_client_answer_shapes.py:
+with anything but `null` or an object is no write (tests/protocol/test_client_answer_shapes.py:
 the shapes real clients send).
 
 `parley serve` runs as a subprocess; the test client plays the editor, answering the fs

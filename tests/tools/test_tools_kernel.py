@@ -431,7 +431,7 @@ async def test_a_missing_interpreter_is_reported(workspace: Path) -> None:
 
 # --- introspection ------------------------------------------------------------------------
 # Without an eval the read-only tools answer from the source (static_python.py); the kernel
-# is not started for them. tests/test_static_introspection.py covers a hostile workspace.
+# is not started for them. tests/tools/test_static_introspection.py covers a hostile workspace.
 
 STATIC = "(read from the source: nothing was imported or run)"
 

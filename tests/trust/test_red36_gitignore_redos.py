@@ -7,7 +7,7 @@ long name of `a`s (8 stars: ~1 min; 16: forever). The search runs in a thread so
 server "keeps answering other sessions" (workspace.py says the `regex` module lets go of the
 GIL) — but the `.gitignore` matching is `re`, which holds the GIL throughout: every session
 of the server, and its event loop, stopped. Held now: such patterns are left out
-(`workspace._matchable`).
+(`workspace.matchable`).
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ async def test_restore_over_the_wire_and_after_a_restart(
             {"path": str(root / "pkg" / "made.py"), "action": "removed"},
         ],
         "text": "Restored the files of turn 1 as they were before it:\n"
-        "- `crlf.txt` restored\n- `data.bin` restored\n- `pkg/made.py` removed",
+        "- `crlf.txt` restored\n- `data.bin` restored\n- `pkg/made.py` removed (the turn created it)",
     }
     assert (root / "crlf.txt").read_bytes() == CRLF_FILE
     assert (root / "data.bin").read_bytes() == BINARY_FILE
@@ -499,11 +499,13 @@ async def test_a_turn_of_the_edit_tools_is_undone_after_a_restart(
     assert result == {
         "files": [
             {"path": str(one), "action": "restored"},
+            {"path": str(root / "pkg"), "action": "removed"},  # the folder the turn made too
             {"path": str(root / "pkg" / "three.py"), "action": "removed"},
             {"path": str(two), "action": "restored"},
         ],
         "text": "Restored the files of turn 1 as they were before it:\n"
-        "- `one.py` restored\n- `pkg/three.py` removed\n- `two.py` restored",
+        "- `one.py` restored\n- `pkg/` removed (the turn created it)\n"
+        "- `pkg/three.py` removed (the turn created it)\n- `two.py` restored",
     }
     assert {path: path.read_bytes() for path in before} == before
     assert not (root / "pkg" / "three.py").exists()

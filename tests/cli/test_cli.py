@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import server_env
+from conftest import TESTS, server_env
 from parley.fakellm import FakeLLM, Pacing, Reply, ScriptedToolCall
 
 
@@ -383,7 +383,7 @@ def test_a_second_ctrl_c_exits_at_once(fake: FakeLLM, tmp_path: Path, workspace)
 
 # --- edits: the diff in the question, --yes, the files in the summary -----------------------
 
-FAKE_EDIT_AGENT = Path(__file__).with_name("fake_edit_agent.py")
+FAKE_EDIT_AGENT = TESTS / "fake_edit_agent.py"
 
 
 class _TerminalWriter(io.StringIO):
