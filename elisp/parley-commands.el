@@ -24,6 +24,7 @@
 (require 'parley-session)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
+(require 'parley-windows)
 
 ;;;; Edits
 
@@ -36,10 +37,12 @@
          (diffs (cond (question (parley--question-diffs question))
                       ((parley--block-p section) (parley--block-diffs section)))))
     (unless diffs (user-error "No edit at point"))
-    (parley-diff-show diffs (if question
-                                (parley--question-title question)
-                              (parley--block-title section))
-                      parley--cwd)))
+    (let ((buffer (parley-diff-buffer diffs (if question
+                                                (parley--question-title question)
+                                              (parley--block-title section))
+                                      parley--cwd)))
+      (parley-windows-show buffer (current-buffer))
+      buffer)))
 
 (defun parley-undo-turn (&optional at-point)
   "Put back the files the last editing turn changed, as they were before it.

@@ -491,9 +491,25 @@ shows as they are."
       ;; replace, gone from this buffer, is still in the session.
       (parley--insert-notice parley--attempt-kept-notice))
     (parley--close-tail)
+    (when (eq (parley-wire-meta result :kept) :json-false)
+      (parley--drop-refused-command))
     (parley--end-turn-state)
     (parley--end-turn-extent (equal (plist-get result :stopReason) "cancelled"))
     (run-hook-with-args 'parley-turn-end-functions nil)))
+
+(defun parley--drop-refused-command ()
+  "Take the command the server refused and did not keep out of the transcript.
+Such as `/mode pl': a typo, not a turn (`_meta.parley.kept: false').
+Its label and text go; the server's notice, which says why, stays.
+The turn's number stays the server's count.  \[parley-previous-input]
+brings the command back to the prompt, to be fixed."
+  (let* ((start parley--turn-start)
+         (text (and start (text-property-any start parley--output
+                                             'face 'parley-user-text)))
+         (end (and text (next-single-property-change text 'face nil parley--output))))
+    (when end
+      (parley--writing (delete-region start end))
+      (setq parley--role nil))))
 
 (defconst parley--provider-error -32001
   "The JSON-RPC error code of a model provider's failure: worth a retry.")

@@ -43,8 +43,9 @@ wire (`sessionUpdate').")
     ;; Of a tool call: not made after all.
     :superseded
     ;; Of a usage update and a prompt's result: the session's totals;
-    ;; of a result, the turn's statistics, a retry's answer.
-    :session :turn :replaced
+    ;; of a result, the turn's statistics, a retry's answer, a refused
+    ;; command not kept.
+    :session :turn :replaced :kept
     ;; Of `initialize', `session/new', `session/load', `session/list',
     ;; and of a prompt sent again.
     :tools :revisions :defaultModel :model :usage :turns :cost :retry)

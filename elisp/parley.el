@@ -47,9 +47,9 @@
 ;; follows them), and fenced code blocks in their language's mode.
 ;;
 ;; A permission question appears in the transcript, with the tool and
-;; its input (an edit's diff); `y' allows once, `a' always, `n'
-;; rejects, `d' shows the diff, with point in the question.  RET never
-;; answers it.  Edits land in the buffers visiting the files
+;; its input (an edit's diff); `y' allows once, `a' (or `!') always,
+;; `n' rejects, with point anywhere outside the prompt; `d' shows the
+;; diff, with point in the question.  RET never answers it.  Edits land in the buffers visiting the files
 ;; (`fs/write_text_file'), and the model reads unsaved buffers.
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
@@ -81,7 +81,7 @@
 ;;   parley-messages.el    where an update lands: answers, thoughts,
 ;;                         prompts, notices
 ;;   parley-tool-calls.el  tool calls and edits in the transcript
-;;   parley-plan.el        the model's plan, above the transcript
+;;   parley-plan.el        the model's plan, below the transcript
 ;;   parley-usage.el       the usage the server reports
 ;;   parley-transcript.el  the transcript's blocks: streaming at a
 ;;                         marker, sections, thoughts, the end of a turn
@@ -90,6 +90,7 @@
 ;;   parley-display.el     the display rules (docs/display.md): tokens,
 ;;                         cost, context, tool input and result, times
 ;;   parley-diff.el        the diffs of edits, computed in Lisp
+;;   parley-windows.el     where a diff and a terminal are shown
 ;;   parley-files.el       fs/read_text_file, fs/write_text_file
 ;;   parley-connection.el  the `parley serve' process and JSON-RPC
 ;;   parley-tools.el       the Emacs tools offered to the agent
@@ -205,6 +206,9 @@ are, and the echo area names it.
     (define-key map (kbd "C-c C-e") #'parley-export)
     (define-key map (kbd "C-c C-w") #'parley-copy-code-block)
     (define-key map (kbd "C-c C-i") #'parley-insert-code-block)
+    ;; Outside the prompt, a waiting question's keys answer it.
+    (dolist (key '("y" "n" "!" "a" "A"))
+      (define-key map key #'parley-answer-question))
     map)
   "Keymap of `parley-chat-mode'.")
 
@@ -323,14 +327,33 @@ came for the session before it are applied."
 ;;;###autoload
 (defun parley (&optional new)
   "Open the Parley chat buffer of the current project.
-With a prefix argument NEW, start a new session in a new buffer."
+Without one, offer to resume the project's last stored session
+\(`parley--offer-last-session'), else start a new one.  With a prefix
+argument NEW, start a new session in a new buffer, asking nothing."
   (interactive "P")
   (let* ((cwd (parley--project-root))
-         (buffer (or (and (not new) (parley--find-buffer cwd))
+         (buffer (or (and (not new) (or (parley--find-buffer cwd)
+                                        (parley--offer-last-session cwd)))
                      (parley--new-session-buffer cwd))))
     (pop-to-buffer buffer)
     (goto-char (point-max))
     buffer))
+
+(defun parley--offer-last-session (cwd)
+  "Offer to resume the last stored session of CWD; return its buffer, or nil.
+Nil when CWD has no stored session or the user says no (a new session
+then starts)."
+  ;; The first page is enough: the newest comes first.
+  (let ((last (car (append (plist-get (parley--request (parley--live-connection)
+                                                       'session/list (list :cwd cwd))
+                                      :sessions)
+                           nil))))
+    (when (and last
+               (y-or-n-p (format "Resume the last session of this project, %s? "
+                                 (parley--session-label last))))
+      (parley-open-session (plist-get last :sessionId)
+                           (or (plist-get last :cwd) cwd)
+                           (plist-get last :title)))))
 
 (defun parley-new-session ()
   "Start a new session for the current project in a new buffer."

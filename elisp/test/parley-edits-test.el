@@ -226,9 +226,9 @@ Return its result, or (error CODE MESSAGE)."
                                           (parley-edits-test--edit-request ws))))
         (parley-test--wait (lambda () parley--questions))
         ;; The diff, its path relative to the workspace, in diff-mode's
-        ;; faces; not the old and new texts of the input besides.
+        ;; faces; not the input besides (issue 42: shown once).
         (should (string-match-p
-                 (concat "Parley asks permission: Edit app.py (edit)\n    {\n      \"path\": \"app.py\"\n    }\n"
+                 (concat "Parley asks permission: Edit app.py (edit)\n"
                          "    --- app.py\n    \\+\\+\\+ app.py\n    @@ -1,2 \\+1,2 @@\n"
                          "    -x = 1\n    \\+x = 10\n     y = 2\n"
                          "  \\[y\\] Allow   \\[n\\] Reject   \\[d\\] Diff in a buffer\n")

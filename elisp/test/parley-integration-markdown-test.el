@@ -33,7 +33,7 @@
                    "See [the docs](https://example.com/docs).\n"]
                   (make-vector 30 "more "))
          :pacing (list :chunks_per_second 12)))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Show me")
     (parley-it--wait (lambda () (string-match-p "example.com/docs)\\.\n" (parley-it--transcript)))
                      "the link's line")
@@ -59,7 +59,7 @@
 
 (parley-it--deftest parley-it-export-and-retry
   "A provider failure says how to retry; `parley-retry' resends the prompt in its place; export writes Markdown."
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send-failing "Explain **this**")
     (should (string-match-p "Error: .*\nRetry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-it--transcript)))
@@ -95,7 +95,7 @@
   ;; error the client was told is not logged at all).
   (let ((parley-server-environment
          (cons "PARLEY_LOG_LEVEL=INFO" parley-server-environment)))
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (let ((stderr (jsonrpc-stderr-buffer parley--connection)))
         (parley-it--send "Fail first")
         (parley-it--wait-idle)
@@ -119,7 +119,7 @@
    (list :text (make-string 2000 ?a) :chunk_size 2
          :pacing (list :chunks_per_second 40)))
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (setq session-id parley--session-id)
       (parley-it--send "Write a lot")
       (parley-it--wait (lambda () (string-match-p "aaaa" (parley-it--transcript)))
@@ -138,7 +138,7 @@
 (parley-it--deftest parley-it-picker-shows-local-times
   "The session picker shows readable local times, not the server's UTC stamps."
   (parley-it--script (list :text "Stored."))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Keep me")
     (parley-it--wait-idle))
   (let (offered)

@@ -39,7 +39,7 @@
   "C-c C-r after a cancelled turn replaces it: one prompt, one answer, for the model and stored."
   ;; Needs the server's side of the contract (`_meta.parley.retry').
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (setq session-id parley--session-id)
       (parley-it--cancel-a-long-answer "Write a lot")
       (parley-it--script (list :text "Done."))
@@ -72,7 +72,7 @@
 (parley-it--deftest parley-it-retry-after-error-replaces-it
   "C-c C-r after a provider error replaces the failed turn, for the model too."
   ;; Needs the server's side of the contract (`_meta.parley.retry').
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send-failing "Explain")
     (should (string-match-p "Retry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-it--transcript)))
@@ -95,7 +95,7 @@
       (advice-add 'message :before #'record)
       (unwind-protect
           (let* ((parley-version "9.9.9")
-                 (first (parley))
+                 (first (parley t))
                  (server (plist-get (plist-get parley--server-info :agentInfo) :version))
                  (notice (format "Parley server %s differs from parley.el 9.9.9: update the \
 server (M-x parley-install-server) or the package." server))

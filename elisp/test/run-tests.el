@@ -29,6 +29,8 @@
   (load (expand-file-name "parley-modes-test" here) nil t)
   (load (expand-file-name "parley-terminals-test" here) nil t)
   (load (expand-file-name "parley-daily-test" here) nil t)
+  (load (expand-file-name "parley-papercuts-test" here) nil t)
+  (load (expand-file-name "parley-windows-test" here) nil t)
   (load (expand-file-name "parley-install-test" here) nil t)
   (load (expand-file-name "parley-package-test" here) nil t)
   (load (expand-file-name "parley-integration-daily-test" here) nil t)

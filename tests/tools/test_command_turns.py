@@ -68,3 +68,34 @@ async def test_command_turns_are_replayed_in_place_and_marked(
     exported = await second.request("_parley/session/export", {"sessionId": session})
     assert "## You\n\n`/undo`" in exported["text"] and "## You\n\n`/cost`" in exported["text"]
     assert "[Parley:" not in exported["text"]
+
+
+async def test_a_refused_command_is_said_once_and_not_kept(
+    start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """`/mode pl` (no such mode) and `/model` of no provider are typos to fix: their notice is
+    said, the result says `kept: false`, and neither the command nor its notice is replayed
+    or exported; a command that worked is kept (issue 42)."""
+    home = tmp_path / "home"
+    first: ParleyClient = await start_server(home=home)
+    await first.initialize()
+    session = await first.new_session(str(workspace))
+    fake.set_script([Reply(text="Hello.")])
+    await first.prompt(session, "Hi.")  # a session is stored from its first prompt
+    refused = [await first.prompt(session, typed) for typed in ("/mode pl", "/model nope")]
+    kept = await first.prompt(session, "/mode plan")
+    assert [result["_meta"]["parley"].get("kept") for result in refused] == [False, False]
+    assert "kept" not in kept["_meta"]["parley"]
+    said = [text for _, text, _ in replayed(first, session)]
+    assert any("No mode 'pl'" in text for text in said)
+
+    second: ParleyClient = await start_server(home=home)
+    await second.initialize()
+    params: dict[str, Any] = {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
+    await second.request("session/load", params)
+    shown = " ".join(text for _, text, _ in replayed(second, session))
+    assert "/mode plan" in shown
+    assert "/mode pl\n" not in shown and "No mode" not in shown and "nope" not in shown
+    exported = (await second.request("_parley/session/export", {"sessionId": session}))["text"]
+    assert "`/mode plan`" in exported
+    assert "`/mode pl`" not in exported and "No mode" not in exported and "nope" not in exported

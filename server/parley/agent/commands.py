@@ -87,6 +87,9 @@ class CommandReply:
     text: str = ""
     stop_reason: str = "end_turn"  # "cancelled": stopped; "refusal": a budget is spent
     notice: Notice | None = None  # in place of `text`
+    # The command's input was refused (`/mode pl`, a model that cannot answer): a typo to
+    # fix, not a turn of the session, so neither it nor its notice is kept.
+    refused: bool = False
 
 
 class CommandHost(Protocol):
@@ -169,7 +172,8 @@ async def _switch_model(name: str, session: Session, host: CommandHost) -> Comma
         )
     problem = _model_problem(name, host.providers)
     if problem is not None:  # refused: a notice
-        return CommandReply(notice=notices.model_refused(problem, session.settings.model, offered))
+        notice = notices.model_refused(problem, session.settings.model, offered)
+        return CommandReply(notice=notice, refused=True)
     if name == session.settings.model:
         return CommandReply(f"The model is `{name}` already.")
     await host.configure(session.id, model=name)
@@ -186,7 +190,8 @@ async def _switch_mode(name: str, session: Session, host: CommandHost) -> Comman
             "Switch with `/mode NAME`."
         )
     if not is_mode(name):  # refused: a notice
-        return CommandReply(notice=notices.mode_refused(name, session.settings.mode, list(MODES)))
+        notice = notices.mode_refused(name, session.settings.mode, list(MODES))
+        return CommandReply(notice=notice, refused=True)
     if name == session.settings.mode:
         return CommandReply(f"The mode is `{name}` already.")
     await host.configure(session.id, mode=name)

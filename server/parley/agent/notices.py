@@ -155,8 +155,14 @@ def keep_command_turn(session: Session, typed: str, answer: str | None) -> None:
 
 
 def say(
-    session: Session, send_update: Callable[[str, dict[str, Any]], None], notice: Notice
+    session: Session,
+    send_update: Callable[[str, dict[str, Any]], None],
+    notice: Notice,
+    *,
+    keep: bool = True,
 ) -> None:
-    """Send the notice, and keep it with the session at this point of its conversation."""
+    """Send the notice, and keep it with the session at this point of its conversation
+    (unless not `keep`: a refused command's, said once)."""
     send_update(session.id, updates.notice_chunk(new_id("notice"), notice.level, notice.text))
-    session.add_notice(notice.level, notice.text)
+    if keep:
+        session.add_notice(notice.level, notice.text)

@@ -397,21 +397,25 @@ class Sessions:
         """The command's answer is an agent message (not in the history); a notice when it
         says why nothing was done (a budget, nothing to undo)."""
         reply = await run_command(command, session, self)
-        # Kept, to be replayed where it was said; its notice, if any, is kept by `_said`.
-        notices.keep_command_turn(session, command.typed, None if reply.notice else reply.text)
+        if not reply.refused:
+            # Kept, to be replayed where it was said; its notice, if any, is kept by `_said`.
+            notices.keep_command_turn(session, command.typed, None if reply.notice else reply.text)
         if reply.notice is None:
             answer = updates.command_chunk(new_id("msg"), reply.text, typed=False)
             self.ports.send_update(session.id, answer)
         totals = attrs.evolve(session.totals)
         stats = TurnStats(model=session.settings.model)
-        return self._said(session, TurnResult(reply.stop_reason, stats, totals, reply.notice))
+        result = TurnResult(reply.stop_reason, stats, totals, reply.notice)
+        if reply.refused:  # said, not kept: the client may drop the command from its view
+            return self._said(session, attrs.evolve(result, kept=False), keep=False)
+        return self._said(session, result)
 
-    def _said(self, session: Session, result: TurnResult) -> TurnResult:
+    def _said(self, session: Session, result: TurnResult, *, keep: bool = True) -> TurnResult:
         """The prompt's result, once its notice (why it stopped or was refused) is said: the
         one place a notice is sent, before the answer (a request cancelled instead is
-        answered with an error, and says none)."""
+        answered with an error, and says none); kept with the session unless not `keep`."""
         if result.notice is not None:
-            notices.say(session, self.ports.send_update, result.notice)
+            notices.say(session, self.ports.send_update, result.notice, keep=keep)
         return result
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:

@@ -144,6 +144,8 @@ class TurnResult:
     notice: notices.Notice | None = None
     # For a prompt that asked to retry: whether it replaced the cut-off last turn.
     replaced: bool | None = None
+    # False for a command whose input was refused (`/mode pl`): said, not kept.
+    kept: bool | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: `stopReason`; the turn's `usage` (the end-turn-token-usage
@@ -162,6 +164,7 @@ class TurnResult:
                     "usageComplete": self.stats.usage_complete,
                 }
                 | ({} if self.replaced is None else {"replaced": self.replaced})
+                | ({} if self.kept is None else {"kept": self.kept})
             },
         }
         return wire
