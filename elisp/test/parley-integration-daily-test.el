@@ -170,8 +170,6 @@ Nil when there is no stored session."
 
 (parley-it--deftest parley-it-redo-puts-the-undone-edit-back
   "C-c C-y after C-c C-u puts the edit back, with the server's report in the transcript."
-  (when (parley-it--server-lacks '_parley/session/redo)
-    (ert-skip "integration test skipped: the server has no _parley/session/redo yet"))
   (let ((file (expand-file-name "redone.py" parley-it--workspace))
         (visiting nil))
     (unwind-protect
