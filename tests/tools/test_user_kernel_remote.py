@@ -54,11 +54,14 @@ async def test_an_inline_token_is_never_stored_nor_sent_and_a_reload_without_it_
 ) -> None:
     kernel_id = await jupyter_server.start_kernel()
     home = tmp_path / "home"
+    # The workspace holds none of the server's own files (its runtime file has the token).
+    workspace = tmp_path / "project"
+    workspace.mkdir()
     client: ParleyClient = await start_server(home=home)
     await client.initialize()
     client.permission_handler = allow_once
     kernel = {"server": jupyter_server.url, "kernelId": kernel_id, "token": jupyter_server.token}
-    session = await client.new_session(str(tmp_path), toolPolicy="sync", kernel=kernel)
+    session = await client.new_session(str(workspace), toolPolicy="sync", kernel=kernel)
     (evaluated,) = await run_calls(client, fake, session, [call("python_eval", code="6 * 7")])
     assert "value: 42" in evaluated
     sent_to_model = "".join(str(request.body) for request in fake.requests)
@@ -72,7 +75,7 @@ async def test_an_inline_token_is_never_stored_nor_sent_and_a_reload_without_it_
 
     again: ParleyClient = await start_server(home=home)
     await again.initialize()
-    await again.load_session(session, str(tmp_path))
+    await again.load_session(session, str(workspace))
     ((level, text),) = again.notices_of(session)
     assert level == "warning"
     assert "refused the token" in text and "Parley's own kernel" in text
