@@ -98,8 +98,6 @@ BUDGET_SPENT_CODE = -32004  # Parley's: a call on the user's behalf is past a bu
 SESSIONS_PAGE_SIZE = 50
 # The SDK's import starts this long after `initialize` (or sooner, see `_preload_sdk`).
 PRELOAD_DELAY_SECONDS = 0.3
-# How long `session/new` waits, at most, for the SDK's import (`_preload_sdk`).
-PRELOAD_WAIT_SECONDS = 10.0
 
 
 class ParleyServer(JsonRPCServer):
@@ -314,9 +312,8 @@ class ParleyServer(JsonRPCServer):
         options = session_options(params.meta.parley)
         session = self.sessions.new(Path(params.cwd), options, additional)
         await self.start_mcp_servers(session.id, params.mcp_servers)
-        # A prompt sent right after the answer must not wait for the SDK's import.
+        # The SDK's import starts now if it has not; only a request that needs it waits.
         self._preload_sdk(at_once=True)
-        await self.providers.preloaded(PRELOAD_WAIT_SECONDS)
         return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
@@ -559,9 +556,9 @@ class ParleyServer(JsonRPCServer):
     def _preload_sdk(self, *, at_once: bool = False) -> None:
         """The first prompt need not wait for the SDK's import: it starts in a thread
         PRELOAD_DELAY_SECONDS after `initialize`, or once a loaded session is answered, and
-        `session/new` starts it (`at_once`) if it has not started and waits for it (a prompt
-        right after its answer never waits for the import; the editor shows a new session a
-        moment later instead). Not at `initialize` itself, nor while a load runs: an editor
+        `session/new` starts it (`at_once`) if it has not started, without waiting for it
+        (the first prompt that needs the SDK waits for what is left of the import,
+        `ProviderRegistry.resolved`). Not at `initialize` itself, nor while a load runs: an editor
         that reopens a session sends `session/load` at once, and the import (a second of
         CPU, under the GIL) would slow its replay (the timer's call, during a load, leaves
         it to the answer's), or `initialize`'s answer."""
