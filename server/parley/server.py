@@ -54,7 +54,13 @@ from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
 from parley.protocol import client_answers, permission, v2
 from parley.protocol.dispatch import ParleyProtocol
-from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
+from parley.protocol.framing import (
+    FrameWriter,
+    Framing,
+    open_frame_writer,
+    read_frames,
+    stdin_reader,
+)
 from parley.protocol.params import (
     CompactParams,
     ConfigureParams,
@@ -119,6 +125,7 @@ class ParleyServer(JsonRPCServer):
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
+        self.output: FrameWriter | None = None  # set by `serve`
         # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
         self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
@@ -164,7 +171,7 @@ class ParleyServer(JsonRPCServer):
     async def serve(self, reader: asyncio.StreamReader, output: BinaryIO, framing: Framing) -> None:
         """Serve until the input ends or SIGTERM/SIGINT, then release everything: pending
         prompts are answered `cancelled` (their turns settle the history) before exit."""
-        writer = FrameWriter(output, framing)
+        writer = self.output = await open_frame_writer(output, framing)
         self.protocol.set_writer(writer, include_headers=framing == "lsp")
         reading = asyncio.ensure_future(self._receive(reader, framing))
         loop = asyncio.get_running_loop()
@@ -181,7 +188,7 @@ class ParleyServer(JsonRPCServer):
         finally:
             for signum in stop_signals:
                 loop.remove_signal_handler(signum)
-        writer.flush()
+        await writer.aclose()
 
     async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:
         async for body in read_frames(reader, framing):
@@ -203,6 +210,11 @@ class ParleyServer(JsonRPCServer):
             self.protocol.notify_json(
                 "session/update", {"sessionId": session_id, "update": reshaped}
             )
+
+    async def drained(self) -> None:
+        """Wait while the client is behind with what was sent (a replay goes at its pace)."""
+        if self.output is not None:
+            await self.output.drained()
 
     async def request_permission(
         self,
