@@ -30,3 +30,28 @@ async def test_a_long_burst_is_written_as_it_is_built_in_order() -> None:
     assert written_in_the_turn >= 2 * FLUSH_BYTES  # the client can read while we go on
     await asyncio.sleep(0)
     assert stream.getvalue() == (message + b"\n") * count
+
+
+async def test_what_is_written_behind_a_message_still_being_encoded_waits_its_turn() -> None:
+    stream = io.BytesIO()
+    writer = FrameWriter(stream, "ndjson")
+    encoded: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    writer.write(b'{"n": 1}')
+    writer.write_later(encoded)  # a large message, encoded off the loop
+    writer.write(b'{"n": 3}')
+    await asyncio.sleep(0.01)
+    assert stream.getvalue() == b'{"n": 1}\n'
+    encoded.set_result(b'{"n": 2}')
+    await asyncio.sleep(0.01)
+    assert stream.getvalue() == b'{"n": 1}\n{"n": 2}\n{"n": 3}\n'
+
+
+async def test_a_message_that_could_not_be_encoded_holds_nothing_back() -> None:
+    stream = io.BytesIO()
+    writer = FrameWriter(stream, "lsp")
+    failed: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    writer.write_later(failed)
+    writer.write(b"after")
+    failed.set_exception(TypeError("not JSON"))
+    await asyncio.sleep(0.01)
+    assert stream.getvalue() == b"after"

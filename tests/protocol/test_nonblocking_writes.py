@@ -4,7 +4,8 @@ here, reports nothing; `conftest.loop_watchdog` fails the test on any report).
 
 The client is the test itself, reading the server's stdout in pieces and pausing between
 some of them, as an editor under load does: with blocking writes, each pause held the loop
-until the pipe had room again.
+until the pipe had room again. And an answer of 8 MB, encoded off the loop and still in
+order.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from typing import IO, Any
 
 import pytest
 from parley.bench.harness import server_environment
-from parley.bench.sessions import write_long_session
+from parley.bench.sessions import TOOL_OUTPUT_LINE, write_long_session
 from parley.fakellm import FakeLLM
 
 REPLAYED_MESSAGES = 20_000
 READ_BYTES = 64 * 1024
 PAUSE_EVERY_READS = 8  # the client reads 512 KB, then looks away
 PAUSE_SECONDS = 0.15
+EXPORTED_BYTES = 24 * 1024 * 1024
 
 
 class SlowClient:
@@ -101,4 +103,29 @@ def test_a_slow_client_gets_a_long_replay_whole_and_in_order_and_the_loop_stays_
     assert prompts == [
         f"Question {n}: what does area do here?" for n in range(REPLAYED_MESSAGES // 4)
     ]
+    assert client.close() == 0
+
+
+# --- a large answer ----------------------------------------------------------------------------
+
+
+def test_a_large_export_is_answered_whole_and_the_loop_stays_free(
+    fake: FakeLLM, tmp_path: Path, watched_at_50_ms: None
+) -> None:
+    """`_parley/session/export` of a session whose tool outputs are 24 MB: the answer is
+    encoded off the loop (on it, 8 MB of text took 50-100 ms), and arrives whole."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    lines = EXPORTED_BYTES // 10 // len(TOOL_OUTPUT_LINE)
+    session_id = write_long_session(tmp_path / "data", workspace, 40, tool_output_lines=lines)
+    client = SlowClient(server_environment(fake, tmp_path))
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    assert client.receive()["id"] == 1
+    export = {"sessionId": session_id, "format": "markdown"}
+    client.send({"jsonrpc": "2.0", "id": 2, "method": "_parley/session/export", "params": export})
+    answer = client.receive()
+    assert answer["id"] == 2
+    text = answer["result"]["text"]
+    assert len(text) > EXPORTED_BYTES
+    assert text.count(TOOL_OUTPUT_LINE) == 10 * lines
     assert client.close() == 0

@@ -16,14 +16,16 @@ the reader resynchronises on the next `Content-Length:` header.
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import logging
 import os
 import re
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator
-from typing import BinaryIO, Literal
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, BinaryIO, Literal
 
 import attrs
 
@@ -281,6 +283,17 @@ async def _resynchronise(source: _Input) -> bool:
     return False
 
 
+def encode_message(message: dict[str, Any], *, headers: bool) -> bytes:
+    """A message as it leaves: UTF-8 JSON, with its LSP header when `headers`."""
+    try:
+        body = json.dumps(message, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate from elsewhere: escaped, it is valid JSON
+        body = json.dumps(message).encode()
+    if headers:
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return body
+
+
 FLUSH_BYTES = 64 * 1024  # a pipe's buffer: a burst this long is written at once
 # What waits unwritten for a slow reader before a producer that asks (`drained`) waits too.
 HIGH_WATER_BYTES = 1024 * 1024
@@ -335,8 +348,38 @@ class FrameWriter:
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Behind a message still being encoded (`write_later`), what follows waits its turn.
+        self._queued: collections.deque[bytes | asyncio.Future[bytes]] = collections.deque()
+
+    def write_later(self, encoding: Awaitable[bytes]) -> None:
+        """Write the bytes `encoding` gives (a large message encoded off the event loop)
+        when they are ready, in order: what is written meanwhile follows them."""
+        future = asyncio.ensure_future(encoding)
+        self._queued.append(future)
+        future.add_done_callback(self._release)
+
+    def _release(self, _ready: object = None) -> None:
+        """Pass on, in order, what no unfinished encoding holds back any more."""
+        while self._queued:
+            head = self._queued[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    return
+                self._queued.popleft()
+                failed = head.cancelled() or head.exception() is not None
+                if not failed and head.result():  # (the message's writer logs a failure)
+                    self._write_now(head.result())
+            else:
+                self._queued.popleft()
+                self._write_now(head)
 
     def write(self, data: bytes) -> None:
+        if self._queued:
+            self._queued.append(data)
+            return
+        self._write_now(data)
+
+    def _write_now(self, data: bytes) -> None:
         self._pending.append(data + self._suffix if self._suffix else data)
         self._pending_bytes += len(data)
         if self._pending_bytes >= FLUSH_BYTES:
@@ -374,6 +417,9 @@ class FrameWriter:
     async def aclose(self, timeout: float = 5.0) -> None:
         """Write what is left and close, waiting at most `timeout` seconds for a reader
         that has stopped reading."""
+        encodings = [item for item in self._queued if isinstance(item, asyncio.Future)]
+        if encodings:
+            await asyncio.wait(encodings, timeout=timeout)
         self.flush()
         if self._transport is None or self._output is None:
             return
