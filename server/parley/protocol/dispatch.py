@@ -412,7 +412,7 @@ class ParleyProtocol(JsonRPCProtocol):
     def _write(self, message: dict[str, Any]) -> None:
         if self.writer is None:
             return
-        if isinstance(self.writer, FrameWriter) and _outgrows(message, OFF_LOOP_MESSAGE_CHARS) < 0:
+        if isinstance(self.writer, FrameWriter) and _is_large(message):
             # Encoded off the loop; what is written meanwhile leaves after it, in order.
             self.writer.write_later(self._encoded_off_loop(message))
             return
@@ -434,6 +434,23 @@ class ParleyProtocol(JsonRPCProtocol):
             }
             failure = {"jsonrpc": "2.0", "id": msg_id, "error": answer}
             return encode_message(failure, headers=self._include_headers)
+
+
+# Streamed text, the per-token path: one delta each, never large.
+_DELTAS = ("agent_message_chunk", "agent_thought_chunk")
+
+
+def _is_large(message: dict[str, Any]) -> bool:
+    """Whether encoding `message` would hold the loop (OFF_LOOP_MESSAGE_CHARS). A streamed
+    delta is told at a glance: walking its message would cost a third of encoding it."""
+    params = message.get("params")
+    update = params.get("update") if type(params) is dict else None
+    if type(update) is dict and update.get("sessionUpdate") in _DELTAS:
+        content = update.get("content")
+        text = content.get("text") if type(content) is dict else None
+        if type(text) is str and len(text) < OFF_LOOP_MESSAGE_CHARS and len(update) <= 4:
+            return False
+    return _outgrows(message, OFF_LOOP_MESSAGE_CHARS) < 0
 
 
 def _outgrows(value: Any, budget: int) -> int:

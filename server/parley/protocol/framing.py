@@ -283,12 +283,18 @@ async def _resynchronise(source: _Input) -> bool:
     return False
 
 
+# Made once: `json.dumps` with an option builds an encoder per call, a third of the cost
+# of a streamed chunk's message. (Without the circular check: a cycle is a RecursionError.)
+_to_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+_to_ascii_json = json.JSONEncoder(check_circular=False).encode
+
+
 def encode_message(message: dict[str, Any], *, headers: bool) -> bytes:
     """A message as it leaves: UTF-8 JSON, with its LSP header when `headers`."""
     try:
-        body = json.dumps(message, ensure_ascii=False).encode()
+        body = _to_json(message).encode()
     except UnicodeEncodeError:  # a lone surrogate from elsewhere: escaped, it is valid JSON
-        body = json.dumps(message).encode()
+        body = _to_ascii_json(message).encode()
     if headers:
         return b"Content-Length: %d\r\n\r\n" % len(body) + body
     return body
