@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from typing import IO, Any
 import pytest
 from parley.bench.harness import server_environment
 from parley.bench.sessions import TOOL_OUTPUT_LINE, write_long_session
-from parley.fakellm import FakeLLM
+from parley.fakellm import FakeLLM, Reply
 
 REPLAYED_MESSAGES = 20_000
 READ_BYTES = 64 * 1024
@@ -129,3 +130,53 @@ def test_a_large_export_is_answered_whole_and_the_loop_stays_free(
     assert len(text) > EXPORTED_BYTES
     assert text.count(TOOL_OUTPUT_LINE) == 10 * lines
     assert client.close() == 0
+
+
+# --- a disk that stalls --------------------------------------------------------------------------
+
+# Each fsync and fdatasync of the server's process waits a second first: a disk under load.
+SLOW_SYNC_C = """
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <unistd.h>
+int fsync(int fd) {
+    int (*real)(int) = dlsym(RTLD_NEXT, "fsync");
+    usleep(1000000);
+    return real(fd);
+}
+int fdatasync(int fd) {
+    int (*real)(int) = dlsym(RTLD_NEXT, "fdatasync");
+    usleep(1000000);
+    return real(fd);
+}
+"""
+PROMPT_CHARS = 6 * 1024 * 1024  # more than SQLite's write-ahead log holds before a checkpoint
+
+
+@pytest.fixture
+def slow_disk(tmp_path: Path) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the slow disk's shim with")
+    source = tmp_path / "slow_sync.c"
+    source.write_text(SLOW_SYNC_C)
+    shim = tmp_path / "slow_sync.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", shim, source, "-ldl"], check=True)
+    return shim
+
+
+async def test_the_stores_checkpoints_wait_on_a_slow_disk_off_the_loop(
+    start_server: Any, fake: FakeLLM, workspace: Path, slow_disk: Path
+) -> None:
+    """A prompt of 6 MB fills SQLite's write-ahead log past its checkpoint size: the
+    checkpoint writes the log into the database and syncs both. On a disk where a sync
+    takes a second, the loop must not be the one that waits (the watchdog, at its usual
+    250 ms here: the prompt's 6 MB are also measured and copied on it)."""
+    client = await start_server(extra_env={"LD_PRELOAD": str(slow_disk)})
+    await client.initialize()
+    session = await client.new_session(str(workspace))
+    for prompt, answer in (("x" * PROMPT_CHARS, "Long."), ("And now?", "Short.")):
+        fake.set_script([Reply(text=answer)])
+        result = await client.prompt(session, prompt, timeout=120)
+        assert result["stopReason"] == "end_turn"
+    assert client.text_of(session) == "Long.Short."
