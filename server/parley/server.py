@@ -57,7 +57,13 @@ from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
 from parley.protocol import client_answers, permission, v2
 from parley.protocol.dispatch import ParleyProtocol
-from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
+from parley.protocol.framing import (
+    FrameWriter,
+    Framing,
+    open_frame_writer,
+    read_frames,
+    stdin_reader,
+)
 from parley.protocol.params import (
     CompactParams,
     ConfigureParams,
@@ -104,8 +110,6 @@ BUDGET_SPENT_CODE = -32004  # Parley's: a call on the user's behalf is past a bu
 SESSIONS_PAGE_SIZE = 50
 # The SDK's import starts this long after `initialize` (or sooner, see `_preload_sdk`).
 PRELOAD_DELAY_SECONDS = 0.3
-# How long `session/new` waits, at most, for the SDK's import (`_preload_sdk`).
-PRELOAD_WAIT_SECONDS = 10.0
 
 
 class ParleyServer(JsonRPCServer):
@@ -128,6 +132,7 @@ class ParleyServer(JsonRPCServer):
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
+        self.output: FrameWriter | None = None  # set by `serve`
         # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
         self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
@@ -174,7 +179,7 @@ class ParleyServer(JsonRPCServer):
     async def serve(self, reader: asyncio.StreamReader, output: BinaryIO, framing: Framing) -> None:
         """Serve until the input ends or SIGTERM/SIGINT, then release everything: pending
         prompts are answered `cancelled` (their turns settle the history) before exit."""
-        writer = FrameWriter(output, framing)
+        writer = self.output = await open_frame_writer(output, framing)
         self.protocol.set_writer(writer, include_headers=framing == "lsp")
         reading = asyncio.ensure_future(self._receive(reader, framing))
         loop = asyncio.get_running_loop()
@@ -191,7 +196,7 @@ class ParleyServer(JsonRPCServer):
         finally:
             for signum in stop_signals:
                 loop.remove_signal_handler(signum)
-        writer.flush()
+        await writer.aclose()
 
     async def _receive(self, reader: asyncio.StreamReader, framing: Framing) -> None:
         async for body in read_frames(reader, framing):
@@ -213,6 +218,11 @@ class ParleyServer(JsonRPCServer):
             self.protocol.notify_json(
                 "session/update", {"sessionId": session_id, "update": reshaped}
             )
+
+    async def drained(self) -> None:
+        """Wait while the client is behind with what was sent (a replay goes at its pace)."""
+        if self.output is not None:
+            await self.output.drained()
 
     async def request_permission(
         self,
@@ -324,9 +334,8 @@ class ParleyServer(JsonRPCServer):
         session = self.sessions.new(Path(params.cwd), options, additional)
         await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
-        # A prompt sent right after the answer must not wait for the SDK's import.
+        # The SDK's import starts now if it has not; only a request that needs it waits.
         self._preload_sdk(at_once=True)
-        await self.providers.preloaded(PRELOAD_WAIT_SECONDS)
         return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
@@ -587,9 +596,9 @@ class ParleyServer(JsonRPCServer):
     def _preload_sdk(self, *, at_once: bool = False) -> None:
         """The first prompt need not wait for the SDK's import: it starts in a thread
         PRELOAD_DELAY_SECONDS after `initialize`, or once a loaded session is answered, and
-        `session/new` starts it (`at_once`) if it has not started and waits for it (a prompt
-        right after its answer never waits for the import; the editor shows a new session a
-        moment later instead). Not at `initialize` itself, nor while a load runs: an editor
+        `session/new` starts it (`at_once`) if it has not started, without waiting for it
+        (the first prompt that needs the SDK waits for what is left of the import,
+        `ProviderRegistry.resolved`). Not at `initialize` itself, nor while a load runs: an editor
         that reopens a session sends `session/load` at once, and the import (a second of
         CPU, under the GIL) would slow its replay (the timer's call, during a load, leaves
         it to the answer's), or `initialize`'s answer."""

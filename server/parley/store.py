@@ -34,6 +34,7 @@ from parley.core.conversation import (
 )
 from parley.core.session_settings import SessionSettings, from_stored, stored_form
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
+from parley.store_checkpoint import Checkpointer
 from parley.store_schema import MIGRATIONS
 
 DATABASE_NAME = "parley.db"
@@ -122,17 +123,24 @@ class Store:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; fast
+            # Checkpoints (the log written into the database, and both synced: a second on a
+            # disk under load) are the checkpointer's, in its thread; never a commit's, which
+            # runs on the server's event loop.
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.Error as error:
             self._db.close()
             raise StoreUnavailable(_unusable(path.parent, error)) from error
+        self._checkpointer = Checkpointer(path, BUSY_TIMEOUT_MS)
 
     @classmethod
     def open_in(cls, home: Path) -> Store:
         return cls(home / DATABASE_NAME)
 
     def close(self) -> None:
+        """Close, writing the log into the database (a checkpoint: call it off the loop)."""
+        self._checkpointer.stop()
         self._db.close()
 
     @contextmanager

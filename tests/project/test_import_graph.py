@@ -30,6 +30,7 @@ LAYERS = {
     "parley.store": "store",
     "parley.store_schema": "store",  # the store's migrations
     "parley.store_fork": "store",  # a session's copy for `session/fork`
+    "parley.store_checkpoint": "store",  # the store's checkpoints, in a thread
     "parley.providers": "providers",
     "parley.protocol": "protocol",
     "parley.agent": "agent",

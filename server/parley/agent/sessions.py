@@ -243,6 +243,7 @@ class Sessions:
             coming = next_batch()
             for update in batch:
                 self.ports.send_update(session.id, update)
+            await self.ports.drained()  # at the client's pace: the replay is never held whole
 
     def _open_stored(self, stored: StoredSession, cwd: Path, roots: Roots) -> Session:
         session = Session(

@@ -95,6 +95,9 @@ class TurnPorts(PermissionPorts, Protocol):
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
 
+    async def drained(self) -> None:
+        """Wait while the editor is behind with the updates sent (it reads them slowly)."""
+
 
 @attrs.define
 class TurnStats:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from parley.bench.context import cache_rows, compaction_row
 from parley.bench.harness import FULL, QUICK, BenchSizes, ParleyUnderTest, Row
-from parley.bench.sessions import first_prompt_at_once_row, first_prompt_row, session_load_rows
+from parley.bench.sessions import first_prompt_at_once_rows, first_prompt_row, session_load_rows
 from parley.bench.snapshots import snapshot_rows
 from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
 from parley.bench.tool_start import real_server_row, tool_start_rows
@@ -70,7 +70,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         cold_start = await cold_start_row(fake, home, sizes)
         session_load = await session_load_rows(fake, home, sizes)
         first_prompt = await first_prompt_row(fake, home, sizes)
-        first_prompt_at_once = await first_prompt_at_once_row(fake, home, sizes)
+        first_prompt_at_once = await first_prompt_at_once_rows(fake, home, sizes)
         caching = await cache_rows(fake, home)
         compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
@@ -87,7 +87,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         *parser_rows(sizes),
         *session_load,
         first_prompt,
-        first_prompt_at_once,
+        *first_prompt_at_once,
         *caching,
         compaction,
         *snapshots,

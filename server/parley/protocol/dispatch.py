@@ -8,7 +8,9 @@ are the JSON as sent (handlers structure and validate them: see `params.py`).
 No message stops the server: JSON nested deeper than Python reads, an oversized frame, a
 response of any shape or with an id the server never sent are answered or logged and dropped.
 Text enters with every lone surrogate replaced (U+FFFD), so nothing downstream holds a string
-that cannot be encoded. Answers leave without tracebacks and with secrets redacted.
+that cannot be encoded. Answers leave without tracebacks and with secrets redacted, through
+the server's `FrameWriter`: a message over OFF_LOOP_MESSAGE_CHARS is encoded off the event
+loop (`FrameWriter.write_later`), and what is written meanwhile leaves after it, in order.
 
 This is Parley's adapter to pygls: every use of pygls internals in the server is here, and
 pygls is pinned to the version they were written against (`pygls==2.1.1`):
@@ -44,7 +46,14 @@ from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, 
 
 from parley.core.off_loop import off_loop
 from parley.core.redact import redact, redact_json
-from parley.protocol.framing import MAX_FRAME_BYTES, Frame, OversizedFrame, read_frames
+from parley.protocol.framing import (
+    MAX_FRAME_BYTES,
+    Frame,
+    FrameWriter,
+    OversizedFrame,
+    encode_message,
+    read_frames,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +84,10 @@ def _reject_constant(name: str) -> None:
 
 # A frame at least this large is decoded and parsed off the event loop (27 MB: about 0.1 s).
 OFF_LOOP_FRAME_BYTES = 1024 * 1024
+
+# A message whose strings hold more characters than this is encoded off the event loop (8 MB
+# of text took 0.1 s to encode).
+OFF_LOOP_MESSAGE_CHARS = 256 * 1024
 
 # One decoder for every message: `json.loads` with an option builds a new one per call.
 _JSON_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
@@ -399,13 +412,63 @@ class ParleyProtocol(JsonRPCProtocol):
     def _write(self, message: dict[str, Any]) -> None:
         if self.writer is None:
             return
+        if isinstance(self.writer, FrameWriter) and _is_large(message):
+            # Encoded off the loop; what is written meanwhile leaves after it, in order.
+            self.writer.write_later(self._encoded_off_loop(message))
+            return
+        self.writer.write(encode_message(message, headers=self._include_headers))
+
+    async def _encoded_off_loop(self, message: dict[str, Any]) -> bytes:
+        """A large message encoded off the event loop (8 MB of text: about 0.1 s); a result
+        that cannot be encoded is answered as an error, anything else is logged and dropped."""
         try:
-            body = json.dumps(message, ensure_ascii=False).encode()
-        except UnicodeEncodeError:  # a lone surrogate from elsewhere: escaped, it is valid JSON
-            body = json.dumps(message).encode()
-        if self._include_headers:
-            body = b"Content-Length: %d\r\n\r\n" % len(body) + body
-        self.writer.write(body)
+            return await off_loop(encode_message, message, headers=self._include_headers)
+        except (TypeError, ValueError, RecursionError) as error:
+            msg_id = message.get("id")
+            logger.error("Could not encode a message to %.*r: %s", _QUOTE_CHARS, msg_id, error)
+            if "result" not in message:
+                return b""
+            answer = {
+                "code": INTERNAL_ERROR,
+                "message": "Internal error: the answer could not be encoded",
+            }
+            failure = {"jsonrpc": "2.0", "id": msg_id, "error": answer}
+            return encode_message(failure, headers=self._include_headers)
+
+
+# Streamed text, the per-token path: one delta each, never large.
+_DELTAS = ("agent_message_chunk", "agent_thought_chunk")
+
+
+def _is_large(message: dict[str, Any]) -> bool:
+    """Whether encoding `message` would hold the loop (OFF_LOOP_MESSAGE_CHARS). A streamed
+    delta is told at a glance: walking its message would cost a third of encoding it."""
+    params = message.get("params")
+    update = params.get("update") if type(params) is dict else None
+    if type(update) is dict and update.get("sessionUpdate") in _DELTAS:
+        content = update.get("content")
+        text = content.get("text") if type(content) is dict else None
+        if type(text) is str and len(text) < OFF_LOOP_MESSAGE_CHARS and len(update) <= 4:
+            return False
+    return _outgrows(message, OFF_LOOP_MESSAGE_CHARS) < 0
+
+
+def _outgrows(value: Any, budget: int) -> int:
+    """`budget` less the characters of `value`'s strings (a lower bound of its JSON's size),
+    stopping once below zero: a per-token message costs a few dictionary lookups."""
+    if isinstance(value, str):
+        return budget - len(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            budget = _outgrows(item, budget - len(key))
+            if budget < 0:
+                break
+    elif isinstance(value, list | tuple):
+        for item in value:
+            budget = _outgrows(item, budget)
+            if budget < 0:
+                break
+    return budget - 1
 
 
 def _response_error(data: dict[str, Any]) -> JsonRpcException:

@@ -16,14 +16,16 @@ the reader resynchronises on the next `Content-Length:` header.
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import logging
 import os
 import re
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator
-from typing import BinaryIO, Literal
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, BinaryIO, Literal
 
 import attrs
 
@@ -281,26 +283,109 @@ async def _resynchronise(source: _Input) -> bool:
     return False
 
 
+# Made once: `json.dumps` with an option builds an encoder per call, a third of the cost
+# of a streamed chunk's message. (Without the circular check: a cycle is a RecursionError.)
+_to_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+_to_ascii_json = json.JSONEncoder(check_circular=False).encode
+
+
+def encode_message(message: dict[str, Any], *, headers: bool) -> bytes:
+    """A message as it leaves: UTF-8 JSON, with its LSP header when `headers`."""
+    try:
+        body = _to_json(message).encode()
+    except UnicodeEncodeError:  # a lone surrogate from elsewhere: escaped, it is valid JSON
+        body = _to_ascii_json(message).encode()
+    if headers:
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return body
+
+
 FLUSH_BYTES = 64 * 1024  # a pipe's buffer: a burst this long is written at once
+# What waits unwritten for a slow reader before a producer that asks (`drained`) waits too.
+HIGH_WATER_BYTES = 1024 * 1024
+
+
+class _Output(asyncio.BaseProtocol):
+    """The output pipe's flow control: not writable while its transport holds more than the
+    high-water mark unwritten (the reader is slower than the server), closed at the end."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.writable.set()  # nobody reads any more: producers need not wait
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 class FrameWriter:
-    """A pygls writer that frames and flushes messages.
+    """A writer that frames and flushes messages, without ever blocking the event loop.
 
-    pygls adds the Content-Length header itself when told to (LSP framing); for NDJSON each
-    message gets its newline here. Messages written in one turn of the event loop (a burst
-    of deltas from one network read) leave in one write: a write per delta would cost a
-    system call each, and sending them at the end of the same loop turn adds no latency.
+    For NDJSON each message gets its newline here (the LSP header comes with the message).
+    Messages written in one turn of the event loop (a burst of deltas from one network read)
+    leave in one write: a write per delta would cost a system call each, and sending them at
+    the end of the same loop turn adds no latency.
+
+    Built by `open_frame_writer` on a pipe or socket, it writes through a non-blocking
+    transport: what the reader has no room for yet waits in memory, and a producer of many
+    messages (a replay) awaits `drained` to go at the reader's pace, so that memory stays
+    bounded. On anything else (a file) it writes directly: a file never waits for a reader.
     """
 
-    def __init__(self, stream: BinaryIO, framing: Framing) -> None:
+    def __init__(
+        self,
+        stream: BinaryIO,
+        framing: Framing,
+        transport: asyncio.WriteTransport | None = None,
+        output: _Output | None = None,
+    ) -> None:
         self._stream = stream
+        self._transport = transport
+        self._output = output
         self._suffix = b"\n" if framing == "ndjson" else b""
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Behind a message still being encoded (`write_later`), what follows waits its turn.
+        self._queued: collections.deque[bytes | asyncio.Future[bytes]] = collections.deque()
+
+    def write_later(self, encoding: Awaitable[bytes]) -> None:
+        """Write the bytes `encoding` gives (a large message encoded off the event loop)
+        when they are ready, in order: what is written meanwhile follows them."""
+        future = asyncio.ensure_future(encoding)
+        self._queued.append(future)
+        future.add_done_callback(self._release)
+
+    def _release(self, _ready: object = None) -> None:
+        """Pass on, in order, what no unfinished encoding holds back any more."""
+        while self._queued:
+            head = self._queued[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    return
+                self._queued.popleft()
+                failed = head.cancelled() or head.exception() is not None
+                if not failed and head.result():  # (the message's writer logs a failure)
+                    self._write_now(head.result())
+            else:
+                self._queued.popleft()
+                self._write_now(head)
 
     def write(self, data: bytes) -> None:
+        if self._queued:
+            self._queued.append(data)
+            return
+        self._write_now(data)
+
+    def _write_now(self, data: bytes) -> None:
         self._pending.append(data + self._suffix if self._suffix else data)
         self._pending_bytes += len(data)
         if self._pending_bytes >= FLUSH_BYTES:
@@ -324,12 +409,59 @@ class FrameWriter:
         data = b"".join(self._pending)
         self._pending.clear()
         self._pending_bytes = 0
-        self._stream.write(data)
-        self._stream.flush()
+        if self._transport is None:
+            self._stream.write(data)
+            self._stream.flush()
+        elif not self._transport.is_closing():  # else the reader is gone: nothing to do
+            self._transport.write(data)
+
+    async def drained(self) -> None:
+        """Wait while more than HIGH_WATER_BYTES wait for the reader."""
+        if self._output is not None:
+            await self._output.writable.wait()
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Write what is left and close, waiting at most `timeout` seconds for a reader
+        that has stopped reading."""
+        encodings = [item for item in self._queued if isinstance(item, asyncio.Future)]
+        if encodings:
+            await asyncio.wait(encodings, timeout=timeout)
+        self.flush()
+        if self._transport is None or self._output is None:
+            return
+        self._transport.close()  # writes what it holds, then closes
+        try:
+            await asyncio.wait_for(asyncio.shield(self._output.closed), timeout)
+        except TimeoutError:
+            self._transport.abort()
 
     def close(self) -> None:
         self.flush()
-        self._stream.close()
+        if self._transport is not None:
+            self._transport.close()
+        else:
+            self._stream.close()
+
+
+async def open_frame_writer(stream: BinaryIO, framing: Framing) -> FrameWriter:
+    """A `FrameWriter` on `stream`: non-blocking on a pipe or a socket, unless the stream is
+    stderr's too (`2>&1`: non-blocking mode belongs to the open file, and a log line written
+    then could fail); directly otherwise."""
+    mode = os.fstat(stream.fileno()).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) or _shared_with_stderr(stream):
+        return FrameWriter(stream, framing)
+    loop = asyncio.get_running_loop()
+    transport, output = await loop.connect_write_pipe(_Output, stream)
+    transport.set_write_buffer_limits(high=HIGH_WATER_BYTES)
+    return FrameWriter(stream, framing, transport, output)
+
+
+def _shared_with_stderr(stream: BinaryIO) -> bool:
+    try:
+        ours, theirs = os.fstat(stream.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # no stderr
+        return False
+    return (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 async def stdin_reader() -> asyncio.StreamReader:

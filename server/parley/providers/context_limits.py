@@ -21,10 +21,11 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,8 @@ async def window_from_server(base_url: str, model: str, api_key: str | None) -> 
     root = server_root(base_url)
     if root is None:
         return None
+    import httpx2  # the SDK's client library, imported with it (not at the server's start)
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = httpx2.Timeout(PROBE_TIMEOUT_SECONDS)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
@@ -143,6 +146,8 @@ async def json_answer(
 ) -> object:
     """The JSON a 200 answer holds; None for anything else (an error status, no server,
     an answer too long or not JSON)."""
+    import httpx2  # the SDK's client library, imported with it (not at the server's start)
+
     try:
         async with client.stream(method, url, json=body) as response:
             if response.status_code != 200:

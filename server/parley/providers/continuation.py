@@ -24,7 +24,6 @@ import logging
 import re
 
 import attrs
-import httpx2
 
 from parley.config import ContinuationForm
 from parley.providers.context_limits import PROBE_TIMEOUT_SECONDS, json_answer, server_root
@@ -153,6 +152,8 @@ async def probe_continuation(
     root = server_root(base_url)
     if root is None:
         return ServerContinuation(configured)
+    import httpx2  # the SDK's client library, imported with it (not at the server's start)
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx2.AsyncClient(
         headers=headers, timeout=httpx2.Timeout(PROBE_TIMEOUT_SECONDS)

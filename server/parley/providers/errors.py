@@ -8,10 +8,10 @@ themselves are not imported here: each is imported only with its provider.
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 
 import attrs
-import httpx2
 
 from parley.core.errors import ProviderError
 from parley.providers.context_limits import window_in_refusal
@@ -107,6 +107,9 @@ def stalled(provider: str, seconds: float) -> ProviderError:
 def read_timed_out(error: BaseException) -> bool:
     """Whether `error` comes from httpx2's read timeout (the stall timeout), raised as it is
     or wrapped by an SDK (and then by `ProviderError`)."""
+    httpx2 = sys.modules.get("httpx2")  # imported with the SDKs: without it, no such error
+    if httpx2 is None:
+        return False
     seen: BaseException | None = error
     for _ in range(8):  # a cause chain is short; a cycle must not loop forever
         if seen is None:

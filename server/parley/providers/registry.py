@@ -44,6 +44,7 @@ class ProviderRegistry:
         self._settings = settings
         self._providers: dict[str, Provider] = {}
         self._preload_done: asyncio.Event | None = None  # set when `preload` has ended
+        self._preloading = ""  # the provider whose SDK `preload` imports
 
     def availability(self, provider_name: str) -> tuple[bool, str | None]:
         config = self._settings.providers.get(provider_name)
@@ -91,6 +92,8 @@ class ProviderRegistry:
         (importing its SDK takes a second; the preload may be importing it right now, and
         the import lock would hold the loop until it is done)."""
         provider_name = model_id.partition(":")[0]
+        if self._preload_done is not None and self._preloading == provider_name:
+            await self._preload_done.wait()  # its client, rather than a second one
         config = self._settings.providers.get(provider_name)
         if (
             config is not None
@@ -104,10 +107,10 @@ class ProviderRegistry:
     def preload(self) -> threading.Thread:
         """In a background thread (started at once): import the default model's SDK and
         build its client, so the first prompt is as quick as the next (the import alone
-        takes a second or more). Call it from the event loop's thread; `preloaded` waits
-        for it."""
+        takes a second or more). Call it from the event loop's thread; the first request
+        that needs this provider (`resolved`) waits for it, nothing else does."""
         loop = asyncio.get_running_loop()
-        name = self._settings.default_model.partition(":")[0]
+        name = self._preloading = self._settings.default_model.partition(":")[0]
         config = self._settings.providers.get(name)
         done = self._preload_done = asyncio.Event()
 
@@ -133,13 +136,6 @@ class ProviderRegistry:
         thread = threading.Thread(target=preload, name="sdk-preload", daemon=True)
         thread.start()
         return thread
-
-    async def preloaded(self, timeout: float) -> None:
-        """Wait, at most `timeout` seconds, for the preload (`preload`) to end, if one
-        started."""
-        if self._preload_done is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._preload_done.wait(), timeout)
 
     def _imported_and_built(self, config: ProviderConfig) -> Provider:
         """`_build`, its SDK imported first, with the collector paused (`collector_paused`):
