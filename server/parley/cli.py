@@ -45,11 +45,15 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Content-Length frames (jsonrpc.el, vscode-jsonrpc) or one JSON per line (ACP)",
     )
 
-    chat = commands.add_parser("chat", help="ask once; the answer streams to stdout")
+    chat = commands.add_parser(
+        "chat",
+        help="ask once, the answer streamed to stdout; with no prompt, on a terminal: a chat",
+    )
     chat.add_argument(
         "prompt",
+        nargs="?",
         help="what to ask; text piped in follows it as a ```stdin block; - reads the whole "
-        "prompt from stdin",
+        "prompt from stdin; none, on a terminal: an interactive chat, turn after turn",
     )
     chat.add_argument("--model", help="provider:model, or 'demo' for the scripted model")
     chat.add_argument(
