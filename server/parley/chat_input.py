@@ -2,8 +2,9 @@
 history of what was typed kept in Parley's data directory, multi-line input, and the slash
 commands the server advertises (`available_commands_update`) completed with Tab.
 
-Enter sends; Alt-Enter (Esc then Enter) starts a new line, and a paste keeps its lines. Ctrl-C drops the line being typed; at an empty prompt it asks for quitting
-(`QuitAsked`), Ctrl-D quits (`EOFError`), as in a shell.
+Enter sends; Alt-Enter (Esc then Enter) starts a new line, and a paste keeps its lines.
+Ctrl-C drops the line being typed; at an empty prompt it asks for quitting (`QuitAsked`),
+Ctrl-D quits (`EOFError`), as in a shell.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ class ChatLoop:
     def __init__(self, client: ParleyClient, session_id: str, cwd: Path, allow_all: bool) -> None:
         self.client, self.session_id, self.cwd, self.allow_all = client, session_id, cwd, allow_all
         self.err = TerminalView(sys.stdout, sys.stderr, False, cwd)  # Parley's own lines
+        self._view: TerminalView | None = None  # the turn's, while one runs
 
     async def run(self, home: Path, models: list[str]) -> None:
         commands = SlashCommands(models)
@@ -73,7 +74,6 @@ class ChatLoop:
             if self._view is not None:
                 self._view.show(session_id, update)
 
-        self._view: TerminalView | None = None
         self.client.on_update = on_update
 
     async def turn(self, text: str) -> None:
@@ -104,6 +104,7 @@ class ChatLoop:
             stopper.finish()
             loop.remove_signal_handler(signal.SIGINT)
             self._view = None
+            self.client.updates.pop(self.session_id, None)  # shown: not kept all chat long
         view.finish()
         if view.out_mid_line:
             view.answer("\n")
