@@ -185,7 +185,10 @@ def test_a_conversation_on_the_terminal(
     terminal.expect("Cancelled.")
     terminal.expect_prompt(timeout=20)
     assert terminal.chat.poll() is None  # still chatting
-    assert fake.requests[-1].client_hung_up
+    deadline = time.monotonic() + 10  # the fake LLM notices at its next write
+    while not fake.requests[-1].client_hung_up and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert fake.requests[-1].client_hung_up  # the model's stream was closed
 
     terminal.type(b"/cos\t")  # Tab: `/cost ` (`/cos` alone would go to the model)
     terminal.type(b"\r")
