@@ -5,14 +5,20 @@ as the user types (`chat_input.py`)."""
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from parley.chat_input import SlashCommands
+from parley.chat_input import HISTORY_FILE, SlashCommands, line_editor
 from parley.chat_markdown import MarkdownStream, complete_blocks_end, render_markdown
 from parley.terminal_text import ALLOWED_SGR, sgr_groups
+from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
 
 SGR_SEQUENCE = re.compile(r"\x1b\[([0-9;]*)m")
 HOSTILE_PIECES = [
@@ -144,3 +150,30 @@ def test_mode_and_model_arguments_are_completed() -> None:
     assert complete("/mode pl") == ["plan"]
     assert complete("/mode a") == ["ask", "accept_edits"]
     assert complete("/model an") == ["anthropic:claude-sonnet-4-5"]
+
+
+TYPED_LINE = st.text(
+    alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\x1b"),
+    max_size=30,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lines=st.lists(TYPED_LINE, min_size=1, max_size=4), dropped=TYPED_LINE)
+def test_what_is_typed_is_what_is_sent(lines: list[str], dropped: str) -> None:
+    """Whatever the user types, with Alt-Enter between lines, is the prompt sent, as typed;
+    a line dropped with Ctrl-C first leaves nothing of itself; the history keeps it whole."""
+    with (
+        tempfile.TemporaryDirectory() as home,
+        create_pipe_input() as keys,
+        create_app_session(input=keys, output=DummyOutput()),
+    ):
+        editor = line_editor(Path(home), SlashCommands())
+        if dropped:
+            keys.send_text(dropped + "\x03")
+        keys.send_text("\x1b\r".join(lines) + "\r")
+        typed = "\n".join(lines)
+        assert editor.prompt() == typed
+        if typed:  # kept in the history, as typed (the next chat's Up finds it)
+            kept = FileHistory(str(Path(home) / HISTORY_FILE)).load_history_strings()
+            assert next(iter(kept)) == typed
