@@ -27,7 +27,7 @@ from parley.chat_input import HISTORY_FILE
 from parley.chat_loop import QUIT_HINT
 from parley.fakellm import FakeLLM, Pacing, Reply
 from parley.terminal_text import ALLOWED_SGR, sgr_groups
-from test_cli import run_parley
+from test_cli import QUESTION_END, eval_writing, run_parley
 
 CURSOR_POSITION_QUESTION = b"\x1b[6n"
 ANY_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|.)")
@@ -269,3 +269,35 @@ def test_with_no_prompt_and_no_terminal_it_says_what_to_give(fake: FakeLLM, tmp_
     done = run_parley("chat", env=server_env(fake, tmp_path / "home"))
     assert done.returncode == 2
     assert "give a prompt (or - to read it from stdin)" in done.stderr
+
+
+def test_a_question_in_the_chat_takes_one_key_and_ctrl_c_there_cancels_the_turn(
+    fake: FakeLLM, tmp_path: Path, workspace: Path, terminals: list[ChatTerminal]
+) -> None:
+    first, second = workspace / "first", workspace / "second"
+    fake.set_script(
+        [
+            Reply(tool_calls=(eval_writing(first),)),
+            Reply(text="It is 42."),
+            Reply(tool_calls=(eval_writing(second),)),
+        ]
+    )
+    terminal = ChatTerminal("--cwd", str(workspace), env=server_env(fake, tmp_path / "home"))
+    terminals.append(terminal)
+    terminal.expect_prompt()
+    terminal.type(b"Compute\r")
+    asked = terminal.expect(QUESTION_END.decode())
+    assert "Parley asks to run Python:" in asked
+    terminal.type(b"y")  # one key, no Enter
+    terminal.expect("It is 42.")
+    assert first.read_text() == "ran"
+
+    terminal.expect_prompt()
+    terminal.type(b"Again\r")
+    terminal.expect(QUESTION_END.decode())
+    terminal.type(b"\x03")  # Ctrl-C at the question: the turn is cancelled, the call not run
+    terminal.expect("Cancelled.")
+    terminal.expect_prompt(timeout=20)
+    assert not second.exists()
+    terminal.type(b"\x04")
+    assert terminal.ended() == 0
