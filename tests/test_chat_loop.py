@@ -214,6 +214,7 @@ def test_a_conversation_on_the_terminal(
     again = ChatTerminal("--session", "last", "--cwd", str(workspace), env=env)
     terminals.append(again)
     again.expect("continuing sess_")
+    again.expect("(Explain the plan)")  # its title
     again.expect_prompt()
     again.type(b"\x1b[A")  # Up: the last prompt typed, from the history
     again.expect("line two")

@@ -62,6 +62,7 @@ def run_interactive(args: argparse.Namespace, settings: Settings) -> int:
             cwd=Path(args.cwd or os.getcwd()).resolve(),
             session_id=args.session,
             session_model=getattr(args, "session_model", None),
+            session_title=getattr(args, "session_title", None),
             allow_all=args.yes,
             tool_policy=args.tool_policy,
             store=keeps_session(args, settings),

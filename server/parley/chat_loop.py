@@ -127,6 +127,7 @@ async def chat_loop(
     cwd: Path,
     session_id: str | None,
     session_model: str | None,
+    session_title: str | None = None,
     allow_all: bool,
     tool_policy: str | None,
     store: bool,
@@ -143,7 +144,8 @@ async def chat_loop(
         opened = found.session_id
         offered = found.server_info["_meta"]["parley"]["models"]
         models = [m["id"] for m in offered if m.get("available")]
-        view.line(_opening(found.model, opened if session_id is not None else None))
+        resumed = f"{opened} ({session_title or 'Untitled'})" if session_id else None
+        view.line(_opening(found.model, resumed))
         await ChatLoop(client, opened, cwd, allow_all).run(home, models)
     finally:
         if forget and opened is not None:
@@ -155,7 +157,8 @@ async def chat_loop(
 
 
 def _opening(model: str, resumed: str | None) -> str:
-    """The first lines: the model, the session (`resumed`: the one continued), how to type."""
+    """The first lines: the model, the session (`resumed`: the one continued, its title),
+    how to type."""
     where = f"continuing {resumed}" if resumed else "a new session"
     return escape_controls(f"{model} · {where}\n{HOW_TO_TYPE}")
 

@@ -248,6 +248,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 if args.session is not None:
                     stored = find_session(store, args.session)
                     args.session, args.session_model = stored.id, stored.settings.model
+                    args.session_title = stored.title  # (the interactive chat names it)
             except UnknownSession as error:
                 print(f"parley: {error}", file=sys.stderr)
                 return 1
