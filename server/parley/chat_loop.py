@@ -14,6 +14,7 @@ line names it, for `parley chat --session last`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -28,6 +29,8 @@ from parley.display import escape_controls, turn_summary
 from parley.terminal_text import painted
 
 if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+
     from parley.client import ParleyClient
 
 QUIT_HINT = "(Ctrl-C again, or Ctrl-D, quits)"
@@ -41,15 +44,27 @@ class ChatLoop:
         self.client, self.session_id, self.cwd, self.allow_all = client, session_id, cwd, allow_all
         self.err = TerminalView(sys.stdout, sys.stderr, False, cwd)  # Parley's own lines
         self._view: TerminalView | None = None  # the turn's, while one runs
+        self._editor: PromptSession[str]  # (made by `run`)
+        self._early_interrupts = 0  # Ctrl-C before the prompt could read it as a key
 
     async def run(self, home: Path, models: list[str]) -> None:
         commands = SlashCommands(models)
         self._follow_commands(commands)
-        editor = line_editor(home, commands)
+        self._editor = line_editor(home, commands)
+        # Ctrl-C is ours all along: a key at the prompt (raw mode), a signal otherwise (a
+        # turn's stopper while one runs; between a turn and the next prompt, this).
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._interrupted_between)
+        try:
+            await self._converse()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def _converse(self) -> None:
         quitting = False
         while True:
             try:
-                typed = await editor.prompt_async(PROMPT)
+                typed = await self._next_line()
             except EOFError:
                 return
             except QuitAsked:
@@ -61,6 +76,22 @@ class ChatLoop:
             quitting = False
             if typed.strip():
                 await asyncio.create_task(self.turn(typed))
+
+    async def _next_line(self) -> str:
+        """The next line typed; `QuitAsked` for a Ctrl-C, typed at it or before it."""
+        if self._early_interrupts:
+            self._early_interrupts -= 1
+            raise QuitAsked
+        return await self._editor.prompt_async(PROMPT, handle_sigint=False)
+
+    def _interrupted_between(self) -> None:
+        """Ctrl-C as a signal outside a turn: the terminal was not yet the prompt's (a turn's
+        last lines, the hint); it counts as one at an empty prompt."""
+        if self._editor.app.is_running:
+            with contextlib.suppress(Exception):  # (an answer already given)
+                self._editor.app.exit(exception=QuitAsked())
+        else:
+            self._early_interrupts += 1
 
     def _follow_commands(self, commands: SlashCommands) -> None:
         """The completer's commands: those the server advertised, and any it advertises
@@ -102,7 +133,7 @@ class ChatLoop:
                 raise
         finally:
             stopper.finish()
-            loop.remove_signal_handler(signal.SIGINT)
+            loop.add_signal_handler(signal.SIGINT, self._interrupted_between)
             self._view = None
             self.client.updates.pop(self.session_id, None)  # shown: not kept all chat long
         view.finish()
