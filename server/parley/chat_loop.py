@@ -14,7 +14,6 @@ line names it, for `parley chat --session last`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -78,20 +77,30 @@ class ChatLoop:
                 await asyncio.create_task(self.turn(typed))
 
     async def _next_line(self) -> str:
-        """The next line typed; `QuitAsked` for a Ctrl-C, typed at it or before it."""
-        if self._early_interrupts:
-            self._early_interrupts -= 1
-            raise QuitAsked
-        return await self._editor.prompt_async(PROMPT, handle_sigint=False)
+        """The next line typed; `QuitAsked` for a Ctrl-C, typed at the prompt or before it
+        could read keys."""
+        return await self._editor.prompt_async(
+            PROMPT, handle_sigint=False, pre_run=self._answer_early_interrupt
+        )
 
     def _interrupted_between(self) -> None:
-        """Ctrl-C as a signal outside a turn: the terminal was not yet the prompt's (a turn's
-        last lines, the hint); it counts as one at an empty prompt."""
-        if self._editor.app.is_running:
-            with contextlib.suppress(Exception):  # (an answer already given)
-                self._editor.app.exit(exception=QuitAsked())
-        else:
-            self._early_interrupts += 1
+        """Ctrl-C as a signal outside a turn: the terminal was not the prompt's yet (a turn's
+        last lines, the hint) or no more; it counts as one at an empty prompt."""
+        if not self._quit_at_prompt():
+            self._early_interrupts += 1  # for the next prompt, once it runs
+
+    def _answer_early_interrupt(self) -> None:
+        """As the prompt starts: a Ctrl-C that came before it is its answer."""
+        if self._early_interrupts and self._quit_at_prompt():
+            self._early_interrupts -= 1
+
+    def _quit_at_prompt(self) -> bool:
+        """Ends the running prompt with `QuitAsked`; False when none is waiting for a line."""
+        waiting = self._editor.app.future
+        if waiting is None or waiting.done():
+            return False
+        self._editor.app.exit(exception=QuitAsked())
+        return True
 
     def _follow_commands(self, commands: SlashCommands) -> None:
         """The completer's commands: those the server advertised, and any it advertises
