@@ -11,7 +11,7 @@
 
 ;; What a chat buffer's session can be told besides a prompt: its
 ;; model (C-c C-l) and tool policy (C-c C-t), set through the server's
-;; config options, its mode (C-c C-o, `session/set_mode'), and undoing an editing turn (C-c C-u); and the diff
+;; config options, its mode (C-c C-o, `session/set_mode'), and undoing an editing turn (C-c C-u) and the undo (C-c C-y); and the diff
 ;; of the edit at point (C-c C-d).
 
 ;;; Code:
@@ -24,6 +24,7 @@
 (require 'parley-session)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
+(require 'parley-windows)
 
 ;;;; Edits
 
@@ -36,10 +37,12 @@
          (diffs (cond (question (parley--question-diffs question))
                       ((parley--block-p section) (parley--block-diffs section)))))
     (unless diffs (user-error "No edit at point"))
-    (parley-diff-show diffs (if question
-                                (parley--question-title question)
-                              (parley--block-title section))
-                      parley--cwd)))
+    (let ((buffer (parley-diff-buffer diffs (if question
+                                                (parley--question-title question)
+                                              (parley--block-title section))
+                                      parley--cwd)))
+      (parley-windows-show buffer (current-buffer))
+      buffer)))
 
 (defun parley-undo-turn (&optional at-point)
   "Put back the files the last editing turn changed, as they were before it.
@@ -61,6 +64,17 @@ changes."
                       (t (user-error "No turn to undo"))))))
     (parley--undo-turn turn)
     (message "Parley: undoing turn %d…" turn)))
+
+(defun parley-redo-turn ()
+  "Put back what the last undo took away (redo).
+Sent as the `/redo' command, so the transcript shows the server's
+report of each file, as it shows `/undo''s, and keeps it."
+  (interactive)
+  (parley--check-buffer)
+  (when (or parley--busy parley--questions)
+    (user-error "Parley is answering; redo once the turn ends"))
+  (parley--render-prompt "/redo" nil)
+  (parley--prompt (list (list :type "text" :text "/redo"))))
 
 ;;;; Settings: the model, the tool policy
 

@@ -24,6 +24,7 @@
 (require 'eieio)
 (require 'jsonrpc)
 (require 'parley-tools)
+(require 'parley-wire)
 
 (defvar parley--server-handlers nil
   "The functions that handle what the server sends, as a plist.
@@ -201,10 +202,9 @@ a generic ACP client would show both.  It runs the server's commands
 in its own terminals (`terminal', parley-terminals.el)."
   (list :protocolVersion 1
         :clientCapabilities
-        (list :fs (list :readTextFile t :writeTextFile t)
-              :terminal t
-              :_meta (list :parley (list :tools (parley-tools-specs)
-                                         :revisions t)))
+        (append (list :fs (list :readTextFile t :writeTextFile t)
+                      :terminal t)
+                (parley-wire-with-meta :tools (parley-tools-specs) :revisions t))
         :clientInfo (list :name "parley.el" :version parley-version)))
 
 (defun parley--start-server ()

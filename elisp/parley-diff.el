@@ -215,10 +215,11 @@ arguments, not with the whole file."
         (file-relative-name path root)
       path)))
 
-(defun parley-diff-show (items &optional title root)
-  "Show the diff ITEMS (ACP `diff' content) in a `diff-mode' buffer.
+(defun parley-diff-buffer (items &optional title root)
+  "Return a `diff-mode' buffer holding the diff ITEMS (ACP `diff' content).
 TITLE names the buffer; paths are shown relative to ROOT, the
-workspace, where `diff-goto-source' finds them.  Return the buffer."
+workspace, where `diff-goto-source' finds them.  The caller shows it
+\(`parley-windows-show')."
   (unless items (user-error "No diff here"))
   (let ((buffer (get-buffer-create (format "*parley diff: %s*"
                                            (or title (parley-diff-path (car items) root))))))
@@ -234,7 +235,6 @@ workspace, where `diff-goto-source' finds them.  Return the buffer."
       (diff-mode)
       (setq buffer-read-only t)
       (goto-char (point-min)))
-    (display-buffer buffer)
     buffer))
 
 (provide 'parley-diff)

@@ -117,6 +117,31 @@ A slash command being typed at the start of the prompt is completed."
            (indent-for-tab-command)))
         (t (parley-next-section))))
 
+;;;; One key answers the question
+
+(defconst parley--answer-keys '(("y" . "y") ("n" . "n") ("!" . "a") ("a" . "a") ("A" . "A"))
+  "Keys that answer the waiting question from outside the prompt: (KEY . CHOICE).
+CHOICE is the question's own key (`parley--option-key'); `!' is
+agent-shell's key for \"always\", the same as `a'.")
+
+(defun parley-answer-question ()
+  "Answer the waiting question with the key typed, or type it in the prompt.
+Outside the prompt (in the transcript), `y' allows the oldest question
+Parley waits on once, `n' rejects it, `!' or `a' allows it always, and
+`A' allows a command's broader prefix; point need not be in the
+question.  In the prompt the key is a letter of it, so typing is never
+taken for an answer."
+  (interactive)
+  (let ((key (and (characterp last-command-event)
+                  (cdr (assoc (string last-command-event) parley--answer-keys)))))
+    (cond ((or (>= (point) parley--input) (not key))
+           (call-interactively #'self-insert-command))
+          ((null parley--questions)
+           (user-error "Parley is not waiting for an answer"))
+          (t (parley--answer-with-key (or (parley--question-at (point))
+                                          (car parley--questions))
+                                      key)))))
+
 ;;;; The queue: a prompt sent while a turn runs
 
 (defun parley--queue-input ()
@@ -128,8 +153,9 @@ The prompt stays where it is, dimmed and marked; an edit of it, or
     (overlay-put overlay 'face 'parley-queued)
     (overlay-put overlay 'before-string
                  (propertize (substitute-command-keys
-                              "[queued: sent when the turn ends; \<parley-chat-mode-map>\
-\[parley-cancel] or an edit unqueues it] ")
+                              ;; Doubled backslashes: the key, not its escape.
+                              "[queued: sent when the turn ends; \\<parley-chat-mode-map>\
+\\[parley-cancel] or an edit unqueues it] ")
                              'face 'parley-notice))
     (setq parley--queued overlay)))
 
@@ -168,30 +194,64 @@ are the changed text's bounds (`after-change-functions')."
   (string-remove-prefix "/" (or (plist-get command :name) "")))
 
 (defun parley--command-completion ()
-  "Complete the slash command at point, at the start of the prompt.
-A function of `completion-at-point-functions': the names of the
-commands the server offers (`available_commands_update'), each with
-its description and the hint for its input."
-  (when (and parley--commands parley--input (>= (point) parley--input)
+  "Complete the slash command at point, or its argument, in the prompt.
+A function of `completion-at-point-functions': the command's name
+\(`parley--command-name-completion'), or the value it takes when it is
+named after a config option (`parley--command-argument-completion')."
+  (when (and parley--input (>= (point) parley--input)
              (eq (char-after parley--input) ?/))
-    (let ((beg (1+ parley--input))
-          (end (save-excursion
-                 (goto-char (1+ parley--input))
-                 (skip-chars-forward "^ \t\n")
-                 (point)))
-          (commands parley--commands))
-      (when (<= beg (point) end)
-        (list beg end (mapcar #'parley--command-name commands)
-              :exclusive 'no
-              :annotation-function
-              (lambda (name)
-                (let* ((command (cl-find name commands :key #'parley--command-name
-                                         :test #'equal))
-                       (hint (plist-get (plist-get command :input) :hint)))
-                  (concat (if (stringp hint) (concat " " hint) "")
-                          (if (stringp (plist-get command :description))
-                              (concat "  " (plist-get command :description))
-                            "")))))))))
+    (or (parley--command-name-completion)
+        (parley--command-argument-completion))))
+
+(defun parley--command-name-completion ()
+  "Complete the name of the slash command at point.
+The names of the commands the server offers (`available_commands_update'),
+each with its description and the hint for its input."
+  (let ((beg (1+ parley--input))
+        (end (save-excursion
+               (goto-char (1+ parley--input))
+               (skip-chars-forward "^ \t\n")
+               (point)))
+        (commands parley--commands))
+    (when (and commands (<= beg (point) end))
+      (list beg end (mapcar #'parley--command-name commands)
+            :exclusive 'no
+            :annotation-function
+            (lambda (name)
+              (let* ((command (cl-find name commands :key #'parley--command-name
+                                       :test #'equal))
+                     (hint (plist-get (plist-get command :input) :hint)))
+                (concat (if (stringp hint) (concat " " hint) "")
+                        (if (stringp (plist-get command :description))
+                            (concat "  " (plist-get command :description))
+                          ""))))))))
+
+(defun parley--command-argument-completion ()
+  "Complete the argument of the slash command at point, such as `/mode pl'.
+A command named after one of the session's config options (`/mode',
+`/model') takes one of its values: those are offered, each with its
+name and description, as the server sent them."
+  (let ((pos (point)))
+    (save-excursion
+      (goto-char parley--input)
+      (when (looking-at "/\\([^ \t\n]+\\)[ \t]+\\([^ \t\n]*\\)")
+        (let* ((beg (match-beginning 2))
+               (end (match-end 2))
+               (choices (parley--config-choices
+                         (parley--config-option :id (match-string-no-properties 1)))))
+          (when (and choices (<= beg pos end))
+            (list beg end (mapcar #'car choices)
+                  :exclusive 'no
+                  :annotation-function
+                  (lambda (value)
+                    (let ((choice (cdr (assoc value choices))))
+                      ;; A model's name is its value: not said twice.
+                      (mapconcat (lambda (text) (concat "  " text))
+                                 (cl-remove-if-not
+                                  (lambda (text) (and (stringp text) (not (equal text value))))
+                                  (list (plist-get choice :name)
+                                        (plist-get choice :description)))
+                                 ""))))))))))
 
 ;;;; Cancel, history, retry
 

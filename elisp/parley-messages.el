@@ -25,6 +25,7 @@
 (require 'parley-transcript)
 (require 'parley-tool-calls)
 (require 'parley-usage)
+(require 'parley-wire)
 
 ;;;; Prompts
 
@@ -87,7 +88,7 @@ name: `*parley: proj: session 2*' rather than `*parley: proj*<2>'."
   "Show the `agent_message_chunk' UPDATE."
   (let* ((text (parley--content-text (plist-get update :content)))
          (id (plist-get update :messageId))
-         (replaces (parley--meta update :replaces))
+         (replaces (parley-wire-meta update :replaces))
          (old (and replaces (gethash (cons 'message replaces) parley--blocks))))
     (parley--fold-thoughts)
     (cond
@@ -116,7 +117,7 @@ name: `*parley: proj: session 2*' rather than `*parley: proj*<2>'."
     ;; A replayed answer cut short by an error: the mark its turn ended
     ;; with.  A turn that stopped otherwise is marked by its replayed
     ;; notice, which follows.
-    (when (equal (parley--meta update :stopReason) "failed")
+    (when (equal (parley-wire-meta update :stopReason) "failed")
       (parley--insert-notice "Error: the turn failed here" 'parley-error))))
 
 (defun parley--on-thought (update)
@@ -158,7 +159,7 @@ name: `*parley: proj: session 2*' rather than `*parley: proj*<2>'."
 (defun parley--notice-face (update)
   "Return the face of the notice chunk UPDATE, by its level.
 An unknown level is shown as `info' is."
-  (let ((notice (parley--meta update :notice)))
+  (let ((notice (parley-wire-meta update :notice)))
     (or (and (consp notice)
              (cdr (assoc (plist-get notice :level) parley--notice-faces)))
         'parley-notice)))
@@ -174,16 +175,16 @@ where it comes, in the face of its level; never as answer text."
 
 (defun parley--update (update)
   "Show the `session/update' UPDATE in the current chat buffer."
-  (pcase (plist-get update :sessionUpdate)
-    ((and "agent_message_chunk" (guard (parley--meta update :notice)))
+  (pcase (parley-wire-kind update)
+    ((and 'message (guard (parley-wire-meta update :notice)))
      (parley--on-notice update))
-    ("agent_message_chunk" (parley--on-message update))
-    ("agent_thought_chunk" (parley--on-thought update))
-    ("user_message_chunk" (parley--on-user-chunk update))
-    ((or "tool_call" "tool_call_update") (parley--tool-update update))
-    ("usage_update" (parley--record-usage 'round update))
-    ("plan" (parley--plan-update update))
-    ("session_info_update"
+    ('message (parley--on-message update))
+    ('thought (parley--on-thought update))
+    ('user (parley--on-user-chunk update))
+    ((or 'tool-call 'tool-call-update) (parley--tool-update update))
+    ('usage (parley--record-usage 'round update))
+    ('plan (parley--plan-update update))
+    ('session-info
      (when (stringp (plist-get update :title))
        (parley--set-title (plist-get update :title))))))
 

@@ -1,4 +1,4 @@
-;;; parley-plan.el --- The model's plan, shown above a Parley transcript  -*- lexical-binding: t; -*-
+;;; parley-plan.el --- The model's plan, shown below a Parley transcript  -*- lexical-binding: t; -*-
 
 ;; Copyright (C) 2025 Parley contributors
 
@@ -12,11 +12,12 @@
 ;; The model keeps a plan (its `update_plan' tool): the server sends
 ;; it whole as a `plan' update, `{entries: [{content, status,
 ;; priority}]}', each time it changes, and again when a stored session
-;; is replayed.  The last one is shown above the transcript, after the
-;; banner, one line per entry with a box ticked as it is done; the
-;; header line says how far it is.  It is an overlay's text, not the
-;; transcript's: the blocks and markers of the transcript never move
-;; for it, and it is not part of an export.
+;; is replayed.  The last one is shown at the bottom of the
+;; transcript, above the prompt, one line per entry with a box ticked
+;; as it is done, updated in place; the header line says how far it
+;; is.  It is an overlay's text, not the transcript's: the blocks and
+;; markers of the transcript never move for it, and it is not part of
+;; an export.
 
 ;;; Code:
 
@@ -38,7 +39,7 @@
 
 (parley--define-buffer-state
   (parley--plan "The model's plan as last sent: a list of entries (:content :status :priority).")
-  (parley--plan-overlay "The overlay that shows the plan above the transcript."))
+  (parley--plan-overlay "The overlay that shows the plan below the transcript."))
 
 (defconst parley--plan-boxes
   '(("completed" "☑" parley-plan-done)
@@ -73,21 +74,22 @@
 (defun parley--plan-string ()
   "Return the text of the plan, or the empty string when there is none."
   (if parley--plan
-      (concat (propertize "Plan" 'face 'parley-plan-header)
+      ;; On a line of its own, whether or not the text above ended one.
+      (concat "\n" (propertize "Plan" 'face 'parley-plan-header)
               (propertize (format "  %s done\n" (parley--plan-done)) 'face 'shadow)
-              (mapconcat #'parley--plan-entry-string parley--plan "")
-              "\n")
+              (mapconcat #'parley--plan-entry-string parley--plan ""))
     ""))
 
 (defun parley--plan-update (update)
   "Show the plan of the `plan' UPDATE in place of the one shown."
   (setq parley--plan (cl-remove-if-not #'consp (append (plist-get update :entries) nil)))
   (unless (overlayp parley--plan-overlay)
-    ;; Over the banner: its `after-string' comes before the transcript,
-    ;; which grows after the overlay's end and never moves it.
-    (setq parley--plan-overlay (make-overlay (point-min) parley--start nil nil nil))
+    ;; Empty, at the end of the transcript, and advancing past what is
+    ;; inserted there: its `before-string' stays below the last words,
+    ;; above the prompt, where it can be seen however long the chat.
+    (setq parley--plan-overlay (make-overlay parley--output parley--output nil t t))
     (overlay-put parley--plan-overlay 'parley-plan t))
-  (overlay-put parley--plan-overlay 'after-string (parley--plan-string))
+  (overlay-put parley--plan-overlay 'before-string (parley--plan-string))
   (force-mode-line-update))
 
 (provide 'parley-plan)

@@ -13,8 +13,10 @@
 ;; never in the minibuffer: a question read there from a timer or a
 ;; process filter takes the keys the user types for another buffer, and
 ;; RET would approve the default.  Here the keys that answer it (`y',
-;; `a', `n') are bound only in an overlay over the question, so they
-;; work only with point in it, and RET answers nothing.
+;; `a' or `!', `n') are bound in an overlay over the question, and, in
+;; the chat buffer, outside the prompt (parley-input.el), where they
+;; answer the oldest question; typed in the prompt they are letters,
+;; and RET answers nothing.
 ;;
 ;; `parley--ask' shows a question and calls back with the answer;
 ;; parley-session.el asks the server's `session/request_permission'
@@ -28,6 +30,7 @@
 (require 'parley-display)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
+(require 'parley-windows)
 
 ;;;; Faces
 
@@ -84,6 +87,8 @@ items of the tool call, the edits asked about."
   (let ((map (make-sparse-keymap)))
     (define-key map "y" #'parley-question-allow-once)
     (define-key map "a" #'parley-question-allow-always)
+    ;; agent-shell's key for "always".
+    (define-key map "!" #'parley-question-allow-always)
     (define-key map "A" #'parley-question-allow-always-broader)
     (define-key map "n" #'parley-question-reject)
     (define-key map "d" #'parley-question-show-diff)
@@ -133,7 +138,7 @@ DIFF non-nil says that `d' shows the edit's diff in its own buffer."
        (parley--props (concat "   " (propertize "[d]" 'face 'parley-question-key)
                               " Diff in a buffer"))
      "")
-   (parley--props "\n    (press the key with point here; RET does not answer)\n"
+   (parley--props "\n    (press the key anywhere outside the prompt; RET does not answer)\n"
                   'face 'parley-notice)))
 
 (defun parley--question-string (header tool options)
@@ -148,21 +153,11 @@ TOOL is the ACP tool call: its title, kind, rawInput and content."
      ;; Where it runs, or the files it touches: a command's directory.
      (parley--props (parley--locations-line (plist-get tool :locations)))
      (parley--props "\n")
-     (parley--question-input title (if diffs (parley--without-edit-texts input) input))
+     ;; An edit is shown by its diff alone: its input would repeat it.
+     (if diffs "" (parley--question-input title input))
      (mapconcat (lambda (item) (parley--content-item-string item input mode))
                 (plist-get tool :content) "")
      (parley--question-choices options diffs))))
-
-(defconst parley--edit-text-fields '(:old_text :new_text :content :oldText :newText)
-  "Fields of an edit's input that its diff shows better.")
-
-(defun parley--without-edit-texts (input)
-  "Return the tool INPUT without an edit's old and new texts (in its diff)."
-  (if (and (consp input) (keywordp (car input)))
-      (cl-loop for (key value) on input by #'cddr
-               unless (and (memq key parley--edit-text-fields) (stringp value))
-               append (list key value))
-    input))
 
 ;;;; Asking and answering
 
@@ -267,18 +262,22 @@ would be undefined there, or do something else."
   (cl-some (lambda (overlay) (overlay-get overlay 'parley-question))
            (overlays-at pos)))
 
-(defun parley--answer-at-point (key)
-  "Answer the question at point with its option whose key is KEY."
-  (let* ((question (or (and (derived-mode-p 'parley-chat-mode)
-                            (parley--question-at (point)))
-                       (user-error "No Parley question at point")))
-         (options (parley--question-options question))
+(defun parley--answer-with-key (question key)
+  "Answer QUESTION with its option whose key is KEY; then go to the prompt."
+  (let* ((options (parley--question-options question))
          (option (or (cl-find-if (lambda (o) (equal (parley--option-key o options) key))
                                  options)
                      (user-error "This question does not offer that choice"))))
     (parley--settle question option)
     ;; Back to the prompt, where the window follows the answer.
     (goto-char (point-max))))
+
+(defun parley--answer-at-point (key)
+  "Answer the question at point with its option whose key is KEY."
+  (parley--answer-with-key (or (and (derived-mode-p 'parley-chat-mode)
+                                    (parley--question-at (point)))
+                               (user-error "No Parley question at point"))
+                           key))
 
 (defun parley-question-allow-once ()
   "Allow the tool call of the question at point, this once."
@@ -309,7 +308,7 @@ That is the broader one (`git' rather than `git status')."
   (let* ((question (parley--question-at (point)))
          (options (and question (parley--question-options question)))
          (broader (cl-find-if (lambda (o) (equal (parley--option-key o options) "A")) options)))
-    (message "Answer with y (allow once), a (allow always)%s or n (reject)%s"
+    (message "Answer with y (allow once), a or ! (allow always)%s or n (reject)%s"
              (if broader (format ", A (%s)" (plist-get broader :name)) "")
              (if (and question (parley--question-diffs question)) "; d shows the diff" ""))))
 
@@ -319,8 +318,9 @@ That is the broader one (`git' rather than `git status')."
   (let ((question (or (and (derived-mode-p 'parley-chat-mode)
                            (parley--question-at (point)))
                       (user-error "No Parley question at point"))))
-    (parley-diff-show (parley--question-diffs question)
-                      (parley--question-title question) parley--cwd)))
+    (parley-windows-show (parley-diff-buffer (parley--question-diffs question)
+                                             (parley--question-title question) parley--cwd)
+                         (current-buffer))))
 
 (defun parley-question-click (event)
   "Answer the question with the choice clicked on in EVENT."

@@ -28,6 +28,7 @@
 (require 'parley-question)
 (require 'parley-terminals)
 (require 'parley-tools)
+(require 'parley-wire)
 (require 'parley-tool-calls)
 (require 'parley-transcript)
 (require 'parley-usage)
@@ -73,9 +74,9 @@ The server follows its answer to `session/new' with the session's
 commands at once, while Emacs is still making the buffer.  Only the
 last update of each kind is kept.")
 
-(defconst parley--state-updates '("available_commands_update" "config_option_update"
-                                  "current_mode_update")
-  "The kinds of `session/update' that set the session's state, not its transcript.")
+(defconst parley--state-updates '(commands config-options mode)
+  "The kinds of `session/update' that set the session's state, not its transcript.
+Names of `parley-wire-update-kinds'.")
 
 (parley--define-buffer-state
   (parley--session-id "The id of this buffer's session.")
@@ -177,11 +178,10 @@ RESULT is the answer to `session/new', `session/load' or `session/resume'."
                 (parley--session-update update)
               (error (message "Parley: cannot show an update: %s"
                               (error-message-string err)))))
-        (let ((kind (plist-get update :sessionUpdate)))
-          (when (member kind parley--state-updates)
+        (let ((kind (parley-wire-kind update)))
+          (when (memq kind parley--state-updates)
             (puthash id (cons update (cl-remove kind (gethash id parley--early-updates)
-                                                :key (lambda (u) (plist-get u :sessionUpdate))
-                                                :test #'equal))
+                                                :key #'parley-wire-kind))
                      parley--early-updates)))))))
 
 (defun parley--register-session (id buffer)
@@ -195,12 +195,12 @@ The state updates that came for it before are applied in BUFFER."
 
 (defun parley--session-update (update)
   "Keep the session state in UPDATE, or show UPDATE in the transcript."
-  (pcase (plist-get update :sessionUpdate)
-    ("config_option_update"
+  (pcase (parley-wire-kind update)
+    ('config-options
      (parley--set-config-options (plist-get update :configOptions)))
-    ("available_commands_update"
+    ('commands
      (setq parley--commands (append (plist-get update :availableCommands) nil)))
-    ("current_mode_update"
+    ('mode
      (setq parley--current-mode (plist-get update :currentModeId))
      (force-mode-line-update))
     (_ (parley--update update)
@@ -283,62 +283,51 @@ server wrote to the disk itself is reverted into unmodified buffers."
         ;; Not from jsonrpc.el's process filter: reverting runs hooks.
         (run-at-time 0 nil #'parley--revert-files files)))))
 
-(defun parley--restore-report (result root)
-  "Return what the restore RESULT did, in words; paths relative to ROOT.
-Buffers visiting the files are reverted first (see `parley--revert-files')."
-  (let* ((files (append (plist-get result :files) nil))
-         (name (lambda (path) (file-relative-name (expand-file-name path root) root)))
-         (done (parley--revert-files
-                (mapcar (lambda (f) (expand-file-name (plist-get f :path) root)) files)))
-         (names (lambda (action)
-                  (let ((these (cl-remove-if-not
-                                (lambda (f) (equal (plist-get f :action) action)) files)))
-                    (and these (concat (if (equal action "restored") "restored " "removed ")
-                                       (mapconcat (lambda (f) (funcall name (plist-get f :path)))
-                                                  these ", "))))))
-         (kept (cl-loop for (file . what) in done
-                        when (eq what 'modified) collect (funcall name file)))
-         (failed (mapcar (lambda (f) (format "%s (%s)" (funcall name (plist-get f :path))
-                                             (plist-get f :reason)))
-                         (plist-get result :failed))))
-    (string-join
-     (delq nil (list (funcall names "restored")
-                     (funcall names "removed")
-                     (and failed (concat "could not restore " (string-join failed ", ")))
-                     (and kept (concat "not reverted (unsaved changes): "
-                                       (string-join kept ", ")))))
-     "; ")))
+(defun parley--revert-restored (result root)
+  "Revert the buffers visiting the files the restore RESULT wrote.
+Paths are relative to ROOT.  Return the names of the files whose buffers
+were left alone (unsaved changes), see `parley--revert-files'."
+  (let ((done (parley--revert-files
+               (mapcar (lambda (f) (expand-file-name (plist-get f :path) root))
+                       (append (plist-get result :files) nil)))))
+    (cl-loop for (file . what) in done
+             when (eq what 'modified) collect (file-relative-name file root))))
 
 (defun parley--turn-undone (turn result)
-  "Report the RESULT of `_parley/session/restore' for TURN.
-Buffers visiting the files show them as restored; the echo area and
-the transcript say what changed."
-  (let* ((rejected (eq (plist-get result :rejected) t))
-         (report (parley--restore-report result (file-name-as-directory parley--cwd)))
-         (text (cond (rejected (format "Turn %d not undone: you kept the files changed since"
-                                       turn))
-                     ((string-empty-p report) (format "Turn %d undone: no file to restore" turn))
-                     (t (format "Turn %d undone: %s" turn report)))))
+  "Show the RESULT of `_parley/session/restore' for TURN: the server's words.
+Buffers visiting the files show them as restored; the echo area and the
+transcript say what the server said it did (its `text')."
+  (let* ((root (file-name-as-directory parley--cwd))
+         (kept (parley--revert-restored result root))
+         (text (plist-get result :text))
+         (rejected (eq (plist-get result :rejected) t)))
     ;; The session changed after a cut-off turn: a retry is a new turn.
     (parley--forget-cut-off-turn)
-    (unless rejected
+    (unless (or rejected (eq (plist-get result :cancelled) t))
       ;; The server dropped the checkpoints of this turn and later ones.
       (setq parley--edited-turns (cl-remove-if (lambda (n) (>= n turn)) parley--edited-turns)))
-    (if (stringp (plist-get result :text))
+    (if (or rejected (> (length (plist-get result :files)) 0)
+            (> (length (plist-get result :failed)) 0))
         ;; The server kept it as `/undo' is kept: shown as it is replayed.
-        (parley--show-command-turn "/undo" (plist-get result :text))
+        ;; Not one of the server's numbered turns: the count stays.
+        (let ((turns parley--turn-count))
+          (parley--show-command-turn "/undo" text)
+          (setq parley--turn-count turns))
+      ;; Nothing was done, and nothing kept: said once, where it happened.
       (parley--insert-notice (concat "[" text "]")))
-    (message "Parley: %s" text)))
+    (message "Parley: %s%s" text
+             (if kept (format "
+(not reverted, unsaved changes: %s)" (string-join kept ", ")) ""))))
 
 (defun parley--show-command-turn (typed answer)
   "Show a slash command turn: the command TYPED, and Parley's ANSWER.
 As `session/load' replays it (`_meta.parley.command'), so that the
 transcript is the same live and reopened."
   (parley--render-prompt typed nil)
-  (parley--update (list :sessionUpdate "agent_message_chunk"
+  (parley--update (apply #'parley-wire-update 'message
                         :messageId (format "command-%s" (float-time))
                         :content (list :type "text" :text answer)
-                        :_meta (list :parley (list :command t))))
+                        (parley-wire-with-meta :command t)))
   (parley--close-tail)
   (parley--finish-blocks))
 
@@ -483,9 +472,8 @@ A question still pending is answered `cancelled': its turn is over."
 Its `_meta.parley' holds the call's `usage', the turn's statistics
 \(`turn') and the session's totals (`session'), which the header line
 shows as they are."
-  (let* ((meta (plist-get (plist-get result :_meta) :parley))
-         (stats (plist-get meta :turn))
-         (totals (plist-get meta :session)))
+  (let* ((stats (parley-wire-meta result :turn))
+         (totals (parley-wire-meta result :session)))
     (setq parley--busy nil)
     (when (plist-get stats :model)
       (setq parley--model (plist-get stats :model)))
@@ -498,14 +486,30 @@ shows as they are."
       (parley--record-usage 'totals totals))
     ;; Why it stopped is not here: the server said it, in a notice,
     ;; before this result.
-    (when (eq (plist-get meta :replaced) :json-false)
+    (when (eq (parley-wire-meta result :replaced) :json-false)
       ;; A retry the server ran as a new turn: the attempt it was to
       ;; replace, gone from this buffer, is still in the session.
       (parley--insert-notice parley--attempt-kept-notice))
     (parley--close-tail)
+    (when (eq (parley-wire-meta result :kept) :json-false)
+      (parley--drop-refused-command))
     (parley--end-turn-state)
     (parley--end-turn-extent (equal (plist-get result :stopReason) "cancelled"))
     (run-hook-with-args 'parley-turn-end-functions nil)))
+
+(defun parley--drop-refused-command ()
+  "Take the command the server refused and did not keep out of the transcript.
+Such as `/mode pl': a typo, not a turn (`_meta.parley.kept: false').
+Its label and text go; the server's notice, which says why, stays.
+The turn's number stays the server's count.  \[parley-previous-input]
+brings the command back to the prompt, to be fixed."
+  (let* ((start parley--turn-start)
+         (text (and start (text-property-any start parley--output
+                                             'face 'parley-user-text)))
+         (end (and text (next-single-property-change text 'face nil parley--output))))
+    (when end
+      (parley--writing (delete-region start end))
+      (setq parley--role nil))))
 
 (defconst parley--provider-error -32001
   "The JSON-RPC error code of a model provider's failure: worth a retry.")
@@ -604,8 +608,7 @@ must not wait for an answer: the request is asynchronous."
      conn 'session/new
      (append (list :cwd parley--cwd :mcpServers [])
              (parley--roots-params parley--cwd)
-             (and parley--model
-                  (list :_meta (list :parley (list :model parley--model)))))
+             (and parley--model (parley-wire-with-meta :model parley--model)))
      :timeout parley-request-timeout
      :success-fn
      (lambda (result)
@@ -646,7 +649,7 @@ resume: the cut-off turn is not that session's."
         conn 'session/prompt
         (append (list :sessionId parley--session-id :prompt (vconcat blocks))
                 (and retry (equal session parley--session-id)
-                     (list :_meta (list :parley (list :retry t)))))
+                     (parley-wire-with-meta :retry t)))
         :timeout parley-turn-timeout
         :success-fn (lambda (result)
                       (parley--with-live-buffer buffer (parley--turn-done result)))

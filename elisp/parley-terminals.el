@@ -34,11 +34,13 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'parley-connection)
+(require 'parley-windows)
 
 (defcustom parley-display-terminals t
   "Non-nil means a terminal the server starts is shown as it starts.
-It is shown only when its session's chat buffer is in a window, in
-another window (the one of the last terminal, when there is one)."
+It is shown only when its session's chat buffer is in a window,
+beside it (`parley-display-beside-chat'), in the window of the last
+terminal or diff when there is one."
   :type 'boolean
   :group 'parley)
 
@@ -198,6 +200,8 @@ A window whose point was at the end follows the output."
   (let ((map (make-sparse-keymap)))
     ;; Not `recompile': that would run `compile-command' here.
     (define-key map "g" #'parley-terminal-no-rerun)
+    ;; Also on the error links, whose keymap binds it.
+    (define-key map [remap compile-goto-error] #'parley-terminal-goto-error)
     map)
   "Keymap of `parley-terminal-mode'.")
 
@@ -209,6 +213,21 @@ run again from here (\\<parley-terminal-mode-map>\\[parley-terminal-no-rerun] \
 only says so)."
   (setq-local compilation-scroll-output nil)
   (setq-local revert-buffer-function #'parley-terminal-no-rerun))
+
+(defvar-local parley-terminals--chat nil
+  "The chat buffer of the session whose command this terminal runs.")
+
+(defun parley-terminal-goto-error ()
+  "Visit the error at point, beside the chat rather than over it.
+In the window already showing its file, else in Parley's own window
+\(`parley-windows-beside-chat'); never in the chat's window.  An entry
+of the user's `display-buffer-alist' for the file decides first."
+  (interactive)
+  (let ((display-buffer-alist
+         (append display-buffer-alist
+                 `((always (display-buffer-reuse-window parley-windows-beside-chat)
+                           (parley-chat . ,parley-terminals--chat))))))
+    (call-interactively #'compile-goto-error)))
 
 (defun parley-terminals--shown-command (command args)
   "Return the command line that COMMAND with ARGS run, as shown to a person.
@@ -298,7 +317,8 @@ chat buffer.  Return the answer, (:terminalId ID)."
                     :limit (and (natnump limit) limit))))
     (with-current-buffer buffer
       (parley-terminal-mode)
-      (setq default-directory (file-name-as-directory dir))
+      (setq parley-terminals--chat chat
+            default-directory (file-name-as-directory dir))
       ;; Not in the buffer, whose every line is the command's output
       ;; (and may be an error's location).
       (setq header-line-format (concat " $ " (string-replace "%" "%%" shown))))
@@ -311,9 +331,7 @@ chat buffer.  Return the answer, (:terminalId ID)."
     (puthash id terminal parley-terminals--live)
     (puthash id buffer parley-terminals--buffers)
     (when (and parley-display-terminals chat (get-buffer-window chat t))
-      (display-buffer buffer '((display-buffer-reuse-mode-window display-buffer-pop-up-window)
-                               (mode . parley-terminal-mode)
-                               (inhibit-same-window . t))))
+      (parley-windows-show buffer chat))
     (list :terminalId id)))
 
 ;;;; The other requests
@@ -398,7 +416,8 @@ the text says so."
          (buffer (and id (parley-terminals-buffer id))))
     (unless id (user-error "No terminal here"))
     (unless buffer (user-error "The terminal's buffer was killed"))
-    (pop-to-buffer buffer)))
+    (select-window (or (parley-windows-show buffer (current-buffer))
+                       (user-error "No window to show the terminal in")))))
 
 (defun parley-open-terminal-click (event)
   "Show the terminal whose link was clicked in EVENT."

@@ -26,6 +26,7 @@
 (require 'parley-markdown)
 (require 'parley-terminals)
 (require 'parley-transcript)
+(require 'parley-wire)
 
 ;;;; Customization
 
@@ -387,7 +388,7 @@ A field it has replaces the one shown; the others stay."
       (setf (parley--block-raw-output block) (plist-get update :rawOutput)))
     (parley--replayed-edit-diff block)
     ;; Superseded: the model did not make this call after all.
-    (when (eq (parley--meta update :superseded) t)
+    (when (eq (parley-wire-meta update :superseded) t)
       (setf (parley--block-superseded block) t))
     (if new
         (parley--append block (parley--tool-string block))

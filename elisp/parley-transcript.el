@@ -27,6 +27,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'parley-markdown)
+(require 'parley-wire)
 
 ;;;; Customization
 
@@ -389,10 +390,6 @@ Only a chunk with a newline completes lines: the others cost nothing."
       (parley-markdown-finish state (parley--block-end block)))))
 
 ;;;; Reading updates
-
-(defun parley--meta (update key)
-  "Return KEY of UPDATE's `_meta.parley' object."
-  (plist-get (plist-get (plist-get update :_meta) :parley) key))
 
 (defun parley--content-text (content)
   "Return the text of a ContentBlock CONTENT."

@@ -18,6 +18,7 @@
 
 (require 'cl-lib)
 (require 'parley-transcript)
+(require 'parley-wire)
 
 (cl-defstruct (parley--usage (:constructor parley--usage-create) (:copier nil))
   "The session's totals as the server reports them, for the header line.
@@ -44,7 +45,7 @@ that is not a number leaves the known one."
     (pcase-exhaustive source
       ('round
        (let ((size (plist-get data :size))
-             (totals (parley--meta data :session)))
+             (totals (parley-wire-meta data :session)))
          (setf (parley--usage-used usage) (plist-get data :used)
                (parley--usage-size usage) (and (numberp size) size))
          (when totals

@@ -35,6 +35,7 @@
 ;;   C-c C-q                   go to the permission question Parley waits on
 ;;   C-c C-d                   show the diff of the edit at point
 ;;   C-c C-u                   undo the last editing turn (C-u: from the turn at point)
+;;   C-c C-y                   redo: undo the last undo
 ;;   C-c C-r                   send the last prompt again; after a cancelled or
 ;;                             failed turn, in its place
 ;;   C-c C-e                   export the conversation as Markdown (C-u: to a buffer)
@@ -46,9 +47,9 @@
 ;; follows them), and fenced code blocks in their language's mode.
 ;;
 ;; A permission question appears in the transcript, with the tool and
-;; its input (an edit's diff); `y' allows once, `a' always, `n'
-;; rejects, `d' shows the diff, with point in the question.  RET never
-;; answers it.  Edits land in the buffers visiting the files
+;; its input (an edit's diff); `y' allows once, `a' (or `!') always,
+;; `n' rejects, with point anywhere outside the prompt; `d' shows the
+;; diff, with point in the question.  RET never answers it.  Edits land in the buffers visiting the files
 ;; (`fs/write_text_file'), and the model reads unsaved buffers.
 ;;
 ;; From any buffer, `parley-send-region' asks about the region and
@@ -80,7 +81,7 @@
 ;;   parley-messages.el    where an update lands: answers, thoughts,
 ;;                         prompts, notices
 ;;   parley-tool-calls.el  tool calls and edits in the transcript
-;;   parley-plan.el        the model's plan, above the transcript
+;;   parley-plan.el        the model's plan, below the transcript
 ;;   parley-usage.el       the usage the server reports
 ;;   parley-transcript.el  the transcript's blocks: streaming at a
 ;;                         marker, sections, thoughts, the end of a turn
@@ -89,6 +90,7 @@
 ;;   parley-display.el     the display rules (docs/display.md): tokens,
 ;;                         cost, context, tool input and result, times
 ;;   parley-diff.el        the diffs of edits, computed in Lisp
+;;   parley-windows.el     where a diff and a terminal are shown
 ;;   parley-files.el       fs/read_text_file, fs/write_text_file
 ;;   parley-connection.el  the `parley serve' process and JSON-RPC
 ;;   parley-tools.el       the Emacs tools offered to the agent
@@ -106,6 +108,7 @@
 (require 'parley-header)
 (require 'parley-input)
 (require 'parley-install)
+(require 'parley-wire)
 (require 'parley-question)
 (require 'parley-session)
 (require 'parley-tools)
@@ -198,10 +201,14 @@ are, and the echo area names it.
     (define-key map (kbd "C-c C-q") #'parley-goto-question)
     (define-key map (kbd "C-c C-d") #'parley-show-diff)
     (define-key map (kbd "C-c C-u") #'parley-undo-turn)
+    (define-key map (kbd "C-c C-y") #'parley-redo-turn)
     (define-key map (kbd "C-c C-r") #'parley-retry)
     (define-key map (kbd "C-c C-e") #'parley-export)
     (define-key map (kbd "C-c C-w") #'parley-copy-code-block)
     (define-key map (kbd "C-c C-i") #'parley-insert-code-block)
+    ;; Outside the prompt, a waiting question's keys answer it.
+    (dolist (key '("y" "n" "!" "a" "A"))
+      (define-key map key #'parley-answer-question))
     map)
   "Keymap of `parley-chat-mode'.")
 
@@ -303,13 +310,13 @@ came for the session before it are applied."
                   conn 'session/new
                   (append (list :cwd cwd :mcpServers [])
                           (parley--roots-params cwd)
-                          (and meta (list :_meta (list :parley meta)))))))
+                          (and meta (apply #'parley-wire-with-meta meta))))))
     (parley--make-buffer
      cwd (plist-get result :sessionId)
      (lambda ()
        (setq parley--conn conn
              parley--model (or parley-default-model
-                               (parley--meta parley--server-info :defaultModel)))
+                               (parley-wire-meta parley--server-info :defaultModel)))
        (parley--session-result result)))))
 
 (defun parley--find-buffer (cwd)
@@ -320,14 +327,33 @@ came for the session before it are applied."
 ;;;###autoload
 (defun parley (&optional new)
   "Open the Parley chat buffer of the current project.
-With a prefix argument NEW, start a new session in a new buffer."
+Without one, offer to resume the project's last stored session
+\(`parley--offer-last-session'), else start a new one.  With a prefix
+argument NEW, start a new session in a new buffer, asking nothing."
   (interactive "P")
   (let* ((cwd (parley--project-root))
-         (buffer (or (and (not new) (parley--find-buffer cwd))
+         (buffer (or (and (not new) (or (parley--find-buffer cwd)
+                                        (parley--offer-last-session cwd)))
                      (parley--new-session-buffer cwd))))
     (pop-to-buffer buffer)
     (goto-char (point-max))
     buffer))
+
+(defun parley--offer-last-session (cwd)
+  "Offer to resume the last stored session of CWD; return its buffer, or nil.
+Nil when CWD has no stored session or the user says no (a new session
+then starts)."
+  ;; The first page is enough: the newest comes first.
+  (let ((last (car (append (plist-get (parley--request (parley--live-connection)
+                                                       'session/list (list :cwd cwd))
+                                      :sessions)
+                           nil))))
+    (when (and last
+               (y-or-n-p (format "Resume the last session of this project, %s? "
+                                 (parley--session-label last))))
+      (parley-open-session (plist-get last :sessionId)
+                           (or (plist-get last :cwd) cwd)
+                           (plist-get last :title)))))
 
 (defun parley-new-session ()
   "Start a new session for the current project in a new buffer."
@@ -413,15 +439,14 @@ With a prefix argument NEW, start a new session in a new buffer."
   "Return the picker's line for the stored SESSION (a plist of `session/list').
 Its title, model, turns and cost (`_meta.parley'), and when it was
 last used, in local time."
-  (let* ((meta (plist-get (plist-get session :_meta) :parley))
-         (turns (plist-get meta :turns))
-         (cost (plist-get meta :cost))
+  (let* ((turns (parley-wire-meta session :turns))
+         (cost (parley-wire-meta session :cost))
          (date (plist-get session :updatedAt)))
     (string-join
      (delq nil
            (list (replace-regexp-in-string "[[:space:]\n\r\t]+" " "
                                            (or (plist-get session :title) "(untitled)"))
-                 (let ((model (plist-get meta :model))) (and (stringp model) model))
+                 (let ((model (parley-wire-meta session :model))) (and (stringp model) model))
                  (and (natnump turns) (format "%d turn%s" turns (if (= turns 1) "" "s")))
                  (and (numberp cost) (parley-display-cost cost))
                  (and (or (numberp date) (stringp date)) (parley-display-time date))))
@@ -506,13 +531,13 @@ takes prompts as before.  Return the buffer."
            :success-fn
            (lambda (result)
              (parley--with-live-buffer buffer
-               (let ((meta (plist-get (plist-get result :_meta) :parley)))
+               (let ((usage (parley-wire-meta result :usage)))
                  (setq parley--busy nil
                        parley--conn conn
-                       parley--model (or (plist-get meta :model) parley--model))
+                       parley--model (or (parley-wire-meta result :model) parley--model))
                  (parley--session-result result)
-                 (when (plist-get meta :usage)
-                   (parley--record-usage 'totals (plist-get meta :usage)))
+                 (when usage
+                   (parley--record-usage 'totals usage))
                  (parley--end-turn-state))))
            :error-fn
            (lambda (err)

@@ -35,68 +35,68 @@ WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "parley-mutation"
 # tests (`parley serve` over JSON-RPC) where the rule lives in the running server.
 MODULE_TESTS: dict[str, list[str]] = {
     "agent/budgets.py": [
-        "tests/test_budget_rules.py",
-        "tests/test_budgets.py",
+        "tests/models/test_budget_rules.py",
+        "tests/models/test_budgets.py",
     ],
     "core/usage.py": [
-        "tests/test_usage_and_cost.py",
-        "tests/test_caching.py",
+        "tests/models/test_usage_and_cost.py",
+        "tests/models/test_caching.py",
     ],
     # In-process: the same rules through the running server (test_server_robustness.py's
     # oversized-frame and resynchronising tests) double the time of every surviving mutant.
     "protocol/framing.py": [
-        "tests/test_framing_rules.py",
-        "tests/test_frame_writer.py",
+        "tests/protocol/test_framing_rules.py",
+        "tests/protocol/test_frame_writer.py",
     ],
-    "tools/command_rules.py": ["tests/test_command_rules.py"],
+    "tools/command_rules.py": ["tests/trust/test_command_rules.py"],
     # The sandbox's policy and launcher: every place planted and tried from a real child.
-    "child_env.py": ["tests/test_sandbox_policy.py"],
-    "sandbox_policy.py": ["tests/test_sandbox_policy.py", "tests/test_trust_attacks.py"],
+    "child_env.py": ["tests/trust/test_sandbox_policy.py"],
+    "sandbox_policy.py": ["tests/trust/test_sandbox_policy.py", "tests/trust/test_trust_attacks.py"],
     # The launcher's mounts and fallback: the red team's renames, test_sandbox.py's launch
     # property and fallback (through the server: half a minute a survivor).
     "sandbox.py": [
-        "tests/test_sandbox_policy.py",
-        "tests/test_red36_sandbox_escapes.py",
-        "tests/test_sandbox.py",
+        "tests/trust/test_sandbox_policy.py",
+        "tests/trust/test_red36_sandbox_escapes.py",
+        "tests/trust/test_sandbox.py",
     ],
-    "tools/command_policy.py": ["tests/test_command_rules.py"],
-    "tools/command_output.py": ["tests/test_command_output.py"],
+    "tools/command_policy.py": ["tests/trust/test_command_rules.py"],
+    "tools/command_output.py": ["tests/tools/test_command_output.py"],
     "tools/confined.py": [
-        "tests/test_confined_paths.py",
-        "tests/test_path_gate.py",
-        "tests/test_roots_gate.py",
+        "tests/trust/test_confined_paths.py",
+        "tests/trust/test_path_gate.py",
+        "tests/trust/test_roots_gate.py",
     ],
     # In-process only: the server tests of compaction (test_compaction.py, test_history.py)
     # and of checkpoints (test_checkpoints.py) take a minute or more for every survivor.
     "agent/compaction.py": [
-        "tests/test_compaction_rules.py",
-        "tests/test_compactor_rules.py",
+        "tests/models/test_compaction_rules.py",
+        "tests/models/test_compactor_rules.py",
     ],
     "agent/checkpoints.py": [
-        "tests/test_checkpoint_rules.py",
+        "tests/tools/test_checkpoint_rules.py",
     ],
     "agent/compactor.py": [
-        "tests/test_compactor_rules.py",
+        "tests/models/test_compactor_rules.py",
     ],
     "agent/call_usage.py": [
-        "tests/test_compactor_rules.py",
+        "tests/models/test_compactor_rules.py",
     ],
     # A continued call reconciled with the streamed text (issue 23), in-process; the real
     # llama.cpp server's tool rounds (test_llamacpp_real.py) hold the same rules end to end.
     "providers/continuation.py": [
-        "tests/test_continuation_reconcile.py",
-        "tests/test_continued_call.py",
+        "tests/models/test_continuation_reconcile.py",
+        "tests/models/test_continued_call.py",
     ],
     "agent/continued_call.py": [
-        "tests/test_continued_call.py",
-        "tests/test_continuation.py",
+        "tests/models/test_continued_call.py",
+        "tests/models/test_continuation.py",
     ],
     # The turn loop's accounting, budget and permission rules, through the running server
     # (the whole of test_server_hybrid, test_caching and test_edit_tools takes minutes).
     # Not test_caching's discarded-stream test: under load the stream may end before the
     # hang-up it checks for, which fails it without a mutant.
     "agent/turn.py": [
-        f"tests/test_server_hybrid.py::{name}"
+        f"tests/models/test_server_hybrid.py::{name}"
         for name in (
             "test_a_finish_reason_only_round_counts_the_synchronous_call_not_the_full_stream",
             "test_tool_round_one_early_closed_stream_one_sync_call",
@@ -105,14 +105,14 @@ MODULE_TESTS: dict[str, list[str]] = {
         )
     ]
     + [
-        f"tests/test_caching.py::{name}"
+        f"tests/models/test_caching.py::{name}"
         for name in (
             "test_anthropic_cache_usage_is_counted_and_priced",
             "test_openai_synchronous_call_cache_usage_is_counted",
         )
     ]
     + [
-        f"tests/test_budgets.py::{name}"
+        f"tests/models/test_budgets.py::{name}"
         for name in (
             "test_a_turn_past_the_session_budget_does_not_call_the_provider",
             "test_the_day_budget_counts_every_session",
@@ -122,18 +122,18 @@ MODULE_TESTS: dict[str, list[str]] = {
         )
     ]
     + [
-        "tests/test_learned_windows.py::"
+        "tests/models/test_learned_windows.py::"
         "test_a_learned_window_wins_over_the_built_in_one_of_the_models_name",
-        "tests/test_text_tools.py::test_ollama_stream_with_role_on_every_chunk_and_no_usage",
-        "tests/test_acp_conformance.py::"
+        "tests/models/test_text_tools.py::test_ollama_stream_with_role_on_every_chunk_and_no_usage",
+        "tests/protocol/test_acp_conformance.py::"
         "test_usage_update_reports_the_context_the_window_and_the_cost",
-        "tests/test_continuation.py::"
+        "tests/models/test_continuation.py::"
         "test_each_preset_continues_the_streamed_text_in_its_servers_form",
-        "tests/test_stop_text.py",
-        "tests/test_wasted_tokens.py",
+        "tests/models/test_stop_text.py",
+        "tests/models/test_wasted_tokens.py",
     ]
     + [
-        f"tests/test_server_hybrid.py::{name}"
+        f"tests/models/test_server_hybrid.py::{name}"
         for name in (
             "test_permission_asked_and_allowed_always_is_remembered",
             "test_rejected_call_does_not_run_and_the_model_is_told",
@@ -141,7 +141,7 @@ MODULE_TESTS: dict[str, list[str]] = {
         )
     ]
     + [
-        f"tests/test_server_robustness.py::{name}"
+        f"tests/protocol/test_server_robustness.py::{name}"
         for name in (
             "test_a_malformed_answer_to_the_servers_own_request_is_a_rejection",
             "test_unknown_tool_and_bad_arguments_go_back_to_the_model",
@@ -154,7 +154,7 @@ MODULE_TESTS: dict[str, list[str]] = {
 # every function named has them): the turn's permission path, through the running server.
 PERMISSION_TESTS = (
     [
-        f"tests/test_server_hybrid.py::{name}"
+        f"tests/models/test_server_hybrid.py::{name}"
         for name in (
             "test_permission_asked_and_allowed_always_is_remembered",
             "test_rejected_call_does_not_run_and_the_model_is_told",
@@ -162,7 +162,7 @@ PERMISSION_TESTS = (
         )
     ]
     + [
-        f"tests/test_server_robustness.py::{name}"
+        f"tests/protocol/test_server_robustness.py::{name}"
         for name in (
             "test_a_malformed_answer_to_the_servers_own_request_is_a_rejection",
             "test_unknown_tool_and_bad_arguments_go_back_to_the_model",
@@ -170,33 +170,33 @@ PERMISSION_TESTS = (
         )
     ]
     + [
-        "tests/test_edit_tools.py::test_missing_and_ambiguous_old_text_come_back_as_errors_the_model_"
+        "tests/tools/test_edit_tools.py::test_missing_and_ambiguous_old_text_come_back_as_errors_the_model_"
         "can_act_on",
-        "tests/test_text_tools.py::test_a_malformed_call_goes_back_to_the_model_as_an_error",
-        "tests/test_checkpoints.py::test_a_turn_of_the_edit_tools_is_undone_after_a_restart",
+        "tests/models/test_text_tools.py::test_a_malformed_call_goes_back_to_the_model_as_an_error",
+        "tests/tools/test_checkpoints.py::test_a_turn_of_the_edit_tools_is_undone_after_a_restart",
     ]
 )
 # Where the permission decision lives since issue 25 (agent/tool_permission.py): the same
 # tests, the commands' prefix rules and the `cancelled` answer.
 MODULE_TESTS["agent/tool_permission.py"] = [
-    "tests/test_tool_permission_rules.py",
-    "tests/test_mode_table.py",  # its in-process tests first: most mutants die in a second
+    "tests/trust/test_tool_permission_rules.py",
+    "tests/trust/test_mode_table.py",  # its in-process tests first: most mutants die in a second
     *PERMISSION_TESTS,
-    "tests/test_command_permission.py",
-    "tests/test_permission_cancelled.py",
-    "tests/test_modes.py::test_accept_edits_applies_an_edit_unasked_undo_restores_it_and_eval_still_asks",
+    "tests/trust/test_command_permission.py",
+    "tests/trust/test_permission_cancelled.py",
+    "tests/trust/test_modes.py::test_accept_edits_applies_an_edit_unasked_undo_restores_it_and_eval_still_asks",
 ]
 # The modes (issue 44): every tool in every mode against a hand-written table, in-process (a
 # second), then over the wire; then the modes' own tests (12 s: the state sent, the plan, a reload).
-MODULE_TESTS["agent/modes.py"] = ["tests/test_mode_table.py", "tests/test_modes.py"]
+MODULE_TESTS["agent/modes.py"] = ["tests/trust/test_mode_table.py", "tests/trust/test_modes.py"]
 
 # A retry replacing a cut-off turn (issue 26): the store's and the session's side, in process
 # (their functions only: `store.py::drop_turn,…`); the decision, through the server.
-RETRY_RULES = ["tests/test_retry_rules.py"]
-RETRY_TESTS = ["tests/test_retry_replaces.py"]
-MODULE_TESTS["store.py"] = [*RETRY_RULES, "tests/test_history.py"]
-MODULE_TESTS["agent/session.py"] = [*RETRY_RULES, "tests/test_history.py"]
-MODULE_TESTS["agent/sessions.py"] = [*RETRY_TESTS, "tests/test_catch_up.py"]
+RETRY_RULES = ["tests/models/test_retry_rules.py"]
+RETRY_TESTS = ["tests/models/test_retry_replaces.py"]
+MODULE_TESTS["store.py"] = [*RETRY_RULES, "tests/models/test_history.py"]
+MODULE_TESTS["agent/session.py"] = [*RETRY_RULES, "tests/models/test_history.py"]
+MODULE_TESTS["agent/sessions.py"] = [*RETRY_TESTS, "tests/protocol/test_catch_up.py"]
 
 FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
     ("agent/turn.py", "_run_tool"): PERMISSION_TESTS,
@@ -204,7 +204,7 @@ FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
     **{("store.py", name): RETRY_RULES for name in ("take_cut_off", "drop_turn", "rewrites")},
     **{("agent/session.py", name): RETRY_RULES for name in ("drop_last_turn", "catch_up")},
     # Which root's command rules apply (issue 36), in-process.
-    ("agent/tool_permission.py", "command_root"): ["tests/test_tool_permission_rules.py"],
+    ("agent/tool_permission.py", "command_root"): ["tests/trust/test_tool_permission_rules.py"],
     **{
         ("agent/sessions.py", name): RETRY_TESTS for name in ("prompt", "_run_turn", "_same_prompt")
     },

@@ -3,7 +3,8 @@
 Tools: `shout` (the text in capitals), `environment` (the names of the variables the server
 sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (never answers),
 `find_in_environs` (which processes' /proc/<pid>/environ hold a text: the sandbox's check),
-`start_daemon` (a `setsid` grandchild that no process group holds).
+`start_daemon` (a `setsid` grandchild that no process group holds), `rewrite` (files written,
+removed and chmodded: what `/undo` must put back).
 With MCP_PID_FILE set, the server appends its pid to that file (where it can).
 
     python acp_mcp_server.py                  # stdio
@@ -56,6 +57,16 @@ def start_daemon(seconds: str) -> str:
 
     daemon = subprocess.Popen(["setsid", "sleep", seconds], start_new_session=True)
     return f"started {daemon.pid}"
+
+
+@server.tool()
+def rewrite(write: str, text: str, remove: str, chmod: str) -> str:
+    """Writes `text` to the file `write`, removes the file `remove`, makes `chmod` 0o700."""
+    with open(write, "w") as file:
+        file.write(text)
+    os.remove(remove)
+    os.chmod(chmod, 0o700)
+    return "rewritten"
 
 
 @server.tool()

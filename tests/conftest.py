@@ -13,16 +13,26 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from parley.client import ParleyClient
 from parley.core.loop_watchdog import describe, read_reports
 from parley.fakellm import FakeLLM
 from pytest_lsp import ClientServerConfig
 
 # A real llama.cpp server with a tiny script model: `script_model`, `llama_servers`, ...;
-# and an async test that times out shows where its tasks wait (tests/timeout_stacks.py).
-pytest_plugins = ("llamacpp_fixtures", "timeout_stacks")
+# an async test that times out shows where its tasks wait (tests/timeout_stacks.py); the
+# user's own kernel and a Jupyter Server (`users_kernel`, `jupyter_server`).
+pytest_plugins = ("llamacpp_fixtures", "timeout_stacks", "user_kernel_fixtures")
+
+# No per-example deadline: what a property checks is its invariant, never its time (a loaded
+# 2-core machine took 286 ms for a 136 ms example; speed is `parley bench`'s).
+settings.register_profile("parley", deadline=None)
+settings.load_profile("parley")
 
 REPO = Path(__file__).resolve().parents[1]
+# The tests' folder: its helpers (the fake editor agent, the MCP server, the display cases)
+# live here, the tests in its folders by concern.
+TESTS = REPO / "tests"
 # Real recorded provider streams (tests/fixtures/wire/README.md says where each came from).
 WIRE_FIXTURES = REPO / "tests" / "fixtures" / "wire"
 

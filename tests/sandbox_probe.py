@@ -1,6 +1,6 @@
 """Run a sandboxed child through the launcher (`sandbox.prepare`) that tries, for each path it
 is given, what an attacker's command would: read it, write it (or a new file in it), rename
-it away (to put another in its place). Used by tests/test_sandbox_policy.py, as root and as
+it away (to put another in its place). Used by tests/trust/test_sandbox_policy.py, as root and as
 an unprivileged user.
 
 The child is the system's Python (`/usr/bin/python3`: an unprivileged user may not enter the

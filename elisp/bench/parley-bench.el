@@ -217,7 +217,7 @@ NAME names the consumer in the table."
                        (parley-bench--record run t0 (float-time)))))))
     (advice-add 'parley--update :around advice)
     (unwind-protect
-        (let ((buffer (parley)))
+        (let ((buffer (parley t)))
           (set-window-buffer (selected-window) buffer)
           (with-current-buffer buffer
             (goto-char (point-max))

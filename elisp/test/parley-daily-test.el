@@ -138,6 +138,10 @@
         (should (equal (parley--current-input) "second"))
         (should parley--queued)
         (should (string-match-p "queued" (overlay-get parley--queued 'before-string)))
+        ;; Issue 42: the label names the key, not its escape.
+        (let ((label (overlay-get parley--queued 'before-string)))
+          (should (string-search "C-c C-k or an edit unqueues it" label))
+          (should-not (string-search "parley-cancel" label)))
         (should (eq (overlay-get parley--queued 'face) 'parley-queued))
         ;; The turn ends: the queued prompt goes, as if sent then.
         (parley--turn-done '(:stopReason "end_turn"))

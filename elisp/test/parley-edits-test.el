@@ -226,9 +226,9 @@ Return its result, or (error CODE MESSAGE)."
                                           (parley-edits-test--edit-request ws))))
         (parley-test--wait (lambda () parley--questions))
         ;; The diff, its path relative to the workspace, in diff-mode's
-        ;; faces; not the old and new texts of the input besides.
+        ;; faces; not the input besides (issue 42: shown once).
         (should (string-match-p
-                 (concat "Parley asks permission: Edit app.py (edit)\n    {\n      \"path\": \"app.py\"\n    }\n"
+                 (concat "Parley asks permission: Edit app.py (edit)\n"
                          "    --- app.py\n    \\+\\+\\+ app.py\n    @@ -1,2 \\+1,2 @@\n"
                          "    -x = 1\n    \\+x = 10\n     y = 2\n"
                          "  \\[y\\] Allow   \\[n\\] Reject   \\[d\\] Diff in a buffer\n")
@@ -395,7 +395,8 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
                        (push params asked)
                        (if (cdr asked)
                            ;; The second time, the user keeps the files.
-                           (list :files [] :rejected t)
+                           (list :files [] :rejected t
+                                 :text "Nothing was restored: you kept your changes to `a.py`.")
                          (parley-edits-test--file ws "a.py" "a = 1\n")
                          (set-file-times restored (time-add nil 5))
                          (parley-edits-test--file ws "b.py" "b = 1\n")
@@ -404,12 +405,13 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
                          (list :files (vector (list :path restored :action "restored")
                                               (list :path "b.py" :action "restored")
                                               (list :path "new/c.py" :action "removed"))
-                               :failed (vector (list :path "d.py" :reason "permission denied")))))))
+                               :failed (vector (list :path "d.py" :reason "permission denied"))
+                               :text "Restored the files of turn 2 as they were before it: (the server's words)")))))
                   ((symbol-function 'message)
                    (lambda (format-string &rest args)
                      (push (apply #'format-message format-string args) messages))))
           (parley-undo-turn)
-          (parley-test--wait (lambda () (string-match-p "Turn 2 undone" (parley-test--transcript))))
+          (parley-test--wait (lambda () (string-match-p "the server's words" (parley-test--transcript))))
           (should (equal (car asked) (list :sessionId parley-test--session :turn 2)))
           ;; The unmodified buffer shows the restored file; the modified one
           ;; is left alone; the removed file's buffer is gone.
@@ -417,19 +419,54 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
           (should-not (buffer-modified-p a-buffer))
           (should (equal (with-current-buffer b-buffer (buffer-string)) "b = 2\n# mine\n"))
           (should-not (buffer-live-p c-buffer))
-          (let ((report (concat "Turn 2 undone: restored a.py, b.py; removed new/c.py; "
-                                "could not restore d.py (permission denied); "
-                                "not reverted (unsaved changes): b.py")))
-            (should (string-match-p (regexp-quote (concat "[" report "]\n"))
+          ;; The server's words, as a `/undo' turn (as replayed); the echo
+          ;; area adds the buffer Emacs left alone.
+          (let ((said "Restored the files of turn 2 as they were before it: (the server's words)"))
+            (should (string-match-p (regexp-quote (concat "You\n/undo\n\nParley\n" said "\n"))
                                     (parley-test--transcript)))
-            (should (member (concat "Parley: " report) messages)))
+            (should (member (concat "Parley: " said "\n(not reverted, unsaved changes: b.py)")
+                            messages)))
           ;; With a prefix argument, the turn at point.
           (goto-char (parley-test--pos "One."))
           (parley-undo-turn t)
-          (parley-test--wait (lambda () (string-match-p "Turn 1 not undone"
+          (parley-test--wait (lambda () (string-match-p "you kept your changes to `a.py`"
                                                         (parley-test--transcript))))
           (should (equal (plist-get (car asked) :turn) 1)))
         (with-current-buffer b-buffer (set-buffer-modified-p nil))))))
+
+;; The server's words for each restore (tests/server-words-cases.json,
+;; which pytest holds the server to and the VS Code tests show too).
+(defconst parley-edits-test--words-file
+  (expand-file-name "../../tests/server-words-cases.json"
+                    (file-name-directory (or load-file-name buffer-file-name)))
+  "The server's words every client shows as they come.")
+
+(ert-deftest parley-edits-undo-shows-the-servers-words-of-each-case ()
+  (let ((cases (plist-get (with-temp-buffer
+                            (insert-file-contents parley-edits-test--words-file)
+                            (json-parse-buffer :object-type 'plist :null-object nil
+                                               :false-object :json-false))
+                          :restore)))
+    (should (>= (length cases) 5))
+    (seq-doseq (case cases)
+      (parley-edits-test--with-workspace
+        (let* ((result (plist-get case :result))
+               (text (plist-get result :text))
+               (turn (plist-get case :turn))
+               (messages nil))
+          (setq parley--edited-turns (list turn))
+          (cl-letf (((symbol-function 'message)
+                     (lambda (format-string &rest args)
+                       (push (apply #'format-message format-string args) messages))))
+            (parley--turn-undone turn result))
+          (ert-info ((plist-get case :name))
+            (should (string-search text (parley-test--transcript)))
+            (should (equal messages (list (concat "Parley: " text))))
+            ;; Unless declined or cancelled, the server dropped the turn's
+            ;; checkpoints: the next undo goes further back.
+            (should (eq (null parley--edited-turns)
+                        (not (or (eq (plist-get result :rejected) t)
+                                 (eq (plist-get result :cancelled) t)))))))))))
 
 (ert-deftest parley-edits-undo-turn-goes-back-one-editing-turn-at-a-time ()
   (parley-edits-test--with-workspace
@@ -447,7 +484,8 @@ OLD and NEW are the diff's texts; EXTRA more JSON fields."
         (parley-undo-turn)
         (should (equal asked '(4)))
         ;; Once undone, the next undo has no editing turn left: the last turn.
-        (parley--turn-undone 4 '(:files [(:path "app.py" :action "restored")]))
+        (parley--turn-undone 4 '(:files [(:path "app.py" :action "restored")]
+                                 :text "Restored the files of turn 4 as they were before it:"))
         (should-not parley--edited-turns)
         (parley-undo-turn)
         (should (equal asked '(5 4)))))))

@@ -6,15 +6,14 @@
 ;; parley-integration-test.el): the stored sessions' picker, one line
 ;; per session with its model, turns and cost, and deleting one; a
 ;; reopened session showing its edits (their diffs) and its `/undo'
-;; as they were shown live.
+;; as they were shown live; `M-x parley' offering the project's last
+;; session (issue 42).
 
 ;;; Code:
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defun parley-it-daily--offered ()
   "Return the lines the session picker offers (the completion is quit).
@@ -102,6 +101,94 @@ Nil when there is no stored session."
             (let ((diff (with-current-buffer (parley-show-diff) (buffer-string))))
               (should (string-match-p "^@@ -1,1 \\+1,1 @@\n-value = 1\n\\+value = 2\n" diff))
               (should (string-match-p "^@@ -1,1 \\+1,1 @@\n-value = 1\n\\+value = 2\n" live-diff)))))
+      (when (buffer-live-p visiting)
+        (with-current-buffer visiting (set-buffer-modified-p nil))
+        (kill-buffer visiting)))))
+
+(parley-it--deftest parley-it-m-x-parley-offers-the-last-session
+  "Issue 42: `M-x parley' offers the project's last session; `C-u' starts a new one."
+  (let ((asked nil) (answer t) (session-id nil))
+    (parley-it--script (list :text "Resumable answer." :usage [1000 200]))
+    (with-current-buffer (parley t)
+      (parley-it--send "Resume me later")
+      (parley-it--wait-idle)
+      (setq session-id parley--session-id)
+      (kill-buffer))
+    (cl-letf (((symbol-function 'y-or-n-p)
+               (lambda (question) (push question asked) answer)))
+      ;; No chat buffer of the project: asked, yes resumes it, replayed.
+      (with-current-buffer (parley)
+        (should (string-match-p "\\`Resume the last session of this project, Resume me later "
+                                (car asked)))
+        (should (equal parley--session-id session-id))
+        (parley-it--wait-idle 30)
+        (should (string-match-p "Resume me later\n\n.*\nResumable answer\\."
+                                (parley-test--visible-transcript)))
+        ;; While its buffer lives, M-x parley goes there, asking nothing.
+        (should (eq (parley) (current-buffer)))
+        (should (= (length asked) 1))
+        (kill-buffer))
+      ;; No: a new, empty session.
+      (setq answer nil)
+      (with-current-buffer (parley)
+        (should (= (length asked) 2))
+        (should-not (equal parley--session-id session-id))
+        (should-not (string-search "Resume me later" (parley-test--visible-transcript))))
+      ;; C-u M-x parley: a new session, nothing asked.
+      (with-current-buffer (parley t)
+        (should (= (length asked) 2))
+        (should-not (equal parley--session-id session-id))))))
+
+(parley-it--deftest parley-it-refused-command-not-kept
+  "Issue 42: `/mode pl' is said to be no mode, and is neither a turn nor exported."
+  (parley-it--script (list :text "First answer." :usage [1000 200]))
+  (with-current-buffer (parley t)
+    (parley-it--send "A first question")
+    (parley-it--wait-idle)
+    (parley-it--send "/mode pl")
+    (parley-it--wait-idle)
+    (let ((shown (parley-test--visible-transcript)))
+      ;; The server's words stay; the command does not.
+      (should (string-match-p "First answer\\.\n+No mode 'pl'\\. The mode is still `ask`" shown))
+      (should-not (string-search "/mode pl" shown))
+      (should (= (cl-count-if (lambda (line) (equal line "You")) (split-string shown "\n")) 1)))
+    ;; M-p brings it back, to be fixed.
+    (parley-previous-input 1)
+    (should (equal (parley--current-input) "/mode pl"))
+    (parley--set-input "")
+    ;; A command that works stays a turn of its own, and is exported.
+    (parley-it--send "/mode plan")
+    (parley-it--wait-idle)
+    (should (string-search "You\n/mode plan\n" (parley-test--visible-transcript)))
+    (let ((exported (plist-get (parley--request parley--connection '_parley/session/export
+                                                (list :sessionId parley--session-id
+                                                      :format "markdown"))
+                               :text)))
+      (should (string-search "`/mode plan`" exported))
+      (should-not (string-search "/mode pl`" exported))
+      (should-not (string-search "No mode" exported)))))
+
+(parley-it--deftest parley-it-redo-puts-the-undone-edit-back
+  "C-c C-y after C-c C-u puts the edit back, with the server's report in the transcript."
+  (let ((file (expand-file-name "redone.py" parley-it--workspace))
+        (visiting nil))
+    (unwind-protect
+        (with-current-buffer (parley t)
+          (setq visiting (parley-it--edit-turn file))
+          (parley-undo-turn)
+          (parley-it--wait (lambda () (string-match-p "- `redone\\.py` restored\n\\'"
+                                                      (parley-it--transcript)))
+                           "the turn undone")
+          (should (equal (parley-it--file-text file) "value = 1\n"))
+          (parley-redo-turn)
+          (parley-it--wait (lambda () (string-match-p "\n\nYou\n/redo\n\nParley\nPut back \
+what turn [0-9]+ and the later turns did:\n- `redone\\.py` restored\n\\'"
+                                                      (parley-it--transcript)))
+                           "the undo undone")
+          (parley-it--wait (lambda () (equal (with-current-buffer visiting (buffer-string))
+                                             "value = 2\n"))
+                           "the buffer put back")
+          (should (equal (parley-it--file-text file) "value = 2\n")))
       (when (buffer-live-p visiting)
         (with-current-buffer visiting (set-buffer-modified-p nil))
         (kill-buffer visiting)))))

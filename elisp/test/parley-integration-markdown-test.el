@@ -11,9 +11,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 ;;;; Markdown while it streams, code blocks, export, retry
 
@@ -35,7 +33,7 @@
                    "See [the docs](https://example.com/docs).\n"]
                   (make-vector 30 "more "))
          :pacing (list :chunks_per_second 12)))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Show me")
     (parley-it--wait (lambda () (string-match-p "example.com/docs)\\.\n" (parley-it--transcript)))
                      "the link's line")
@@ -61,10 +59,8 @@
 
 (parley-it--deftest parley-it-export-and-retry
   "A provider failure says how to retry; `parley-retry' resends the prompt in its place; export writes Markdown."
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 1)))
-  (with-current-buffer (parley)
-    (parley-it--send "Explain **this**")
-    (parley-it--wait-idle)
+  (with-current-buffer (parley t)
+    (parley-it--send-failing "Explain **this**")
     (should (string-match-p "Error: .*\nRetry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-it--transcript)))
     (parley-it--script (list :text "## Done\nIt works."))
@@ -99,7 +95,7 @@
   ;; error the client was told is not logged at all).
   (let ((parley-server-environment
          (cons "PARLEY_LOG_LEVEL=INFO" parley-server-environment)))
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (let ((stderr (jsonrpc-stderr-buffer parley--connection)))
         (parley-it--send "Fail first")
         (parley-it--wait-idle)
@@ -123,7 +119,7 @@
    (list :text (make-string 2000 ?a) :chunk_size 2
          :pacing (list :chunks_per_second 40)))
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (setq session-id parley--session-id)
       (parley-it--send "Write a lot")
       (parley-it--wait (lambda () (string-match-p "aaaa" (parley-it--transcript)))
@@ -142,7 +138,7 @@
 (parley-it--deftest parley-it-picker-shows-local-times
   "The session picker shows readable local times, not the server's UTC stamps."
   (parley-it--script (list :text "Stored."))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Keep me")
     (parley-it--wait-idle))
   (let (offered)

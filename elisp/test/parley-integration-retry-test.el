@@ -2,7 +2,7 @@
 
 ;;; Commentary:
 
-;; The stop 34 contract against `parley serve' and the fake LLM: a
+;; Retry (docs/protocol.md, `session/prompt`) against `parley serve' and the fake LLM: a
 ;; retry of a cut-off turn replaces it, in the buffer, in what the
 ;; model is sent and in the stored session; a server of another
 ;; version than the package's is said once.  The server, the fake LLM
@@ -13,9 +13,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defun parley-it--last-messages ()
   "Return the messages of the last request the model got, as (ROLE . TEXT)."
@@ -41,7 +39,7 @@
   "C-c C-r after a cancelled turn replaces it: one prompt, one answer, for the model and stored."
   ;; Needs the server's side of the contract (`_meta.parley.retry').
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (setq session-id parley--session-id)
       (parley-it--cancel-a-long-answer "Write a lot")
       (parley-it--script (list :text "Done."))
@@ -74,10 +72,8 @@
 (parley-it--deftest parley-it-retry-after-error-replaces-it
   "C-c C-r after a provider error replaces the failed turn, for the model too."
   ;; Needs the server's side of the contract (`_meta.parley.retry').
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 1)))
-  (with-current-buffer (parley)
-    (parley-it--send "Explain")
-    (parley-it--wait-idle)
+  (with-current-buffer (parley t)
+    (parley-it--send-failing "Explain")
     (should (string-match-p "Retry: C-c C-r sends the prompt again, in place of this turn\\.\n\\'"
                             (parley-it--transcript)))
     (parley-it--script (list :text "Explained."))
@@ -99,7 +95,7 @@
       (advice-add 'message :before #'record)
       (unwind-protect
           (let* ((parley-version "9.9.9")
-                 (first (parley))
+                 (first (parley t))
                  (server (plist-get (plist-get parley--server-info :agentInfo) :version))
                  (notice (format "Parley server %s differs from parley.el 9.9.9: update the \
 server (M-x parley-install-server) or the package." server))

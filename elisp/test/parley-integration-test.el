@@ -135,6 +135,13 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait (lambda () (not (buffer-local-value 'parley--busy buffer)))
                      "the end of the turn" timeout)))
 
+(defun parley-it--send-failing (text &optional times)
+  "Send TEXT to a provider failing it (HTTP 400), and wait for the end.
+The provider fails TIMES requests (default 1)."
+  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times (or times 1))))
+  (parley-it--send text)
+  (parley-it--wait-idle))
+
 (defmacro parley-it--recording-methods (&rest body)
   "Run BODY with `sent' bound to the methods Emacs sends, newest first."
   (declare (indent 0) (debug t))
@@ -152,7 +159,7 @@ the fake LLM.  The test is skipped when the server is not installed."
   "A streamed answer appears in the buffer, in order, and the server's session totals are shown."
   (let ((words (mapconcat (lambda (i) (format "w%03d" i)) (number-sequence 1 60) " ")))
     (parley-it--script (list :text words :chunk_size 3 :usage [12 34]))
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (parley-it--send "Count for me")
       (should parley--busy)
       (parley-it--wait-idle)
@@ -175,7 +182,7 @@ the fake LLM.  The test is skipped when the server is not installed."
 (parley-it--deftest parley-it-thoughts-folded
   "Thoughts stream into a section that folds when the answer starts."
   (parley-it--script (list :thinking "First I consider the question." :text "The answer is 42."))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Think")
     (parley-it--wait-idle)
     (should (string-match-p "First I consider the question\\." (parley-it--transcript)))
@@ -200,7 +207,7 @@ the fake LLM.  The test is skipped when the server is not installed."
            (list :text "Computing." :usage [1000000 100000]
                  :tool_calls (vector (list :name "python_eval" :arguments (list :code "6 * 7"))))
            (list :text "never"))
-          (with-current-buffer (parley)
+          (with-current-buffer (parley t)
             (parley-it--send "6 * 7?")
             (parley-it--wait-idle)
             (parley-it--send "More.")
@@ -228,7 +235,7 @@ the fake LLM.  The test is skipped when the server is not installed."
    (list :text "Let me look." :tool_calls (vector (list :name "read_file"
                                                         :arguments (list :path "notes.txt"))))
    (list :text "The file says pineapple."))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "What is in notes.txt?")
     (parley-it--wait-idle)
     (let ((shown (parley-test--visible-transcript)))
@@ -261,7 +268,7 @@ the fake LLM.  The test is skipped when the server is not installed."
            (list :tool_calls (vector (list :name "read_file"
                                            :arguments (list :path "draft.py"))))
            (list :text "I see it."))
-          (with-current-buffer (parley)
+          (with-current-buffer (parley t)
             (parley-it--send "Read draft.py")
             (parley-it--wait-idle)
             (should (string-match-p "I see it\\.\n\\'" (parley-it--transcript))))
@@ -314,7 +321,7 @@ the fake LLM.  The test is skipped when the server is not installed."
    (list :text "Emacs says 42000."))
   (let ((parley-allow-elisp-eval nil))
     (parley-test--no-minibuffer
-      (with-current-buffer (parley)
+      (with-current-buffer (parley t)
         (parley-it--send "Compute in Emacs")
         (parley-it--question)
         (should (string-match-p "Parley asks permission: elisp_eval (execute)\n    (progn (setq parley-it--evaluated t) (\\* 6 7 1000))\n"
@@ -333,7 +340,7 @@ the fake LLM.  The test is skipped when the server is not installed."
   "`n' rejects: the tool does not run and the model is told."
   (parley-it--script (parley-it--python (parley-it--marker-code "rejected.txt"))
                      (list :text "Understood, I will not."))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Try it")
     (parley-it--answer "n")
     (parley-it--wait-idle 90)
@@ -352,7 +359,7 @@ the fake LLM.  The test is skipped when the server is not installed."
         (progn
           (parley-it--script (parley-it--python (parley-it--marker-code "elsewhere.txt"))
                              (list :text "Done."))
-          (with-current-buffer (parley)
+          (with-current-buffer (parley t)
             (let ((chat (current-buffer)))
               ;; RET typed while Parley asks.  A question read in the
               ;; minibuffer would take it as its default answer (the
@@ -396,7 +403,7 @@ the fake LLM.  The test is skipped when the server is not installed."
     (cl-letf* ((ask (symbol-function 'parley--ask))
                ((symbol-function 'parley--ask)
                 (lambda (&rest args) (cl-incf asked) (apply ask args))))
-      (with-current-buffer (parley)
+      (with-current-buffer (parley t)
         (parley-it--send "Run twice")
         (parley-it--answer "a")
         (parley-it--wait-idle 90)
@@ -412,7 +419,7 @@ the fake LLM.  The test is skipped when the server is not installed."
   (parley-it--script (parley-it--python (parley-it--marker-code "killed.txt"))
                      (list :text "Should not be asked for."))
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (setq session-id parley--session-id)
       (parley-it--send "Run it")
       (parley-it--question)
@@ -436,7 +443,7 @@ the fake LLM.  The test is skipped when the server is not installed."
   (parley-it--script
    (list :text (make-string 2000 ?a) :chunk_size 2
          :pacing (list :chunks_per_second 40)))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Write a lot")
     (parley-it--wait (lambda () (string-match-p "aaaa" (parley-it--transcript)))
                      "the first chunks")
@@ -450,20 +457,10 @@ the fake LLM.  The test is skipped when the server is not installed."
     (parley-it--wait-idle)
     (should (string-match-p "You\nAgain\n\nParley\nFresh answer\\.\n\\'" (parley-it--transcript)))))
 
-(defun parley-it--server-lacks (method)
-  "Return non-nil when the running server answers METHOD with -32601."
-  (condition-case err
-      (progn (jsonrpc-request (parley--live-connection) method
-                              (list :sessionId "no-such-session" :cwd parley-it--workspace
-                                    :mcpServers [])
-                              :timeout 10)
-             nil)
-    (jsonrpc-error (eql (alist-get 'jsonrpc-error-code (cdr err)) -32601))))
-
 (defun parley-it--server-tool-p (name)
   "Return non-nil when the running server offers the tool NAME."
   (parley--live-connection)
-  (cl-find name (append (parley--meta parley--server-info :tools) nil)
+  (cl-find name (append (parley-wire-meta parley--server-info :tools) nil)
            :key (lambda (tool) (plist-get tool :name)) :test #'equal))
 
 (defun parley-it--edit-turn (file)
@@ -499,7 +496,7 @@ first, as the edit tools require."
   (let ((file (expand-file-name "edited.py" parley-it--workspace))
         (visiting nil))
     (unwind-protect
-        (with-current-buffer (parley)
+        (with-current-buffer (parley t)
           (setq visiting (parley-it--edit-turn file))
           (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
           (should-not (buffer-modified-p visiting))
@@ -515,12 +512,10 @@ first, as the edit tools require."
 
 (parley-it--deftest parley-it-undo-turn-restores-buffer
   "`parley-undo-turn' after an edit brings the file and its buffer back."
-  (when (parley-it--server-lacks '_parley/session/restore)
-    (ert-skip "integration test skipped: the server has no _parley/session/restore yet"))
   (let ((file (expand-file-name "undone.py" parley-it--workspace))
         (visiting nil))
     (unwind-protect
-        (with-current-buffer (parley)
+        (with-current-buffer (parley t)
           (setq visiting (parley-it--edit-turn file))
           (should (equal (with-current-buffer visiting (buffer-string)) "value = 2\n"))
           (parley-undo-turn)
@@ -539,11 +534,9 @@ the files of turn [0-9]+ as they were before it:\n- `undone\\.py` restored\n\\'"
 
 (parley-it--deftest parley-it-session-reopened
   "A stored session is listed, reopened, and its history shown again."
-  (when (parley-it--server-lacks 'session/load)
-    (ert-skip "integration test skipped: the server does not implement session/load yet (-32601)"))
   (parley-it--script (list :thinking "Hmm." :text "Paris is the capital."))
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (setq session-id parley--session-id)
       (parley-it--send "Capital of France?")
       (parley-it--wait-idle)
@@ -571,7 +564,7 @@ the files of turn [0-9]+ as they were before it:\n- `undone\\.py` restored\n\\'"
 (parley-it--deftest parley-it-server-death-and-restart
   "The server dying is reported in the buffer, and a restart works."
   (parley-it--script (list :text "Before."))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "One")
     (parley-it--wait-idle)
     (signal-process (jsonrpc--process parley--connection) 'kill)
@@ -594,10 +587,8 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-provider-error-shown
   "A provider failure ends the turn with an error in the buffer, in the error face."
-  (parley-it--script (list :text "never" :fault (list :kind "http" :status 400 :times 10)))
-  (with-current-buffer (parley)
-    (parley-it--send "Fail please")
-    (parley-it--wait-idle)
+  (with-current-buffer (parley t)
+    (parley-it--send-failing "Fail please" 10)
     (let ((pos (save-excursion (goto-char parley--start)
                                (search-forward "Error: " parley--output t))))
       (should pos)
@@ -612,8 +603,8 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 (parley-it--deftest parley-it-one-server-for-all-buffers
   "Chat buffers of two projects share one server process, and each gets its answer."
   (let* ((other (file-name-as-directory (make-temp-file "parley-other-" t)))
-         (first (parley))
-         (second (let ((default-directory other)) (parley))))
+         (first (parley t))
+         (second (let ((default-directory other)) (parley t))))
     (unwind-protect
         (progn
           (should-not (eq first second))
@@ -638,7 +629,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-set-model
   "`parley-set-model' lists the server's models and switches the session."
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (let (offered)
       (cl-letf (((symbol-function 'completing-read)
                  (lambda (_prompt collection &rest _)
@@ -658,7 +649,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-set-tool-policy
   "`parley-set-tool-policy' switches the session to synchronous calls."
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (cl-letf (((symbol-function 'completing-read)
                (lambda (_prompt collection &rest _)
                  (should (member "sync" (all-completions "" collection)))
@@ -677,7 +668,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-slash-command-runs
   "A prompt that is a slash command runs it: /model switches without a model call."
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (let ((calls (length (parley-it--requests))))
       (parley-it--send "/model openai:gpt-4.1")
       (parley-it--wait-idle)
@@ -693,7 +684,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 
 (parley-it--deftest parley-it-slash-commands-complete
   "The slash commands the server announces complete at the prompt."
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     ;; Announced right after the answer to session/new (not held
     ;; back until the server writes again: see `parley--request').
     (parley-it--wait (lambda () parley--commands) "the available commands" 5)
@@ -708,7 +699,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
   (parley-it--script (list :text "Stored answer."))
   (let (session-id)
     (parley-it--recording-methods
-      (with-current-buffer (parley)
+      (with-current-buffer (parley t)
         (setq session-id parley--session-id)
         (parley-it--send "Keep this")
         (parley-it--wait-idle)
@@ -723,7 +714,7 @@ The Parley server was restarted\\.\n\nYou\nTwo\n\nParley\nAfter the restart\\.\n
 (parley-it--deftest parley-it-turn-outlives-default-timeout
   "A turn longer than jsonrpc's 10 s default does not time out."
   (parley-it--script (list :text "slow answer" :pacing (list :first_token_delay 11.0)))
-  (with-current-buffer (parley)
+  (with-current-buffer (parley t)
     (parley-it--send "Take your time")
     (parley-it--wait-idle 30)
     (should (string-match-p "slow answer\n\\'" (parley-it--transcript)))

@@ -4,7 +4,7 @@
 
 ;; The session's mode (ACP `modes', `current_mode_update', the config
 ;; option of category `mode') in the header line and switched with
-;; C-c C-o (`session/set_mode'); the plan (`plan' updates) above the
+;; C-c C-o (`session/set_mode'); the plan (`plan' updates) below the
 ;; transcript, replaced whole by each update, and replayed on load.
 ;; The server is faked (parley-test.el's helpers); at the end, the same
 ;; against the real server and a scripted model.
@@ -13,9 +13,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defconst parley-modes-test--modes
   "{\"currentModeId\":\"ask\",\"availableModes\":[{\"id\":\"ask\",\"name\":\"Ask\",\"description\":\"Every edit, evaluation and command asks first\"},{\"id\":\"accept_edits\",\"name\":\"Accept edits\"},{\"id\":\"plan\",\"name\":\"Plan (read only)\"}]}"
@@ -87,11 +85,14 @@
                                    entries)))))
 
 (defun parley-modes-test--shown-plan ()
-  "Return the plan shown above the transcript, without properties."
+  "Return the plan shown below the transcript, above the prompt, without properties.
+Its first line, which only ends the transcript's last line, is left out."
   (let ((overlay (cl-find-if (lambda (o) (overlay-get o 'parley-plan))
                              (overlays-in (point-min) (point-max)))))
-    (and overlay (<= (overlay-end overlay) parley--start)
-         (substring-no-properties (or (overlay-get overlay 'after-string) "")))))
+    ;; Issue 42: at the end of the transcript, where it can be seen.
+    (and overlay (= (overlay-start overlay) parley--output)
+         (string-remove-prefix
+          "\n" (substring-no-properties (or (overlay-get overlay 'before-string) ""))))))
 
 (ert-deftest parley-plan-shown-and-replaced ()
   (parley-test--with-chat
@@ -100,19 +101,22 @@
                                                   '("Fix the parser" "in_progress" "high")
                                                   '("Run the tests" "pending" "low")))
     (should (equal (parley-modes-test--shown-plan)
-                   "Plan  1/3 done\n  ☑ Read the failing test\n  ◐ Fix the parser  (high)\n  ☐ Run the tests  (low)\n\n"))
+                   "Plan  1/3 done\n  ☑ Read the failing test\n  ◐ Fix the parser  (high)\n  ☐ Run the tests  (low)\n"))
     (should (string-match-p "  plan 1/3  " (parley--header-line)))
-    ;; Not in the transcript, which goes on growing after it.
-    (parley-test--chunk " Done.")
-    (should (equal (parley-test--transcript) "Parley\nLet me plan. Done."))
+    ;; Not in the transcript, which goes on growing above it: the plan
+    ;; stays at its end, below the last words (issue 42).
+    (parley-test--chunk " Done.\nAnd a long answer follows.\n")
+    (should (equal (parley-test--transcript)
+                   "Parley\nLet me plan. Done.\nAnd a long answer follows.\n"))
+    (should (string-prefix-p "Plan  1/3 done\n" (parley-modes-test--shown-plan)))
     ;; The next plan replaces it whole.
     (parley-test--update (parley-modes-test--plan '("Fix the parser" "completed" "high")
                                                   '("Run the tests" "completed" "medium")))
     (should (equal (parley-modes-test--shown-plan)
-                   "Plan  2/2 done\n  ☑ Fix the parser  (high)\n  ☑ Run the tests\n\n"))
+                   "Plan  2/2 done\n  ☑ Fix the parser  (high)\n  ☑ Run the tests\n"))
     (let ((shown (overlay-get (cl-find-if (lambda (o) (overlay-get o 'parley-plan))
                                           (overlays-in (point-min) (point-max)))
-                              'after-string)))
+                              'before-string)))
       (should (eq (get-text-property (string-search "Fix" shown) 'face shown) 'parley-plan-done)))
     (should (string-match-p "  plan 2/2  " (parley--header-line)))
     ;; An empty plan: none shown.
@@ -144,7 +148,7 @@
         (unwind-protect
             (with-current-buffer buffer
               (should (equal (parley-modes-test--shown-plan)
-                             "Plan  1/2 done\n  ☑ Fix\n  ◐ Test\n\n"))
+                             "Plan  1/2 done\n  ☑ Fix\n  ◐ Test\n"))
               (should (equal (parley-test--visible-transcript)
                              "You\nFix it\n\nParley\nFixed.\n"))
               (should (string-match-p "  Ask  plan 1/2  " (parley--header-line))))
@@ -156,7 +160,7 @@
   "The real server's mode is shown and switched (C-c C-o, /mode); its plan shown and replayed.
 SKIPPED ONLY while the server offers no modes (issue 25)."
   (let (session-id)
-    (with-current-buffer (parley)
+    (with-current-buffer (parley t)
       (unless (parley--mode-choices)
         (ert-skip "the server offers no modes yet (issue 25)"))
       (setq session-id parley--session-id)
@@ -183,7 +187,7 @@ SKIPPED ONLY while the server offers no modes (issue 25)."
       (parley-it--send "Plan the fix")
       (parley-it--wait-idle)
       (should (equal (parley-modes-test--shown-plan)
-                     "Plan  1/2 done\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n\n"))
+                     "Plan  1/2 done\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n"))
       ;; /mode is the server's slash command: the header follows it.
       (parley-it--send "/mode accept_edits")
       (parley-it--wait-idle)
@@ -195,7 +199,7 @@ SKIPPED ONLY while the server offers no modes (issue 25)."
       (parley-it--wait-idle)
       (should (string-match-p "  Accept edits  plan 1/2  " (parley--header-line)))
       (should (equal (parley-modes-test--shown-plan)
-                     "Plan  1/2 done\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n\n")))))
+                     "Plan  1/2 done\n  ☑ Read the test\n  ◐ Fix the bug  (high)\n")))))
 
 (provide 'parley-modes-test)
 ;;; parley-modes-test.el ends here

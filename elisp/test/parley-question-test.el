@@ -86,25 +86,40 @@
                   (should (equal (parley--current-input) "y")))))))
       (kill-buffer elsewhere))))
 
-(ert-deftest parley-permission-not-answered-where-point-was ()
-  ;; Point on the empty line at the end of the transcript, where the
-  ;; question appears: a key typed there does not answer it.
+(ert-deftest parley-permission-one-key-outside-the-prompt ()
+  ;; Issue 42: `y', `n' and `!' answer the waiting question wherever
+  ;; point is in the transcript (here: the banner, and the line where
+  ;; the question appeared); in the prompt they are letters of it.
   (parley-test--with-chat
     (let ((chat (current-buffer)))
-      (parley-test--update
-       "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"call_9\",\"title\":\"python_eval\",\"kind\":\"execute\",\"status\":\"pending\"}")
-      (set-window-buffer (selected-window) chat)
-      (goto-char parley--output)
-      (set-window-point (selected-window) parley--output)
       (parley-test--with-loopback
-        (let ((answer (parley-test--request conn 'session/request_permission
-                                            parley-test--permission)))
-          (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
-          (should-not (parley--question-at (point)))
-          (parley-test--type chat "y")
-          (parley-test--settle)
-          (should (eq (car answer) 'pending))
-          (parley--cancel-questions))))))
+        (parley-test--no-minibuffer
+          (pcase-dolist (`(,key ,where ,option ,line)
+                         '(("y" banner "allow" "Allowed once: python_eval")
+                           ("n" output "reject" "Rejected: python_eval")
+                           ("!" banner "always" "Allowed always: python_eval")))
+            (let ((answer (parley-test--request conn 'session/request_permission
+                                                parley-test--permission))
+                  (pos (if (eq where 'banner) (point-min) parley--output)))
+              (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+              (should (string-search "(press the key anywhere outside the prompt"
+                                     (parley-test--visible-transcript)))
+              ;; Typed in the prompt: a letter, no answer.
+              (should-not (parley-test--type chat key (with-current-buffer chat (point-max))))
+              (parley-test--settle)
+              (should (eq (car answer) 'pending))
+              (should (equal (parley--current-input) key))
+              (parley--set-input "")
+              ;; Typed outside the prompt, not in the question: the answer.
+              (should-not (parley--question-at pos))
+              (should-not (parley-test--type chat key pos))
+              (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+              (should (equal (car answer) `(:outcome (:outcome "selected" :optionId ,option))))
+              (should (string-match-p (concat (regexp-quote line) "\n\\'")
+                                      (parley-test--transcript)))
+              (should (equal (parley--current-input) ""))))
+          ;; Nothing waits: outside the prompt the key says so, answers nothing.
+          (should (eq (car (parley-test--type chat "y" (point-min))) 'user-error)))))))
 
 (ert-deftest parley-permission-always-reject-and-click ()
   (parley-test--with-chat
@@ -248,8 +263,8 @@
                                             '(:optionId "no" :name "Reject" :kind "reject_once"))))))
         (parley-test--wait (lambda () parley--questions))
         (should (string-match-p
+                 ;; Issue 42: the diff alone, not the raw input above it.
                  (concat "Parley asks permission: Edit notes.txt (edit)\n"
-                         "    {\n      \"path\": \"notes.txt\",\n      \"line\": 3\n    }\n"
                          "    Replace a line\n"
                          "    --- notes.txt\n    \\+\\+\\+ notes.txt\n    @@ -1,6 \\+1,6 @@\n"
                          "     one\n     two\n     three\n    -four\n    \\+FOUR\n"

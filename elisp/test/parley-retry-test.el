@@ -5,7 +5,7 @@
 ;; `parley-retry' (C-c C-r) after a turn that was cut off (cancelled,
 ;; or its prompt answered with an error) replaces that turn: the
 ;; transcript loses it before the prompt is shown again, and the
-;; server is asked to replace it (`_meta.parley.retry', the stop 34
+;; server is asked to replace it (`_meta.parley.retry', docs/protocol.md's
 ;; contract); after a finished turn it is an ordinary resend.  A
 ;; server whose version differs from the package's is said once.  The
 ;; server is faked: the requests are answered from a table, the
@@ -182,9 +182,9 @@ returns the `session/prompt' params sent, oldest first."
       (list (lambda () (parley-retry-test--answer 'cancelled 1 "par"))
             (lambda () (parley-retry-test--answer 'done 2 "Again.")))
     (parley-retry-test--send "Go")
-    (parley--turn-undone 1 '(:files []))
+    (parley--turn-undone 1 '(:files [] :text "Turn 1 left no files to restore."))
     (parley-retry)
-    (should (string-match-p "\\`You\nGo\n\nParley\npar\n\\(.\\|\n\\)*Stopped\\.\n\\[Turn 1 undone: no file to restore\\]\n\nYou\nGo\n\nParley\nAgain\\.\n\\'"
+    (should (string-match-p "\\`You\nGo\n\nParley\npar\n\\(.\\|\n\\)*Stopped\\.\n\\[Turn 1 left no files to restore\\.\\]\n\nYou\nGo\n\nParley\nAgain\\.\n\\'"
                             (parley-test--transcript)))
     (should-not (cl-some (lambda (params) (plist-member params :_meta)) (prompts)))))
 

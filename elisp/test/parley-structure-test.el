@@ -15,7 +15,8 @@
 
 (defconst parley-structure-test--layers
   '(;; Foundations: no other file of the package.
-    ("parley-tools" "parley-files" "parley-diff" "parley-display" "parley-markdown")
+    ("parley-tools" "parley-files" "parley-diff" "parley-display" "parley-markdown" "parley-wire"
+     "parley-windows")
     ;; The `parley serve' process and JSON-RPC.
     ("parley-connection")
     ;; The terminals the server runs commands in; the transcript's

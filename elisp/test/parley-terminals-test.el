@@ -14,9 +14,7 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'parley)
-(require 'parley-test)
-(require 'parley-integration-test)
+(require 'parley-integration-test)   ; parley, parley-test and the real server's helpers
 
 (defun parley-terminals-test--call (conn method params)
   "Send the request METHOD with PARAMS on CONN; return its answer once it came.
@@ -288,7 +286,7 @@ SKIPPED ONLY while the server has no `run_command' tool yet (issue 25)."
                            :arguments
                            (list :command "echo first; i=0; while [ ! -e go-terminal ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done; echo 'src/app.py:3: error: boom'"))))
        (list :text "The command failed at src/app.py:3."))
-      (with-current-buffer (parley)
+      (with-current-buffer (parley t)
         (parley-it--send "Run it")
         (parley-it--answer "y")
         (let* ((buffer (parley-terminals-test--buffer-named "*parley-terminal: echo first"))

@@ -3,7 +3,7 @@
 ;;; Commentary:
 
 ;; After `initialize', the server's `agentInfo.version' is compared
-;; with `parley-version' (the stop 34 contract, section 2): when they
+;; with `parley-version' (README.md, "Releasing": one version): when they
 ;; differ it is said once per server version, in the echo area and as
 ;; a notice line in the chat buffer that uses the server first;
 ;; nothing when the agent names no version, or is not Parley.  Here

@@ -136,6 +136,7 @@ async def chat(
     commands: bool = False,
     store: bool = True,
     quiet: bool = False,
+    kernel: dict[str, Any] | None = None,
 ) -> int:
     """`session_model`: the model of the session `session_id` (when the caller knows it);
     `commands`: a prompt that starts with a slash command runs it (else it is plain text);
@@ -154,7 +155,7 @@ async def chat(
     forget = not store and session_id is None  # never a session the user asked to continue
     opened: str | None = None
     try:
-        found = await open_session(client, view, cwd, model, session_id, tool_policy)
+        found = await open_session(client, view, cwd, model, session_id, tool_policy, kernel)
         if found is None:
             return 2
         opened = found.session_id
@@ -179,6 +180,24 @@ async def chat(
     return _finish(view, result, opened, stopper.exit_code, kept=not forget)
 
 
+async def attached(
+    client: ParleyClient,
+    view: TerminalView,
+    session_id: str,
+    options: list[dict[str, Any]],
+    kernel: dict[str, Any] | None,
+) -> str | None:
+    """The session, unless `--kernel` named a kernel it could not attach to (None: the
+    server's notice said why, here): the prompt must not run in another kernel."""
+    from parley.kernels_command import attach_failure
+
+    failure = await attach_failure(client, session_id, options, kernel)
+    if failure is None:
+        return session_id
+    view.line(f"parley: {failure}")
+    return None
+
+
 async def open_session(
     client: ParleyClient,
     view: TerminalView,
@@ -186,6 +205,7 @@ async def open_session(
     model: str | None,
     session_id: str | None,
     tool_policy: str | None,
+    kernel: dict[str, Any] | None = None,
 ) -> OpenSession | None:
     """Initialize the server and open the session: a new one with the chosen model (else
     the server's default), or `session_id` loaded. None: the model is not available (said)."""
@@ -196,12 +216,17 @@ async def open_session(
         view.line(f"parley: {known[chosen]['reason']}")
         return None
     if session_id is not None:
-        await client.load_session(session_id, str(cwd))
-        return OpenSession(session_id, chosen, info)
+        loaded = await client.load_session(session_id, str(cwd), kernel=kernel)
+        ready = await attached(client, view, session_id, loaded["configOptions"], kernel)
+        return OpenSession(ready, chosen, info) if ready is not None else None
     settings: dict[str, Any] = {"model": chosen}
     if tool_policy:
         settings["toolPolicy"] = tool_policy
-    return OpenSession(await client.new_session(str(cwd), **settings), chosen, info)
+    if kernel is not None:  # `--kernel`: the Python tools in the user's own kernel
+        settings["kernel"] = kernel
+    opened = await client.new_session(str(cwd), **settings)
+    ready = await attached(client, view, opened, client.options_of(opened), kernel)
+    return OpenSession(ready, chosen, info) if ready is not None else None
 
 
 async def forget_session(client: ParleyClient, view: TerminalView, session_id: str) -> None:

@@ -39,6 +39,7 @@ def interactive_refusal(args: argparse.Namespace) -> str | None:
             ("--quiet", getattr(args, "quiet", False)),
             ("--command", getattr(args, "slash_command", False)),
             ("--model demo", args.model == "demo"),
+            ("--kernel", bool(getattr(args, "kernel", None))),  # (not in the chat loop yet)
         )
         if given
     ]
@@ -91,6 +92,15 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             "terminal, or with --command.",
             file=sys.stderr,
         )
+    kernel = None
+    if getattr(args, "kernel", None):
+        from parley.kernels_command import BadKernel, kernel_argument
+
+        try:
+            kernel = kernel_argument(args.kernel, args.kernel_token_env)
+        except BadKernel as error:
+            print(f"parley: --kernel: {error}", file=sys.stderr)
+            return 2
     if args.model == "demo":
         from parley.demo import run_demo
 
@@ -108,5 +118,6 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             commands=commands,
             store=store,
             quiet=quiet,
+            kernel=kernel,
         )
     )

@@ -30,10 +30,10 @@ from typing import Any, NamedTuple, TextIO
 
 from parley.chat_view import TerminalView, diff_lines, diffs_of, shown_input
 from parley.display import escape_controls
+from parley.protocol.permission import ALLOW_PREFIX  # then the prefix: a command's "always"
 from parley.terminal_text import RESET, painted, terminal_text
 
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
-ALLOW_PREFIX = "allow_always:"  # a shell command's "always" option: this, then the prefix
 MAX_PREFIX_KEYS = 9  # keys 1-9
 # Where a key is listed: once, always (the tool; then the prefixes, 2, in order), no.
 KEY_RANK = {"y": 0, "a": 1, "n": 3}

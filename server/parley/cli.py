@@ -90,6 +90,22 @@ def _build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--tool-policy", choices=["hybrid", "stream", "sync"], help="how tool rounds are fetched"
     )
+    chat.add_argument(
+        "--kernel",
+        metavar="FILE|URL",
+        help="run the Python tools in your own Jupyter kernel: its connection file (see "
+        "`parley kernels`) or its URL on a Jupyter Server (http://host:8888/api/kernels/ID, "
+        "the token in $JUPYTER_TOKEN or --kernel-token-env)",
+    )
+    chat.add_argument(
+        "--kernel-token-env",
+        default="JUPYTER_TOKEN",
+        metavar="NAME",
+        help="the environment variable holding the Jupyter Server's token (JUPYTER_TOKEN)",
+    )
+
+    kernels = commands.add_parser("kernels", help="list the Jupyter kernels running here")
+    kernels.add_argument("--json", action="store_true", help="as a JSON array")
 
     commands.add_parser("demo", help="a full hybrid turn with a tool call, offline (scripted)")
 
@@ -234,6 +250,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.command == "doctor":
         return _doctor(settings)
+    if args.command == "kernels":
+        from parley.kernels_command import list_kernels
+
+        return list_kernels(args.json)
     if args.command in ("chat", "demo"):
         try:
             from parley.chat_command import run_chat

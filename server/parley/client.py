@@ -45,6 +45,7 @@ class ParleyClient(ParleyJsonRPCClient):
         self.permission_handler: PermissionHandler = reject_all
         self.editor_tool_handler: EditorToolHandler | None = None
         self._update_event = asyncio.Event()
+        self._options: dict[str, list[dict[str, Any]]] = {}
 
         def _on_update(params: dict[str, Any]) -> None:
             session_id = params.get("sessionId", "")
@@ -112,11 +113,21 @@ class ParleyClient(ParleyJsonRPCClient):
         if settings:
             params["_meta"] = {"parley": settings}
         result = await self.request("session/new", params)
+        self._options[result["sessionId"]] = result.get("configOptions", [])
         return result["sessionId"]
 
-    async def load_session(self, session_id: str, cwd: str) -> dict[str, Any]:
-        """Reopen a stored session in `cwd`; its conversation is replayed as updates."""
-        params = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+    def options_of(self, session_id: str) -> list[dict[str, Any]]:
+        """The `configOptions` `session/new` answered for the session."""
+        return self._options.get(session_id, [])
+
+    async def load_session(
+        self, session_id: str, cwd: str, kernel: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Reopen a stored session in `cwd`; its conversation is replayed as updates.
+        `kernel`: attach it to this kernel (`_meta.parley.kernel`)."""
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        if kernel is not None:
+            params["_meta"] = {"parley": {"kernel": kernel}}
         return await self.request("session/load", params)
 
     async def prompt(

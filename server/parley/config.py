@@ -26,6 +26,10 @@ never written anywhere by Parley.
     timeout_seconds = 120             # a call's default
     max_timeout_seconds = 600         # the most a call may ask for
 
+    [checkpoints]                     # /undo's snapshots of every root, around writing calls
+    ignore = ["build/", "*.log"]      # left out besides .gitignore's (the undo report says so)
+    max_turn_megabytes = 256          # new content a turn keeps; past it: listed, not covered
+
     [chat]                            # `parley chat`
     store = false                     # keep no chat's session (as --no-store; --store keeps one)
 
@@ -74,6 +78,7 @@ import attrs
 from parley.config_file import (
     DEFAULT_STALL_TIMEOUT,
     ChatTable,
+    CheckpointsTable,
     ConfigFile,
     ConfigFileError,
     ContinuationForm,
@@ -183,6 +188,7 @@ class Settings:
     kernel: KernelTable = attrs.field(factory=KernelTable)  # the kernel's: server.py
     sandbox: SandboxSettings = attrs.field(factory=SandboxSettings)
     commands: CommandsTable = attrs.field(factory=CommandsTable)  # run_command's: server.py
+    checkpoints: CheckpointsTable = attrs.field(factory=CheckpointsTable)  # agent/snapshots.py
     chat: ChatTable = attrs.field(factory=ChatTable)  # `parley chat`'s defaults
     budget: Budget = attrs.field(factory=Budget)
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
@@ -372,6 +378,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         kernel=file.kernel,
         sandbox=file.sandbox,
         commands=file.commands,
+        checkpoints=file.checkpoints,
         chat=file.chat,
         budget=Budget(**attrs.asdict(file.budget, recurse=False)),
         environ=environ,

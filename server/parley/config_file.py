@@ -3,8 +3,8 @@
 Every value is checked by its type: the hooks below say what a type takes (a strict TOML
 type, then its range), and a mistake becomes one line naming the key's path and what was
 expected (`providers.local.stall_timeout: expected a number, got "slow"`). `[sandbox]`,
-`[commands]`, `[chat]` and `[budget]` refuse a key they do not know; the other tables ignore
-one (as Parley always has).
+`[commands]`, `[checkpoints]`, `[chat]` and `[budget]` refuse a key they do not know; the
+other tables ignore one (as Parley always has).
 `config.py` turns the structured file into `Settings`.
 """
 
@@ -50,6 +50,15 @@ DEFAULT_STALL_TIMEOUT = 60.0
 ModelId = NewType("ModelId", str)  # "provider:model"
 # `continue_streamed`: a form's name, or true (the preset's form) or false (none).
 ContinueStreamed = NewType("ContinueStreamed", object)
+
+
+@attrs.frozen
+class CheckpointsTable:
+    """[checkpoints]: the snapshots that let `/undo` put back everything a turn did
+    (`agent/snapshots.py`). Unknown keys are refused."""
+
+    ignore: tuple[str, ...] = ()  # `.gitignore` patterns left out besides `.gitignore`'s
+    max_turn_megabytes: Count = Count(256)  # new content a turn's snapshots keep at most
 
 
 @attrs.frozen
@@ -123,6 +132,7 @@ class ConfigFile:
     kernel: KernelTable = KernelTable()
     sandbox: SandboxSettings = SandboxSettings()
     commands: CommandsTable = CommandsTable()
+    checkpoints: CheckpointsTable = CheckpointsTable()
     chat: ChatTable = ChatTable()
     budget: BudgetTable = BudgetTable()
     compaction: CompactionTable = CompactionTable()
@@ -132,7 +142,7 @@ class ConfigFile:
 
 
 # They refuse a key they do not know.
-CLOSED_TABLES = (SandboxSettings, CommandsTable, ChatTable, BudgetTable)
+CLOSED_TABLES = (SandboxSettings, CommandsTable, CheckpointsTable, ChatTable, BudgetTable)
 
 
 class Mistake(ValueError):

@@ -336,11 +336,10 @@ def _bwrap_probe() -> str | None:
     bwrap = _bwrap()
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
-    probe = [
-        bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-        "--unshare-net", "--die-with-parent", "--cap-drop", "ALL", "true",
-    ]  # fmt: skip
-    failure = _failure_of(probe)
+    # The children's own arguments (nothing bound writable, nothing hidden): what works
+    # here is what they get.
+    nothing = Layout(Path("/"), (), (), (), (), ())
+    failure = _failure_of([*_bwrap_arguments(nothing, network=False), "true"])
     return None if failure is None else f"bwrap cannot run here (no user namespaces?): {failure}"
 
 

@@ -7,7 +7,7 @@ files when a root is the home).
 The launcher (`sandbox.prepare`) mounts from it, the file tools' gate refuses what it hides
 (`tools/confined.py`), and the permission point asks before an edit of what it protects
 even where edits are accepted (agent/tool_permission.py). docs/security.md's threat model
-names each entry's reason; tests/test_sandbox_policy.py plants every entry and checks it from
+names each entry's reason; tests/trust/test_sandbox_policy.py plants every entry and checks it from
 a sandboxed child, so a new entry is covered by construction.
 """
 

@@ -14,18 +14,24 @@ import logging
 import signal
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import cattrs
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerError
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcMethodNotFound,
+    JsonRpcServerError,
+)
 from pygls.server import JsonRPCServer
 
 import parley
 from parley import sandbox_policy
 from parley.agent import notices
 from parley.agent.budgets import BudgetSpent
+from parley.agent.checkpoints import RestoreResult
 from parley.agent.commands import describe_restore
 from parley.agent.export import export_json, export_markdown
 from parley.agent.fork import fork_session
@@ -38,13 +44,18 @@ from parley.agent.sessions import (
     UnknownSession,
     UnsupportedContent,
 )
+from parley.agent.turn import TurnResult
+from parley.agent.user_kernels import KERNEL_OPTION, UserKernels, chosen_kernel
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.choices import CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.errors import ProviderError
+from parley.core.kernel_choice import KernelChoice, kernel_choice
 from parley.core.loop_watchdog import LoopWatchdog
 from parley.core.session_settings import CONFIGURE
-from parley.protocol import client_answers, permission, updates
+from parley.protocol import client_answers, permission, v2
 from parley.protocol.dispatch import ParleyProtocol
 from parley.protocol.framing import FrameWriter, Framing, read_frames, stdin_reader
 from parley.protocol.params import (
@@ -57,6 +68,7 @@ from parley.protocol.params import (
     McpServerParams,
     NewSessionParams,
     PromptParams,
+    RedoParams,
     RestoreParams,
     SessionIdParams,
     SetConfigOptionParams,
@@ -64,6 +76,7 @@ from parley.protocol.params import (
     UsageParams,
     additional_roots,
     check_mcp_servers,
+    kernel_param,
     parse_params,
     prompt_content,
     session_options,
@@ -72,13 +85,14 @@ from parley.protocol.params import (
 from parley.providers.registry import ProviderRegistry
 from parley.store import Store
 from parley.tools.attachments import attach_link
-from parley.tools.base import CallView, ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
+from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
 from parley.tools.confined import Roots
 from parley.tools.editor import EditorTool
 from parley.tools.kernel import KernelSettings
 from parley.tools.mcp import McpServerConfig
 from parley.tools.run_command import CommandSettings
 from parley.tools.server_tools import server_tools
+from parley.tools.user_kernel import UserKernelSettings
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +120,7 @@ class ParleyServer(JsonRPCServer):
         self.providers = ProviderRegistry(settings)
         self.store = Store.open_in(settings.home)
         self.sessions = Sessions(self.store, self.providers, settings, self, self._tools_for)
+        self.user_kernels = UserKernels(user_kernel_settings(settings))
         self.client_tools: list[ToolSpec] = []
         self.client_reads_files = False  # the client offers fs/read_text_file
         self.client_writes_files = False  # the client offers fs/write_text_file
@@ -113,6 +128,8 @@ class ParleyServer(JsonRPCServer):
         self.wants_revisions = False  # TurnPorts: set by the client in `initialize`
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
+        # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
+        self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
             "initialize": self.initialize,
             "session/new": self.new_session,
@@ -128,6 +145,7 @@ class ParleyServer(JsonRPCServer):
             "session/delete": self.delete_session,
             "_parley/session/configure": self.configure_session,
             "_parley/session/restore": self.restore_session,
+            "_parley/session/redo": self.redo_session,
             "_parley/session/compact": self.compact_session,
             "_parley/session/export": self.export_session,
             "_parley/usage": self.usage,
@@ -188,7 +206,13 @@ class ParleyServer(JsonRPCServer):
     # --- the connection's side of a turn (TurnPorts) ------------------------------------
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
+        if self.v2_updates is None:
+            self.protocol.notify_json("session/update", {"sessionId": session_id, "update": update})
+            return
+        for reshaped in self.v2_updates.reshape(session_id, update):
+            self.protocol.notify_json(
+                "session/update", {"sessionId": session_id, "update": reshaped}
+            )
 
     async def request_permission(
         self,
@@ -199,6 +223,8 @@ class ParleyServer(JsonRPCServer):
         command: CommandOffer | None = None,
     ) -> PermissionDecision:
         params = permission.permission_request(session_id, call, kind, view, command)
+        if self.v2_updates is not None:
+            params = v2.permission_request(params)
         return permission.permission_decision(
             await self.protocol.request(permission.METHOD, params), command
         )
@@ -247,13 +273,22 @@ class ParleyServer(JsonRPCServer):
 
     def initialize(self, raw: Any) -> dict[str, Any]:
         params = parse_params(InitializeParams, raw)
-        self.client_tools = list(params.client_capabilities.meta.parley.tools)
-        self.client_reads_files = (params.client_capabilities.fs or {}).get("readTextFile") is True
-        file_system = params.client_capabilities.fs or {}
-        self.client_writes_files = file_system.get("writeTextFile") is True
-        self.client_runs_terminals = params.client_capabilities.terminal is True
-        self.wants_revisions = params.client_capabilities.meta.parley.revisions
+        capabilities = params.client_capabilities
+        self.v2_updates = None
+        if v2.negotiated(params.protocol_version) == v2.VERSION:
+            # v2's client has no files nor terminals to offer: only Parley's `_meta`.
+            capabilities = v2.client_capabilities(params.capabilities)
+            self.v2_updates = v2.UpdateReshaper()
+        self.client_tools = list(capabilities.meta.parley.tools)
+        self.client_reads_files = (capabilities.fs or {}).get("readTextFile") is True
+        self.client_writes_files = (capabilities.fs or {}).get("writeTextFile") is True
+        self.client_runs_terminals = capabilities.terminal is True
+        self.wants_revisions = capabilities.meta.parley.revisions
         asyncio.get_running_loop().call_later(PRELOAD_DELAY_SECONDS, self._preload_sdk)
+        result = self._initialize_result()
+        return v2.initialize_result(result) if self.v2_updates is not None else result
+
+    def _initialize_result(self) -> dict[str, Any]:
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -284,24 +319,29 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(NewSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         options = session_options(params.meta.parley)
         session = self.sessions.new(Path(params.cwd), options, additional)
+        await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         # A prompt sent right after the answer must not wait for the SDK's import.
         self._preload_sdk(at_once=True)
         await self.providers.preloaded(PRELOAD_WAIT_SECONDS)
-        return {"sessionId": session.id, **self._started(session)}
+        return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
     async def load_session(self, raw: Any) -> dict[str, Any]:
         """Replay the stored conversation as updates, then answer; prompts may follow."""
+        self._not_in_v2("session/load", "session/resume with replayFrom")
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         self.loads_running += 1
         try:
             session = await self.sessions.load(
                 params.session_id, Path(params.cwd), additional=additional
             )
+            await self._attach_kernel(session, kernel, loaded=True)
             await self.start_mcp_servers(session.id, params.mcp_servers, loaded=True)
         finally:
             self.loads_running -= 1
@@ -316,11 +356,31 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
+        if self.v2_updates is not None:
+            return await self._resume_v2(params, additional)
         session = await self.sessions.load(
             params.session_id, Path(params.cwd), replay=False, additional=additional
         )
+        await self._attach_kernel(session, kernel)
         await self.start_mcp_servers(session.id, params.mcp_servers)
         return self._started(session)
+
+    async def _resume_v2(self, params: LoadSessionParams, additional: list[Path]) -> dict[str, Any]:
+        """ACP v2's `session/resume`, which also replaces `session/load`: replayed from the
+        turn its `replayFrom` names (none: no replay), then the session's state (idle)."""
+        turn = v2.replay_start(params.replay_from)
+        self.loads_running += 1
+        try:
+            session = await self.sessions.resume_from(
+                params.session_id, Path(params.cwd), turn, additional
+            )
+            await self.start_mcp_servers(session.id, params.mcp_servers, loaded=turn is not None)
+        finally:
+            self.loads_running -= 1
+        answer = self._started(session, loaded=turn is not None)
+        self.send_update(session.id, v2.state_update("idle"))
+        return v2.session_answer(answer)
 
     async def fork_session(self, raw: Any) -> dict[str, Any]:
         """A new session with the stored one's history and settings (agent/fork.py); its
@@ -328,9 +388,11 @@ class ParleyServer(JsonRPCServer):
         params = parse_params(LoadSessionParams, raw)
         check_mcp_servers(params.mcp_servers)
         additional = additional_roots(params.additional_directories)
+        kernel = kernel_param(raw)
         session = await fork_session(self.sessions, params.session_id, Path(params.cwd), additional)
+        await self._attach_kernel(session, kernel)  # the parent's kernel, unless one is named
         await self.start_mcp_servers(session.id, params.mcp_servers)
-        return {"sessionId": session.id, **self._started(session)}
+        return self._as_spoken({"sessionId": session.id, **self._started(session)})
 
     async def close_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SessionIdParams, raw)
@@ -339,13 +401,16 @@ class ParleyServer(JsonRPCServer):
 
     async def set_config_option(self, raw: Any) -> dict[str, Any]:
         params = parse_params(SetConfigOptionParams, raw)
+        if params.config_id == KERNEL_OPTION:
+            return await self._choose_kernel(params.session_id, params.value)
         options = await self.sessions.set_config_option(
             params.session_id, params.config_id, params.value
         )
-        return {"configOptions": options}
+        return self._as_spoken({"configOptions": options})
 
     async def set_mode(self, raw: Any) -> dict[str, Any]:
         """ACP's `session/set_mode`: the same change as the `mode` config option."""
+        self._not_in_v2("session/set_mode", "session/set_config_option with configId mode")
         params = parse_params(SetModeParams, raw)
         await self.sessions.configure(params.session_id, mode=params.mode_id)
         return {}
@@ -357,10 +422,31 @@ class ParleyServer(JsonRPCServer):
         session = self.sessions.get(params.session_id)
         link_reader = functools.partial(attach_link, session.roots, given=session.cwd)
         content = await asyncio.to_thread(prompt_content, params.prompt, link_reader)
-        result = await self.sessions.prompt(
-            params.session_id, content, literal=literal, retry=retry
-        )
-        return result.to_wire()
+        turn = self.sessions.prompt(params.session_id, content, literal=literal, retry=retry)
+        if self.v2_updates is not None:
+            return await self._prompt_v2(params.session_id, raw["prompt"], turn)
+        return (await turn).to_wire()
+
+    async def _prompt_v2(
+        self, session_id: str, blocks: list[Any], turn: Awaitable[TurnResult]
+    ) -> dict[str, Any]:
+        """ACP v2's prompt: the prompt echoed as the user's message, the work `running`, and
+        `idle` with the stop reason (and Parley's usage) when the turn ends. The answer comes
+        then too (v2 answers at once; docs/protocol.md says so)."""
+        message_id = f"user_{uuid.uuid4().hex[:20]}"
+        self.send_update(session_id, v2.user_message(message_id, blocks))
+        self.send_update(session_id, v2.state_update("running"))
+        try:
+            result = (await turn).to_wire()
+        except ProviderError:  # the turn failed: the prompt's error says how
+            self.send_update(session_id, v2.state_update("idle", stopReason="error"))
+            raise
+        except BaseException:  # refused, or the request cancelled: the work ended all the same
+            self.send_update(session_id, v2.state_update("idle"))
+            raise
+        ended = v2.state_update("idle", stopReason=result["stopReason"], _meta=result["_meta"])
+        self.send_update(session_id, ended)
+        return {"messageId": message_id, "_meta": result["_meta"]}
 
     def cancel(self, raw: Any) -> None:
         try:
@@ -417,14 +503,23 @@ class ParleyServer(JsonRPCServer):
                 f"invalid params: turn: 1 is the first turn, not {params.turn}"
             )
         result = await self.sessions.restore(params.session_id, params.turn)
-        wire = result.to_wire()
+        return self._restored(params.session_id, result, "/undo")
+
+    async def redo_session(self, raw: Any) -> dict[str, Any]:
+        """The last restore undone: `{turn, files, …}` as a restore answers (`turn` null:
+        nothing to redo)."""
+        params = parse_params(RedoParams, raw)
+        result = await self.sessions.restore(params.session_id, None, redo=True)
+        return {"turn": result.turn, **self._restored(params.session_id, result, "/redo")}
+
+    def _restored(self, session_id: str, result: RestoreResult, command: str) -> dict[str, Any]:
+        # The words a client shows (it composes none), the same as replayed when kept.
+        text = describe_restore(result)
         done = result.files or result.failures or result.rejected  # else nothing to mark
-        if done and not result.cancelled and params.session_id in self.sessions:
+        if done and not result.cancelled and session_id in self.sessions:
             # Kept as `/undo` is, at its place: a reopened session shows the mark where it was.
-            text = describe_restore(result)
-            notices.keep_command_turn(self.sessions.get(params.session_id), "/undo", text)
-            wire["text"] = text  # the words a client shows now, the same as replayed
-        return wire
+            notices.keep_command_turn(self.sessions.get(session_id), command, text)
+        return {**result.to_wire(), "text": text}
 
     async def compact_session(self, raw: Any) -> dict[str, Any]:
         params = parse_params(CompactParams, raw)
@@ -465,6 +560,14 @@ class ParleyServer(JsonRPCServer):
         }
 
     # --- helpers ------------------------------------------------------------------------
+
+    def _as_spoken(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """A session's answer in the connection's version (v2: no `modes`, `configId`)."""
+        return v2.session_answer(answer) if self.v2_updates is not None else answer
+
+    def _not_in_v2(self, method: str, instead: str) -> None:
+        if self.v2_updates is not None:
+            raise JsonRpcMethodNotFound(f"{method} is not part of ACP v2: use {instead}")
 
     def _started(self, session: Session, *, loaded: bool = False) -> dict[str, Any]:
         """What the answer to a session's start holds (its mode and config options). Its
@@ -518,6 +621,40 @@ class ParleyServer(JsonRPCServer):
             else:
                 self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
 
+    async def _choose_kernel(self, session_id: str, value: Any) -> dict[str, Any]:
+        """The `kernel` config option set: the session attached to that kernel (or Parley's
+        own); one that cannot be used is said in a notice."""
+        session = self.sessions.get(session_id)
+        try:
+            choice = chosen_kernel(value, session)
+        except ValueError as error:
+            raise JsonRpcInvalidParams(f"invalid params: {error}") from None
+        await self._attach_kernel(session, (True, choice), loaded=True)
+        return {"configOptions": self.sessions.config_options(session)}
+
+    async def _attach_kernel(
+        self, session: Session, kernel: tuple[bool, KernelChoice | None], *, loaded: bool = False
+    ) -> None:
+        """The session's Python tools on the kernel `_meta.parley.kernel` named (given), else
+        on the one it is stored with (agent/user_kernels.py); a kernel that cannot be used is
+        said in a warning notice, when the session is known to the client (as MCP's)."""
+        given, choice = kernel
+        if not given:
+            if session.settings.kernel is None:
+                return
+            try:  # the stored address, checked as a client's would be
+                choice = kernel_choice(session.settings.kernel.wire())
+            except ValueError as error:
+                logger.warning("A stored kernel address was not used: %s", error)
+                choice = None
+        problem = await self.user_kernels.attach(session, choice)
+        if problem is not None:
+            notice = updates.notice_chunk(f"notice_{uuid.uuid4().hex[:20]}", "warning", problem)
+            if loaded:
+                self.send_update(session.id, notice)
+            else:
+                self.protocol.after_the_answer(lambda: self.send_update(session.id, notice))
+
     def _tools_for(self, cwd: Roots | Path, eval_timeout: float | None = None) -> list[Tool]:
         """The tools of a session in `cwd` (its roots): the server's own (a Python kernel,
         the workspace files), then the editor's (which win a name clash: the user chose that
@@ -546,6 +683,17 @@ def kernel_settings(settings: Settings, eval_timeout: float | None = None) -> Ke
         cpu_seconds=kernel.cpu_seconds or None,
         secret_env_names=settings.secret_env_names(),
         sandbox=settings.sandbox,
+    )
+
+
+def user_kernel_settings(settings: Settings) -> UserKernelSettings:
+    """The user's own kernel's limits: config.toml's `[kernel]` (a session's own limit per
+    call is applied when it attaches)."""
+    kernel = settings.kernel
+    return UserKernelSettings(
+        timeout_seconds=kernel.timeout_seconds,
+        busy_wait_seconds=kernel.busy_wait_seconds,
+        output_limit=kernel.output_limit,
     )
 
 

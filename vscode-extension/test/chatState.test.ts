@@ -96,7 +96,7 @@ describe('chat state reducer', () => {
         status: 'completed',
         content: [{ type: 'content', content: { type: 'text', text: '2' } }],
       },
-      { sessionUpdate: 'tool_call_update', toolCallId: 'c2', status: 'failed', rawOutput: { superseded: true } },
+      { sessionUpdate: 'tool_call_update', toolCallId: 'c2', status: 'failed', _meta: { parley: { superseded: true } } },
     );
     assert.deepEqual(summary(s.entries), ['tool:python_eval:completed', 'tool:read_file:failed:superseded']);
     const card = s.entries[0];

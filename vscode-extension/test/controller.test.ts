@@ -15,6 +15,7 @@ import { describe, it } from 'node:test';
 import { ChatController, type KeptNotice } from '../src/core/controller';
 import { fileNotFound } from '../src/core/fileAccess';
 import { Peer, type PeerScript } from './peer';
+import { serverWordsCases } from './sharedCases';
 
 const USAGE = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
 const TURN = { rounds: 1, streamedRounds: 1, syncFallbacks: 0, discardedStreams: 0, toolCalls: 0, cost: null, model: 'openai:a' };
@@ -482,6 +483,7 @@ describe('chat controller: undo turn', () => {
               { path: path.join(root, 'app.py'), action: 'restored' },
               { path: path.join(root, 'new.py'), action: 'removed' },
             ],
+            text: 'Restored the files of turn 2 as they were before it:\n- `app.py` restored\n- `new.py` removed',
           },
         },
       }),
@@ -501,7 +503,7 @@ describe('chat controller: undo turn', () => {
           { path: 'app.py', action: 'restored' },
           { path: 'new.py', action: 'removed' },
         ]);
-        assert.deepEqual(notices(ctl), ['info: Undid turn 2: restored app.py; removed new.py (created by the turn). The conversation is kept.']);
+        assert.deepEqual(notices(ctl), ['info: Restored the files of turn 2 as they were before it:\n- `app.py` restored\n- `new.py` removed'], 'the server\'s words');
         assert.equal(ctl.state.entries.filter((e) => e.kind === 'user').length, 1, 'the conversation stays');
 
         // Nothing left shown to undo: the command says so rather than restore nothing.
@@ -513,47 +515,44 @@ describe('chat controller: undo turn', () => {
     );
   });
 
-  it('says so in the chat when the server cannot restore, or there is nothing to undo', async () => {
+  it('says so in the chat when the restore fails, or there is nothing to undo', async () => {
     await withEditor(
-      (root) => editingTurn(root),
+      (root) => ({ ...editingTurn(root), '_parley/session/restore': { error: { code: -32003, message: 'The session is busy in another window' } } }),
       async (ctl) => {
         await assert.rejects(ctl.undoTurn(), /no turn to undo/);
         assert.deepEqual(notices(ctl), ['warning: There is no turn to undo in this session. (/undo restores the latest turn whose edits can still be undone.)']);
         await ctl.send('edit two files');
-        await assert.rejects(ctl.undoTurn(), (err: { code?: number }) => err.code === -32601);
+        await assert.rejects(ctl.undoTurn(), (err: { code?: number }) => err.code === -32003);
         const [entry] = turnEntries(ctl);
         assert.ok(entry.kind === 'turn');
         assert.equal(entry.undo, 'ready', 'the button is offered again');
-        assert.deepEqual(notices(ctl), [
-          'error: Could not undo turn 2: this Parley server cannot undo turns (it has no _parley/session/restore); update it.',
-        ]);
+        assert.deepEqual(notices(ctl), ['error: Could not undo turn 2: The session is busy in another window.']);
       },
     );
   });
 
-  it('a restore the user declined, or that could not write a file, leaves Undo turn offered', async () => {
-    for (const [answer, expected] of [
-      [{ files: [], rejected: true }, 'warning: Turn 2 was not undone: you chose to keep files changed since it; nothing was restored.'],
-      [
-        { files: [{ path: 'APP', action: 'restored' }], failed: [{ path: 'NEW', reason: 'permission denied' }] },
-        'warning: Undid turn 2: restored app.py. The conversation is kept. Could not restore new.py (permission denied); Undo turn tries again.',
-      ],
-      [{ files: [] }, 'info: Nothing to undo in turn 2: no file it edited needed restoring. The conversation is kept.'],
-    ] as const) {
+  it('shows each restore answer of the shared cases in the server\'s words (tests/server-words-cases.json)', async () => {
+    const cases = serverWordsCases().restore;
+    assert.ok(cases.length >= 5);
+    for (const { name, result, level, undone } of cases) {
       await withEditor(
         (root) => ({
           ...editingTurn(root),
           '_parley/session/restore': {
-            result: JSON.parse(JSON.stringify(answer).replace('APP', path.join(root, 'app.py')).replace('NEW', path.join(root, 'new.py'))) as unknown,
+            result: {
+              ...result,
+              files: result.files.map((f) => ({ ...f, path: path.join(root, f.path) })),
+              ...(result.failed ? { failed: result.failed.map((f) => ({ ...f, path: path.join(root, f.path) })) } : {}),
+            },
           },
         }),
         async (ctl) => {
           await ctl.send('edit two files');
           await ctl.undoTurn();
-          assert.deepEqual(notices(ctl), [expected]);
+          assert.deepEqual(notices(ctl), [`${level}: ${result.text}`], name);
           const [entry] = turnEntries(ctl);
           assert.ok(entry.kind === 'turn');
-          assert.equal(entry.undo, 'files' in answer && answer.files.length === 0 && !('rejected' in answer) ? 'undone' : 'ready');
+          assert.equal(entry.undo, undone ? 'undone' : 'ready', name);
         },
       );
     }
@@ -689,10 +688,10 @@ describe('chat controller: the server\'s notices, live and replayed (issue 24\'s
       await ctl.loadSession('stored-1', 'Count');
       assert.deepEqual(shown(ctl), ['user: count to 100', 'agent: one, two', 'error: The model provider failed: 500.', 'user: thanks', 'agent: You are welcome.']);
     });
-    const undo: KeptNotice = { level: 'info', text: 'Undid turn 1: restored a.py. The conversation is kept.', afterPrompt: 1, promptText: 'count to 100' };
-    await withKept(replay('cancelled', [noticeUpdate('n1', 'Stopped.', 'info')]), [undo], async (ctl) => {
+    const crash: KeptNotice = { level: 'error', text: 'The Parley server exited (exit 1).', afterPrompt: 1, promptText: 'count to 100' };
+    await withKept(replay('cancelled', [noticeUpdate('n1', 'Stopped.', 'info')]), [crash], async (ctl) => {
       await ctl.loadSession('stored-1', 'Count');
-      assert.deepEqual(shown(ctl).slice(1, 4), ['agent: one, two', 'info: Stopped.', `info: ${undo.text}`]);
+      assert.deepEqual(shown(ctl).slice(1, 4), ['agent: one, two', 'info: Stopped.', `error: ${crash.text}`]);
     });
   });
 });

@@ -1,8 +1,6 @@
 /** The display rules of docs/display.md, as `src/common/display.ts` keeps them for the host and the view. */
 
 import assert from 'node:assert/strict';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { describe, it } from 'node:test';
 
 import {
@@ -14,6 +12,7 @@ import {
   formatToolInput,
   summarizeToolResult,
 } from '../src/common/display';
+import { repositoryCases } from './sharedCases';
 
 /**
  * The cases every client checks (pytest, ERT and these tests): the repository's
@@ -29,13 +28,7 @@ interface DisplayCases {
 }
 
 function sharedCases(): DisplayCases {
-  for (const up of ['..', '../..', '../../..']) {
-    const file = path.resolve(__dirname, up, 'tests', 'display-cases.json');
-    if (fs.existsSync(file)) {
-      return JSON.parse(fs.readFileSync(file, 'utf8')) as DisplayCases;
-    }
-  }
-  throw new Error(`tests/display-cases.json not found above ${__dirname}`);
+  return repositoryCases<DisplayCases>('display-cases.json');
 }
 
 describe('the shared display cases (tests/display-cases.json)', () => {

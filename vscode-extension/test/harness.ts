@@ -214,17 +214,6 @@ export function serverUnavailable(): Promise<string | undefined> {
   });
 }
 
-/** Whether the installed server has the Python module `name` (a feature not every server has yet). */
-export function serverHasModule(name: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = spawn(PYTHON, ['-c', `import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(${JSON.stringify(name)}) else 3)`], {
-      stdio: 'ignore',
-    });
-    probe.on('error', () => resolve(false));
-    probe.on('exit', (code) => resolve(code === 0));
-  });
-}
-
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -86,14 +86,14 @@ describe('session updates', () => {
   });
 });
 
-describe('usage in either edition of the contract', () => {
+describe('usage in a prompt result', () => {
   const usage = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
   const turn = { rounds: 1, streamedRounds: 1, syncFallbacks: 0, discardedStreams: 0, toolCalls: 0, cost: null, model: 'openai:m' };
   const session = { ...usage, cost: null, turns: 1, rounds: 1 };
 
-  it('reads a prompt result: under _meta.parley, or at the root (first edition)', () => {
+  it('reads a prompt result under _meta.parley', () => {
     assert.deepEqual(promptUsage({ stopReason: 'end_turn', _meta: { parley: { usage, turn, session } } }), { usage, turn, session });
-    assert.deepEqual(promptUsage({ stopReason: 'end_turn', usage, _meta: { parley: turn } }), { usage, turn });
+    assert.deepEqual(promptUsage({ stopReason: 'end_turn', _meta: { parley: { usage } } }), { usage });
     assert.deepEqual(promptUsage({ stopReason: 'cancelled' }), {});
   });
 });

@@ -11,7 +11,7 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 
 import { ResponseError } from 'vscode-jsonrpc/node';
 
-import { type ParleyClient, ServerExitedError, describeError, isMethodNotFound } from '../src/client/client';
+import { type ParleyClient, ServerExitedError, describeError } from '../src/client/client';
 import { EDITOR_TOOL_SPECS } from '../src/client/editorToolSpecs';
 import {
   type EditorCallToolParams,
@@ -22,7 +22,7 @@ import {
 } from '../src/client/protocol';
 import { ChatController, type KeptNotice, type NoticeKeeper } from '../src/core/controller';
 import { initialState, reduce } from '../src/core/chatState';
-import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverHasModule, serverUnavailable, tempDirs } from './harness';
+import { FakeLLM, MODEL, PARLEY, Updates, delay, makeClient, serverEnv, serverUnavailable, tempDirs } from './harness';
 
 let skipReason: string | undefined;
 let fake: FakeLLM | undefined;
@@ -371,16 +371,7 @@ describe('protocol client against parley serve', () => {
     const first = await client.prompt(sessionId, 'What is 2 ** 10?');
     assert.equal(first.stopReason, 'end_turn');
 
-    let listed;
-    try {
-      listed = await client.listSessions({ cwd: dirs.workspace });
-    } catch (err) {
-      if (isMethodNotFound(err)) {
-        t.skip('session/list is not implemented by the server yet (method not found)');
-        return;
-      }
-      throw err;
-    }
+    const listed = await client.listSessions({ cwd: dirs.workspace });
     assert.ok(listed.sessions.some((s) => s.sessionId === sessionId), 'the session is listed');
 
     // A new server process, sharing the store: load the session.
@@ -389,16 +380,7 @@ describe('protocol client against parley serve', () => {
     const otherUpdates = new Updates(other);
     await other.start();
     try {
-      let loaded;
-      try {
-        loaded = await other.loadSession(sessionId, dirs.workspace);
-      } catch (err) {
-        if (isMethodNotFound(err)) {
-          t.skip('session/load is not implemented by the server yet (method not found)');
-          return;
-        }
-        throw err;
-      }
+      const loaded = await other.loadSession(sessionId, dirs.workspace);
       assert.equal(loaded._meta?.parley?.model, MODEL);
       assert.ok(loaded._meta?.parley?.usage, 'usage in the load result');
       assert.match(otherUpdates.text('user_message_chunk', sessionId), /What is 2 \*\* 10\?/);
@@ -576,8 +558,15 @@ describe('server death and restart', () => {
       assert.ok(undone?.kind === 'turn');
       assert.equal(undone.undo, 'undone');
       const notice = ctl.state.entries.filter((e) => e.kind === 'notice').pop();
-      assert.equal(notice?.kind === 'notice' && notice.text, 'Undid turn 1: restored geometry.py. The conversation is kept.');
+      // The server's words (`_parley/session/restore`'s `text`), as `/undo` says them.
+      assert.equal(notice?.kind === 'notice' && notice.text, 'Restored the files of turn 1 as they were before it:\n- `geometry.py` restored');
       assert.ok(ctl.state.entries.some((e) => e.kind === 'agent' && e.text === 'Done: width is a float now.'));
+
+      // Redo Turn: the undo undone, the server's report of each file in the chat.
+      assert.equal(await ctl.redoTurn(), 'end_turn');
+      assert.equal(fs.readFileSync(file, 'utf8'), after, 'the turn\'s result back');
+      const report = ctl.state.entries.filter((e) => e.kind === 'agent').pop();
+      assert.equal(report?.kind === 'agent' && report.text, 'Put back what turn 1 and the later turns did:\n- `geometry.py` restored');
     } finally {
       await ctl.dispose();
       own.cleanup();
@@ -626,11 +615,6 @@ describe('server death and restart', () => {
     if (skipIfNoServer(t)) {
       return;
     }
-    // SKIPS ONLY while the server has no modes (issue 25's modes slice not merged): once it is
-    // on main, remove this skip (or set PARLEY_REQUIRE_MODES=1) to make the test strict.
-    if (process.env.PARLEY_REQUIRE_MODES !== '1' && !(await serverHasModule('parley.agent.modes'))) {
-      return t.skip('the server has no modes yet (no parley.agent.modes): issue 25\'s modes slice');
-    }
     const settings = () => ({ server: { command: PARLEY, args: ['serve'], env: serverEnv(fake!, dirs.home) } });
     const ctl = new ChatController({ workspaceRoot: () => dirs.workspace, settings });
     const PLAN = [
@@ -678,11 +662,7 @@ describe('server death and restart', () => {
     });
     try {
       await ctl.ensureStarted();
-      // SKIPS ONLY while the server does not advertise additionalDirectories (issue 25's roots
-      // slice not merged): once it is on main, remove this skip to make the test strict.
-      if (!ctl.client?.sessionCapabilities.additionalDirectories && process.env.PARLEY_REQUIRE_ROOTS !== '1') {
-        return t.skip('the server does not advertise sessionCapabilities.additionalDirectories yet: issue 25\'s roots slice');
-      }
+      assert.ok(ctl.client?.sessionCapabilities.additionalDirectories, 'the server advertises additionalDirectories');
       await ctl.ensureSession();
       const notes = path.join(other, 'notes.txt');
       await fake!.script([{ tool_calls: [{ name: 'read_file', arguments: { path: notes } }] }, { text: 'It says hello.' }]);

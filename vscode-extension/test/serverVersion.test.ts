@@ -1,5 +1,5 @@
 /**
- * One version (the stop 34 contract, section 2): the server's `agentInfo.version` compared with
+ * One version (README.md, "Releasing"): the server's `agentInfo.version` compared with
  * the client's after `initialize` — the comparison (with fast-check over any `agentInfo` a
  * server may send), what the extension says, and the controller saying it once per server
  * version against scripted stand-in servers (`peer.ts`), not per session or restart.

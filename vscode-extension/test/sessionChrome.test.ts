@@ -1,7 +1,7 @@
 /**
  * The chat controller against the real `parley serve` and the fake LLM, for what the view's
  * chrome asks of it: Retry after a provider failure or a stop (the cut-off turn replaced: needs
- * the server's side of the stop 34 contract), notices kept across a reload, Export (the
+ * the server's side of Retry, docs/protocol.md), notices kept across a reload, Export (the
  * server's Markdown) and Delete from the history list.
  */
 

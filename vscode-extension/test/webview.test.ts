@@ -568,12 +568,13 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
           { path: '/ws/tests/test_area.py', action: 'removed' },
         ],
       },
-      { type: 'notice', level: 'info', text: 'Undid turn 4: restored geometry.py; removed tests/test_area.py (created by the turn). The conversation is kept.' },
+      // The server's words (`_parley/session/restore`'s `text`).
+      { type: 'notice', level: 'info', text: 'Restored the files of turn 4 as they were before it:\n- `geometry.py` restored\n- `tests/test_area.py` removed' },
     );
     await turn.locator('.turn-files', { hasText: 'Undone' }).waitFor({ timeout: 5000 });
     assert.equal(await turn.innerText(), 'Undone: geometry.py restored, tests/test_area.py removed');
     assert.equal(await turn.locator('button').count(), 0);
-    assert.match(await page.locator('.entry-notice').last().innerText(), /^Undid turn 4: restored geometry\.py; removed tests\/test_area\.py/);
+    assert.match(await page.locator('.entry-notice').last().innerText(), /^Restored the files of turn 4 as they were before it:\s+- `geometry\.py` restored\s+- `tests\/test_area\.py` removed$/);
     assert.deepEqual(problems, []);
   });
 

@@ -22,7 +22,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 
 import { type Browser, type FrameLocator, type Page, chromium } from 'playwright-core';
 
-import { type FakeReply, FakeLLM, delay, serverEnv, serverHasModule, serverUnavailable } from './harness';
+import { type FakeReply, FakeLLM, delay, serverEnv, serverUnavailable } from './harness';
 import { lendDependencies, pathWithoutParley } from './lentDependencies';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
@@ -203,7 +203,6 @@ const haveChromium = fs.existsSync(CHROMIUM);
 describe('the extension in a real VS Code workbench (code-server)', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
   let skip: string | undefined;
   /** Why the command test skips: the server has no run_command tool yet (see the test). */
-  let noRunCommand: string | undefined;
   let fake: FakeLLM | undefined;
   let profile: Profile;
   let codeServer: ChildProcess | undefined;
@@ -218,10 +217,6 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     if (skip) {
       return;
     }
-    noRunCommand =
-      process.env.PARLEY_REQUIRE_RUN_COMMAND === '1' || (await serverHasModule('parley.tools.run_command'))
-        ? undefined
-        : 'the server has no run_command tool yet (no parley.tools.run_command): issue 25\'s command slice';
     assert.ok(fs.existsSync(VSIX), `the packaged extension ${VSIX} (npm run package)`);
     const entry = codeServerEntry();
     assert.ok(fs.existsSync(entry), `code-server at ${entry}`);
@@ -548,11 +543,6 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
   it('runs a command: its output live and coloured in its card, in a terminal with Open in Terminal, then its result', async (t) => {
     if (skip) {
       return t.skip(skip);
-    }
-    // SKIPS ONLY while the server has no run_command tool (issue 25's command slice not merged):
-    // once it is on main, remove this skip (or set PARLEY_REQUIRE_RUN_COMMAND=1) to make the test strict.
-    if (noRunCommand) {
-      return t.skip(noRunCommand);
     }
     const chat = chatFrame(page);
     await send(chat, 'Run the steps.');

@@ -10,8 +10,8 @@ import attrs
 
 from parley.agent.session import Session
 from parley.config import Settings
+from parley.core import updates
 from parley.core.usage import CostBreakdown, Usage, cost_to_wire, find_price
-from parley.protocol import updates
 
 
 @attrs.frozen

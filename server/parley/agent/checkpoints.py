@@ -20,9 +20,15 @@ from typing import Any
 
 import attrs
 
+from parley.agent import snapshot_restore
 from parley.agent.session import now_iso
+from parley.agent.snapshot_restore import EditorRead, EditorWrite, PathChange
+from parley.agent.snapshot_store import SnapshotStore
+from parley.agent.snapshots import TurnSnapshots
+from parley.config import Settings
+from parley.core.off_loop import off_loop
 from parley.store import Checkpoint, Store
-from parley.tools.base import ClientWrites
+from parley.tools.base import ClientFiles, ClientWrites
 from parley.tools.confined import (
     Refused,
     Roots,
@@ -44,13 +50,45 @@ class TurnCheckpoints:
     """The `EditJournal` of one turn of one session: keeps each file's bytes before the
     turn's first write to it (only the first), and how the turn left it."""
 
-    def __init__(self, store: Store, session_id: str, turn: int, root: Roots | Path) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        turn: int,
+        root: Roots | Path,
+        settings: Settings | None = None,
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.turn = turn
         self.root = as_roots(root)  # the checkpoints keep the cwd's root
         self._kept: set[str] = set()
         self._written: set[str] = set()  # written since `record_written` last ran
+        # Every root snapshotted around each writing call (None: edits only, as in tests
+        # that drive the journal alone).
+        self.snapshots = (
+            None
+            if settings is None
+            else TurnSnapshots(
+                SnapshotStore(settings.home),
+                session_id,
+                turn,
+                self.root.all,
+                settings.checkpoints,
+                settings.sandbox,
+            )
+        )
+
+    async def before_call(self, kind: str, tool: str) -> None:
+        """Before a tool runs: a snapshot of every root when its kind can write."""
+        if self.snapshots is not None:
+            await self.snapshots.before_call(kind, tool)
+
+    async def after_call(self) -> None:
+        """After a tool ran: how it left the files it wrote, and the roots."""
+        self.record_written()
+        if self.snapshots is not None:
+            await self.snapshots.after_call()
 
     def before_write(self, path: Path) -> None:
         """Raises `OSError` (or `Refused`) when the file is there but cannot be read: an
@@ -133,13 +171,19 @@ class FileRestore:
         return Roots(Path(self.root), others)
 
 
+# A path a restore put back: from the edit tools' checkpoints, or from the snapshots.
+Restored = FileRestore | PathChange
+
+
 @attrs.frozen
 class RestoreResult:
     turn: int | None  # None: no turn had checkpoints
-    files: tuple[FileRestore, ...] = ()  # those put back
-    rejected: tuple[FileRestore, ...] = ()  # the user kept them: nothing was restored
-    failures: tuple[tuple[FileRestore, str], ...] = ()  # (file, why it could not be)
+    files: tuple[Restored, ...] = ()  # those put back
+    rejected: tuple[Restored, ...] = ()  # the user kept them: nothing was restored
+    failures: tuple[tuple[Restored, str], ...] = ()  # (file, why it could not be)
     cancelled: bool = False  # stopped (`session/cancel`) while asking: nothing was restored
+    not_covered: tuple[str, ...] = ()  # what the restore cannot put back, in sentences
+    redo: bool = False  # a redo: the turn's result put back
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
@@ -151,6 +195,8 @@ class RestoreResult:
             wire["cancelled"] = True
         if self.failures:
             wire["failed"] = [{"path": file.path, "reason": why} for file, why in self.failures]
+        if self.not_covered:
+            wire["notCovered"] = list(self.not_covered)
         return wire
 
     @property
@@ -161,12 +207,15 @@ class RestoreResult:
 
 # Asked before files the user changed are overwritten: True to go on; raises
 # `RestoreCancelled` when the restore is stopped while it waits for the answer.
-AskUser = Callable[[int, list[FileRestore]], Awaitable[bool]]
+AskUser = Callable[[int, list[Restored]], Awaitable[bool]]
 
 
-# Writes a file's whole text through the editor (ACP `fs/write_text_file`): its absolute path
-# and the text; raises when the editor does not write it (its answer decides).
-EditorWrite = Callable[[str, str], Awaitable[None]]
+def editor_reads(files: ClientFiles | None, session_id: str) -> EditorRead | None:
+    """What the editor's buffers hold, when it offers `fs/read_text_file`: a restore asks
+    before it writes over text the user typed and did not save."""
+    if files is None:
+        return None
+    return lambda path: files.read_text_file(session_id, path)
 
 
 def editor_writes(writes: ClientWrites | None, session_id: str) -> EditorWrite | None:
@@ -225,24 +274,62 @@ async def restore_turn(
     ask: AskUser,
     others: tuple[Path, ...] = (),
     editor: EditorWrite | None = None,
+    snapshots: SnapshotStore | None = None,
+    buffers: EditorRead | None = None,
 ) -> RestoreResult:
-    """Put the files edited from `turn` on back as they were before it, inside the root
-    each turn ran in or `others` (the session's other roots): through the editor when it
-    writes files (`editor`: its buffers, one undoable change each; a file it cannot take —
-    removed, not text — on disk), else on disk. Files the user changed since are
-    overwritten only if `ask` says so (otherwise nothing is restored). The checkpoints are
-    used up (unless a file failed: then all stay, to try again)."""
+    """Put the files changed from `turn` on back as they were before it, inside the root
+    each turn ran in or `others` (the session's other roots): every path the turns' snapshots
+    saw change (`snapshots`: commands', evaluations' and MCP tools' writes too), and the
+    files the edit tools' checkpoints hold that the snapshots do not. Through the editor when
+    it writes files (`editor`: its buffers, one undoable change each; a file it cannot take —
+    removed, not text — on disk), else on disk. Paths the user changed since are overwritten
+    only if `ask` says so (otherwise nothing is restored). The checkpoints and the turns'
+    snapshot records are used up (unless a path failed: then all stay, to try again), and
+    the restore is kept so that a redo can put the turns' result back."""
+    undo = None
+    if snapshots is not None:
+        undo = await off_loop(snapshot_restore.plan_undo, snapshots, session_id, turn, others)
+    known = undo.known if undo is not None else set()
     # A file the turns left as they found it (a write that failed) has nothing to undo.
-    plan = [f for f in plan_restore(store.checkpoints(session_id, turn)) if f.expected != f.target]
-    if not plan:
+    plan = [
+        file
+        for file in plan_restore(store.checkpoints(session_id, turn))
+        if file.expected != file.target and file.path not in known
+    ]
+    changes = undo.changes if undo is not None else []
+    if snapshots is not None and editor is not None and buffers is not None:
+        changes = await snapshot_restore.with_buffers(snapshots, changes, buffers)
+    not_covered = undo.not_covered if undo is not None else ()
+    if not plan and not changes:
         store.drop_checkpoints(session_id, turn)
-        return RestoreResult(turn)
-    changed = await asyncio.to_thread(changed_since_written, plan, others)
+        return RestoreResult(turn, not_covered=not_covered)
+    changed: list[Restored] = [
+        *await asyncio.to_thread(changed_since_written, plan, others),
+        *(change for change in changes if change.user_changed),
+    ]
     try:
         if changed and not await ask(turn, changed):
-            return RestoreResult(turn, rejected=tuple(changed))
+            return RestoreResult(turn, rejected=tuple(changed), not_covered=not_covered)
     except RestoreCancelled:
         return RestoreResult(turn, cancelled=True)
+    failures: list[tuple[Restored, str]] = [*await _restore_checkpointed(plan, others, editor)]
+    if undo is not None and snapshots is not None:
+        failures += await snapshot_restore.apply_changes(snapshots, changes, undo.roots, editor)
+    failed = {file.path for file, _ in failures}
+    restored = tuple(file for file in (*plan, *changes) if file.path not in failed)
+    if not failures:
+        store.drop_checkpoints(session_id, turn)
+        if undo is not None and snapshots is not None:
+            await off_loop(snapshot_restore.keep_for_redo, snapshots, session_id, turn, undo)
+    if restored:
+        store.add_restore_note(session_id, model_note(turn, restored))
+    return RestoreResult(turn, restored, failures=tuple(failures), not_covered=not_covered)
+
+
+async def _restore_checkpointed(
+    plan: list[FileRestore], others: tuple[Path, ...], editor: EditorWrite | None
+) -> list[tuple[FileRestore, str]]:
+    """The edit tools' checkpoints put back; the failures."""
     by_editor = [file for file in plan if editor is not None and _as_text(file) is not None]
     on_disk = [file for file in plan if file not in by_editor]
     failures = await asyncio.to_thread(_apply, on_disk, others)
@@ -250,21 +337,93 @@ async def restore_turn(
         failures += [
             failure for file in by_editor if (failure := await _through(editor, file, others))
         ]
+    return failures
+
+
+async def redo_restore(
+    store: Store,
+    session_id: str,
+    ask: AskUser,
+    snapshots: SnapshotStore,
+    others: tuple[Path, ...] = (),
+    editor: EditorWrite | None = None,
+    buffers: EditorRead | None = None,
+) -> RestoreResult:
+    """Undo the last restore (`/redo`): every path it changed back as the restore found it,
+    asking first about paths changed since; the turns it undid can be undone again."""
+    redo = await off_loop(snapshot_restore.plan_redo, snapshots, session_id, others)
+    if redo is None:
+        return RestoreResult(None, redo=True)
+    changes = redo.changes
+    if editor is not None and buffers is not None:
+        changes = await snapshot_restore.with_buffers(snapshots, changes, buffers)
+    changed: list[Restored] = [change for change in changes if change.user_changed]
+    try:
+        if changed and not await ask(redo.turn, changed):
+            return RestoreResult(redo.turn, rejected=tuple(changed), redo=True)
+    except RestoreCancelled:
+        return RestoreResult(redo.turn, cancelled=True, redo=True)
+    failures = await snapshot_restore.apply_changes(snapshots, changes, redo.roots, editor)
     failed = {file.path for file, _ in failures}
-    restored = tuple(file for file in plan if file.path not in failed)
+    restored = tuple(change for change in changes if change.path not in failed)
     if not failures:
-        store.drop_checkpoints(session_id, turn)
+        await off_loop(snapshot_restore.finish_redo, snapshots, session_id)
     if restored:
-        store.add_restore_note(session_id, model_note(turn, restored))
-    return RestoreResult(turn, restored, failures=tuple(failures))
-
-
-def model_note(turn: int, files: tuple[FileRestore, ...]) -> str:
-    """What the model is told with the next prompt (prepended to it)."""
-    listed = ", ".join(
-        f"{file.shown} ({'removed: it did not exist then' if file.content is None else 'restored'})"
-        for file in files
+        store.add_restore_note(session_id, model_note(redo.turn, restored, redo=True))
+    return RestoreResult(
+        redo.turn, restored, failures=tuple(failures), not_covered=redo.not_covered, redo=True
     )
+
+
+async def restore_or_redo(
+    store: Store,
+    session_id: str,
+    turn: int | None,
+    ask: AskUser,
+    others: tuple[Path, ...],
+    editor: EditorWrite | None,
+    snapshots: SnapshotStore,
+    buffers: EditorRead | None,
+) -> RestoreResult:
+    """`restore_turn` of `turn`, or (None) `redo_restore`: what `Sessions.restore` runs."""
+    if turn is None:
+        return await redo_restore(store, session_id, ask, snapshots, others, editor, buffers)
+    return await restore_turn(store, session_id, turn, ask, others, editor, snapshots, buffers)
+
+
+async def last_undoable_turn(store: Store, snapshots: SnapshotStore, session_id: str) -> int | None:
+    """The last turn that changed files (its edits checkpointed, or its snapshots differ:
+    compared off the loop, they grow with the tree)."""
+    checkpointed = store.last_checkpointed_turn(session_id)
+    snapshotted = await off_loop(snapshot_restore.last_changing_turn, snapshots, session_id)
+    found = [turn for turn in (checkpointed, snapshotted) if turn is not None]
+    return max(found, default=None)
+
+
+def restore_question(turn: int, *, redo: bool) -> str:
+    """The title of the question asked before a restore overwrites the user's changes."""
+    if redo:
+        return f"Put back what turn {turn} and the later turns did, overwriting your changes"
+    return f"Restore files as they were before turn {turn}, overwriting your changes"
+
+
+# What a path became, as the model is told.
+NOTE_WORDS = {
+    snapshot_restore.REMOVED: "removed: it did not exist then",
+    snapshot_restore.RECREATED: "re-created: the turn deleted it",
+    snapshot_restore.RESTORED: "restored",
+}
+
+
+def model_note(turn: int, files: tuple[Restored, ...], *, redo: bool = False) -> str:
+    """What the model is told with the next prompt (prepended to it)."""
+    listed = ", ".join(f"{file.shown} ({NOTE_WORDS[file.action]})" for file in files)
+    if redo:
+        return (
+            f"[Parley: the user undid their restore of turn {turn}: the files are back as "
+            f"that turn and the later ones left them (the conversation is unchanged): "
+            f"{listed}. Read a file again before editing it.]"
+        )
     return (
         f"[Parley: the user restored files to how they were before turn {turn}, undoing the "
         f"edits made from that turn on (the conversation is unchanged): {listed}. Read a file "

@@ -20,6 +20,7 @@ from parley.agent.config_options import MODEL
 from parley.agent.modes import MODES, is_mode
 from parley.agent.notices import Notice
 from parley.agent.session import Session
+from parley.agent.snapshot_restore import ACTION_WORDS
 from parley.config import Settings
 from parley.core.choices import Mode
 from parley.core.conversation import ContentBlock, TextBlock
@@ -55,9 +56,10 @@ COMMANDS = (
     Command("cost", "What this session has used and spent so far, and its budgets"),
     Command(
         "undo",
-        "Put the files the last editing turn changed back as they were before it "
-        "(the conversation stays)",
+        "Put every file the last turn that changed files changed (its edits, commands, "
+        "evaluations) back as it was before it (the conversation stays)",
     ),
+    Command("redo", "Undo the last /undo: put back what the undone turns did"),
     Command(
         "compact",
         "Summarise the older turns so the model sees a shorter conversation "
@@ -85,6 +87,9 @@ class CommandReply:
     text: str = ""
     stop_reason: str = "end_turn"  # "cancelled": stopped; "refusal": a budget is spent
     notice: Notice | None = None  # in place of `text`
+    # The command's input was refused (`/mode pl`, a model that cannot answer): a typo to
+    # fix, not a turn of the session, so neither it nor its notice is kept.
+    refused: bool = False
 
 
 class CommandHost(Protocol):
@@ -99,7 +104,9 @@ class CommandHost(Protocol):
         self, session_id: str, *, model: str | None = None, mode: Mode | None = None
     ) -> None: ...
 
-    async def restore(self, session_id: str, turn: int | None) -> RestoreResult: ...
+    async def restore(
+        self, session_id: str, turn: int | None, *, redo: bool = False
+    ) -> RestoreResult: ...
 
     async def compact(self, session_id: str) -> tuple[int, int]: ...
 
@@ -128,17 +135,21 @@ async def run_command(call: CommandCall, session: Session, host: CommandHost) ->
         return await _switch_model(call.argument, session, host)
     if call.name == "mode":
         return await _switch_mode(call.argument, session, host)
-    if call.name == "undo":
-        restored = await host.restore(session.id, None)
-        if restored.turn is None:  # nothing was done: a notice says why
-            return CommandReply(notice=notices.NOTHING_TO_UNDO)
-        if restored.cancelled:
-            notice = notices.undo_cancelled(restored.turn)
-            return CommandReply(stop_reason="cancelled", notice=notice)
-        return CommandReply(describe_restore(restored))
+    if call.name in ("undo", "redo"):
+        return await _undo(session, host, redo=call.name == "redo")
     if call.name == "compact":
         return await _compact(session, host)
     return CommandReply(_cost(session, host.settings))
+
+
+async def _undo(session: Session, host: CommandHost, *, redo: bool) -> CommandReply:
+    restored = await host.restore(session.id, None, redo=redo)
+    if restored.turn is None:  # nothing was done: a notice says why
+        return CommandReply(notice=notices.NOTHING_TO_REDO if redo else notices.NOTHING_TO_UNDO)
+    if restored.cancelled:
+        cancelled = notices.redo_cancelled if redo else notices.undo_cancelled
+        return CommandReply(stop_reason="cancelled", notice=cancelled(restored.turn))
+    return CommandReply(describe_restore(restored))
 
 
 async def _compact(session: Session, host: CommandHost) -> CommandReply:
@@ -161,7 +172,8 @@ async def _switch_model(name: str, session: Session, host: CommandHost) -> Comma
         )
     problem = _model_problem(name, host.providers)
     if problem is not None:  # refused: a notice
-        return CommandReply(notice=notices.model_refused(problem, session.settings.model, offered))
+        notice = notices.model_refused(problem, session.settings.model, offered)
+        return CommandReply(notice=notice, refused=True)
     if name == session.settings.model:
         return CommandReply(f"The model is `{name}` already.")
     await host.configure(session.id, model=name)
@@ -178,7 +190,8 @@ async def _switch_mode(name: str, session: Session, host: CommandHost) -> Comman
             "Switch with `/mode NAME`."
         )
     if not is_mode(name):  # refused: a notice
-        return CommandReply(notice=notices.mode_refused(name, session.settings.mode, list(MODES)))
+        notice = notices.mode_refused(name, session.settings.mode, list(MODES))
+        return CommandReply(notice=notice, refused=True)
     if name == session.settings.mode:
         return CommandReply(f"The mode is `{name}` already.")
     await host.configure(session.id, mode=name)
@@ -203,14 +216,27 @@ def _cost(session: Session, settings: Settings) -> str:
 
 
 def describe_restore(result: RestoreResult) -> str:
-    """What `/undo` did, for the user."""
+    """What a restore (`/undo`, `/redo`, `_parley/session/restore` and `redo`) did, for the
+    user, the words every client shows: each path and what happened to it, then what it does
+    not cover."""
+    if result.turn is None:
+        return (notices.NOTHING_TO_REDO if result.redo else notices.NOTHING_TO_UNDO).text
+    if result.cancelled:
+        cancelled = notices.redo_cancelled if result.redo else notices.undo_cancelled
+        return cancelled(result.turn).text
     if result.rejected:
-        return f"Nothing was restored: you kept your changes to {_listed(result.rejected)}."
-    lines = [f"Restored the files of turn {result.turn} as they were before it:"]
-    lines += [f"- `{file.shown}` {file.action}" for file in result.files]
+        kept = f"you kept your changes to {_listed(result.rejected)}."
+        return f"Nothing was {'put back' if result.redo else 'restored'}: {kept}"
+    if result.redo:
+        lines = [f"Put back what turn {result.turn} and the later turns did:"]
+    else:
+        lines = [f"Restored the files of turn {result.turn} as they were before it:"]
+    lines += [f"- `{file.shown}` {ACTION_WORDS[file.action]}" for file in result.files]
     lines += [f"- `{file.shown}` could not be restored: {why}" for file, why in result.failures]
     if len(lines) == 1:
-        return f"Turn {result.turn} left no files to restore."
+        lines = [f"Turn {result.turn} left no files to restore."]
+    if result.not_covered:
+        lines += ["", "Not covered:"] + [f"- {sentence}" for sentence in result.not_covered]
     return "\n".join(lines)
 
 

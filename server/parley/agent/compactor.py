@@ -11,7 +11,7 @@ import attrs
 
 from parley.agent.compaction import pruned, request_tokens, summarise
 from parley.agent.session import Session, new_id
-from parley.protocol import updates
+from parley.core import updates
 from parley.providers.base import Completion, ModelRequest
 
 # The summary's one model call (the caller counts it).

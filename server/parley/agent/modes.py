@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard, get_args
 
+from parley.core import updates
 from parley.core.choices import Mode
 from parley.core.session_settings import SessionSettings
 from parley.tools.base import ToolSpec
@@ -62,7 +63,7 @@ def mode_state(current: Mode) -> dict[str, Any]:
 
 def current_mode_update(current: Mode) -> dict[str, Any]:
     """The `session/update` that tells the client the mode changed."""
-    return {"sessionUpdate": "current_mode_update", "currentModeId": current}
+    return updates.current_mode(current)
 
 
 def is_offered(spec: ToolSpec, mode: Mode) -> bool:

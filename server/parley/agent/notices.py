@@ -15,8 +15,8 @@ import attrs
 
 from parley.agent.budgets import Overrun
 from parley.agent.session import Session, new_id
+from parley.core import updates
 from parley.core.errors import ProviderError
-from parley.protocol import updates
 
 Level = Literal["info", "warning", "error"]
 
@@ -91,6 +91,17 @@ def circuit_breaker(tool: str, times: int, error: str) -> Notice:
     )
 
 
+NOTHING_TO_REDO = Notice(
+    "info",
+    "Nothing to redo: no undo of this session can be put back (or a turn changed files since).",
+)
+
+
+def redo_cancelled(turn: int) -> Notice:
+    """`/redo` stopped while it asked about the user's changes: nothing was put back."""
+    return Notice("info", f"Redo of turn {turn} cancelled: nothing was put back.")
+
+
 def undo_cancelled(turn: int) -> Notice:
     """`/undo` stopped while it asked about the user's changes: nothing was restored."""
     return Notice("info", f"Undo of turn {turn} cancelled: nothing was restored.")
@@ -144,8 +155,14 @@ def keep_command_turn(session: Session, typed: str, answer: str | None) -> None:
 
 
 def say(
-    session: Session, send_update: Callable[[str, dict[str, Any]], None], notice: Notice
+    session: Session,
+    send_update: Callable[[str, dict[str, Any]], None],
+    notice: Notice,
+    *,
+    keep: bool = True,
 ) -> None:
-    """Send the notice, and keep it with the session at this point of its conversation."""
+    """Send the notice, and keep it with the session at this point of its conversation
+    (unless not `keep`: a refused command's, said once)."""
     send_update(session.id, updates.notice_chunk(new_id("notice"), notice.level, notice.text))
-    session.add_notice(notice.level, notice.text)
+    if keep:
+        session.add_notice(notice.level, notice.text)

@@ -6,11 +6,13 @@ result gets one that says it was interrupted, so the provider accepts the histor
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from parley.agent import notices
+from parley.core import updates
 from parley.core.conversation import (
     AssistantMessage,
     ContentBlock,
@@ -21,7 +23,6 @@ from parley.core.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from parley.protocol import updates
 from parley.store import StoredNotice
 from parley.tools.arguments import InvalidArguments
 from parley.tools.plan import UpdatePlanTool, plan_update, read_plan
@@ -48,6 +49,16 @@ def unanswered_calls(history: Sequence[Message]) -> list[ToolResultMessage]:
         if isinstance(message, UserMessage):
             return []
     return []
+
+
+def turn_start(messages: Iterable[Message], turn: int) -> int | None:
+    """Where turn `turn` (1: the first; a prompt to the model is a turn, a slash command is
+    not) begins among `messages`: its prompt's position; 0 for the first turn of a session
+    without any, None when there is no such turn."""
+    if turn == 1:
+        return 0
+    prompts = (position for position, m in enumerate(messages) if isinstance(m, UserMessage))
+    return next(itertools.islice(prompts, turn - 1, None), None)
 
 
 def replay_updates(

@@ -23,11 +23,14 @@ from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import (
-    FileRestore,
     RestoreCancelled,
+    Restored,
     RestoreResult,
+    editor_reads,
     editor_writes,
-    restore_turn,
+    last_undoable_turn,
+    restore_or_redo,
+    restore_question,
 )
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.compactor import Compactor
@@ -39,8 +42,9 @@ from parley.agent.config_options import (
 )
 from parley.agent.learned_windows import LearnedWindows
 from parley.agent.modes import current_mode_update
-from parley.agent.replay import replay_updates, unanswered_calls
+from parley.agent.replay import replay_updates, turn_start, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
+from parley.agent.snapshot_store import SnapshotStore
 from parley.agent.turn import (
     Turn,
     TurnPorts,
@@ -49,7 +53,10 @@ from parley.agent.turn import (
     refused_by_budget,
     session_request,
 )
+from parley.agent.user_kernels import kernel_option
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView, Location
 from parley.core.conversation import (
     ContentBlock,
     ImageBlock,
@@ -60,12 +67,12 @@ from parley.core.conversation import (
 )
 from parley.core.off_loop import import_off_loop, off_loop
 from parley.core.session_settings import SessionOptions, SessionSettings
-from parley.protocol import updates
 from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
 from parley.store import SessionBusy, SessionGone, Store, StoredSession
-from parley.tools.base import CallView, Location, Tool
+from parley.tools.base import Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
+from parley.tools.jupyter_runtime import running_kernels
 from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
@@ -81,6 +88,10 @@ MCP_MODULES = (
     "anyio",
     "anyio._backends._asyncio",
     "httpx2",
+    # Imported by the SDK inside its first `call_tool` (validate_tool_result): with its format
+    # extras installed (rfc3987-syntax, which jupyter_server brings) it compiles a grammar for
+    # a second, which would be on the event loop.
+    "jsonschema",
     "mcp.client.session",
     "mcp.client.stdio",
     "mcp.client.streamable_http",
@@ -204,6 +215,19 @@ class Sessions:
             await self._replay(session, replayed)
         return session
 
+    async def resume_from(
+        self, session_id: str, cwd: Path, turn: int | None, additional: Sequence[Path] = ()
+    ) -> Session:
+        """ACP v2's `session/resume`: `load`, replaying from turn `turn` (1: all; None: none)."""
+        session = await self.load(session_id, cwd, replay=False, additional=additional)
+        if turn is not None:
+            start = await off_loop(turn_start, session.messages(), turn)
+            if start is None:
+                raise InvalidOptions(f"replayFrom.turn: the session has no turn {turn}")
+            missed = session.messages(start), session.tools, start, session.notices(start)
+            await self._replay(session, replay_updates(*missed))
+        return session
+
     async def _replay(self, session: Session, replayed: Iterator[dict[str, Any]]) -> None:
         """Send a replay's updates. They are made off the event loop, a batch at a time
         (reading and decoding the stored messages, and an older session's calls' views, grow
@@ -304,7 +328,7 @@ class Sessions:
         level = session.settings.thought_level
         if level not in levels:  # none chosen, or one this model (now) does not take
             level = self.settings.default_thought_level(session.settings.model)
-        return session_config_options(
+        options = session_config_options(
             session.settings.model,
             session.settings.tool_policy,
             self.providers.model_infos(),
@@ -314,6 +338,7 @@ class Sessions:
             configured_budget=self.settings.budget.session_usd,
             mode=session.settings.mode,
         )
+        return [*options, kernel_option(session.settings.kernel, running_kernels())]
 
     def announce_commands(self, session_id: str) -> None:
         """Tell the client which slash commands the session takes (once it has started)."""
@@ -372,21 +397,25 @@ class Sessions:
         """The command's answer is an agent message (not in the history); a notice when it
         says why nothing was done (a budget, nothing to undo)."""
         reply = await run_command(command, session, self)
-        # Kept, to be replayed where it was said; its notice, if any, is kept by `_said`.
-        notices.keep_command_turn(session, command.typed, None if reply.notice else reply.text)
+        if not reply.refused:
+            # Kept, to be replayed where it was said; its notice, if any, is kept by `_said`.
+            notices.keep_command_turn(session, command.typed, None if reply.notice else reply.text)
         if reply.notice is None:
             answer = updates.command_chunk(new_id("msg"), reply.text, typed=False)
             self.ports.send_update(session.id, answer)
         totals = attrs.evolve(session.totals)
         stats = TurnStats(model=session.settings.model)
-        return self._said(session, TurnResult(reply.stop_reason, stats, totals, reply.notice))
+        result = TurnResult(reply.stop_reason, stats, totals, reply.notice)
+        if reply.refused:  # said, not kept: the client may drop the command from its view
+            return self._said(session, attrs.evolve(result, kept=False), keep=False)
+        return self._said(session, result)
 
-    def _said(self, session: Session, result: TurnResult) -> TurnResult:
+    def _said(self, session: Session, result: TurnResult, *, keep: bool = True) -> TurnResult:
         """The prompt's result, once its notice (why it stopped or was refused) is said: the
         one place a notice is sent, before the answer (a request cancelled instead is
-        answered with an error, and says none)."""
+        answered with an error, and says none); kept with the session unless not `keep`."""
         if result.notice is not None:
-            notices.say(session, self.ports.send_update, result.notice)
+            notices.say(session, self.ports.send_update, result.notice, keep=keep)
         return result
 
     def _check_content(self, session: Session, content: tuple[ContentBlock, ...]) -> None:
@@ -543,30 +572,31 @@ class Sessions:
 
     # --- checkpoints ------------------------------------------------------------------------
 
-    async def restore(self, session_id: str, turn: int | None) -> RestoreResult:
-        """Put the files edited from `turn` on (None: the last turn that edited any) back as
-        they were before it; the conversation stays, the model is told at the next prompt.
-        Under the session's lease: no turn runs meanwhile, here or in another window."""
+    async def restore(
+        self, session_id: str, turn: int | None, *, redo: bool = False
+    ) -> RestoreResult:
+        """Put the files changed from `turn` on (None: the last that changed any) back as
+        they were before it, or (`redo`) undo the last restore, under the session's lease."""
         session = self._open.get(session_id)
         if session is not None and not session.stored:
-            return RestoreResult(None)  # never prompted: no turn edited anything
+            return RestoreResult(None, redo=redo)  # never prompted: no turn changed anything
+        snapshots = SnapshotStore(self.settings.home)
         async with self._leased(session_id, "restore"):
             self.store.take_cut_off(session_id)  # a retry no longer replaces the last turn
-            if turn is None:
-                turn = self.store.last_checkpointed_turn(session_id)
+            if turn is None and not redo:
+                turn = await last_undoable_turn(self.store, snapshots, session_id)
                 if turn is None:
                     return RestoreResult(None)
             stop = self._restoring[session_id] = asyncio.Event()
+            others = session.roots.others if session is not None else ()
+            editor = editor_writes(self.ports.client_writes, session_id)
+            buffers = editor_reads(self.ports.client_files, session_id)
+            ask = functools.partial(self._may_overwrite, session_id, stop=stop, redo=redo)
             # The lease is held for as long as the restore runs (its question may wait on the
             # user for long): another window's turn cannot start meanwhile and be written over.
             try:
-                result = await restore_turn(
-                    self.store,
-                    session_id,
-                    turn,
-                    lambda turn, changed: self._may_overwrite(session_id, turn, changed, stop),
-                    session.roots.others if session is not None else (),
-                    editor_writes(self.ports.client_writes, session_id),
+                result = await restore_or_redo(
+                    self.store, session_id, turn, ask, others, editor, snapshots, buffers
                 )
             finally:
                 del self._restoring[session_id]
@@ -575,7 +605,13 @@ class Sessions:
         return result
 
     async def _may_overwrite(
-        self, session_id: str, turn: int, changed: list[FileRestore], stop: asyncio.Event
+        self,
+        session_id: str,
+        turn: int,
+        changed: list[Restored],
+        *,
+        stop: asyncio.Event,
+        redo: bool = False,
     ) -> bool:
         """Ask the user (`session/request_permission`) before a restore overwrites files they
         changed since Parley wrote them. `stop` set (`session/cancel`) ends the question:
@@ -586,7 +622,7 @@ class Sessions:
         call_id = new_id("restore")
         call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
         view = CallView(
-            title=f"Restore files as they were before turn {turn}, overwriting your changes",
+            title=restore_question(turn, redo=redo),
             locations=tuple(Location(file.path) for file in changed),
             content=(
                 "These files changed since Parley last wrote them; restoring them loses "
@@ -691,6 +727,7 @@ class Sessions:
             self.store.delete_session(session_id, self.instance_id)
         except SessionBusy as busy:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
+        await off_loop(SnapshotStore(self.settings.home).forget_session, session_id)
         await self.forget(session_id)
 
     async def forget(self, session_id: str) -> None:

@@ -23,11 +23,12 @@ from parley import sandbox_policy
 from parley.agent import modes
 from parley.agent.session import Session
 from parley.config import Settings
+from parley.core.call_view import CallView
 from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
 from parley.core.off_loop import off_loop
 from parley.sandbox import sandbox_status
-from parley.tools.base import CallView, Tool, ToolContext, ToolResult
+from parley.tools.base import Tool, ToolContext, ToolResult
 from parley.tools.command_rules import COMMAND_TOOL, covered, offered_prefixes
 from parley.tools.confined import Roots
 from parley.tools.run_command import ArgumentRefused, command_directory
@@ -72,6 +73,8 @@ class ToolPermission:
         """Whether `call` (shown as `view()` gives it) runs without a question."""
         if not tool.spec.needs_permission:
             return True
+        if tool.spec.always_asks:
+            return False
         if modes.runs_unasked(tool.spec, self.session.settings.mode):
             shown = await view()
             return await off_loop(self.runs_later, shown) is None  # reads .git/config
@@ -90,11 +93,15 @@ class ToolPermission:
         `StoppedAtQuestion` when the user stopped the turn at the question."""
         is_command = call.name == COMMAND_TOOL
         root = await off_loop(command_root, self.session.roots, call) if is_command else None
+        # A tool asked every time offers no "always" (an offer of no prefixes: once, reject).
+        tool = self.session.tools.get(call.name)
+        asks_always = tool is not None and tool.spec.always_asks
         try:
             shown = await view()
             if kind == "edit" and (why := await off_loop(self.runs_later, shown)) is not None:
                 shown = attrs.evolve(shown, content=(*shown.content, runs_later_note(why)))
             command = await self._command_offer(call, root) if is_command else None
+            command = CommandOffer() if asks_always else command
             decision = await self.ports.request_permission(
                 self.session.id, call, kind, shown, command
             )
@@ -107,7 +114,7 @@ class ToolPermission:
             raise StoppedAtQuestion
         if isinstance(decision, AllowPrefix) and root is not None:  # an offered one
             self.session.add_command_rule(decision.prefix, root)
-        elif decision == "allow_always" and not is_command:
+        elif decision == "allow_always" and not is_command and not asks_always:
             self.session.auto_approve.add(call.name)
             self.session.save()  # it holds for the rest of the session, reloads included
         return REJECTED if decision == "reject" else None

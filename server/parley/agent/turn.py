@@ -33,6 +33,8 @@ from parley.agent.tool_permission import (
     precheck,
 )
 from parley.config import Settings
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.conversation import (
     AssistantMessage,
     ToolCall,
@@ -51,7 +53,6 @@ from parley.core.usage import (
     cost_to_wire,
     estimate_tokens,
 )
-from parley.protocol import updates
 from parley.providers.base import (
     CompletedToolCall,
     Completion,
@@ -65,14 +66,7 @@ from parley.providers.events import (
     ToolCallStarted,
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
-from parley.tools.base import (
-    CallView,
-    ClientFiles,
-    ClientTerminals,
-    ClientWrites,
-    ToolContext,
-    ToolResult,
-)
+from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +144,8 @@ class TurnResult:
     notice: notices.Notice | None = None
     # For a prompt that asked to retry: whether it replaced the cut-off last turn.
     replaced: bool | None = None
+    # False for a command whose input was refused (`/mode pl`): said, not kept.
+    kept: bool | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The prompt's result: `stopReason`; the turn's `usage` (the end-turn-token-usage
@@ -168,6 +164,7 @@ class TurnResult:
                     "usageComplete": self.stats.usage_complete,
                 }
                 | ({} if self.replaced is None else {"replaced": self.replaced})
+                | ({} if self.kept is None else {"kept": self.kept})
             },
         }
         return wire
@@ -228,7 +225,11 @@ class Turn:
         self.session.add_message(self.prompt)
         self.session.count_turn()
         self._checkpoints = TurnCheckpoints(
-            self.session.store, self.session.id, self.session.totals.turns, self.session.roots
+            self.session.store,
+            self.session.id,
+            self.session.totals.turns,
+            self.session.roots,
+            self.settings,
         )
         try:
             stop_reason = await self._rounds()
@@ -579,6 +580,8 @@ class Turn:
         self._send(updates.tool_call_update(call.wire_id, status="in_progress"))
         self._reusable_view = None  # the call may change what the next ones would do
         try:
+            if self._checkpoints is not None:  # every root, when the tool's kind can write
+                await self._checkpoints.before_call(tool.spec.kind, call.name)
             result = await tool.run(call.arguments, context)
         except asyncio.CancelledError:
             raise
@@ -587,7 +590,7 @@ class Turn:
             result = ToolResult(f"{call.name} failed: {type(error).__name__}: {error}", True)
         finally:
             if self._checkpoints is not None:
-                self._checkpoints.record_written()  # what a restore expects to find
+                await self._checkpoints.after_call()  # what a restore expects to find
         return self._finish_call(call, result)
 
     async def _current_view(self, call: ToolCall) -> CallView:

@@ -8,7 +8,8 @@ can be timed from the fake's write to the client's notification.
 
 The rows, what each measures and how, are explained in docs/benchmarks.md. Here: the run and
 the table; the rows by concern in `streaming.py` (1-3), `tool_start.py` (4), `tools.py` (5, 6),
-`sessions.py` (7, 8) and `context.py` (9, 10); what they share in `harness.py`.
+`sessions.py` (7, 8), `context.py` (9, 10) and `snapshots.py` (11); what they share in
+`harness.py`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from pathlib import Path
 from parley.bench.context import cache_rows, compaction_row
 from parley.bench.harness import FULL, QUICK, BenchSizes, ParleyUnderTest, Row
 from parley.bench.sessions import first_prompt_at_once_row, first_prompt_row, session_load_rows
+from parley.bench.snapshots import snapshot_rows
 from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
 from parley.bench.tool_start import real_server_row, tool_start_rows
 from parley.bench.tools import kernel_rows, parser_rows, static_introspection_rows
+from parley.bench.user_kernel import user_kernel_row
 from parley.fakellm import FakeLLM
 
 # --- the table ---------------------------------------------------------------------------------
@@ -72,6 +75,8 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)
+    snapshots = await snapshot_rows(home, sizes)
+    static_introspection.append(await user_kernel_row(home, sizes))
     return [
         throughput,
         *latency,
@@ -85,6 +90,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         first_prompt_at_once,
         *caching,
         compaction,
+        *snapshots,
     ]
 
 

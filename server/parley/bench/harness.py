@@ -54,6 +54,9 @@ class BenchSizes:
     compaction_tokens: int = 150_000
     # Row 4e: prompts timed against the real llama.cpp server, per form.
     real_server_prompts: int = 5
+    # Row 11: the workspace snapshotted, and how many later snapshots are timed.
+    snapshot_files: int = 10_000
+    snapshot_repeats: int = 20
 
 
 FULL = BenchSizes(
@@ -75,6 +78,7 @@ QUICK = BenchSizes(
     parser_chunks=5000,
     session_sizes=(5000,),
     real_server_prompts=2,
+    snapshot_repeats=5,
 )
 
 LATENCY_PACE = 100.0  # chunks per second: a fast model

@@ -18,6 +18,7 @@ import attrs
 import cattrs
 
 from parley.core.choices import Mode, ToolFormat, ToolPolicy
+from parley.core.kernel_choice import KernelAddress
 from parley.core.thought_levels import ThoughtLevel
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class SessionSettings:
     max_turn_requests: int | None = attrs.field(
         default=None, metadata=where(NEW, CONFIGURE), validator=attrs.validators.optional(_positive)
     )
+    # The user's own kernel the Python tools use (never its token); None: Parley's own. Set
+    # by `_meta.parley.kernel` of session/new, load and resume (agent/user_kernels.py).
+    kernel: KernelAddress | None = attrs.field(default=None, metadata=where())
 
 
 attrs.resolve_types(SessionSettings)  # the fields' types as objects: params.py structures by them
@@ -112,6 +116,7 @@ def from_stored(stored: dict[str, Any]) -> SessionSettings:
 def _checked(value: Any, kind: Any) -> Any:
     structured = _stored.structure(value, kind)
     # cattrs converts ("1" to 1.0, true to 1); the store holds only what Parley wrote.
-    if structured != value or isinstance(structured, bool) != isinstance(value, bool):
+    same = _stored.unstructure(structured) == value
+    if not same or isinstance(structured, bool) != isinstance(value, bool):
         raise ValueError(value)
     return structured

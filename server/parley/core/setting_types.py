@@ -26,6 +26,8 @@ class KernelTable:
     output_limit: PositiveCount = PositiveCount(20_000)  # characters kept per stream
     memory_limit_bytes: Count = Count(4 * 1024**3)  # RLIMIT_AS in the child; 0: no limit
     cpu_seconds: NonNegative = NonNegative(60.0)  # CPU time per call; 0: no cap
+    # The user's own kernel: how long a call waits for a cell of theirs still running.
+    busy_wait_seconds: Positive = Positive(10.0)
 
 
 @attrs.frozen

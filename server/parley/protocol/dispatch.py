@@ -17,7 +17,7 @@ overridden; `after_the_answer` hooks the first, and reads the request's id from 
 `msg_id`), `_handle_cancel_notification` and `_request_futures` (pending requests),
 `_include_headers` (set by `set_writer`); and for the client side, `ParleyJsonRPCClient`
 (what `client.py` builds on) uses `JsonRPCClient`'s `_server`, `_stop_event`, `_async_tasks`
-and `_server_exit`. tests/test_pygls_adapter.py fails when an upgrade changes any of them.
+and `_server_exit`. tests/protocol/test_pygls_adapter.py fails when an upgrade changes any of them.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from parley.core.images import (
     normal_media_type,
     sniff_image_type,
 )
+from parley.core.kernel_choice import KernelChoice, kernel_choice
 from parley.core.session_settings import (
     CONFIGURE,
     NEW,
@@ -34,7 +35,7 @@ from parley.core.session_settings import (
     SessionSettings,
     settable,
 )
-from parley.protocol.updates import camel
+from parley.core.updates import camel
 from parley.tools.base import ToolSpec
 
 T = TypeVar("T")
@@ -82,6 +83,7 @@ class InitializeParams:
     protocol_version: int
     client_capabilities: ClientCapabilities = ClientCapabilities()
     client_info: ClientInfo | None = None
+    capabilities: Any = None  # v2's name for them: read only when v2 is negotiated (v2.py)
 
 
 def _with_settings(name: str, where: str, fields: dict[str, Any]) -> type:
@@ -219,6 +221,7 @@ class LoadSessionParams:
     cwd: str
     mcp_servers: list[McpServerParams] = attrs.field(factory=list)
     additional_directories: Any = None  # checked by `additional_roots`
+    replay_from: Any = None  # v2's `session/resume` cursor: read only on v2 (`v2.replay_start`)
 
 
 @attrs.frozen
@@ -246,6 +249,11 @@ class SetModeParams:
 class RestoreParams:
     session_id: str
     turn: int  # the session's turn count at that turn: 1 is the first
+
+
+@attrs.frozen
+class RedoParams:
+    session_id: str
 
 
 @attrs.frozen
@@ -346,6 +354,20 @@ def _json_type(value: Any) -> str:
         return "nothing"
     kinds = {list: "an array", str: "a string", bool: "a boolean", dict: "an object"}
     return kinds.get(type(value), "a number")
+
+
+def kernel_param(raw: Any) -> tuple[bool, KernelChoice | None]:
+    """`_meta.parley.kernel` of `session/new`, `session/load` or `session/resume`: whether
+    it is given, and the kernel it names (None: Parley's own). A wrong one is invalid params
+    naming what is wrong (never quoting a token)."""
+    meta = raw.get("_meta") if isinstance(raw, dict) else None
+    parley = meta.get("parley") if isinstance(meta, dict) else None
+    if not isinstance(parley, dict) or "kernel" not in parley:
+        return False, None
+    try:
+        return True, kernel_choice(parley["kernel"])
+    except ValueError as error:
+        raise JsonRpcInvalidParams(f"invalid params: _meta.parley.kernel: {error}") from None
 
 
 def check_mcp_servers(servers: list[McpServerParams]) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
 from parley.core.conversation import ToolCall
-from parley.protocol import updates
-from parley.tools.base import CallView
+from parley.core.unsandboxed import unsandboxed_warning
 
 METHOD = "session/request_permission"
 
@@ -33,10 +34,7 @@ def permission_request(
     its prefixes instead of the tool, and says so when it would run unsandboxed."""
     shown = updates.call_view(view)
     if command is not None and command.unsandboxed is not None:
-        warning = (
-            f"This command runs UNSANDBOXED: {command.unsandboxed}. It can read, write and "
-            'reach whatever your account can; "always allow" is not offered.'
-        )
+        warning = f'{unsandboxed_warning(command.unsandboxed)} "Always allow" is not offered.'
         shown["content"] = [*shown.get("content", []), updates.text_content(warning)]
     return {
         "sessionId": session_id,

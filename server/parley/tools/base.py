@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from parley.core.call_view import CallView, Diff
 from parley.tools.arguments import InvalidArguments, json_schema, read_arguments
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,9 @@ class ToolSpec:
     input_schema: dict[str, Any]
     kind: str = "other"
     needs_permission: bool = False
+    # Asked at every call: no "always allow", mode or `autoApprove` skips the question (an
+    # evaluation in the user's own kernel, outside the sandbox).
+    always_asks: bool = False
 
 
 @attrs.frozen
@@ -100,37 +104,6 @@ class EditJournal(Protocol):
         """`path` (absolute, inside the workspace) is about to be written or created: the
         first time in a turn, keep its current bytes (or that it did not exist)."""
         ...
-
-
-@attrs.frozen
-class Location:
-    """A file a call touches: an absolute path, and a 1-based line where one is known."""
-
-    path: str
-    line: int | None = None
-
-
-@attrs.frozen
-class Diff:
-    """A change to one file: its absolute path, its whole text before (None: the file is
-    new) and after."""
-
-    path: str
-    old_text: str | None
-    new_text: str
-
-
-@attrs.frozen
-class CallView:
-    """How an editor shows a call: a title a person reads ("Read app.py:10-40", "Run
-    Python"), the files it touches, and what matters of its arguments (the code, the
-    pattern) as text, and the changes it would make (an edit's diff), to see before
-    approving."""
-
-    title: str
-    locations: tuple[Location, ...] = ()
-    content: tuple[str, ...] = ()
-    diffs: tuple[Diff, ...] = ()
 
 
 # A title quotes at most this much of an argument (a pattern, a dotted name).
@@ -241,6 +214,7 @@ def declared_spec(
     *,
     kind: str = "other",
     needs_permission: bool = False,
+    always_asks: bool = False,
 ) -> ToolSpec:
     """The spec of a `DeclaredTool`: its input schema is its `Arguments` class's."""
-    return ToolSpec(name, description, json_schema(arguments), kind, needs_permission)
+    return ToolSpec(name, description, json_schema(arguments), kind, needs_permission, always_asks)

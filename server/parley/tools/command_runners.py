@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from parley.core import updates
 from parley.sandbox import Launch
 from parley.tools.base import ClientTerminals
 from parley.tools.command_output import CommandOutput
@@ -99,18 +100,12 @@ class CommandStream:
         self._delta, self._delta_size, self._left_out = [], 0, 0
         self._last_sent = time.monotonic()
         self._send(
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": self._tool_call_id,
-                "status": "in_progress",
-                "content": [
-                    {
-                        "type": "content",
-                        "content": {"type": "text", "text": self._shown(self.output.shown())},
-                    }
-                ],
-                "_meta": {"parley": {"commandOutput": {"append": append}}},
-            }
+            updates.tool_call_update(
+                self._tool_call_id,
+                status="in_progress",
+                text=self._shown(self.output.shown()),
+                meta={"parley": {"commandOutput": {"append": append}}},
+            )
         )
 
 

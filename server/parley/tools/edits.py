@@ -25,16 +25,10 @@ from typing import Any
 
 import attrs
 
+from parley.core.call_view import CallView, Diff, Location
 from parley.core.off_loop import off_loop
 from parley.tools.arguments import InvalidArguments, argument, read_arguments
-from parley.tools.base import (
-    CallView,
-    Diff,
-    Location,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-)
+from parley.tools.base import ToolContext, ToolResult, declared_spec
 from parley.tools.confined import (
     Refused,
     Roots,

@@ -6,9 +6,9 @@ a package is loaded, for source links Parley never shows), and in a hostile repo
 runs what `.git/config` says (`core.fsmonitor`). griffe has no public switch for that, so
 this module replaces that one classmethod of the public `griffe.GitInfo` with one that finds
 nothing. It relies on griffe's loader calling it (not its own `git` helpers) and on nothing
-of `griffe._internal`. tests/test_griffe_adapter.py fails when an upgrade runs git again
+of `griffe._internal`. tests/tools/test_griffe_adapter.py fails when an upgrade runs git again
 (a fake `git` on PATH records any call), or stops calling the hook; and
-tests/test_hostile_workspace.py checks the whole tool over the wire.
+tests/trust/test_hostile_workspace.py checks the whole tool over the wire.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from parley.child_env import mcp_server_environment
+from parley.core.call_view import CallView
 from parley.core.redact import redact
 from parley.sandbox import (
     UNSANDBOXED_MARK,
@@ -43,7 +44,7 @@ from parley.sandbox import (
     prepare,
     sandbox_status,
 )
-from parley.tools.base import CallView, ToolContext, ToolResult, ToolSpec
+from parley.tools.base import ToolContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import attrs
 
+from parley.core import updates
+from parley.core.call_view import CallView
 from parley.tools.arguments import InvalidArguments
-from parley.tools.base import CallView, DeclaredTool, ToolContext, ToolResult, ToolSpec
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, ToolSpec
 
 NAME = "update_plan"
 STATUSES = ("pending", "in_progress", "completed")
@@ -122,7 +124,7 @@ def _shown(value: Any) -> str:
 
 def plan_update(plan: UpdatePlanArguments) -> dict[str, Any]:
     """The `session/update` that shows the plan (ACP's `plan`: the whole plan each time)."""
-    return {"sessionUpdate": "plan", "entries": [entry.to_wire() for entry in plan.entries]}
+    return updates.plan([entry.to_wire() for entry in plan.entries])
 
 
 # What Parley knows of a plan it was given: it went to the editor, which may not show plans

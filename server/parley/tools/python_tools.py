@@ -18,16 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from parley.core.call_view import CallView
+from parley.core.unsandboxed import unsandboxed_warning
 from parley.sandbox import UNSANDBOXED_MARK, sandbox_status
 from parley.tools.arguments import NoArguments, argument
-from parley.tools.base import (
-    CallView,
-    DeclaredTool,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-    quoted,
-)
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.confined import Roots, open_confined, printable_name, resolved_roots
 from parley.tools.kernel import NOT_RUNNING_NOTE, KernelReply, PythonKernel
 from parley.tools.workspace import SEARCH_MAX_FILE_BYTES, files_in_roots
@@ -125,7 +120,7 @@ class PythonEvalTool(KernelTool):
         if status.sandboxed:
             return CallView("Run Python", content=(arguments.code,))
         # The user decides knowing the code runs with what the user's account can reach.
-        note = f"Runs unsandboxed: {status.reason}."
+        note = unsandboxed_warning(status.reason)
         return CallView("Run Python" + UNSANDBOXED_MARK, content=(arguments.code, note))
 
     async def execute(self, arguments: EvalArguments, context: ToolContext) -> ToolResult:

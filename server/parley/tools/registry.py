@@ -6,7 +6,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from parley.tools.base import CallView, Tool, ToolSpec, describe_call
+from parley.core.call_view import CallView
+from parley.tools.base import Tool, ToolSpec, describe_call
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import attrs
 
 from parley.child_env import child_environment
+from parley.core import updates
+from parley.core.call_view import CallView, Location
 from parley.core.setting_types import CommandsTable
 from parley.sandbox import (
     UNSANDBOXED_MARK,
@@ -26,15 +28,7 @@ from parley.sandbox import (
     sandbox_status,
 )
 from parley.tools.arguments import argument
-from parley.tools.base import (
-    CallView,
-    DeclaredTool,
-    Location,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-    quoted,
-)
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.command_output import Bounded, fenced
 from parley.tools.command_runners import (
     CommandEnd,
@@ -217,12 +211,11 @@ class RunCommandTool(DeclaredTool):
         def started(terminal_id: str) -> None:
             if context.send_update is not None:
                 context.send_update(
-                    {
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": context.tool_call_id,
-                        "status": "in_progress",
-                        "content": [{"type": "terminal", "terminalId": terminal_id}],
-                    }
+                    updates.tool_call_update(
+                        context.tool_call_id,
+                        status="in_progress",
+                        content=[updates.terminal_content(terminal_id)],
+                    )
                 )
 
         try:

@@ -30,16 +30,9 @@ if TYPE_CHECKING:
     import pathspec
     import regex
 
+from parley.core.call_view import CallView, Location
 from parley.tools.arguments import argument
-from parley.tools.base import (
-    CallView,
-    DeclaredTool,
-    Location,
-    ToolContext,
-    ToolResult,
-    declared_spec,
-    quoted,
-)
+from parley.tools.base import DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.confined import (
     Refused,
     Roots,
@@ -110,7 +103,7 @@ def _skipped_directory(name: str) -> bool:
 # --- the workspace's files, as git would list them, without running git -----------------
 
 
-class _IgnoreRules:
+class IgnoreRules:
     """The `.gitignore` rules that apply in a repository: `.git/info/exclude`, then each
     directory's `.gitignore` from the repository's top down; the last rule that matches a
     path decides, as in git."""
@@ -154,7 +147,7 @@ class _IgnoreRules:
         return bool(decided)
 
 
-# A `.gitignore` pattern pathspec is given at most (see `_matchable`): stars in one segment
+# A `.gitignore` pattern pathspec is given at most (see `matchable`): stars in one segment
 # of it (`*.min.*` has two; `**` is one of its own kind), and characters.
 IGNORE_SEGMENT_MAX_STARS = 2
 IGNORE_PATTERN_MAX_CHARS = 400
@@ -167,21 +160,30 @@ def _ignore_lines(directory_fd: int | None, name: str) -> list[str]:
     except (OSError, Refused):
         return []
     lines = data.decode("utf-8", "surrogateescape").splitlines()
-    return [line for line in lines if _matchable(line)]
+    return [line for line in lines if matchable(line)]
 
 
-def _matchable(pattern: str) -> bool:
+def matchable(pattern: str) -> bool:
     """Whether pathspec may match a `.gitignore` pattern in bounded time: its regular
     expression (the `re` module's, which holds the GIL) backtracks exponentially over
     `*a*a*a…*b`, so a pattern with more stars in one segment than real ones have, or a very
-    long one, is left out (what it would have ignored is listed)."""
+    long one, is left out (what it would have ignored is listed); so is one pathspec cannot
+    read (`!` alone), which would fail the whole file's rules."""
+    import pathspec
+
     if len(pattern) > IGNORE_PATTERN_MAX_CHARS:
         return False
     segments = (segment.replace("**", "") for segment in pattern.split("/"))
-    return all(segment.count("*") <= IGNORE_SEGMENT_MAX_STARS for segment in segments)
+    if not all(segment.count("*") <= IGNORE_SEGMENT_MAX_STARS for segment in segments):
+        return False
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except ValueError:  # pathspec's GitIgnorePatternError
+        return False
+    return True
 
 
-def _repository_of(root: Path) -> Path | None:
+def repository_of(root: Path) -> Path | None:
     """The git repository holding `root` (the nearest directory with a `.git`), if any."""
     for directory in [root, *root.parents]:
         if os.path.lexists(directory / ".git"):
@@ -199,8 +201,8 @@ def workspace_files(root: Path) -> list[str]:
     Names that are not UTF-8 are surrogate-escaped (show them with `printable_name`).
     """
     root = workspace_root(root)
-    repository = _repository_of(root)
-    rules = _IgnoreRules(repository, root) if repository else None
+    repository = repository_of(root)
+    rules = IgnoreRules(repository, root) if repository else None
     listed = []
     for directory, subdirectories, files, directory_fd in os.fwalk(root, follow_symlinks=False):
         relative = os.path.relpath(directory, root)

@@ -38,7 +38,6 @@ import {
   type ListSessionsResult,
   type LoadSessionResult,
   INTERNAL_ERROR,
-  METHOD_NOT_FOUND,
   type ModelsResult,
   type NewSessionOptions,
   type NewSessionResult,
@@ -115,16 +114,23 @@ export class ServerExitedError extends Error {
   }
 }
 
+/** Why the server's `command` could not be spawned (`err`), for the chat. */
+function whyNotStarted(command: string, err: unknown): string {
+  if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+    return (
+      `Could not start the Parley server: \`${command}\` was not found. ` +
+      "Install Parley's server (Parley: Install Server) or set `parley.serverCommand` to its path."
+    );
+  }
+  return `Could not start the Parley server (\`${command}\`): ${(err as Error).message}`;
+}
+
 /** The server could not be started at all (command not found, initialize failed). */
 export class ServerStartError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'ServerStartError';
   }
-}
-
-export function isMethodNotFound(err: unknown): boolean {
-  return err instanceof ResponseError && err.code === METHOD_NOT_FOUND;
 }
 
 interface ClientEvents {
@@ -161,6 +167,20 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
 
   get pid(): number | undefined {
     return this.proc?.pid;
+  }
+
+  /** The server's stderr, line by line: logged, its last lines kept for an exit's report. */
+  private readStderr(proc: ChildProcess): void {
+    if (!proc.stderr) {
+      return;
+    }
+    readline.createInterface({ input: proc.stderr }).on('line', (line) => {
+      this.stderrTail.push(line);
+      if (this.stderrTail.length > STDERR_TAIL) {
+        this.stderrTail.shift();
+      }
+      this.emit('log', line);
+    });
   }
 
   /** Spawn the server and run `initialize`. */
@@ -200,26 +220,13 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     });
     proc.on('error', (err) => this.emit('log', `[parley] process error: ${err.message}`));
 
-    if (proc.stderr) {
-      const rl = readline.createInterface({ input: proc.stderr });
-      rl.on('line', (line) => {
-        this.stderrTail.push(line);
-        if (this.stderrTail.length > STDERR_TAIL) {
-          this.stderrTail.shift();
-        }
-        this.emit('log', line);
-      });
-    }
+    this.readStderr(proc);
 
     try {
       await spawned;
     } catch (err) {
       this.proc = undefined;
-      const msg = (err as NodeJS.ErrnoException).code === 'ENOENT'
-        ? `Could not start the Parley server: \`${command}\` was not found. ` +
-          'Install Parley\'s server (Parley: Install Server) or set `parley.serverCommand` to its path.'
-        : `Could not start the Parley server (\`${command}\`): ${(err as Error).message}`;
-      throw new ServerStartError(msg);
+      throw new ServerStartError(whyNotStarted(command, err));
     }
 
     const conn = createMessageConnection(
@@ -483,25 +490,17 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
   ): Promise<RequestPermissionResult> {
     const handler = this.options.handlers?.requestPermission;
     if (!handler) {
-      return { outcome: { outcome: 'cancelled' } };
+      return CANCELLED_ANSWER;
     }
-    const ac = this.track(params.sessionId, token);
-    const cancelled = new Promise<RequestPermissionResult>((resolve) => {
-      const done = () => resolve({ outcome: { outcome: 'cancelled' } });
-      if (ac.signal.aborted) {
-        done();
-      } else {
-        ac.signal.addEventListener('abort', done, { once: true });
-      }
-    });
-    try {
-      return await Promise.race([handler(params, ac.signal), cancelled]);
-    } catch (err) {
-      this.emit('log', `[parley] permission handler failed: ${describeError(err)}`);
-      return { outcome: { outcome: 'cancelled' } };
-    } finally {
-      this.untrack(params.sessionId, ac);
-    }
+    return this.tracked(
+      params.sessionId,
+      token,
+      (signal) => Promise.race([handler(params, signal), whenAborted(signal, CANCELLED_ANSWER)]),
+      (err) => {
+        this.emit('log', `[parley] permission handler failed: ${describeError(err)}`);
+        return CANCELLED_ANSWER;
+      },
+    );
   }
 
   private async handleEditorTool(
@@ -512,15 +511,42 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     if (!handler) {
       return { content: `This client does not run the tool ${params.name}.`, isError: true };
     }
-    const ac = this.track(params.sessionId, token);
+    return this.tracked(
+      params.sessionId,
+      token,
+      (signal) => handler(params, signal),
+      (err) => ({ content: `${params.name} failed: ${describeError(err)}`, isError: true }),
+    );
+  }
+
+  /**
+   * A request of the server answered by `work`, given a signal aborted when the server cancels
+   * the request or the session's turn ends; a failure answered by `failed`.
+   */
+  private async tracked<T>(sessionId: string, token: CancellationToken, work: (signal: AbortSignal) => Promise<T>, failed: (err: unknown) => T): Promise<T> {
+    const ac = this.track(sessionId, token);
     try {
-      return await handler(params, ac.signal);
+      return await work(ac.signal);
     } catch (err) {
-      return { content: `${params.name} failed: ${describeError(err)}`, isError: true };
+      return failed(err);
     } finally {
-      this.untrack(params.sessionId, ac);
+      this.untrack(sessionId, ac);
     }
   }
+}
+
+/** The answer to a permission question nobody answered. */
+const CANCELLED_ANSWER: RequestPermissionResult = { outcome: { outcome: 'cancelled' } };
+
+/** `value`, once `signal` is aborted (at once if it is already). */
+function whenAborted<T>(signal: AbortSignal, value: T): Promise<T> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve(value);
+    } else {
+      signal.addEventListener('abort', () => resolve(value), { once: true });
+    }
+  });
 }
 
 /** Registers the handler of a request the server sends, typed by `ClientRequests`. */

@@ -1,25 +1,65 @@
 /**
- * Wire types of the Parley protocol v1 (ACP v1 shapes plus Parley's `_parley/` methods and
- * `_meta.parley` objects), after `../shared/protocol.md`. Typed: what the server sends today,
- * and the optional fields the contract names. Every method is listed once, in the maps at the
- * end, with its params and result; the client's `request` takes its types from there.
+ * Wire types of the Parley protocol v1 (docs/protocol.md). ACP's part is the official SDK's
+ * schema types (`@agentclientprotocol/sdk`, generated from ACP's JSON Schema), imported for
+ * types only: nothing of the SDK runs in the extension. Where Parley sends an ACP message
+ * with its own `_meta.parley` object, the type is ACP's with that object typed. Parley's
+ * additions (`_meta.parley` objects, `_parley/*` methods) follow, apart. Every method is
+ * listed once, in the maps at the end, with its params and result; the client's `request`
+ * takes its types from there.
  */
+
+import type * as acp from '@agentclientprotocol/sdk';
 
 export const PROTOCOL_VERSION = 1;
 
-export type ToolKind =
-  | 'read'
-  | 'edit'
-  | 'delete'
-  | 'move'
-  | 'search'
-  | 'execute'
-  | 'think'
-  | 'fetch'
-  | 'switch_mode'
-  | 'other';
+// ---- ACP, from the SDK ----
 
-/** A tool the client runs itself, declared in `initialize`. */
+export type ToolKind = acp.ToolKind;
+export type ContentBlock = acp.ContentBlock;
+export type ResourceBlock = Extract<acp.ContentBlock, { type: 'resource' }>;
+export type ToolCallStatus = acp.ToolCallStatus;
+/** What a tool call shows: text content, an edit's diff, or a terminal of the client that ran the command. */
+export type ToolCallContent = acp.ToolCallContent;
+export type ToolCallLocation = acp.ToolCallLocation;
+/** ACP's session configuration option (`configOptions`): Parley's `model`, `tool_policy`, `thought_level`, `mode`, … */
+export type SessionConfigOption = acp.SessionConfigOption;
+export type SessionConfigSelectOption = acp.SessionConfigSelectOption;
+/** ACP's `modes` in the answers of `session/new`, `load` and `resume`: the current mode and the choices. */
+export type SessionModeState = acp.SessionModeState;
+export type PlanEntry = acp.PlanEntry;
+export type McpServer = acp.McpServer;
+export type StopReason = acp.StopReason;
+export type SessionSummary = acp.SessionInfo;
+export type PermissionOption = acp.PermissionOption;
+export type RequestPermissionResult = acp.RequestPermissionResponse;
+export type ReadTextFileParams = acp.ReadTextFileRequest;
+export type ReadTextFileResult = acp.ReadTextFileResponse;
+/** `fs/write_text_file`: the whole new text of a workspace file (created when missing). */
+export type WriteTextFileParams = acp.WriteTextFileRequest;
+export type SessionIdParams = acp.CloseSessionRequest;
+export type ListSessionsParams = acp.ListSessionsRequest;
+export type ListSessionsResult = acp.ListSessionsResponse;
+export type SetConfigOptionParams = acp.SetSessionConfigOptionRequest;
+/** The full, current set. */
+export type SetConfigOptionResult = acp.SetSessionConfigOptionResponse;
+/** `session/set_mode`: the session's mode (answered `{}`; a `current_mode_update` follows). */
+export type SetModeParams = acp.SetSessionModeRequest;
+export type LoadSessionParams = acp.LoadSessionRequest;
+/** `session/resume`: reattach to a stored session without a replay. */
+export type ResumeSessionParams = acp.ResumeSessionRequest;
+
+/** The result of methods that answer `{}`. */
+export type EmptyResult = Record<string, never>;
+
+/** `T` (an ACP message) with its `_meta` holding Parley's object `P` under `parley`. */
+type WithParleyMeta<T, P> = Omit<T, '_meta'> & { _meta?: { parley?: P } | null };
+
+/** The session update of ACP's kind `K`. */
+type AcpUpdate<K extends acp.SessionUpdate['sessionUpdate']> = Extract<acp.SessionUpdate, { sessionUpdate: K }>;
+
+// ---- Parley's additions ----
+
+/** A tool the client runs itself, declared in `initialize` (`clientCapabilities._meta.parley.tools`). */
 export interface ToolSpec {
   name: string;
   description: string;
@@ -37,16 +77,13 @@ export interface Usage {
   cachedWriteTokens?: number;
 }
 
-export interface Cost {
-  amount: number;
-  currency: string;
-}
+export type Cost = Pick<acp.Cost, 'amount' | 'currency'>;
 
 export interface UsageTotals extends Usage {
   cost: Cost | null;
   turns: number;
   rounds: number;
-  /** `cost` by kind of token (null exactly when `cost` is); absent from an older server. */
+  /** `cost` by kind of token (null exactly when `cost` is). */
   costBreakdown?: CostBreakdown | null;
 }
 
@@ -89,102 +126,6 @@ export interface ToolInfo {
   needsPermission?: boolean;
 }
 
-/** A value of a select option. */
-export interface SessionConfigSelectOption {
-  value: string;
-  name: string;
-  description?: string | null;
-}
-
-/** Values of a select option under a header. */
-export interface SessionConfigSelectGroup {
-  group: string;
-  name: string;
-  options: SessionConfigSelectOption[];
-}
-
-interface SessionConfigOptionBase {
-  id: string;
-  name: string;
-  description?: string | null;
-  /** `model`, `thought_level`, `mode`, … (for display only). */
-  category?: string | null;
-}
-
-/**
- * ACP's session configuration option (`configOptions`): a select (Parley's `model`,
- * `tool_policy`, `thought_level`), with its values flat or grouped, or a boolean.
- */
-export type SessionConfigOption =
-  | (SessionConfigOptionBase & {
-      type: 'select';
-      currentValue: string;
-      options: SessionConfigSelectOption[] | SessionConfigSelectGroup[];
-    })
-  | (SessionConfigOptionBase & { type: 'boolean'; currentValue: boolean });
-
-/** An MCP server for `session/new` and `session/load` (ACP's stdio form; this client sends none). */
-export interface McpServer {
-  name: string;
-  command: string;
-  args: string[];
-  env: { name: string; value: string }[];
-}
-
-// ---- content ----
-
-export interface TextBlock {
-  type: 'text';
-  text: string;
-}
-
-export interface ImageBlock {
-  type: 'image';
-  data: string;
-  mimeType: string;
-  uri?: string;
-}
-
-export interface ResourceLinkBlock {
-  type: 'resource_link';
-  uri: string;
-  name: string;
-  mimeType?: string;
-}
-
-export interface ResourceBlock {
-  type: 'resource';
-  resource: { uri: string; text: string; mimeType?: string } | { uri: string; blob: string; mimeType?: string };
-}
-
-export type ContentBlock = TextBlock | ImageBlock | ResourceLinkBlock | ResourceBlock;
-
-// ---- client -> server ----
-
-export interface InitializeParams {
-  protocolVersion: number;
-  clientCapabilities: {
-    fs?: { readTextFile?: boolean; writeTextFile?: boolean };
-    terminal?: boolean;
-    _meta?: { parley?: { tools?: ToolSpec[]; revisions?: boolean } };
-  };
-  clientInfo?: { name: string; version: string };
-}
-
-export interface InitializeResult {
-  protocolVersion: number;
-  agentCapabilities?: {
-    loadSession?: boolean;
-    promptCapabilities?: { image?: boolean; audio?: boolean; embeddedContext?: boolean };
-    mcpCapabilities?: { http?: boolean };
-    /** `additionalDirectories`: the session's params may name other workspace roots. */
-    sessionCapabilities?: { list?: object; delete?: object; resume?: object; close?: object; additionalDirectories?: object };
-  };
-  agentInfo?: { name: string; version: string };
-  authMethods?: unknown[];
-  _meta?: { parley?: { models?: ModelInfo[]; defaultModel?: string; tools?: ToolInfo[] } };
-}
-
 export type ToolPolicy = 'hybrid' | 'stream' | 'sync';
 
 /** Parley's settings for a new session, sent as `session/new`'s `_meta.parley`. */
@@ -195,137 +136,65 @@ export interface NewSessionOptions {
   autoApprove?: string[];
 }
 
-export interface NewSessionParams {
-  cwd: string;
-  mcpServers: McpServer[];
-  /** The workspace's other roots (absolute directories; ACP's field): sent only when there are some. */
-  additionalDirectories?: string[];
-  _meta?: { parley?: NewSessionOptions };
+/** A notice's `_meta.parley.notice`: the server speaking about the turn, shown once at `level`. */
+export interface Notice {
+  level: 'info' | 'warning' | 'error';
 }
 
-/** A session mode (`ask`, `accept_edits`, `plan`) as ACP lists it. */
-export interface SessionMode {
-  id: string;
-  name: string;
-  description?: string | null;
+/** `_meta.parley.commandOutput` of a running command's `tool_call_update`. */
+export interface CommandOutput {
+  /** The command's new output since the last update (raw, ANSI colours kept). */
+  append?: string;
 }
 
-/** ACP's `modes` in the answers of `session/new`, `load` and `resume`: the current mode and the choices. */
-export interface SessionModeState {
-  currentModeId: string;
-  availableModes: SessionMode[];
+/** `_meta.parley` of a tool call and its updates. */
+export interface ToolCallMeta {
+  /** The synchronous call did not make this call the stream announced. */
+  superseded?: boolean;
+  commandOutput?: CommandOutput;
 }
 
-export interface NewSessionResult {
-  sessionId: string;
-  configOptions?: SessionConfigOption[];
-  modes?: SessionModeState | null;
+/** The session's totals with the answers of `session/load` and `session/resume`. */
+export interface SessionOpenedMeta {
+  usage?: UsageTotals;
+  model?: string;
 }
 
-export interface PromptParams {
-  sessionId: string;
-  prompt: ContentBlock[];
-  /**
-   * `retry`: this prompt is the last one again, after that turn was cut off (cancelled, or
-   * answered with an error); the server replaces the cut-off turn with this one when nothing
-   * came after it, and says whether it did (`PromptResult`'s `replaced`).
-   */
-  _meta?: { parley?: { retry?: boolean } };
-}
+// ---- client -> server ----
 
-export type StopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled';
+export type InitializeParams = Omit<acp.InitializeRequest, 'clientCapabilities'> & {
+  clientCapabilities: WithParleyMeta<acp.ClientCapabilities, { tools?: ToolSpec[]; revisions?: boolean }>;
+};
 
-export interface PromptResult {
-  stopReason: StopReason;
-  /** The turn's usage at the root: the first edition's place (see `promptUsage`). */
-  usage?: Usage;
-  /**
-   * The contract's `{usage, turn, session}`; the first edition put the turn's stats here
-   * flat (`rounds`, `toolCalls`, …), which `promptUsage` still reads.
-   */
-  _meta?: {
-    parley?: Partial<TurnStats> & {
-      usage?: Usage;
-      turn?: TurnStats;
-      session?: UsageTotals;
-      /** Only for a prompt sent with `retry`: the cut-off turn was replaced (false: kept, this is a new turn). */
-      replaced?: boolean;
-    };
-  };
-}
+export type InitializeResult = WithParleyMeta<acp.InitializeResponse, { models?: ModelInfo[]; defaultModel?: string; tools?: ToolInfo[] }>;
 
-/** A prompt result's usage: the turn's, its stats and the session's totals, from either edition's shape. */
-export function promptUsage(result: PromptResult): { usage?: Usage; turn?: Partial<TurnStats>; session?: UsageTotals } {
-  const { usage, turn, session, ...rest } = result._meta?.parley ?? {};
-  // The first edition's stats, flat: what is left but a retry's answer.
-  const flatStats = Object.fromEntries(Object.entries(rest).filter(([key]) => key !== 'replaced')) as Partial<TurnStats>;
-  const stats = turn ?? (Object.keys(flatStats).length > 0 ? flatStats : undefined);
-  return {
-    ...((usage ?? result.usage) ? { usage: usage ?? result.usage } : {}),
-    ...(stats ? { turn: stats } : {}),
-    ...(session ? { session } : {}),
-  };
-}
+export type NewSessionParams = WithParleyMeta<acp.NewSessionRequest, NewSessionOptions>;
+export type NewSessionResult = acp.NewSessionResponse;
+export type LoadSessionResult = WithParleyMeta<acp.LoadSessionResponse, SessionOpenedMeta>;
+export type ResumeSessionResult = WithParleyMeta<acp.ResumeSessionResponse, SessionOpenedMeta>;
 
-export interface SessionIdParams {
-  sessionId: string;
-}
+/**
+ * `retry`: this prompt is the last one again, after that turn was cut off (cancelled, or
+ * answered with an error); the server replaces the cut-off turn with this one when nothing
+ * came after it, and says whether it did (`PromptResult`'s `replaced`).
+ */
+export type PromptParams = WithParleyMeta<acp.PromptRequest, { retry?: boolean }>;
 
-export interface LoadSessionParams {
-  sessionId: string;
-  cwd: string;
-  mcpServers: McpServer[];
-  /** As `session/new`'s: not stored by the server, so sent with each load and resume. */
-  additionalDirectories?: string[];
-}
+export type PromptResult = WithParleyMeta<
+  acp.PromptResponse,
+  {
+    usage?: Usage;
+    turn?: TurnStats;
+    session?: UsageTotals;
+    /** Only for a prompt sent with `retry`: the cut-off turn was replaced (false: kept, this is a new turn). */
+    replaced?: boolean;
+  }
+>;
 
-export interface LoadSessionResult {
-  configOptions?: SessionConfigOption[];
-  modes?: SessionModeState | null;
-  _meta?: { parley?: { usage?: UsageTotals; model?: string } };
-}
-
-/** `session/resume`: reattach to a stored session without a replay. */
-export type ResumeSessionParams = LoadSessionParams;
-
-export interface ResumeSessionResult {
-  configOptions?: SessionConfigOption[];
-  modes?: SessionModeState | null;
-  _meta?: { parley?: { usage?: UsageTotals; model?: string } };
-}
-
-export interface SetConfigOptionParams {
-  sessionId: string;
-  configId: string;
-  value: string;
-}
-
-/** `session/set_mode`: the session's mode (answered `{}`; a `current_mode_update` follows). */
-export interface SetModeParams {
-  sessionId: string;
-  modeId: string;
-}
-
-export interface SetConfigOptionResult {
-  /** The full, current set. */
-  configOptions: SessionConfigOption[];
-}
-
-export interface ListSessionsParams {
-  cwd?: string;
-  cursor?: string;
-}
-
-export interface SessionSummary {
-  sessionId: string;
-  cwd: string;
-  title?: string | null;
-  updatedAt?: string | null;
-}
-
-export interface ListSessionsResult {
-  sessions: SessionSummary[];
-  nextCursor?: string | null;
+/** A prompt result's usage: the turn's, its stats and the session's totals. */
+export function promptUsage(result: PromptResult): { usage?: Usage; turn?: TurnStats; session?: UsageTotals } {
+  const { usage, turn, session } = result._meta?.parley ?? {};
+  return { ...(usage ? { usage } : {}), ...(turn ? { turn } : {}), ...(session ? { session } : {}) };
 }
 
 export interface ConfigureParams {
@@ -349,144 +218,76 @@ export interface ModelsResult {
   defaultModel?: string;
 }
 
-/** The result of methods that answer `{}`. */
-export type EmptyResult = Record<string, never>;
+/** `_parley/session/restore`: the files edited from `turn` on, put back as they were before it. */
+export interface RestoreParams {
+  sessionId: string;
+  /** The turn's number in the session, 1-based, as `UsageTotals.turns` counts turns. */
+  turn: number;
+}
+
+export interface RestoredFile {
+  path: string;
+  action: 'restored' | 'removed';
+}
+
+export interface RestoreResult {
+  files: RestoredFile[];
+  /** What the restore did, in the server's words: what the chat shows (it composes none). */
+  text: string;
+  /** The user declined to overwrite files changed since (the server asked): nothing was restored. */
+  rejected?: boolean;
+  /** Stopped (`session/cancel`) while the server asked: nothing was restored. */
+  cancelled?: boolean;
+  /** Files that could not be written (the others were restored; a later restore may try them again). */
+  failed?: { path: string; reason: string }[];
+}
+
+/** `_parley/session/export`: a stored session as one document, the same from every client. */
+export interface ExportParams {
+  sessionId: string;
+  format?: 'markdown' | 'json';
+}
+
+export interface ExportResult {
+  text: string;
+  format: 'markdown' | 'json';
+}
 
 // ---- server -> client ----
 
-export type ToolCallStatus = 'pending' | 'in_progress' | 'completed' | 'failed';
-
 /**
- * What a tool call shows: text content, an edit's diff, or a terminal of the client that ran
- * the command (another client's: this one advertises no `terminal`, so the card says so).
+ * `replaces`: a revision of the streamed message with that id (clients that opt in).
+ * `stopReason`: on a replay (`session/load`), the answer's turn was cut short here.
+ * `notice`: a notice, the server speaking about the turn (why it stopped, why it did not
+ * start), not the model: its text is shown once at its level, never as answer text.
  */
-export type ToolCallContent =
-  | { type: 'content'; content: ContentBlock }
-  | { type: 'diff'; path: string; oldText?: string | null; newText: string }
-  | { type: 'terminal'; terminalId: string };
-
-export interface ToolCallLocation {
-  path: string;
-  line?: number | null;
-}
-
-/** The fields of `tool_call` and `tool_call_update`; an update carries only what changed. */
-interface ToolCallFields {
-  toolCallId: string;
-  title?: string | null;
-  kind?: ToolKind | null;
-  status?: ToolCallStatus | null;
-  rawInput?: unknown;
-  rawOutput?: unknown;
-  content?: ToolCallContent[] | null;
-  locations?: ToolCallLocation[] | null;
-  /** `commandOutput.append`: a running command's new output since the last update (raw, ANSI colours kept). */
-  _meta?: { parley?: { superseded?: boolean; commandOutput?: CommandOutput } };
-}
-
-/** `_meta.parley.commandOutput` of a running command's `tool_call_update`. */
-export interface CommandOutput {
-  append?: string;
-}
-
-export interface AgentMessageChunk {
-  sessionUpdate: 'agent_message_chunk';
-  content: ContentBlock;
-  messageId?: string;
-  /**
-   * `replaces`: a revision of the streamed message with that id (clients that opt in).
-   * `stopReason`: on a replay (`session/load`), the answer's turn was cut short here.
-   * `notice`: a notice, the server speaking about the turn (why it stopped, why it did not
-   * start), not the model: its text is shown once at `level`, never as answer text.
-   */
-  _meta?: { parley?: { replaces?: string; stopReason?: string; notice?: Notice } };
-}
-
-/** A notice's `_meta.parley.notice`. */
-export interface Notice {
-  level: 'info' | 'warning' | 'error';
-}
-
-export interface AgentThoughtChunk {
-  sessionUpdate: 'agent_thought_chunk';
-  content: ContentBlock;
-  messageId?: string;
-}
-
+export type AgentMessageChunk = WithParleyMeta<AcpUpdate<'agent_message_chunk'>, { replaces?: string; stopReason?: string; notice?: Notice }>;
+export type AgentThoughtChunk = AcpUpdate<'agent_thought_chunk'>;
 /** Sent only while `session/load` replays the stored conversation. */
-export interface UserMessageChunk {
-  sessionUpdate: 'user_message_chunk';
-  content: ContentBlock;
-  messageId?: string;
-}
-
-export interface ToolCall extends ToolCallFields {
-  sessionUpdate: 'tool_call';
-}
-
-export interface ToolCallUpdate extends ToolCallFields {
-  sessionUpdate: 'tool_call_update';
-}
-
-export interface UsageUpdate {
-  sessionUpdate: 'usage_update';
-  /** Tokens in the context now. */
+export type UserMessageChunk = AcpUpdate<'user_message_chunk'>;
+export type ToolCall = WithParleyMeta<AcpUpdate<'tool_call'>, ToolCallMeta>;
+/** An update carries only what changed. */
+export type ToolCallUpdate = WithParleyMeta<AcpUpdate<'tool_call_update'>, ToolCallMeta>;
+/**
+ * `size`, the model's context window, is absent when unknown (never 0); `_meta.parley` holds
+ * the call's usage and the session's running totals (the view shows the totals as they are).
+ */
+export type UsageUpdate = WithParleyMeta<Omit<AcpUpdate<'usage_update'>, 'size' | 'used'>, { call?: Usage; session?: UsageTotals }> & {
   used?: number;
-  /** The model's context window: absent (or, from a first-edition server, 0) when unknown. */
   size?: number;
-  /** The session's total cost. */
-  cost?: Cost | null;
-  /** The call's usage and the session's running totals (the view shows the totals as they are). */
-  _meta?: { parley?: { call?: Usage; session?: UsageTotals } };
-}
-
-export interface SessionInfoUpdate {
-  sessionUpdate: 'session_info_update';
-  title?: string | null;
-  updatedAt?: string | null;
-}
-
-export interface ConfigOptionUpdate {
-  sessionUpdate: 'config_option_update';
-  configOptions: SessionConfigOption[];
-}
-
-/** A slash command the agent offers; `input.hint` says what to type after its name. */
-export interface AvailableCommand {
-  name: string;
-  description: string;
-  input?: { hint: string } | null;
-}
-
-export interface AvailableCommandsUpdate {
-  sessionUpdate: 'available_commands_update';
-  availableCommands: AvailableCommand[];
-}
-
-export type PlanEntryStatus = 'pending' | 'in_progress' | 'completed';
-export type PlanEntryPriority = 'high' | 'medium' | 'low';
-
-export interface PlanEntry {
-  content: string;
-  status: PlanEntryStatus;
-  priority?: PlanEntryPriority;
-}
-
+};
+export type SessionInfoUpdate = AcpUpdate<'session_info_update'>;
+export type ConfigOptionUpdate = AcpUpdate<'config_option_update'>;
+/** The slash commands the agent offers; `input.hint` says what to type after a name. */
+export type AvailableCommandsUpdate = AcpUpdate<'available_commands_update'>;
 /** The model's plan (`update_plan`): the whole plan, each time (it replaces the one shown). */
-export interface PlanUpdate {
-  sessionUpdate: 'plan';
-  entries: PlanEntry[];
-}
-
+export type PlanUpdate = AcpUpdate<'plan'>;
 /** The session's mode changed (by `session/set_mode`, the config option, or `/mode`). */
-export interface CurrentModeUpdate {
-  sessionUpdate: 'current_mode_update';
-  currentModeId: string;
-}
+export type CurrentModeUpdate = AcpUpdate<'current_mode_update'>;
 
 /**
- * One member per kind the contract lists, and no other: the client drops a kind it does not
- * know (see `isSessionUpdate`), so code that switches on `sessionUpdate` narrows exactly.
+ * One member per kind Parley sends, and no other: the client drops a kind it does not know
+ * (see `isSessionUpdate`), so code that switches on `sessionUpdate` narrows exactly.
  */
 export type SessionUpdate =
   | AgentMessageChunk
@@ -525,40 +326,14 @@ export function isSessionUpdate(update: unknown): update is SessionUpdate {
   return typeof kind === 'string' && Object.hasOwn(SESSION_UPDATE_KINDS, kind);
 }
 
-export interface SessionNotification {
-  sessionId: string;
-  update: SessionUpdate;
-}
+export type SessionNotification = Omit<acp.SessionNotification, 'update'> & { update: SessionUpdate };
 
-export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
+/** `_meta.parley.tool` names the tool that asks (`restore`: a restore overwriting the user's own changes). */
+export type RequestPermissionParams = Omit<acp.RequestPermissionRequest, 'toolCall'> & {
+  toolCall: WithParleyMeta<acp.ToolCallUpdate, { tool?: string }>;
+};
 
-export interface PermissionOption {
-  optionId: string;
-  name: string;
-  kind: PermissionOptionKind;
-}
-
-export interface RequestPermissionParams {
-  sessionId: string;
-  toolCall: {
-    toolCallId: string;
-    title?: string;
-    kind?: ToolKind;
-    rawInput?: unknown;
-    content?: ToolCallContent[];
-    locations?: ToolCallLocation[];
-  };
-  options: PermissionOption[];
-}
-
-export type PermissionOutcome =
-  | { outcome: 'selected'; optionId: string }
-  | { outcome: 'cancelled' };
-
-export interface RequestPermissionResult {
-  outcome: PermissionOutcome;
-}
-
+/** `_parley/editor/callTool`: the server runs a tool the client declared. */
 export interface EditorCallToolParams {
   sessionId: string;
   toolCallId: string;
@@ -569,56 +344,6 @@ export interface EditorCallToolParams {
 export interface EditorCallToolResult {
   content: string;
   isError?: boolean;
-}
-
-/** `fs/read_text_file`: a workspace file's text as the editor has it; `line` (1-based) and `limit` a slice of its lines. */
-export interface ReadTextFileParams {
-  sessionId: string;
-  path: string;
-  line?: number | null;
-  limit?: number | null;
-}
-
-export interface ReadTextFileResult {
-  content: string;
-}
-
-/** `fs/write_text_file`: the whole new text of a workspace file (created when missing). */
-export interface WriteTextFileParams {
-  sessionId: string;
-  path: string;
-  content: string;
-}
-
-/** `_parley/session/restore`: the files edited from `turn` on, put back as they were before it. */
-export interface RestoreParams {
-  sessionId: string;
-  /** The turn's number in the session, 1-based, as `UsageTotals.turns` counts turns. */
-  turn: number;
-}
-
-export interface RestoredFile {
-  path: string;
-  action: 'restored' | 'removed';
-}
-
-export interface RestoreResult {
-  files: RestoredFile[];
-  /** The user declined to overwrite files changed since (the server asked): nothing was restored. */
-  rejected?: boolean;
-  /** Files that could not be written (the others were restored; a later restore may try them again). */
-  failed?: { path: string; reason: string }[];
-}
-
-/** `_parley/session/export`: a stored session as one document, the same from every client. */
-export interface ExportParams {
-  sessionId: string;
-  format?: 'markdown' | 'json';
-}
-
-export interface ExportResult {
-  text: string;
-  format: 'markdown' | 'json';
 }
 
 // ---- the methods ----
@@ -644,7 +369,7 @@ export interface AgentRequests {
 
 /** Notifications the client sends the server: method → params. */
 export interface AgentNotifications {
-  'session/cancel': SessionIdParams;
+  'session/cancel': acp.CancelNotification;
 }
 
 /** Requests the server sends the client: method → params and result. */
@@ -666,7 +391,6 @@ export type ResultOf<M extends AgentMethod> = AgentRequests[M]['result'];
 
 /** The JSON-RPC error a provider failure ends a prompt with. */
 export const PROVIDER_ERROR = -32001;
-export const METHOD_NOT_FOUND = -32601;
 export const INVALID_PARAMS = -32602;
 export const INTERNAL_ERROR = -32603;
 /** A resource (a session, a file) that does not exist. */

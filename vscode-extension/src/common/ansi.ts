@@ -139,26 +139,31 @@ export function withSgr(style: AnsiStyle, params: string): AnsiStyle {
   const codes = params.split(';');
   const next: AnsiStyle = { ...style };
   for (let i = 0; i < codes.length; i++) {
-    const code = codes[i];
-    if (code.includes(':')) {
-      // Sub-parameters in one code: `38:5:n`, `38:2:r:g:b`, `38:2:space:r:g:b`.
-      const [first, kind, ...values] = code.split(':');
-      // `38:2:space:r:g:b` names a colour space before the three values: not used here.
-      const rgb = kind === '2' && values.length === 4 ? values.slice(1) : values;
-      applyCode(next, Number(first || '0'), extendedColour([kind ?? '', ...rgb]));
-      continue;
-    }
-    const n = Number(code || '0');
-    if ((n === 38 || n === 48) && i + 1 < codes.length) {
-      const kind = codes[i + 1];
-      const take = kind === '5' ? 2 : kind === '2' ? 4 : 1;
-      applyCode(next, n, extendedColour(codes.slice(i + 1, i + 1 + take)));
-      i += take;
-      continue;
-    }
-    applyCode(next, n);
+    i += applySgrCode(next, codes, i);
   }
   return sameStyle(style, next) ? style : next;
+}
+
+/** Apply the SGR code at `i` of `codes` to `style`; returns how many codes after it it took (an extended colour's). */
+function applySgrCode(style: AnsiStyle, codes: string[], i: number): number {
+  const code = codes[i];
+  if (code.includes(':')) {
+    // Sub-parameters in one code: `38:5:n`, `38:2:r:g:b`, `38:2:space:r:g:b`.
+    const [first, kind, ...values] = code.split(':');
+    // `38:2:space:r:g:b` names a colour space before the three values: not used here.
+    const rgb = kind === '2' && values.length === 4 ? values.slice(1) : values;
+    applyCode(style, Number(first || '0'), extendedColour([kind ?? '', ...rgb]));
+    return 0;
+  }
+  const n = Number(code || '0');
+  if ((n === 38 || n === 48) && i + 1 < codes.length) {
+    const kind = codes[i + 1];
+    const take = kind === '5' ? 2 : kind === '2' ? 4 : 1;
+    applyCode(style, n, extendedColour(codes.slice(i + 1, i + 1 + take)));
+    return take;
+  }
+  applyCode(style, n);
+  return 0;
 }
 
 /** A 256-colour (`5;n`) or true colour (`2;r;g;b`) as an `AnsiColour`; undefined when malformed. */
@@ -220,23 +225,23 @@ function applyCode(s: AnsiStyle, n: number, colour?: AnsiColour): void {
   }
 }
 
+/** The basic colours' codes: the first of eight, its layer, and the palette index it starts at. */
+const BASIC_COLOURS = [
+  [30, 'fg', 0],
+  [90, 'fg', 8],
+  [40, 'bg', 0],
+  [100, 'bg', 8],
+] as const;
+
 function applyColourCode(s: AnsiStyle, n: number, colour?: AnsiColour): void {
-  if (n >= 30 && n <= 37) {
-    s.fg = n - 30;
-  } else if (n >= 90 && n <= 97) {
-    s.fg = n - 90 + 8;
-  } else if (n >= 40 && n <= 47) {
-    s.bg = n - 40;
-  } else if (n >= 100 && n <= 107) {
-    s.bg = n - 100 + 8;
-  } else if (n === 39) {
-    delete s.fg;
-  } else if (n === 49) {
-    delete s.bg;
-  } else if (n === 38 && colour !== undefined) {
-    s.fg = colour;
-  } else if (n === 48 && colour !== undefined) {
-    s.bg = colour;
+  const basic = BASIC_COLOURS.find(([first]) => n >= first && n <= first + 7);
+  if (basic) {
+    const [first, layer, start] = basic;
+    s[layer] = n - first + start;
+  } else if (n === 39 || n === 49) {
+    delete s[n === 39 ? 'fg' : 'bg'];
+  } else if ((n === 38 || n === 48) && colour !== undefined) {
+    s[n === 38 ? 'fg' : 'bg'] = colour;
   }
 }
 

@@ -14,6 +14,7 @@ import type {
   ContextItem,
   Entry,
   NoticeEntry,
+  PermissionEntry,
   ThoughtEntry,
   ToolEntry,
   TurnEntry,
@@ -25,6 +26,7 @@ import type {
 } from '../common/view';
 import {
   type AvailableCommandsUpdate,
+  type ContentBlock,
   type RequestPermissionParams,
   type RestoredFile,
   type SessionConfigOption,
@@ -37,9 +39,12 @@ import {
   type UsageTotals,
   type UsageUpdate,
 } from '../client/protocol';
-import { escapeControls, toolInputParts } from '../common/display';
+import { escapeControls } from '../common/display';
 import { modeChanged, modeFromModes, modeWithOptions, planView } from './modesAndPlan';
-import { appendedOutput, blockText, contentViews, locationViews, relativeTo } from './toolView';
+import { formatInput, newToolEntry, updatedToolEntry } from './toolEntry';
+import { blockText, contentViews, locationViews, relativeTo } from './toolView';
+
+export { formatInput } from './toolEntry';
 
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
@@ -64,7 +69,7 @@ export type ChatEvent =
   | { type: 'turnEnded'; stopReason: string; turn?: number; edited?: string[] }
   /**
    * The turn just ended was cut off (stopped) and may be sent again: its last notice (the
-   * server's "Stopped.") offers Retry; with none, a notice saying it stopped does.
+   * server's "Stopped.") offers Retry.
    */
   | { type: 'offerRetry' }
   /** Retry of a cut-off turn: the turn (its prompt and all after it) leaves the view before it is sent again. */
@@ -109,91 +114,89 @@ function withNumberedEntry(state: ChatState, entries: Entry[], entry: Entry): Ch
   return { ...state, entries: [...entries, entry], nextEntryId: state.nextEntryId + 1 };
 }
 
+/** The reducer of each kind of event: `reduce` looks it up (one small function each). */
+type EventReducers = { [K in ChatEvent['type']]: (state: ChatState, event: Extract<ChatEvent, { type: K }>) => ChatState };
+
+const EVENT_REDUCERS: EventReducers = {
+  update: (state, event) => applyUpdate(state, event.update),
+  userPrompt: (state, event) => {
+    const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
+    return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
+  },
+  permissionAsked: (state, event) => ({ ...state, entries: [...finishStreaming(state.entries), permissionEntry(state, event.requestId, event.params)] }),
+  permissionAnswered: (state, event) =>
+    mapEntry(state, `perm-${event.requestId}`, (e) => (e.kind === 'permission' && !e.answer ? answered(e, event.optionId, event.cancelled) : e)),
+  turnEnded: (state, event) => endTurn(state, event.turn, event.edited ?? []),
+  offerRetry: (state) => offerRetry(state),
+  dropLastTurn: (state) => {
+    const start = lastTurnStart(state.entries);
+    return start === 0 && state.entries[0]?.kind !== 'user' ? state : { ...state, entries: state.entries.slice(0, start) };
+  },
+  turnUndo: (state, event) => applyTurnUndo(state, event.turn, event.state, event.restored),
+  notice: (state, event) => appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action),
+  clear: (state) => ({ ...state, entries: [] }),
+  setEntries: (state, event) => ({ ...state, entries: event.entries }),
+  meta: (state, event) => ({ ...state, meta: { ...state.meta, ...event.patch } }),
+  configOptions: (state, event) => applyConfigOptions(state, event.options),
+  modes: (state, event) => ({ ...state, meta: { ...state.meta, mode: modeWithOptions(modeFromModes(event.modes), state.meta.configOptions) } }),
+  usageTotals: (state, event) => applyUsageTotals(state, event.totals, event.turn),
+};
+
 export function reduce(state: ChatState, event: ChatEvent): ChatState {
-  switch (event.type) {
-    case 'update':
-      return applyUpdate(state, event.update);
-    case 'userPrompt': {
-      const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-      return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
-    }
-    case 'permissionAsked': {
-      const { params } = event;
-      const entry: Entry = {
-        kind: 'permission',
-        id: `perm-${event.requestId}`,
-        requestId: event.requestId,
-        toolCallId: params.toolCall.toolCallId,
-        title: escapeControls(params.toolCall.title ?? params.toolCall.toolCallId, true),
-        toolKind: params.toolCall.kind ?? 'other',
-        input: formatInput(params.toolCall.rawInput),
-        content: contentViews(params.toolCall.content ?? [], state.meta.cwd),
-        locations: locationViews(params.toolCall.locations ?? [], state.meta.cwd),
-        options: params.options.map((o) => ({ optionId: o.optionId, name: escapeControls(o.name, true), kind: o.kind })),
-      };
-      return { ...state, entries: [...finishStreaming(state.entries), entry] };
-    }
-    case 'permissionAnswered':
-      return mapEntry(state, `perm-${event.requestId}`, (e) => {
-        if (e.kind !== 'permission' || e.answer) {
-          return e;
-        }
-        const option = e.options.find((o) => o.optionId === event.optionId);
-        const label = event.cancelled || !option ? 'Cancelled' : option.name;
-        return { ...e, answer: { optionId: option?.optionId, kind: event.cancelled ? undefined : option?.kind, label } };
-      });
-    case 'turnEnded': {
-      let next: ChatState = { ...state, entries: finishStreaming(state.entries) };
-      // A permission prompt left open when the turn ends can no longer be answered.
-      next = {
-        ...next,
-        entries: next.entries.map((e) =>
-          e.kind === 'permission' && !e.answer ? { ...e, answer: { label: 'Cancelled' } } : e,
-        ),
-      };
-      const edited = event.turn === undefined ? [] : turnEditedFiles(next, event.edited ?? []);
-      if (event.turn !== undefined && edited.length > 0) {
-        const entry: TurnEntry = { kind: 'turn', id: `turn-${event.turn}`, turn: event.turn, files: edited, undo: 'ready' };
-        next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
-      }
-      return { ...next, meta: { ...next.meta, busy: false } };
-    }
-    case 'offerRetry':
-      return offerRetry(state);
-    case 'dropLastTurn': {
-      const start = lastTurnStart(state.entries);
-      return start === 0 && state.entries[0]?.kind !== 'user' ? state : { ...state, entries: state.entries.slice(0, start) };
-    }
-    case 'turnUndo':
-      return applyTurnUndo(state, event.turn, event.state, event.restored);
-    case 'notice':
-      return appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action);
-    case 'clear':
-      return { ...state, entries: [] };
-    case 'setEntries':
-      return { ...state, entries: event.entries };
-    case 'meta':
-      return { ...state, meta: { ...state.meta, ...event.patch } };
-    case 'configOptions':
-      return applyConfigOptions(state, event.options);
-    case 'modes': {
-      const mode = modeWithOptions(modeFromModes(event.modes), state.meta.configOptions);
-      return { ...state, meta: { ...state.meta, mode } };
-    }
-    case 'usageTotals': {
-      const usage: UsageView = { ...state.meta.usage, ...sessionUsage(event.totals) };
-      if (!event.totals.costBreakdown) {
-        delete usage.costBreakdown;
-      }
-      const lastTurn = event.turn ? lastTurnView(event.turn) : {};
-      if (Object.keys(lastTurn).length > 0) {
-        usage.lastTurn = lastTurn;
-      } else {
-        delete usage.lastTurn;
-      }
-      return { ...state, meta: { ...state.meta, usage } };
-    }
+  const reducer = EVENT_REDUCERS[event.type] as (state: ChatState, event: ChatEvent) => ChatState;
+  return reducer(state, event);
+}
+
+/** The entry of a permission question, as the view shows it (what it asks about escaped). */
+function permissionEntry(state: ChatState, requestId: string, params: RequestPermissionParams): Entry {
+  const { toolCall } = params;
+  return {
+    kind: 'permission',
+    id: `perm-${requestId}`,
+    requestId,
+    toolCallId: toolCall.toolCallId,
+    title: escapeControls(toolCall.title ?? toolCall.toolCallId, true),
+    toolKind: toolCall.kind ?? 'other',
+    input: formatInput(toolCall.rawInput),
+    content: contentViews(toolCall.content ?? [], state.meta.cwd),
+    locations: locationViews(toolCall.locations ?? [], state.meta.cwd),
+    options: params.options.map((o) => ({ optionId: o.optionId, name: escapeControls(o.name, true), kind: o.kind })),
+  };
+}
+
+/** A permission question answered: the option chosen, or cancelled. */
+function answered(entry: PermissionEntry, optionId: string | undefined, cancelled: boolean | undefined): PermissionEntry {
+  const option = entry.options.find((o) => o.optionId === optionId);
+  const label = cancelled || !option ? 'Cancelled' : option.name;
+  return { ...entry, answer: { optionId: option?.optionId, kind: cancelled ? undefined : option?.kind, label } };
+}
+
+/** The turn's end: streaming done, open questions cancelled, and its turn entry when it edited files. */
+function endTurn(state: ChatState, turn: number | undefined, written: string[]): ChatState {
+  // A permission prompt left open when the turn ends can no longer be answered.
+  const entries = finishStreaming(state.entries).map((e) => (e.kind === 'permission' && !e.answer ? { ...e, answer: { label: 'Cancelled' } } : e));
+  let next: ChatState = { ...state, entries, meta: { ...state.meta, busy: false } };
+  const edited = turn === undefined ? [] : turnEditedFiles(next, written);
+  if (turn !== undefined && edited.length > 0) {
+    const entry: TurnEntry = { kind: 'turn', id: `turn-${turn}`, turn, files: edited, undo: 'ready' };
+    next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
   }
+  return next;
+}
+
+/** The session's totals and the last turn's stats, shown as they are. */
+function applyUsageTotals(state: ChatState, totals: UsageTotals, turn: Partial<TurnStats> | undefined): ChatState {
+  const usage: UsageView = { ...state.meta.usage, ...sessionUsage(totals) };
+  if (!totals.costBreakdown) {
+    delete usage.costBreakdown;
+  }
+  const lastTurn = turn ? lastTurnView(turn) : {};
+  if (Object.keys(lastTurn).length > 0) {
+    usage.lastTurn = lastTurn;
+  } else {
+    delete usage.lastTurn;
+  }
+  return { ...state, meta: { ...state.meta, usage } };
 }
 
 /** Tool kinds that change files. */
@@ -229,7 +232,10 @@ function lastTurnStart(entries: Entry[]): number {
 
 const RETRY: NonNullable<NoticeEntry['action']> = { label: 'Retry', message: { type: 'retry' } };
 
-/** The last turn's last notice with Retry (one without an action), else a notice saying it stopped, with Retry. */
+/**
+ * The last turn's last notice (the server's word for the stop) with Retry, if it has none yet.
+ * The server says why every turn stopped: the chat adds no words of its own.
+ */
 function offerRetry(state: ChatState): ChatState {
   const start = lastTurnStart(state.entries);
   for (let i = state.entries.length - 1; i > start; i--) {
@@ -238,7 +244,7 @@ function offerRetry(state: ChatState): ChatState {
       return e.action ? state : mapEntry(state, e.id, () => ({ ...e, action: RETRY }));
     }
   }
-  return appendNotice(state, 'info', 'Stopped.', RETRY);
+  return state;
 }
 
 /**
@@ -349,71 +355,66 @@ function replaceLast(state: ChatState, entry: Entry): ChatState {
   return { ...state, entries };
 }
 
+/** The reducer of each kind of session update. */
+type UpdateReducers = {
+  [K in SessionUpdate['sessionUpdate']]: (state: ChatState, update: Extract<SessionUpdate, { sessionUpdate: K }>) => ChatState;
+};
+
+const UPDATE_REDUCERS: UpdateReducers = {
+  agent_message_chunk: (state, update) => {
+    const parley = update._meta?.parley;
+    const text = blockText(update.content);
+    const messageId = update.messageId ?? undefined;
+    if (parley?.notice) {
+      return appendNoticeChunk(state, parley.notice, text, messageId);
+    }
+    if (typeof parley?.replaces === 'string') {
+      return reviseMessage(state, parley.replaces, text, messageId);
+    }
+    return appendChunk(state, 'agent', text, messageId);
+  },
+  agent_thought_chunk: (state, update) => appendChunk(state, 'thought', blockText(update.content), update.messageId ?? undefined),
+  user_message_chunk: (state, update) => appendUserChunk(state, update.content, update.messageId ?? undefined),
+  tool_call: (state, update) => applyToolUpdate(state, update),
+  tool_call_update: (state, update) => applyToolUpdate(state, update),
+  usage_update: (state, update) => applyUsage(state, update),
+  session_info_update: (state, update) => (typeof update.title === 'string' ? { ...state, meta: { ...state.meta, title: update.title } } : state),
+  config_option_update: (state, update) => applyConfigOptions(state, update.configOptions),
+  available_commands_update: (state, update) => ({ ...state, meta: { ...state.meta, commands: commandViews(update.availableCommands) } }),
+  plan: (state, update) => ({ ...state, meta: { ...state.meta, plan: planView(update.entries) } }),
+  current_mode_update: (state, update) => {
+    const mode = modeChanged(state.meta.mode, update.currentModeId);
+    return mode === state.meta.mode ? state : { ...state, meta: { ...state.meta, mode } };
+  },
+};
+
 function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
-  switch (update.sessionUpdate) {
-    case 'agent_message_chunk': {
-      const parley = update._meta?.parley;
-      if (parley?.notice) {
-        return appendNoticeChunk(state, parley.notice, blockText(update.content), update.messageId);
-      }
-      const replaces = parley?.replaces;
-      if (typeof replaces === 'string') {
-        return reviseMessage(state, replaces, blockText(update.content), update.messageId);
-      }
-      return appendChunk(state, 'agent', blockText(update.content), update.messageId);
-    }
-    case 'agent_thought_chunk':
-      return appendChunk(state, 'thought', blockText(update.content), update.messageId);
-    case 'user_message_chunk': {
-      const { content, messageId } = update;
-      const last = state.entries[state.entries.length - 1];
-      let item: ContextItem | undefined;
-      let text = '';
-      if (content.type === 'resource' && content.resource.uri) {
-        item = { label: labelForUri(content.resource.uri), uri: content.resource.uri };
-      } else if (content.type === 'resource_link') {
-        // A file the model was not shown (binary, outside the workspace), replayed as sent.
-        item = { label: labelForUri(content.uri), uri: content.uri };
-      } else {
-        text = blockText(content);
-      }
-      if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
-        return replaceLast(state, {
-          ...last,
-          text: last.text + text,
-          context: item ? [...last.context, item] : last.context,
-        });
-      }
-      const entry: UserEntry = {
-        kind: 'user',
-        id: entryId(state, 'user'),
-        text,
-        context: item ? [item] : [],
-        ...(messageId ? { messageId } : {}),
-      };
-      return withNumberedEntry(state, finishStreaming(state.entries), entry);
-    }
-    case 'tool_call':
-    case 'tool_call_update':
-      return applyToolUpdate(state, update);
-    case 'usage_update':
-      return applyUsage(state, update);
-    case 'session_info_update':
-      if (typeof update.title === 'string') {
-        return { ...state, meta: { ...state.meta, title: update.title } };
-      }
-      return state;
-    case 'config_option_update':
-      return applyConfigOptions(state, update.configOptions);
-    case 'available_commands_update':
-      return { ...state, meta: { ...state.meta, commands: commandViews(update.availableCommands) } };
-    case 'plan':
-      return { ...state, meta: { ...state.meta, plan: planView(update.entries) } };
-    case 'current_mode_update': {
-      const mode = modeChanged(state.meta.mode, update.currentModeId);
-      return mode === state.meta.mode ? state : { ...state, meta: { ...state.meta, mode } };
-    }
+  const reducer = UPDATE_REDUCERS[update.sessionUpdate] as (state: ChatState, update: SessionUpdate) => ChatState;
+  return reducer(state, update);
+}
+
+/** A replayed prompt's piece: its text, or a file it attached (as context); pieces of one message join. */
+function appendUserChunk(state: ChatState, content: ContentBlock, messageId: string | undefined): ChatState {
+  const last = state.entries[state.entries.length - 1];
+  const item = attachedItem(content);
+  const text = item ? '' : blockText(content);
+  if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
+    return replaceLast(state, { ...last, text: last.text + text, context: item ? [...last.context, item] : last.context });
   }
+  const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text, context: item ? [item] : [], ...(messageId ? { messageId } : {}) };
+  return withNumberedEntry(state, finishStreaming(state.entries), entry);
+}
+
+/** The file a replayed prompt's block attached, if it is one. */
+function attachedItem(content: ContentBlock): ContextItem | undefined {
+  if (content.type === 'resource' && content.resource.uri) {
+    return { label: labelForUri(content.resource.uri), uri: content.resource.uri };
+  }
+  if (content.type === 'resource_link') {
+    // A file the model was not shown (binary, outside the workspace), replayed as sent.
+    return { label: labelForUri(content.uri), uri: content.uri };
+  }
+  return undefined;
 }
 
 /** The commands as the prompt box offers them: names without a leading `/`, the input's hint. */
@@ -572,133 +573,11 @@ function reviseMessage(state: ChatState, replaces: string, text: string, message
 function applyToolUpdate(state: ChatState, u: ToolCall | ToolCallUpdate): ChatState {
   const id = `tool-${u.toolCallId}`;
   const existing = state.entries.find((e): e is ToolEntry => e.id === id && e.kind === 'tool');
-  const base: ToolEntry = existing ?? {
-    kind: 'tool',
-    id,
-    toolCallId: u.toolCallId,
-    title: u.toolCallId,
-    toolKind: 'other',
-    status: 'pending',
-    content: [],
-    locations: [],
-    superseded: false,
-  };
-  const next: ToolEntry = { ...base };
-  if (typeof u.title === 'string' && u.title) {
-    next.title = escapeControls(u.title, true);
-  }
-  if (typeof u.kind === 'string' && u.kind) {
-    next.toolKind = u.kind;
-  }
-  if (u.status) {
-    next.status = u.status;
-  }
-  if (u.rawInput !== undefined && u.rawInput !== null) {
-    next.input = formatInput(u.rawInput);
-  }
-  if (Array.isArray(u.locations)) {
-    next.locations = locationViews(u.locations, state.meta.cwd);
-  }
-  // Content sent before the call ends says what it does (the code, the diff); content that
-  // ends it is its result, shown as the output (a diff in it still shows as a diff).
-  const ends = u.status === 'completed' || u.status === 'failed';
-  const onlyOutputCopy = withCommandOutput(next, u, ends);
-  const views = Array.isArray(u.content) && !onlyOutputCopy ? contentViews(u.content, state.meta.cwd) : undefined;
-  let outputText: string | undefined;
-  if (views && !ends) {
-    // A terminal alone (another client's) leaves what the call does as it was.
-    if (views.length > 0 || !next.terminal) {
-      next.content = views;
-    }
-  } else if (views) {
-    const diffs = views.filter((v) => v.kind === 'diff');
-    if (diffs.length) {
-      next.content = [...next.content.filter((v) => v.kind !== 'diff'), ...diffs];
-    }
-    outputText = views.flatMap((v) => (v.kind === 'text' ? [v.text] : [])).join('\n');
-  }
-  if (outputText) {
-    next.output = outputText;
-  } else if (u.rawOutput !== undefined && u.rawOutput !== null && !isSupersededOutput(u.rawOutput)) {
-    next.output = escapeControls(formatOutput(u.rawOutput));
-  }
-  if (isSuperseded(u)) {
-    next.superseded = true;
-    if (!outputText) {
-      next.output = 'Superseded: the model did not make this call after all.';
-    }
-  }
+  const next = updatedToolEntry(existing ?? newToolEntry(u.toolCallId), u, state.meta.cwd);
   if (existing) {
     return mapEntry(state, id, () => next);
   }
   return { ...state, entries: [...finishStreaming(state.entries), next] }; // its id is its call's, not numbered
-}
-
-/**
- * A running command's output (`_meta.parley.commandOutput.append`) added to `entry`, and a
- * terminal in its content noted. True when the update's content is only the generic
- * clients' copy of that output (the card shows the output itself), to be left out.
- */
-function withCommandOutput(entry: ToolEntry, u: ToolCall | ToolCallUpdate, ends: boolean): boolean {
-  if (Array.isArray(u.content) && u.content.some((c) => c?.type === 'terminal')) {
-    entry.terminal = true;
-  }
-  const append = u._meta?.parley?.commandOutput?.append;
-  if (typeof append !== 'string') {
-    return false;
-  }
-  Object.assign(entry, appendedOutput(entry.commandOutput, entry.commandOutputCut, append));
-  return !ends;
-}
-
-/** A call the stream announced but the model did not make (`_meta.parley`; the first edition said it in `rawOutput`). */
-function isSuperseded(u: ToolCall | ToolCallUpdate): boolean {
-  return u._meta?.parley?.superseded === true || isSupersededOutput(u.rawOutput);
-}
-
-function isSupersededOutput(raw: unknown): boolean {
-  return typeof raw === 'object' && raw !== null && 'superseded' in raw && raw.superseded === true;
-}
-
-function formatOutput(raw: unknown): string {
-  // A tool result `{content, isError?}` shows as its text.
-  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && 'content' in raw) {
-    if (typeof raw.content === 'string' && Object.keys(raw).every((k) => k === 'content' || k === 'isError')) {
-      return raw.content;
-    }
-  }
-  return formatValue(raw) ?? '';
-}
-
-/**
- * A tool's input as shown (`docs/display.md`, `formatToolInput`): a code argument as the
- * code itself (the card shows it as code), anything else as two-space JSON whose multi-line
- * strings are written as their lines; its controls and bidi characters escaped
- * (`escapeControls`). The wire does not name the tool: its arguments do.
- */
-export function formatInput(value: unknown): string | undefined {
-  if (value === undefined || value === null) {
-    return undefined;
-  }
-  if (typeof value === 'string') {
-    return escapeControls(value);
-  }
-  const parts = toolInputParts(undefined, value);
-  return escapeControls(parts.kind === 'code' ? parts.code : parts.text);
-}
-
-function formatValue(value: unknown): string | undefined {
-  if (value === undefined || value === null) {
-    return undefined;
-  }
-  if (typeof value === 'string') {
-    return value;
-  }
-  try {
-    return JSON.stringify(value, null, 2);
-  } catch {
-    return '(a value that cannot be shown)';
-  }
 }
 
 export function labelForUri(uri: string): string {

@@ -33,10 +33,15 @@ export function feed(entry: ToolEntry, at: FeedPosition): { text: string; at: Fe
   const written = cut + output.length;
   const ended = entry.status === 'completed' || entry.status === 'failed';
   if (ended) {
-    const last = (entry.output ?? '').trimEnd().split('\n').pop() ?? '';
-    text += `${output.endsWith('\n') || output === '' ? '' : '\r\n'}${dim(last || (entry.status === 'failed' ? 'failed' : 'ended'))}\r\n`;
+    text += endLine(entry, output);
   }
   return { text, at: { written, ended } };
+}
+
+/** The call's end, once: the last line of its result (the exit code and time), on a line of its own. */
+function endLine(entry: ToolEntry, output: string): string {
+  const last = (entry.output ?? '').trimEnd().split('\n').pop() ?? '';
+  return `${output.endsWith('\n') || output === '' ? '' : '\r\n'}${dim(last || (entry.status === 'failed' ? 'failed' : 'ended'))}\r\n`;
 }
 
 /** Newlines as a terminal needs them (`\r\n`); a `\r\n` already there is kept as it is. */

@@ -32,7 +32,7 @@ import { Undo } from './controller/undo';
 export type { ControllerHost, ControllerSettings, KeptNotice, LogLevel, NoticeKeeper } from './controller/core';
 export { withKeptNotices } from './controller/keptNotices';
 export type { ProposedEdit } from './controller/permissions';
-export { restoreSummary } from './controller/undo';
+export { restoreOutcome } from './controller/undo';
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
@@ -223,6 +223,14 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     // A restore comes after the last turn in the session: Retry no longer replaces that turn.
     this.turn.keepLastTurn();
     return this.undo.undoTurn(turn);
+  }
+
+  /**
+   * Redo: the last undo undone, sent as the `/redo` command, so the chat shows the server's
+   * report of each file (as a replay will) and the server keeps it at its place.
+   */
+  redoTurn(): Promise<string> {
+    return this.turn.send('/redo');
   }
 
   // ---- models and configuration ----

@@ -1,5 +1,5 @@
 /**
- * One version across the server and its clients (the stop 34 contract, section 2): after
+ * One version across the server and its clients (README.md, "Releasing"): after
  * `initialize` the client compares the server's `agentInfo.version` with its own and, when they
  * differ, says so once per server version it meets, naming both and what to do.
  */

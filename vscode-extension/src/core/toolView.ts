@@ -123,13 +123,7 @@ function middleDiff(a: string[], b: string[]): DiffLine[] {
   if (a.length * b.length > DIFF_MAX_CELLS) {
     return [...a.map((text): DiffLine => ({ op: '-', text })), ...b.map((text): DiffLine => ({ op: '+', text }))];
   }
-  // lcs[i][j]: the longest common subsequence of a[i:] and b[j:].
-  const lcs: number[][] = Array.from({ length: a.length + 1 }, () => new Array<number>(b.length + 1).fill(0));
-  for (let i = a.length - 1; i >= 0; i--) {
-    for (let j = b.length - 1; j >= 0; j--) {
-      lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
-    }
-  }
+  const lcs = commonSubsequences(a, b);
   const out: DiffLine[] = [];
   let i = 0;
   let j = 0;
@@ -147,6 +141,17 @@ function middleDiff(a: string[], b: string[]): DiffLine[] {
     }
   }
   return out;
+}
+
+/** `lcs[i][j]`: the length of the longest common subsequence of `a[i:]` and `b[j:]`. */
+function commonSubsequences(a: string[], b: string[]): number[][] {
+  const lcs: number[][] = Array.from({ length: a.length + 1 }, () => new Array<number>(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  return lcs;
 }
 
 function splitLines(text: string): string[] {

@@ -132,10 +132,15 @@ function entryDelta(old: Entry | undefined, entry: Entry): HostToView | undefine
   if (!old || !isStreamed(old) || !isStreamed(entry) || !sameButTextAndStreaming(old, entry)) {
     return undefined;
   }
-  if (old.streaming && entry.streaming && entry.text.length > old.text.length && entry.text.startsWith(old.text)) {
+  return old.streaming ? streamDelta(old, entry) : undefined;
+}
+
+/** A streaming entry's text appended, or its stream finished (`old` was streaming). */
+function streamDelta(old: AgentEntry | ThoughtEntry, entry: AgentEntry | ThoughtEntry): HostToView | undefined {
+  if (entry.streaming && entry.text.length > old.text.length && entry.text.startsWith(old.text)) {
     return { type: 'append', id: entry.id, text: entry.text.slice(old.text.length) };
   }
-  if (old.streaming && !entry.streaming && entry.text === old.text) {
+  if (!entry.streaming && entry.text === old.text) {
     return { type: 'finish', id: entry.id };
   }
   return undefined;

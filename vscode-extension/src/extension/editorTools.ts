@@ -78,59 +78,32 @@ export class EditorTools implements vscode.Disposable {
     const lines: string[] = [];
     for (const group of vscode.window.tabGroups.all) {
       for (const tab of group.tabs) {
-        const input = tab.input;
-        let uri: vscode.Uri | undefined;
-        if (input instanceof vscode.TabInputText || input instanceof vscode.TabInputNotebook) {
-          uri = input.uri;
-        } else if (input instanceof vscode.TabInputTextDiff) {
-          uri = input.modified;
+        const uri = tabFile(tab);
+        if (uri) {
+          const flags = [tab.isActive && group.isActive ? 'active' : '', tab.isDirty ? 'unsaved changes' : '', tab.isPinned ? 'pinned' : ''].filter(Boolean);
+          lines.push(`${this.rel(uri)}${flags.length ? ` (${flags.join(', ')})` : ''}`);
         }
-        if (!uri) {
-          continue;
-        }
-        const flags = [
-          tab.isActive && group.isActive ? 'active' : '',
-          tab.isDirty ? 'unsaved changes' : '',
-          tab.isPinned ? 'pinned' : '',
-        ].filter(Boolean);
-        lines.push(`${this.rel(uri)}${flags.length ? ` (${flags.join(', ')})` : ''}`);
       }
     }
     return { content: lines.length ? lines.join('\n') : 'No files are open.' };
   }
 
   private diagnostics(args: Record<string, unknown>): EditorCallToolResult {
-    const order = ['error', 'warning', 'information', 'hint'];
     const severityArg = typeof args.severity === 'string' ? args.severity : 'warning';
-    const least = order.indexOf(severityArg);
+    const least = SEVERITIES.indexOf(severityArg);
     if (least < 0) {
-      return { content: `Unknown severity "${severityArg}"; use one of ${order.join(', ')}.`, isError: true };
-    }
-    let pairs: [vscode.Uri, readonly vscode.Diagnostic[]][];
-    if (typeof args.path === 'string' && args.path) {
-      const p = path.isAbsolute(args.path) ? args.path : path.join(this.workspaceRoot(), args.path);
-      const uri = vscode.Uri.file(p);
-      pairs = [[uri, vscode.languages.getDiagnostics(uri)]];
-    } else {
-      pairs = vscode.languages.getDiagnostics();
+      return { content: `Unknown severity "${severityArg}"; use one of ${SEVERITIES.join(', ')}.`, isError: true };
     }
     const lines: string[] = [];
     let dropped = 0;
-    for (const [uri, diags] of pairs) {
-      for (const d of diags) {
-        // vscode.DiagnosticSeverity: Error 0, Warning 1, Information 2, Hint 3.
-        if ((d.severity as number) > least) {
-          continue;
-        }
+    for (const [uri, diags] of this.diagnosticsOf(args.path)) {
+      // vscode.DiagnosticSeverity: Error 0, Warning 1, Information 2, Hint 3.
+      for (const d of diags.filter((d) => (d.severity as number) <= least)) {
         if (lines.length >= MAX_LINES) {
           dropped += 1;
-          continue;
+        } else {
+          lines.push(`${this.rel(uri)}:${diagnosticLine(d)}`);
         }
-        const source = d.source ? ` ${d.source}` : '';
-        const code = typeof d.code === 'object' ? d.code.value : d.code;
-        lines.push(
-          `${this.rel(uri)}:${d.range.start.line + 1}:${d.range.start.character + 1} ${order[d.severity]}${source}${code !== undefined ? `(${code})` : ''}: ${d.message}`,
-        );
       }
     }
     if (dropped) {
@@ -138,4 +111,32 @@ export class EditorTools implements vscode.Disposable {
     }
     return { content: lines.length ? lines.join('\n') : 'No problems reported.' };
   }
+
+  /** The diagnostics of the file `file` names (relative to the workspace root), else of every file. */
+  private diagnosticsOf(file: unknown): [vscode.Uri, readonly vscode.Diagnostic[]][] {
+    if (typeof file === 'string' && file) {
+      const uri = vscode.Uri.file(path.isAbsolute(file) ? file : path.join(this.workspaceRoot(), file));
+      return [[uri, vscode.languages.getDiagnostics(uri)]];
+    }
+    return vscode.languages.getDiagnostics();
+  }
+}
+
+/** The diagnostics' severities, most severe first (as `vscode.DiagnosticSeverity` numbers them). */
+const SEVERITIES = ['error', 'warning', 'information', 'hint'];
+
+/** A diagnostic after its file: `line:column severity source(code): message`. */
+function diagnosticLine(d: vscode.Diagnostic): string {
+  const source = d.source ? ` ${d.source}` : '';
+  const code = typeof d.code === 'object' ? d.code.value : d.code;
+  return `${d.range.start.line + 1}:${d.range.start.character + 1} ${SEVERITIES[d.severity]}${source}${code !== undefined ? `(${code})` : ''}: ${d.message}`;
+}
+
+/** The file a tab shows (a diff's modified side), if it shows one. */
+function tabFile(tab: vscode.Tab): vscode.Uri | undefined {
+  const input = tab.input;
+  if (input instanceof vscode.TabInputText || input instanceof vscode.TabInputNotebook) {
+    return input.uri;
+  }
+  return input instanceof vscode.TabInputTextDiff ? input.modified : undefined;
 }

@@ -23,7 +23,8 @@ import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
 import { closable } from './outputChannels';
 import { INSTALL_LABEL, findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
-import { exportSession, workspaceNotices } from './sessionFiles';
+import { workspaceNotices } from './sessionFiles';
+import { viewMessageHandler } from './viewMessages';
 
 const MAX_FILE_BYTES = 512 * 1024;
 
@@ -185,9 +186,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const terminals = new CommandTerminals(() => ctl.state);
   const chatView: ChatViewProvider = new ChatViewProvider(
     context.extensionUri,
-    (m: ViewToHost) => {
-      void (m.type === 'installServer' ? installServer() : handleViewMessage(ctl, chatView, { proposedEdits, terminals, exportMemory: context.globalState }, m));
-    },
+    (m: ViewToHost) => void handleViewMessage(m),
     // The session is closed in the server (when it can) and opened again when the view returns.
     () => void ctl.closeSession(),
   );
@@ -199,6 +198,22 @@ export function activate(context: vscode.ExtensionContext): void {
   status.show();
 
   let busy = false;
+  /** The session to reopen after a reload, kept when it changed. */
+  const keepOpenSession = (next: ChatState) => {
+    const keep = sessionToKeep(next);
+    if (keep?.sessionId !== kept?.sessionId || keep?.title !== kept?.title) {
+      kept = keep;
+      void context.workspaceState.update(OPEN_SESSION_KEY, keep);
+    }
+  };
+  /** The status bar, and whether a turn runs (what Stop and Undo turn are enabled by). */
+  const showMeta = (next: ChatState) => {
+    updateStatusBar(status, next);
+    if (next.meta.busy !== busy) {
+      busy = next.meta.busy;
+      void vscode.commands.executeCommand('setContext', 'parley.busy', busy);
+    }
+  };
   ctl.on('state', (prev, next) => {
     for (const m of viewMessages(prev, next)) {
       chatView.post(m);
@@ -206,18 +221,10 @@ export function activate(context: vscode.ExtensionContext): void {
     terminals.stateChanged(prev, next);
     // No session yet (the window just opened) or one loading: nothing to change.
     if ((prev.entries !== next.entries || prev.meta !== next.meta) && next.meta.sessionId && !next.meta.loading) {
-      const keep = sessionToKeep(next);
-      if (keep?.sessionId !== kept?.sessionId || keep?.title !== kept?.title) {
-        kept = keep;
-        void context.workspaceState.update(OPEN_SESSION_KEY, keep);
-      }
+      keepOpenSession(next);
     }
     if (prev.meta !== next.meta) {
-      updateStatusBar(status, next);
-      if (next.meta.busy !== busy) {
-        busy = next.meta.busy;
-        void vscode.commands.executeCommand('setContext', 'parley.busy', busy);
-      }
+      showMeta(next);
     }
   });
 
@@ -238,6 +245,15 @@ export function activate(context: vscode.ExtensionContext): void {
     output.info(`Installed Parley's server ${installed.version}: ${installed.command}`);
     void vscode.window.showInformationMessage(`Parley's server ${installed.version} is installed.`);
     await ctl.restart();
+  });
+  const handleViewMessage = viewMessageHandler({
+    ctl,
+    view: chatView,
+    proposedEdits,
+    terminals,
+    exportMemory: context.globalState,
+    workspaceRoot,
+    installServer,
   });
 
   context.subscriptions.push(
@@ -276,6 +292,13 @@ export function activate(context: vscode.ExtensionContext): void {
         await ctl.undoTurn().catch(() => undefined); // the chat shows what happened
       }),
     ),
+    vscode.commands.registerCommand(
+      'parley.redoTurn',
+      run(async () => {
+        await chatView.reveal();
+        await ctl.redoTurn().catch(() => undefined); // the chat shows what happened
+      }),
+    ),
     vscode.commands.registerCommand('parley.showLog', () => output.show()),
     // Trusted at last: start what Restricted Mode held back, if the chat is open.
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
@@ -283,163 +306,40 @@ export function activate(context: vscode.ExtensionContext): void {
         void ctl.ensureSession().catch(() => undefined);
       }
     }),
-    vscode.workspace.onDidChangeConfiguration((e) => {
-      if (!e.affectsConfiguration('parley')) {
-        return;
-      }
-      if (
-        (e.affectsConfiguration('parley.serverCommand') ||
-          e.affectsConfiguration('parley.serverArgs') ||
-          e.affectsConfiguration('parley.serverEnv')) &&
-        ctl.client?.running
-      ) {
-        void vscode.window
-          .showInformationMessage('Parley: restart the server to use the new server settings?', 'Restart')
-          .then((pick) => (pick ? run(() => ctl.restart())() : undefined));
-      }
-      const sessionId = ctl.sessionId;
-      if (e.affectsConfiguration('parley.toolPolicy')) {
-        const policy = readSettings().toolPolicy;
-        if (policy) {
-          void ctl
-            .setConfigOption(TOOL_POLICY_OPTION, policy)
-            .catch((err: unknown) => output.warn(`setting the tool policy failed: ${describeError(err)}`));
-        }
-      }
-      if (sessionId && ctl.client?.running && e.affectsConfiguration('parley.autoApprove')) {
-        // autoApprove has no config option: `_parley/session/configure` stays its way.
-        void ctl.client
-          .configure({ sessionId, autoApprove: readSettings().autoApprove })
-          .catch((err: unknown) => output.warn(`configure failed: ${describeError(err)}`));
-      }
-    }),
+    vscode.workspace.onDidChangeConfiguration((e) => settingsChanged(e, ctl, output, run(() => ctl.restart()))),
     { dispose: () => void ctl.dispose() },
   );
+}
+
+/** Settings changed: the server's offer a restart; the tool policy and autoApprove apply to the session now. */
+function settingsChanged(e: vscode.ConfigurationChangeEvent, ctl: ChatController, output: vscode.LogOutputChannel, restart: () => Promise<void>): void {
+  if (!e.affectsConfiguration('parley')) {
+    return;
+  }
+  const serverSettings = ['parley.serverCommand', 'parley.serverArgs', 'parley.serverEnv'];
+  if (serverSettings.some((name) => e.affectsConfiguration(name)) && ctl.client?.running) {
+    void vscode.window
+      .showInformationMessage('Parley: restart the server to use the new server settings?', 'Restart')
+      .then((pick) => (pick ? restart() : undefined));
+  }
+  const sessionId = ctl.sessionId;
+  const policy = readSettings().toolPolicy;
+  if (e.affectsConfiguration('parley.toolPolicy') && policy) {
+    void ctl
+      .setConfigOption(TOOL_POLICY_OPTION, policy)
+      .catch((err: unknown) => output.warn(`setting the tool policy failed: ${describeError(err)}`));
+  }
+  if (sessionId && ctl.client?.running && e.affectsConfiguration('parley.autoApprove')) {
+    // autoApprove has no config option: `_parley/session/configure` stays its way.
+    void ctl.client
+      .configure({ sessionId, autoApprove: readSettings().autoApprove })
+      .catch((err: unknown) => output.warn(`configure failed: ${describeError(err)}`));
+  }
 }
 
 export async function deactivate(): Promise<void> {
   await controller?.dispose();
   controller = undefined;
-}
-
-async function handleViewMessage(
-  ctl: ChatController,
-  view: ChatViewProvider,
-  { proposedEdits, terminals, exportMemory }: { proposedEdits: ProposedEditDocuments; terminals: CommandTerminals; exportMemory: vscode.Memento },
-  m: ViewToHost,
-): Promise<void> {
-  try {
-    switch (m.type) {
-      case 'ready':
-        view.post({ type: 'reset', state: ctl.state });
-        // Start the server and a session as soon as the chat is shown: after a window reload,
-        // the session that was open. A failure is shown in the chat (with a Restart button),
-        // not in a pop-up as well.
-        await ctl.ensureSession().catch(() => undefined);
-        break;
-      case 'send':
-        await ctl.send(m.text).catch(() => undefined); // shown in the view
-        break;
-      case 'cancel':
-        await ctl.cancel();
-        break;
-      case 'permission':
-        ctl.answerPermission(m.requestId, m.optionId);
-        break;
-      case 'selectModel':
-        await ctl.selectModel(m.model);
-        break;
-      case 'setConfigOption':
-        await ctl.setConfigOption(m.configId, m.value);
-        break;
-      case 'setMode':
-        await ctl.setMode(m.modeId);
-        break;
-      case 'openTerminal':
-        terminals.show(m.toolCallId);
-        break;
-      case 'newSession':
-        if (ctl.state.meta.busy) {
-          await ctl.cancel();
-        }
-        await ctl.newSession();
-        break;
-      case 'listSessions':
-        view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
-        break;
-      case 'retry':
-        await ctl.retry().catch(() => undefined); // shown in the view
-        break;
-      case 'exportSession':
-        await exportSession(ctl, m.sessionId, exportMemory);
-        break;
-      case 'deleteSession':
-        try {
-          await ctl.deleteSession(m.sessionId);
-        } finally {
-          // The list as the server has it now: without the row, or with it back if that failed.
-          view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
-        }
-        break;
-      case 'loadSession':
-        await ctl.loadSession(m.sessionId);
-        break;
-      case 'removeContext':
-        ctl.removeContext(m.index);
-        break;
-      case 'openLocation':
-        await openLocation(m.path, m.line);
-        break;
-      case 'insertCode':
-        await insertAtCursor(m.text);
-        break;
-      case 'undoTurn':
-        await ctl.undoTurn(m.turn).catch(() => undefined); // shown in the view
-        break;
-      case 'openDiff': {
-        const edit = ctl.proposedEdit(m.toolCallId, m.file);
-        if (!edit) {
-          throw new Error('That edit is no longer waiting for an answer.');
-        }
-        await proposedEdits.open(edit);
-        break;
-      }
-      case 'restart':
-        await ctl.restart();
-        break;
-    }
-  } catch (err) {
-    void vscode.window.showErrorMessage(`Parley: ${describeError(err)}`);
-  }
-}
-
-/** Opens a file a tool call touched, with the cursor at `line` (1-based) in view. */
-export async function openLocation(file: string, line?: number): Promise<void> {
-  const uri = vscode.Uri.file(path.isAbsolute(file) ? file : path.join(workspaceRoot(), file));
-  const at = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
-  await vscode.window.showTextDocument(uri, { selection: new vscode.Range(at, at), preview: true });
-}
-
-/**
- * A code block's Insert button: the text at the cursor of the active text editor (replacing
- * the selection, at every cursor), then the focus in that editor. The chat view has the focus
- * when the button is clicked, so the editor is the last active one, else a visible one.
- */
-export async function insertAtCursor(text: string): Promise<void> {
-  const editor = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
-  if (!editor) {
-    void vscode.window.showInformationMessage('Parley: open a file in an editor to insert the code there.');
-    return;
-  }
-  const done = await editor.edit((edit) => {
-    for (const selection of editor.selections) {
-      edit.replace(selection, text);
-    }
-  });
-  if (!done) {
-    throw new Error('the editor did not take the code (is the file read-only?)');
-  }
-  await vscode.window.showTextDocument(editor.document, editor.viewColumn);
 }
 
 /** The choice a dialog or notification about an edit adds to the server's options. */
@@ -460,19 +360,10 @@ export async function askPermission(
   if (mode !== 'modal' && viewVisible) {
     return null;
   }
-  const title = params.toolCall.title ?? params.toolCall.toolCallId;
   const content = params.toolCall.content ?? [];
   const choices = [...params.options.map((o) => o.name), ...(content.some((c) => c.type === 'diff') ? [OPEN_DIFF_CHOICE] : [])];
   for (;;) {
-    const pick =
-      mode === 'modal'
-        ? await vscode.window.showWarningMessage(
-            `Parley asks permission: ${title}.`,
-            { modal: true, detail: contentText(contentViews(content)) || formatInput(params.toolCall.rawInput) },
-            ...choices,
-          )
-        : // The inline prompt is out of sight: offer the choice in a notification too.
-          await vscode.window.showInformationMessage(`Parley asks permission: ${title}.`, ...choices);
+    const pick = await askOutsideTheChat(params, mode === 'modal', choices);
     if (signal.aborted || pick === undefined) {
       return null;
     }
@@ -482,6 +373,17 @@ export async function askPermission(
     }
     return params.options.find((o) => o.name === pick)?.optionId ?? null;
   }
+}
+
+/** The question once: a modal dialog with what is asked about, or a notification; the choice picked. */
+function askOutsideTheChat(params: RequestPermissionParams, modal: boolean, choices: string[]): Thenable<string | undefined> {
+  const question = `Parley asks permission: ${params.toolCall.title ?? params.toolCall.toolCallId}.`;
+  if (!modal) {
+    // The inline prompt is out of sight: offer the choice in a notification too.
+    return vscode.window.showInformationMessage(question, ...choices);
+  }
+  const detail = contentText(contentViews(params.toolCall.content ?? [])) || formatInput(params.toolCall.rawInput);
+  return vscode.window.showWarningMessage(question, { modal: true, detail }, ...choices);
 }
 
 /** The diff view of each file an edit asks about. */

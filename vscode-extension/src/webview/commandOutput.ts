@@ -4,7 +4,7 @@
  * added, the colour state carried from one piece to the next.
  */
 
-import { type AnsiRun, type AnsiState, INITIAL_ANSI_STATE, parseAnsi } from '../common/ansi.js';
+import { type AnsiColour, type AnsiRun, type AnsiState, INITIAL_ANSI_STATE, parseAnsi } from '../common/ansi.js';
 import { h } from './dom.js';
 
 /** What each output element shows: the raw output drawn so far, and the ANSI state after it. */
@@ -44,21 +44,7 @@ export function renderOutput(pre: HTMLElement, text: string): void {
 function runNode(run: AnsiRun): Node {
   const s = run.style;
   const [fg, bg] = s.inverse ? [s.bg, s.fg] : [s.fg, s.bg];
-  const classes: string[] = [];
-  if (s.inverse) {
-    classes.push('ansi-inverse');
-  }
-  for (const flag of ['bold', 'dim', 'italic', 'underline'] as const) {
-    if (s[flag]) {
-      classes.push(`ansi-${flag}`);
-    }
-  }
-  if (typeof fg === 'number') {
-    classes.push(`ansi-fg-${fg}`);
-  }
-  if (typeof bg === 'number') {
-    classes.push(`ansi-bg-${bg}`);
-  }
+  const classes = styleClasses(s, fg, bg);
   if (classes.length === 0 && fg === undefined && bg === undefined) {
     return document.createTextNode(run.text);
   }
@@ -70,4 +56,14 @@ function runNode(run: AnsiRun): Node {
     span.style.backgroundColor = bg;
   }
   return span;
+}
+
+/** The classes of a run's style: inverse, the flags, the theme's colours (`fg`, `bg` after inverse). */
+function styleClasses(s: AnsiRun['style'], fg: AnsiColour | undefined, bg: AnsiColour | undefined): string[] {
+  return [
+    ...(s.inverse ? ['ansi-inverse'] : []),
+    ...(['bold', 'dim', 'italic', 'underline'] as const).filter((flag) => s[flag]).map((flag) => `ansi-${flag}`),
+    ...(typeof fg === 'number' ? [`ansi-fg-${fg}`] : []),
+    ...(typeof bg === 'number' ? [`ansi-bg-${bg}`] : []),
+  ];
 }

@@ -209,63 +209,59 @@ function locationLinks(locations: LocationView[]): HTMLElement[] {
   });
 }
 
+/** Set the text of the element `selector` in `el`, when it has one. */
+function setText(el: HTMLElement, selector: string, text: string): void {
+  const part = el.querySelector<HTMLElement>(selector);
+  if (part) {
+    part.textContent = text;
+  }
+}
+
+/** Show the element `selector` in `el` unless `hidden`, and `fill` it, when `el` has it. */
+function showPart(el: HTMLElement, selector: string, hidden: boolean, fill?: (part: HTMLElement) => void): void {
+  const part = el.querySelector<HTMLElement>(selector);
+  if (part) {
+    part.hidden = hidden;
+    fill?.(part);
+  }
+}
+
+/** An edit's lines added and removed, for its folded line. */
+function diffStat(diffs: Extract<ToolEntry['content'][number], { kind: 'diff' }>[]): (HTMLElement | string)[] {
+  return [
+    h('span', { class: 'diff-stat-add' }, `+${diffs.reduce((n, d) => n + d.added, 0)}`),
+    ' ',
+    h('span', { class: 'diff-stat-del' }, `\u2212${diffs.reduce((n, d) => n + d.removed, 0)}`),
+  ];
+}
+
+/** The first lines of a finished call's result (not of a superseded one), or undefined. */
+function resultSummary(entry: ToolEntry): string | undefined {
+  const done = (entry.status === 'completed' || entry.status === 'failed') && !entry.superseded;
+  return done && entry.output !== undefined ? summarizeToolResult(entry.output) : undefined;
+}
+
 function updateTool(el: HTMLElement, entry: ToolEntry): void {
   // A superseded call is not an error: muted, with its own icon and badge.
   const status = entry.superseded ? 'superseded' : entry.status;
   el.className = `entry entry-tool status-${status}${entry.superseded ? ' superseded' : ''}`;
-  const set = (sel: string, text: string) => {
-    const t = el.querySelector<HTMLElement>(sel);
-    if (t) {
-      t.textContent = text;
-    }
-  };
-  set('.tool-status-icon', STATUS_ICON[status] ?? '•');
-  set('.tool-title', entry.title);
+  setText(el, '.tool-status-icon', STATUS_ICON[status] ?? '•');
+  setText(el, '.tool-title', entry.title);
   el.querySelector('.tool-title')?.setAttribute('title', entry.title); // whole when cut with …
-  set('.tool-kind', entry.toolKind);
-  // An edit's lines added and removed, on its folded line.
+  setText(el, '.tool-kind', entry.toolKind);
   const diffs = entry.content.filter((c) => c.kind === 'diff');
-  const stat = el.querySelector<HTMLElement>('.tool-stat');
-  if (stat) {
-    stat.hidden = diffs.length === 0;
-    stat.replaceChildren(
-      h('span', { class: 'diff-stat-add' }, `+${diffs.reduce((n, d) => n + d.added, 0)}`),
-      ' ',
-      h('span', { class: 'diff-stat-del' }, `\u2212${diffs.reduce((n, d) => n + d.removed, 0)}`),
-    );
-  }
-  set('.tool-badge', STATUS_LABEL[status] ?? status);
-  const content = el.querySelector<HTMLElement>('.tool-content');
-  if (content) {
-    content.hidden = entry.content.length === 0;
-    content.replaceChildren(...contentElements(entry.content, 'tool-code'));
-  }
-  const locations = el.querySelector<HTMLElement>('.tool-locations');
-  if (locations) {
-    locations.hidden = entry.locations.length === 0;
-    locations.replaceChildren(...locationLinks(entry.locations));
-  }
-  const input = el.querySelector<HTMLElement>('.tool-input');
-  const output = el.querySelector<HTMLElement>('.tool-output');
-  if (input) {
-    // The content shows what the call does; the raw input only when there is none.
-    input.hidden = entry.input === undefined || entry.content.length > 0;
-    set('.tool-input pre', entry.input ?? '');
-  }
-  if (output) {
-    output.hidden = entry.output === undefined;
-    set('.tool-output pre', entry.output ?? '');
-  }
-  const summary = el.querySelector<HTMLElement>('.tool-summary');
-  if (summary) {
-    const done = (entry.status === 'completed' || entry.status === 'failed') && !entry.superseded && entry.output !== undefined;
-    summary.hidden = !done;
-    summary.textContent = done ? summarizeToolResult(entry.output ?? '') : '';
-  }
-  const terminal = el.querySelector<HTMLElement>('.tool-terminal');
-  if (terminal) {
-    terminal.hidden = !entry.terminal;
-  }
+  showPart(el, '.tool-stat', diffs.length === 0, (stat) => stat.replaceChildren(...diffStat(diffs)));
+  setText(el, '.tool-badge', STATUS_LABEL[status] ?? status);
+  showPart(el, '.tool-content', entry.content.length === 0, (c) => c.replaceChildren(...contentElements(entry.content, 'tool-code')));
+  showPart(el, '.tool-locations', entry.locations.length === 0, (l) => l.replaceChildren(...locationLinks(entry.locations)));
+  // The content shows what the call does; the raw input only when there is none.
+  showPart(el, '.tool-input', entry.input === undefined || entry.content.length > 0);
+  setText(el, '.tool-input pre', entry.input ?? '');
+  showPart(el, '.tool-output', entry.output === undefined);
+  setText(el, '.tool-output pre', entry.output ?? '');
+  const summary = resultSummary(entry);
+  showPart(el, '.tool-summary', summary === undefined, (part) => (part.textContent = summary ?? ''));
+  showPart(el, '.tool-terminal', !entry.terminal);
   updateCommandOutput(el, entry);
 }
 
@@ -311,44 +307,61 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
   const hadFocus = el.contains(document.activeElement) || document.activeElement === document.body;
   el.replaceChildren();
   el.classList.toggle('answered', entry.answer !== undefined);
-  const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
-  // What is asked about: the server's content (the code, the diff), else the raw input.
-  const openDiff = entry.answer
-    ? undefined
-    : (diff: { file: string }) => post({ type: 'openDiff', toolCallId: entry.toolCallId, file: diff.file });
-  const input = entry.content.length
-    ? h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input', openDiff))
-    : entry.input
-      ? h('pre', { class: 'permission-input' }, entry.input)
-      : undefined;
-  const locations = entry.locations.length ? h('div', { class: 'permission-locations' }, ...locationLinks(entry.locations)) : undefined;
+  const input = permissionInput(entry);
   if (entry.answer) {
-    for (const name of ['role', 'aria-labelledby', 'aria-describedby', 'aria-live', 'tabindex']) {
-      el.removeAttribute(name);
-    }
-    const said = (entry.answer.kind && ANSWERED[entry.answer.kind]) || entry.answer.label;
-    const line = h('summary', { class: 'permission-answer' }, `${said}: ${entry.title}`);
-    el.append(input ? h('details', { class: 'permission-record' }, line, input) : line);
+    showAnswered(el, entry, entry.answer, input);
     if (wasOpen && hadFocus) {
       promptBox.focus(); // the answered card holds nothing more to do
     }
     return;
   }
+  showQuestion(el, entry, input);
+}
+
+/** What is asked about: the server's content (the code, the diff), else the raw input. */
+function permissionInput(entry: PermissionEntry): HTMLElement | undefined {
+  const openDiff = entry.answer
+    ? undefined
+    : (diff: { file: string }) => post({ type: 'openDiff', toolCallId: entry.toolCallId, file: diff.file });
+  if (entry.content.length) {
+    return h('div', { class: 'permission-content' }, ...contentElements(entry.content, 'permission-input', openDiff));
+  }
+  return entry.input ? h('pre', { class: 'permission-input' }, entry.input) : undefined;
+}
+
+/** An answered question: one line, what was answered, the input one click away. */
+function showAnswered(el: HTMLElement, entry: PermissionEntry, answer: NonNullable<PermissionEntry['answer']>, input: HTMLElement | undefined): void {
+  for (const name of ['role', 'aria-labelledby', 'aria-describedby', 'aria-live', 'tabindex']) {
+    el.removeAttribute(name);
+  }
+  const said = (answer.kind && ANSWERED[answer.kind]) || answer.label;
+  const line = h('summary', { class: 'permission-answer' }, `${said}: ${entry.title}`);
+  el.append(input ? h('details', { class: 'permission-record' }, line, input) : line);
+}
+
+/** An open question: an alert dialog with what it asks about and a button per option. */
+function showQuestion(el: HTMLElement, entry: PermissionEntry, input: HTMLElement | undefined): void {
   const id = `permission-${++permissionIds}`;
   el.setAttribute('role', 'alertdialog');
   el.setAttribute('aria-labelledby', `${id}-question`);
   el.setAttribute('tabindex', '-1');
   el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
+  const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
   // The title is the server's words ("Run Python", "Read app.py:10-40") or a tool's name.
   el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks permission: ', h('strong', {}, entry.title), kind));
-  if (locations) {
-    el.append(locations);
+  if (entry.locations.length) {
+    el.append(h('div', { class: 'permission-locations' }, ...locationLinks(entry.locations)));
   }
   if (input) {
     input.id = `${id}-input`;
     el.setAttribute('aria-describedby', input.id);
     el.append(input);
   }
+  el.append(permissionButtons(el, entry));
+}
+
+/** A button per option; one click answers and disables them all, the focus kept in the card. */
+function permissionButtons(el: HTMLElement, entry: PermissionEntry): HTMLElement {
   const buttons = h('div', { class: 'permission-buttons', role: 'group', 'aria-label': 'Your answer' });
   for (const option of entry.options) {
     const primary = option.kind === 'allow_once';
@@ -366,7 +379,7 @@ function updatePermission(el: HTMLElement, entry: PermissionEntry): void {
     });
     buttons.append(b);
   }
-  el.append(buttons);
+  return buttons;
 }
 
 /** A new question takes the focus; when the page has none (the user is in the editor), a

@@ -77,16 +77,7 @@ export class BlockSplitter {
 
   private line(line: string, start: number, end: number): number | undefined {
     if (this.fence) {
-      const fence = this.fence;
-      if (closesFence(line, fence)) {
-        this.fence = undefined;
-        if (fence.topLevel) {
-          return this.cut(end);
-        }
-      } else if (this.openTopFence) {
-        this.openTopFence.lines++;
-      }
-      return undefined;
+      return this.lineInFence(line, this.fence, end);
     }
     if (BLANK.test(line)) {
       this.afterBlank = this.blockHasText;
@@ -95,14 +86,7 @@ export class BlockSplitter {
     const topLevel = !/^[ \t]/.test(line);
     const isItem = LIST_ITEM.test(line);
     const opener = openingFence(line);
-    let cut: number | undefined;
-    if (this.blockHasText && start > this.blockStart && topLevel) {
-      const interrupts = opener !== undefined || ATX_HEADING.test(line);
-      const newBlock = this.afterBlank && !(isItem && this.blockHasList);
-      if (interrupts || newBlock) {
-        cut = this.cut(start);
-      }
-    }
+    const cut = this.startsBlock(line, start, topLevel, isItem, opener !== undefined) ? this.cut(start) : undefined;
     this.afterBlank = false;
     this.blockHasText = true;
     this.blockHasList ||= isItem;
@@ -113,6 +97,27 @@ export class BlockSplitter {
       }
     }
     return cut;
+  }
+
+  /** A line inside an open fence: it closes the fence (a top-level one ends its block there) or is code. */
+  private lineInFence(line: string, fence: NonNullable<typeof this.fence>, end: number): number | undefined {
+    if (closesFence(line, fence)) {
+      this.fence = undefined;
+      return fence.topLevel ? this.cut(end) : undefined;
+    }
+    if (this.openTopFence) {
+      this.openTopFence.lines++;
+    }
+    return undefined;
+  }
+
+  /** Whether a top-level line starts a new block: a fence or heading interrupts; after a blank line, anything but a list's next item. */
+  private startsBlock(line: string, start: number, topLevel: boolean, isItem: boolean, opensFence: boolean): boolean {
+    if (!this.blockHasText || start <= this.blockStart || !topLevel) {
+      return false;
+    }
+    const interrupts = opensFence || ATX_HEADING.test(line);
+    return interrupts || (this.afterBlank && !(isItem && this.blockHasList));
   }
 
   private cut(at: number): number {

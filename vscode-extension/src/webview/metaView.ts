@@ -24,13 +24,12 @@ const chips = byId<HTMLElement>('context-chips');
 /** The meta shown (the composer reads it: busy, attachments, commands). */
 export const shown: { meta: ViewMeta | undefined } = { meta: undefined };
 
-export function renderMeta(m: ViewMeta): void {
-  const wasBusy = shown.meta?.busy ?? false;
-  shown.meta = m;
-  if (m.busy && !wasBusy) {
+/** Say (to a screen reader) that a turn started, or how it ended: the answer, or that it finished. */
+function announceTurn(wasBusy: boolean, busy: boolean): void {
+  if (busy && !wasBusy) {
     notices.said = 0;
     status.say('Parley is answering…');
-  } else if (!m.busy && wasBusy) {
+  } else if (!busy && wasBusy) {
     // Read once the answer's last chunk is on the page (text is drawn at most once a frame).
     requestAnimationFrame(() =>
       setTimeout(() => {
@@ -43,6 +42,12 @@ export function renderMeta(m: ViewMeta): void {
       }, 0),
     );
   }
+}
+
+export function renderMeta(m: ViewMeta): void {
+  const wasBusy = shown.meta?.busy ?? false;
+  shown.meta = m;
+  announceTurn(wasBusy, m.busy);
   sendButton.hidden = m.busy;
   stopButton.hidden = !m.busy;
   sendButton.disabled = m.loading;
@@ -137,6 +142,16 @@ function setSelect(select: HTMLSelectElement, values: Parameters<typeof optionEl
  * session's config options when there are some, else from the model list and the three policies.
  */
 function renderPickers(m: ViewMeta): void {
+  const modelOption = renderModelPicker(m);
+  const policyOption = m.configOptions.find((o) => o.id === 'tool_policy');
+  setSelect(toolPolicySelect, policyOption?.options ?? TOOL_POLICIES, policyOption?.currentValue ?? m.toolPolicy ?? 'hybrid');
+  toolPolicySelect.title = policyOption?.description ?? 'How the server gets tool calls from the model';
+  renderModePicker(m);
+  renderOtherOptions(m.configOptions.filter((o) => o !== modelOption && o !== policyOption && !(m.mode && o.category === 'mode')));
+}
+
+/** The model picker: the model option's values, else the model list; an unavailable model disabled, saying why. Returns the model option. */
+function renderModelPicker(m: ViewMeta): ViewMeta['configOptions'][number] | undefined {
   const modelOption = m.configOptions.find((o) => o.category === 'model');
   const known = new Map(m.models.map((x) => [x.id, x]));
   const unavailable = (id: string) => {
@@ -147,20 +162,21 @@ function renderPickers(m: ViewMeta): void {
     ? modelOption.options.map((o) => ({ ...o, ...unavailable(o.value) }))
     : m.models.map((x) => ({ value: x.id, name: x.available ? x.id : `${x.id} (unavailable)`, ...unavailable(x.id) }));
   setSelect(modelSelect, modelValues, modelOption?.currentValue ?? m.model);
+  return modelOption;
+}
 
-  const policyOption = m.configOptions.find((o) => o.id === 'tool_policy');
-  setSelect(toolPolicySelect, policyOption?.options ?? TOOL_POLICIES, policyOption?.currentValue ?? m.toolPolicy ?? 'hybrid');
-  toolPolicySelect.title = policyOption?.description ?? 'How the server gets tool calls from the model';
-
-  // The mode, from `modes` or its config option: its own picker, next to the model's.
+/** The mode, from `modes` or its config option: its own picker, next to the model's. */
+function renderModePicker(m: ViewMeta): void {
   modeSelect.hidden = !m.mode;
   if (m.mode) {
     const current = m.mode.modes.find((x) => x.id === m.mode?.currentModeId);
     setSelect(modeSelect, m.mode.modes.map((x) => ({ value: x.id, name: x.name, description: x.description })), m.mode.currentModeId);
     modeSelect.title = `Mode: ${current?.name ?? m.mode.currentModeId}${current?.description ? ` — ${current.description}` : ''}`;
   }
+}
 
-  const others = m.configOptions.filter((o) => o !== modelOption && o !== policyOption && !(m.mode && o.category === 'mode'));
+/** A picker for each other select the server offers, kept across renders. */
+function renderOtherOptions(others: ViewMeta['configOptions']): void {
   const shown = new Map([...configOptionsEl.querySelectorAll<HTMLSelectElement>('select')].map((el) => [el.dataset.configId, el]));
   configOptionsEl.replaceChildren(
     ...others.map((o) => {

@@ -1,7 +1,7 @@
 /**
  * The turn: a prompt sent with its attachments, the turn's end (its number, the files it
  * edited), an error shown as a card (Retry for a provider's failure), a stop (Retry on its
- * notice), and Retry itself: a cut-off turn is replaced (the stop 34 contract, section 1).
+ * notice), and Retry itself: a cut-off turn is replaced (docs/protocol.md, `session/prompt`, Retry).
  */
 
 import { ServerExitedError, describeError } from '../../client/client';
@@ -174,8 +174,6 @@ export class Turn {
   private sayIfKept(replaced: boolean | undefined): void {
     if (replaced === false) {
       this.core.dispatch({ type: 'notice', level: 'info', text: RETRY_KEPT_TEXT });
-    } else if (replaced === undefined) {
-      this.core.log('The server did not say whether it replaced the cut-off turn (a server before retry): it keeps it.', 'warn');
     }
   }
 }

@@ -1,25 +1,24 @@
 /**
  * Undo turn: `_parley/session/restore` puts the files edited from a turn on back as they were
- * before it (the conversation stays); the view says what was restored and removed, or why not.
+ * before it (the conversation stays); the view shows the server's words for what it did
+ * (`text`), at a level from what happened, and marks the turn undone.
  */
 
-import { describeError, isMethodNotFound } from '../../client/client';
-import type { RestoreResult, RestoredFile } from '../../client/protocol';
-import { relativeTo } from '../toolView';
+import { describeError } from '../../client/client';
+import type { RestoreResult } from '../../client/protocol';
+import type { NoticeEntry } from '../../common/view';
 import type { ChatCore } from './core';
 import type { Sessions } from './sessions';
 
-/** What a restore did, as a notice: the files put back and those removed. */
-export function restoreSummary(turn: number, files: RestoredFile[], cwd?: string, laterTurns = false): string {
-  if (files.length === 0) {
-    return `Nothing to undo in turn ${turn}${laterTurns ? ' and after it' : ''}: no file it edited needed restoring. The conversation is kept.`;
-  }
-  const names = (action: RestoredFile['action']) => files.filter((f) => f.action === action).map((f) => relativeTo(f.path, cwd));
-  const parts = [
-    ...(names('restored').length ? [`restored ${names('restored').join(', ')}`] : []),
-    ...(names('removed').length ? [`removed ${names('removed').join(', ')} (created by the turn)`] : []),
-  ];
-  return `Undid turn ${turn}${laterTurns ? ' and the turns after it' : ''}: ${parts.join('; ')}. The conversation is kept.`;
+/**
+ * How the chat shows a restore's answer: its notice's level, and whether the turn is undone
+ * (a declined or cancelled restore changed nothing; a file that could not be written keeps
+ * its checkpoint, so Undo turn stays offered to try again).
+ */
+export function restoreOutcome(result: RestoreResult): { level: NoticeEntry['level']; undone: boolean; changedFiles: boolean } {
+  const unchanged = Boolean(result.rejected || result.cancelled);
+  const failed = (result.failed ?? []).length > 0;
+  return { level: result.rejected || failed ? 'warning' : 'info', undone: !unchanged && !failed, changedFiles: !unchanged };
 }
 
 export class Undo {
@@ -33,8 +32,7 @@ export class Undo {
 
   /**
    * Undo a turn's edits. Without a number, the latest turn shown that edited files, else the
-   * session's last turn. The view shows what was restored and removed, or why nothing was (a
-   * notice, besides the rejection).
+   * session's last turn. The view shows the server's words for what was done.
    */
   async undoTurn(turn?: number): Promise<RestoreResult> {
     const { core } = this;
@@ -61,10 +59,7 @@ export class Undo {
       result = await core.requireClient().restore(sessionId, target);
     } catch (err) {
       core.dispatch({ type: 'turnUndo', turn: target, state: 'ready' });
-      const why = isMethodNotFound(err)
-        ? 'this Parley server cannot undo turns (it has no _parley/session/restore); update it'
-        : describeError(err);
-      core.dispatch({ type: 'notice', level: 'error', text: `Could not undo turn ${target}: ${why}.` });
+      core.dispatch({ type: 'notice', level: 'error', text: `Could not undo turn ${target}: ${describeError(err)}.` });
       throw err;
     } finally {
       this.undoing = false;
@@ -73,30 +68,11 @@ export class Undo {
     return result;
   }
 
-  /** What the restore of `target` did, in the view. */
+  /** What the restore of `target` did, in the view: the turn's mark and the server's words. */
   private show(target: number, result: RestoreResult): void {
-    const { core } = this;
-    const cwd = core.state.meta.cwd;
-    if (result.rejected) {
-      core.dispatch({ type: 'turnUndo', turn: target, state: 'ready' });
-      core.dispatch({
-        type: 'notice',
-        level: 'warning',
-        text: `Turn ${target} was not undone: you chose to keep files changed since it; nothing was restored.`,
-      });
-      return;
-    }
-    const failed = result.failed ?? [];
-    // A file that could not be written keeps its checkpoint: the button stays to try again.
-    core.dispatch({ type: 'turnUndo', turn: target, state: failed.length ? 'ready' : 'undone', restored: result.files });
-    const later = (core.state.meta.usage.turns ?? target) > target;
-    const summary = restoreSummary(target, result.files, cwd, later);
-    if (failed.length) {
-      const which = failed.map((f) => `${relativeTo(f.path, cwd)} (${f.reason})`).join(', ');
-      core.dispatch({ type: 'notice', level: 'warning', text: `${summary} Could not restore ${which}; Undo turn tries again.` });
-    } else {
-      core.dispatch({ type: 'notice', level: 'info', text: summary });
-    }
+    const { level, undone, changedFiles } = restoreOutcome(result);
+    this.core.dispatch({ type: 'turnUndo', turn: target, state: undone ? 'undone' : 'ready', ...(changedFiles ? { restored: result.files } : {}) });
+    this.core.dispatch({ type: 'notice', level, text: result.text });
   }
 
   /**

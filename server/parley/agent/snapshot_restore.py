@@ -1,0 +1,486 @@
+"""A turn undone (or redone) from its snapshots: what each path becomes, and putting it there.
+
+`turn_changes` reads the records of a turn and every later one (`agent/snapshots.py`) and
+gives each path the turns changed what it becomes (as it was before the oldest of those
+turns touched it), what Parley's turns left there, and whether someone changed it between
+the turns. `apply_changes` puts the paths there, every write through the one gate
+(`tools/confined.py`: a path outside the roots, or through a symlink out of them, is refused):
+removals deepest first, then directories, files (atomically, with their mode) and symlinks
+(as links, never followed) shallowest first; a text file that is there now goes through the
+editor when it writes files (its buffer follows, one undoable change).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from parley.agent.snapshot_store import SnapshotStore
+from parley.agent.snapshots import (
+    DIRECTORY,
+    FILE,
+    LINK,
+    NOT_KEPT,
+    Entry,
+    Snapshot,
+    changed_paths,
+    latest_snapshot,
+    load_snapshot,
+    take_snapshot,
+    what_it_is,
+)
+from parley.core.off_loop import off_loop
+from parley.tools.confined import Roots, Want, open_in_workspace, printable_name, replace_at
+
+# What happened to a path, on the wire (`files[].action`) and in the report.
+RESTORED = "restored"  # its content, mode or link target put back
+REMOVED = "removed"  # the turn created it: deleted
+RECREATED = "recreated"  # the turn deleted it: made again
+ACTION_WORDS = {
+    RESTORED: "restored",
+    REMOVED: "removed (the turn created it)",
+    RECREATED: "re-created (the turn deleted it)",
+}
+
+# Writes a file's whole text through the editor: its absolute path, the text.
+EditorWrite = Callable[[str, str], Awaitable[None]]
+# Reads a file's text as the editor holds it (its buffer, saved or not): its absolute path.
+EditorRead = Callable[[str], Awaitable[str]]
+EDITOR_WRITE_SECONDS = 30.0
+
+
+@attrs.frozen
+class PathChange:
+    """One path of a restore: what it becomes (`target`, None: absent), what Parley's turns
+    left there (`expected`), what it is now (`now`, set when the restore starts)."""
+
+    path: str  # absolute
+    cwd: str  # the root paths are shown relative to
+    target: Entry | None
+    expected: Entry | None
+    changed_between: bool = False
+    now: Entry | None = None
+    unsaved: bool = False  # the editor's buffer of it holds text the disk does not
+
+    @property
+    def action(self) -> str:
+        if self.target is None:
+            return REMOVED
+        return RECREATED if self.now is None else RESTORED
+
+    @property
+    def shown(self) -> str:
+        """As a person reads it: relative to the workspace, a directory with a `/`."""
+        entry = self.target if self.target is not None else self.now or self.expected
+        folder = "/" if entry is not None and entry[0] == DIRECTORY else ""
+        return printable_name(Roots(Path(self.cwd)).shown(self.path)) + folder
+
+    @property
+    def user_changed(self) -> bool:
+        """Someone but Parley changed it since a turn left it: restoring loses that."""
+        if self.unsaved or self.changed_between:
+            return True
+        return what_it_is(self.now) != what_it_is(self.expected)
+
+    @property
+    def depth(self) -> int:
+        return self.path.count("/")
+
+
+def turn_changes(
+    store: SnapshotStore, records: list[dict[str, Any]], cwd: str
+) -> dict[str, PathChange]:
+    """Each path the turns' records (oldest first) changed, and what it becomes."""
+    plan: dict[str, PathChange] = {}
+    for record in records:
+        before = load_snapshot(store, record["before"]).entries
+        after = load_snapshot(store, record["after"]).entries
+        roots = set(record.get("roots", ()))
+        for path in changed_paths(before, after):
+            if path in roots:  # a root itself is never written
+                continue
+            old = plan.get(path)
+            if old is None:
+                plan[path] = PathChange(path, cwd, before.get(path), after.get(path))
+                continue
+            between = what_it_is(old.expected) != what_it_is(before.get(path))
+            plan[path] = attrs.evolve(
+                old, expected=after.get(path), changed_between=old.changed_between or between
+            )
+    return plan
+
+
+def redo_changes(
+    store: SnapshotStore, before_id: str, after_id: str, cwd: str
+) -> dict[str, PathChange]:
+    """What a redo does: each path a restore changed goes back to how the restore found it."""
+    before = load_snapshot(store, before_id).entries
+    after = load_snapshot(store, after_id).entries
+    return {
+        path: PathChange(path, cwd, before.get(path), after.get(path))
+        for path in changed_paths(before, after)
+    }
+
+
+def with_now(changes: dict[str, PathChange], now: dict[str, Entry]) -> list[PathChange]:
+    """The changes still to make, each with what its path is now (those already as they
+    would become are left out)."""
+    due = []
+    for change in changes.values():
+        current = now.get(change.path)
+        if what_it_is(current) != what_it_is(change.target):
+            due.append(attrs.evolve(change, now=current))
+    return sorted(due, key=lambda change: change.path)
+
+
+def not_kept(changes: list[PathChange]) -> tuple[list[PathChange], list[PathChange]]:
+    """(the changes that can be made, those whose old bytes were not kept)."""
+    kept = [c for c in changes if c.target is None or c.target[0] != NOT_KEPT]
+    return kept, [c for c in changes if c not in kept]
+
+
+async def apply_changes(
+    store: SnapshotStore,
+    changes: list[PathChange],
+    roots: Roots,
+    editor: EditorWrite | None,
+) -> list[tuple[PathChange, str]]:
+    """Make each change inside `roots`; the failures, each with why."""
+    texts = await off_loop(editor_texts, store, changes) if editor is not None else {}
+    on_disk = [change for change in changes if change.path not in texts]
+    failures = await off_loop(_apply_on_disk, store, on_disk, roots)
+    for change in changes:
+        if editor is not None and change.path in texts:
+            why = await _through_editor(editor, change, texts[change.path], roots)
+            if why is not None:
+                failures.append((change, why))
+    return failures
+
+
+async def with_buffers(
+    store: SnapshotStore, changes: list[PathChange], read: EditorRead
+) -> list[PathChange]:
+    """The changes, each file the editor would write marked `unsaved` when the editor's
+    buffer of it differs from the disk: writing it would lose what the user typed."""
+    through_editor = await off_loop(editor_texts, store, changes)
+    on_disk = await off_loop(_texts_now, store, changes, set(through_editor))
+    marked = []
+    for change in changes:
+        if change.path in on_disk:
+            try:
+                async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+                    held = await read(change.path)
+            except Exception:  # no buffer, or the editor cannot say: the disk is the file
+                held = on_disk[change.path]
+            change = attrs.evolve(change, unsaved=held != on_disk[change.path])
+        marked.append(change)
+    return marked
+
+
+def editor_texts(store: SnapshotStore, changes: list[PathChange]) -> dict[str, str]:
+    """The files that are files now and become text, with that text: the editor may hold
+    them in a buffer, so they go through it. Blocking: off the loop."""
+    texts = {}
+    for change in changes:
+        if change.target is None or change.target[0] != FILE:
+            continue
+        if change.now is None or change.now[0] != FILE:
+            continue
+        try:
+            texts[change.path] = store.object(change.target[6]).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return texts
+
+
+def _texts_now(store: SnapshotStore, changes: list[PathChange], paths: set[str]) -> dict[str, str]:
+    """What those of `paths` hold on disk now, as the restore's snapshot kept them (one
+    that is not text: left out, no buffer can hold it as it is)."""
+    texts = {}
+    for change in changes:
+        if change.path in paths and change.now is not None and change.now[0] == FILE:
+            try:
+                texts[change.path] = store.object(change.now[6]).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+    return texts
+
+
+async def _through_editor(
+    editor: EditorWrite, change: PathChange, text: str, roots: Roots
+) -> str | None:
+    """Write the file through the editor, then its mode on disk; why not, or None."""
+    assert change.target is not None
+    try:
+        async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+            await editor(change.path, text)
+    except TimeoutError:
+        return "the editor did not write it in time; it may be unchanged"
+    except Exception as error:  # the editor's JSON-RPC error: it did not write
+        reason = getattr(error, "message", None) or str(error) or type(error).__name__
+        return f"the editor could not write it: {reason}"
+    try:
+        await off_loop(_set_mode, roots, change.path, change.target[1])
+    except (OSError, ValueError) as error:
+        return f"its mode could not be set: {error}"
+    return None
+
+
+def _apply_on_disk(
+    store: SnapshotStore, changes: list[PathChange], roots: Roots
+) -> list[tuple[PathChange, str]]:
+    failures: list[tuple[PathChange, str]] = []
+    removals = [c for c in changes if c.now is not None and _must_go(c)]
+    for change in sorted(removals, key=lambda c: -c.depth):
+        _attempt(failures, change, _remove, roots, change)
+    failed = {change.path for change, _ in failures}
+    for change in sorted(changes, key=lambda c: c.depth):
+        if change.target is not None and change.path not in failed:
+            _attempt(failures, change, _put, store, roots, change)
+    return failures
+
+
+def _attempt(failures: list[tuple[PathChange, str]], change: PathChange, *call: Any) -> None:
+    function, *arguments = call
+    try:
+        function(*arguments)
+    except (OSError, ValueError) as error:  # `Refused` is a ValueError
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        failures.append((change, str(reason)))
+
+
+def _must_go(change: PathChange) -> bool:
+    """What is there now must be removed first: the path becomes absent, or another kind
+    (a file over a directory; a directory, or a link, over a file)."""
+    assert change.now is not None
+    if change.target is None:
+        return True
+    return change.now[0] != change.target[0] and (DIRECTORY in (change.now[0], change.target[0]))
+
+
+def _remove(roots: Roots, change: PathChange) -> None:
+    assert change.now is not None
+    entry = open_in_workspace(roots, change.path, Want.ENTRY)
+    assert entry.fd is not None and entry.name is not None
+    try:
+        if change.now[0] == DIRECTORY:
+            os.rmdir(entry.name, dir_fd=entry.fd)  # what is left in it (ignored) keeps it
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=entry.fd)
+    finally:
+        os.close(entry.fd)
+
+
+def _put(store: SnapshotStore, roots: Roots, change: PathChange) -> None:
+    target = change.target
+    assert target is not None
+    entry = open_in_workspace(roots, change.path, Want.ENTRY, create=True)
+    assert entry.fd is not None and entry.name is not None
+    try:
+        if target[0] == FILE:
+            replace_at(entry.fd, entry.name, store.object(target[6]), target[1])
+        elif target[0] == LINK:
+            temporary = f".{entry.name}.parley-{secrets.token_hex(4)}.tmp"
+            os.symlink(target[6], temporary, dir_fd=entry.fd)
+            os.replace(temporary, entry.name, src_dir_fd=entry.fd, dst_dir_fd=entry.fd)
+        else:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(entry.name, target[1], dir_fd=entry.fd)
+            _chmod_at(entry.fd, entry.name, target[1])
+    finally:
+        os.close(entry.fd)
+
+
+def _set_mode(roots: Roots, path: str, mode: int) -> None:
+    entry = open_in_workspace(roots, path, Want.ENTRY)
+    assert entry.fd is not None and entry.name is not None
+    try:
+        _chmod_at(entry.fd, entry.name, mode)
+    finally:
+        os.close(entry.fd)
+
+
+def _chmod_at(directory_fd: int, name: str, mode: int) -> None:
+    """The mode of `name` (a file or a directory, never a link's target) set: opened as a
+    place only (O_PATH: no read permission needed), then changed through /proc, which
+    names that very entry."""
+    descriptor = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=directory_fd)
+    try:
+        if stat.S_ISLNK(os.fstat(descriptor).st_mode):
+            raise ValueError(f"{name} is a symlink now")
+        os.chmod(f"/proc/self/fd/{descriptor}", mode)
+    finally:
+        os.close(descriptor)
+
+
+# --- undo and redo, planned (blocking: run off the loop) ---------------------------------
+
+
+@attrs.frozen
+class UndoPlan:
+    """A restore's snapshot side: the changes due, and what it cannot put back."""
+
+    turn: int
+    changes: list[PathChange]
+    known: set[str]  # every path the turns changed (printable): the checkpoints leave them
+    roots: Roots
+    before_id: str  # the roots as the restore found them: what a redo returns to
+    records: dict[int, dict[str, Any]]
+    not_covered: tuple[str, ...]
+
+
+def plan_undo(
+    store: SnapshotStore, session_id: str, turn: int, others: tuple[Path, ...]
+) -> UndoPlan | None:
+    """What undoing `turn` and every later one does (None: none of them has snapshots)."""
+    records = {
+        number: record
+        for number in store.turns(session_id)
+        if number >= turn and (record := store.turn_record(session_id, number)) is not None
+    }
+    if not records:
+        return None
+    ordered = [records[number] for number in sorted(records)]
+    cwd = ordered[0]["roots"][0]
+    roots = Roots(Path(cwd), others)
+    every = turn_changes(store, ordered, cwd)
+    current = _current(store, roots, ordered[-1])
+    kept, missing = not_kept(with_now(every, current.entries))
+    return UndoPlan(
+        turn,
+        kept,
+        {printable_name(path) for path in every},
+        roots,
+        current.manifest_id,
+        records,
+        not_covered(ordered, missing),
+    )
+
+
+def keep_for_redo(store: SnapshotStore, session_id: str, turn: int, undo: UndoPlan) -> None:
+    """After an undo: its turns' records go (a next undo goes further back), and the
+    restore is kept, so that a redo can put back what it changed."""
+    last = undo.records[max(undo.records)]
+    after = _current(store, undo.roots, last)
+    for number in undo.records:
+        store.drop_turn_record(session_id, number)
+    restores = store.restores(session_id)
+    restores.append(
+        {
+            "turn": turn,
+            "cwd": str(undo.roots.cwd),
+            "before": undo.before_id,
+            "after": after.manifest_id,
+            "ignore": last.get("ignore", []),
+            "records": {str(number): record for number, record in undo.records.items()},
+        }
+    )
+    store.put_restores(session_id, restores)
+
+
+@attrs.frozen
+class RedoPlan:
+    turn: int
+    changes: list[PathChange]
+    roots: Roots
+    not_covered: tuple[str, ...]
+
+
+def plan_redo(store: SnapshotStore, session_id: str, others: tuple[Path, ...]) -> RedoPlan | None:
+    """What redoing the last restore does (None: there is none to redo)."""
+    restores = store.restores(session_id)
+    if not restores:
+        return None
+    last = restores[-1]
+    roots = Roots(Path(last["cwd"]), others)
+    changes = redo_changes(store, last["before"], last["after"], last["cwd"])
+    current = _current(store, roots, last)
+    kept, missing = not_kept(with_now(changes, current.entries))
+    return RedoPlan(last["turn"], kept, roots, not_covered([], missing))
+
+
+def finish_redo(store: SnapshotStore, session_id: str) -> None:
+    """After a redo: the turns it put back can be undone again."""
+    restores = store.restores(session_id)
+    last = restores.pop()
+    for number, record in last["records"].items():
+        store.put_turn_record(session_id, int(number), record)
+    store.put_restores(session_id, restores)
+
+
+def last_changing_turn(store: SnapshotStore, session_id: str) -> int | None:
+    """The last turn whose snapshots differ, before and after it."""
+    for number in reversed(store.turns(session_id)):
+        record = store.turn_record(session_id, number)
+        if record is None or record["before"] == record["after"]:
+            continue
+        if turn_changes(store, [record], record["roots"][0]):
+            return number
+    return None
+
+
+def _current(store: SnapshotStore, roots: Roots, record: dict[str, Any]) -> Snapshot:
+    """The roots now, with the ignore rules the turn had (its content kept: a redo's)."""
+    ignore = tuple(record.get("ignore", ()))
+    return take_snapshot(store, roots.all, latest_snapshot(store, roots.all), ignore)
+
+
+# --- what a restore cannot put back ------------------------------------------------------
+
+# The kinds of tool that write only through the gate (Parley's edits): nothing outside.
+CONFINED_KINDS = frozenset({"edit", "delete", "move"})
+KERNEL_NOT_COVERED = (
+    "The Python kernel's variables: an evaluation's effect on the live kernel is not undone."
+)
+PROCESSES_NOT_COVERED = "Processes the turn's commands left running: they were not stopped."
+OUTSIDE_SANDBOXED = (
+    "Anything outside the workspace's roots (the sandbox let the turn's commands and "
+    "evaluations write nowhere else)."
+)
+OUTSIDE_UNSANDBOXED = (
+    "Anything outside the workspace's roots: the turn's commands and evaluations ran "
+    "unsandboxed and may have written there (`parley doctor` says why)."
+)
+IGNORED_NOT_COVERED = (
+    "Paths left out of the snapshots (`.gitignore`, `[checkpoints] ignore`, `.git`):"
+)
+NOT_KEPT_NOT_COVERED = "Files whose content was not kept:"
+
+
+def not_covered(records: list[dict[str, Any]], missing: list[PathChange]) -> tuple[str, ...]:
+    """What a restore of these turns' records cannot put back, in sentences."""
+    ran = {tool for record in records for tool in record.get("ran", ())}
+    said = []
+    if "python_eval" in ran:
+        said.append(KERNEL_NOT_COVERED)
+    if "run_command" in ran:
+        said.append(PROCESSES_NOT_COVERED)
+    kinds = {kind for record in records for kind in record.get("kinds", ())}
+    if kinds - CONFINED_KINDS:  # something but the gate's edits wrote
+        sandboxed = all(record.get("sandboxed") for record in records)
+        said.append(OUTSIDE_SANDBOXED if sandboxed else OUTSIDE_UNSANDBOXED)
+    cwd = Roots(Path(records[0]["roots"][0])) if records else None
+    ignored = list(dict.fromkeys(name for r in records for name in r.get("ignored", ())))
+    if ignored:
+        more = max(r.get("ignoredCount", 0) for r in records) - len(ignored)
+        listed = ", ".join(f"`{printable_name(name)}`" for name in ignored)
+        said.append(f"{IGNORED_NOT_COVERED} {listed}" + (f" and {more} more." if more > 0 else "."))
+    reasons = {path: why for record in records for path, why in record.get("notKept", {}).items()}
+    for change in missing:
+        reasons.setdefault(change.path, "its content was not kept")
+    if reasons:
+        listed = "; ".join(
+            f"`{printable_name(cwd.shown(path) if cwd else path)}` ({why})"
+            for path, why in sorted(reasons.items())
+        )
+        said.append(f"{NOT_KEPT_NOT_COVERED} {listed}.")
+    return tuple(said)
