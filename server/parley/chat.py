@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from parley.chat_question import PermissionAsker, allow_all_but_overwrites
 from parley.chat_view import TerminalView, shown_path
@@ -31,6 +31,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head` reports
 CANCEL_GRACE_SECONDS = 10.0  # how long a cancelled turn may take to answer before we leave
 FORGET_SECONDS = 10.0  # how long `session/delete` of a --no-store session may take
+
+
+class OpenSession(NamedTuple):
+    """The session a chat talks in, its model, and what the server said it offers."""
+
+    session_id: str
+    model: str
+    server_info: dict[str, Any]
 
 
 class TurnStopper:
@@ -108,7 +116,7 @@ async def _start_server(env: dict[str, str] | None) -> ParleyClient:
     return client
 
 
-def _server_env(env: dict[str, str] | None, model: str | None) -> dict[str, str] | None:
+def model_env(env: dict[str, str] | None, model: str | None) -> dict[str, str] | None:
     """The server preloads its default model's SDK (a second of imports) while it starts:
     make that the model this turn will use, not one it won't."""
     return {**(env or {}), "PARLEY_MODEL": model} if model else env
@@ -136,7 +144,7 @@ async def chat(
     `quiet`: stderr only for what goes wrong."""
     view = TerminalView(sys.stdout, sys.stderr, as_json, cwd, quiet=quiet)
     asker = PermissionAsker(view, cwd)
-    client = await _start_server(_server_env(env, model or session_model))
+    client = await _start_server(model_env(env, model or session_model))
     from pygls.exceptions import JsonRpcException
 
     stopper = TurnStopper(client, asker, view)
@@ -147,9 +155,10 @@ async def chat(
     forget = not store and session_id is None  # never a session the user asked to continue
     opened: str | None = None
     try:
-        opened = await _open_session(client, view, cwd, model, session_id, tool_policy, kernel)
-        if opened is None:
+        found = await open_session(client, view, cwd, model, session_id, tool_policy, kernel)
+        if found is None:
             return 2
+        opened = found.session_id
         client.on_update = view.show  # after the replay of a loaded session: only the answer
         stopper.session_id = opened
         result = await client.prompt(opened, prompt, literal=not commands)
@@ -165,7 +174,7 @@ async def chat(
     finally:
         stopper.finish()
         if forget and opened is not None:
-            await _forget(client, view, opened)
+            await forget_session(client, view, opened)
         await client.stop()
         loop.remove_signal_handler(signal.SIGINT)  # only now: Ctrl-C while stopping exits at once
     return _finish(view, result, opened, stopper.exit_code, kept=not forget)
@@ -189,7 +198,7 @@ async def attached(
     return None
 
 
-async def _open_session(
+async def open_session(
     client: ParleyClient,
     view: TerminalView,
     cwd: Path,
@@ -197,7 +206,7 @@ async def _open_session(
     session_id: str | None,
     tool_policy: str | None,
     kernel: dict[str, Any] | None = None,
-) -> str | None:
+) -> OpenSession | None:
     """Initialize the server and open the session: a new one with the chosen model (else
     the server's default), or `session_id` loaded. None: the model is not available (said)."""
     info = await client.initialize()
@@ -208,17 +217,19 @@ async def _open_session(
         return None
     if session_id is not None:
         loaded = await client.load_session(session_id, str(cwd), kernel=kernel)
-        return await attached(client, view, session_id, loaded["configOptions"], kernel)
+        ready = await attached(client, view, session_id, loaded["configOptions"], kernel)
+        return OpenSession(ready, chosen, info) if ready is not None else None
     settings: dict[str, Any] = {"model": chosen}
     if tool_policy:
         settings["toolPolicy"] = tool_policy
     if kernel is not None:  # `--kernel`: the Python tools in the user's own kernel
         settings["kernel"] = kernel
     opened = await client.new_session(str(cwd), **settings)
-    return await attached(client, view, opened, client.options_of(opened), kernel)
+    ready = await attached(client, view, opened, client.options_of(opened), kernel)
+    return OpenSession(ready, chosen, info) if ready is not None else None
 
 
-async def _forget(client: ParleyClient, view: TerminalView, session_id: str) -> None:
+async def forget_session(client: ParleyClient, view: TerminalView, session_id: str) -> None:
     """Deletes a session that is not to be kept (`--no-store`); says so when it cannot."""
     from pygls.exceptions import JsonRpcException
 

@@ -27,7 +27,53 @@ def keeps_session(args: argparse.Namespace, settings: Settings) -> bool:
     return settings.chat.store if asked is None else asked
 
 
+def interactive_refusal(args: argparse.Namespace) -> str | None:
+    """Why `parley chat` with no prompt cannot chat here, or None: it needs a terminal to
+    read from and write to, and options that make sense in a conversation."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return "give a prompt (or - to read it from stdin): with no prompt it chats on a terminal"
+    clashing = [
+        flag
+        for flag, given in (
+            ("--json", args.json),
+            ("--quiet", getattr(args, "quiet", False)),
+            ("--command", getattr(args, "slash_command", False)),
+            ("--model demo", args.model == "demo"),
+            ("--kernel", bool(getattr(args, "kernel", None))),  # (not in the chat loop yet)
+        )
+        if given
+    ]
+    if clashing:
+        return f"{', '.join(clashing)} needs a prompt: the interactive chat takes none"
+    return None
+
+
+def run_interactive(args: argparse.Namespace, settings: Settings) -> int:
+    """`parley chat` with no prompt, on a terminal: the chat loop (`chat_loop.py`)."""
+    why_not = interactive_refusal(args)
+    if why_not is not None:
+        print(f"parley: {why_not}", file=sys.stderr)
+        return 2
+    from parley.chat_loop import chat_loop
+
+    return asyncio.run(
+        chat_loop(
+            home=settings.home,
+            model=args.model,
+            cwd=Path(args.cwd or os.getcwd()).resolve(),
+            session_id=args.session,
+            session_model=getattr(args, "session_model", None),
+            session_title=getattr(args, "session_title", None),
+            allow_all=args.yes,
+            tool_policy=args.tool_policy,
+            store=keeps_session(args, settings),
+        )
+    )
+
+
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
+    if args.prompt is None:
+        return run_interactive(args, settings)
     cwd = Path(args.cwd or os.getcwd()).resolve()
     quiet = getattr(args, "quiet", False)
     explicit = getattr(args, "slash_command", False)

@@ -9,25 +9,17 @@ a terminal (stdin is one) or with `--command`: text piped in is sent as text.
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import BinaryIO
 
-from parley.display import escape_controls
+from parley.display import BACKTICK_RUNS as BACKTICK_RUNS  # (the fence's rule: read here too)
+from parley.display import escape_controls, fence_for
 
 STDIN_BLOCK = "stdin"  # the fenced block's name (its info string)
-BACKTICK_RUNS = re.compile(r"`+")
 
 
 class NotACommand(ValueError):
     """`--command` with a prompt that is no slash command."""
-
-
-def fence_for(text: str) -> str:
-    """A fence that no run of backticks in `text` can close: one longer than the longest
-    (CommonMark: a closing fence is at least as long as the opening one), at least three."""
-    longest = max((len(run) for run in BACKTICK_RUNS.findall(text)), default=0)
-    return "`" * max(3, longest + 1)
 
 
 def with_piped_text(words: str, piped: str) -> str:

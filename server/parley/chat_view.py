@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from parley.display import (
     error_line,
@@ -203,12 +203,22 @@ class ToolCallSeen:
             self.is_edit = True
 
 
+class AnswerStream(Protocol):
+    """How the answer's pieces become terminal text: `feed` a piece, `finish` at its end."""
+
+    def feed(self, text: str) -> str: ...
+
+    def finish(self) -> str: ...
+
+
 class TerminalView:
     """Shows a session's updates the way a person reads them in a terminal.
 
     A stream whose reader went away (a closed pipe) is silenced; when it is stdout,
     `on_output_closed` is told, so the turn can end: nobody reads the answer any more.
     `asked`: the calls whose permission question showed their input (and diff) already.
+    `answer_stream`: how the answer is drawn (default: as it comes, as plain text); one that
+    holds text back (Markdown drawn block by block) gives it before anything else is shown.
     """
 
     def __init__(
@@ -218,6 +228,7 @@ class TerminalView:
         as_json: bool,
         cwd: Path | None = None,
         quiet: bool = False,
+        answer_stream: AnswerStream | None = None,
     ) -> None:
         self.out, self.err, self.as_json, self.cwd, self.quiet = out, err, as_json, cwd, quiet
         self.edits = EditedFiles()
@@ -228,7 +239,9 @@ class TerminalView:
         self._message_id: str | None = None
         self._calls: dict[str, ToolCallSeen] = {}
         self._streamed: set[str] = set()  # calls whose output was shown as it came
-        self._answer_text = TerminalStream()  # the model's text: no escape sequence at all
+        # The model's text: no escape sequence at all.
+        self._answer_text: AnswerStream = answer_stream or TerminalStream()
+        self._holds_blocks = answer_stream is not None
         self._thought_text = TerminalStream()
         self._outputs: dict[str, TerminalStream] = {}  # a command's output: its colours
         self._open_output: str | None = None  # the call whose output left the line open
@@ -378,6 +391,7 @@ class TerminalView:
 
     def end_line(self) -> None:
         """Ends a line left open (on stderr: the terminal both streams usually share)."""
+        self._answer_held_back()
         if self._mid_line:
             self._write(self.err, "\n")
 
@@ -397,7 +411,17 @@ class TerminalView:
     def _dim(self, text: str) -> str:
         return painted(text, "2") if self.colour else text
 
+    def _answer_held_back(self) -> None:
+        """What the answer's stream holds back (an unfinished block), shown now: it came
+        before what is shown next."""
+        if self._holds_blocks:
+            self._holds_blocks = False  # (showing it writes)
+            self.answer(self._answer_text.finish())
+            self._holds_blocks = True
+
     def _write(self, stream: TextIO, text: str) -> None:
+        if stream is self.err:
+            self._answer_held_back()
         text = terminal_text(text, self.colour)  # whatever the text, nothing drives the terminal
         self._open_output = None  # what continues an output's open line is in it no more
         if text and not (stream is self.out and self.output_closed):

@@ -1,4 +1,4 @@
-"""The `parley` command: serve | chat | demo | sessions | export | bench | doctor."""
+"""The `parley` command: serve | chat | demo | sessions | export | bench | doctor | fake-llm."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from parley.core.redact import redact, remember_secrets
 from parley.sandbox import make_undumpable, policy_lines, sandbox_status
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FAKE_LLM = "fake-llm"  # the subcommand that runs parley.fakellm
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -44,11 +45,15 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Content-Length frames (jsonrpc.el, vscode-jsonrpc) or one JSON per line (ACP)",
     )
 
-    chat = commands.add_parser("chat", help="ask once; the answer streams to stdout")
+    chat = commands.add_parser(
+        "chat",
+        help="ask once, the answer streamed to stdout; with no prompt, on a terminal: a chat",
+    )
     chat.add_argument(
         "prompt",
+        nargs="?",
         help="what to ask; text piped in follows it as a ```stdin block; - reads the whole "
-        "prompt from stdin",
+        "prompt from stdin; none, on a terminal: an interactive chat, turn after turn",
     )
     chat.add_argument("--model", help="provider:model, or 'demo' for the scripted model")
     chat.add_argument(
@@ -107,6 +112,12 @@ def _build_parser() -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", help="list the stored sessions, newest first")
     sessions.add_argument("--json", action="store_true", help="as a JSON array")
     sessions.add_argument("--limit", type=int, default=50, help="at most this many (50)")
+    sessions.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_false",
+        help="no line of column names (printed only to a terminal anyway)",
+    )
     export = commands.add_parser("export", help="write a session's transcript to stdout")
     export.add_argument(
         "session", help="the session: its id, a unique start of it, or 'last' (the newest)"
@@ -122,6 +133,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parser(
         "doctor", help="say whether the kernel and MCP servers run sandboxed, and why not"
+    )
+    # Its options are its own module's (`python -m parley.fakellm`): handed on as they are.
+    commands.add_parser(
+        FAKE_LLM,
+        help="a local fake LLM for trying Parley offline: plays a script of replies "
+        "(--script FILE.json; --help for more)",
+        add_help=False,
     )
     return parser
 
@@ -189,7 +207,13 @@ def _main(argv: list[str] | None) -> int:
     # the keys, and a child without CAP_SYS_PTRACE cannot read a non-dumpable process's environ.
     make_undumpable()
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == FAKE_LLM:  # a test double: no settings, no store
+        from parley.fakellm.__main__ import main as fake_llm
+
+        return fake_llm(rest, prog=f"{parser.prog} {FAKE_LLM}")
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.log_level not in LOG_LEVELS:  # a bad $PARLEY_LOG_LEVEL (argparse checks only flags)
         parser.error(f"PARLEY_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
     if args.command == "chat" and args.session is not None and args.store is False:
@@ -244,6 +268,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 if args.session is not None:
                     stored = find_session(store, args.session)
                     args.session, args.session_model = stored.id, stored.settings.model
+                    args.session_title = stored.title  # (the interactive chat names it)
             except UnknownSession as error:
                 print(f"parley: {error}", file=sys.stderr)
                 return 1
@@ -255,6 +280,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return 130  # 128 + SIGINT, as the chat itself exits on Ctrl-C
     if args.command in ("sessions", "export"):
         return _read_store(args, settings)
+
     if args.command == "bench":
         from parley.bench import run_benchmarks
 
@@ -304,13 +330,26 @@ def _for_stdout(text: str) -> str:
 def _read_store(args: argparse.Namespace, settings: Settings) -> int:
     from parley.agent.export import export_json, export_markdown
     from parley.store import Store
-    from parley.transcript import UnknownSession, find_session, sessions_json, sessions_table
+    from parley.transcript import (
+        NO_SESSIONS,
+        UnknownSession,
+        find_session,
+        sessions_json,
+        sessions_table,
+    )
 
     store = Store.open_in(settings.home)
     try:
         if args.command == "sessions":
-            listing = sessions_json if args.json else sessions_table
-            print(_for_stdout(listing(store, limit=args.limit)))
+            if args.json:
+                listing = sessions_json(store, limit=args.limit)
+            else:  # the columns' names are for a person, not for `| head -1`
+                header = args.header and sys.stdout.isatty()
+                listing = sessions_table(store, limit=args.limit, header=header)
+            if not listing:
+                print(NO_SESSIONS, file=sys.stderr)
+                return 0
+            print(_for_stdout(listing))
             sys.stdout.flush()
             return 0
         try:

@@ -9,6 +9,7 @@ Pure functions of their arguments (and of the local time zone): no other parley 
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Mapping
 from datetime import datetime
@@ -47,6 +48,16 @@ def format_context(used: int | None, size: int | None) -> str:
 
 
 # --- tool calls ---------------------------------------------------------------------------
+
+BACKTICK_RUNS = re.compile(r"`+")
+
+
+def fence_for(text: str) -> str:
+    """A fence that no run of backticks in `text` can close: one longer than the longest
+    (CommonMark: a closing fence is at least as long as the opening one), at least three."""
+    longest = max((len(run) for run in BACKTICK_RUNS.findall(text)), default=0)
+    return "`" * max(3, longest + 1)
+
 
 # The argument of a tool that is code, and its language; `command` is code of any tool.
 CODE_ARGUMENTS = {("python_eval", "code"): "python", ("elisp_eval", "form"): "elisp"}

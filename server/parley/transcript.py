@@ -12,11 +12,15 @@ from parley.store import Store, StoredSession
 ID_PREFIX = "sess_"  # every session id's; a prefix may leave it out
 
 
-def sessions_table(store: Store, limit: int = 50) -> str:
+NO_SESSIONS = "No sessions yet."
+
+
+def sessions_table(store: Store, limit: int = 50, header: bool = True) -> str:
+    """One line per session, newest first (local times); `header`: the columns' names first
+    (for a person: a script reading `parley sessions | head -1` gets the newest session).
+    "" when there is none."""
     rows = store.list_sessions(limit=limit)
-    if not rows:
-        return "No sessions yet."
-    lines = [f"{'session':<26} {'updated':<17} {'model':<28} title"]
+    lines = [f"{'session':<26} {'updated':<17} {'model':<28} title"] if header and rows else []
     for session in rows:
         updated = format_time(session.updated_at)
         lines.append(

@@ -128,7 +128,7 @@ def test_sessions_and_export(fake: FakeLLM, tmp_path: Path, workspace) -> None:
     assert done.returncode == 0, done.stderr
     listing = run_parley("sessions", env=env)
     assert "What is area?" in listing.stdout
-    session_id = listing.stdout.splitlines()[1].split()[0]
+    session_id = listing.stdout.splitlines()[0].split()[0]  # piped: no header
     markdown = run_parley("export", session_id, env=env).stdout
     assert "## You\n\nWhat is area?" in markdown
     assert "**Tool `read_file`** (done)" in markdown and "def area" in markdown
@@ -668,7 +668,7 @@ def test_sessions_shows_local_times(fake: FakeLLM, tmp_path: Path, workspace) ->
     newest = json.loads(run_parley("sessions", "--json", env=env).stdout)[0]
     stamp = datetime.fromisoformat(newest["updatedAt"].replace("Z", "+00:00"))
     local = stamp.astimezone(ZoneInfo("Asia/Kolkata")).strftime("%H:%M")
-    row = run_parley("sessions", env=env).stdout.splitlines()[1]
+    row = run_parley("sessions", env=env).stdout.splitlines()[0]  # piped: no header
     assert row.startswith(newest["id"]) and f" {local} " in row
     assert "T" not in row.split()[1] and "Z" not in row.split()[1]
 

@@ -42,6 +42,9 @@ LAYERS = {
     "parley.cli": "commands",
     "parley.chat": "commands",  # a turn from the command line
     "parley.chat_command": "commands",  # `parley chat`'s options
+    "parley.chat_input": "commands",  # the interactive chat's line editor
+    "parley.chat_loop": "commands",  # the interactive chat: turn after turn in one session
+    "parley.chat_markdown": "commands",  # the answer's Markdown drawn for the terminal
     "parley.chat_prompt": "commands",  # the prompt: the words and what is piped in
     "parley.chat_question": "commands",  # the permission question on the terminal
     "parley.chat_view": "commands",  # the turn on stdout and stderr

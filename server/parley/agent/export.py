@@ -2,13 +2,16 @@
 client: `parley export`, `_parley/session/export`, which Emacs and VS Code call) and JSON.
 
 The Markdown nests what the model and the user wrote under the turn's own headings: a
-session is `#`, each speaker `##`, so every heading inside a message is moved down two levels
-(`#` becomes `###`, at most `######`), code blocks left alone. A reader's outline (and a
-Markdown file's table of contents) then shows the turns, with each answer's sections under it.
+session is `#`, each speaker `##` (one `## Parley` per turn, however many model rounds its
+tool calls took), so every heading inside a message is moved down two levels (`#` becomes
+`###`, at most `######`), code blocks left alone. A reader's outline (and a Markdown file's
+table of contents) then shows the turns, with each answer's sections under it. An edit is
+shown as its diff (numbered from the line the edit was shown at), not as its arguments.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable
@@ -26,13 +29,16 @@ from parley.core.conversation import (
     UserMessage,
     image_note,
 )
-from parley.display import format_cost, format_full_time, tool_input_parts
+from parley.display import fence_for, format_cost, format_full_time, tool_input_parts
 from parley.store import Store, StoredNotice, StoredSession, encode_message
 
 # An ATX heading (up to three spaces, 1-6 `#`, then a space or the line's end), and a fence.
 HEADING = re.compile(r"^( {0,3})(#{1,6})(?=[ \t]|$)")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 NESTED_BY = 2  # levels below a speaker's `##`
+PARLEY_HEADING = "## Parley"
+EDIT_TOOL = "edit_file"  # its `old_text` and `new_text` are shown as a diff
+HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@$")
 
 
 def nested_headings(text: str) -> str:
@@ -90,12 +96,18 @@ def export_markdown(store: Store, session: StoredSession) -> str:
     messages = store.messages(session.id)
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
     notices = store.notices(session.id)
+    answering = False  # the document ends in the answer of a turn (under `## Parley`)
     for position, message in enumerate(messages):
-        out += _notice_lines(notice for notice in notices if notice.after == position)
+        said = _notice_lines(notice for notice in notices if notice.after == position)
+        out += said
         if isinstance(message, UserMessage):
             out += _user_lines(message)
         elif isinstance(message, AssistantMessage):
-            out += _assistant_lines(message, results)
+            # A turn's later rounds continue its answer, under the turn's one heading.
+            out += _assistant_lines(message, results, heading=bool(said) or not answering)
+        answering = isinstance(message, AssistantMessage | ToolResultMessage) and (
+            answering or isinstance(message, AssistantMessage)
+        )
     out += _notice_lines(notice for notice in notices if notice.after >= len(messages))
     usage = store.usage_totals(session.id)
     cost = format_cost(usage.cost)
@@ -117,7 +129,7 @@ def _notice_lines(notices: Iterable[StoredNotice]) -> list[str]:
         if notice.level == COMMAND:
             out += ["", "## You", "", f"`{notice.text}`"]
         elif notice.level == COMMAND_REPLY:
-            out += ["", "## Parley", "", nested_headings(notice.text)]
+            out += ["", PARLEY_HEADING, "", nested_headings(notice.text)]
         else:
             out += ["", f"> **{notice.level.title()}:** {notice.text}"]
     return out
@@ -138,9 +150,67 @@ def _user_lines(message: UserMessage) -> list[str]:
     return out
 
 
-def _assistant_lines(message: AssistantMessage, results: dict[str, ToolResultMessage]) -> list[str]:
-    """The answer: its thoughts folded, its text, each call with its input and result."""
-    out = ["", "## Parley", ""]
+def edit_diff(arguments: dict[str, Any], first_changed_line: int | None) -> str | None:
+    """An edit's `old_text` → `new_text` as a unified diff, numbered in the file when the
+    line of its first change is known (how the call was shown); None when its arguments
+    are not an edit's."""
+    old, new, path = (arguments.get(key) for key in ("old_text", "new_text", "path"))
+    if not (isinstance(old, str) and isinstance(new, str)):
+        return None
+    if old.endswith("\n") and new.endswith("\n"):  # both end a line: no empty line after
+        old, new = old[:-1], new[:-1]
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    first = next(
+        (i for i, pair in enumerate(zip(old_lines, new_lines, strict=False)) if len(set(pair)) > 1),
+        min(len(old_lines), len(new_lines)),
+    )
+    offset = first_changed_line - 1 - first if first_changed_line else None
+    name = path if isinstance(path, str) else "?"
+    lines = []
+    for line in difflib.unified_diff(old_lines, new_lines, f"a/{name}", f"b/{name}", lineterm=""):
+        hunk = HUNK.match(line)
+        if hunk and offset is None:
+            line = "@@"
+        elif hunk and offset is not None:
+            old_start, old_count, new_start, new_count = hunk.groups()
+            line = (
+                f"@@ -{int(old_start) + offset}{old_count or ''} "
+                f"+{int(new_start) + offset}{new_count or ''} @@"
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _first_changed_line(result: ToolResultMessage | None) -> int | None:
+    """The line an edit was shown at (its location when it was announced), if stored."""
+    shown = result.shown if result is not None else None
+    locations = shown.get("locations") if isinstance(shown, dict) else None
+    where = locations[0] if isinstance(locations, list) and locations else None
+    line = where.get("line") if isinstance(where, dict) else None
+    return line if type(line) is int and line > 0 else None
+
+
+def _call_input_lines(name: str, arguments: Any, result: ToolResultMessage | None) -> list[str]:
+    """A call's input as fenced blocks: an edit's diff, else its code and other arguments."""
+    diff = (
+        edit_diff(arguments, _first_changed_line(result))
+        if name == EDIT_TOOL and isinstance(arguments, dict)
+        else None
+    )
+    if diff is not None:
+        return [f"{fence_for(diff)}diff", diff, fence_for(diff)]
+    out: list[str] = []
+    for language, text in tool_input_parts(name, arguments):
+        out += [f"```{language}", text, "```"]
+    return out
+
+
+def _assistant_lines(
+    message: AssistantMessage, results: dict[str, ToolResultMessage], heading: bool = True
+) -> list[str]:
+    """The answer: its thoughts folded, its text, each call with its input and result
+    (under the turn's heading, or continuing it: `heading` False)."""
+    out = ["", PARLEY_HEADING, ""] if heading else [""]
     for thought in message.thinking:
         if thought.text:
             quoted = "\n".join(f"> {line}" for line in thought.text.splitlines())
@@ -151,8 +221,7 @@ def _assistant_lines(message: AssistantMessage, results: dict[str, ToolResultMes
         result = results.get(call.id)
         status = "failed" if result is None or result.is_error else "done"
         out += ["", f"**Tool `{call.name}`** ({status})", ""]
-        for language, text in tool_input_parts(call.name, call.arguments):
-            out += [f"```{language}", text, "```"]
+        out += _call_input_lines(call.name, call.arguments, result)
         if result is not None:
             out += ["", "```", result.content, "```"]
     return out

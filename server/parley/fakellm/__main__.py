@@ -25,8 +25,8 @@ from parley.fakellm.codec import replies_from_json
 from parley.fakellm.server import FakeLLM
 
 
-def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m parley.fakellm", description=__doc__)
+def _parse_arguments(argv: list[str] | None, prog: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", type=Path, help="write the port number here")
@@ -42,8 +42,9 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    arguments = _parse_arguments(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m parley.fakellm") -> int:
+    """`prog`: how the user called it (`parley fake-llm` hands its arguments on)."""
+    arguments = _parse_arguments(argv, prog)
     replies = []
     if arguments.script is not None:
         script_data = json.loads(arguments.script.read_text(encoding="utf-8"))
