@@ -124,8 +124,10 @@ const EVENT_REDUCERS: EventReducers = {
     return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
   },
   permissionAsked: (state, event) => ({ ...state, entries: [...finishStreaming(state.entries), permissionEntry(state, event.requestId, event.params)] }),
-  permissionAnswered: (state, event) =>
+  permissionAnswered: (state, event) => markRejected(
     mapEntry(state, `perm-${event.requestId}`, (e) => (e.kind === 'permission' && !e.answer ? answered(e, event.optionId, event.cancelled) : e)),
+    event.requestId,
+  ),
   turnEnded: (state, event) => endTurn(state, event.turn, event.edited ?? []),
   offerRetry: (state) => offerRetry(state),
   dropLastTurn: (state) => {
@@ -169,6 +171,15 @@ function answered(entry: PermissionEntry, optionId: string | undefined, cancelle
   const option = entry.options.find((o) => o.optionId === optionId);
   const label = cancelled || !option ? 'Cancelled' : option.name;
   return { ...entry, answer: { optionId: option?.optionId, kind: cancelled ? undefined : option?.kind, label } };
+}
+
+/** The call a question was answered "reject" about, marked rejected (its card says so when it ends). */
+function markRejected(state: ChatState, requestId: string): ChatState {
+  const question = state.entries.find((e): e is PermissionEntry => e.id === `perm-${requestId}` && e.kind === 'permission');
+  if (!question?.answer?.kind?.startsWith('reject')) {
+    return state;
+  }
+  return mapEntry(state, `tool-${question.toolCallId}`, (e) => (e.kind === 'tool' ? { ...e, rejected: true } : e));
 }
 
 /** The turn's end: streaming done, open questions cancelled, and its turn entry when it edited files. */
