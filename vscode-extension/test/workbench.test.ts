@@ -59,6 +59,8 @@ const CONVERSATION: FakeReply[] = [
   { text: 'The perimeter is `2 * (width + height)`.' }, // after the reload: the server logs its request
   { text: 'Running it.', tool_calls: [{ name: 'run_command', arguments: { command: COMMAND } }] }, // a command (issue 25)
   { text: 'Step 2 failed.' },
+  { text: 'Let me look.', tool_calls: [{ name: 'run_command', arguments: { command: 'git status --short' } }] }, // rejected (issue 43)
+  { text: ['Not run, then. The functions:', '', '| Function | Lines | Tested |', '| :--- | ---: | :---: |', '| perimeter_of_rectangle | 12 | yes |', '| area | 3 | no |'].join('\n') },
 ];
 
 /** code-server's entry point: $PARLEY_CODE_SERVER, else installed (or found cached) by the script. */
@@ -210,6 +212,8 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
   let page: Page;
   let url = '';
   const codeServerLog: string[] = [];
+  /** What the chat's page (a webview's frame) logged as an error: a refused inline style is one. */
+  const pageErrors: string[] = [];
   const started = Date.now();
 
   before(async () => {
@@ -250,6 +254,11 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
     page = await context.newPage();
     page.setDefaultTimeout(30_000);
+    page.on('console', (msg) => {
+      if (msg.type() === 'error' && /webview/.test(msg.location().url)) {
+        pageErrors.push(`${msg.location().url}: ${msg.text()}`);
+      }
+    });
     fs.mkdirSync(OUTPUT, { recursive: true });
   });
 
@@ -549,6 +558,10 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     const question = chat.locator('.entry-permission').last();
     await question.getByText('Parley asks permission').waitFor();
     assert.match(await question.innerText(), /step 1 passed/, 'the question shows the command in full');
+    // The server's Markdown rendered (issue 43): the command a code block, the title's code as code.
+    assert.match(await question.locator('.code-block pre code').innerText(), /printf '\\033\[32mstep 1 passed/);
+    assert.match(await question.locator('.permission-title code').innerText(), /^printf /);
+    assert.doesNotMatch(await question.innerText(), /`/, 'no literal backtick on the question');
     await question.locator('button[data-kind="allow_once"]').click();
 
     const card = chat.locator('.entry-tool', { hasText: 'Run' }).last();
@@ -574,6 +587,34 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await terminal.getByText(/Exit.code:.0/).waitFor();
     await page.locator('.part.panel').screenshot({ path: path.join(OUTPUT, 'workbench-command-terminal.png') });
     await page.keyboard.press('Control+J'); // hide the panel again
+  });
+
+  it('a rejected command is badged rejected, not failed; a table is aligned within the CSP', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await send(chat, 'What is the status?');
+    const question = chat.locator('.entry-permission').last();
+    await question.getByText('Parley asks permission').waitFor();
+    assert.equal(await question.locator('.permission-title code').innerText(), 'git status --short');
+    await question.locator('button[data-kind="reject_once"]').click();
+    const answer = chat.locator('.entry-agent', { hasText: 'Not run, then.' });
+    await answer.waitFor();
+    await turnEnded(chat);
+    const card = chat.locator('.entry-tool', { hasText: 'git status --short' }).last();
+    assert.equal(await card.locator('.tool-badge').innerText(), 'rejected');
+    assert.match(await chat.locator('.permission-answer').last().innerText(), /^Rejected: Run git status --short$/);
+    const aligned = await answer.locator('table tr:nth-child(1) td').evaluateAll((tds) => tds.map((td) => `${td.className}:${getComputedStyle(td).textAlign}`));
+    assert.deepEqual(aligned, ['align-left:left', 'align-right:right', 'align-center:center']);
+    await sidebarShot('rejected-table');
+  });
+
+  it("the chat's page logged no error (a style the CSP refuses is one)", (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    assert.deepEqual(pageErrors, []);
   });
 
   it('renders code in Dark Modern and Light Modern', async (t) => {

@@ -60,6 +60,7 @@ export function chatPageHtml(r: ChatPageResources): string {
     <div id="empty" class="empty">Ask Parley about your code. It can read your workspace, run Python in a live kernel, and look at your editor.</div>
   </main>
   <footer id="composer">
+    <button id="jump-latest" class="secondary" hidden title="Scroll to the end of the conversation">Jump to latest ↓</button>
     <div id="context-chips"></div>
     <ul id="command-menu" role="listbox" aria-label="Commands" hidden></ul>
     <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line, / for commands)" aria-label="Prompt" aria-autocomplete="list" aria-controls="command-menu"></textarea>
