@@ -96,12 +96,12 @@ describe('approval cards, tables and the plan as a user sees them (issue 43)', {
     await host.chunks('agent_message_chunk', 'm1', `Summary:\n\n${table}\n\nDone.`, 9);
     await host.apply({ type: 'turnEnded', stopReason: 'end_turn', turn: 1 });
     const cells = await page.locator('.entry-agent table tr:nth-child(1) td').evaluateAll((tds) =>
-      tds.map((td): { cls: string; style: string | null; align: string } => ({ cls: td.className, style: td.getAttribute('style'), align: getComputedStyle(td).textAlign })),
+      tds.map((td): { cls: string; style: boolean; align: string } => ({ cls: td.className, style: td.hasAttribute('style'), align: getComputedStyle(td).textAlign })),
     );
     assert.deepEqual(cells, [
-      { cls: 'align-left', style: null, align: 'left' },
-      { cls: 'align-right', style: null, align: 'right' },
-      { cls: 'align-center', style: null, align: 'center' },
+      { cls: 'align-left', style: false, align: 'left' },
+      { cls: 'align-right', style: false, align: 'right' },
+      { cls: 'align-center', style: false, align: 'center' },
     ]);
     const header = await page.locator('.entry-agent th').first().evaluate((th) => {
       const range = document.createRange();
