@@ -96,7 +96,7 @@ describe('approval cards, tables and the plan as a user sees them (issue 43)', {
     await host.chunks('agent_message_chunk', 'm1', `Summary:\n\n${table}\n\nDone.`, 9);
     await host.apply({ type: 'turnEnded', stopReason: 'end_turn', turn: 1 });
     const cells = await page.locator('.entry-agent table tr:nth-child(1) td').evaluateAll((tds) =>
-      tds.map((td): { cls: string; style: boolean; align: string } => ({ cls: td.className, style: td.hasAttribute('style'), align: getComputedStyle(td).textAlign })),
+      tds.map((td): { cls: string; style: boolean; align: string } => ({ cls: td.getAttribute('class') ?? '', style: td.hasAttribute('style'), align: getComputedStyle(td).textAlign })),
     );
     assert.deepEqual(cells, [
       { cls: 'align-left', style: false, align: 'left' },
