@@ -43,6 +43,8 @@ const ANSWER = [
   '',
   'Call it with `area(3, 4)`.',
 ].join('\n');
+/** Long enough to scroll: the user reads above while it streams. */
+const LONG = Array.from({ length: 40 }, (_, i) => `Point ${i + 1}: the chat follows a prompt, not a reader who scrolled up.`).join('\n\n');
 const SLOW = 'This answer streams slowly so that it can be stopped half way. '.repeat(30);
 /** A command whose output comes in three parts a second apart, coloured: seen live, then its end. */
 const COMMAND = "printf '\\033[32mstep 1 passed\\033[0m\\n'; sleep 1; printf '\\033[1;31mFAILED\\033[0m step 2\\n'; sleep 1; echo all done";
@@ -61,6 +63,7 @@ const CONVERSATION: FakeReply[] = [
   { text: 'Step 2 failed.' },
   { text: 'Let me look.', tool_calls: [{ name: 'run_command', arguments: { command: 'git status --short' } }] }, // rejected (issue 43)
   { text: ['Not run, then. The functions:', '', '| Function | Lines | Tested |', '| :--- | ---: | :---: |', '| perimeter_of_rectangle | 12 | yes |', '| area | 3 | no |'].join('\n') },
+  { text: LONG, chunk_size: 40, pacing: { chunks_per_second: 10 } }, // the chat follows (issue 43): about 8 s
 ];
 
 /** code-server's entry point: $PARLEY_CODE_SERVER, else installed (or found cached) by the script. */
@@ -386,7 +389,13 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     for (const b of layout.buttons) {
       assert.ok(b.right <= layout.width, `${b.name} is inside the view (${b.right} > ${layout.width})`);
     }
-    await chat.locator('#toolbar').getByText('New', { exact: true }).waitFor();
+    // The toolbar leaves room to read (issue 43): the model (its whole name) and the settings;
+    // New and History are the view's title bar's + and clock, not repeated here.
+    await chat.locator('#settings-button').waitFor();
+    assert.equal(await chat.locator('#toolbar button').count(), 1, 'one button: the settings');
+    assert.equal(await chat.locator('#tool-policy').isHidden(), true, 'the tool policy is in the settings');
+    const toolbarHeight = await chat.locator('#toolbar').evaluate((el) => el.getBoundingClientRect().height);
+    assert.ok(toolbarHeight <= 40, `one row (${toolbarHeight} px)`);
   });
 
   it("installs its server with the chat's one button, in a profile with no parley anywhere", async (t) => {
@@ -470,10 +479,11 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
       return t.skip(skip);
     }
     const chat = chatFrame(page);
-    await chat.locator('#new-button').click();
+    const titleBar = page.locator('.part.sidebar .title-actions');
+    await titleBar.getByRole('button', { name: 'New Session' }).click();
     await chat.locator('#empty').waitFor({ state: 'visible' });
     assert.equal(await chat.locator('.entry-user').count(), 0, 'New shows an empty chat');
-    await chat.locator('#sessions-button').click();
+    await titleBar.getByRole('button', { name: 'Show Sessions' }).click();
     const rows = chat.locator('#session-list li[data-session-id]');
     await rows.first().waitFor();
     const titles = await chat.locator('#session-list .session-title').allInnerTexts();
@@ -493,7 +503,7 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
     await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
     // Reloading stored no new session.
-    await chat.locator('#sessions-button').click();
+    await page.locator('.part.sidebar .title-actions').getByRole('button', { name: 'Show Sessions' }).click();
     await chat.locator('#session-list li[data-session-id]').first().waitFor();
     assert.deepEqual(await chat.locator('#session-list .session-title').allInnerTexts(), ['How do I compute the area of a rectangle?']);
     await chat.locator('#sessions-close').click();
@@ -608,6 +618,36 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     const aligned = await answer.locator('table tr:nth-child(1) td').evaluateAll((tds) => tds.map((td) => `${td.className}:${getComputedStyle(td).textAlign}`));
     assert.deepEqual(aligned, ['align-left:left', 'align-right:right', 'align-center:center']);
     await sidebarShot('rejected-table');
+  });
+
+  it('follows a prompt sent while the user reads above; new output then leaves them there, with "Jump to latest"', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    const transcript = chat.locator('#transcript');
+    await transcript.evaluate((el) => (el.scrollTop = 0));
+    await chat.locator('#jump-latest').waitFor({ state: 'visible' });
+    await send(chat, 'Explain how the chat scrolls.');
+    const prompt = chat.locator('.entry-user', { hasText: 'Explain how the chat scrolls.' });
+    await prompt.waitFor();
+    const inView = await prompt.evaluate((el) => {
+      const box = el.getBoundingClientRect();
+      const view = el.ownerDocument.getElementById('transcript')!.getBoundingClientRect();
+      return box.bottom > view.top && box.top < view.bottom;
+    });
+    assert.equal(inView, true, 'the prompt sent is in view');
+    // While it streams, the user scrolls up to read: the output does not take them down.
+    await chat.locator('.entry-agent', { hasText: 'Point 3:' }).waitFor();
+    await transcript.evaluate((el) => (el.scrollTop = 0));
+    await chat.locator('.entry-agent', { hasText: 'Point 12:' }).waitFor();
+    assert.equal(await transcript.evaluate((el) => el.scrollTop), 0, 'still where the user reads');
+    await chat.locator('#jump-latest').click();
+    await turnEnded(chat);
+    const atEnd = await transcript.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight < 2);
+    assert.equal(atEnd, true, 'Jump to latest went to the end, and the end is followed');
+    assert.equal(await chat.locator('#jump-latest').isHidden(), true);
+    await sidebarShot('followed');
   });
 
   it("the chat's page logged no error (a style the CSP refuses is one)", (t) => {

@@ -27,7 +27,6 @@ export function renderSessions(sessions: SessionRow[], canDelete: boolean): void
 
 function setSessionsOpen(open: boolean): void {
   sessionsPanel.hidden = !open;
-  byId('sessions-button').setAttribute('aria-expanded', String(open));
 }
 
 function sessionRow(s: SessionRow, canDelete: boolean): HTMLElement {
@@ -106,15 +105,8 @@ function confirmDelete(li: HTMLElement, s: SessionRow, actions: HTMLElement): vo
   no.focus(); // the safe answer first: Enter keeps the session
 }
 
-/** History opens the list (the host sends it) or closes it; × closes it. */
+/** The list opens when the host sends it (the view's title bar: Show Sessions); × closes it. */
 export function listenToHistoryButtons(): void {
-  byId('sessions-button').addEventListener('click', () => {
-    if (sessionsPanel.hidden) {
-      post({ type: 'listSessions' });
-    } else {
-      setSessionsOpen(false);
-    }
-  });
   byId('sessions-close').addEventListener('click', () => {
     setSessionsOpen(false);
   });
