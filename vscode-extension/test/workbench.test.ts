@@ -488,6 +488,11 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await rows.first().waitFor();
     const titles = await chat.locator('#session-list .session-title').allInnerTexts();
     assert.deepEqual(titles, ['How do I compute the area of a rectangle?'], 'one stored session: the one with prompts');
+    // Searchable (issue 43): a word of no title leaves no row, and says so.
+    await chat.locator('#session-search').fill('perimeter');
+    await chat.locator('#session-none').getByText('No session matches.').waitFor();
+    await chat.locator('#session-search').fill('RECTANGLE');
+    await rows.first().waitFor();
     await rows.first().click();
     await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
     await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();

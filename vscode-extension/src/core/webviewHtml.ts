@@ -47,7 +47,8 @@ export function chatPageHtml(r: ChatPageResources): string {
     <span id="config-options"></span>
   </section>
   <section id="sessions" hidden aria-label="Sessions">
-    <div class="sessions-head"><span>Sessions</span><button id="sessions-close" class="icon" title="Close" aria-label="Close">×</button></div>
+    <div class="sessions-head"><span>Sessions</span><input id="session-search" type="search" placeholder="Search" aria-label="Search sessions by title"><button id="sessions-close" class="icon" title="Close" aria-label="Close">×</button></div>
+    <div id="session-none" class="muted" hidden>No session matches.</div>
     <ul id="session-list"></ul>
   </section>
   <div id="banner" hidden></div>

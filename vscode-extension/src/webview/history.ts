@@ -1,6 +1,8 @@
 /**
  * The history list: each row opens its session, Export (Markdown, saved by the host), and
- * Delete when the server can, which asks first in the row.
+ * Delete when the server can, which asks first in the row. A row is one line (its title cut
+ * with …) and shows its buttons while hovered or focused; the search keeps the rows whose
+ * title has its words.
  */
 
 import type { SessionRow } from '../common/view';
@@ -9,6 +11,19 @@ import { byId, h, post } from './dom.js';
 
 const sessionsPanel = byId<HTMLElement>('sessions');
 const sessionList = byId<HTMLElement>('session-list');
+const search = byId<HTMLInputElement>('session-search');
+const noneMatch = byId<HTMLElement>('session-none');
+
+/** Shows the rows whose title has the search's words (any case), and says when none has. */
+function filterSessions(): void {
+  const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+  const rows = [...sessionList.querySelectorAll<HTMLElement>('li[data-session-id]')];
+  for (const row of rows) {
+    const title = (row.querySelector('.session-title')?.textContent ?? '').toLowerCase();
+    row.hidden = !words.every((w) => title.includes(w));
+  }
+  noneMatch.hidden = rows.length === 0 || rows.some((row) => !row.hidden);
+}
 
 /**
  * The history list: each row opens its session, and offers Export (Markdown, saved by the
@@ -22,6 +37,7 @@ export function renderSessions(sessions: SessionRow[], canDelete: boolean): void
   for (const s of sessions) {
     sessionList.append(sessionRow(s, canDelete));
   }
+  filterSessions(); // a list sent again (after a delete) keeps the search
   setSessionsOpen(true);
 }
 
@@ -107,6 +123,7 @@ function confirmDelete(li: HTMLElement, s: SessionRow, actions: HTMLElement): vo
 
 /** The list opens when the host sends it (the view's title bar: Show Sessions); × closes it. */
 export function listenToHistoryButtons(): void {
+  search.addEventListener('input', filterSessions);
   byId('sessions-close').addEventListener('click', () => {
     setSessionsOpen(false);
   });
