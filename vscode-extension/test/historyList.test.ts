@@ -23,7 +23,7 @@ function rows(page: Page): Promise<{ id: string; height: number; exportShown: bo
     lis.map((li) => ({
       id: li.getAttribute('data-session-id') ?? '',
       height: li.getBoundingClientRect().height,
-      exportShown: (li.querySelector('.session-export') as HTMLElement | null)?.offsetParent !== null,
+      exportShown: li.querySelector<HTMLElement>('.session-export')?.offsetParent !== null,
     })),
   );
 }
