@@ -148,6 +148,8 @@ export interface TurnEntry {
   undo: 'ready' | 'undoing' | 'undone';
   /** What the restore did, once undone by this turn's own button or command. */
   restored?: { path: string; action: 'restored' | 'removed' }[];
+  /** The plan shown before the turn's prompt (null: none), shown again when the turn is undone; absent when unknown (a replayed turn). */
+  planBefore?: PlanItemView[] | null;
 }
 
 export type Entry = UserEntry | AgentEntry | ThoughtEntry | ToolEntry | PermissionEntry | NoticeEntry | TurnEntry;
