@@ -710,6 +710,28 @@ describe('chat state reducer: turns that edited files, and undoing them', () => 
     assert.deepEqual(turns(s), ['1:a.py:ready', '2:b.py:undone:b.py restored,c.py removed', '3:c.py:undone']);
   });
 
+  it('an undone turn shows the plan as it was before its prompt (issue 43: the plan said 4/4 after Undo)', () => {
+    const plan = (done: number) => ({
+      sessionUpdate: 'plan' as const,
+      entries: ['Read', 'Fix'].map((content, i) => ({ content, priority: 'medium' as const, status: i < done ? ('completed' as const) : ('pending' as const) })),
+    });
+    let s = run(
+      { type: 'userPrompt', text: 'one', context: [] },
+      plan(0),
+      ...edit('e1', 'a.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 1 },
+      { type: 'userPrompt', text: 'two', context: [] },
+      plan(2),
+      ...edit('e2', 'b.py'),
+      { type: 'turnEnded', stopReason: 'end_turn', turn: 2 },
+    );
+    assert.deepEqual(s.meta.plan?.map((i) => i.status), ['completed', 'completed']);
+    s = reduce(s, { type: 'turnUndo', turn: 2, state: 'undone', restored: [{ path: '/ws/b.py', action: 'restored' }] });
+    assert.deepEqual(s.meta.plan?.map((i) => i.status), ['pending', 'pending'], 'the plan before turn 2');
+    s = reduce(s, { type: 'turnUndo', turn: 1, state: 'undone', restored: [{ path: '/ws/a.py', action: 'restored' }] });
+    assert.equal(s.meta.plan, undefined, 'before turn 1 there was none');
+  });
+
   it('keeps the session\'s count of turns from its totals', () => {
     const s = run({ type: 'usageTotals', totals: { inputTokens: 1, outputTokens: 2, totalTokens: 3, cost: null, turns: 5, rounds: 7 } });
     assert.equal(s.meta.usage.turns, 5);

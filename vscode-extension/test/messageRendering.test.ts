@@ -273,14 +273,15 @@ describe('message bodies in the chat view page', { skip: haveChromium ? false : 
     const { context, page, problems } = await openChatPage(browser, { width: 440, height: 700 });
     await showAnswer(page, TRICKY);
     const split = await page.locator('.entry-agent .markdown').evaluate(shapeOf);
-    // The same text through markdown-it in one piece (its <pre> is our code block's <div>).
+    // The same text through markdown-it in one piece (its <pre> is our code block's <div>, its
+    // <table> our table's sideways-scrolling <div>).
     const whole = await page.evaluate((text) => {
       const factory = (window as unknown as { markdownit: (o: object) => { render(s: string): string } }).markdownit;
       const template = document.createElement('template');
       template.innerHTML = factory({ html: false, linkify: true }).render(text);
       const root = template.content;
       return {
-        tags: Array.from(root.children).map((c) => (c.tagName === 'PRE' ? 'DIV' : c.tagName)),
+        tags: Array.from(root.children).map((c) => (c.tagName === 'PRE' || c.tagName === 'TABLE' ? 'DIV' : c.tagName)),
         text: root.textContent ?? '',
       };
     }, TRICKY);

@@ -637,10 +637,12 @@ describe('server death and restart', () => {
       await ctl.send('/mode accept_edits');
       assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits', 'the server\'s current_mode_update');
 
-      // A new session has no plan; loading the first one again replays its plan, its stored mode shown.
+      // A new session has no plan and keeps the mode (issue 43); loading the first one again
+      // replays its plan, its stored mode shown.
       await ctl.newSession();
       assert.equal(ctl.state.meta.plan, undefined);
-      assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+      assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits', 'the mode kept for a new chat');
+      await ctl.setMode('ask');
       await ctl.loadSession(sessionId);
       assert.deepEqual(ctl.state.meta.plan, PLAN);
       assert.equal(ctl.state.meta.mode?.currentModeId, 'accept_edits');

@@ -75,6 +75,21 @@ describe('chat controller, for the view chrome, against parley serve', () => {
     dirs?.cleanup();
   });
 
+  it('a new chat keeps the mode the one before had, in the server too (issue 43: New reset it to Ask)', async (t) => {
+    if (skipIfNoServer(t)) {
+      return;
+    }
+    const ctl = controller();
+    const first = await ctl.newSession();
+    assert.equal(ctl.state.meta.mode?.currentModeId, 'ask');
+    await ctl.setMode('plan');
+    const second = await ctl.newSession();
+    assert.notEqual(second, first);
+    assert.equal(ctl.state.meta.mode?.currentModeId, 'plan');
+    await ctl.loadSession(second); // the server's own word for the new session's mode
+    assert.equal(ctl.state.meta.mode?.currentModeId, 'plan');
+  });
+
   it('a provider failure shows its message with Retry, which sends the same prompt again', async (t) => {
     if (skipIfNoServer(t)) {
       return;

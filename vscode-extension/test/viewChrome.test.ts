@@ -131,12 +131,12 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
       await page.setViewportSize({ width, height: 760 });
       assert.deepEqual(await scrollsSideways(page), [], `${width} px`);
       assert.deepEqual(await clipped(page, '#toolbar button, #toolbar select'), [], `${width} px`);
-      for (const id of ['sessions-button', 'new-button']) {
+      for (const id of ['model', 'settings-button']) {
         assert.equal(await page.locator(`#${id}`).isVisible(), true, `${id} shown at ${width} px`);
       }
     }
     // Each toolbar button is named for a screen reader and says what it does on hover.
-    for (const id of ['sessions-button', 'new-button']) {
+    for (const id of ['settings-button']) {
       const b = page.locator(`#${id}`);
       assert.ok(await b.getAttribute('title'));
       assert.ok((await b.getAttribute('aria-label')) ?? (await b.innerText()));
@@ -286,7 +286,7 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
       await page.keyboard.press('Shift+Tab');
       backward.push(await focused());
     }
-    for (const name of ['new-button', 'sessions-button', 'tool-policy', 'model']) {
+    for (const name of ['settings-button', 'model']) {
       assert.ok(backward.includes(name), `Shift+Tab reaches ${name}: ${backward.join(' → ')}`);
     }
     // Down again to the card's first button, and Enter answers.
@@ -297,10 +297,14 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     await page.keyboard.press('Enter');
     assert.deepEqual(await posted(page), [{ type: 'permission', requestId: 'k1', optionId: 'allow_once' }]);
     await host.apply({ type: 'permissionAnswered', requestId: 'k1', optionId: 'allow_once' });
-    // The toolbar's buttons answer Enter too.
-    await page.locator('#new-button').focus();
+    // The toolbar's button answers Enter too: the settings open, Escape closes them.
+    await page.locator('#settings-button').focus();
     await page.keyboard.press('Enter');
-    assert.deepEqual((await posted(page)).slice(-1), [{ type: 'newSession' }]);
+    assert.equal(await page.locator('#settings-button').getAttribute('aria-expanded'), 'true');
+    await page.locator('#tool-policy').focus();
+    await page.keyboard.press('Escape');
+    assert.equal(await page.locator('#settings').isHidden(), true);
+    assert.equal(await focused(), 'settings-button');
     assert.deepEqual(view.problems, []);
   });
 
@@ -370,8 +374,7 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     const host = new Host(page);
     await host.send({ type: 'reset', state: host.state });
     await host.apply({ type: 'meta', patch: { serverState: 'ready', sessionId: 's-now', model: MODELS[1].id, models: MODELS } });
-    await page.locator('#sessions-button').click();
-    assert.equal(await page.locator('#sessions-button').getAttribute('aria-expanded'), 'false', 'opens when the list comes');
+    assert.equal(await page.locator('#sessions').isHidden(), true, 'opens when the list comes (the title bar asks the host)');
     const sessions = [
       { sessionId: 's-now', title: 'Mean of a list in Python', updatedAt: new Date().toISOString(), current: true },
       { sessionId: 's-old', title: 'Refactor the area function to take floats and check its tests', updatedAt: '2025-03-02T10:00:00Z', current: false },
@@ -379,15 +382,16 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     await host.send({ type: 'sessions', sessions, canDelete: true });
     const old = page.locator('#session-list li[data-session-id="s-old"]');
     await old.waitFor({ state: 'visible', timeout: 5000 });
-    assert.equal(await page.locator('#sessions-button').getAttribute('aria-expanded'), 'true');
+    assert.equal(await page.locator('#sessions').isVisible(), true);
     assert.match(await old.locator('.session-time').innerText(), /^2025-03-02 \d\d:\d\d$/, 'an older session: its date and local time');
     assert.deepEqual(await scrollsSideways(page), []);
     assert.deepEqual(await clipped(page, '#session-list button'), []);
     fs.mkdirSync(OUTPUT, { recursive: true });
     await page.screenshot({ path: path.join(OUTPUT, 'chat-view-history-280px.png') });
 
+    await old.hover(); // a row shows its buttons while hovered (issue 43: one line until then)
     await old.getByRole('button', { name: /^Export/ }).click();
-    assert.deepEqual(await posted(page), [{ type: 'listSessions' }, { type: 'exportSession', sessionId: 's-old' }]);
+    assert.deepEqual(await posted(page), [{ type: 'exportSession', sessionId: 's-old' }]);
     assert.equal(await page.locator('#sessions').isVisible(), true, 'Export does not open the session');
 
     await old.getByRole('button', { name: /^Delete/ }).click();
@@ -397,7 +401,7 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     await page.keyboard.press('Enter');
     assert.equal(await question.count(), 0);
     assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement).innerText), 'Delete', 'back on Delete');
-    assert.equal((await posted(page)).length, 2, 'nothing deleted without the second Delete');
+    assert.equal((await posted(page)).length, 1, 'nothing deleted without the second Delete');
     // Asked again, by keyboard: Enter on Delete, Shift+Tab from Keep to the question's Delete, Enter.
     await page.keyboard.press('Enter');
     await page.screenshot({ path: path.join(OUTPUT, 'chat-view-history-delete-280px.png') });

@@ -592,6 +592,8 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     assert.deepEqual(await page.locator('#tool-policy option').allInnerTexts(), ['hybrid', 'stream', 'sync']);
     assert.equal(await page.locator('#tool-policy').inputValue(), 'hybrid');
     assert.equal(await page.locator('#config-options select').count(), 0);
+    assert.equal(await page.locator('#tool-policy').isHidden(), true, 'in the settings menu, not the toolbar');
+    await page.locator('#settings-button').click();
     await page.locator('#tool-policy').selectOption('sync');
 
     await host.apply(
@@ -751,7 +753,6 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     await page.locator('#stop-button').waitFor({ state: 'visible', timeout: 5000 });
     await page.locator('#stop-button').click();
     await page.locator('#model').selectOption('openai:gpt-4.1');
-    await page.locator('#sessions-button').click();
     await host.send({
       type: 'sessions',
       sessions: [
@@ -766,7 +767,6 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       { type: 'send', text: 'hello there' },
       { type: 'cancel' },
       { type: 'selectModel', model: 'openai:gpt-4.1' },
-      { type: 'listSessions' },
       { type: 'loadSession', sessionId: 's-old' },
     ]);
     assert.equal(await page.locator('#prompt').inputValue(), '');

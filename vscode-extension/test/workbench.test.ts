@@ -43,6 +43,8 @@ const ANSWER = [
   '',
   'Call it with `area(3, 4)`.',
 ].join('\n');
+/** Long enough to scroll: the user reads above while it streams. */
+const LONG = Array.from({ length: 40 }, (_, i) => `Point ${i + 1}: the chat follows a prompt, not a reader who scrolled up.`).join('\n\n');
 const SLOW = 'This answer streams slowly so that it can be stopped half way. '.repeat(30);
 /** A command whose output comes in three parts a second apart, coloured: seen live, then its end. */
 const COMMAND = "printf '\\033[32mstep 1 passed\\033[0m\\n'; sleep 1; printf '\\033[1;31mFAILED\\033[0m step 2\\n'; sleep 1; echo all done";
@@ -59,6 +61,9 @@ const CONVERSATION: FakeReply[] = [
   { text: 'The perimeter is `2 * (width + height)`.' }, // after the reload: the server logs its request
   { text: 'Running it.', tool_calls: [{ name: 'run_command', arguments: { command: COMMAND } }] }, // a command (issue 25)
   { text: 'Step 2 failed.' },
+  { text: 'Let me look.', tool_calls: [{ name: 'run_command', arguments: { command: 'git status --short' } }] }, // rejected (issue 43)
+  { text: ['Not run, then. The functions:', '', '| Function | Lines | Tested |', '| :--- | ---: | :---: |', '| perimeter_of_rectangle | 12 | yes |', '| area | 3 | no |'].join('\n') },
+  { text: LONG, chunk_size: 40, pacing: { chunks_per_second: 10 } }, // the chat follows (issue 43): about 8 s
 ];
 
 /** code-server's entry point: $PARLEY_CODE_SERVER, else installed (or found cached) by the script. */
@@ -210,6 +215,8 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
   let page: Page;
   let url = '';
   const codeServerLog: string[] = [];
+  /** What the chat's page (a webview's frame) logged as an error: a refused inline style is one. */
+  const pageErrors: string[] = [];
   const started = Date.now();
 
   before(async () => {
@@ -250,6 +257,11 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
     page = await context.newPage();
     page.setDefaultTimeout(30_000);
+    page.on('console', (msg) => {
+      if (msg.type() === 'error' && /webview/.test(msg.location().url)) {
+        pageErrors.push(`${msg.location().url}: ${msg.text()}`);
+      }
+    });
     fs.mkdirSync(OUTPUT, { recursive: true });
   });
 
@@ -377,7 +389,13 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     for (const b of layout.buttons) {
       assert.ok(b.right <= layout.width, `${b.name} is inside the view (${b.right} > ${layout.width})`);
     }
-    await chat.locator('#toolbar').getByText('New', { exact: true }).waitFor();
+    // The toolbar leaves room to read (issue 43): the model (its whole name) and the settings;
+    // New and History are the view's title bar's + and clock, not repeated here.
+    await chat.locator('#settings-button').waitFor();
+    assert.equal(await chat.locator('#toolbar button').count(), 1, 'one button: the settings');
+    assert.equal(await chat.locator('#tool-policy').isHidden(), true, 'the tool policy is in the settings');
+    const toolbarHeight = await chat.locator('#toolbar').evaluate((el) => el.getBoundingClientRect().height);
+    assert.ok(toolbarHeight <= 40, `one row (${toolbarHeight} px)`);
   });
 
   it("installs its server with the chat's one button, in a profile with no parley anywhere", async (t) => {
@@ -461,14 +479,20 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
       return t.skip(skip);
     }
     const chat = chatFrame(page);
-    await chat.locator('#new-button').click();
+    const titleBar = page.locator('.part.sidebar .title-actions');
+    await titleBar.getByRole('button', { name: 'New Session' }).click();
     await chat.locator('#empty').waitFor({ state: 'visible' });
     assert.equal(await chat.locator('.entry-user').count(), 0, 'New shows an empty chat');
-    await chat.locator('#sessions-button').click();
+    await titleBar.getByRole('button', { name: 'Show Sessions' }).click();
     const rows = chat.locator('#session-list li[data-session-id]');
     await rows.first().waitFor();
     const titles = await chat.locator('#session-list .session-title').allInnerTexts();
     assert.deepEqual(titles, ['How do I compute the area of a rectangle?'], 'one stored session: the one with prompts');
+    // Searchable (issue 43): a word of no title leaves no row, and says so.
+    await chat.locator('#session-search').fill('perimeter');
+    await chat.locator('#session-none').getByText('No session matches.').waitFor();
+    await chat.locator('#session-search').fill('RECTANGLE');
+    await rows.first().waitFor();
     await rows.first().click();
     await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
     await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
@@ -484,7 +508,7 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await chat.locator('.entry-agent', { hasText: 'It prints 42.' }).waitFor();
     await chat.locator('#usage').getByText('How do I compute the area of a rectangle?').waitFor();
     // Reloading stored no new session.
-    await chat.locator('#sessions-button').click();
+    await page.locator('.part.sidebar .title-actions').getByRole('button', { name: 'Show Sessions' }).click();
     await chat.locator('#session-list li[data-session-id]').first().waitFor();
     assert.deepEqual(await chat.locator('#session-list .session-title').allInnerTexts(), ['How do I compute the area of a rectangle?']);
     await chat.locator('#sessions-close').click();
@@ -549,6 +573,10 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     const question = chat.locator('.entry-permission').last();
     await question.getByText('Parley asks permission').waitFor();
     assert.match(await question.innerText(), /step 1 passed/, 'the question shows the command in full');
+    // The server's Markdown rendered (issue 43): the command a code block, the title's code as code.
+    assert.match(await question.locator('.code-block pre code').innerText(), /printf '\\033\[32mstep 1 passed/);
+    assert.match(await question.locator('.permission-title code').innerText(), /^printf /);
+    assert.doesNotMatch(await question.innerText(), /`/, 'no literal backtick on the question');
     await question.locator('button[data-kind="allow_once"]').click();
 
     const card = chat.locator('.entry-tool', { hasText: 'Run' }).last();
@@ -574,6 +602,64 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     await terminal.getByText(/Exit.code:.0/).waitFor();
     await page.locator('.part.panel').screenshot({ path: path.join(OUTPUT, 'workbench-command-terminal.png') });
     await page.keyboard.press('Control+J'); // hide the panel again
+  });
+
+  it('a rejected command is badged rejected, not failed; a table is aligned within the CSP', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    await send(chat, 'What is the status?');
+    const question = chat.locator('.entry-permission').last();
+    await question.getByText('Parley asks permission').waitFor();
+    assert.equal(await question.locator('.permission-title code').innerText(), 'git status --short');
+    await question.locator('button[data-kind="reject_once"]').click();
+    const answer = chat.locator('.entry-agent', { hasText: 'Not run, then.' });
+    await answer.waitFor();
+    await turnEnded(chat);
+    const card = chat.locator('.entry-tool', { hasText: 'git status --short' }).last();
+    assert.equal(await card.locator('.tool-badge').innerText(), 'rejected');
+    assert.match(await chat.locator('.permission-answer').last().innerText(), /^Rejected: Run git status --short$/);
+    const aligned = await answer.locator('table tr:nth-child(1) td').evaluateAll((tds) => tds.map((td) => `${td.className}:${getComputedStyle(td).textAlign}`));
+    assert.deepEqual(aligned, ['align-left:left', 'align-right:right', 'align-center:center']);
+    await sidebarShot('rejected-table');
+  });
+
+  it('follows a prompt sent while the user reads above; new output then leaves them there, with "Jump to latest"', async (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    const chat = chatFrame(page);
+    const transcript = chat.locator('#transcript');
+    await transcript.evaluate((el) => (el.scrollTop = 0));
+    await chat.locator('#jump-latest').waitFor({ state: 'visible' });
+    await send(chat, 'Explain how the chat scrolls.');
+    const prompt = chat.locator('.entry-user', { hasText: 'Explain how the chat scrolls.' });
+    await prompt.waitFor();
+    const inView = await prompt.evaluate((el) => {
+      const box = el.getBoundingClientRect();
+      const view = el.ownerDocument.getElementById('transcript')!.getBoundingClientRect();
+      return box.bottom > view.top && box.top < view.bottom;
+    });
+    assert.equal(inView, true, 'the prompt sent is in view');
+    // While it streams, the user scrolls up to read: the output does not take them down.
+    await chat.locator('.entry-agent', { hasText: 'Point 3:' }).waitFor();
+    await transcript.evaluate((el) => (el.scrollTop = 0));
+    await chat.locator('.entry-agent', { hasText: 'Point 12:' }).waitFor();
+    assert.equal(await transcript.evaluate((el) => el.scrollTop), 0, 'still where the user reads');
+    await chat.locator('#jump-latest').click();
+    await turnEnded(chat);
+    const atEnd = await transcript.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight < 2);
+    assert.equal(atEnd, true, 'Jump to latest went to the end, and the end is followed');
+    assert.equal(await chat.locator('#jump-latest').isHidden(), true);
+    await sidebarShot('followed');
+  });
+
+  it("the chat's page logged no error (a style the CSP refuses is one)", (t) => {
+    if (skip) {
+      return t.skip(skip);
+    }
+    assert.deepEqual(pageErrors, []);
   });
 
   it('renders code in Dark Modern and Light Modern', async (t) => {

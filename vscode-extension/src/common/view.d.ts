@@ -87,6 +87,8 @@ export interface ToolEntry {
   output?: string;
   /** The model did not make this call after all: shown muted, not as an error. */
   superseded: boolean;
+  /** The user rejected this call when asked (it ends `failed`): shown as rejected, not as an error. */
+  rejected?: boolean;
   /**
    * A command's output as it ran (`_meta.parley.commandOutput.append`, raw: ANSI colours
    * kept), its last part when long; shown live while it runs, and in "Open in Terminal".
@@ -146,6 +148,8 @@ export interface TurnEntry {
   undo: 'ready' | 'undoing' | 'undone';
   /** What the restore did, once undone by this turn's own button or command. */
   restored?: { path: string; action: 'restored' | 'removed' }[];
+  /** The plan shown before the turn's prompt (null: none), shown again when the turn is undone; absent when unknown (a replayed turn). */
+  planBefore?: PlanItemView[] | null;
 }
 
 export type Entry = UserEntry | AgentEntry | ThoughtEntry | ToolEntry | PermissionEntry | NoticeEntry | TurnEntry;

@@ -15,6 +15,7 @@ import type {
   Entry,
   NoticeEntry,
   PermissionEntry,
+  PlanItemView,
   ThoughtEntry,
   ToolEntry,
   TurnEntry,
@@ -49,6 +50,8 @@ export { formatInput } from './toolEntry';
 /** The reducer's state: what the view shows, and the number the next entry's id takes. */
 export interface ChatState extends ViewState {
   nextEntryId: number;
+  /** The plan shown when the user sent the running turn's prompt (null: none), kept with a turn that edits files so that undoing it shows it again. */
+  planAtPrompt?: PlanItemView[] | null;
 }
 
 /** The levels a notice is shown at; another level the server sends is shown as `info`. */
@@ -121,11 +124,13 @@ const EVENT_REDUCERS: EventReducers = {
   update: (state, event) => applyUpdate(state, event.update),
   userPrompt: (state, event) => {
     const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-    return withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry);
+    return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), planAtPrompt: state.meta.plan ?? null };
   },
   permissionAsked: (state, event) => ({ ...state, entries: [...finishStreaming(state.entries), permissionEntry(state, event.requestId, event.params)] }),
-  permissionAnswered: (state, event) =>
+  permissionAnswered: (state, event) => markRejected(
     mapEntry(state, `perm-${event.requestId}`, (e) => (e.kind === 'permission' && !e.answer ? answered(e, event.optionId, event.cancelled) : e)),
+    event.requestId,
+  ),
   turnEnded: (state, event) => endTurn(state, event.turn, event.edited ?? []),
   offerRetry: (state) => offerRetry(state),
   dropLastTurn: (state) => {
@@ -171,6 +176,15 @@ function answered(entry: PermissionEntry, optionId: string | undefined, cancelle
   return { ...entry, answer: { optionId: option?.optionId, kind: cancelled ? undefined : option?.kind, label } };
 }
 
+/** The call a question was answered "reject" about, marked rejected (its card says so when it ends). */
+function markRejected(state: ChatState, requestId: string): ChatState {
+  const question = state.entries.find((e): e is PermissionEntry => e.id === `perm-${requestId}` && e.kind === 'permission');
+  if (!question?.answer?.kind?.startsWith('reject')) {
+    return state;
+  }
+  return mapEntry(state, `tool-${question.toolCallId}`, (e) => (e.kind === 'tool' ? { ...e, rejected: true } : e));
+}
+
 /** The turn's end: streaming done, open questions cancelled, and its turn entry when it edited files. */
 function endTurn(state: ChatState, turn: number | undefined, written: string[]): ChatState {
   // A permission prompt left open when the turn ends can no longer be answered.
@@ -178,7 +192,8 @@ function endTurn(state: ChatState, turn: number | undefined, written: string[]):
   let next: ChatState = { ...state, entries, meta: { ...state.meta, busy: false } };
   const edited = turn === undefined ? [] : turnEditedFiles(next, written);
   if (turn !== undefined && edited.length > 0) {
-    const entry: TurnEntry = { kind: 'turn', id: `turn-${turn}`, turn, files: edited, undo: 'ready' };
+    const planBefore = state.planAtPrompt === undefined ? {} : { planBefore: state.planAtPrompt };
+    const entry: TurnEntry = { kind: 'turn', id: `turn-${turn}`, turn, files: edited, undo: 'ready', ...planBefore };
     next = { ...next, entries: [...next.entries.filter((e) => e.id !== entry.id), entry] };
   }
   return next;
@@ -261,7 +276,16 @@ function applyTurnUndo(state: ChatState, turn: number, undo: TurnEntry['undo'], 
     const shown = restored?.map((f) => ({ path: relativeTo(f.path, state.meta.cwd), action: f.action }));
     return { ...e, undo, ...(e.turn === turn && shown ? { restored: shown } : {}) };
   });
-  return changed ? { ...state, entries } : state;
+  return changed ? planAfterUndo({ ...state, entries }, turn, undo) : state;
+}
+
+/** Undone, a turn's plan goes back to the one shown before its prompt (when the view saw it sent). */
+function planAfterUndo(state: ChatState, turn: number, undo: TurnEntry['undo']): ChatState {
+  const entry = state.entries.find((e): e is TurnEntry => e.kind === 'turn' && e.turn === turn);
+  if (undo !== 'undone' || entry?.planBefore === undefined) {
+    return state;
+  }
+  return { ...state, meta: { ...state.meta, plan: entry.planBefore ?? undefined } };
 }
 
 function appendNotice(

@@ -40,16 +40,15 @@ export function chatPageHtml(r: ChatPageResources): string {
   <header id="toolbar">
     <select id="model" title="Model for this session" aria-label="Model"></select>
     <select id="mode" title="Mode: what Parley may do without asking" aria-label="Mode" hidden></select>
-    <select id="tool-policy" title="How the server gets tool calls from the model" aria-label="Tool policy"></select>
-    <span id="config-options"></span>
-    <span class="spacer"></span>
-    <span class="toolbar-buttons">
-      <button id="sessions-button" class="secondary" title="Show past sessions" aria-label="History: show past sessions" aria-controls="sessions" aria-expanded="false">History</button>
-      <button id="new-button" class="secondary" title="Start a new session" aria-label="New session">New</button>
-    </span>
+    <button id="settings-button" class="icon" title="Settings: how tool calls are fetched, and the server's other options" aria-label="Settings" aria-controls="settings" aria-expanded="false">⚙</button>
   </header>
+  <section id="settings" hidden aria-label="Settings">
+    <label class="setting">Tool calls <select id="tool-policy" title="How the server gets tool calls from the model"></select></label>
+    <span id="config-options"></span>
+  </section>
   <section id="sessions" hidden aria-label="Sessions">
-    <div class="sessions-head"><span>Sessions</span><button id="sessions-close" class="icon" title="Close" aria-label="Close">×</button></div>
+    <div class="sessions-head"><span>Sessions</span><input id="session-search" type="search" placeholder="Search" aria-label="Search sessions by title"><button id="sessions-close" class="icon" title="Close" aria-label="Close">×</button></div>
+    <div id="session-none" class="muted" hidden>No session matches.</div>
     <ul id="session-list"></ul>
   </section>
   <div id="banner" hidden></div>
@@ -60,6 +59,7 @@ export function chatPageHtml(r: ChatPageResources): string {
     <div id="empty" class="empty">Ask Parley about your code. It can read your workspace, run Python in a live kernel, and look at your editor.</div>
   </main>
   <footer id="composer">
+    <button id="jump-latest" class="secondary" hidden title="Scroll to the end of the conversation">Jump to latest ↓</button>
     <div id="context-chips"></div>
     <ul id="command-menu" role="listbox" aria-label="Commands" hidden></ul>
     <textarea id="prompt" rows="3" placeholder="Ask Parley… (Enter to send, Shift+Enter for a new line, / for commands)" aria-label="Prompt" aria-autocomplete="list" aria-controls="command-menu"></textarea>

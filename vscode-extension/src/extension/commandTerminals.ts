@@ -6,6 +6,7 @@
 
 import * as vscode from 'vscode';
 
+import { withoutCodeMarks } from '../common/codeSpans';
 import type { ToolEntry } from '../common/view';
 import type { ChatState } from '../core/chatState';
 import { FEED_START, type FeedPosition, feed } from '../core/commandTerminalFeed';
@@ -39,7 +40,7 @@ class CommandTerminal {
       close: () => this.dispose(),
       handleInput: () => undefined, // read-only: the command's input is not the terminal's
     };
-    this.terminal = vscode.window.createTerminal({ name: `Parley: ${entry.title}`, pty, iconPath: new vscode.ThemeIcon('terminal') });
+    this.terminal = vscode.window.createTerminal({ name: `Parley: ${withoutCodeMarks(entry.title)}`, pty, iconPath: new vscode.ThemeIcon('terminal') });
     this.follow(entry);
   }
 

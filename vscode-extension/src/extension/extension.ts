@@ -464,26 +464,10 @@ function mimeFor(languageId: string): string | undefined {
   return map[languageId];
 }
 
+/** The view's title bar's clock: the chat's History list (open, export, delete a session). */
 async function showSessions(ctl: ChatController, view: ChatViewProvider): Promise<void> {
-  const sessions = await ctl.listSessions();
-  if (sessions.length === 0) {
-    void vscode.window.showInformationMessage('Parley: no sessions yet in this workspace.');
-    return;
-  }
-  const pick = await vscode.window.showQuickPick(
-    ctl.sessionRows(sessions).map((s) => ({
-      label: s.title,
-      description: s.updatedAt ? new Date(s.updatedAt).toLocaleString() : undefined,
-      detail: s.current ? 'current session' : undefined,
-      sessionId: s.sessionId,
-    })),
-    { title: 'Parley sessions', placeHolder: 'Choose a session to open' },
-  );
-  if (!pick) {
-    return;
-  }
   await view.reveal();
-  await ctl.loadSession(pick.sessionId, pick.label);
+  view.post({ type: 'sessions', sessions: ctl.sessionRows(await ctl.listSessions()), canDelete: ctl.canDeleteSessions });
 }
 
 async function selectModel(ctl: ChatController): Promise<void> {

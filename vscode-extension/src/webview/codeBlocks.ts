@@ -100,7 +100,27 @@ function taskListRule(md: MarkdownIt): void {
   });
 }
 
-/** markdown-it as the view uses it: HTML in the text escaped, links made clickable, code blocks and task lists. */
+/**
+ * Table cells aligned by class (`align-left`, `align-center`, `align-right`), not by
+ * markdown-it's `style="text-align:…"`, which the view's CSP refuses (it allows no inline
+ * style); and each table in a wrapper that scrolls sideways, so a narrow view does not break
+ * its words.
+ */
+function tableRule(md: MarkdownIt): void {
+  md.core.ruler.push('parley_table_alignment', (state: StateCore) => {
+    for (const token of state.tokens) {
+      const align = /^text-align:(left|center|right)$/.exec(token.attrGet('style') ?? '');
+      if (align) {
+        token.attrs = (token.attrs ?? []).filter(([name]) => name !== 'style');
+        token.attrJoin('class', `align-${align[1]}`);
+      }
+    }
+  });
+  md.renderer.rules.table_open = () => '<div class="table-scroll" tabindex="0"><table>\n';
+  md.renderer.rules.table_close = () => '</table></div>\n';
+}
+
+/** markdown-it as the view uses it: HTML in the text escaped, links made clickable, code blocks, task lists and tables. */
 export function createMarkdown(): MarkdownIt | undefined {
   const factory = (window as unknown as { markdownit?: (options: Record<string, unknown>) => MarkdownIt }).markdownit;
   if (!factory) {
@@ -109,6 +129,7 @@ export function createMarkdown(): MarkdownIt | undefined {
   const md = factory({ html: false, linkify: true, breaks: false, typographer: false });
   codeBlockRule(md);
   taskListRule(md);
+  tableRule(md);
   return md;
 }
 

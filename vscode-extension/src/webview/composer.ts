@@ -136,7 +136,6 @@ export function listenToComposer(): void {
   });
   sendButton.addEventListener('click', send);
   stopButton.addEventListener('click', () => post({ type: 'cancel' }));
-  byId('new-button').addEventListener('click', () => post({ type: 'newSession' }));
   const saved = vscode.getState() as { draft?: string } | undefined;
   if (saved?.draft) {
     promptBox.value = saved.draft;

@@ -17,10 +17,12 @@ import type {
   TurnEntry,
   UserEntry,
 } from '../common/view';
+import { withoutCodeMarks } from '../common/codeSpans.js';
 import { summarizeToolResult } from '../common/display.js';
 import { renderOutput } from './commandOutput.js';
 import { byId, h, post } from './dom.js';
-import { renderMessage, renderPlainText } from './messageRenderer.js';
+import { withCodeSpans } from './inlineCode.js';
+import { codeOrPlainText, renderMessage, renderPlainText } from './messageRenderer.js';
 
 const promptBox = byId<HTMLTextAreaElement>('prompt');
 const announcer = byId<HTMLElement>('announcer');
@@ -141,6 +143,7 @@ const STATUS_LABEL: Record<string, string> = {
   in_progress: 'running',
   completed: 'done',
   failed: 'failed',
+  rejected: 'rejected',
   superseded: 'superseded',
 };
 
@@ -149,6 +152,7 @@ const STATUS_ICON: Record<string, string> = {
   in_progress: '◔',
   completed: '✓',
   failed: '✗',
+  rejected: '⊘',
   superseded: '–',
 };
 
@@ -164,7 +168,7 @@ function contentElements(
 ): HTMLElement[] {
   return content.map((c) => {
     if (c.kind === 'text') {
-      return h('pre', { class: textClass }, c.text);
+      return codeOrPlainText(c.text, textClass);
     }
     const lines = c.lines.map((l) => {
       const cls = l.op === '+' ? 'diff-add' : l.op === '-' ? 'diff-del' : 'diff-ctx';
@@ -241,13 +245,23 @@ function resultSummary(entry: ToolEntry): string | undefined {
   return done && entry.output !== undefined ? summarizeToolResult(entry.output) : undefined;
 }
 
+/** What a call's badge says: a superseded call is not an error, nor is one the user rejected. */
+function shownStatus(entry: ToolEntry): string {
+  if (entry.superseded) {
+    return 'superseded';
+  }
+  return entry.rejected && entry.status === 'failed' ? 'rejected' : entry.status;
+}
+
 function updateTool(el: HTMLElement, entry: ToolEntry): void {
-  // A superseded call is not an error: muted, with its own icon and badge.
-  const status = entry.superseded ? 'superseded' : entry.status;
+  // A superseded call is muted, with its own icon and badge; a rejected one too.
+  const status = shownStatus(entry);
   el.className = `entry entry-tool status-${status}${entry.superseded ? ' superseded' : ''}`;
   setText(el, '.tool-status-icon', STATUS_ICON[status] ?? '•');
-  setText(el, '.tool-title', entry.title);
-  el.querySelector('.tool-title')?.setAttribute('title', entry.title); // whole when cut with …
+  showPart(el, '.tool-title', false, (title) => {
+    title.replaceChildren(...withCodeSpans(entry.title));
+    title.setAttribute('title', withoutCodeMarks(entry.title)); // whole when cut with …
+  });
   setText(el, '.tool-kind', entry.toolKind);
   const diffs = entry.content.filter((c) => c.kind === 'diff');
   showPart(el, '.tool-stat', diffs.length === 0, (stat) => stat.replaceChildren(...diffStat(diffs)));
@@ -335,7 +349,7 @@ function showAnswered(el: HTMLElement, entry: PermissionEntry, answer: NonNullab
     el.removeAttribute(name);
   }
   const said = (answer.kind && ANSWERED[answer.kind]) || answer.label;
-  const line = h('summary', { class: 'permission-answer' }, `${said}: ${entry.title}`);
+  const line = h('summary', { class: 'permission-answer' }, ...withCodeSpans(said), ': ', ...withCodeSpans(entry.title));
   el.append(input ? h('details', { class: 'permission-record' }, line, input) : line);
 }
 
@@ -348,7 +362,7 @@ function showQuestion(el: HTMLElement, entry: PermissionEntry, input: HTMLElemen
   el.setAttribute('aria-live', 'off'); // announced as a dialog, not again by the transcript's log
   const kind = entry.toolKind && entry.toolKind !== 'other' ? ` (${entry.toolKind})` : '';
   // The title is the server's words ("Run Python", "Read app.py:10-40") or a tool's name.
-  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks permission: ', h('strong', {}, entry.title), kind));
+  el.append(h('div', { class: 'permission-title', id: `${id}-question` }, 'Parley asks permission: ', h('strong', {}, ...withCodeSpans(entry.title)), kind));
   if (entry.locations.length) {
     el.append(h('div', { class: 'permission-locations' }, ...locationLinks(entry.locations)));
   }
@@ -368,7 +382,7 @@ function permissionButtons(el: HTMLElement, entry: PermissionEntry): HTMLElement
     const b = h(
       'button',
       { class: primary ? 'primary' : 'secondary', 'data-option-id': option.optionId, 'data-kind': option.kind },
-      option.name,
+      ...withCodeSpans(option.name),
     );
     b.addEventListener('click', () => {
       el.focus(); // keep the focus in the card while its buttons are disabled

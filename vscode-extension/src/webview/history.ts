@@ -1,6 +1,8 @@
 /**
  * The history list: each row opens its session, Export (Markdown, saved by the host), and
- * Delete when the server can, which asks first in the row.
+ * Delete when the server can, which asks first in the row. A row is one line (its title cut
+ * with …) and shows its buttons while hovered or focused; the search keeps the rows whose
+ * title has its words.
  */
 
 import type { SessionRow } from '../common/view';
@@ -9,6 +11,19 @@ import { byId, h, post } from './dom.js';
 
 const sessionsPanel = byId<HTMLElement>('sessions');
 const sessionList = byId<HTMLElement>('session-list');
+const search = byId<HTMLInputElement>('session-search');
+const noneMatch = byId<HTMLElement>('session-none');
+
+/** Shows the rows whose title has the search's words (any case), and says when none has. */
+function filterSessions(): void {
+  const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+  const rows = [...sessionList.querySelectorAll<HTMLElement>('li[data-session-id]')];
+  for (const row of rows) {
+    const title = (row.querySelector('.session-title')?.textContent ?? '').toLowerCase();
+    row.hidden = !words.every((w) => title.includes(w));
+  }
+  noneMatch.hidden = rows.length === 0 || rows.some((row) => !row.hidden);
+}
 
 /**
  * The history list: each row opens its session, and offers Export (Markdown, saved by the
@@ -22,12 +37,12 @@ export function renderSessions(sessions: SessionRow[], canDelete: boolean): void
   for (const s of sessions) {
     sessionList.append(sessionRow(s, canDelete));
   }
+  filterSessions(); // a list sent again (after a delete) keeps the search
   setSessionsOpen(true);
 }
 
 function setSessionsOpen(open: boolean): void {
   sessionsPanel.hidden = !open;
-  byId('sessions-button').setAttribute('aria-expanded', String(open));
 }
 
 function sessionRow(s: SessionRow, canDelete: boolean): HTMLElement {
@@ -106,15 +121,9 @@ function confirmDelete(li: HTMLElement, s: SessionRow, actions: HTMLElement): vo
   no.focus(); // the safe answer first: Enter keeps the session
 }
 
-/** History opens the list (the host sends it) or closes it; × closes it. */
+/** The list opens when the host sends it (the view's title bar: Show Sessions); × closes it. */
 export function listenToHistoryButtons(): void {
-  byId('sessions-button').addEventListener('click', () => {
-    if (sessionsPanel.hidden) {
-      post({ type: 'listSessions' });
-    } else {
-      setSessionsOpen(false);
-    }
-  });
+  search.addEventListener('input', filterSessions);
   byId('sessions-close').addEventListener('click', () => {
     setSessionsOpen(false);
   });

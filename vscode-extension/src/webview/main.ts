@@ -19,7 +19,7 @@ import { post } from './dom.js';
 import { listenToHistoryButtons, renderSessions } from './history.js';
 import { onRenderFrame } from './messageRenderer.js';
 import { listenToToolbar, renderMeta } from './metaView.js';
-import { applyDelta, applyOutput, isNearBottom, reset, transcript, upsert } from './transcript.js';
+import { applyDelta, applyOutput, isNearBottom, keepFollowing, listenToScrolling, reset, transcript, upsert } from './transcript.js';
 
 function showMeta(meta: Parameters<typeof renderMeta>[0]): void {
   renderMeta(meta);
@@ -32,6 +32,7 @@ function showMeta(meta: Parameters<typeof renderMeta>[0]): void {
 listenToComposer();
 listenToToolbar();
 listenToHistoryButtons();
+listenToScrolling();
 
 window.addEventListener('message', (event: MessageEvent<HostToView>) => {
   const msg = event.data;
@@ -69,9 +70,7 @@ handleCodeBlockButtons(transcript, (text) => post({ type: 'insertCode', text }))
 onRenderFrame((render) => {
   const stick = isNearBottom();
   render();
-  if (stick) {
-    transcript.scrollTop = transcript.scrollHeight;
-  }
+  keepFollowing(stick);
 });
 
 post({ type: 'ready' });

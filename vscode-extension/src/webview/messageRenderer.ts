@@ -199,3 +199,34 @@ export function renderPlainText(body: HTMLElement, text: string): void {
   }
   plainTexts.set(body, text);
 }
+
+/** A text that is one fenced code block and nothing else (how the server shows a command). */
+const ONE_FENCE = /^(`{3,}|~{3,})[^\n`]*\n[\s\S]*\n\1\s*$/;
+
+/**
+ * What a tool call shows as text (`textClass` on it): one fenced code block rendered as the
+ * page renders code (its language, highlighted, Copy and Insert), any other text as it is,
+ * preformatted (the code of an evaluation, an output: not Markdown).
+ */
+export function codeOrPlainText(text: string, textClass: string): HTMLElement {
+  if (md && ONE_FENCE.test(text)) {
+    const block = document.createElement('div');
+    block.className = `markdown rendered-code ${textClass}-rendered`;
+    block.append(...nodes(text, {}));
+    return block;
+  }
+  const pre = document.createElement('pre');
+  pre.className = textClass;
+  pre.textContent = text;
+  return pre;
+}
+
+/** One line of the model's Markdown (a plan item) as inline nodes: code, emphasis, links; no HTML. */
+export function inlineMarkdown(text: string): Node[] {
+  if (!md) {
+    return [document.createTextNode(text)];
+  }
+  const template = document.createElement('template');
+  template.innerHTML = md.renderInline(text);
+  return [...template.content.childNodes];
+}

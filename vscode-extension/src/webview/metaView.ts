@@ -1,6 +1,6 @@
 /**
- * The view's meta: the toolbar's pickers (model, mode, tool policy, the server's other
- * options), the plan, the banner (server state, loading), the usage line, the attachments
+ * The view's meta: the toolbar's pickers (model, mode) and its settings menu (tool policy,
+ * the server's other options), the plan, the banner (server state, loading), the usage line, the attachments
  * waiting, and what is said when a turn starts and ends.
  */
 
@@ -184,13 +184,29 @@ function renderOtherOptions(others: ViewMeta['configOptions']): void {
       select.title = o.description ?? o.name;
       setSelect(select, o.options, o.currentValue);
       select.onchange = () => post({ type: 'setConfigOption', configId: o.id, value: select.value });
-      return select;
+      return h('label', { class: 'setting' }, o.name, ' ', select);
     }),
   );
 }
 
-/** The toolbar's pickers post the user's choice. */
+const settingsButton = byId<HTMLButtonElement>('settings-button');
+const settingsPanel = byId<HTMLElement>('settings');
+
+/** The settings menu (tool policy, the server's other options) opens and closes under the toolbar. */
+function setSettingsOpen(open: boolean): void {
+  settingsPanel.hidden = !open;
+  settingsButton.setAttribute('aria-expanded', String(open));
+}
+
+/** The toolbar's pickers post the user's choice; ⚙ opens the settings, Escape in them closes them. */
 export function listenToToolbar(): void {
+  settingsButton.addEventListener('click', () => setSettingsOpen(settingsPanel.hidden));
+  settingsPanel.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      setSettingsOpen(false);
+      settingsButton.focus();
+    }
+  });
   modelSelect.addEventListener('change', () => post({ type: 'selectModel', model: modelSelect.value }));
   modeSelect.addEventListener('change', () => post({ type: 'setMode', modeId: modeSelect.value }));
   toolPolicySelect.addEventListener('change', () => post({ type: 'setConfigOption', configId: 'tool_policy', value: toolPolicySelect.value }));

@@ -1,11 +1,12 @@
 /**
  * The model's plan above the transcript: its items in order, each ticked when completed and
  * marked while in progress, with how many are done; hidden while there is none. Each `plan`
- * update replaces the whole plan.
+ * update replaces the whole plan. An item is the model's inline Markdown (code, emphasis).
  */
 
 import type { PlanItemView } from '../common/view';
 import { byId, h } from './dom.js';
+import { inlineMarkdown } from './messageRenderer.js';
 
 const planEl = byId<HTMLElement>('plan');
 
@@ -38,7 +39,7 @@ export function renderPlan(plan: PlanItemView[] | undefined): void {
         'li',
         { class: `plan-item plan-${item.status} plan-priority-${item.priority}`, 'data-status': item.status },
         h('span', { class: 'plan-mark', 'aria-hidden': 'true' }, MARK[item.status]),
-        h('span', { class: 'plan-content' }, item.content),
+        h('span', { class: 'plan-content' }, ...inlineMarkdown(item.content)),
         h('span', { class: 'visually-hidden' }, ` (${SAID[item.status]}${item.priority === 'high' ? ', high priority' : ''})`),
       ),
     ),

@@ -19,8 +19,38 @@ const rendered = new Map<string, HTMLElement>();
 /** Each shown entry as last sent or changed by a delta, by entry id. */
 const shownEntries = new Map<string, Entry>();
 
+/** "Jump to latest": shown while the user reads above the end of the conversation. */
+const jumpButton = byId<HTMLButtonElement>('jump-latest');
+
 export function isNearBottom(): boolean {
   return transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 60;
+}
+
+/**
+ * After the transcript changed: scrolled to its end when the user was there (`follow`), else
+ * left where the user reads, with "Jump to latest" shown.
+ */
+export function keepFollowing(follow: boolean): void {
+  if (follow) {
+    transcript.scrollTop = transcript.scrollHeight;
+  }
+  jumpButton.hidden = isNearBottom();
+}
+
+/** The conversation follows the user: "Jump to latest" goes to the end, scrolling back down hides it. */
+export function listenToScrolling(): void {
+  transcript.addEventListener('scroll', () => {
+    jumpButton.hidden = isNearBottom();
+  });
+  jumpButton.addEventListener('click', () => {
+    keepFollowing(true);
+    promptBoxFocus();
+  });
+}
+
+/** The prompt box takes the focus back after a jump (the button hides under the pointer). */
+function promptBoxFocus(): void {
+  byId<HTMLTextAreaElement>('prompt').focus();
 }
 
 /** The text of the answer to the last prompt (its agent messages), as shown. */
@@ -38,7 +68,8 @@ export function lastAnswerText(): string {
 }
 
 export function upsert(entries: Entry[], removed: string[]): void {
-  const stick = isNearBottom();
+  // A prompt the user sent brings the view to it, wherever they were reading.
+  const stick = isNearBottom() || (!resetting && entries.some((e) => e.kind === 'user' && !rendered.has(e.id)));
   for (const id of removed) {
     rendered.get(id)?.remove();
     rendered.delete(id);
@@ -64,9 +95,7 @@ export function upsert(entries: Entry[], removed: string[]): void {
     }
   }
   empty.hidden = rendered.size > 0;
-  if (stick) {
-    transcript.scrollTop = transcript.scrollHeight;
-  }
+  keepFollowing(stick);
 }
 
 /**
@@ -83,9 +112,7 @@ export function applyDelta(id: string, change: (entry: AgentEntry | ThoughtEntry
   const next = change(entry);
   shownEntries.set(id, next);
   updateEntry(el, next);
-  if (stick) {
-    transcript.scrollTop = transcript.scrollHeight;
-  }
+  keepFollowing(stick);
 }
 
 /** A running command's output grew by `text`: only its output is drawn again (what is new of it). */
@@ -99,9 +126,7 @@ export function applyOutput(id: string, text: string): void {
   const next = { ...entry, commandOutput: (entry.commandOutput ?? '') + text };
   shownEntries.set(id, next);
   updateCommandOutput(el, next);
-  if (stick) {
-    transcript.scrollTop = transcript.scrollHeight;
-  }
+  keepFollowing(stick);
 }
 
 /** Notices said since the running turn began (one says why a turn ended). */
@@ -122,5 +147,5 @@ export function reset(entries: Entry[]): void {
   } finally {
     resetting = false;
   }
-  transcript.scrollTop = transcript.scrollHeight;
+  keepFollowing(true);
 }

@@ -191,6 +191,7 @@ export class Sessions {
     }
     const { sessionId } = result;
     const previous = this.openSession;
+    const keptMode = core.state.meta.mode?.currentModeId;
     this.onShown();
     core.dispatch({ type: 'clear' });
     core.meta({
@@ -213,10 +214,27 @@ export class Sessions {
     this.sessionPromise = undefined;
     core.log(`New session ${sessionId} (stored from its first prompt).`);
     this.replayEarly(sessionId);
+    await this.keepMode(keptMode);
     if (previous && previous !== sessionId && client.sessionCapabilities.close) {
       await closeQuietly(client, previous, (line) => core.log(line));
     }
     return sessionId;
+  }
+
+  /**
+   * A new chat keeps the mode the one before had (the user chose it: "New" is not "reset"),
+   * when the new session offers it; a refusal is logged, the server's mode then shown.
+   */
+  private async keepMode(modeId: string | undefined): Promise<void> {
+    const mode = this.core.state.meta.mode;
+    if (!modeId || !mode || mode.currentModeId === modeId || !mode.modes.some((m) => m.id === modeId)) {
+      return;
+    }
+    try {
+      await this.models.setMode(modeId);
+    } catch (err) {
+      this.core.log(`The new session kept the server's mode (${mode.currentModeId}), not ${modeId}: ${describeError(err)}`, 'warn');
+    }
   }
 
   /** The other roots the server could not be given were said in the log (once). */
