@@ -25,6 +25,7 @@ from parley.core.choices import AllowPrefix, CommandOffer
 from parley.core.conversation import ToolCall
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.protocol.permission import (
+    NOT_COVERABLE,
     permission_decision,
     permission_options,
     permission_request,
@@ -149,8 +150,19 @@ async def test_allowing_pytest_always_covers_pytest_but_never_a_compound_command
         "bash -c pytest",
     ]
     assert ran(client) == ["pytest", "pytest -q"]  # the others rejected
-    for question in client.permission_requests[1:]:
+    said = [content.get("content", {}).get("text") for content in question_content(client, 0)]
+    assert NOT_COVERABLE not in said  # `pytest` is offered always
+    for position, question in enumerate(client.permission_requests[1:], start=1):
         assert question["options"] == [ONCE, REJECT]
+        # The question says why "always" is not offered (issue 42).
+        said = [
+            content.get("content", {}).get("text") for content in question_content(client, position)
+        ]
+        assert said[-1] == NOT_COVERABLE
+
+
+def question_content(client: ParleyClient, position: int) -> list[dict[str, Any]]:
+    return client.permission_requests[position]["toolCall"].get("content", [])
 
 
 @needs_sandbox

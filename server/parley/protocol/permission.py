@@ -20,6 +20,11 @@ PERMISSION_OPTIONS = [
 
 # A command's "allow always" option: this prefix followed by the prefix allowed.
 ALLOW_PREFIX = "allow_always:"
+# Said in the question about a command no prefix can cover (tools/command_rules.py).
+NOT_COVERABLE = (
+    '"Always allow" is not offered: only a plain command (a program and plain words: no '
+    "operators, redirections, variables, globs or interpreter) can be allowed always."
+)
 
 
 def permission_request(
@@ -36,6 +41,8 @@ def permission_request(
     if command is not None and command.unsandboxed is not None:
         warning = f'{unsandboxed_warning(command.unsandboxed)} "Always allow" is not offered.'
         shown["content"] = [*shown.get("content", []), updates.text_content(warning)]
+    elif command is not None and not command.prefixes:
+        shown["content"] = [*shown.get("content", []), updates.text_content(NOT_COVERABLE)]
     return {
         "sessionId": session_id,
         "toolCall": {
