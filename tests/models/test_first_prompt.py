@@ -1,7 +1,8 @@
-"""The first prompt right after `session/new` never waits for the provider SDK's import (a
-second or more): `session/new` is answered once the import, started in the background, has
-ended. Neither `initialize` nor a `session/load` (an editor reopening a session) waits for
-it. The import is made slow here, by a `sitecustomize` in the server's path, so that the
+"""The provider SDK's import (a second or more) is started in the background and waited for
+only by what needs it: neither `initialize`, `session/new` (issue 39: answered at once) nor a
+`session/load` (an editor reopening a session) waits for it; the first prompt waits for what
+is left of it (tests/protocol/test_cold_start.py holds it back for good). The import is made
+slow here, by a `sitecustomize` in the server's path, so that the
 order of events shows who waited for it."""
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ async def wait_for(log: Path) -> float:
     raise AssertionError(f"the SDK was never imported: {log.read_text()!r}")
 
 
-async def test_session_new_is_answered_once_the_sdk_is_imported(
+async def test_session_new_is_answered_before_the_sdk_is_imported_and_the_prompt_waits_for_it(
     start_server, fake: FakeLLM, workspace: Path, tmp_path: Path
 ) -> None:
     client, log = await slow_import_server(start_server, tmp_path)
@@ -66,13 +67,12 @@ async def test_session_new_is_answered_once_the_sdk_is_imported(
     initialized = time.monotonic()
     session = await client.new_session(str(workspace))
     opened = time.monotonic()
-    assert log.exists(), "session/new was answered before the SDK's import even started"
-    ended = import_ended(log)
-    assert initialized < ended  # `initialize` did not wait for the import
-    assert ended <= opened  # the import was over when the session was answered
     fake.set_script([Reply(text="Quick.")])
     await client.prompt(session, "Hello.")
-    assert client.text_of(session) == "Quick."
+    ended = await wait_for(log)
+    assert initialized < ended  # `initialize` did not wait for the import
+    assert opened < ended  # nor did `session/new`: answered while it still ran (1.5 s)
+    assert client.text_of(session) == "Quick."  # the prompt waited for it
 
 
 async def test_a_session_load_does_not_wait_for_the_sdk(

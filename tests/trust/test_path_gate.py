@@ -632,6 +632,10 @@ STATIC_SOURCES = (
     "library, and regular, before griffe reads it (docs/security.md: limits)"
 )
 OPENED_BY_THE_GATE = "in a directory the gate opened, by descriptor, never followed"
+JUPYTER_FILES = (
+    "Jupyter's own files, never a workspace path: the connection file the user named (a "
+    "regular file, bounded, parsed field by field) and Jupyter's runtime directory"
+)
 ALLOWED = {
     ("workspace.py", "repository_of", "os.path.lexists"): "a `.git` at or above the root",
     ("workspace.py", "workspace_files", "os.fwalk"): (
@@ -657,6 +661,19 @@ ALLOWED = {
             ("_chmod_at", "os.open"),
         ]
     },
+    **{
+        call: JUPYTER_FILES
+        for call in [
+            ("jupyter_link.py", "read_connection_file", "os.open"),
+            ("jupyter_runtime.py", "running_kernels", ".is_file"),
+            ("jupyter_runtime.py", "running_kernels", ".stat"),
+            ("jupyter_runtime.py", "running_kernels", "os.scandir"),
+            ("jupyter_runtime.py", "with_notebooks", ".glob"),
+            ("jupyter_runtime.py", "with_notebooks", ".read_text"),
+        ]
+    },
+    # Not a file: the link to the user's kernel (its sockets or websocket) opened.
+    ("user_kernel.py", "_ensure_open", ".open"): "the kernel link's `open()`, not a file",
     # The entry `_chmod_at` opened (O_PATH, never a link), named by its descriptor.
     ("snapshot_restore.py", "_chmod_at", "os.chmod"): OPENED_BY_THE_GATE,
     **{
