@@ -12,6 +12,9 @@ from pathlib import Path
 
 import attrs
 
+# At start, not at a session's first options (on the loop, behind the SDK's import): 17 ms.
+from jupyter_core.paths import jupyter_runtime_dir
+
 logger = logging.getLogger(__name__)
 
 _KERNEL_FILE = re.compile(r"kernel-(.+)\.json")
@@ -28,8 +31,6 @@ class RunningKernel:
 
 
 def runtime_dir() -> Path:
-    from jupyter_core.paths import jupyter_runtime_dir
-
     return Path(jupyter_runtime_dir())
 
 
