@@ -55,6 +55,10 @@ def loop_watchdog(
     reports = tmp_path_factory.mktemp("loop-watchdog") / "reports.jsonl"
     monkeypatch.setenv("PARLEY_LOOP_WATCHDOG_MS", str(LOOP_WATCHDOG_MS))
     monkeypatch.setenv("PARLEY_LOOP_WATCHDOG_FILE", str(reports))
+    # Each server a test starts is cold, a process of its own that ends with the test: a warm
+    # process (parley/warm_process.py) would outlive it. tests/protocol/test_warm_start.py
+    # starts one of its own.
+    monkeypatch.setenv("PARLEY_WARM", "0")
     yield reports
     blocks = read_reports(reports)
     if blocks:

@@ -2,6 +2,6 @@
 
 import sys
 
-from parley.cli import main
+from parley.entry import main
 
 sys.exit(main())

@@ -16,6 +16,7 @@ from parley.child_env import CHILD_VARIABLES
 from parley.config import ConfigError, Settings, load_settings
 from parley.core.redact import redact, remember_secrets
 from parley.sandbox import make_undumpable, policy_lines, sandbox_status
+from parley.warm_start import warm_start_status
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FAKE_LLM = "fake-llm"  # the subcommand that runs parley.fakellm
@@ -313,6 +314,7 @@ def _doctor(settings: Settings) -> int:
     kernel = "allowed" if network.kernel_network else "off"
     mcp = ", ".join(network.mcp_network) or "none"
     print(f"network: the kernel's is {kernel}; MCP servers allowed it: {mcp}")
+    print(f"warm start: {warm_start_status(os.environ)}")
     return 0
 
 

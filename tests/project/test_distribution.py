@@ -90,7 +90,7 @@ def test_the_wheel_carries_the_server_and_its_metadata(built: tuple[Path, Path])
     assert metadata["Requires-Python"] == ">=3.11"
     assert metadata["License-Expression"] == "MIT"
     assert "Programming Language :: Python :: 3.11" in metadata.get_all("Classifier")
-    assert "parley = parley.cli:main" in entry_points
+    assert "parley = parley.entry:main" in entry_points
 
 
 def test_the_sdist_leaves_the_tests_out(built: tuple[Path, Path]) -> None:

@@ -55,6 +55,9 @@ LAYERS = {
     "parley.bench": "commands",
     "parley.bench_llamacpp": "commands",
     "parley.__main__": "commands",
+    "parley.entry": "commands",  # the `parley` script: `serve` warm where it can
+    "parley.warm_start": "commands",  # `parley serve` handed to the warm process
+    "parley.warm_process": "commands",  # the warm process: imports all, forks servers
 }
 
 # What each layer may import (module-name prefixes), bottom to top. Its own layer is allowed;

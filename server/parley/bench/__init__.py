@@ -30,6 +30,7 @@ from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
 from parley.bench.tool_start import real_server_row, tool_start_rows
 from parley.bench.tools import kernel_rows, parser_rows, static_introspection_rows
 from parley.bench.user_kernel import user_kernel_row
+from parley.bench.warm import warm_rows
 from parley.fakellm import FakeLLM
 
 # --- the table ---------------------------------------------------------------------------------
@@ -71,6 +72,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         session_load = await session_load_rows(fake, home, sizes)
         first_prompt = await first_prompt_row(fake, home, sizes)
         first_prompt_at_once = await first_prompt_at_once_rows(fake, home, sizes)
+        warm = await warm_rows(fake, home, sizes)
         caching = await cache_rows(fake, home)
         compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
@@ -81,6 +83,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         throughput,
         *latency,
         cold_start,
+        warm[0],
         *tool_start,
         *kernel,
         *static_introspection,
@@ -88,6 +91,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         *session_load,
         first_prompt,
         *first_prompt_at_once,
+        *warm[1:],
         *caching,
         compaction,
         *snapshots,

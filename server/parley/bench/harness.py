@@ -136,6 +136,7 @@ def server_environment(fake: FakeLLM, home: Path) -> dict[str, str]:
         "PARLEY_HOME": str(home / "data"),
         "PARLEY_CONFIG": str(home / "no-config.toml"),
         "XDG_CONFIG_HOME": str(home / "config"),
+        "PARLEY_WARM": "0",  # every row's server is cold but rows 3w and 8w (bench/warm.py)
     }
 
 

@@ -125,7 +125,7 @@ class ProviderRegistry:
             try:
                 if config is None or not self.availability(name)[0]:
                     with collector_paused():
-                        _import_sdk(kind)
+                        import_sdk(kind)
                 else:
                     provider = self._imported_and_built(config)
             except Exception:  # the first prompt does it again, and says what is wrong
@@ -141,7 +141,7 @@ class ProviderRegistry:
         """`_build`, its SDK imported first, with the collector paused (`collector_paused`):
         call it in a thread."""
         with collector_paused():
-            _import_sdk(config.kind)
+            import_sdk(config.kind)
             return self._build(config)
 
     def _build(self, config: ProviderConfig) -> Provider:
@@ -192,7 +192,7 @@ class ProviderRegistry:
         self._providers.clear()
 
 
-def _import_sdk(kind: str) -> None:
+def import_sdk(kind: str) -> None:
     """What the SDK imports (here: in a thread) rather than at its first request (on the
     event loop)."""
     # httpcore makes anyio's first Event at the first request: anyio then imports its

@@ -1,0 +1,343 @@
+"""The warm process: everything a server imports, imported once; a server forked per start.
+
+Started by `parley serve` (`warm_start.start_warm_process`) as
+`python -P -m parley.warm_process DIRECTORY FINGERPRINT`, in `/`, with no key in its
+environment. It takes `warm-FINGERPRINT.lock` (one warm process per fingerprint), imports
+what a server and its first prompt need, then listens on `warm-FINGERPRINT.sock` (0600, in
+a 0700 directory of the user's). For each connection it checks the peer (this user, and not
+a confined process: see `confined`), reads the request, forks, and the child becomes the
+server of that `parley serve` (`become_server`). It reports each server's end to its client
+and ends itself after `PARLEY_WARM_IDLE_SECONDS` with no server running. Single-threaded
+until it forks, as a fork must be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import importlib
+import json
+import logging
+import os
+import pkgutil
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import attrs
+
+from parley.warm_start import (
+    DEFAULT_IDLE_SECONDS,
+    EXITED,
+    FORWARDED_SIGNALS,
+    HEADER,
+    KILLED,
+    MAX_PAYLOAD_BYTES,
+    REFUSED,
+    SIGNAL,
+    STARTED,
+    fingerprint,
+    peer_credentials,
+    socket_path,
+)
+
+logger = logging.getLogger("parley.warm")
+REQUEST_TIMEOUT_SECONDS = 5.0
+PRELOAD_DELAY_SECONDS = 1.5  # a client that connects and then sends nothing is dropped
+# What a server and its first prompt import: the packages walked whole (modules that run as
+# programs of their own — the kernel's, the fake LLM's — are not among them).
+PRELOADED_PACKAGES = ("parley.core", "parley.protocol", "parley.agent", "parley.tools")
+PRELOADED_MODULES = ("parley.cli", "parley.server", "parley.store", "parley.providers.registry")
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    directory, wanted = Path(argv[0]), argv[1]
+    if fingerprint() != wanted:  # not the Parley the client runs: it would serve older code
+        logger.info("fingerprint differs from the client's: not starting")
+        return 0
+    lock = os.fdopen(
+        os.open(directory / f"warm-{wanted}.lock", os.O_WRONLY | os.O_CREAT, 0o600), "w"
+    )
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another start launched one first
+    from parley.sandbox import make_undumpable
+
+    make_undumpable()
+    # The start that launched this one is importing the same modules right now, cold: on a
+    # machine of two cores, importing beside it would slow that start by as much.
+    time.sleep(PRELOAD_DELAY_SECONDS)
+    preload()
+    if threading.active_count() != 1:  # an import started a thread: a fork would be unsafe
+        logger.info("a thread is running after the imports: not serving")
+        return 0
+    gc.freeze()  # what was imported stays out of every collection (and shared with each fork)
+    WarmProcess(directory, wanted, lock).serve()
+    return 0
+
+
+def preload() -> None:
+    started = time.monotonic()
+    for name in PRELOADED_MODULES:
+        importlib.import_module(name)
+    for package in PRELOADED_PACKAGES:
+        for module in pkgutil.walk_packages(
+            importlib.import_module(package).__path__, f"{package}."
+        ):
+            if not module.name.endswith("_main"):
+                importlib.import_module(module.name)
+    from parley.core.wire_kinds import WIRE_KINDS
+    from parley.providers.registry import import_sdk
+
+    for kind in WIRE_KINDS:
+        import_sdk(kind)
+    logger.info("imported in %.0f ms", (time.monotonic() - started) * 1000)
+
+
+class WarmProcess:
+    def __init__(self, directory: Path, print_: str, lock: object) -> None:
+        self.path = socket_path(directory, print_)
+        self.lock = lock
+        self.idle_seconds = float(
+            os.environ.get("PARLEY_WARM_IDLE_SECONDS") or DEFAULT_IDLE_SECONDS
+        )
+        self.selector = selectors.DefaultSelector()
+        self.servers: dict[int, tuple[int, socket.socket]] = {}  # pidfd → pid, its client
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.idle_since = time.monotonic()  # when the last server ended
+
+    def serve(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # a socket left by a warm process that died (we hold the lock)
+        old_mask = os.umask(0o177)
+        try:
+            self.listener.bind(os.fspath(self.path))
+        finally:
+            os.umask(old_mask)
+        self.listener.listen(64)
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        logger.info("listening on %s (pid %d)", self.path, os.getpid())
+        while True:
+            timeout = None
+            if not self.servers:
+                timeout = self.idle_since + self.idle_seconds - time.monotonic()
+                if timeout <= 0:
+                    break
+            for key, _events in self.selector.select(timeout):
+                if key.fileobj is self.listener:
+                    self.accept()
+                else:
+                    self.reap(key.fd)
+        self.close()
+
+    def close(self) -> None:
+        """The socket is removed first, so no client connects to a process that is ending."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self.listener.close()
+        logger.info("idle for %.0f s: ending", self.idle_seconds)
+
+    def accept(self) -> None:
+        try:
+            connection, _ = self.listener.accept()
+        except OSError:
+            return
+        try:
+            request = self.request_of(connection)
+        except (OSError, ValueError) as error:
+            logger.info("request refused: %s", error)
+            with contextlib.suppress(OSError):
+                connection.sendall(f"{REFUSED} {error}\n".encode())
+            connection.close()
+            return
+        server_request, descriptors = request
+        pid = os.fork()
+        if pid == 0:  # the child: it never comes back here
+            self.forget_in_child(connection)
+            become_server(connection, server_request, descriptors)
+        for descriptor in descriptors:  # the editor's pipes are the server's alone now
+            os.close(descriptor)
+        logger.info("server %d started for %d", pid, peer_credentials(connection)[0])
+        pidfd = os.pidfd_open(pid)
+        self.servers[pidfd] = (pid, connection)
+        self.selector.register(pidfd, selectors.EVENT_READ)
+        with contextlib.suppress(OSError):
+            connection.sendall(f"{STARTED} {pid}\n".encode())
+
+    def request_of(self, connection: socket.socket) -> tuple[ServerRequest, list[int]]:
+        """The request's payload and its four descriptors, from a peer that may have them."""
+        connection.settimeout(REQUEST_TIMEOUT_SECONDS)
+        reason = confined(connection)
+        if reason:
+            raise ValueError(reason)
+        header, descriptors, _flags, _address = socket.recv_fds(connection, HEADER.size, 4)
+        try:
+            if len(descriptors) != 4 or len(header) != HEADER.size:
+                raise ValueError("a request is a header and four descriptors")
+            (length,) = HEADER.unpack(header)
+            if length > MAX_PAYLOAD_BYTES:
+                raise ValueError("the request is too long")
+            request = parse_request(_received(connection, length))
+        except BaseException:
+            for descriptor in descriptors:
+                os.close(descriptor)
+            raise
+        connection.settimeout(None)
+        return request, descriptors
+
+    def reap(self, pidfd: int) -> None:
+        pid, connection = self.servers.pop(pidfd)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            line = f"{KILLED} {os.WTERMSIG(status)}\n"
+        else:
+            line = f"{EXITED} {os.waitstatus_to_exitcode(status)}\n"
+        with contextlib.suppress(OSError):
+            connection.sendall(line.encode())
+        connection.close()
+        if not self.servers:
+            self.idle_since = time.monotonic()
+
+    def forget_in_child(self, connection: socket.socket) -> None:
+        """A server keeps nothing of the warm process's: not its socket, not its lock, not
+        the connections of the other servers (each would hold the other's client open)."""
+        self.selector.close()
+        self.listener.close()
+        self.lock.close()  # type: ignore[attr-defined]
+        for pidfd, (_pid, other) in self.servers.items():
+            os.close(pidfd)
+            if other is not connection:
+                other.close()
+
+
+def confined(connection: socket.socket) -> str:
+    """Why this peer may not have a server: not this user, or confined (a sandboxed child's
+    seccomp filter or no_new_privs, or another PID, mount or user namespace) — a server
+    forked here would be free of what confines it. Empty when it may."""
+    pid, uid, _gid = peer_credentials(connection)
+    if uid != os.getuid():
+        return "another user"
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        for namespace in ("pid", "mnt", "user"):
+            theirs, ours = (os.readlink(f"/proc/{who}/ns/{namespace}") for who in (pid, "self"))
+            if theirs != ours:
+                return f"a peer in another {namespace} namespace"
+    except OSError:
+        return "a peer that cannot be checked"
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("Seccomp", "0").strip() != "0" or fields.get("NoNewPrivs", "0").strip() != "0":
+        return "a confined peer (seccomp or no_new_privs)"
+    return ""
+
+
+def _received(connection: socket.socket, length: int) -> bytes:
+    chunks, left = [], length
+    while left:
+        chunk = connection.recv(min(left, 1 << 16))
+        if not chunk:
+            raise ValueError("the request ended early")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+@attrs.frozen
+class ServerRequest:
+    """What a `parley serve` asks of the warm process: its arguments, environment, umask."""
+
+    argv: list[str]
+    env: dict[str, str]
+    umask: int
+
+
+def parse_request(payload: bytes) -> ServerRequest:
+    """The request in `payload`, or ValueError saying what is wrong with it. Only `serve`
+    is served: the warm process starts servers, nothing else of the CLI."""
+    try:
+        request = json.loads(payload.decode("utf-8", "surrogateescape"))
+    except (UnicodeDecodeError, RecursionError, json.JSONDecodeError) as error:
+        raise ValueError("the request is not JSON") from error
+    if not isinstance(request, dict):
+        raise ValueError("the request is not an object")
+    argv, env, umask = request.get("argv"), request.get("env"), request.get("umask")
+    if not isinstance(argv, list) or argv[:1] != ["serve"]:
+        raise ValueError("only `parley serve` is served")
+    if not all(isinstance(argument, str) and "\0" not in argument for argument in argv):
+        raise ValueError("an argument is not text")
+    if not isinstance(env, dict) or not all(
+        isinstance(value, str) and name and "=" not in name and "\0" not in name + value
+        for name, value in env.items()
+    ):
+        raise ValueError("the environment is not names and texts")
+    if not isinstance(umask, int) or isinstance(umask, bool) or not 0 <= umask <= 0o777:
+        raise ValueError("the umask is not a mode")
+    return ServerRequest(argv, env, umask)
+
+
+def become_server(
+    connection: socket.socket, request: ServerRequest, descriptors: list[int]
+) -> None:
+    """In the forked child: take the client's stdio, directory, umask, environment and
+    arguments, run `parley serve` as a cold start would, and exit with its status."""
+    code = 1
+    try:
+        for target, descriptor in enumerate(descriptors[:3]):
+            os.dup2(descriptor, target)
+        os.fchdir(descriptors[3])
+        for descriptor in descriptors:
+            os.close(descriptor)
+        os.umask(request.umask)
+        os.environ.clear()
+        os.environ.update(request.env)
+        sys.argv = ["parley", *request.argv]
+        from parley.core.redact import remember_secrets, secrets_in
+
+        remember_secrets(secrets_in(os.environ))  # its own redactor knew the warm env only
+        logging.getLogger().handlers.clear()  # the warm process's log is not the server's
+        threading.Thread(target=_follow_client, args=(connection,), daemon=True).start()
+        from parley.cli import main as cli_main
+
+        code = cli_main(request.argv)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # the child must never return to the warm process's loop
+        logger.exception("the server failed")
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _follow_client(connection: socket.socket) -> None:
+    """The client forwards the signals it gets; when it is gone (killed), the server ends as
+    if it had been sent SIGTERM."""
+    pending = b""
+    while True:
+        try:
+            chunk = connection.recv(256)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            word, _, number = line.decode("ascii", "replace").partition(" ")
+            if word == SIGNAL and number.isdigit() and int(number) in FORWARDED_SIGNALS:
+                os.kill(os.getpid(), int(number))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

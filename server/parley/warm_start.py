@@ -1,0 +1,263 @@
+"""`parley serve` through the warm process: a start no one notices.
+
+Importing what a server needs (pygls with LSP's thousand types, the provider SDKs) takes a
+second or more on every start. A warm process (`parley.warm_process`, one per user and per
+installed Parley) has imported it all once; `parley serve` then only connects to its socket,
+hands over its stdin, stdout, stderr and working directory (SCM_RIGHTS) with its arguments,
+environment and umask, and the warm process forks a server that adopts them: the editor's
+process talks to that server as to a cold one. This module is that thin client, so it
+imports nothing but the standard library's small modules.
+
+When there is no warm process (the first start, after an upgrade, after it has been idle
+for `PARLEY_WARM_IDLE_SECONDS`), or it cannot be trusted or used, `parley serve` starts
+cold, as it always could, and starts a warm process for the next time. `PARLEY_WARM=0`
+turns all of this off. The security of it is in docs/security.md ("The warm process").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+# The wire between `parley serve` (the client), the warm process and the server it forks.
+# Client → warm process: HEADER (the payload's length) with the four descriptors, then the
+# payload (JSON: argv, env, umask). Warm process → client: a line each, STARTED first, then
+# EXITED or KILLED when the server has ended (REFUSED instead of STARTED: start cold).
+# Client → server: SIGNAL lines (what the editor sent the client, forwarded).
+HEADER = struct.Struct("!Q")
+MAX_PAYLOAD_BYTES = 4 << 20  # an environment is kilobytes; this bounds what the process reads
+STARTED, EXITED, KILLED, REFUSED, SIGNAL = "started", "exited", "killed", "refused", "signal"
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+ANSWER_TIMEOUT_SECONDS = 10.0  # for STARTED: a warm process that does not answer is skipped
+# A Unix socket's path is at most 108 bytes (sun_path) on Linux; a longer one starts cold.
+MAX_SOCKET_PATH = 100
+DEFAULT_IDLE_SECONDS = 1800  # the warm process ends after this long with no server running
+# What the warm process keeps of the environment of the start that launched it: no key, no
+# token, nothing of the user's but where Python finds Parley (each server takes its
+# client's whole environment).
+WARM_PROCESS_VARIABLES = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "XDG_RUNTIME_DIR",
+    "PARLEY_WARM_IDLE_SECONDS",
+)
+
+
+def warm_enabled(environ: os._Environ[str] | dict[str, str]) -> bool:
+    return environ.get("PARLEY_WARM", "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def runtime_directory(environ: os._Environ[str] | dict[str, str]) -> Path | None:
+    """Where the warm process's socket lives: `$XDG_RUNTIME_DIR/parley`, else Parley's data
+    directory's `run/` — both hidden from every sandboxed child (sandbox_policy.hidden_paths).
+    None when it is not a directory of this user's alone (0700): then no warm start."""
+    if runtime := environ.get("XDG_RUNTIME_DIR"):
+        place = Path(runtime, "parley")
+    else:
+        home = environ.get("HOME") or os.path.expanduser("~")
+        data = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+        place = Path(environ.get("PARLEY_HOME") or os.path.join(data, "parley"), "run")
+    if not place.is_absolute():
+        return None
+    try:
+        place.mkdir(mode=0o700, parents=True, exist_ok=True)
+        status = os.lstat(place)
+    except OSError:
+        return None
+    private = stat.S_ISDIR(status.st_mode) and not status.st_mode & 0o077
+    return place if private and status.st_uid == os.getuid() else None
+
+
+def fingerprint() -> str:
+    """What the warm process must share with this start to serve it: the interpreter, where
+    Python finds packages, and Parley's own files (their sizes and times). An upgrade, an
+    edit of Parley or a package installed beside it gives another fingerprint, so another
+    warm process: one never serves with code older than the command's."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for part in (sys.executable, sys.version, package, os.environ.get("PYTHONPATH", "")):
+        digest.update(part.encode(errors="surrogateescape") + b"\0")
+    for folder, folders, files in os.walk(package):
+        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                status = os.stat(os.path.join(folder, name))
+                digest.update(f"{folder}/{name}:{status.st_size}:{status.st_mtime_ns}\0".encode())
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
+            digest.update(f"{entry}:{os.stat(entry).st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:24]
+
+
+def socket_path(directory: Path, print_: str) -> Path:
+    return directory / f"warm-{print_}.sock"
+
+
+def warm_start_status(environ: os._Environ[str] | dict[str, str]) -> str:
+    """`parley doctor`'s line: whether `parley serve` starts warm here, and why not."""
+    if not warm_enabled(environ):
+        return "off (PARLEY_WARM=0): every `parley serve` starts cold"
+    directory = runtime_directory(environ)
+    if directory is None:
+        return "off: no runtime directory of this user's alone (0700) to put its socket in"
+    path = socket_path(directory, fingerprint())
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        return f"off: the socket's path would be too long ({path})"
+    running = "running" if path.exists() else "not running (the next `parley serve` starts it)"
+    return f"on, {running}; its socket {path}"
+
+
+def serve_warm(argv: list[str]) -> int | None:
+    """Serve `argv` (`serve …`) through the warm process: its exit status, once the server
+    it forked has ended. None: start cold here (a warm process was started for the next
+    time where none runs)."""
+    if not warm_enabled(os.environ):
+        return None
+    directory = runtime_directory(os.environ)
+    if directory is None:
+        return None
+    print_ = fingerprint()
+    path = socket_path(directory, print_)
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        return None
+    connection = _connected(path)
+    if connection is None:
+        start_warm_process(directory, print_)
+        return None
+    with connection:
+        if not _handed_over(connection, argv):
+            return None
+        return _served(connection)
+
+
+def _connected(path: Path) -> socket.socket | None:
+    """A connection to the warm process at `path`, if one listens there and is this user's."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(os.fspath(path))
+        uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[
+            1
+        ]
+    except OSError:
+        connection.close()
+        return None
+    if uid != os.getuid():
+        connection.close()
+        return None
+    return connection
+
+
+def peer_credentials(connection: socket.socket) -> tuple[int, int, int]:
+    """The pid, uid and gid of the process at the other end, as the kernel says (SO_PEERCRED)."""
+    pid, uid, gid = struct.unpack(
+        "3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    )
+    return pid, uid, gid
+
+
+def _handed_over(connection: socket.socket, argv: list[str]) -> bool:
+    """Sends the request and waits for the server to be forked: False if the warm process
+    refused it or did not answer (start cold: it did not fork)."""
+    payload = json.dumps(
+        {"argv": argv, "env": dict(os.environ), "umask": _umask()}, ensure_ascii=False
+    ).encode("utf-8", "surrogateescape")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        return False
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        connection.settimeout(ANSWER_TIMEOUT_SECONDS)
+        socket.send_fds(connection, [HEADER.pack(len(payload))], [0, 1, 2, here])
+        connection.sendall(payload)
+        answer = _lines(connection)
+        first = next(answer, "")
+    except OSError:
+        return False
+    finally:
+        os.close(here)
+    return first.startswith(STARTED + " ")
+
+
+def _served(connection: socket.socket) -> int:
+    """Forwards the signals the editor sends this process to the server, then ends as the
+    server ended."""
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):
+            connection.sendall(f"{SIGNAL} {signum}\n".encode())
+
+    for signum in FORWARDED_SIGNALS:
+        signal.signal(signum, forward)
+    connection.settimeout(None)
+    for line in _lines(connection):
+        word, _, number = line.partition(" ")
+        if word == EXITED:
+            return int(number)
+        if word == KILLED:
+            for signum in FORWARDED_SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), int(number))
+            return 128 + int(number)
+    print("parley: the warm process ended before the server it started", file=sys.stderr)
+    return 1
+
+
+def _lines(connection: socket.socket) -> Iterator[str]:
+    """The lines the warm process sends, as they come; ends at end of file."""
+    pending = b""
+    while True:
+        try:
+            chunk = connection.recv(4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("ascii", "replace")
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def start_warm_process(directory: Path, print_: str) -> None:
+    """Starts the warm process in the background, detached from this one's terminal and
+    session, with none of its environment but WARM_PROCESS_VARIABLES, in `/` (never the
+    repository: `-P` and `/` keep a folder's own modules out of what it imports)."""
+    import subprocess
+
+    environment = {name: os.environ[name] for name in WARM_PROCESS_VARIABLES if name in os.environ}
+    log = os.open(directory / f"warm-{print_}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        subprocess.Popen(  # our own interpreter and module
+            [sys.executable, "-P", "-m", "parley.warm_process", os.fspath(directory), print_],
+            cwd="/",
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError:
+        pass
+    finally:
+        os.close(log)
