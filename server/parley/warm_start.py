@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import resource
 import signal
 import socket
 import stat
@@ -27,6 +28,8 @@ import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from parley.core.redact import SECRET_NAME
 
 # The wire between `parley serve` (the client), the warm process and the server it forks.
 # Client → warm process: HEADER (the payload's length) with the four descriptors, then the
@@ -42,8 +45,8 @@ ANSWER_TIMEOUT_SECONDS = 10.0  # for STARTED: a warm process that does not answe
 MAX_SOCKET_PATH = 100
 DEFAULT_IDLE_SECONDS = 1800  # the warm process ends after this long with no server running
 # What the warm process keeps of the environment of the start that launched it: no key, no
-# token, nothing of the user's but where Python finds Parley (each server takes its
-# client's whole environment).
+# token, nothing of the user's but these and `interpreter_variables` (each server it forks
+# takes its own client's whole environment).
 WARM_PROCESS_VARIABLES = (
     "PATH",
     "HOME",
@@ -52,7 +55,6 @@ WARM_PROCESS_VARIABLES = (
     "LC_CTYPE",
     "TZ",
     "TMPDIR",
-    "PYTHONPATH",
     "XDG_RUNTIME_DIR",
     "PARLEY_WARM_IDLE_SECONDS",
 )
@@ -84,13 +86,18 @@ def runtime_directory(environ: os._Environ[str] | dict[str, str]) -> Path | None
 
 
 def fingerprint() -> str:
-    """What the warm process must share with this start to serve it: the interpreter, where
-    Python finds packages, and Parley's own files (their sizes and times). An upgrade, an
-    edit of Parley or a package installed beside it gives another fingerprint, so another
-    warm process: one never serves with code older than the command's."""
+    """What the warm process must share with this start to serve it as a cold start would be
+    served: the interpreter and what changes how it starts (`PYTHON*`, `LD_*`), where Python
+    finds packages, Parley's own files (their sizes and times), and where the process runs
+    (its cgroup, its resource limits: what the user set on the editor holds for its server).
+    An upgrade, an edit of Parley, a package installed beside it, another editor's scope give
+    another fingerprint, so another warm process: none serves with code older than the
+    command's, or outside the limits of the editor that started it."""
     package = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
-    for part in (sys.executable, sys.version, package, os.environ.get("PYTHONPATH", "")):
+    parts = [sys.executable, sys.version, package, *interpreter_variables(os.environ)]
+    parts += [_cgroup(), *(str(resource.getrlimit(limit)) for limit in _LIMITS)]
+    for part in parts:
         digest.update(part.encode(errors="surrogateescape") + b"\0")
     for folder, folders, files in os.walk(package):
         folders[:] = sorted(name for name in folders if name != "__pycache__")
@@ -102,6 +109,32 @@ def fingerprint() -> str:
         if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
             digest.update(f"{entry}:{os.stat(entry).st_mtime_ns}\0".encode())
     return digest.hexdigest()[:24]
+
+
+_LIMITS = [
+    getattr(resource, f"RLIMIT_{name}")
+    for name in ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "STACK")
+    if hasattr(resource, f"RLIMIT_{name}")
+]
+
+
+def interpreter_variables(environ: os._Environ[str] | dict[str, str]) -> list[str]:
+    """The variables read when an interpreter starts (`PYTHONPATH`, `PYTHONHASHSEED`,
+    `LD_PRELOAD`, …): a forked server never starts one, so the warm process must have
+    started with the same. None named like a secret: those stay out of the warm process."""
+    return sorted(
+        f"{name}={value}"
+        for name, value in environ.items()
+        if name.startswith(("PYTHON", "LD_")) and not SECRET_NAME.search(name)
+    )
+
+
+def _cgroup() -> str:
+    try:
+        with open("/proc/self/cgroup") as cgroup:
+            return cgroup.read()
+    except OSError:
+        return ""
 
 
 def socket_path(directory: Path, print_: str) -> Path:
@@ -245,6 +278,7 @@ def start_warm_process(directory: Path, print_: str) -> None:
     import subprocess
 
     environment = {name: os.environ[name] for name in WARM_PROCESS_VARIABLES if name in os.environ}
+    environment.update(variable.split("=", 1) for variable in interpreter_variables(os.environ))
     log = os.open(directory / f"warm-{print_}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         subprocess.Popen(  # our own interpreter and module

@@ -79,11 +79,9 @@ class Warm:
             time.sleep(0.05)
 
     def end(self) -> None:
-        with contextlib.suppress(AssertionError, ProcessLookupError):
-            os.kill(self.pid(), signal.SIGKILL)
-        for pid in self.servers():
+        for pid in [*re.findall(r"\(pid (\d+)\)", self.log()), *self.servers()]:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(int(pid), signal.SIGKILL)
         shutil.rmtree(self.runtime, ignore_errors=True)
 
 
@@ -191,6 +189,24 @@ def test_the_warm_process_holds_no_key_and_nothing_of_the_repository(
     assert (warm.folder.stat().st_mode & 0o777) == 0o700
     for path in warm.folder.iterdir():
         assert path.stat().st_mode & 0o077 == 0, path
+
+
+def test_a_start_that_would_run_another_interpreter_gets_another_warm_process(
+    warm: Warm,
+) -> None:
+    warm.start()
+    first = warm.pid()
+    warm.env["PYTHONHASHSEED"] = "7"  # read when an interpreter starts: a fork never does
+    warm.env["PYTHON_TEST_TOKEN"] = "not-for-the-warm-process"
+    client = spawned(warm)
+    client.stdin.close()  # type: ignore[union-attr]
+    assert client.wait(20) == 0
+    assert warm.servers() == []  # served cold: the first warm process runs another seed
+    wait_until(lambda: len(list(warm.folder.glob("warm-*.sock"))) == 2, 60)
+    [second] = [int(pid) for pid in re.findall(r"\(pid (\d+)\)", warm.log()) if int(pid) != first]
+    environ = Path(f"/proc/{second}/environ").read_bytes().split(b"\0")
+    assert b"PYTHONHASHSEED=7" in environ
+    assert not [variable for variable in environ if b"TOKEN" in variable]
 
 
 def test_a_confined_client_gets_no_server_of_the_warm_process(warm: Warm) -> None:
