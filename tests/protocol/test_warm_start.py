@@ -69,6 +69,9 @@ class Warm:
         """The servers it has forked, in order."""
         return [int(pid) for pid in re.findall(r"server (\d+) started", self.log())]
 
+    def new_servers(self, before: list[int]) -> list[int]:
+        return [pid for pid in self.servers() if pid not in before]
+
     def start(self, cwd: Path | None = None, command: list[str] = SERVE) -> None:
         """A cold start (stdin closed at once), which launches the warm process; then wait
         for it to listen."""
@@ -87,8 +90,28 @@ class Warm:
 
 @pytest.fixture
 def warm(fake: FakeLLM, tmp_path: Path) -> Iterator[Warm]:
+    """A warm process of the test's own (not started yet): for the tests that change it."""
     started = Warm(server_env(fake, tmp_path / "home"))
     try:
+        yield started
+    finally:
+        started.end()
+
+
+@pytest.fixture(scope="module")
+def module_fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def shared(module_fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warm]:
+    """One warm process, started, for the tests that only use it (each starts and ends
+    servers of its own; `new_servers` tells them apart)."""
+    started = Warm(server_env(module_fake, tmp_path_factory.mktemp("home")))
+    started.env["PARLEY_WARM"] = "1"
+    try:
+        started.start()
         yield started
     finally:
         started.end()
@@ -122,9 +145,9 @@ def spawned(warm: Warm, **options: object) -> subprocess.Popen[bytes]:
 
 
 async def test_a_warm_start_serves_a_whole_session_with_the_clients_environment(
-    warm: Warm, fake: FakeLLM, workspace: Path
+    shared: Warm, module_fake: FakeLLM, workspace: Path
 ) -> None:
-    warm.start()
+    warm, fake, before = shared, module_fake, shared.servers()
     fake.set_script([Reply(text="Hello from a fork.")])
     env = {**warm.env, "PARLEY_MODEL": MODELS["anthropic"]}  # this start's, not the first's
     async with acp_server(env) as run:
@@ -134,16 +157,16 @@ async def test_a_warm_start_serves_a_whole_session_with_the_clients_environment(
             session_id=session.session_id, prompt=[TextContentBlock(type="text", text="Hi")]
         )
         assert run.editor.text_of(session.session_id) == "Hello from a fork."
-        assert len(warm.servers()) == 1, warm.log()
-        assert alive(warm.servers()[0])
+        [server] = warm.new_servers(before)
+        assert alive(server)
     assert fake.requests[-1].path.endswith("/messages")  # the Anthropic wire: its env's model
-    wait_until(lambda: not alive(warm.servers()[0]))
+    wait_until(lambda: not alive(server))
 
 
-def test_the_server_takes_the_clients_directory_and_umask(warm: Warm, workspace: Path) -> None:
-    warm.start()
+def test_the_server_takes_the_clients_directory_and_umask(shared: Warm, workspace: Path) -> None:
+    warm, before = shared, shared.servers()
     client = spawned(warm, cwd=workspace, preexec_fn=lambda: os.umask(0o027))
-    [server] = warm.servers()
+    [server] = warm.new_servers(before)
     assert Path(f"/proc/{server}/cwd").resolve() == workspace.resolve()
     fields = dict(
         line.split(":\t", 1) for line in Path(f"/proc/{server}/status").read_text().splitlines()
@@ -153,10 +176,10 @@ def test_the_server_takes_the_clients_directory_and_umask(warm: Warm, workspace:
     assert client.wait(20) == 0  # the editor closed stdin: the server ended, and so the client
 
 
-def test_the_editors_signals_reach_the_server_and_its_end_is_the_clients(warm: Warm) -> None:
-    warm.start()
+def test_the_editors_signals_reach_the_server_and_its_end_is_the_clients(shared: Warm) -> None:
+    warm, before = shared, shared.servers()
     client = spawned(warm)
-    [server] = warm.servers()
+    [server] = warm.new_servers(before)
     client.send_signal(signal.SIGTERM)
     assert client.wait(20) == 0  # a server ends cleanly on SIGTERM, warm or cold
     wait_until(lambda: not alive(server))
@@ -209,8 +232,8 @@ def test_a_start_that_would_run_another_interpreter_gets_another_warm_process(
     assert not [variable for variable in environ if b"TOKEN" in variable]
 
 
-def test_a_confined_client_gets_no_server_of_the_warm_process(warm: Warm) -> None:
-    warm.start()
+def test_a_confined_client_gets_no_server_of_the_warm_process(shared: Warm) -> None:
+    warm, before = shared, shared.servers()
     confined = subprocess.run(
         ["setpriv", "--no-new-privs", *SERVE],
         input=json.dumps(INITIALIZE).encode() + b"\n",
@@ -221,14 +244,14 @@ def test_a_confined_client_gets_no_server_of_the_warm_process(warm: Warm) -> Non
     )
     assert json.loads(confined.stdout.splitlines()[0])["result"]  # served cold, in itself
     assert "request refused: a confined peer" in warm.log()
-    assert warm.servers() == []
+    assert warm.new_servers(before) == []
 
 
 @needs_bwrap
 def test_a_sandboxed_child_cannot_reach_the_warm_process(
-    warm: Warm, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    shared: Warm, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    warm.start()
+    warm, before = shared, shared.servers()
     [sock] = warm.folder.glob("warm-*.sock")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(warm.runtime))
     probe = (
@@ -243,7 +266,7 @@ def test_a_sandboxed_child_cannot_reach_the_warm_process(
         command = f"/usr/bin/python3 -c {shlex.quote(probe)}"
         done = run_in_sandbox(command, workspace, sandbox)
         assert "listed False" in done.stdout and "refused" in done.stdout, done
-    assert warm.servers() == []
+    assert warm.new_servers(before) == []
 
 
 def test_a_runtime_directory_not_the_users_alone_is_not_used(tmp_path: Path) -> None:
@@ -366,10 +389,9 @@ def send_raw(path: Path, header: bytes, descriptors: list[int], payload: bytes) 
     descriptor_count=st.sampled_from([4, 4, 4, 0, 1, 3]),
 )
 def test_no_request_breaks_the_warm_process(
-    warm: Warm, request: bytes, length_error: int, descriptor_count: int
+    shared: Warm, request: bytes, length_error: int, descriptor_count: int
 ) -> None:
-    if not list(warm.folder.glob("warm-*.sock")):
-        warm.start()
+    warm = shared
     [path] = warm.folder.glob("warm-*.sock")
     read, write = os.pipe()
     here = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
