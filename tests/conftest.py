@@ -42,6 +42,11 @@ WIRE_FIXTURES = REPO / "tests" / "fixtures" / "wire"
 # work that grows with a file or a history, put on the loop, blocks it for far longer.
 LOOP_WATCHDOG_MS = 250
 
+# Each server a test starts (module-scoped fixtures' too) is cold, a process of its own that
+# ends with the test: a warm process (parley/warm_process.py) would outlive the run.
+# tests/protocol/test_warm_start.py starts warm processes of its own, in private directories.
+os.environ["PARLEY_WARM"] = "0"
+
 MODELS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-sonnet-4-5"}
 
 
@@ -55,10 +60,6 @@ def loop_watchdog(
     reports = tmp_path_factory.mktemp("loop-watchdog") / "reports.jsonl"
     monkeypatch.setenv("PARLEY_LOOP_WATCHDOG_MS", str(LOOP_WATCHDOG_MS))
     monkeypatch.setenv("PARLEY_LOOP_WATCHDOG_FILE", str(reports))
-    # Each server a test starts is cold, a process of its own that ends with the test: a warm
-    # process (parley/warm_process.py) would outlive it. tests/protocol/test_warm_start.py
-    # starts one of its own.
-    monkeypatch.setenv("PARLEY_WARM", "0")
     yield reports
     blocks = read_reports(reports)
     if blocks:
