@@ -68,6 +68,8 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # another start launched one first
+    with contextlib.suppress(OSError):
+        os.ftruncate(sys.stderr.fileno(), 0)  # the log (appended to) is this process's now
     from parley.sandbox import make_undumpable
 
     make_undumpable()

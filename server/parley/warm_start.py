@@ -279,7 +279,9 @@ def start_warm_process(directory: Path, print_: str) -> None:
 
     environment = {name: os.environ[name] for name in WARM_PROCESS_VARIABLES if name in os.environ}
     environment.update(variable.split("=", 1) for variable in interpreter_variables(os.environ))
-    log = os.open(directory / f"warm-{print_}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Appended to: a warm process that loses the race for the lock must not cut the log of
+    # the one that won (the winner empties it once it holds the lock).
+    log = os.open(directory / f"warm-{print_}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         subprocess.Popen(  # our own interpreter and module
             [sys.executable, "-P", "-m", "parley.warm_process", os.fspath(directory), print_],
