@@ -322,8 +322,10 @@ def become_server(
 
 
 def _follow_client(connection: socket.socket) -> None:
-    """The client forwards the signals it gets; when it is gone (killed), the server ends as
-    if it had been sent SIGTERM."""
+    """The client forwards the signals it gets. When it is gone without a word, it was killed
+    outright (SIGKILL: nothing to forward), and so is the server, as a cold server would
+    have been: ending gracefully, it would go on writing a turn's end to the editor, which
+    took it for dead."""
     pending = b""
     while True:
         try:
@@ -331,7 +333,7 @@ def _follow_client(connection: socket.socket) -> None:
         except OSError:
             chunk = b""
         if not chunk:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGKILL)
             return
         pending += chunk
         while b"\n" in pending:

@@ -30,7 +30,7 @@ from acp_client import acp_server
 from conftest import MODELS, REPO, server_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parley.fakellm import FakeLLM, Reply
+from parley.fakellm import FakeLLM, Pacing, Reply
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.warm_process import parse_request
 from parley.warm_start import HEADER, runtime_directory
@@ -144,6 +144,21 @@ def spawned(warm: Warm, **options: object) -> subprocess.Popen[bytes]:
     return client
 
 
+def send(client: subprocess.Popen[bytes], number: int, method: str, params: dict) -> int:
+    request = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+    assert client.stdin is not None
+    client.stdin.write(json.dumps(request).encode() + b"\n")
+    client.stdin.flush()
+    return number
+
+
+def read_until(client: subprocess.Popen[bytes], wanted: Callable[[dict], bool]) -> dict:
+    assert client.stdout is not None
+    while not wanted(message := json.loads(client.stdout.readline())):
+        pass
+    return message
+
+
 async def test_a_warm_start_serves_a_whole_session_with_the_clients_environment(
     shared: Warm, module_fake: FakeLLM, workspace: Path
 ) -> None:
@@ -184,10 +199,26 @@ def test_the_editors_signals_reach_the_server_and_its_end_is_the_clients(shared:
     assert client.wait(20) == 0  # a server ends cleanly on SIGTERM, warm or cold
     wait_until(lambda: not alive(server))
 
-    killed = spawned(warm)
-    server = warm.servers()[-1]
-    killed.kill()  # SIGKILL: nothing forwarded; the server sees its client gone
-    killed.wait(20)
+
+def test_a_client_killed_mid_turn_takes_its_server_with_it_at_once(
+    shared: Warm, module_fake: FakeLLM, workspace: Path
+) -> None:
+    """SIGKILL cannot be forwarded: the server, seeing its client gone, dies the same way. A
+    server that ended gracefully instead would go on writing the turn's end to an editor
+    that took it for dead (VS Code's restart test saw the prompt answered)."""
+    warm, before = shared, shared.servers()
+    module_fake.set_script([Reply(text="word " * 400, pacing=Pacing(chunks_per_second=20))])
+    client = spawned(warm)
+    [server] = warm.new_servers(before)
+    new = send(client, 2, "session/new", {"cwd": str(workspace), "mcpServers": []})
+    session = read_until(client, lambda message: message.get("id") == new)["result"]["sessionId"]
+    prompt = [{"type": "text", "text": "Long, please."}]
+    send(client, 3, "session/prompt", {"sessionId": session, "prompt": prompt})
+    read_until(client, lambda message: message.get("method") == "session/update")
+    client.kill()
+    client.wait(20)
+    rest = client.stdout.read()  # type: ignore[union-attr]  (to the end: all its writers gone)
+    assert b'"stopReason"' not in rest
     wait_until(lambda: not alive(server))
 
 
