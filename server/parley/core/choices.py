@@ -35,6 +35,11 @@ PermissionDecision = (
 )
 
 
+def rejects(decision: PermissionDecision) -> bool:
+    """Whether `decision` is a rejection, with a note or without."""
+    return decision == "reject" or isinstance(decision, RejectWithNote)
+
+
 @attrs.frozen
 class CommandOffer:
     """What the question about a shell command offers besides "once": the prefixes the user
