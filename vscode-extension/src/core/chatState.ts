@@ -133,7 +133,8 @@ const EVENT_REDUCERS: EventReducers = {
   update: (state, event) => applyUpdate(state, event.update),
   userPrompt: (state, event) => {
     const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-    return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), planAtPrompt: state.meta.plan ?? null };
+    // A live prompt: a command's answer from now on is the answer shown, not a replayed undo's.
+    return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), planAtPrompt: state.meta.plan ?? null, replayingUndo: false };
   },
   permissionAsked: (state, event) => ({ ...state, entries: [...finishStreaming(state.entries), permissionEntry(state, event.requestId, event.params)] }),
   permissionAnswered: (state, event) => markRejected(
