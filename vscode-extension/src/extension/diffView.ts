@@ -64,6 +64,9 @@ export class ProposedEditDocuments implements vscode.TextDocumentContentProvider
 
   /** The chat changed: the diff tabs of proposals no longer asked about (answered, withdrawn, another session) close. */
   async stateChanged(state: ChatState): Promise<void> {
+    if (!this.asking.size) {
+      return; // no diff open for a question: nothing to look for in the chat (it changes with every chunk)
+    }
     const open = new Set(state.entries.flatMap((e) => (e.kind === 'permission' && !e.answer ? [e.toolCallId] : [])));
     const decided = [...this.asking].filter(([, p]) => !open.has(p.toolCallId));
     if (!decided.length) {
