@@ -119,7 +119,7 @@ A slash command being typed at the start of the prompt is completed."
 
 ;;;; One key answers the question
 
-(defconst parley--answer-keys '(("y" . "y") ("n" . "n") ("!" . "a") ("a" . "a") ("A" . "A"))
+(defconst parley--answer-keys '(("y" . "y") ("n" . "n") ("!" . "a") ("a" . "a") ("A" . "A") ("N" . "N"))
   "Keys that answer the waiting question from outside the prompt: (KEY . CHOICE).
 CHOICE is the question's own key (`parley--option-key'); `!' is
 agent-shell's key for \"always\", the same as `a'.")
@@ -127,7 +127,8 @@ agent-shell's key for \"always\", the same as `a'.")
 (defun parley-answer-question ()
   "Answer the waiting question with the key typed, or type it in the prompt.
 Outside the prompt (in the transcript), `y' allows the oldest question
-Parley waits on once, `n' rejects it, `!' or `a' allows it always, and
+Parley waits on once, `n' rejects it, `N' rejects it with a note for
+the model, `!' or `a' allows it always, and
 `A' allows a command's broader prefix; point need not be in the
 question.  In the prompt the key is a letter of it, so typing is never
 taken for an answer."
@@ -138,9 +139,10 @@ taken for an answer."
            (call-interactively #'self-insert-command))
           ((null parley--questions)
            (user-error "Parley is not waiting for an answer"))
-          (t (parley--answer-with-key (or (parley--question-at (point))
-                                          (car parley--questions))
-                                      key)))))
+          (t (let ((question (or (parley--question-at (point)) (car parley--questions))))
+               (if (equal key "N")
+                   (parley--reject-with-note question)
+                 (parley--answer-with-key question key)))))))
 
 ;;;; The queue: a prompt sent while a turn runs
 

@@ -91,6 +91,7 @@ items of the tool call, the edits asked about."
     (define-key map "!" #'parley-question-allow-always)
     (define-key map "A" #'parley-question-allow-always-broader)
     (define-key map "n" #'parley-question-reject)
+    (define-key map "N" #'parley-question-reject-with-note)
     (define-key map "d" #'parley-question-show-diff)
     (define-key map (kbd "RET") #'parley-question-help)
     (define-key map "?" #'parley-question-help)
@@ -302,13 +303,36 @@ That is the broader one (`git' rather than `git status')."
   (interactive)
   (parley--answer-at-point "n"))
 
+(defun parley--reject-option (options)
+  "Return the `reject_once' option of OPTIONS, or nil."
+  (cl-find "reject_once" options :key (lambda (o) (plist-get o :kind)) :test #'equal))
+
+(defun parley--reject-with-note (question)
+  "Reject QUESTION with a note for the model, read in the minibuffer.
+The answer carries it as `:note' (sent as `_meta.parley.note'); the
+model reads it in the rejected call's result.  An empty note rejects
+without one."
+  (let ((reject (or (parley--reject-option (parley--question-options question))
+                    (user-error "This question does not offer that choice")))
+        (note (string-trim (read-string "Note for the model (why, or what instead): "))))
+    (parley--settle question (if (string-empty-p note) reject (append (list :note note) reject)))
+    (goto-char (point-max))))
+
+(defun parley-question-reject-with-note ()
+  "Reject the tool call of the question at point, with a note for the model.
+Such as \"use pathlib instead\": the model reads it with the rejection."
+  (interactive)
+  (parley--reject-with-note (or (and (derived-mode-p 'parley-chat-mode)
+                                     (parley--question-at (point)))
+                                (user-error "No Parley question at point"))))
+
 (defun parley-question-help ()
   "Say which keys answer the question at point; answer nothing."
   (interactive)
   (let* ((question (parley--question-at (point)))
          (options (and question (parley--question-options question)))
          (broader (cl-find-if (lambda (o) (equal (parley--option-key o options) "A")) options)))
-    (message "Answer with y (allow once), a or ! (allow always)%s or n (reject)%s"
+    (message "Answer with y (allow once), a or ! (allow always)%s, n (reject) or N (reject with a note)%s"
              (if broader (format ", A (%s)" (plist-get broader :name)) "")
              (if (and question (parley--question-diffs question)) "; d shows the diff" ""))))
 

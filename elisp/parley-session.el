@@ -403,8 +403,12 @@ killed first."
                           parley--approvals)))
              (parley--reply conn id
                             (if option
-                                (list :outcome (list :outcome "selected"
-                                                     :optionId (plist-get option :optionId)))
+                                (append
+                                 (list :outcome (list :outcome "selected"
+                                                      :optionId (plist-get option :optionId)))
+                                 ;; ACP's answer has no field for the user's words.
+                                 (and (plist-get option :note)
+                                      (parley-wire-with-meta :note (plist-get option :note))))
                               '(:outcome (:outcome "cancelled")))))))
         (parley--reply conn id '(:outcome (:outcome "cancelled"))))))
 

@@ -207,7 +207,7 @@ are, and the echo area names it.
     (define-key map (kbd "C-c C-w") #'parley-copy-code-block)
     (define-key map (kbd "C-c C-i") #'parley-insert-code-block)
     ;; Outside the prompt, a waiting question's keys answer it.
-    (dolist (key '("y" "n" "!" "a" "A"))
+    (dolist (key '("y" "n" "N" "!" "a" "A"))
       (define-key map key #'parley-answer-question))
     map)
   "Keymap of `parley-chat-mode'.")

@@ -151,6 +151,28 @@
                                       (parley-test--transcript))))))
         (should (eq (gethash "call_9" parley--approvals) 'always))))))
 
+(ert-deftest parley-permission-rejected-with-a-note-for-the-model ()
+  ;; Issue 43: `N' rejects with the user's words, sent as
+  ;; `_meta.parley.note' (the model reads them with the rejection); in
+  ;; the question or anywhere outside the prompt (RET in the question
+  ;; says so).  An empty note is a plain rejection.
+  (parley-test--with-chat
+    (let ((chat (current-buffer)))
+      (parley-test--with-loopback
+        (pcase-dolist (`(,where ,typed ,sent)
+                       '((question "  use pathlib instead " (:_meta (:parley (:note "use pathlib instead"))))
+                         (banner "" nil)))
+          (let ((answer (parley-test--request conn 'session/request_permission
+                                              parley-test--permission)))
+            (parley-test--wait (lambda () (buffer-local-value 'parley--questions chat)))
+            (cl-letf (((symbol-function 'read-string) (lambda (&rest _) typed)))
+              (should-not (parley-test--type chat "N" (if (eq where 'banner) (point-min)
+                                                         (parley-test--question-pos)))))
+            (parley-test--wait (lambda () (not (eq (car answer) 'pending))))
+            (should (equal (car answer)
+                           `(:outcome (:outcome "selected" :optionId "reject") ,@sent)))
+            (should (string-match-p "Rejected: python_eval\n\\'" (parley-test--transcript)))))))))
+
 (defconst parley-test--command-permission
   '(:sessionId "sess-unit"
                :toolCall (:toolCallId "call_7" :title "Run `git status --short`" :kind "execute"

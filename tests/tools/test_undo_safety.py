@@ -164,11 +164,13 @@ async def test_a_load_while_a_restore_asks_is_refused_and_the_restore_keeps_its_
     await client.load_session(session_id, str(root))  # once it is over, a load works
 
 
+@pytest.mark.parametrize("note", [None, "keep my line"])
 async def test_restoring_an_earlier_turn_asks_about_a_change_made_between_the_turns(
-    start_server: Any, fake: FakeLLM, root: Path
+    start_server: Any, fake: FakeLLM, root: Path, note: str | None
 ) -> None:
     """Turn 1 creates notes.txt; the user adds a line; turn 2 edits the file (keeping the
-    line). Restoring turn 1 would remove the user's line: it asks, and rejected, keeps it."""
+    line). Restoring turn 1 would remove the user's line: it asks, and rejected, keeps it
+    (a rejection with a note for the model, `_meta.parley.note`, too)."""
     notes = root / "notes.txt"
     fake.set_script(
         [
@@ -200,7 +202,8 @@ async def test_restoring_an_earlier_turn_asks_about_a_change_made_between_the_tu
 
     client.permission_requests.clear()
     client.permission_handler = lambda params: {
-        "outcome": {"outcome": "selected", "optionId": "reject_once"}
+        "outcome": {"outcome": "selected", "optionId": "reject_once"},
+        **({"_meta": {"parley": {"note": note}}} if note else {}),
     }
     result = await client.request(
         "_parley/session/restore", {"sessionId": session_id, "turn": 1}, timeout=30

@@ -736,4 +736,22 @@ describe('chat state reducer: turns that edited files, and undoing them', () => 
     const s = run({ type: 'usageTotals', totals: { inputTokens: 1, outputTokens: 2, totalTokens: 3, cost: null, turns: 5, rounds: 7 } });
     assert.equal(s.meta.usage.turns, 5);
   });
+
+  it("a replayed undo is shown as its notice; a command answered live after it is an answer (issue 43)", () => {
+    const command = { parley: { command: true } };
+    const s = run(
+      { sessionUpdate: 'user_message_chunk', messageId: 'notice_4_0', content: { type: 'text', text: '/undo' }, _meta: command },
+      { sessionUpdate: 'agent_message_chunk', messageId: 'notice_4_1', content: { type: 'text', text: 'Restored the files of turn 1.' }, _meta: command },
+      { type: 'userPrompt', text: '/cost', context: [] },
+      { sessionUpdate: 'agent_message_chunk', messageId: 'c1', content: { type: 'text', text: 'Cost: $0.00' }, _meta: command },
+    );
+    assert.deepEqual(
+      s.entries.map((e) => [e.kind, 'text' in e ? e.text : '']),
+      [
+        ['notice', 'Restored the files of turn 1.'],
+        ['user', '/cost'],
+        ['agent', 'Cost: $0.00'],
+      ],
+    );
+  });
 });

@@ -138,7 +138,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
     await page.screenshot({ path: path.join(OUTPUT, 'chat-view-permission.png'), fullPage: true });
     // The prompt shows three buttons; clicking "Allow once" posts the answer back.
     const buttons = page.locator('.entry-permission .permission-buttons button');
-    assert.deepEqual(await buttons.allInnerTexts(), ['Allow once', 'Allow always', 'Reject']);
+    assert.deepEqual(await buttons.allInnerTexts(), ['Allow once', 'Allow always', 'Reject', 'Reject with note…']);
     await page.locator('.entry-permission button[data-option-id="allow-once"]').click();
     const answers = (await posted(page)).filter((m) => (m as { type: string }).type === 'permission');
     assert.deepEqual(answers, [{ type: 'permission', requestId: '1', optionId: 'allow-once' }]);
@@ -512,7 +512,7 @@ describe('chat view page in headless Chromium', { skip: haveChromium ? false : `
       { type: 'openDiff', toolCallId: 'edit_9', file: '/ws/geometry.py' },
     ]);
     // The answer buttons are as before; the diff buttons answered nothing.
-    assert.deepEqual(await card.locator('.permission-buttons button').allInnerTexts(), ['Allow once', 'Allow always', 'Reject']);
+    assert.deepEqual(await card.locator('.permission-buttons button').allInnerTexts(), ['Allow once', 'Allow always', 'Reject', 'Reject with note…']);
     await card.locator('button[data-option-id="allow_once"]').click();
     await host.apply({ type: 'permissionAnswered', requestId: '21', optionId: 'allow_once' });
     await card.locator('.permission-answer').waitFor({ state: 'visible', timeout: 5000 });

@@ -12,26 +12,31 @@
  */
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { after, afterEach, before, describe, it } from 'node:test';
 
 import { type Browser, type FrameLocator, type Page, chromium } from 'playwright-core';
 
-import { type FakeReply, FakeLLM, delay, serverEnv, serverUnavailable } from './harness';
-import { lendDependencies, pathWithoutParley } from './lentDependencies';
-
-const EXT_ROOT = path.resolve(__dirname, '..', '..');
-const OUTPUT = path.join(EXT_ROOT, 'test-output');
-const VSIX = path.join(EXT_ROOT, 'parley-vscode.vsix');
-const INSTALL = path.join(EXT_ROOT, 'scripts', 'install-code-server.sh');
-const CHROMIUM = process.env.PARLEY_CHROMIUM ?? '/usr/bin/chromium';
-const DARK = 'Default Dark Modern';
-const LIGHT = 'Default Light Modern';
+import { type FakeReply, FakeLLM, delay, serverUnavailable } from './harness';
+import {
+  CHROMIUM,
+  DARK,
+  LIGHT,
+  OUTPUT,
+  type Profile,
+  VSIX,
+  chatFrame,
+  codeServerEntry,
+  freePort,
+  haveChromium,
+  makeProfile,
+  paletteCommand,
+  startCodeServer,
+  stopProcess,
+  writeSettings,
+} from './workbenchHarness';
 
 const ANSWER = [
   'Here is the **area** of a rectangle:',
@@ -65,145 +70,6 @@ const CONVERSATION: FakeReply[] = [
   { text: ['Not run, then. The functions:', '', '| Function | Lines | Tested |', '| :--- | ---: | :---: |', '| perimeter_of_rectangle | 12 | yes |', '| area | 3 | no |'].join('\n') },
   { text: LONG, chunk_size: 40, pacing: { chunks_per_second: 10 } }, // the chat follows (issue 43): about 8 s
 ];
-
-/** code-server's entry point: $PARLEY_CODE_SERVER, else installed (or found cached) by the script. */
-function codeServerEntry(): string {
-  const given = process.env.PARLEY_CODE_SERVER;
-  if (given) {
-    return given;
-  }
-  const out = execFileSync(INSTALL, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 900_000 });
-  return out.trim().split('\n').pop() ?? '';
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-interface Profile {
-  base: string;
-  userData: string;
-  extensions: string;
-  workspace: string;
-  home: string;
-  settingsFile: string;
-}
-
-function makeProfile(): Profile {
-  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'parley-workbench-'));
-  const p = {
-    base,
-    userData: path.join(base, 'user-data'),
-    extensions: path.join(base, 'extensions'),
-    workspace: path.join(base, 'workspace'),
-    home: path.join(base, 'parley-home'),
-    settingsFile: path.join(base, 'user-data', 'User', 'settings.json'),
-  };
-  for (const dir of [path.dirname(p.settingsFile), p.extensions, p.workspace, p.home]) {
-    fs.mkdirSync(dir, { recursive: true });
-  }
-  fs.writeFileSync(path.join(p.workspace, 'geometry.py'), 'def area(width, height):\n    return width * height\n');
-  return p;
-}
-
-function writeSettings(p: Profile, fake: FakeLLM, theme: string, trust = false): void {
-  const settings = {
-    'workbench.colorTheme': theme,
-    'workbench.startupEditor': 'none',
-    'workbench.tips.enabled': false,
-    'workbench.secondarySideBar.defaultVisibility': 'hidden',
-    // Workspace trust off, but for the Restricted Mode test (untrusted, and no prompt asking).
-    'security.workspace.trust.enabled': trust,
-    'security.workspace.trust.startupPrompt': 'never',
-    'extensions.autoCheckUpdates': false,
-    'extensions.autoUpdate': false,
-    'telemetry.telemetryLevel': 'off',
-    'remote.autoForwardPorts': false,
-    // The DOM renderer: a terminal's text can be read from the page.
-    'terminal.integrated.gpuAcceleration': 'off',
-    // No parley.serverCommand, and no `parley` on the PATH: the chat's button installs it.
-    'parley.serverEnv': serverEnv(fake, p.home),
-  };
-  fs.writeFileSync(p.settingsFile, JSON.stringify(settings, null, 2));
-}
-
-/**
- * A machine with no Parley: no `parley` on the PATH. The install button's pip installs the
- * bundled wheel without its dependencies (PIP_NO_DEPS; from the registry they take about a
- * minute), which are lent from the project's virtualenv on PYTHONPATH (see lentDependencies).
- */
-function noParleyEnv(p: Profile): Record<string, string> {
-  const lent = path.join(p.base, 'lent-dependencies');
-  return { PATH: pathWithoutParley(), PIP_NO_DEPS: '1', PYTHONPATH: fs.existsSync(lent) ? lent : lendDependencies(lent) };
-}
-
-/** Starts code-server; resolves once it listens. */
-async function startCodeServer(entry: string, p: Profile, port: number, log: string[], trust = false): Promise<ChildProcess> {
-  const proc = spawn(
-    process.execPath,
-    [
-      entry,
-      '--config',
-      path.join(p.base, 'code-server.yaml'),
-      '--auth',
-      'none',
-      '--bind-addr',
-      `127.0.0.1:${port}`,
-      '--user-data-dir',
-      p.userData,
-      '--extensions-dir',
-      p.extensions,
-      '--disable-telemetry',
-      '--disable-update-check',
-      ...(trust ? [] : ['--disable-workspace-trust']),
-      '--disable-getting-started-override',
-      p.workspace,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: p.base, ...noParleyEnv(p) } },
-  );
-  const lines = readline.createInterface({ input: proc.stdout });
-  proc.stderr.on('data', (d: Buffer) => log.push(d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`code-server did not start:\n${log.join('')}`)), 60_000);
-    lines.on('line', (line) => {
-      log.push(line);
-      if (line.includes('HTTP server listening')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`code-server exited (${code}):\n${log.join('\n')}`));
-    });
-  });
-  return proc;
-}
-
-async function stopProcess(proc: ChildProcess | undefined): Promise<void> {
-  if (!proc || proc.exitCode !== null || proc.signalCode !== null) {
-    return;
-  }
-  const exited = new Promise((resolve) => proc.once('exit', resolve));
-  proc.kill('SIGTERM');
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** The chat page inside the workbench: VS Code's webview host frame, then the page's own frame. */
-function chatFrame(page: Page): FrameLocator {
-  return page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
-}
-
-const haveChromium = fs.existsSync(CHROMIUM);
 
 describe('the extension in a real VS Code workbench (code-server)', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
   let skip: string | undefined;
@@ -285,29 +151,9 @@ describe('the extension in a real VS Code workbench (code-server)', { skip: have
     }
   });
 
-  /**
-   * Runs a command from the command palette (F1), by its title. The palette lists the commands
-   * known when it opens: while the window starts, it is opened again until the command is there.
-   */
+  /** Runs a command from the command palette (F1), by its title. */
   async function runCommand(title: string): Promise<void> {
-    const input = page.locator('.quick-input-widget input');
-    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-    for (let attempt = 1; ; attempt++) {
-      await page.keyboard.press('F1');
-      await input.waitFor();
-      await input.fill(`>${title}`);
-      try {
-        await row.waitFor({ timeout: 5000 });
-        break;
-      } catch (err) {
-        await page.keyboard.press('Escape');
-        if (attempt === 6) {
-          throw err;
-        }
-      }
-    }
-    await input.press('Enter');
-    await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
+    await paletteCommand(page, title);
   }
 
   /** Opens the window, and the Parley view with "Parley: Open Chat" (whatever the sidebar shows). */

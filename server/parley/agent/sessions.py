@@ -57,6 +57,7 @@ from parley.agent.user_kernels import kernel_option
 from parley.config import Settings
 from parley.core import updates
 from parley.core.call_view import CallView, Location
+from parley.core.choices import rejects
 from parley.core.conversation import (
     ContentBlock,
     ImageBlock,
@@ -649,7 +650,7 @@ class Sessions:
         except Exception as error:  # the editor could not ask: keep the user's changes
             logger.warning("Asking before a restore failed: %s", error)
             return False
-        return decision != "reject"
+        return not rejects(decision)
 
     # --- changing and closing ---------------------------------------------------------------
 

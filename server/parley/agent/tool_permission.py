@@ -24,7 +24,7 @@ from parley.agent import modes
 from parley.agent.session import Session
 from parley.config import Settings
 from parley.core.call_view import CallView
-from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
+from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision, RejectWithNote
 from parley.core.conversation import ToolCall
 from parley.core.off_loop import off_loop
 from parley.sandbox import sandbox_status
@@ -36,6 +36,8 @@ from parley.tools.run_command import ArgumentRefused, command_directory
 logger = logging.getLogger(__name__)
 
 REJECTED = "The user rejected this call, so it was not run."
+# Before the user's note, when their rejection came with one (`RejectWithNote`).
+NOTE_FROM_USER = "The user's note:"
 
 
 class StoppedAtQuestion(Exception):
@@ -117,6 +119,8 @@ class ToolPermission:
         elif decision == "allow_always" and not is_command and not asks_always:
             self.session.auto_approve.add(call.name)
             self.session.save()  # it holds for the rest of the session, reloads included
+        if isinstance(decision, RejectWithNote):
+            return f"{REJECTED} {NOTE_FROM_USER} {decision.note}"
         return REJECTED if decision == "reject" else None
 
     def runs_later(self, view: CallView) -> str | None:

@@ -20,9 +20,24 @@ class AllowPrefix:
     prefix: str
 
 
+@attrs.frozen
+class RejectWithNote:
+    """The answer "reject", with the user's words for the model ("use pathlib instead"):
+    bounded and without control characters (protocol/permission.py, `user_note`)."""
+
+    note: str
+
+
 # The user's answer to "may this tool call run?" ("cancelled": ACP's cancelled outcome, the
 # user stopped the turn at the question)
-PermissionDecision = Literal["allow_once", "allow_always", "reject", "cancelled"] | AllowPrefix
+PermissionDecision = (
+    Literal["allow_once", "allow_always", "reject", "cancelled"] | AllowPrefix | RejectWithNote
+)
+
+
+def rejects(decision: PermissionDecision) -> bool:
+    """Whether `decision` is a rejection, with a note or without."""
+    return decision == "reject" or isinstance(decision, RejectWithNote)
 
 
 @attrs.frozen

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from parley.core import updates
 from parley.core.call_view import CallView
-from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision
+from parley.core.choices import AllowPrefix, CommandOffer, PermissionDecision, RejectWithNote
 from parley.core.conversation import ToolCall
 from parley.core.unsandboxed import unsandboxed_warning
 
@@ -17,6 +18,13 @@ PERMISSION_OPTIONS = [
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
     {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
 ]
+
+# The most characters of a rejection's note (`_meta.parley.note`) the model is shown.
+NOTE_MAX_CHARS = 2000
+# Kept in a note: newline and tab; any other control, format (bidi overrides) or surrogate
+# character is dropped, so that nothing in it can hide words or drive a terminal.
+_NOTE_KEPT_CONTROLS = frozenset("\n\t")
+_NOTE_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
 
 # A command's "allow always" option: this prefix followed by the prefix allowed.
 ALLOW_PREFIX = "allow_always:"
@@ -88,10 +96,27 @@ def permission_decision(answer: Any, command: CommandOffer | None = None) -> Per
         return "reject"
     option = outcome.get("optionId")
     offered = {o["optionId"] for o in permission_options(command)}
-    if not isinstance(option, str) or option not in offered:
-        return "reject"
-    if option.startswith(ALLOW_PREFIX):
+    if isinstance(option, str) and option in offered and option.startswith(ALLOW_PREFIX):
         return AllowPrefix(option.removeprefix(ALLOW_PREFIX))
-    if option == "allow_always" or option == "allow_once":
-        return option
-    return "reject"
+    if isinstance(option, str) and option in offered and option.startswith("allow_"):
+        return "allow_always" if option == "allow_always" else "allow_once"
+    note = user_note(answer)
+    return RejectWithNote(note) if note else "reject"
+
+
+def user_note(answer: dict[str, Any]) -> str | None:
+    """The user's words for the model that came with a rejection: ACP's permission response
+    has no field for them, so Parley's clients send `_meta.parley.note` (docs/protocol.md).
+    Any other type there is no note; a string is cleaned of control characters, stripped,
+    and cut at `NOTE_MAX_CHARS`."""
+    meta = answer.get("_meta")
+    parley = meta.get("parley") if isinstance(meta, dict) else None
+    note = parley.get("note") if isinstance(parley, dict) else None
+    if not isinstance(note, str):
+        return None
+    kept = "".join(
+        c
+        for c in note
+        if c in _NOTE_KEPT_CONTROLS or unicodedata.category(c) not in _NOTE_DROPPED_CATEGORIES
+    )
+    return kept.strip()[:NOTE_MAX_CHARS].strip() or None

@@ -188,6 +188,8 @@ export type PromptResult = WithParleyMeta<
     session?: UsageTotals;
     /** Only for a prompt sent with `retry`: the cut-off turn was replaced (false: kept, this is a new turn). */
     replaced?: boolean;
+    /** false: a slash command refused as a typo (`/mode pl`), not kept by the server; the chat drops it. */
+    kept?: boolean;
   }
 >;
 
@@ -260,11 +262,12 @@ export interface ExportResult {
  * `stopReason`: on a replay (`session/load`), the answer's turn was cut short here.
  * `notice`: a notice, the server speaking about the turn (why it stopped, why it did not
  * start), not the model: its text is shown once at its level, never as answer text.
+ * `command`: a slash command turn's answer (docs/protocol.md, "Slash command turns, replayed").
  */
-export type AgentMessageChunk = WithParleyMeta<AcpUpdate<'agent_message_chunk'>, { replaces?: string; stopReason?: string; notice?: Notice }>;
+export type AgentMessageChunk = WithParleyMeta<AcpUpdate<'agent_message_chunk'>, { replaces?: string; stopReason?: string; notice?: Notice; command?: boolean }>;
 export type AgentThoughtChunk = AcpUpdate<'agent_thought_chunk'>;
-/** Sent only while `session/load` replays the stored conversation. */
-export type UserMessageChunk = AcpUpdate<'user_message_chunk'>;
+/** Sent only while `session/load` replays the stored conversation; `command`: a slash command as typed (or an undo's). */
+export type UserMessageChunk = WithParleyMeta<AcpUpdate<'user_message_chunk'>, { command?: boolean }>;
 export type ToolCall = WithParleyMeta<AcpUpdate<'tool_call'>, ToolCallMeta>;
 /** An update carries only what changed. */
 export type ToolCallUpdate = WithParleyMeta<AcpUpdate<'tool_call_update'>, ToolCallMeta>;

@@ -17,6 +17,8 @@ export interface UserEntry {
   context: ContextItem[];
   /** The stored message's id, when replayed by `session/load`. */
   messageId?: string;
+  /** A replayed slash command (`_meta.parley.command`): not one of the server's numbered turns. */
+  command?: boolean;
 }
 
 export interface AgentEntry {
@@ -119,7 +121,7 @@ export interface PermissionEntry {
   locations: LocationView[];
   options: PermissionOptionView[];
   /** Set once answered: what was chosen (its option's kind, e.g. `allow_once`), as shown. */
-  answer?: { optionId?: string; kind?: string; label: string };
+  answer?: { optionId?: string; kind?: string; label: string; note?: string };
 }
 
 export interface NoticeEntry {
@@ -282,7 +284,8 @@ export type ViewToHost =
   | { type: 'ready' }
   | { type: 'send'; text: string }
   | { type: 'cancel' }
-  | { type: 'permission'; requestId: string; optionId: string | null }
+  /** An answer to a question; `note`: with a rejection, the user's words for the model (`_meta.parley.note`). */
+  | { type: 'permission'; requestId: string; optionId: string | null; note?: string }
   | { type: 'selectModel'; model: string }
   /** Set a configuration option (`tool_policy`, `thought_level`, …) of the session. */
   | { type: 'setConfigOption'; configId: string; value: string }

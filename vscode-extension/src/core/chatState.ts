@@ -52,7 +52,14 @@ export interface ChatState extends ViewState {
   nextEntryId: number;
   /** The plan shown when the user sent the running turn's prompt (null: none), kept with a turn that edits files so that undoing it shows it again. */
   planAtPrompt?: PlanItemView[] | null;
+  /** The plan shown before each replayed turn's prompt (null: none), by turn number: undoing a reopened session's turn shows it again. */
+  replayedPlans?: Record<number, PlanItemView[] | null>;
+  /** The replay is at an undo's command turn (`/undo`, as a restore is kept): its answer is shown as the live chat showed it, a notice. */
+  replayingUndo?: boolean;
 }
+
+/** The command a restore (Undo turn) is kept as, replayed where it was done (docs/protocol.md). */
+const UNDO_COMMAND = '/undo';
 
 /** The levels a notice is shown at; another level the server sends is shown as `info`. */
 const NOTICE_LEVELS: readonly NoticeEntry['level'][] = ['info', 'warning', 'error'];
@@ -61,7 +68,7 @@ export type ChatEvent =
   | { type: 'update'; update: SessionUpdate }
   | { type: 'userPrompt'; text: string; context: ContextItem[] }
   | { type: 'permissionAsked'; requestId: string; params: RequestPermissionParams }
-  | { type: 'permissionAnswered'; requestId: string; optionId?: string; cancelled?: boolean }
+  | { type: 'permissionAnswered'; requestId: string; optionId?: string; cancelled?: boolean; note?: string }
   /**
    * `stopReason`: a `StopReason`, or another value, shown as it is. `turn`: the turn's number
    * (from the session's totals), when known; `edited`: the files written through the editor
@@ -77,6 +84,8 @@ export type ChatEvent =
   | { type: 'offerRetry' }
   /** Retry of a cut-off turn: the turn (its prompt and all after it) leaves the view before it is sent again. */
   | { type: 'dropLastTurn' }
+  /** A slash command the server refused as a typo and did not keep (`_meta.parley.kept: false`): its prompt leaves the view, the server's notice stays. */
+  | { type: 'dropRefusedCommand' }
   /** "Undo turn" for `turn`: asked (`undoing`), done (`undone`, with what the server did), or failed (`ready`). */
   | { type: 'turnUndo'; turn: number; state: TurnEntry['undo']; restored?: RestoredFile[] }
   | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
@@ -124,11 +133,12 @@ const EVENT_REDUCERS: EventReducers = {
   update: (state, event) => applyUpdate(state, event.update),
   userPrompt: (state, event) => {
     const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text: event.text, context: event.context };
-    return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), planAtPrompt: state.meta.plan ?? null };
+    // A live prompt: a command's answer from now on is the answer shown, not a replayed undo's.
+    return { ...withNumberedEntry(state, withoutRetry(finishStreaming(state.entries)), entry), planAtPrompt: state.meta.plan ?? null, replayingUndo: false };
   },
   permissionAsked: (state, event) => ({ ...state, entries: [...finishStreaming(state.entries), permissionEntry(state, event.requestId, event.params)] }),
   permissionAnswered: (state, event) => markRejected(
-    mapEntry(state, `perm-${event.requestId}`, (e) => (e.kind === 'permission' && !e.answer ? answered(e, event.optionId, event.cancelled) : e)),
+    mapEntry(state, `perm-${event.requestId}`, (e) => (e.kind === 'permission' && !e.answer ? answered(e, event.optionId, event.cancelled, event.note) : e)),
     event.requestId,
   ),
   turnEnded: (state, event) => endTurn(state, event.turn, event.edited ?? []),
@@ -137,9 +147,13 @@ const EVENT_REDUCERS: EventReducers = {
     const start = lastTurnStart(state.entries);
     return start === 0 && state.entries[0]?.kind !== 'user' ? state : { ...state, entries: state.entries.slice(0, start) };
   },
+  dropRefusedCommand: (state) => {
+    const start = lastTurnStart(state.entries);
+    return state.entries[start]?.kind === 'user' ? { ...state, entries: state.entries.filter((_, i) => i !== start) } : state;
+  },
   turnUndo: (state, event) => applyTurnUndo(state, event.turn, event.state, event.restored),
   notice: (state, event) => appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action),
-  clear: (state) => ({ ...state, entries: [] }),
+  clear: (state) => ({ ...state, entries: [], planAtPrompt: undefined, replayedPlans: undefined, replayingUndo: undefined }),
   setEntries: (state, event) => ({ ...state, entries: event.entries }),
   meta: (state, event) => ({ ...state, meta: { ...state.meta, ...event.patch } }),
   configOptions: (state, event) => applyConfigOptions(state, event.options),
@@ -170,10 +184,10 @@ function permissionEntry(state: ChatState, requestId: string, params: RequestPer
 }
 
 /** A permission question answered: the option chosen, or cancelled. */
-function answered(entry: PermissionEntry, optionId: string | undefined, cancelled: boolean | undefined): PermissionEntry {
+function answered(entry: PermissionEntry, optionId: string | undefined, cancelled: boolean | undefined, note?: string): PermissionEntry {
   const option = entry.options.find((o) => o.optionId === optionId);
   const label = cancelled || !option ? 'Cancelled' : option.name;
-  return { ...entry, answer: { optionId: option?.optionId, kind: cancelled ? undefined : option?.kind, label } };
+  return { ...entry, answer: { optionId: option?.optionId, kind: cancelled ? undefined : option?.kind, label, ...(note ? { note } : {}) } };
 }
 
 /** The call a question was answered "reject" about, marked rejected (its card says so when it ends). */
@@ -276,16 +290,21 @@ function applyTurnUndo(state: ChatState, turn: number, undo: TurnEntry['undo'], 
     const shown = restored?.map((f) => ({ path: relativeTo(f.path, state.meta.cwd), action: f.action }));
     return { ...e, undo, ...(e.turn === turn && shown ? { restored: shown } : {}) };
   });
-  return changed ? planAfterUndo({ ...state, entries }, turn, undo) : state;
+  // A reopened session's turn has no entry (its plan before it came with the replay).
+  return changed || undo === 'undone' ? planAfterUndo(changed ? { ...state, entries } : state, turn, undo) : state;
 }
 
-/** Undone, a turn's plan goes back to the one shown before its prompt (when the view saw it sent). */
+/**
+ * Undone, a turn's plan goes back to the one shown before its prompt: as the view saw it sent,
+ * else as the replay of a reopened session showed it.
+ */
 function planAfterUndo(state: ChatState, turn: number, undo: TurnEntry['undo']): ChatState {
   const entry = state.entries.find((e): e is TurnEntry => e.kind === 'turn' && e.turn === turn);
-  if (undo !== 'undone' || entry?.planBefore === undefined) {
+  const before = entry?.planBefore !== undefined ? entry.planBefore : state.replayedPlans?.[turn];
+  if (undo !== 'undone' || before === undefined) {
     return state;
   }
-  return { ...state, meta: { ...state.meta, plan: entry.planBefore ?? undefined } };
+  return { ...state, meta: { ...state.meta, plan: before ?? undefined } };
 }
 
 function appendNotice(
@@ -395,10 +414,13 @@ const UPDATE_REDUCERS: UpdateReducers = {
     if (typeof parley?.replaces === 'string') {
       return reviseMessage(state, parley.replaces, text, messageId);
     }
+    if (parley?.command && state.replayingUndo) {
+      return appendNoticeChunk(state, { level: 'info' }, text, messageId);
+    }
     return appendChunk(state, 'agent', text, messageId);
   },
   agent_thought_chunk: (state, update) => appendChunk(state, 'thought', blockText(update.content), update.messageId ?? undefined),
-  user_message_chunk: (state, update) => appendUserChunk(state, update.content, update.messageId ?? undefined),
+  user_message_chunk: (state, update) => appendUserChunk(state, update.content, update.messageId ?? undefined, update._meta?.parley?.command === true),
   tool_call: (state, update) => applyToolUpdate(state, update),
   tool_call_update: (state, update) => applyToolUpdate(state, update),
   usage_update: (state, update) => applyUsage(state, update),
@@ -417,16 +439,35 @@ function applyUpdate(state: ChatState, update: SessionUpdate): ChatState {
   return reducer(state, update);
 }
 
-/** A replayed prompt's piece: its text, or a file it attached (as context); pieces of one message join. */
-function appendUserChunk(state: ChatState, content: ContentBlock, messageId: string | undefined): ChatState {
+/**
+ * A replayed prompt's piece: its text, or a file it attached (as context); pieces of one
+ * message join. A prompt to the model is a numbered turn: the plan shown before it is kept for
+ * its undo. A slash command (`command`) is not a turn; an undo's (a restore, kept as `/undo`)
+ * is shown as the live chat showed it: no prompt, its answer a notice.
+ */
+function appendUserChunk(state: ChatState, content: ContentBlock, messageId: string | undefined, command: boolean): ChatState {
   const last = state.entries[state.entries.length - 1];
   const item = attachedItem(content);
   const text = item ? '' : blockText(content);
+  if (command && text === UNDO_COMMAND) {
+    return { ...state, entries: finishStreaming(state.entries), replayingUndo: true };
+  }
   if (last?.kind === 'user' && (messageId === undefined || last.messageId === undefined || last.messageId === messageId)) {
     return replaceLast(state, { ...last, text: last.text + text, context: item ? [...last.context, item] : last.context });
   }
-  const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text, context: item ? [item] : [], ...(messageId ? { messageId } : {}) };
-  return withNumberedEntry(state, finishStreaming(state.entries), entry);
+  return appendReplayedPrompt(state, text, item ? [item] : [], messageId, command);
+}
+
+/** A replayed prompt's entry, and, for a turn's, the plan shown before it, kept by turn number. */
+function appendReplayedPrompt(state: ChatState, text: string, context: ContextItem[], messageId: string | undefined, command: boolean): ChatState {
+  const entry: UserEntry = { kind: 'user', id: entryId(state, 'user'), text, context, ...(messageId ? { messageId } : {}), ...(command ? { command } : {}) };
+  const next = { ...withNumberedEntry(state, finishStreaming(state.entries), entry), replayingUndo: false };
+  return entry.command ? next : { ...next, replayedPlans: { ...state.replayedPlans, [turnPrompts(next.entries)]: state.meta.plan ?? null } };
+}
+
+/** How many prompts to the model `entries` show (a replayed slash command is not one). */
+function turnPrompts(entries: Entry[]): number {
+  return entries.filter((e) => e.kind === 'user' && !e.command).length;
 }
 
 /** The file a replayed prompt's block attached, if it is one. */

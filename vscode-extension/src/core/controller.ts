@@ -211,8 +211,8 @@ export class ChatController extends EventEmitter<ControllerEvents> {
 
   // ---- permissions and edits ----
 
-  answerPermission(requestId: string, optionId: string | null): void {
-    this.permissions.answerPermission(requestId, optionId);
+  answerPermission(requestId: string, optionId: string | null, note?: string): void {
+    this.permissions.answerPermission(requestId, optionId, note);
   }
 
   proposedEdit(toolCallId: string, file: string): ProposedEdit | undefined {

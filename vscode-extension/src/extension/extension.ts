@@ -18,7 +18,7 @@ import type { ChatState } from '../core/chatState';
 import { viewMessages } from '../core/webviewHtml';
 import { ChatViewProvider } from './chatView';
 import { CommandTerminals } from './commandTerminals';
-import { PROPOSED_SCHEME, ProposedEditDocuments } from './diffView';
+import { PROPOSED_SCHEME, ProposedEditDocuments, diffDecisions } from './diffView';
 import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
 import { closable } from './outputChannels';
@@ -264,6 +264,7 @@ export function activate(context: vscode.ExtensionContext): void {
     terminals,
     vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView),
     vscode.workspace.registerTextDocumentContentProvider(PROPOSED_SCHEME, proposedEdits),
+    ...diffDecisions(ctl, proposedEdits),
     vscode.commands.registerCommand('parley.openChat', run(() => chatView.reveal())),
     vscode.commands.registerCommand('parley.sendSelection', run(() => sendSelection(ctl, chatView))),
     vscode.commands.registerCommand(

@@ -47,7 +47,7 @@ function viewHandlers(host: ViewMessageHost): ViewHandlers {
     },
     send: (m) => ctl.send(m.text).catch(shownInTheView),
     cancel: () => ctl.cancel(),
-    permission: (m) => ctl.answerPermission(m.requestId, m.optionId),
+    permission: (m) => ctl.answerPermission(m.requestId, m.optionId, m.note),
     selectModel: (m) => ctl.selectModel(m.model),
     setConfigOption: (m) => ctl.setConfigOption(m.configId, m.value),
     setMode: (m) => ctl.setMode(m.modeId),

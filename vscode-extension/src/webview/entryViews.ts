@@ -16,6 +16,7 @@ import type {
   ToolEntry,
   TurnEntry,
   UserEntry,
+  ViewToHost,
 } from '../common/view';
 import { withoutCodeMarks } from '../common/codeSpans.js';
 import { summarizeToolResult } from '../common/display.js';
@@ -351,6 +352,9 @@ function showAnswered(el: HTMLElement, entry: PermissionEntry, answer: NonNullab
   const said = (answer.kind && ANSWERED[answer.kind]) || answer.label;
   const line = h('summary', { class: 'permission-answer' }, ...withCodeSpans(said), ': ', ...withCodeSpans(entry.title));
   el.append(input ? h('details', { class: 'permission-record' }, line, input) : line);
+  if (answer.note) {
+    el.append(h('div', { class: 'permission-note-said' }, 'Your note: ', answer.note));
+  }
 }
 
 /** An open question: an alert dialog with what it asks about and a button per option. */
@@ -384,16 +388,45 @@ function permissionButtons(el: HTMLElement, entry: PermissionEntry): HTMLElement
       { class: primary ? 'primary' : 'secondary', 'data-option-id': option.optionId, 'data-kind': option.kind },
       ...withCodeSpans(option.name),
     );
-    b.addEventListener('click', () => {
-      el.focus(); // keep the focus in the card while its buttons are disabled
-      for (const other of buttons.querySelectorAll('button')) {
-        other.disabled = true;
-      }
-      post({ type: 'permission', requestId: entry.requestId, optionId: option.optionId });
-    });
+    b.addEventListener('click', () => answer(el, buttons, { type: 'permission', requestId: entry.requestId, optionId: option.optionId }));
     buttons.append(b);
   }
+  const reject = entry.options.find((o) => o.kind === 'reject_once');
+  if (reject) {
+    const withNote = h('button', { class: 'secondary', 'data-action': 'reject-with-note' }, 'Reject with note\u2026');
+    withNote.addEventListener('click', () => {
+      withNote.remove();
+      buttons.after(noteForm(el, buttons, entry.requestId, reject.optionId));
+    });
+    buttons.append(withNote);
+  }
   return buttons;
+}
+
+/** Answers the question: its buttons disabled, the focus kept in the card. */
+function answer(el: HTMLElement, buttons: HTMLElement, message: Extract<ViewToHost, { type: 'permission' }>): void {
+  el.focus();
+  for (const other of el.querySelectorAll<HTMLButtonElement | HTMLTextAreaElement>('button, textarea')) {
+    other.disabled = true;
+  }
+  buttons.setAttribute('aria-disabled', 'true');
+  post(message);
+}
+
+/** "Reject with note…": the user's words for the model ("use pathlib instead"), sent with the rejection (Enter; Shift+Enter: a new line). */
+function noteForm(el: HTMLElement, buttons: HTMLElement, requestId: string, optionId: string): HTMLElement {
+  const text = h('textarea', { class: 'permission-note', rows: '2', 'aria-label': 'Your note for the model', placeholder: 'Tell the model why, or what to do instead' });
+  const send = h('button', { class: 'secondary', 'data-action': 'send-note' }, 'Reject with this note');
+  const submit = () => answer(el, buttons, { type: 'permission', requestId, optionId, note: text.value });
+  send.addEventListener('click', submit);
+  text.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey) {
+      e.preventDefault();
+      submit();
+    }
+  });
+  queueMicrotask(() => text.focus());
+  return h('div', { class: 'permission-note-form' }, text, send);
 }
 
 /** A new question takes the focus; when the page has none (the user is in the editor), a

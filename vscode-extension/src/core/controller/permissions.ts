@@ -18,7 +18,7 @@ export interface ProposedEdit {
 }
 
 interface PendingPermission {
-  resolve: (optionId: string | null) => void;
+  resolve: (optionId: string | null, note?: string) => void;
   toolCallId: string;
 }
 
@@ -46,15 +46,17 @@ export class Permissions {
     return [...this.written];
   }
 
-  answerPermission(requestId: string, optionId: string | null): void {
+  /** `note`: the user's words for the model with a rejection (sent as `_meta.parley.note`). */
+  answerPermission(requestId: string, optionId: string | null, note?: string): void {
     const p = this.pending.get(requestId);
     if (!p) {
       return;
     }
     this.pending.delete(requestId);
     this.forgetProposals(p.toolCallId);
-    p.resolve(optionId);
-    this.core.dispatch({ type: 'permissionAnswered', requestId, optionId: optionId ?? undefined, cancelled: optionId === null });
+    const said = optionId !== null && note?.trim() ? note.trim() : undefined;
+    p.resolve(optionId, said);
+    this.core.dispatch({ type: 'permissionAnswered', requestId, optionId: optionId ?? undefined, cancelled: optionId === null, ...(said ? { note: said } : {}) });
   }
 
   /** The server went away: every open prompt is cancelled. */
@@ -73,8 +75,10 @@ export class Permissions {
     this.counter += 1;
     const requestId = String(this.counter);
     return new Promise<RequestPermissionResult>((resolve) => {
-      const finish = (optionId: string | null) => {
-        resolve(optionId ? { outcome: { outcome: 'selected', optionId } } : { outcome: { outcome: 'cancelled' } });
+      const finish = (optionId: string | null, note?: string) => {
+        // ACP's answer has no field for the user's words: Parley's server reads `_meta.parley.note`.
+        const meta = note ? { _meta: { parley: { note } } } : {};
+        resolve(optionId ? { outcome: { outcome: 'selected', optionId }, ...meta } : { outcome: { outcome: 'cancelled' } });
       };
       const { toolCallId } = params.toolCall;
       this.pending.set(requestId, { resolve: finish, toolCallId });

@@ -150,6 +150,9 @@ export class Turn {
     if (retry) {
       this.sayIfKept(result._meta?.parley?.replaced);
     }
+    if (result._meta?.parley?.kept === false) {
+      core.dispatch({ type: 'dropRefusedCommand' }); // a typo, not a turn: as Emacs does
+    }
     if (result.stopReason === 'cancelled') {
       sent.cutOff = true;
       core.dispatch({ type: 'offerRetry' });
