@@ -5,7 +5,8 @@ sees, for the no-secrets check), `crash` (the process exits mid-call), `hang` (n
 `find_in_environs` (which processes' /proc/<pid>/environ hold a text: the sandbox's check),
 `start_daemon` (a `setsid` grandchild that no process group holds), `rewrite` (files written,
 removed and chmodded: what `/undo` must put back).
-With MCP_PID_FILE set, the server appends its pid to that file (where it can).
+With MCP_PID_FILE set, the server appends its pid to that file (where it can); with
+MCP_START_DELAY, it first sleeps that many seconds (a server slow to start).
 
     python acp_mcp_server.py                  # stdio
     python acp_mcp_server.py --http PORT      # streamable HTTP on 127.0.0.1:PORT at /mcp
@@ -83,6 +84,8 @@ def hang() -> str:
 
 
 if __name__ == "__main__":
+    # A server slow to start (MCP_START_DELAY seconds before it answers anything).
+    time.sleep(float(os.environ.get("MCP_START_DELAY", "0")))
     if pid_file := os.environ.get("MCP_PID_FILE"):  # the tests check no server outlives Parley
         try:
             with open(pid_file, "a") as pids:

@@ -133,6 +133,7 @@ class ParleyServer(JsonRPCServer):
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
         self.output: FrameWriter | None = None  # set by `serve`
+        self.mcp_reports: set[asyncio.Task[None]] = set()  # see `start_mcp_servers`
         # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
         self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
@@ -613,22 +614,42 @@ class ParleyServer(JsonRPCServer):
         self, session_id: str, servers: list[McpServerParams], *, loaded: bool = False
     ) -> None:
         """Start the MCP servers a client listed for an open session (session/new, load,
-        resume: call it last, before the handler answers). A server that did not start is
-        told to the user as a message of its own, right after the answer: an ACP client
-        drops updates of a session it does not know yet; a loaded session's (`loaded`), at
-        once: nothing of it may follow the answer. The handlers check the list
-        (`check_mcp_servers`, -32602) before they open the session."""
+        resume: call it last, before the handler answers), in the background
+        (agent/mcp_servers.py). A server that did not start is told to the user as a message
+        of its own once the start has ended and the answer has gone: an ACP client drops
+        updates of a session it does not know yet. A loaded session's (`loaded`) start is
+        waited for, and told before the answer: nothing of a loaded session may follow the
+        answer to its replay. The handlers check the list (`check_mcp_servers`, -32602)
+        before they open the session."""
         session = self.sessions.get(session_id)
-        failures = await self.sessions.start_mcp_servers(
+        starting = await self.sessions.mcp.replace(
             session, [_mcp_server_config(server) for server in servers]
         )
-        if failures:
+        if starting is None:
+            return
+        if loaded:
+            self._tell_mcp_failures(session_id, await starting)
+            return
+        answered = asyncio.Event()
+        self.protocol.after_the_answer(answered.set)
+
+        async def tell_when_started() -> None:
+            failures = await starting
+            await answered.wait()
+            self._tell_mcp_failures(session_id, failures)
+
+        # Held until done (the loop keeps only a weak reference); a session closed meanwhile
+        # cancels its start, and with it this.
+        task = asyncio.create_task(tell_when_started())
+        self.mcp_reports.add(task)
+        task.add_done_callback(self.mcp_reports.discard)
+
+    def _tell_mcp_failures(self, session_id: str, failures: list[str]) -> None:
+        if failures and self.sessions.is_open(session_id):
             text = "\n\n".join(failures)
-            message = updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
-            if loaded:
-                self.send_update(session_id, message)
-            else:
-                self.protocol.after_the_answer(lambda: self.send_update(session_id, message))
+            self.send_update(
+                session_id, updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
+            )
 
     async def _choose_kernel(self, session_id: str, value: Any) -> dict[str, Any]:
         """The `kernel` config option set: the session attached to that kernel (or Parley's

@@ -96,6 +96,8 @@ class Session:
     updated_at: str = attrs.field(factory=now_iso)
     totals: UsageTotals = attrs.field(factory=UsageTotals)
     running_turn: asyncio.Task[object] | None = None
+    # Its MCP servers' start while it runs (agent/mcp_servers.py): a turn waits for it.
+    mcp_starting: asyncio.Task[list[str]] | None = None
     # Written to the store? A new session is from its first prompt on (`start_storing`).
     stored: bool = True
     # The summary the model sees in place of the oldest messages (agent/compaction.py).

@@ -41,6 +41,7 @@ from parley.agent.config_options import (
     session_config_options,
 )
 from parley.agent.learned_windows import LearnedWindows
+from parley.agent.mcp_servers import SessionMcpServers
 from parley.agent.modes import current_mode_update
 from parley.agent.replay import replay_updates, turn_start, unanswered_calls
 from parley.agent.session import Session, load_compaction, new_id
@@ -66,7 +67,7 @@ from parley.core.conversation import (
     ToolCall,
     UserMessage,
 )
-from parley.core.off_loop import import_off_loop, off_loop
+from parley.core.off_loop import off_loop
 from parley.core.session_settings import SessionOptions, SessionSettings
 from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
@@ -74,7 +75,6 @@ from parley.store import SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
 from parley.tools.jupyter_runtime import running_kernels
-from parley.tools.mcp import McpConnections, McpServerConfig
 from parley.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -84,20 +84,6 @@ logger = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0
 # A replay is made off the event loop this many updates at a time.
 REPLAY_BATCH = 200
-# What the MCP SDK imports as its servers start (tools/mcp.py imports it at first use).
-MCP_MODULES = (
-    "anyio",
-    "anyio._backends._asyncio",
-    "httpx2",
-    # Imported by the SDK inside its first `call_tool` (validate_tool_result): with its format
-    # extras installed (rfc3987-syntax, which jupyter_server brings) it compiles a grammar for
-    # a second, which would be on the event loop.
-    "jsonschema",
-    "mcp.client.session",
-    "mcp.client.stdio",
-    "mcp.client.streamable_http",
-    "mcp.types",
-)
 BUSY_HERE = "A turn is already running in this session; cancel it or wait for it to end."
 BUSY_ELSEWHERE = (
     "This session is busy in another window; wait for its turn to end (or cancel it there), "
@@ -143,7 +129,10 @@ class Sessions:
     instance_id: str = attrs.field(factory=lambda: new_id("srv"))  # names us in the leases
     _open: dict[str, Session] = attrs.field(factory=dict)
     _prompts: set[asyncio.Task[Any]] = attrs.field(factory=set)  # the requests running a turn
-    _mcp: dict[str, McpConnections] = attrs.field(factory=dict)  # each session's MCP servers
+    # Each session's MCP servers (agent/mcp_servers.py).
+    mcp: SessionMcpServers = attrs.field(
+        init=False, default=attrs.Factory(lambda self: SessionMcpServers(self.settings), True)
+    )
     # The sessions this server holds the lease of, and what for (`_leased`).
     _held: dict[str, str] = attrs.field(factory=dict)
     # The sessions whose files are being restored: each restore's stop (`session/cancel`).
@@ -279,34 +268,8 @@ class Sessions:
         session.roots = roots
         session.tools = ToolRegistry(self.tools_for(roots, None))
 
-    async def start_mcp_servers(
-        self, session: Session, servers: Sequence[McpServerConfig]
-    ) -> list[str]:
-        """Start the MCP servers the client listed for an open session (`session/new`,
-        `load`, `resume`), in place of those it had, and offer their tools. Returns a
-        sentence for the user per server that did not start; the session works without it."""
-        await self._close_mcp_servers(session)
-        if not servers:
-            return []
-        await import_off_loop(*MCP_MODULES)  # the SDK, a second to import: not on the loop
-        connections = McpConnections(
-            session.cwd,
-            tool_timeout=self.settings.tool_timeout_seconds,
-            start_timeout=self.settings.mcp_start_timeout_seconds,
-            sandbox=self.settings.sandbox,
-        )
-        self._mcp[session.id] = connections
-        failures = await connections.start(servers)
-        for tool in connections.tools:
-            session.tools.add(tool)
-        return failures
-
-    async def _close_mcp_servers(self, session: Session) -> None:
-        connections = self._mcp.pop(session.id, None)
-        if connections is not None:
-            for tool in connections.tools:
-                session.tools.remove(tool.spec.name)
-            await connections.aclose()
+    def is_open(self, session_id: str) -> bool:
+        return session_id in self._open
 
     def get(self, session_id: str) -> Session:
         session = self._open.get(session_id)
@@ -741,7 +704,7 @@ class Sessions:
             session.running_turn.cancel()
             await asyncio.gather(session.running_turn, return_exceptions=True)
         await session.close()
-        await self._close_mcp_servers(session)
+        await self.mcp.close(session)
 
     async def close(self) -> None:
         """End every turn (their histories settle), answer the pending prompts, close the
@@ -753,7 +716,7 @@ class Sessions:
         # The prompts' answers go out as their requests end (they release the leases too).
         await asyncio.gather(*self._prompts, return_exceptions=True)
         # MCP servers may take seconds each to stop: all at once, while the kernels stop.
-        stopping = asyncio.gather(*(self._close_mcp_servers(s) for s in self._open.values()))
+        stopping = asyncio.gather(*(self.mcp.close(s) for s in self._open.values()))
         for session in self._open.values():
             await session.close()
         await stopping

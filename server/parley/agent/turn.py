@@ -235,6 +235,10 @@ class Turn:
             self.settings,
         )
         try:
+            if (starting := self.session.mcp_starting) is not None:
+                # Its MCP servers' tools, if they start, are the first request's too. Shielded:
+                # a Stop ends this turn, not the servers' start.
+                await asyncio.shield(asyncio.gather(starting, return_exceptions=True))
             stop_reason = await self._rounds()
         except (asyncio.CancelledError, StoppedAtQuestion):
             self._settle_interrupted(
