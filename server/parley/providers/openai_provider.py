@@ -319,7 +319,7 @@ class _OpenAIReply(base.StreamReply):
         if (usage := chunk.get("usage")) is not None:
             self.usage = usage_from_openai_json(usage)
         choices = chunk.get("choices")
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return
         choice = choices[0]
         delta = choice.get("delta")
@@ -330,10 +330,11 @@ class _OpenAIReply(base.StreamReply):
             if (content := delta.get("content")) and isinstance(content, str):
                 self.text.append(content)
                 yield events.TextDelta(content)
-            for position, call in enumerate(delta.get("tool_calls") or ()):
+            calls = delta.get("tool_calls")
+            for position, call in enumerate(calls if isinstance(calls, list) else ()):
                 if isinstance(call, dict):
                     yield from self._read_call(position, call)
-        if finish := choice.get("finish_reason"):
+        if (finish := choice.get("finish_reason")) and isinstance(finish, str):
             self.finish = _FINISH_REASONS.get(finish, "other")
 
     def _read_call(self, position: int, call: dict[str, Any]) -> Iterator[events.StreamEvent]:
