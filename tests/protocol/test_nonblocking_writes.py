@@ -5,7 +5,7 @@ here, reports nothing; `conftest.loop_watchdog` fails the test on any report).
 The client is the test itself, reading the server's stdout in pieces and pausing between
 some of them, as an editor under load does: with blocking writes, each pause held the loop
 until the pipe had room again. And an answer of 8 MB, encoded off the loop and still in
-order.
+order; a disk whose syncs stall; and a round whose tool calls carry 8 MB of arguments.
 """
 
 from __future__ import annotations
