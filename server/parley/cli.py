@@ -132,6 +132,14 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only row 7: loading long sessions (with --quick, only the 5,000-message one)",
     )
+    bench.add_argument(
+        "--streaming", action="store_true", help="only rows 1 and 2: streaming into a client"
+    )
+    bench.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of the table: the start's phases and its import tree to `initialize`",
+    )
     commands.add_parser(
         "doctor", help="say whether the kernel and MCP servers run sandboxed, and why not"
     )
@@ -283,9 +291,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return _read_store(args, settings)
 
     if args.command == "bench":
+        if args.profile:
+            from parley.bench.profile import run_profile
+
+            return run_profile()
         from parley.bench import run_benchmarks
 
-        return run_benchmarks(quick=args.quick, only_session_load=args.session_load)
+        return run_benchmarks(
+            quick=args.quick, only_session_load=args.session_load, only_streaming=args.streaming
+        )
     return 2
 
 

@@ -1,5 +1,6 @@
-"""The server's writer: messages of one event-loop turn leave in one write, but a long burst
-(a replay of thousands of updates) leaves as it is built, every `FLUSH_BYTES`, in order; a
+"""The server's writer: a message to a quiet pipe leaves at once; those that follow it closely
+leave together, in order, within `COALESCE_SECONDS` or at the end of the loop's turn; a long
+burst (a replay of thousands of updates) leaves as it is built, every `FLUSH_BYTES`; a
 large message, encoded off the loop, keeps its place. And how a message is encoded and
 weighed (`dispatch._is_large`) on its way there."""
 
@@ -8,19 +9,86 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from parley.protocol.dispatch import OFF_LOOP_MESSAGE_CHARS, _is_large
-from parley.protocol.framing import FLUSH_BYTES, FrameWriter, encode_message
+from parley.protocol.framing import (
+    COALESCE_SECONDS,
+    FLUSH_BYTES,
+    FrameWriter,
+    encode_message,
+    open_frame_writer,
+)
 
 
-async def test_a_short_burst_leaves_in_one_write_at_the_end_of_the_turn() -> None:
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_message_to_a_quiet_pipe_leaves_before_the_loop_turns() -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    with open(write_end, "wb", buffering=0) as pipe, open(read_end, "rb", buffering=0) as out:
+        writer = await open_frame_writer(pipe, "ndjson")
+        writer.write(b'{"n": 1}')
+        assert out.read() == b'{"n": 1}\n'  # already in the pipe: the reader need not wait
+        await writer.aclose()
+
+
+async def test_a_burst_leaves_its_first_message_at_once_and_the_rest_in_one_write() -> None:
     stream = io.BytesIO()
-    writer = FrameWriter(stream, "ndjson")
-    for n in range(3):
+    writer = FrameWriter(stream, "ndjson", clock=Clock())
+    for n in range(4):
         writer.write(b'{"n": %d}' % n)
-    assert stream.getvalue() == b""  # not yet: the flush is scheduled for the turn's end
+    assert stream.getvalue() == b'{"n": 0}\n'  # the rest wait for the turn's end
     await asyncio.sleep(0)
-    assert stream.getvalue() == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n'
+    assert stream.getvalue() == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n{"n": 3}\n'
+
+
+async def test_a_message_waits_behind_another_no_longer_than_the_coalescing_bound() -> None:
+    clock = Clock()
+    stream = io.BytesIO()
+    writer = FrameWriter(stream, "ndjson", clock=clock)
+    writer.write(b'{"n": 0}')
+    writer.write(b'{"n": 1}')  # waits: n 0 has just left
+    clock.now += COALESCE_SECONDS / 2
+    writer.write(b'{"n": 2}')
+    assert stream.getvalue() == b'{"n": 0}\n'
+    clock.now += COALESCE_SECONDS / 2  # n 1 has waited the bound: it leaves, with n 3
+    writer.write(b'{"n": 3}')
+    assert stream.getvalue() == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n{"n": 3}\n'
+    clock.now += COALESCE_SECONDS  # quiet since: the next leaves at once
+    writer.write(b'{"n": 4}')
+    assert stream.getvalue().endswith(b'{"n": 3}\n{"n": 4}\n')
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(st.binary(min_size=1, max_size=300), max_size=40),
+    gaps=st.lists(st.sampled_from([0.0, COALESCE_SECONDS / 3, COALESCE_SECONDS]), max_size=40),
+)
+def test_coalesced_messages_keep_their_order_and_bytes(
+    messages: list[bytes], gaps: list[float]
+) -> None:
+    async def written() -> bytes:
+        clock = Clock()
+        stream = io.BytesIO()
+        writer = FrameWriter(stream, "lsp", clock=clock)
+        for message, gap in zip(messages, gaps + [0.0] * len(messages), strict=False):
+            clock.now += gap
+            writer.write(message)
+        await asyncio.sleep(0)
+        return stream.getvalue()
+
+    assert asyncio.run(written()) == b"".join(messages)
 
 
 async def test_a_long_burst_is_written_as_it_is_built_in_order() -> None:

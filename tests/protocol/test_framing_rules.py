@@ -260,11 +260,12 @@ async def test_an_oversized_frame_keeps_its_first_four_kibibytes() -> None:
 
 async def test_a_burst_of_the_flush_size_leaves_at_once() -> None:
     stream = io.BytesIO()
-    writer = FrameWriter(stream, "lsp")
+    writer = FrameWriter(stream, "lsp", clock=lambda: 0.0)  # a burst: no time passes
+    writer.write(b"w")  # leaves at once; what follows it waits to leave together
     writer.write(b"x" * (FLUSH_BYTES - 1))
-    assert stream.getvalue() == b""  # under the size: at the end of the loop's turn
+    assert stream.getvalue() == b"w"  # under the size: at the end of the loop's turn
     writer.write(b"y")
-    assert stream.getvalue() == b"x" * (FLUSH_BYTES - 1) + b"y"  # at the size: at once
+    assert stream.getvalue() == b"w" + b"x" * (FLUSH_BYTES - 1) + b"y"  # at the size: at once
     writer.write(b"z" * FLUSH_BYTES)  # and so is the next burst of that size
     assert stream.getvalue().endswith(b"y" + b"z" * FLUSH_BYTES)
 

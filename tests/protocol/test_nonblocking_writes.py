@@ -5,7 +5,7 @@ here, reports nothing; `conftest.loop_watchdog` fails the test on any report).
 The client is the test itself, reading the server's stdout in pieces and pausing between
 some of them, as an editor under load does: with blocking writes, each pause held the loop
 until the pipe had room again. And an answer of 8 MB, encoded off the loop and still in
-order.
+order; a disk whose syncs stall; and a round whose tool calls carry 8 MB of arguments.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from conftest import WEATHER_TOOL
 from parley.bench.harness import server_environment
 from parley.bench.sessions import TOOL_OUTPUT_LINE, write_long_session
-from parley.fakellm import FakeLLM, Reply
+from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 
-REPLAYED_MESSAGES = 20_000
+REPLAYED_MESSAGES = 50_000
 READ_BYTES = 64 * 1024
 PAUSE_EVERY_READS = 8  # the client reads 512 KB, then looks away
 PAUSE_SECONDS = 0.15
@@ -180,3 +181,38 @@ async def test_the_stores_checkpoints_wait_on_a_slow_disk_off_the_loop(
         result = await client.prompt(session, prompt, timeout=120)
         assert result["stopReason"] == "end_turn"
     assert client.text_of(session) == "Long.Short."
+
+
+# --- tool arguments of 8 MB ----------------------------------------------------------------------
+
+LARGE_ARGUMENT_CALLS = 8
+ARGUMENT_CHARS = 1024 * 1024  # a city of 1 MB in each call: 8 MB in the round
+
+
+async def test_a_round_with_8_mb_of_tool_arguments_leaves_the_loop_free(
+    start_server: Any, fake: FakeLLM, workspace: Path, watched_at_50_ms: None
+) -> None:
+    """A model that calls an editor's tool eight times with 1 MB of arguments each: the
+    arguments are parsed, shown, answered, counted and sent back to the model in the next
+    request, and all of that is done off the loop (the watchdog at 50 ms reports nothing)."""
+    cities = [f"{n}" + "x" * ARGUMENT_CHARS for n in range(LARGE_ARGUMENT_CALLS)]
+    calls = tuple(ScriptedToolCall("get_weather", {"city": city}) for city in cities)
+    # In 4 KB deltas: the default 4 characters would be two million of them, a minute's work.
+    fake.set_script([Reply(tool_calls=calls, chunk_size=4096), Reply(text="Sunny everywhere.")])
+    client = await start_server()
+    await client.initialize(tools=[WEATHER_TOOL])
+    client.editor_tool_handler = lambda params: {
+        "content": f"Sunny in {len(params['arguments']['city'])}"
+    }
+    session = await client.new_session(str(workspace))
+    result = await client.prompt(session, "The weather in these cities?", timeout=120)
+    assert result["stopReason"] == "end_turn"
+    assert client.text_of(session) == "Sunny everywhere."
+    assert [call["arguments"]["city"] for call in client.editor_calls] == cities
+    # The next request sent the model every call and every answer, whole.
+    sent = fake.requests[-1].body["messages"]
+    sent_calls = [call for message in sent for call in message.get("tool_calls") or ()]
+    assert [json.loads(call["function"]["arguments"])["city"] for call in sent_calls] == cities
+    assert [m["content"] for m in sent if m["role"] == "tool"] == [
+        f"Sunny in {len(city)}" for city in cities
+    ]

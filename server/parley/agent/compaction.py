@@ -27,6 +27,7 @@ from parley.core.conversation import (
     UserMessage,
 )
 from parley.core.errors import ProviderError
+from parley.core.off_loop import off_loop
 from parley.core.usage import CHARS_PER_TOKEN, estimate_tokens
 from parley.providers.base import Completion, ModelRequest
 from parley.tools.base import ToolSpec
@@ -192,7 +193,7 @@ async def summarise(
     """One model call summarising the turns before the recent ones (and the summary so far);
     None when there is no earlier turn to summarise (the current turn is never cut)."""
     start = compaction.covers if compaction is not None else 0
-    cut = summary_cut(history, start, window)
+    cut = await off_loop(summary_cut, tuple(history), start, window)  # grows with the history
     if cut is None:
         return None
     previous = compaction.summary if compaction is not None else None

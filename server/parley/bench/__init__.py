@@ -103,9 +103,25 @@ async def collect_session_load_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         return await session_load_rows(fake, home, sizes)
 
 
-def run_benchmarks(quick: bool = False, only_session_load: bool = False) -> int:
+async def collect_streaming_rows(sizes: BenchSizes, home: Path) -> list[Row]:
+    with FakeLLM() as fake:
+        parley = await ParleyUnderTest.start(fake, home)
+        try:
+            throughput = await throughput_row(parley, fake, sizes)
+            return [throughput, *await latency_rows(parley, fake, sizes)]
+        finally:
+            await parley.stop()
+
+
+def run_benchmarks(
+    quick: bool = False, only_session_load: bool = False, only_streaming: bool = False
+) -> int:
     sizes = QUICK if quick else FULL
-    collect = collect_session_load_rows if only_session_load else collect_rows
+    collect = collect_rows
+    if only_session_load:
+        collect = collect_session_load_rows
+    elif only_streaming:
+        collect = collect_streaming_rows
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="parley-bench-") as home:
         rows = asyncio.run(collect(sizes, Path(home)))

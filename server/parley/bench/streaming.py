@@ -154,7 +154,7 @@ async def latency_rows(parley: ParleyUnderTest, fake: FakeLLM, sizes: BenchSizes
                 parley=ms(parley_figure),
                 baseline=ms(sdk_figure),
                 compared=f"{added * 1000:+,.1f} ms",
-                target=verdict("added < 5 ms", added < 0.005) if label == "p99" else "—",
+                target=verdict("added ≤ 0.5 ms", added <= 0.0005) if label == "p99" else "—",
             )
         )
     return rows

@@ -19,12 +19,14 @@ import asyncio
 import collections
 import json
 import logging
+import math
 import os
 import re
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, BinaryIO, Literal
 
 import attrs
@@ -301,6 +303,10 @@ def encode_message(message: dict[str, Any], *, headers: bool) -> bytes:
 
 
 FLUSH_BYTES = 64 * 1024  # a pipe's buffer: a burst this long is written at once
+# How long a message may wait behind another written just before it, to leave with what
+# follows in one write (a burst of deltas from one network read, a replay): a write per
+# message would cost a system call each, and a reader that waits gets it this soon.
+COALESCE_SECONDS = 0.0005
 # What waits unwritten for a slow reader before a producer that asks (`drained`) waits too.
 HIGH_WATER_BYTES = 1024 * 1024
 
@@ -330,9 +336,12 @@ class FrameWriter:
     """A writer that frames and flushes messages, without ever blocking the event loop.
 
     For NDJSON each message gets its newline here (the LSP header comes with the message).
-    Messages written in one turn of the event loop (a burst of deltas from one network read)
-    leave in one write: a write per delta would cost a system call each, and sending them at
-    the end of the same loop turn adds no latency.
+    A message leaves at once, unless another left less than `COALESCE_SECONDS` ago: then it
+    waits, with those that follow, until that much time has passed since the first of them
+    waited, `FLUSH_BYTES` have gathered, or the event loop's turn ends, whichever is first,
+    and they leave in one write. So a reader that waits is never kept waiting longer than
+    that, and a burst (deltas from one network read, a replay of thousands of updates)
+    costs a system call per batch, not per message.
 
     Built by `open_frame_writer` on a pipe or socket, it writes through a non-blocking
     transport: what the reader has no room for yet waits in memory, and a producer of many
@@ -346,8 +355,12 @@ class FrameWriter:
         framing: Framing,
         transport: asyncio.WriteTransport | None = None,
         output: _Output | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._stream = stream
+        self._clock = clock
+        self._last_write_at = -math.inf  # when the last write left
+        self._first_waiting_at = 0.0  # when the first message now pending began to wait
         self._transport = transport
         self._output = output
         self._suffix = b"\n" if framing == "ndjson" else b""
@@ -386,9 +399,16 @@ class FrameWriter:
         self._write_now(data)
 
     def _write_now(self, data: bytes) -> None:
+        now = self._clock()
+        if not self._pending:
+            if now - self._last_write_at >= COALESCE_SECONDS:
+                self._pending.append(data + self._suffix if self._suffix else data)
+                self.flush()  # the pipe has been quiet: nothing to wait for
+                return
+            self._first_waiting_at = now
         self._pending.append(data + self._suffix if self._suffix else data)
         self._pending_bytes += len(data)
-        if self._pending_bytes >= FLUSH_BYTES:
+        if self._pending_bytes >= FLUSH_BYTES or now - self._first_waiting_at >= COALESCE_SECONDS:
             # A long burst (a replay of thousands of updates) leaves as it is built: the
             # client parses while the server goes on, and it is never held whole in memory.
             self.flush()  # the flush scheduled for the end of this turn finds nothing left
@@ -406,9 +426,10 @@ class FrameWriter:
     def flush(self) -> None:
         if not self._pending:
             return
-        data = b"".join(self._pending)
+        data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
         self._pending.clear()
         self._pending_bytes = 0
+        self._last_write_at = self._clock()
         if self._transport is None:
             self._stream.write(data)
             self._stream.flush()
