@@ -48,7 +48,9 @@ wire (`sessionUpdate').")
     :session :turn :replaced :kept
     ;; Of `initialize', `session/new', `session/load', `session/list',
     ;; and of a prompt sent again.
-    :tools :revisions :defaultModel :model :usage :turns :cost :retry)
+    :tools :revisions :defaultModel :model :usage :turns :cost :retry
+    ;; Of `session/resume': the user's kernel the session attaches to.
+    :kernel)
   "Parley's keys under `_meta.parley' that the package reads or sends.")
 
 (defun parley-wire-kind (update)
