@@ -1,0 +1,53 @@
+/**
+ * The chat view's usage line names the user's kernel the session is attached to, by the
+ * server's name for it (the `kernel` config option's current choice), and says nothing while
+ * it uses Parley's own: the page in headless Chromium, as in webview.test.ts.
+ */
+
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import type { Browser, Page } from 'playwright-core';
+
+import { CHROMIUM, Host, haveChromium, launchChromium, openChatPage } from './webviewPage';
+
+const OWN = { value: 'parley', name: "Parley's own", description: 'Sandboxed, per session' };
+
+function kernelOption(currentValue: string, ...more: { value: string; name: string }[]) {
+  return { id: 'kernel', name: 'Kernel', type: 'select' as const, currentValue, options: [OWN, ...more] };
+}
+
+describe('chat view: the kernel in the usage line', { skip: haveChromium ? false : `no Chromium at ${CHROMIUM}` }, () => {
+  let browser: Browser;
+  let page: Page;
+  let problems: string[];
+
+  before(async () => {
+    browser = await launchChromium();
+    const view = await openChatPage(browser, { width: 440, height: 600 });
+    page = view.page;
+    problems = view.problems;
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it("shows the attached kernel's name, and nothing on Parley's own", async () => {
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    await host.apply(
+      { type: 'meta', patch: { serverState: 'ready', sessionId: 'sess-k', model: 'openai:a' } },
+      { type: 'configOptions', options: [kernelOption('parley', { value: '/run/kernel-1.json', name: 'kernel-1.json' })] },
+    );
+    assert.doesNotMatch(await page.locator('#usage').innerText(), /kernel/);
+    await host.apply({
+      type: 'configOptions',
+      options: [kernelOption('/run/kernel-1.json', { value: '/run/kernel-1.json', name: 'the kernel of /run/kernel-1.json' })],
+    });
+    assert.match(await page.locator('#usage').innerText(), /^the kernel of \/run\/kernel-1\.json · 0 tokens$/);
+    await host.apply({ type: 'configOptions', options: [kernelOption('parley')] });
+    assert.equal(await page.locator('#usage').innerText(), '0 tokens');
+    assert.deepEqual(problems, []);
+  });
+});
