@@ -125,13 +125,15 @@ and \\[keyboard-quit] stops waiting."
 
 (defun parley--jupyter-clients ()
   "Return emacs-jupyter's clients as (BUFFER-NAME . CLIENT), most recent first.
-Nil when emacs-jupyter is not loaded."
+Only those whose connection info Parley can read; nil when
+emacs-jupyter is not loaded."
   (when (and (boundp 'jupyter-current-client) (fboundp 'jupyter-session-conn-info))
     (let (clients)
       (dolist (buffer (buffer-list))
         (let ((client (buffer-local-value 'jupyter-current-client buffer)))
           (when (and client (local-variable-p 'jupyter-current-client buffer)
-                     (not (rassq client clients)))
+                     (not (rassq client clients))
+                     (parley--jupyter-conn-info client))
             (push (cons (buffer-name buffer) client) clients))))
       (nreverse clients))))
 

@@ -2,7 +2,7 @@
  * The command "Parley: Attach Kernel…": a QuickPick of Parley's own kernel, the kernels running
  * here (`parley kernels --json`) and, when the Jupyter extension (`ms-toolsai.jupyter`) is
  * installed and a notebook is active, that notebook's kernel through the Jupyter extension's
- * public kernel API (which asks the user, the first time, to allow Parley access to it).
+ * public kernel API, once the user allowed it (a modal question, each time).
  */
 
 import * as path from 'node:path';
@@ -33,6 +33,15 @@ export async function attachKernel(ctl: ChatController): Promise<void> {
   }
   let kernel = pick.kernel;
   if (pick.fromNotebook && jupyter && notebook) {
+    const allow = 'Allow';
+    const asked = await vscode.window.showWarningMessage(
+      `Parley will ask the kernel of ${path.basename(notebook.uri.fsPath)} for its connection file, running one line in it outside its history, then run its Python tools there, outside Parley's sandbox (evaluation asks every time).`,
+      { modal: true },
+      allow,
+    );
+    if (asked !== allow) {
+      return;
+    }
     const api = jupyter.isActive ? jupyter.exports : await jupyter.activate();
     const found = await api.kernels.getKernel(notebook.uri);
     kernel = await vscode.window.withProgress(
