@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp_schema import acp_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from parley.client import ParleyClient
@@ -83,6 +84,9 @@ async def test_an_evals_images_are_shown_to_the_user_bounded(
     assert shown_in(client, session) == [
         {"type": "image", "mimeType": "image/png", "data": plot} for plot in plots
     ]
+    for update in client.updates_of(session, "tool_call_update"):  # ACP's own schema's shape
+        notification = {"sessionId": session, "update": update}
+        assert list(acp_schema().violations("SessionNotification", notification, "params")) == []
     assert evaluated.count("display: a plot") == 6
     assert "image/png" in evaluated and plots[0] not in evaluated  # named, not sent
 
