@@ -16,6 +16,7 @@ import * as readline from 'node:readline';
 import { after, before, describe, it, type TestContext } from 'node:test';
 
 import type { Kernel } from '@vscode/jupyter-extension';
+import fc from 'fast-check';
 
 import { initialState } from '../src/core/chatState';
 import { ChatController, type RunningKernel } from '../src/core/controller';
@@ -79,6 +80,22 @@ describe('attach kernel: the QuickPick', () => {
     await assert.rejects(notebookConnectionFile(standInKernel('julia', '/x'), NEVER), /runs julia: Parley's tools need a Python kernel/);
     await assert.rejects(notebookConnectionFile(standInKernel('python', undefined), NEVER), /did not say its connection file/);
     await assert.rejects(notebookConnectionFile(standInKernel('python', 'NameError'), NEVER), /did not say its connection file/);
+  });
+
+  it("takes from whatever the kernel prints only one absolute path, else says it did not say one", async () => {
+    // The kernel's output is not Parley's: any text, split into any chunks.
+    const printed = fc.oneof(fc.string(), fc.string().map((s) => `/${s}`), fc.constantFrom('/a/b.json\n', '\n/a/b.json\n\n', '/a\n/b'));
+    await fc.assert(
+      fc.asyncProperty(printed, async (text) => {
+        try {
+          const file = await notebookConnectionFile(standInKernel('python', text), NEVER);
+          assert.ok(file.startsWith('/') && !file.includes('\n') && file === file.trim() && text.includes(file));
+        } catch (err) {
+          assert.match(String(err), /did not say its connection file/);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('shows the attached kernel in the status tooltip, by the server’s names; nothing on Parley’s own', () => {
