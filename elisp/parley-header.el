@@ -10,7 +10,8 @@
 ;;; Commentary:
 
 ;; What the session is doing (working, waiting for an answer, not
-;; connected), its model and mode, how far the plan is, the usage the server reported
+;; connected), its model and mode, the user's kernel it is attached
+;; to (parley-kernels.el), how far the plan is, the usage the server reported
 ;; (parley-usage.el) by the rules of parley-display.el, the context
 ;; waiting for the next prompt and the session's title.
 
@@ -19,6 +20,7 @@
 (require 'jsonrpc)
 (require 'parley-display)
 (require 'parley-input)
+(require 'parley-kernels)
 (require 'parley-plan)
 (require 'parley-question)
 (require 'parley-session)
@@ -29,6 +31,10 @@
 
 (defface parley-mode '((t :inherit font-lock-type-face))
   "Face for the session's mode (Ask, Accept edits, Plan) in the header line."
+  :group 'parley)
+
+(defface parley-kernel '((t :inherit font-lock-constant-face))
+  "Face for the user's kernel a session is attached to, in the header line."
   :group 'parley)
 
 (defun parley--status ()
@@ -78,6 +84,8 @@ line construct."
      " " (or parley--model "default model")
      (let ((mode (parley--mode-name)))
        (if mode (concat "  " (propertize mode 'face 'parley-mode)) ""))
+     (let ((kernel (parley--kernel-shown)))
+       (if kernel (concat "  " (propertize kernel 'face 'parley-kernel)) ""))
      (let ((plan (parley--plan-progress)))
        (if plan (concat "  " plan) ""))
      (format "  tokens %s in / %s out" (parley-display-tokens (parley--usage-in u))

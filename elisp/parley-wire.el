@@ -50,7 +50,9 @@ wire (`sessionUpdate').")
     ;; and of a prompt sent again.
     :tools :revisions :defaultModel :model :usage :turns :cost :retry
     ;; Of an answer to a question: the user's words for the model.
-    :note)
+    :note
+    ;; Of `session/resume': the user's kernel the session attaches to.
+    :kernel)
   "Parley's keys under `_meta.parley' that the package reads or sends.")
 
 (defun parley-wire-kind (update)

@@ -29,6 +29,8 @@
 ;;   C-c C-l                   switch the model (the language model)
 ;;   C-c C-t                   set the tool policy (hybrid, stream, sync)
 ;;   C-c C-o                   switch the mode (Ask, Accept edits, Plan)
+;;   C-c C-j                   attach the session to your Jupyter kernel
+;;                             (or back to Parley's own)
 ;;   C-c C-s                   list the stored sessions and open one
 ;;   C-c C-b                   add a buffer as context to the next prompt
 ;;   C-c C-n                   new session for this project
@@ -73,6 +75,7 @@
 ;;                         undoing a turn, the diff of an edit
 ;;   parley-export.el      code blocks copied or inserted, Markdown export
 ;;   parley-header.el      the header line and mode line
+;;   parley-kernels.el     attaching a session to the user's Jupyter kernel
 ;;   parley-input.el       the prompt: send, history, slash commands,
 ;;                         cancel, retry, context
 ;;   parley-session.el     a buffer's session: the server's messages
@@ -108,6 +111,7 @@
 (require 'parley-header)
 (require 'parley-input)
 (require 'parley-install)
+(require 'parley-kernels)
 (require 'parley-wire)
 (require 'parley-question)
 (require 'parley-session)
@@ -195,6 +199,7 @@ are, and the echo area names it.
     (define-key map (kbd "C-c C-l") #'parley-set-model)
     (define-key map (kbd "C-c C-t") #'parley-set-tool-policy)
     (define-key map (kbd "C-c C-o") #'parley-set-mode)
+    (define-key map (kbd "C-c C-j") #'parley-attach-kernel)
     (define-key map (kbd "C-c C-s") #'parley-sessions)
     (define-key map (kbd "C-c C-b") #'parley-add-buffer)
     (define-key map (kbd "C-c C-n") #'parley-new-session)

@@ -27,7 +27,7 @@
     ;; A buffer's session: the server's messages routed, its turns.
     ("parley-session")
     ;; The chat buffer's commands.
-    ("parley-input" "parley-export" "parley-commands")
+    ("parley-input" "parley-export" "parley-commands" "parley-kernels")
     ("parley-header")
     ;; The entry points and the mode.
     ("parley"))

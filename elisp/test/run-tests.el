@@ -37,6 +37,7 @@
   (load (expand-file-name "parley-retry-test" here) nil t)
   (load (expand-file-name "parley-version-test" here) nil t)
   (load (expand-file-name "parley-integration-retry-test" here) nil t)
+  (load (expand-file-name "parley-integration-kernel-test" here) nil t)
   (load (expand-file-name "parley-test-timeout-test" here) nil t))
 (require 'parley-test-timeout)
 (parley-test-timeout-all)

@@ -39,6 +39,7 @@ class OpenSession(NamedTuple):
     session_id: str
     model: str
     server_info: dict[str, Any]
+    kernel: str | None = None  # the user's kernel it is attached to, as the server names it
 
 
 class TurnStopper:
@@ -215,18 +216,22 @@ async def open_session(
     if chosen in known and not known[chosen]["available"]:
         view.line(f"parley: {known[chosen]['reason']}")
         return None
+    from parley.kernels_command import kernel_name
+
     if session_id is not None:
         loaded = await client.load_session(session_id, str(cwd), kernel=kernel)
-        ready = await attached(client, view, session_id, loaded["configOptions"], kernel)
-        return OpenSession(ready, chosen, info) if ready is not None else None
+        options = loaded["configOptions"]
+        ready = await attached(client, view, session_id, options, kernel)
+        return OpenSession(ready, chosen, info, kernel_name(options)) if ready else None
     settings: dict[str, Any] = {"model": chosen}
     if tool_policy:
         settings["toolPolicy"] = tool_policy
     if kernel is not None:  # `--kernel`: the Python tools in the user's own kernel
         settings["kernel"] = kernel
     opened = await client.new_session(str(cwd), **settings)
-    ready = await attached(client, view, opened, client.options_of(opened), kernel)
-    return OpenSession(ready, chosen, info) if ready is not None else None
+    options = client.options_of(opened)
+    ready = await attached(client, view, opened, options, kernel)
+    return OpenSession(ready, chosen, info, kernel_name(options)) if ready else None
 
 
 async def forget_session(client: ParleyClient, view: TerminalView, session_id: str) -> None:

@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from parley.chat import chat
 from parley.chat_prompt import NotACommand, is_slash_command, read_prompt, runs_commands
@@ -39,7 +40,6 @@ def interactive_refusal(args: argparse.Namespace) -> str | None:
             ("--quiet", getattr(args, "quiet", False)),
             ("--command", getattr(args, "slash_command", False)),
             ("--model demo", args.model == "demo"),
-            ("--kernel", bool(getattr(args, "kernel", None))),  # (not in the chat loop yet)
         )
         if given
     ]
@@ -54,6 +54,10 @@ def run_interactive(args: argparse.Namespace, settings: Settings) -> int:
     if why_not is not None:
         print(f"parley: {why_not}", file=sys.stderr)
         return 2
+    kernel = kernel_wire(args)
+    if isinstance(kernel, str):
+        print(f"parley: --kernel: {kernel}", file=sys.stderr)
+        return 2
     from parley.chat_loop import chat_loop
 
     return asyncio.run(
@@ -67,8 +71,21 @@ def run_interactive(args: argparse.Namespace, settings: Settings) -> int:
             allow_all=args.yes,
             tool_policy=args.tool_policy,
             store=keeps_session(args, settings),
+            kernel=kernel,
         )
     )
+
+
+def kernel_wire(args: argparse.Namespace) -> dict[str, Any] | str | None:
+    """`--kernel` as `_meta.parley.kernel` (None: not given), or why it cannot be used."""
+    if not getattr(args, "kernel", None):
+        return None
+    from parley.kernels_command import BadKernel, kernel_argument
+
+    try:
+        return kernel_argument(args.kernel, args.kernel_token_env)
+    except BadKernel as error:
+        return str(error)
 
 
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
@@ -92,15 +109,10 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             "terminal, or with --command.",
             file=sys.stderr,
         )
-    kernel = None
-    if getattr(args, "kernel", None):
-        from parley.kernels_command import BadKernel, kernel_argument
-
-        try:
-            kernel = kernel_argument(args.kernel, args.kernel_token_env)
-        except BadKernel as error:
-            print(f"parley: --kernel: {error}", file=sys.stderr)
-            return 2
+    kernel = kernel_wire(args)
+    if isinstance(kernel, str):
+        print(f"parley: --kernel: {kernel}", file=sys.stderr)
+        return 2
     if args.model == "demo":
         from parley.demo import run_demo
 

@@ -171,21 +171,23 @@ async def chat_loop(
     allow_all: bool,
     tool_policy: str | None,
     store: bool,
+    kernel: dict[str, Any] | None = None,
 ) -> int:
-    """The interactive chat; its exit code (0 when the user quit, 2: no model to talk to)."""
+    """The interactive chat; its exit code (0 when the user quit, 2: no model to talk to,
+    or `kernel`, `--kernel`'s, could not be attached: the server's notice says why)."""
     view = TerminalView(sys.stdout, sys.stderr, False, cwd)
     client = await _start_server(model_env(None, model or session_model))
     forget = not store and session_id is None
     opened: str | None = None
     try:
-        found = await open_session(client, view, cwd, model, session_id, tool_policy)
+        found = await open_session(client, view, cwd, model, session_id, tool_policy, kernel)
         if found is None:
             return 2
         opened = found.session_id
         offered = found.server_info["_meta"]["parley"]["models"]
         models = [m["id"] for m in offered if m.get("available")]
         resumed = f"{opened} ({session_title or 'Untitled'})" if session_id else None
-        view.line(_opening(found.model, resumed))
+        view.line(_opening(found.model, resumed, found.kernel))
         await ChatLoop(client, opened, cwd, allow_all).run(home, models)
     finally:
         if forget and opened is not None:
@@ -196,11 +198,12 @@ async def chat_loop(
     return 0
 
 
-def _opening(model: str, resumed: str | None) -> str:
+def _opening(model: str, resumed: str | None, kernel: str | None) -> str:
     """The first lines: the model, the session (`resumed`: the one continued, its title),
-    how to type."""
+    the user's kernel it is attached to (the server's name for it), how to type."""
     where = f"continuing {resumed}" if resumed else "a new session"
-    return escape_controls(f"{model} · {where}\n{HOW_TO_TYPE}")
+    attached = f" · {kernel}" if kernel else ""
+    return escape_controls(f"{model} · {where}{attached}\n{HOW_TO_TYPE}")
 
 
 def _closing(session_id: str, kept: bool) -> str:

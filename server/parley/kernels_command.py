@@ -74,6 +74,17 @@ def list_kernels(as_json: bool) -> int:
     return 0
 
 
+def kernel_name(options: list[dict[str, Any]]) -> str | None:
+    """The server's name of the user's kernel the `kernel` option says the session is on
+    (None: Parley's own)."""
+    option = next((o for o in options if o.get("id") == "kernel"), {})
+    current = option.get("currentValue")
+    if current is None or current == OWN_KERNEL:
+        return None
+    names = {choice.get("value"): choice.get("name") for choice in option.get("options", [])}
+    return str(names.get(current) or current)
+
+
 async def attach_failure(
     client: Any, session_id: str, options: list[dict[str, Any]], kernel: dict[str, Any] | None
 ) -> str | None:

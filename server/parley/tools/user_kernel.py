@@ -32,6 +32,7 @@ import attrs
 
 from parley.tools.command_output import strip_ansi
 from parley.tools.jupyter_link import ConnectionRefused, KernelLink
+from parley.tools.kernel_images import shown_images
 
 logger = logging.getLogger(__name__)
 
@@ -321,10 +322,12 @@ class UserKernel:
 
 
 class Evaluation:
-    """What an execution gave: its output, its value, its error, and a note on how it ended."""
+    """What an execution gave: its output, its value, its error, a note on how it ended, and
+    the images it displayed (shown to the user: `kernel_images.py`)."""
 
     def __init__(self, exchange: Exchange, limit: int, note: str | None = None) -> None:
         self.note = note
+        self.images = shown_images(exchange.outputs)
         reply = exchange.reply
         self.ok = note is None and isinstance(reply, dict) and reply.get("status") == "ok"
         self.parts: list[str] = []

@@ -23,6 +23,7 @@ from typing import Any
 from parley.tools.arguments import NoArguments
 from parley.tools.base import CallView, DeclaredTool, ToolContext, ToolResult, declared_spec, quoted
 from parley.tools.command_output import strip_ansi
+from parley.tools.kernel_images import image_content
 from parley.tools.python_tools import EvalArguments, MembersArguments, TargetArguments
 from parley.tools.user_kernel import KernelUnavailable, UserKernel, bounded
 
@@ -85,7 +86,8 @@ class UserEvalTool(UserKernelTool):
             return ToolResult(self._said(str(error)), is_error=True)
         body = "\n".join(result.parts) or ("(no output and no value)" if result.ok else "")
         text = self._said(result.note, body)
-        return ToolResult(text or "(no output)", is_error=not result.ok)
+        shown = tuple(image_content(image) for image in result.images)
+        return ToolResult(text or "(no output)", is_error=not result.ok, shown_first=shown)
 
 
 class UserInspectTool(UserKernelTool):

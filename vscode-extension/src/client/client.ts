@@ -32,6 +32,7 @@ import {
   type EmptyResult,
   type EditorCallToolResult,
   type ExportParams,
+  type KernelAddress,
   type ExportResult,
   type InitializeResult,
   type ListSessionsParams,
@@ -334,9 +335,15 @@ export class ParleyClient extends EventEmitter<ClientEvents> {
     return this.request('session/load', { sessionId, cwd, mcpServers: [], ...roots(additionalDirectories) });
   }
 
-  /** `session/resume` (when the server advertises it): reattach without a replay. */
-  resumeSession(sessionId: string, cwd: string, additionalDirectories: string[] = []): Promise<ResumeSessionResult> {
-    return this.request('session/resume', { sessionId, cwd, mcpServers: [], ...roots(additionalDirectories) });
+  /** `session/resume` (when the server advertises it): reattach without a replay; `kernel`: on the user's kernel. */
+  resumeSession(sessionId: string, cwd: string, additionalDirectories: string[] = [], kernel?: KernelAddress): Promise<ResumeSessionResult> {
+    return this.request('session/resume', {
+      sessionId,
+      cwd,
+      mcpServers: [],
+      ...roots(additionalDirectories),
+      ...(kernel ? { _meta: { parley: { kernel } } } : {}),
+    });
   }
 
   /** `session/set_mode`: the session's mode (`ask`, `accept_edits`, `plan`). */

@@ -46,7 +46,12 @@ export type SetConfigOptionResult = acp.SetSessionConfigOptionResponse;
 export type SetModeParams = acp.SetSessionModeRequest;
 export type LoadSessionParams = acp.LoadSessionRequest;
 /** `session/resume`: reattach to a stored session without a replay. */
-export type ResumeSessionParams = acp.ResumeSessionRequest;
+export type ResumeSessionParams = WithParleyMeta<acp.ResumeSessionRequest, { kernel?: KernelAddress }>;
+
+/** The user's own kernel a session attaches to (`_meta.parley.kernel`; docs/protocol.md, "The user's own kernel"): here, a local one by its connection file. */
+export interface KernelAddress {
+  connectionFile: string;
+}
 
 /** The result of methods that answer `{}`. */
 export type EmptyResult = Record<string, never>;

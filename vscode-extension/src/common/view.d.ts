@@ -56,9 +56,10 @@ export interface DiffLine {
   text: string;
 }
 
-/** What a tool call shows before it runs: text (the code to be evaluated) or an edit's diff. */
+/** What a tool call shows: text (the code to be evaluated), an edit's diff, or an image it displayed (base64). */
 export type ToolContentView =
   | { kind: 'text'; text: string }
+  | { kind: 'image'; mimeType: string; data: string }
   | {
       kind: 'diff';
       /** As shown: relative to the workspace root when inside it. */

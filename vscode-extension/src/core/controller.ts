@@ -10,6 +10,7 @@
  * - `controller/turn.ts` — the turn (prompt, attachments, its end, errors, Retry);
  * - `controller/permissions.ts` — permissions and edits; `controller/undo.ts` — Undo turn;
  * - `controller/models.ts` — models and the session's configuration;
+ * - `controller/kernels.ts` — the user's own kernel: the running ones, the session attached to one;
  * - `controller/keptNotices.ts` — the chat's own notices kept across reloads.
  *
  * Does not import `vscode`: tested in plain Node against the real server.
@@ -22,6 +23,7 @@ import type { ModelInfo, ResourceBlock, RestoreResult, SessionSummary } from '..
 import type { ContextItem, SessionRow } from '../common/view';
 import { type ChatEvent, type ChatState, labelForUri } from './chatState';
 import { ChatCore, type ControllerHost } from './controller/core';
+import { Kernels, type RunningKernel } from './controller/kernels';
 import { Models } from './controller/models';
 import { Permissions, type ProposedEdit } from './controller/permissions';
 import { ServerProcess } from './controller/serverProcess';
@@ -33,6 +35,7 @@ export type { ControllerHost, ControllerSettings, KeptNotice, LogLevel, NoticeKe
 export { withKeptNotices } from './controller/keptNotices';
 export type { ProposedEdit } from './controller/permissions';
 export { restoreOutcome } from './controller/undo';
+export type { RunningKernel } from './controller/kernels';
 
 interface ControllerEvents {
   /** The state changed: (previous, next). */
@@ -49,6 +52,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
   private readonly permissions: Permissions;
   private readonly turn: Turn;
   private readonly undo: Undo;
+  private readonly kernels: Kernels;
 
   constructor(host: ControllerHost) {
     super();
@@ -69,6 +73,7 @@ export class ChatController extends EventEmitter<ControllerEvents> {
     this.turn = new Turn(this.core, this.sessions, this.permissions, (stopReason) => this.emit('turnEnded', stopReason));
     this.sessions.onShown = () => this.turn.forgetLastPrompt();
     this.undo = new Undo(this.core, this.sessions);
+    this.kernels = new Kernels(this.core, this.sessions);
   }
 
   get state(): ChatState {
@@ -245,6 +250,18 @@ export class ChatController extends EventEmitter<ControllerEvents> {
 
   setConfigOption(configId: string, value: string): Promise<void> {
     return this.models.setConfigOption(configId, value);
+  }
+
+  // ---- the user's own kernel ----
+
+  /** The Jupyter kernels running here (`parley kernels --json`). */
+  runningKernels(): Promise<RunningKernel[]> {
+    return this.kernels.running();
+  }
+
+  /** Attach the session's Python tools to `kernel` (the kernel option's value, or a connection file). */
+  attachKernel(kernel: string): Promise<void> {
+    return this.kernels.attach(kernel);
   }
 
   /** Switch the session's mode (`ask`, `accept_edits`, `plan`). */

@@ -1,11 +1,13 @@
 /**
- * The status bar item's tooltip, as Markdown: the server's state, the model, the session's
+ * The status bar item's tooltip, as Markdown: the server's state, the model, the user's kernel
+ * the session is attached to (by the server's names), the session's
  * tokens and cost (split by kind of token when the server says), the last turn's split.
  * Pure, so that it is tested without VS Code.
  */
 
 import type { ViewMeta } from '../common/view';
 import { formatCost } from '../common/display';
+import { attachedKernel } from '../common/kernel';
 
 type Breakdown = NonNullable<ViewMeta['usage']['costBreakdown']>;
 
@@ -27,6 +29,10 @@ export function statusTooltipMarkdown(m: ViewMeta): string {
   const lines = [`**Parley** — ${m.serverState}`, `Model: \`${m.model ?? 'default'}\``];
   if (m.toolPolicy) {
     lines.push(`Tool calls: ${m.toolPolicy}`);
+  }
+  const kernel = attachedKernel(m.configOptions);
+  if (kernel) {
+    lines.push(`${kernel.option}: ${kernel.name}`);
   }
   lines.push(`Session tokens: ${m.usage.sessionTokens} (input ${m.usage.inputTokens}, output ${m.usage.outputTokens})`);
   if (m.usage.cachedReadTokens) {

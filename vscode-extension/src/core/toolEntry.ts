@@ -58,7 +58,7 @@ function changedFields(u: ToolUpdate, cwd?: string): Partial<ToolEntry> {
 
 /**
  * The update's content (`views`) in `entry`: before the call ends, what it does; at its end,
- * its diffs kept and its text returned, the call's output.
+ * its diffs and images kept and its text returned, the call's output.
  */
 function withContent(entry: ToolEntry, views: ToolEntry['content'], ends: boolean): string | undefined {
   if (!ends) {
@@ -68,9 +68,10 @@ function withContent(entry: ToolEntry, views: ToolEntry['content'], ends: boolea
     }
     return undefined;
   }
-  const diffs = views.filter((v) => v.kind === 'diff');
-  if (diffs.length) {
-    entry.content = [...entry.content.filter((v) => v.kind !== 'diff'), ...diffs];
+  // Its diffs and the images it displayed are kept, after what it does.
+  const kept = views.filter((v) => v.kind === 'diff' || v.kind === 'image');
+  if (kept.length) {
+    entry.content = [...entry.content.filter((v) => v.kind === 'text'), ...kept];
   }
   return views.flatMap((v) => (v.kind === 'text' ? [v.text] : [])).join('\n');
 }

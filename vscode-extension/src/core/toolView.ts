@@ -17,8 +17,19 @@ export function blockText(content: ContentBlock): string {
   return content.type === 'text' ? content.text : '';
 }
 
+/** The image types the view shows (those the server sends: `tools/kernel_images.py`). */
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+
+/** An image block as the view shows it, when it is one of `IMAGE_TYPES` in base64. */
+function imageView(content: ContentBlock): ToolContentView | undefined {
+  if (content.type !== 'image' || !IMAGE_TYPES.includes(content.mimeType) || !/^[A-Za-z0-9+/]*={0,2}$/.test(content.data)) {
+    return undefined;
+  }
+  return { kind: 'image', mimeType: content.mimeType, data: content.data };
+}
+
 /**
- * A tool call's content as the view shows it: text blocks and diffs (terminals are not
+ * A tool call's content as the view shows it: text blocks, images and diffs (terminals are not
  * shown); a diff's path relative to the workspace root `cwd` when inside it. Text and paths
  * with their controls and bidi characters escaped (`escapeControls`).
  */
@@ -27,8 +38,11 @@ export function contentViews(content: ToolCallContent[], cwd?: string): ToolCont
   for (const c of content) {
     if (c.type === 'content') {
       const text = blockText(c.content);
+      const image = imageView(c.content);
       if (text !== '') {
         out.push({ kind: 'text', text: escapeControls(text) });
+      } else if (image) {
+        out.push(image);
       }
     } else if (c.type === 'diff') {
       const newFile = c.oldText === null || c.oldText === undefined;
@@ -67,7 +81,7 @@ export function proposedContent(current: string | undefined, oldText: string | n
 /** Content as plain text (a modal dialog's detail): the text, and each diff's lines. */
 export function contentText(views: ToolContentView[]): string {
   return views
-    .map((v) => (v.kind === 'text' ? v.text : [v.path, ...v.lines.map((l) => `${l.op}${l.text}`)].join('\n')))
+    .flatMap((v) => (v.kind === 'text' ? [v.text] : v.kind === 'diff' ? [[v.path, ...v.lines.map((l) => `${l.op}${l.text}`)].join('\n')] : []))
     .join('\n\n');
 }
 

@@ -11,6 +11,8 @@ import type { ViewState, ViewToHost } from '../common/view';
 import { formatCost, formatTokens } from '../common/display';
 import { versionMismatchText } from '../core/serverVersion';
 import { statusTooltipMarkdown } from '../core/statusTooltip';
+import { attachedKernel } from '../common/kernel';
+import { attachKernel } from './attachKernel';
 import { TOOL_POLICY_OPTION, formatInput } from '../core/chatState';
 import { contentText, contentViews } from '../core/toolView';
 import { ChatController, type ControllerSettings, type LogLevel, resourceContext } from '../core/controller';
@@ -139,7 +141,8 @@ function updateStatusBar(item: vscode.StatusBarItem, state: ViewState): void {
   const model = m.model ? m.model.slice(m.model.indexOf(':') + 1) : 'Parley';
   const icon = m.busy ? '$(sync~spin)' : m.serverState === 'exited' ? '$(error)' : '$(comment-discussion)';
   const cost = m.usage.cost ? ` · ${formatCost(m.usage.cost)}` : '';
-  item.text = `${icon} ${model} · ${formatTokens(m.usage.sessionTokens)} tok${cost}`;
+  const kernel = attachedKernel(m.configOptions) ? ' · $(notebook-kernel-select)' : '';
+  item.text = `${icon} ${model} · ${formatTokens(m.usage.sessionTokens)} tok${cost}${kernel}`;
   item.tooltip = new vscode.MarkdownString(statusTooltipMarkdown(m), true);
 }
 
@@ -286,6 +289,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand('parley.installServer', installServer),
     vscode.commands.registerCommand('parley.cancel', run(() => ctl.cancel())),
     vscode.commands.registerCommand('parley.selectModel', run(() => selectModel(ctl))),
+    vscode.commands.registerCommand('parley.attachKernel', run(() => attachKernel(ctl))),
     vscode.commands.registerCommand(
       'parley.undoTurn',
       run(async () => {

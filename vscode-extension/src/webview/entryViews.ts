@@ -158,7 +158,7 @@ const STATUS_ICON: Record<string, string> = {
 };
 
 /**
- * A tool call's content: text (the code) as code, an edit as a diff block — a header with
+ * A tool call's content: text (the code) as code, an image it displayed, an edit as a diff block — a header with
  * the file and its counts of added and removed lines, then the lines, each with its sign in
  * a gutter. With `openDiff`, the header has an "Open diff" button (an edit asked about).
  */
@@ -170,6 +170,9 @@ function contentElements(
   return content.map((c) => {
     if (c.kind === 'text') {
       return codeOrPlainText(c.text, textClass);
+    }
+    if (c.kind === 'image') {
+      return h('img', { class: 'tool-image', src: `data:${c.mimeType};base64,${c.data}`, alt: 'An image the call displayed' });
     }
     const lines = c.lines.map((l) => {
       const cls = l.op === '+' ? 'diff-add' : l.op === '-' ? 'diff-del' : 'diff-ctx';

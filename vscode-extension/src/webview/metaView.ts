@@ -6,6 +6,7 @@
 
 import type { ConfigOptionView, ViewMeta } from '../common/view';
 import { formatContext, formatCost, formatTokens } from '../common/display.js';
+import { attachedKernel } from '../common/kernel.js';
 import { byId, h, post } from './dom.js';
 import { chip } from './entryViews.js';
 import { renderPlan } from './planView.js';
@@ -72,6 +73,10 @@ export function renderMeta(m: ViewMeta): void {
   const parts: string[] = [];
   if (m.title) {
     parts.push(m.title);
+  }
+  const kernel = attachedKernel(m.configOptions);
+  if (kernel) {
+    parts.push(kernel.name); // the user's kernel the Python tools run in, by the server's name
   }
   parts.push(`${formatTokens(m.usage.sessionTokens)} tokens`);
   if (m.usage.cost) {

@@ -244,7 +244,7 @@ export class Sessions {
    * The workspace's other roots, for `additionalDirectories`: sent only to a server that
    * advertises it (ACP's rule); to another, the log says they are not part of the session.
    */
-  private otherRoots(): string[] {
+  otherRoots(): string[] {
     const roots = this.core.host.additionalDirectories?.() ?? [];
     if (roots.length === 0 || this.core.client?.sessionCapabilities.additionalDirectories) {
       return roots;
