@@ -89,13 +89,13 @@ from parley.protocol.params import (
     settings_given,
 )
 from parley.providers.registry import ProviderRegistry
+from parley.server_mcp import McpPorts, start_listed
 from parley.store import Store
 from parley.tools.attachments import attach_link
 from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, Tool, ToolSpec
 from parley.tools.confined import Roots
 from parley.tools.editor import EditorTool
 from parley.tools.kernel import KernelSettings
-from parley.tools.mcp import McpServerConfig
 from parley.tools.run_command import CommandSettings
 from parley.tools.server_tools import server_tools
 from parley.tools.user_kernel import UserKernelSettings
@@ -133,7 +133,7 @@ class ParleyServer(JsonRPCServer):
         self.sdk_preload_started = False  # see `_preload_sdk`
         self.loads_running = 0  # `session/load`s not yet answered: no preload meanwhile
         self.output: FrameWriter | None = None  # set by `serve`
-        self.mcp_reports: set[asyncio.Task[None]] = set()  # see `start_mcp_servers`
+        self.mcp_reports: set[asyncio.Task[None]] = set()  # see `server_mcp.start_listed`
         # A connection that negotiated ACP v2 (behind its switch, v2.py): its updates' shapes.
         self.v2_updates: v2.UpdateReshaper | None = None
         handlers = {
@@ -614,42 +614,11 @@ class ParleyServer(JsonRPCServer):
         self, session_id: str, servers: list[McpServerParams], *, loaded: bool = False
     ) -> None:
         """Start the MCP servers a client listed for an open session (session/new, load,
-        resume: call it last, before the handler answers), in the background
-        (agent/mcp_servers.py). A server that did not start is told to the user as a message
-        of its own once the start has ended and the answer has gone: an ACP client drops
-        updates of a session it does not know yet. A loaded session's (`loaded`) start is
-        waited for, and told before the answer: nothing of a loaded session may follow the
-        answer to its replay. The handlers check the list (`check_mcp_servers`, -32602)
-        before they open the session."""
-        session = self.sessions.get(session_id)
-        starting = await self.sessions.mcp.replace(
-            session, [_mcp_server_config(server) for server in servers]
+        resume: call it last, before the handler answers): `server_mcp.start_listed`."""
+        ports = McpPorts(
+            self.sessions, self.send_update, self.protocol.after_the_answer, self.mcp_reports
         )
-        if starting is None:
-            return
-        if loaded:
-            self._tell_mcp_failures(session_id, await starting)
-            return
-        answered = asyncio.Event()
-        self.protocol.after_the_answer(answered.set)
-
-        async def tell_when_started() -> None:
-            failures = await starting
-            await answered.wait()
-            self._tell_mcp_failures(session_id, failures)
-
-        # Held until done (the loop keeps only a weak reference); a session closed meanwhile
-        # cancels its start, and with it this.
-        task = asyncio.create_task(tell_when_started())
-        self.mcp_reports.add(task)
-        task.add_done_callback(self.mcp_reports.discard)
-
-    def _tell_mcp_failures(self, session_id: str, failures: list[str]) -> None:
-        if failures and self.sessions.is_open(session_id):
-            text = "\n\n".join(failures)
-            self.send_update(
-                session_id, updates.message_chunk(f"msg_{uuid.uuid4().hex[:20]}", text)
-            )
+        await start_listed(ports, self.sessions.get(session_id), servers, loaded=loaded)
 
     async def _choose_kernel(self, session_id: str, value: Any) -> dict[str, Any]:
         """The `kernel` config option set: the session attached to that kernel (or Parley's
@@ -767,18 +736,6 @@ def _page_start(cursor: str | None) -> int:
         if start > 0 and start % SESSIONS_PAGE_SIZE == 0:
             return start
     raise JsonRpcInvalidParams(f"cursor: {cursor[:40]!r} is not a cursor this server issued")
-
-
-def _mcp_server_config(server: McpServerParams) -> McpServerConfig:
-    return McpServerConfig(
-        name=server.name,
-        transport=server.type,
-        command=server.command or "",
-        args=tuple(server.args or ()),
-        env=tuple((variable.name, variable.value) for variable in server.env or ()),
-        url=server.url or "",
-        headers=tuple((header.name, header.value) for header in server.headers or ()),
-    )
 
 
 def _tool_info(spec: ToolSpec) -> dict[str, Any]:

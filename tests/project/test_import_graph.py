@@ -35,6 +35,7 @@ LAYERS = {
     "parley.protocol": "protocol",
     "parley.agent": "agent",
     "parley.server": "server",
+    "parley.server_mcp": "server",  # the MCP servers a client lists, started and told
     "parley.client": "client",
     "parley.fakellm": "fakellm",
     "parley.scriptllm": "scriptllm",  # a test double too: a real llama.cpp server's model
