@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -34,7 +33,6 @@ from parley.fakellm import FakeLLM, Pacing, Reply
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.warm_process import parse_request
 from parley.warm_start import HEADER, runtime_directory
-from sandbox_probe import run_in_sandbox
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
 INITIALIZE["params"] = {"protocolVersion": 1, "clientCapabilities": {}}
@@ -279,12 +277,9 @@ def test_a_confined_client_gets_no_server_of_the_warm_process(shared: Warm) -> N
 
 
 @needs_bwrap
-def test_a_sandboxed_child_cannot_reach_the_warm_process(
-    shared: Warm, workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sandboxed_child_cannot_reach_the_warm_process(shared: Warm, workspace: Path) -> None:
     warm, before = shared, shared.servers()
     [sock] = warm.folder.glob("warm-*.sock")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(warm.runtime))
     probe = (
         "import os, socket\n"
         f"print('listed', os.path.exists({str(sock)!r}))\n"
@@ -292,11 +287,33 @@ def test_a_sandboxed_child_cannot_reach_the_warm_process(
         "except OSError as e: print('refused', e.errno)\n"
     )
     # Hidden (its folder is the runtime directory), and no Unix socket at all (seccomp) —
-    # hidden still where the configuration allows Unix sockets.
-    for sandbox in (SandboxSettings(), SandboxSettings(unix_sockets=True)):
-        command = f"/usr/bin/python3 -c {shlex.quote(probe)}"
-        done = run_in_sandbox(command, workspace, sandbox)
-        assert "listed False" in done.stdout and "refused" in done.stdout, done
+    # hidden still where the configuration allows Unix sockets. The launcher runs in a
+    # process of its own whose XDG_RUNTIME_DIR is the warm process's (this one's caches,
+    # the seccomp filter's file among them, must not live in a folder the test removes).
+    launcher = (
+        "import shlex, sys\n"
+        "from pathlib import Path\n"
+        "from parley.sandbox import SandboxSettings\n"
+        "from sandbox_probe import run_in_sandbox\n"
+        "command = '/usr/bin/python3 -c ' + shlex.quote(sys.argv[2])\n"
+        "for sockets in (False, True):\n"
+        "    settings = SandboxSettings(unix_sockets=sockets)\n"
+        "    done = run_in_sandbox(command, Path(sys.argv[1]), settings)\n"
+        "    print(done.stdout + done.stderr)\n"
+    )
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(warm.runtime)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", launcher, str(workspace), probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    outputs = done.stdout.split("listed ")[1:]
+    assert len(outputs) == 2, done.stdout + done.stderr
+    for output in outputs:
+        assert output.startswith("False") and "refused" in output, output
     assert warm.new_servers(before) == []
 
 
