@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -534,6 +535,45 @@ async def test_stall_trips_the_client_timeout_and_ends_early(
     [recorded] = fake.wait_for_requests(1, timeout=2)  # the fake noticed the hang-up
     assert recorded.client_hung_up
     assert recorded.chunks_sent == 1
+
+
+async def test_a_held_stream_waits_for_release_then_ends_whole(
+    fake: FakeLLM, openai_client: openai.AsyncOpenAI
+) -> None:
+    # Held after two chunks: the role chunk and "a".
+    fake.set_script([Reply(chunks=("a", "b", "c"), fault=Fault("hold", after_chunks=2))])
+    stream = await openai_client.chat.completions.create(
+        model="gpt-test", messages=USER_TURN, stream=True
+    )
+    chunks = aiter(stream)
+    texts = []
+    while not texts:  # the role chunk, then the first text
+        texts = [c.delta.content for c in (await anext(chunks)).choices if c.delta.content]
+    assert texts == ["a"]
+    rest = asyncio.ensure_future(anext(chunks))
+    await asyncio.sleep(0.5)
+    assert not rest.done() and fake.requests == []  # held: nothing more sent, still open
+    fake.release()
+    received = [await rest] + [chunk async for chunk in chunks]
+    text = "".join(c.delta.content or "" for chunk in received for c in chunk.choices)
+    assert text == "bc"
+    [recorded] = fake.wait_for_requests(1)
+    assert not recorded.client_hung_up and recorded.chunks_sent == recorded.chunks_total
+
+
+async def test_a_client_that_hangs_up_on_a_held_stream_is_recorded(
+    fake: FakeLLM, openai_client: openai.AsyncOpenAI
+) -> None:
+    fake.set_script([Reply(text="never sent", fault=Fault("hold", after_chunks=1))])
+    client = openai_client.with_options(max_retries=0, timeout=0.3)
+    with pytest.raises(openai.APITimeoutError):
+        stream = await client.chat.completions.create(
+            model="gpt-test", messages=USER_TURN, stream=True
+        )
+        async for _chunk in stream:
+            pass
+    [recorded] = fake.wait_for_requests(1, timeout=5)  # no release: the hang-up ended it
+    assert recorded.client_hung_up and recorded.chunks_sent == 1
 
 
 async def test_streaming_only_fault_spares_the_synchronous_call(

@@ -16,11 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from parley.fakellm import FakeLLM, Pacing, Reply
+from parley.fakellm import FakeLLM, Fault, Reply
 from pygls.exceptions import JsonRpcException
 from test_sessions import kill_mid, load, shown, started
 
-SLOW = Reply(text="slow " * 400, pacing=Pacing(chunks_per_second=40))
+# A turn that runs for as long as the test needs: its role chunk and first word, then nothing
+# until `fake.release()` (or the server hangs up), then the rest at once.
+SLOW = Reply(text="slow " * 400, fault=Fault("hold", after_chunks=2))
 
 
 def stored_roles_and_texts(home: Path, session: str) -> list[tuple[str, str]]:
@@ -67,6 +69,7 @@ async def test_a_prompt_while_another_window_runs_a_turn_is_refused_not_interlea
         await window_b.request("session/delete", {"sessionId": session})
     assert refused_delete.value.code == -32003
 
+    fake.release()  # A's turn ends
     assert (await asyncio.wait_for(running, 60))["stopReason"] == "end_turn"
     assert [role for role, _ in stored_roles_and_texts(home, session)] == ["user", "assistant"] * 2
     assert "Meanwhile" not in json.dumps(stored_roles_and_texts(home, session))

@@ -44,6 +44,9 @@ class Fault:
       - "error_event": stream `after_chunks` chunks, then an error inside the 200 stream
         (OpenAI: a `data: {"error": ...}` chunk; Anthropic: `event: error`);
       - "stall": stream `after_chunks` chunks, then send nothing for `stall_seconds`;
+      - "hold": stream `after_chunks` chunks, then send nothing until the test calls
+        `FakeLLM.release()` (in-process only): a turn kept running for exactly as long as a
+        test needs it, instead of a stream paced to outlast it;
       - "echo_headers": answer `status` with an error body that quotes the request's headers,
         API key included, as a misconfigured gateway does.
     `message`: the error body's message for "http" (None: the provider's usual one).

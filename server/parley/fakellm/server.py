@@ -44,7 +44,7 @@ _WIRES: dict[str, WireFormat] = {
     "/beta/chat/completions": openai_wire.WIRE,
     anthropic_wire.WIRE.path: anthropic_wire.WIRE,
 }
-FAULT_KINDS = frozenset({"http", "drop", "error_event", "stall", "echo_headers"})
+FAULT_KINDS = frozenset({"http", "drop", "error_event", "stall", "hold", "echo_headers"})
 _REASON_PHRASES = {529: "Overloaded"}  # http.server knows no phrase for Anthropic's 529
 NO_RESPONSE = 0  # RecordedRequest.status when the connection closed before any status line
 
@@ -352,7 +352,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(exchange, wire, fault.status)
             return
         stalled = fault is not None and fault.kind == "stall"
-        if stalled and self.client_socket.wait(fault.stall_seconds):
+        held = fault is not None and fault.kind == "hold"
+        if (stalled and self.client_socket.wait(fault.stall_seconds)) or (
+            held and not self._released()
+        ):
             exchange.status = NO_RESPONSE
             self._record_hang_up(exchange, chunks_sent=0)
             return
@@ -439,9 +442,20 @@ class _Handler(BaseHTTPRequestHandler):
                 self._amend_hung_up(exchange)
             self.client_socket.send(LAST_CHUNK)  # the provider ends the stream after an error
             return False
-        if fault.kind == "stall" and self.client_socket.wait(fault.stall_seconds):
+        if (fault.kind == "stall" and self.client_socket.wait(fault.stall_seconds)) or (
+            fault.kind == "hold" and not self._released()
+        ):
             self._record_hang_up(exchange, chunks_sent=chunks_sent)
             return False
+        return True
+
+    def _released(self) -> bool:
+        """Send nothing until the test calls `FakeLLM.release()`: True then, False if the
+        client hung up first."""
+        released = self.server.fake.released
+        while not released.is_set():
+            if self.client_socket.wait(0.02):
+                return False
         return True
 
     # --- writing responses -----------------------------------------------------------------
@@ -563,6 +577,8 @@ class FakeLLM:
         self._recorder = _Recorder()
         self._server: _FakeHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # Set by `release()`: a "hold" fault's stream goes on (see script.Fault).
+        self.released = threading.Event()
 
     def start(self) -> Self:
         if self._server is not None:
@@ -619,6 +635,11 @@ class FakeLLM:
         """Replace the script, reset fault counts and forget the recorded requests."""
         self._script.replace(script)
         self._recorder.clear()
+        self.released.clear()
+
+    def release(self) -> None:
+        """Let every held stream ("hold" faults, this script's) go on, and later ones not wait."""
+        self.released.set()
 
     @property
     def requests(self) -> list[RecordedRequest]:
