@@ -131,6 +131,9 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only row 7: loading long sessions (with --quick, only the 5,000-message one)",
     )
+    bench.add_argument(
+        "--snapshots", action="store_true", help="only row 11: the snapshots `/undo` restores"
+    )
     commands.add_parser(
         "doctor", help="say whether the kernel and MCP servers run sandboxed, and why not"
     )
@@ -284,7 +287,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "bench":
         from parley.bench import run_benchmarks
 
-        return run_benchmarks(quick=args.quick, only_session_load=args.session_load)
+        return run_benchmarks(
+            quick=args.quick, only_session_load=args.session_load, only_snapshots=args.snapshots
+        )
     return 2
 
 
