@@ -366,40 +366,58 @@ class TurnSnapshots:
         self._ran.add(tool)
         self._kinds.add(kind)
         if self._before is None:
-            taken = await self._take()
-            if taken is None:
-                return
-            self._before = taken
-            # A retry replaces a cut-off turn under its number: the turn began before that
-            # attempt did, so its record's `before` stays (what an undo must give back).
-            earlier = await off_loop(self.store.turn_record, self.session_id, self.turn)
-            if earlier is not None:
-                self._before = await off_loop(load_snapshot, self.store, earlier["before"])
-                self._earlier = earlier
             if self.sandbox is not None:
                 status = await off_loop(sandbox_status, self.sandbox)
                 self._sandboxed = status.sandboxed
-            await off_loop(self.store.put_restores, self.session_id, [])  # nothing to redo now
-            await off_loop(self._record)
+            await off_loop(self._first)
 
     async def after_call(self) -> None:
         if not self._open:
             return
         self._open = False
-        if self._before is not None and await self._take() is not None:
-            await off_loop(self._record)
+        if self._before is not None:
+            await off_loop(self._later)
 
-    async def _take(self) -> Snapshot | None:
-        """A snapshot, off the loop; None (logged) when it could not be taken."""
-        previous = self._latest or await off_loop(latest_snapshot, self.store, self.roots)
+    def _first(self) -> None:
+        """The turn's first snapshot and its record, under the store's lock (blocking)."""
+        try:
+            with self.store.in_use():
+                taken = self._take()
+                if taken is None:
+                    return
+                # A retry replaces a cut-off turn under its number: the turn began before
+                # that attempt did, so its record's `before` stays (what an undo gives back).
+                earlier = self.store.turn_record(self.session_id, self.turn)
+                if earlier is not None:
+                    taken = load_snapshot(self.store, earlier["before"])
+                    self._earlier = earlier
+                self._before = taken
+                self.store.put_restores(self.session_id, [])  # nothing to redo now
+                self._record()
+        except (OSError, ValueError, KeyError) as error:  # a full disk, a damaged store
+            self._failed(error)
+
+    def _later(self) -> None:
+        """The snapshot after a writing call and the record, under the store's lock."""
+        try:
+            with self.store.in_use():
+                if self._take() is not None:
+                    self._record()
+        except OSError as error:
+            self._failed(error)
+
+    def _failed(self, error: Exception) -> None:
+        logger.warning("A snapshot of the roots failed: %s", error)
+        self._not_kept["(the snapshot)"] = f"failed: {error}"
+
+    def _take(self) -> Snapshot | None:
+        """A snapshot (blocking); None (logged) when it could not be taken."""
+        previous = self._latest or latest_snapshot(self.store, self.roots)
         budget = self.settings.max_turn_megabytes * 1024 * 1024 - self._stored_bytes
         try:
-            taken = await off_loop(
-                take_snapshot, self.store, self.roots, previous, self.settings.ignore, budget
-            )
+            taken = take_snapshot(self.store, self.roots, previous, self.settings.ignore, budget)
         except (OSError, ValueError) as error:  # a full disk, a store damaged by hand
-            logger.warning("A snapshot of the roots failed: %s", error)
-            self._not_kept["(the snapshot)"] = f"failed: {error}"
+            self._failed(error)
             return None
         self._stored_bytes += taken.stored_bytes
         self._not_kept.update(taken.not_kept)
