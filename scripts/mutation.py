@@ -207,6 +207,9 @@ SNAPSHOT_GC_RULES = [
         "test_records_past_the_retention_go_and_their_content_with_them",
         "test_an_unreadable_manifest_keeps_every_object",
         "test_after_collection_every_remaining_record_restores_byte_for_byte",
+        "test_a_home_without_snapshots_is_left_as_it_is",
+        "test_an_unreadable_record_keeps_everything",
+        "test_every_unnamed_object_goes_and_every_named_one_stays",
     )
 ]
 SNAPSHOT_TESTS = ["tests/tools/test_snapshot_walk.py", "tests/tools/test_snapshots.py"]

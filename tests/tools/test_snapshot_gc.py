@@ -191,3 +191,44 @@ def _set_tree(root: Path, store: SnapshotStore, after_id: str, state: dict[str, 
     if tree_state(root) != state:
         undo_to(store, root, after_id, now.manifest_id)
     assert tree_state(root) == state
+
+
+def test_a_home_without_snapshots_is_left_as_it_is(tmp_path: Path) -> None:
+    """A server that never took a snapshot collects nothing and makes no store."""
+    store = SnapshotStore(tmp_path / "home")
+    assert collect_garbage(store, keep_days=30) == Collected(0, 0, 0, 0)
+    assert not (tmp_path / "home").exists()
+
+
+def test_an_unreadable_record_keeps_everything(tmp_path: Path) -> None:
+    """A record that cannot be read may name any manifest: nothing is removed."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "f").write_text("one")
+    store = SnapshotStore(tmp_path / "home")
+    take_snapshot(store, (root,), None)
+    (root / "f").write_text("two")
+    take_snapshot(store, (root,), None)  # "one" is named by nothing readable
+    store.put_turn_record("sess_1", 1, {"before": "x", "after": "x"})
+    (store._session("sess_1") / "turns" / "2.json").mkdir()  # read: IsADirectoryError
+    assert collect_garbage(store, keep_days=30) == Collected(0, 0, 0, 0)
+    assert object_path(tmp_path / "home", b"one").exists()
+
+
+def test_every_unnamed_object_goes_and_every_named_one_stays(tmp_path: Path) -> None:
+    """600 objects over the 256 folders of `objects/`: named and unnamed side by side."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    for number in range(300):
+        (root / f"f{number}").write_text(f"old {number}")
+    store = SnapshotStore(tmp_path / "home")
+    take_snapshot(store, (root,), None)
+    for number in range(300):
+        (root / f"f{number}").write_text(f"new {number}")
+    after = take_snapshot(store, (root,), None)
+    collected = collect_garbage(store, keep_days=30)
+    assert collected is not None and (collected.objects, collected.manifests) == (300, 1)
+    for number in range(300):
+        assert not object_path(tmp_path / "home", f"old {number}".encode()).exists()
+        assert object_path(tmp_path / "home", f"new {number}".encode()).exists()
+    assert store.manifest(after.manifest_id)["entries"]

@@ -59,7 +59,11 @@ def collect_garbage(
     try:
         cutoff = (time.time() if now is None else now) - keep_days * DAY_SECONDS
         records = _drop_expired(store, cutoff) if keep_days else 0
-        manifests = _named_manifests(store)
+        try:
+            manifests = _named_manifests(store)
+        except _Unreadable as unreadable:
+            logger.warning("Snapshot record %s unreadable: nothing collected", unreadable)
+            return Collected(records, 0, 0, 0)
         objects = _named_objects(store, manifests)
         removed_manifests, _ = _sweep(store.folder / "manifests", manifests)
         removed_objects, freed = (
@@ -196,7 +200,7 @@ def collect_after_start(settings: Settings) -> None:
 async def _collect(store: SnapshotStore, keep_days: int) -> None:
     try:
         collected = await asyncio.to_thread(collect_garbage, store, keep_days)
-    except (OSError, _Unreadable) as error:
+    except OSError as error:
         logger.warning("Collecting the snapshot store failed: %s", error)
         return
     if collected is None:
