@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parley.agent.snapshot_gc import Collected, collect_garbage
+from parley.agent import snapshot_gc
+from parley.agent.snapshot_gc import Collected, collect_garbage, collect_soon
 from parley.agent.snapshot_store import SnapshotStore, roots_key
 from parley.agent.snapshots import take_snapshot
+from parley.config import load_settings
 from parley.fakellm import FakeLLM
 from test_snapshots import tree_state, undo_to
 from test_undo_everything import command_turn, started
@@ -232,3 +234,25 @@ def test_every_unnamed_object_goes_and_every_named_one_stays(tmp_path: Path) -> 
         assert not object_path(tmp_path / "home", f"old {number}".encode()).exists()
         assert object_path(tmp_path / "home", f"new {number}".encode()).exists()
     assert store.manifest(after.manifest_id)["entries"]
+
+
+async def test_a_collection_asked_for_twice_runs_once_off_the_loop(tmp_path: Path) -> None:
+    """`collect_soon` (after a session's delete): in a thread; asked again while it runs, it
+    does not start a second one."""
+    settings = load_settings(
+        {"PARLEY_HOME": str(tmp_path / "home"), "PARLEY_CONFIG": str(tmp_path / "none.toml")}
+    )
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "f").write_text("one")
+    store = SnapshotStore(settings.home)
+    take_snapshot(store, (root,), None)
+    (root / "f").write_text("two")
+    take_snapshot(store, (root,), None)
+    collect_soon(settings)
+    running = snapshot_gc._running[store.folder]
+    collect_soon(settings)
+    assert snapshot_gc._running[store.folder] is running
+    await running
+    assert not object_path(settings.home, b"one").exists()
+    assert object_path(settings.home, b"two").exists()
