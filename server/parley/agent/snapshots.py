@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ NAMED_AT_MOST = 20
 # The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
 RECENT_AT_MOST = 4
 _RECENT: dict[tuple[Path, str], Snapshot] = {}
+_RECENT_LOCK = threading.Lock()
 OVER_CAP = "over the turn's size cap, `[checkpoints] max_turn_megabytes`"
 
 # An entry: [kind, mode, size, mtime_ns, ctime_ns, inode, ref]. Kinds:
@@ -313,10 +315,11 @@ def latest_snapshot(store: SnapshotStore, roots: tuple[Path, ...]) -> Snapshot |
 
 def _remember(store: SnapshotStore, key: str, snapshot: Snapshot) -> None:
     """Keep the snapshot just taken for `latest_snapshot` (a few sets of roots at most)."""
-    _RECENT.pop((store.folder, key), None)
-    _RECENT[(store.folder, key)] = snapshot
-    while len(_RECENT) > RECENT_AT_MOST:
-        _RECENT.pop(next(iter(_RECENT)), None)
+    with _RECENT_LOCK:  # two snapshots may end at once, in two threads
+        _RECENT.pop((store.folder, key), None)
+        _RECENT[(store.folder, key)] = snapshot
+        while len(_RECENT) > RECENT_AT_MOST:
+            _RECENT.pop(next(iter(_RECENT)), None)
 
 
 def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
