@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -80,6 +81,7 @@ def test_nothing_is_collected_while_a_snapshot_or_restore_holds_the_store(tmp_pa
     with store.in_use():
         assert collect_garbage(store, keep_days=30) is None
         assert object_path(tmp_path / "home", b"one").exists()
+    assert stat.S_IMODE(os.stat(store.folder / "lock").st_mode) == 0o600  # as the store's files
     collected = collect_garbage(store, keep_days=30)
     assert collected is not None and collected.objects == 1 and collected.manifests == 1
     assert not object_path(tmp_path / "home", b"one").exists()
@@ -256,3 +258,20 @@ async def test_a_collection_asked_for_twice_runs_once_off_the_loop(tmp_path: Pat
     await running
     assert not object_path(settings.home, b"one").exists()
     assert object_path(settings.home, b"two").exists()
+
+
+def test_a_record_an_undo_dropped_no_longer_keeps_its_content(tmp_path: Path) -> None:
+    """An undo drops its turns' records (`keep_for_redo`): what only they named goes."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "f").write_text("before")
+    store = SnapshotStore(tmp_path / "home")
+    before = take_snapshot(store, (root,), None)
+    (root / "f").write_text("after")
+    after = take_snapshot(store, (root,), before)
+    store.put_turn_record("sess_1", 1, {"before": before.manifest_id, "after": after.manifest_id})
+    assert collect_garbage(store, keep_days=30) == Collected(0, 0, 0, 0)
+    store.drop_turn_record("sess_1", 1)
+    store.drop_turn_record("sess_1", 2)  # none: nothing to drop, no error
+    assert store.turns("sess_1") == []
+    assert collect_garbage(store, keep_days=30) == Collected(0, 1, 1, len(b"before"))
