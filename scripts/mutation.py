@@ -214,9 +214,13 @@ SNAPSHOT_GC_RULES = [
         "test_a_record_an_undo_dropped_no_longer_keeps_its_content",
     )
 ]
-SNAPSHOT_TESTS = ["tests/tools/test_snapshot_walk.py", "tests/tools/test_snapshots.py"]
+SNAPSHOT_TESTS = [
+    "tests/tools/test_snapshot_store.py",
+    "tests/tools/test_snapshot_walk.py",
+    "tests/tools/test_snapshots.py",
+]
 MODULE_TESTS["agent/snapshot_gc.py"] = SNAPSHOT_GC_RULES
-MODULE_TESTS["agent/snapshot_store.py"] = [*SNAPSHOT_GC_RULES, *SNAPSHOT_TESTS]
+MODULE_TESTS["agent/snapshot_store.py"] = [*SNAPSHOT_TESTS[:1], *SNAPSHOT_GC_RULES, *SNAPSHOT_TESTS]
 MODULE_TESTS["agent/snapshots.py"] = [*SNAPSHOT_TESTS, *SNAPSHOT_GC_RULES]
 
 FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
