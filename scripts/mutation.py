@@ -212,6 +212,7 @@ SNAPSHOT_GC_RULES = [
         "test_every_unnamed_object_goes_and_every_named_one_stays",
         "test_a_collection_asked_for_twice_runs_once_off_the_loop",
         "test_a_record_an_undo_dropped_no_longer_keeps_its_content",
+        "test_a_collection_that_fails_says_so_and_raises_nothing",
     )
 ]
 SNAPSHOT_TESTS = [

@@ -275,3 +275,15 @@ def test_a_record_an_undo_dropped_no_longer_keeps_its_content(tmp_path: Path) ->
     store.drop_turn_record("sess_1", 2)  # none: nothing to drop, no error
     assert store.turns("sess_1") == []
     assert collect_garbage(store, keep_days=30) == Collected(0, 1, 1, len(b"before"))
+
+
+async def test_a_collection_that_fails_says_so_and_raises_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = load_settings(
+        {"PARLEY_HOME": str(tmp_path / "home"), "PARLEY_CONFIG": str(tmp_path / "none.toml")}
+    )
+    (settings.home / "snapshots" / "lock").mkdir(parents=True)  # the lock cannot be opened
+    collect_soon(settings)
+    await snapshot_gc._running[settings.home / "snapshots"]  # no exception
+    assert "Collecting the snapshot store failed" in caplog.text

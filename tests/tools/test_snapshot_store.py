@@ -4,7 +4,9 @@ and a turn's snapshots recorded as `TurnSnapshots` records them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -77,3 +79,18 @@ async def test_a_turn_records_its_snapshots_and_drops_what_a_redo_would_put_back
     before = load_snapshot(store, record["before"]).entries[str(root / "f")]
     after = load_snapshot(store, record["after"]).entries[str(root / "f")]
     assert store.object(before[6]) == b"before" and store.object(after[6]) == b"after"
+
+
+def test_every_file_of_the_store_is_the_users_alone(tmp_path: Path) -> None:
+    """Kept content may be a secret of the workspace: folders 0700, files 0600."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "secret.env").write_text("TOKEN=1")
+    store = SnapshotStore(tmp_path / "home")
+    turn = TurnSnapshots(store, "sess_1", 1, (root,), CheckpointsTable())
+    asyncio.run(turn.before_call("edit", "write_file"))
+    asyncio.run(turn.after_call())
+    modes = {path: stat.S_IMODE(path.lstat().st_mode) for path in (tmp_path / "home").rglob("*")}
+    assert modes and all(
+        mode == (0o700 if path.is_dir() else 0o600) for path, mode in modes.items()
+    ), modes
