@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.agent.snapshot_store import SnapshotStore
-from parley.agent.snapshots import latest_snapshot, take_snapshot
+from parley.agent.snapshots import NOT_KEPT, changed_paths, latest_snapshot, take_snapshot
 
 
 def trusted(snapshot: object) -> None:
@@ -27,9 +27,12 @@ def test_a_fifo_in_a_repository_is_passed_over_not_a_failure(tmp_path: Path) -> 
     (root / ".git").mkdir(parents=True)
     (root / "kept.txt").write_text("kept")
     os.mkfifo(root / "pipe")
+    for number in range(30):  # listed before and after the FIFO, in the listing's order
+        (root / f"m{number}.py").write_text(str(number))
     store = SnapshotStore(tmp_path / "home")
     snapshot = take_snapshot(store, (root,), None)
     assert str(root / "pipe") not in snapshot.entries
+    assert all(str(root / f"m{number}.py") in snapshot.entries for number in range(30))
     assert store.object(snapshot.entries[str(root / "kept.txt")][6]) == b"kept"
 
 
@@ -128,3 +131,38 @@ def test_a_later_snapshot_is_the_snapshot_taken_afresh(
     assert later.entries.keys() == afresh.entries.keys()
     for path, entry in afresh.entries.items():
         assert later.entries[path][0] == entry[0] and later.entries[path][6] == entry[6]
+
+
+def test_a_gitignore_outside_a_repository_means_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "app.log").write_text("log")
+    snapshot = take_snapshot(SnapshotStore(tmp_path / "home"), (root,), None)
+    assert str(root / "app.log") in snapshot.entries
+
+
+def test_an_unchanged_tree_gives_the_same_snapshot_and_writes_nothing(tmp_path: Path) -> None:
+    """Files older than the clock's doubt, as they were: trusted, not read, no new manifest."""
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    for number in range(50):
+        (root / "pkg" / f"m{number}.py").write_text(f"x = {number}\n")
+    store = SnapshotStore(tmp_path / "home")
+    first = take_snapshot(store, (root,), None)
+    trusted(first)
+    later = take_snapshot(store, (root,), first)
+    assert later.manifest_id == first.manifest_id and later.stored_bytes == 0
+
+
+def test_what_counts_as_a_change() -> None:
+    """Content, kind or mode; a touched file with the same bytes is no change; a file whose
+    bytes were not kept counts as changed when its lstat is."""
+    kept = ["f", 0o644, 3, 100, 100, 7, "digest"]
+    touched = ["f", 0o644, 3, 200, 200, 7, "digest"]
+    assert changed_paths({"a": kept}, {"a": touched}) == []
+    assert changed_paths({"a": kept}, {"a": [*kept[:6], "other"]}) == ["a"]
+    assert changed_paths({"a": kept}, {"a": ["f", 0o600, *kept[2:]]}) == ["a"]
+    big = [NOT_KEPT, 0o644, 3, 100, 100, 7, None]
+    assert changed_paths({"b": big}, {"b": [NOT_KEPT, 0o644, 3, 200, 200, 7, None]}) == ["b"]
+    assert changed_paths({"b": big}, {"b": list(big)}) == []
