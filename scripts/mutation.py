@@ -197,6 +197,32 @@ RETRY_TESTS = ["tests/models/test_retry_replaces.py"]
 MODULE_TESTS["store.py"] = [*RETRY_RULES, "tests/models/test_history.py"]
 MODULE_TESTS["agent/session.py"] = [*RETRY_RULES, "tests/models/test_history.py"]
 MODULE_TESTS["agent/sessions.py"] = [*RETRY_TESTS, "tests/protocol/test_catch_up.py"]
+# The snapshots `/undo` restores (issue 40), in-process on real trees: the collection's rules
+# (not its test over the wire, which deletes a session through the server), the walk's
+# equivalence to a fresh snapshot, snapshot-then-restore byte for byte.
+SNAPSHOT_GC_RULES = [
+    f"tests/tools/test_snapshot_gc.py::{name}"
+    for name in (
+        "test_nothing_is_collected_while_a_snapshot_or_restore_holds_the_store",
+        "test_records_past_the_retention_go_and_their_content_with_them",
+        "test_an_unreadable_manifest_keeps_every_object",
+        "test_after_collection_every_remaining_record_restores_byte_for_byte",
+        "test_a_home_without_snapshots_is_left_as_it_is",
+        "test_an_unreadable_record_keeps_everything",
+        "test_every_unnamed_object_goes_and_every_named_one_stays",
+        "test_a_collection_asked_for_twice_runs_once_off_the_loop",
+        "test_a_record_an_undo_dropped_no_longer_keeps_its_content",
+        "test_a_collection_that_fails_says_so_and_raises_nothing",
+    )
+]
+SNAPSHOT_TESTS = [
+    "tests/tools/test_snapshot_store.py",
+    "tests/tools/test_snapshot_walk.py",
+    "tests/tools/test_snapshots.py",
+]
+MODULE_TESTS["agent/snapshot_gc.py"] = SNAPSHOT_GC_RULES
+MODULE_TESTS["agent/snapshot_store.py"] = [*SNAPSHOT_TESTS[:1], *SNAPSHOT_GC_RULES, *SNAPSHOT_TESTS]
+MODULE_TESTS["agent/snapshots.py"] = [*SNAPSHOT_TESTS, *SNAPSHOT_GC_RULES]
 
 FUNCTION_TESTS: dict[tuple[str, str], list[str]] = {
     ("agent/turn.py", "_run_tool"): PERMISSION_TESTS,

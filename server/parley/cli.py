@@ -136,6 +136,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "--streaming", action="store_true", help="only rows 1 and 2: streaming into a client"
     )
     bench.add_argument(
+        "--snapshots", action="store_true", help="only row 11: the snapshots `/undo` restores"
+    )
+    bench.add_argument(
         "--profile",
         action="store_true",
         help="instead of the table: the start's phases and its import tree to `initialize`",
@@ -298,7 +301,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         from parley.bench import run_benchmarks
 
         return run_benchmarks(
-            quick=args.quick, only_session_load=args.session_load, only_streaming=args.streaming
+            quick=args.quick,
+            only_session_load=args.session_load,
+            only_streaming=args.streaming,
+            only_snapshots=args.snapshots,
         )
     return 2
 

@@ -59,6 +59,7 @@ class CheckpointsTable:
 
     ignore: tuple[str, ...] = ()  # `.gitignore` patterns left out besides `.gitignore`'s
     max_turn_megabytes: Count = Count(256)  # new content a turn's snapshots keep at most
+    keep_days: Count = Count(30)  # a turn's snapshots are kept this long (0: with the session)
 
 
 @attrs.frozen

@@ -44,6 +44,7 @@ from parley.agent.sessions import (
     UnknownSession,
     UnsupportedContent,
 )
+from parley.agent.snapshot_gc import collect_after_start
 from parley.agent.turn import TurnResult
 from parley.agent.user_kernels import KERNEL_OPTION, UserKernels, chosen_kernel
 from parley.config import Settings
@@ -296,6 +297,7 @@ class ParleyServer(JsonRPCServer):
         self.client_runs_terminals = capabilities.terminal is True
         self.wants_revisions = capabilities.meta.parley.revisions
         asyncio.get_running_loop().call_later(PRELOAD_DELAY_SECONDS, self._preload_sdk)
+        collect_after_start(self.settings)  # the snapshot store's garbage, in a while
         result = self._initialize_result()
         return v2.initialize_result(result) if self.v2_updates is not None else result
 

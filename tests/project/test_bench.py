@@ -45,6 +45,7 @@ ROW_LABELS = [
     "11b. Snapshot of the 10,000 files, later, nothing changed",
     "11c. Snapshot of the 10,000 files after a turn changed 100",
     "11d. Restore of that turn",
+    "11e. A turn's `run_command` of pytest (48 tests) in a workspace of 10,000 files",
 ]
 # Rows with a baseline and a comparison.
 COMPARED_ROWS = {
@@ -63,6 +64,7 @@ COMPARED_ROWS = {
     "8w.",
     "10.",
     "11b.",
+    "11e.",
 }
 NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 

@@ -61,14 +61,15 @@ checkpoint_values = st.one_of(
 
 
 @settings(max_examples=100, deadline=None)
-@given(ignore=checkpoint_values, cap=checkpoint_values)
+@given(ignore=checkpoint_values, cap=checkpoint_values, keep=checkpoint_values)
 def test_the_checkpoints_table_loads_or_names_its_key(
-    tmp_path_factory: pytest.TempPathFactory, ignore: Any, cap: Any
+    tmp_path_factory: pytest.TempPathFactory, ignore: Any, cap: Any, keep: Any
 ) -> None:
     folder = tmp_path_factory.mktemp("config")
     path = folder / "config.toml"
     path.write_text(
-        f"[checkpoints]\nignore = {_toml(ignore)}\nmax_turn_megabytes = {_toml(cap)}\n",
+        f"[checkpoints]\nignore = {_toml(ignore)}\nmax_turn_megabytes = {_toml(cap)}\n"
+        f"keep_days = {_toml(keep)}\n",
         encoding="utf-8",
         errors="surrogatepass",
     )
@@ -79,6 +80,8 @@ def test_the_checkpoints_table_loads_or_names_its_key(
         return
     assert isinstance(loaded.checkpoints.max_turn_megabytes, int)
     assert loaded.checkpoints.max_turn_megabytes >= 0
+    assert isinstance(loaded.checkpoints.keep_days, int) and loaded.checkpoints.keep_days >= 0
+    assert loaded.checkpoints.keep_days == keep  # what the file says, or refused
     assert all(isinstance(pattern, str) for pattern in loaded.checkpoints.ignore)
 
 

@@ -23,7 +23,7 @@ import attrs
 from parley.agent import snapshot_restore
 from parley.agent.session import now_iso
 from parley.agent.snapshot_restore import EditorRead, EditorWrite, PathChange
-from parley.agent.snapshot_store import SnapshotStore
+from parley.agent.snapshot_store import SnapshotStore, store_in_use
 from parley.agent.snapshots import TurnSnapshots
 from parley.config import Settings
 from parley.core.off_loop import off_loop
@@ -385,10 +385,12 @@ async def restore_or_redo(
     snapshots: SnapshotStore,
     buffers: EditorRead | None,
 ) -> RestoreResult:
-    """`restore_turn` of `turn`, or (None) `redo_restore`: what `Sessions.restore` runs."""
-    if turn is None:
-        return await redo_restore(store, session_id, ask, snapshots, others, editor, buffers)
-    return await restore_turn(store, session_id, turn, ask, others, editor, snapshots, buffers)
+    """`restore_turn` of `turn`, or (None) `redo_restore`: what `Sessions.restore` runs,
+    holding the snapshot store's lock (no collection meanwhile)."""
+    async with store_in_use(snapshots):
+        if turn is None:
+            return await redo_restore(store, session_id, ask, snapshots, others, editor, buffers)
+        return await restore_turn(store, session_id, turn, ask, others, editor, snapshots, buffers)
 
 
 async def last_undoable_turn(store: Store, snapshots: SnapshotStore, session_id: str) -> int | None:

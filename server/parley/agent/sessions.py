@@ -23,14 +23,11 @@ from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, overrun
 from parley.agent.call_usage import count_call
 from parley.agent.checkpoints import (
-    RestoreCancelled,
-    Restored,
     RestoreResult,
     editor_reads,
     editor_writes,
     last_undoable_turn,
     restore_or_redo,
-    restore_question,
 )
 from parley.agent.commands import CommandCall, available_commands, parse_command, run_command
 from parley.agent.compactor import Compactor
@@ -44,7 +41,9 @@ from parley.agent.learned_windows import LearnedWindows
 from parley.agent.mcp_servers import SessionMcpServers
 from parley.agent.modes import current_mode_update
 from parley.agent.replay import replay_updates, turn_start, unanswered_calls
+from parley.agent.restore_question import ask_before_overwrite
 from parley.agent.session import Session, load_compaction, new_id
+from parley.agent.snapshot_gc import collect_soon
 from parley.agent.snapshot_store import SnapshotStore
 from parley.agent.turn import (
     Turn,
@@ -57,14 +56,11 @@ from parley.agent.turn import (
 from parley.agent.user_kernels import kernel_option
 from parley.config import Settings
 from parley.core import updates
-from parley.core.call_view import CallView, Location
-from parley.core.choices import rejects
 from parley.core.conversation import (
     ContentBlock,
     ImageBlock,
     Message,
     TextBlock,
-    ToolCall,
     UserMessage,
 )
 from parley.core.off_loop import off_loop
@@ -556,7 +552,9 @@ class Sessions:
             others = session.roots.others if session is not None else ()
             editor = editor_writes(self.ports.client_writes, session_id)
             buffers = editor_reads(self.ports.client_files, session_id)
-            ask = functools.partial(self._may_overwrite, session_id, stop=stop, redo=redo)
+            ask = functools.partial(
+                ask_before_overwrite, self.ports, session_id, stop=stop, redo=redo
+            )
             # The lease is held for as long as the restore runs (its question may wait on the
             # user for long): another window's turn cannot start meanwhile and be written over.
             try:
@@ -568,52 +566,6 @@ class Sessions:
         if session is not None:  # the model's picture of them is older than the files now
             session.tools.forget_files(result.touched)
         return result
-
-    async def _may_overwrite(
-        self,
-        session_id: str,
-        turn: int,
-        changed: list[Restored],
-        *,
-        stop: asyncio.Event,
-        redo: bool = False,
-    ) -> bool:
-        """Ask the user (`session/request_permission`) before a restore overwrites files they
-        changed since Parley wrote them. `stop` set (`session/cancel`) ends the question:
-        `RestoreCancelled`."""
-        if stop.is_set():
-            raise RestoreCancelled
-        names = [file.shown for file in changed]
-        call_id = new_id("restore")
-        call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
-        view = CallView(
-            title=restore_question(turn, redo=redo),
-            locations=tuple(Location(file.path) for file in changed),
-            content=(
-                "These files changed since Parley last wrote them; restoring them loses "
-                "those changes:\n" + "\n".join(f"- {name}" for name in names),
-            ),
-        )
-        asking = asyncio.ensure_future(
-            self.ports.request_permission(session_id, call, "edit", view)
-        )
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait((asking, stopping), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            if stop.is_set() or not asking.done():
-                asking.cancel()
-        if stop.is_set():
-            if asking.done() and not asking.cancelled():
-                asking.exception()  # retrieved: an answer that failed meanwhile is moot
-            raise RestoreCancelled
-        try:
-            decision = asking.result()
-        except Exception as error:  # the editor could not ask: keep the user's changes
-            logger.warning("Asking before a restore failed: %s", error)
-            return False
-        return not rejects(decision)
 
     # --- changing and closing ---------------------------------------------------------------
 
@@ -693,6 +645,7 @@ class Sessions:
         except SessionBusy as busy:
             raise SessionInUse(BUSY_ELSEWHERE) from busy
         await off_loop(SnapshotStore(self.settings.home).forget_session, session_id)
+        collect_soon(self.settings)  # its snapshots' content, unless another session's
         await self.forget(session_id)
 
     async def forget(self, session_id: str) -> None:

@@ -12,20 +12,27 @@ child, `sandbox_policy.parley_places`) holds
   its last), and `sessions/<id>/restores.json`: the restores that may be redone, newest last.
 
 Everything is written atomically (a temporary file renamed over the name), mode 0600 in
-0700 folders.
+0700 folders. `lock` is the store's lock (`flock`, across threads and processes): shared by
+every snapshot and restore while it runs, exclusive for the collector (`snapshot_gc.py`),
+which so never removes what one of them is writing or about to refer to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import zlib
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+
+from parley.core.off_loop import off_loop
 
 
 class SnapshotStore:
@@ -33,6 +40,34 @@ class SnapshotStore:
 
     def __init__(self, home: Path) -> None:
         self.folder = home / "snapshots"
+
+    # --- the lock -------------------------------------------------------------------------
+
+    def hold(self, *, exclusive: bool = False, wait: bool = True) -> int | None:
+        """The store's lock, held until the descriptor returned is closed; None when `wait`
+        is False and it is not free. Blocking: off the loop."""
+        path = self.folder / "lock"
+        _make_folders(self.folder)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            how = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+            fcntl.flock(descriptor, how if wait else how | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            return None
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return descriptor
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """The lock, shared, for a snapshot or a restore in a thread."""
+        descriptor = self.hold()
+        try:
+            yield
+        finally:
+            os.close(descriptor)  # type: ignore[arg-type]
 
     # --- objects --------------------------------------------------------------------------
 
@@ -67,7 +102,10 @@ class SnapshotStore:
 
     def manifest(self, digest: str) -> dict[str, Any]:
         path = self.folder / "manifests" / digest[:2] / digest[2:]
-        loaded: dict[str, Any] = json.loads(zlib.decompress(path.read_bytes()))
+        try:
+            loaded: dict[str, Any] = json.loads(zlib.decompress(path.read_bytes()))
+        except zlib.error as error:  # a ValueError, as JSON's, for every caller
+            raise ValueError(f"the snapshot's manifest is damaged ({digest[:12]})") from error
         return loaded
 
     def latest(self, roots_key: str) -> str | None:
@@ -130,10 +168,35 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    missing = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
+@contextlib.asynccontextmanager
+async def store_in_use(store: SnapshotStore) -> AsyncIterator[None]:
+    """The store's lock, shared, for as long as a restore runs on the loop (its question may
+    wait on the user); taken off the loop, and released even when the wait is cancelled."""
+    taking = asyncio.ensure_future(off_loop(store.hold))
+    try:
+        descriptor = await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        taking.add_done_callback(_release_when_taken)
+        raise
+    try:
+        yield
+    finally:
+        os.close(descriptor)  # type: ignore[arg-type]
+
+
+def _release_when_taken(taking: asyncio.Future[int | None]) -> None:
+    if not taking.cancelled() and taking.exception() is None and taking.result() is not None:
+        os.close(taking.result())  # type: ignore[arg-type]
+
+
+def _make_folders(path: Path) -> None:
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
     for folder in reversed(missing):  # each one 0700 (`makedirs` gives only the last its mode)
         folder.mkdir(mode=0o700, exist_ok=True)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    _make_folders(path.parent)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(descriptor, "wb") as file:

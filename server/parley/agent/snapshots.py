@@ -17,9 +17,11 @@ new content past the turn's `max_turn_megabytes` — the undo report names what 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,10 @@ READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch", "switch_mode"})
 RACY_NS = 2_000_000_000
 # How many left-out paths a snapshot names (the rest are counted).
 NAMED_AT_MOST = 20
+# The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
+RECENT_AT_MOST = 4
+_RECENT: dict[tuple[Path, str], Snapshot] = {}
+_RECENT_LOCK = threading.Lock()
 OVER_CAP = "over the turn's size cap, `[checkpoints] max_turn_megabytes`"
 
 # An entry: [kind, mode, size, mtime_ns, ctime_ns, inode, ref]. Kinds:
@@ -69,22 +75,29 @@ class Snapshot:
     entries: dict[str, Entry]
     taken_ns: int
     manifest_id: str = ""
+    rules_id: str = ""  # the ignore rules it was taken under (`_Walk.rules_id`)
     ignored: list[str] = attrs.field(factory=list)  # left out by an ignore rule (named)
     ignored_count: int = 0
     not_kept: dict[str, str] = attrs.field(factory=dict)  # path → why its bytes were not kept
     stored_bytes: int = 0  # new content this snapshot put in the store
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"taken_ns": self.taken_ns, "entries": self.entries}
+        return {"taken_ns": self.taken_ns, "rules": self.rules_id, "entries": self.entries}
 
 
 def load_snapshot(store: SnapshotStore, manifest_id: str) -> Snapshot:
     manifest = store.manifest(manifest_id)
-    return Snapshot(manifest["entries"], manifest["taken_ns"], manifest_id)
+    rules_id = manifest.get("rules", "")
+    return Snapshot(manifest["entries"], manifest["taken_ns"], manifest_id, rules_id)
 
 
 class _Walk:
-    """One snapshot being taken: the roots walked, each file's bytes kept when new."""
+    """One snapshot being taken: the roots walked, each file's bytes kept when new.
+
+    With `rules_as_before`, a file the previous snapshot has is taken as not ignored without
+    matching it against the ignore rules (most of a later snapshot's time in a repository):
+    the same rules decide the same. `take_snapshot` checks after the walk that the rules
+    were the same (`rules_id`), and walks again matching every path when they were not."""
 
     def __init__(
         self,
@@ -92,18 +105,26 @@ class _Walk:
         previous: Snapshot | None,
         ignore: tuple[str, ...],
         byte_budget: int,
+        rules_as_before: bool = False,
     ) -> None:
         import pathspec  # imported here: `parley serve` need not load it before a snapshot
 
         self.store = store
         self.previous = previous.entries if previous is not None else {}
         self.trusted_before = (previous.taken_ns - RACY_NS) if previous is not None else 0
+        self.known_files = self.previous if rules_as_before else {}
         # `[checkpoints] ignore`, less what pathspec cannot match in bounded time, or read
         patterns = [pattern for pattern in ignore if matchable(pattern)]
         self.extra = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
         self.byte_budget = byte_budget
         self.snapshot = Snapshot({}, time.time_ns())
         self.unchanged = 0  # entries just as `previous` has them
+        self.rules_read: list[Any] = [patterns]  # what decided what is ignored, per root
+
+    def rules_id(self) -> str:
+        """The ignore rules this walk read, as a digest: equal digests, equal decisions."""
+        text = json.dumps(self.rules_read, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
 
     def root(self, root: Path) -> None:
         repository = repository_of(root)
@@ -113,6 +134,8 @@ class _Walk:
         while pending:
             relative, directory = pending.pop()
             pending += self._directory(relative, directory, rules)
+        # Sorted: the order directories are walked in must not change the digest.
+        self.rules_read.append([str(root), sorted(rules.sources) if rules is not None else None])
 
     def _directory(
         self, relative: str, directory: str, rules: IgnoreRules | None
@@ -132,19 +155,23 @@ class _Walk:
                 os.close(descriptor)
         below = []
         filtered = rules is not None or self.extra is not None
+        known_files, entries = self.known_files, self.snapshot.entries
         for item in found:  # the hot loop: ~10,000 entries in 50 ms
             place = item.path  # `directory/name`
-            status = item.stat(follow_symlinks=False)
-            folder = stat.S_ISDIR(status.st_mode)
-            if folder or filtered:
+            status = item.stat(follow_symlinks=False)  # the listing's own lstat, cached
+            kind = stat.S_IFMT(status.st_mode)
+            if kind == stat.S_IFDIR:
                 name = f"{relative}/{item.name}" if relative else item.name
-                if self._ignored(name, place, folder, rules):
-                    continue
-                if folder:
-                    below.append((name, place))
-            elif not (stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)):
+                if self._ignored(name, place, True, rules):
+                    continue  # an ignored folder is never descended into
+                below.append((name, place))
+            elif kind != stat.S_IFREG and kind != stat.S_IFLNK:
                 continue  # a socket, a FIFO, a device: nothing to keep
-            self.snapshot.entries[place] = self._entry(place, status)
+            elif filtered and place not in known_files:
+                name = f"{relative}/{item.name}" if relative else item.name
+                if self._ignored(name, place, False, rules):
+                    continue
+            entries[place] = self._entry(place, status)
         return below
 
     def _ignored(self, name: str, place: str, folder: bool, rules: IgnoreRules | None) -> bool:
@@ -167,28 +194,28 @@ class _Walk:
         self.snapshot.not_kept[place] = why
 
     def _entry(self, place: str, status: os.stat_result) -> Entry:
-        mode = stat.S_IMODE(status.st_mode)
         known = self.previous.get(place)
+        mode = status.st_mode
         if (  # the hot path: a file as the previous snapshot saw it, not read again
             known is not None
             and known[0] == FILE
-            and stat.S_ISREG(status.st_mode)
-            and known[1] == mode
-            and known[2] == status.st_size
+            and status.st_ctime_ns < self.trusted_before  # ctime: any write or chmod moves it
             and known[3] == status.st_mtime_ns
-            and known[4] == status.st_ctime_ns  # ctime: any write or chmod moves it
+            and known[2] == status.st_size
             and known[5] == status.st_ino
-            and status.st_ctime_ns < self.trusted_before
+            and known[4] == status.st_ctime_ns
+            and known[1] == stat.S_IMODE(mode)
+            and stat.S_ISREG(mode)
         ):
             self.unchanged += 1
             return known
         seen = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
-        if stat.S_ISREG(status.st_mode):
-            return self._file(place, mode, seen)
+        if stat.S_ISREG(mode):
+            return self._file(place, stat.S_IMODE(mode), seen)
         entry = (
-            [DIRECTORY, mode, *seen, None]
-            if stat.S_ISDIR(status.st_mode)
-            else [LINK, mode, *seen, os.readlink(place)]
+            [DIRECTORY, stat.S_IMODE(mode), *seen, None]
+            if stat.S_ISDIR(mode)
+            else [LINK, stat.S_IMODE(mode), *seen, os.readlink(place)]
         )
         self.unchanged += entry == known
         return entry
@@ -226,19 +253,42 @@ def take_snapshot(
     """A snapshot of `roots` (a root inside another is walked as part of it), reusing what
     `previous` read of files whose lstat is unchanged. Kept in `store`; when every entry is
     `previous`'s, `previous`'s manifest is reused. Blocking: run it off the loop."""
-    walk = _Walk(store, previous, ignore, byte_budget)
-    for root in outermost(roots):
-        walk.root(root)
+    walk = _walked(store, roots, previous, ignore, byte_budget, previous is not None)
+    if previous is not None and walk.snapshot.rules_id != previous.rules_id:
+        # The rules changed: the files taken as not ignored are matched this time.
+        spent = walk.snapshot.stored_bytes
+        walk = _walked(store, roots, previous, ignore, byte_budget - spent, False)
+        walk.snapshot.stored_bytes += spent
     snapshot = walk.snapshot
-    if previous is not None and walk.unchanged == len(snapshot.entries) == len(previous.entries):
+    if (
+        previous is not None
+        and walk.unchanged == len(snapshot.entries) == len(previous.entries)
+        and snapshot.rules_id == previous.rules_id
+    ):
         snapshot.manifest_id = previous.manifest_id  # nothing changed: nothing written
         snapshot.taken_ns = previous.taken_ns
-        if store.latest(roots_key(roots)) == snapshot.manifest_id:
-            return snapshot
     else:
         snapshot.manifest_id = store.put_manifest(snapshot.to_manifest())
-    store.set_latest(roots_key(roots), snapshot.manifest_id)
+    key = roots_key(roots)
+    if store.latest(key) != snapshot.manifest_id:
+        store.set_latest(key, snapshot.manifest_id)
+    _remember(store, key, snapshot)
     return snapshot
+
+
+def _walked(
+    store: SnapshotStore,
+    roots: tuple[Path, ...],
+    previous: Snapshot | None,
+    ignore: tuple[str, ...],
+    byte_budget: int,
+    rules_as_before: bool,
+) -> _Walk:
+    walk = _Walk(store, previous, ignore, byte_budget, rules_as_before)
+    for root in outermost(roots):
+        walk.root(root)
+    walk.snapshot.rules_id = walk.rules_id()
+    return walk
 
 
 def outermost(roots: tuple[Path, ...]) -> list[Path]:
@@ -247,14 +297,29 @@ def outermost(roots: tuple[Path, ...]) -> list[Path]:
 
 
 def latest_snapshot(store: SnapshotStore, roots: tuple[Path, ...]) -> Snapshot | None:
-    """The snapshot last taken of these roots (the next one's stat cache), if readable."""
-    manifest_id = store.latest(roots_key(roots))
+    """The snapshot last taken of these roots (the next one's stat cache), if readable: the
+    one this process took, when no other process took one since (a 10,000-file manifest
+    takes 30-40 ms to read)."""
+    key = roots_key(roots)
+    manifest_id = store.latest(key)
     if manifest_id is None:
         return None
+    recent = _RECENT.get((store.folder, key))
+    if recent is not None and recent.manifest_id == manifest_id:
+        return recent
     try:
         return load_snapshot(store, manifest_id)
     except (OSError, ValueError, KeyError):
         return None
+
+
+def _remember(store: SnapshotStore, key: str, snapshot: Snapshot) -> None:
+    """Keep the snapshot just taken for `latest_snapshot` (a few sets of roots at most)."""
+    with _RECENT_LOCK:  # two snapshots may end at once, in two threads
+        _RECENT.pop((store.folder, key), None)
+        _RECENT[(store.folder, key)] = snapshot
+        while len(_RECENT) > RECENT_AT_MOST:
+            _RECENT.pop(next(iter(_RECENT)), None)
 
 
 def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
@@ -304,40 +369,58 @@ class TurnSnapshots:
         self._ran.add(tool)
         self._kinds.add(kind)
         if self._before is None:
-            taken = await self._take()
-            if taken is None:
-                return
-            self._before = taken
-            # A retry replaces a cut-off turn under its number: the turn began before that
-            # attempt did, so its record's `before` stays (what an undo must give back).
-            earlier = await off_loop(self.store.turn_record, self.session_id, self.turn)
-            if earlier is not None:
-                self._before = await off_loop(load_snapshot, self.store, earlier["before"])
-                self._earlier = earlier
             if self.sandbox is not None:
                 status = await off_loop(sandbox_status, self.sandbox)
                 self._sandboxed = status.sandboxed
-            await off_loop(self.store.put_restores, self.session_id, [])  # nothing to redo now
-            await off_loop(self._record)
+            await off_loop(self._first)
 
     async def after_call(self) -> None:
         if not self._open:
             return
         self._open = False
-        if self._before is not None and await self._take() is not None:
-            await off_loop(self._record)
+        if self._before is not None:
+            await off_loop(self._later)
 
-    async def _take(self) -> Snapshot | None:
-        """A snapshot, off the loop; None (logged) when it could not be taken."""
-        previous = self._latest or await off_loop(latest_snapshot, self.store, self.roots)
+    def _first(self) -> None:
+        """The turn's first snapshot and its record, under the store's lock (blocking)."""
+        try:
+            with self.store.in_use():
+                taken = self._take()
+                if taken is None:
+                    return
+                # A retry replaces a cut-off turn under its number: the turn began before
+                # that attempt did, so its record's `before` stays (what an undo gives back).
+                earlier = self.store.turn_record(self.session_id, self.turn)
+                if earlier is not None:
+                    taken = load_snapshot(self.store, earlier["before"])
+                    self._earlier = earlier
+                self._before = taken
+                self.store.put_restores(self.session_id, [])  # nothing to redo now
+                self._record()
+        except (OSError, ValueError, KeyError) as error:  # a full disk, a damaged store
+            self._failed(error)
+
+    def _later(self) -> None:
+        """The snapshot after a writing call and the record, under the store's lock."""
+        try:
+            with self.store.in_use():
+                if self._take() is not None:
+                    self._record()
+        except OSError as error:
+            self._failed(error)
+
+    def _failed(self, error: Exception) -> None:
+        logger.warning("A snapshot of the roots failed: %s", error)
+        self._not_kept["(the snapshot)"] = f"failed: {error}"
+
+    def _take(self) -> Snapshot | None:
+        """A snapshot (blocking); None (logged) when it could not be taken."""
+        previous = self._latest or latest_snapshot(self.store, self.roots)
         budget = self.settings.max_turn_megabytes * 1024 * 1024 - self._stored_bytes
         try:
-            taken = await off_loop(
-                take_snapshot, self.store, self.roots, previous, self.settings.ignore, budget
-            )
+            taken = take_snapshot(self.store, self.roots, previous, self.settings.ignore, budget)
         except (OSError, ValueError) as error:  # a full disk, a store damaged by hand
-            logger.warning("A snapshot of the roots failed: %s", error)
-            self._not_kept["(the snapshot)"] = f"failed: {error}"
+            self._failed(error)
             return None
         self._stored_bytes += taken.stored_bytes
         self._not_kept.update(taken.not_kept)

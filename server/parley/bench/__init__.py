@@ -8,8 +8,8 @@ can be timed from the fake's write to the client's notification.
 
 The rows, what each measures and how, are explained in docs/benchmarks.md. Here: the run and
 the table; the rows by concern in `streaming.py` (1-3), `tool_start.py` (4), `tools.py` (5, 6),
-`sessions.py` (7, 8), `context.py` (9, 10) and `snapshots.py` (11); what they share in
-`harness.py`.
+`sessions.py` (7, 8), `context.py` (9, 10), `snapshots.py` (11a-d) and `snapshot_share.py`
+(11e); what they share in `harness.py`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 from parley.bench.context import cache_rows, compaction_row
 from parley.bench.harness import FULL, QUICK, BenchSizes, ParleyUnderTest, Row
 from parley.bench.sessions import first_prompt_at_once_rows, first_prompt_row, session_load_rows
+from parley.bench.snapshot_share import share_row
 from parley.bench.snapshots import snapshot_rows
 from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
 from parley.bench.tool_start import real_server_row, tool_start_rows
@@ -77,7 +78,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)
-    snapshots = await snapshot_rows(home, sizes)
+    snapshots = await collect_snapshot_rows(sizes, home)
     static_introspection.append(await user_kernel_row(home, sizes))
     return [
         throughput,
@@ -113,8 +114,15 @@ async def collect_streaming_rows(sizes: BenchSizes, home: Path) -> list[Row]:
             await parley.stop()
 
 
+async def collect_snapshot_rows(sizes: BenchSizes, home: Path) -> list[Row]:
+    return [*await snapshot_rows(home, sizes), await share_row(home, sizes)]
+
+
 def run_benchmarks(
-    quick: bool = False, only_session_load: bool = False, only_streaming: bool = False
+    quick: bool = False,
+    only_session_load: bool = False,
+    only_streaming: bool = False,
+    only_snapshots: bool = False,
 ) -> int:
     sizes = QUICK if quick else FULL
     collect = collect_rows
@@ -122,6 +130,8 @@ def run_benchmarks(
         collect = collect_session_load_rows
     elif only_streaming:
         collect = collect_streaming_rows
+    elif only_snapshots:
+        collect = collect_snapshot_rows
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="parley-bench-") as home:
         rows = asyncio.run(collect(sizes, Path(home)))

@@ -57,6 +57,8 @@ class BenchSizes:
     # Row 11: the workspace snapshotted, and how many later snapshots are timed.
     snapshot_files: int = 10_000
     snapshot_repeats: int = 20
+    # Row 11e: the turns that run the test command, timed after one that warms up.
+    share_runs: int = 5
 
 
 FULL = BenchSizes(
@@ -79,6 +81,7 @@ QUICK = BenchSizes(
     session_sizes=(5000,),
     real_server_prompts=2,
     snapshot_repeats=5,
+    share_runs=2,
 )
 
 LATENCY_PACE = 100.0  # chunks per second: a fast model

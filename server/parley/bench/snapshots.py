@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,8 +16,13 @@ CHANGED_FILES = 100
 
 
 def write_workspace(root: Path, files: int) -> None:
-    """`files` small source files, 100 to a folder."""
-    for number in range(files):
+    """A git repository of `files` files: a `.gitignore` leaving out Python's caches (as a
+    project's does: every file is then matched against it) and small source files, 100 to a
+    folder."""
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n*.egg-info/\n")
+    for number in range(files - 1):
         folder = root / f"pkg{number // 100}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"mod{number}.py").write_text(f"VALUE = {number}\n" * 20)
@@ -33,6 +39,10 @@ def bare_walk(root: Path) -> int:
                     pending.append(item.path)
                 item.stat(follow_symlinks=False)
     return count
+
+
+def git_files(root: Path) -> int:
+    return sum(len(files) for _, _, files in os.walk(root / ".git"))
 
 
 def measure(home: Path, sizes: BenchSizes) -> dict[str, float]:
@@ -74,7 +84,7 @@ def measure(home: Path, sizes: BenchSizes) -> dict[str, float]:
     figures["restore"] = time.perf_counter() - started
     assert not failures and len(kept) == CHANGED_FILES, failures
     assert "RENAMED" not in (root / "pkg0" / "mod0.py").read_text()
-    figures["files"] = float(sum(len(files) for _, _, files in os.walk(root)))
+    figures["files"] = float(sum(len(files) for _, _, files in os.walk(root)) - git_files(root))
     return figures
 
 

@@ -112,6 +112,7 @@ class IgnoreRules:
         # Paths are matched relative to the repository, which may hold the workspace.
         self.prefix = workspace.relative_to(repository).as_posix()
         self.rules: list[tuple[str, pathspec.GitIgnoreSpec]] = []
+        self.sources: list[tuple[str, list[str]]] = []  # each rule's base and lines, as read
         self._add("", _ignore_lines(None, str(repository / ".git" / "info" / "exclude")))
         for directory in reversed([workspace, *workspace.parents]):
             if directory == workspace or not directory.is_relative_to(repository):
@@ -123,6 +124,7 @@ class IgnoreRules:
         import pathspec
 
         if lines:
+            self.sources.append((base, lines))
             self.rules.append(
                 ("" if base == "." else base, pathspec.GitIgnoreSpec.from_lines(lines))
             )

@@ -1,0 +1,137 @@
+"""Row 11e: the snapshots' share of a typical test run, a turn's `run_command` of pytest
+over a small package of 48 tests in a workspace of 10,000 files (docs/benchmarks.md).
+
+In-process, as the turn does it: the real `TurnSnapshots` (`agent/snapshots.py`) takes the
+snapshot of every root before the call and the one after it, around the real
+`RunCommandTool` running the command (in the sandbox where the machine has one)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from parley.bench.harness import BenchSizes, Row, ms, percentile, verdict
+from parley.bench.snapshots import write_workspace
+
+SHARE_TARGET = 0.05  # of the command's own time, the snapshot before and the one after
+TEST_COUNT = 48
+
+PACKAGE = '''\
+"""Word statistics: a small package with a test suite, as a project has."""
+
+import re
+from collections import Counter
+
+
+def words(text):
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def frequencies(text):
+    return Counter(words(text))
+
+
+def longest(text):
+    return max(words(text), key=len, default="")
+
+
+def title(text):
+    small = {"a", "an", "and", "of", "the", "to"}
+    parts = words(text)
+    return " ".join(w if i and w in small else w.capitalize() for i, w in enumerate(parts))
+'''
+
+TESTS = """\
+import pytest
+
+from wordstats import frequencies, longest, title, words
+
+SENTENCES = [f"the {n} quick brown fox jumps over the lazy dog " * (n % 5 + 1) for n in range(12)]
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_words_are_lower_case(text):
+    assert all(word == word.lower() for word in words(text.upper()))
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_frequencies_count_every_word(text):
+    assert sum(frequencies(text).values()) == len(words(text))
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_longest_is_a_word_of_the_text(text):
+    assert longest(text) in words(text)
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_title_keeps_the_words(text):
+    assert words(title(text)) == words(text)
+"""
+
+
+def write_test_package(root: Path) -> str:
+    """A package and its 48 tests in `root`; the command line that runs them."""
+    (root / "wordstats").mkdir()
+    (root / "wordstats" / "__init__.py").write_text(PACKAGE)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_wordstats.py").write_text(TESTS)
+    return f"{sys.executable} -m pytest -q tests"
+
+
+async def measure_share(home: Path, sizes: BenchSizes) -> dict[str, float]:
+    from parley.agent.snapshot_store import SnapshotStore
+    from parley.agent.snapshots import TurnSnapshots
+    from parley.config import CheckpointsTable
+    from parley.tools.base import ToolContext
+    from parley.tools.confined import workspace_roots
+    from parley.tools.run_command import RunCommandTool
+
+    root = home / "share-workspace"
+    await asyncio.to_thread(write_workspace, root, sizes.snapshot_files - 2)
+    command = write_test_package(root)
+    await asyncio.sleep(2.1)  # older than the snapshots' clock doubt, as a real tree's files
+    roots = workspace_roots(root)
+    store = SnapshotStore(home / "share-home")
+    tool = RunCommandTool(roots)
+    context = ToolContext("bench", "call", roots.cwd, roots=roots.all)
+    before, after, ran, shares = [], [], [], []
+    for turn in range(sizes.share_runs + 1):  # turn 0 warms up: every file read and kept
+        snapshots = TurnSnapshots(store, "bench", turn, roots.all, CheckpointsTable())
+        started = asyncio.get_running_loop().time()
+        await snapshots.before_call("execute", "run_command")
+        snapshot_before = asyncio.get_running_loop().time()
+        result = await tool.run({"command": command}, context)
+        command_ended = asyncio.get_running_loop().time()
+        await snapshots.after_call()
+        ended = asyncio.get_running_loop().time()
+        if f"{TEST_COUNT} passed" not in result.content:
+            raise RuntimeError(f"the test run failed: {result.content[-2000:]}")
+        if turn:
+            before.append(snapshot_before - started)
+            ran.append(command_ended - snapshot_before)
+            after.append(ended - command_ended)
+            shares.append((snapshot_before - started + ended - command_ended) / ran[-1])
+    await tool.aclose()
+    return {
+        "before": percentile(before, 0.5),
+        "after": percentile(after, 0.5),
+        "command": percentile(ran, 0.5),
+        "share": percentile(shares, 0.5),
+    }
+
+
+async def share_row(home: Path, sizes: BenchSizes) -> Row:
+    figures = await measure_share(home, sizes)
+    share = figures["share"]
+    return Row(
+        measure=f"11e. A turn's `run_command` of pytest ({TEST_COUNT} tests) in a workspace of "
+        f"{sizes.snapshot_files:,} files: the snapshot before and the one after, "
+        f"p50 of {sizes.share_runs} (before {ms(figures['before'])}, after "
+        f"{ms(figures['after'])})",
+        parley=ms(figures["before"] + figures["after"]),
+        baseline=f"{ms(figures['command'])} (the command)",
+        compared=f"{share:.1%} of the command",
+        target=verdict(f"≤ {SHARE_TARGET:.0%}", share <= SHARE_TARGET),
+    )
