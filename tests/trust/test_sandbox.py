@@ -381,7 +381,11 @@ def test_parley_doctor_says_whether_children_are_sandboxed_and_why_not(
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    first, cap, network = lines[0], lines[-2], lines[-1]
+    first = lines[0]
+    cap = next(line for line in lines if line.startswith("pids cap: "))
+    network = next(line for line in lines if line.startswith("network: "))
+    assert lines[-1].startswith("warm start: ")  # tests run with PARLEY_WARM=0
+    assert lines[-1] == "warm start: off (PARLEY_WARM=0): every `parley serve` starts cold"
     if sandbox == "off":
         assert first.startswith("sandbox: NO — children run unsandboxed: PARLEY_SANDBOX=off")
     elif _here.sandboxed:
