@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from parley.core.redact import SECRET_NAME
+from parley.undumpable import make_undumpable
 
 # The wire between `parley serve` (the client), the warm process and the server it forks.
 # Client → warm process: HEADER (the payload's length) with the four descriptors, then the
@@ -168,24 +169,37 @@ def serve_warm(argv: list[str]) -> int | None:
     path = socket_path(directory, print_)
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         return None
-    connection = _connected(path)
+    try:
+        connection = _connected(path)
+    except (BlockingIOError, TimeoutError):  # one runs but accepts nothing now: start cold,
+        return None  # and launch no other (it would find the lock held)
     if connection is None:
         start_warm_process(directory, print_)
         return None
     with connection:
         if not _handed_over(connection, argv):
             return None
+        # This process holds the editor's environment, keys included, while its server runs:
+        # hidden from the user's other processes as a cold server's is (docs/security.md).
+        # Not before: the warm process reads this process's namespaces to check it.
+        make_undumpable()
         return _served(connection)
 
 
 def _connected(path: Path) -> socket.socket | None:
-    """A connection to the warm process at `path`, if one listens there and is this user's."""
+    """A connection to the warm process at `path`, if one listens there and is this user's;
+    BlockingIOError or TimeoutError if one is there but does not accept now (stopped, or its
+    backlog full): never a connect that waits for it."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(ANSWER_TIMEOUT_SECONDS)
     try:
         connection.connect(os.fspath(path))
         uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[
             1
         ]
+    except (BlockingIOError, TimeoutError):
+        connection.close()
+        raise
     except OSError:
         connection.close()
         return None
