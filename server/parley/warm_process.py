@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import pkgutil
+import resource
 import selectors
 import signal
 import socket
@@ -37,6 +38,7 @@ from parley.undumpable import make_undumpable
 from parley.warm_start import (
     DEFAULT_IDLE_SECONDS,
     EXITED,
+    FINGERPRINTED_LIMITS,
     FORWARDED_SIGNALS,
     HEADER,
     KILLED,
@@ -250,22 +252,37 @@ class WarmProcess:
 
 def confined(connection: socket.socket) -> str:
     """Why this peer may not have a server: not this user, or confined (a sandboxed child's
-    seccomp filter or no_new_privs, or another PID, mount or user namespace) — a server
-    forked here would be free of what confines it. Empty when it may."""
+    seccomp filter or no_new_privs, another PID, mount or user namespace, another cgroup or
+    other resource limits: a kernel's eval, a child in its pids group) — a server forked here
+    would be free of what confines it. Empty when it may."""
     pid, uid, _gid = peer_credentials(connection)
     if uid != os.getuid():
         return "another user"
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-        for namespace in ("pid", "mnt", "user"):
-            theirs, ours = (os.readlink(f"/proc/{who}/ns/{namespace}") for who in (pid, "self"))
-            if theirs != ours:
-                return f"a peer in another {namespace} namespace"
+        if differs := _place_differs(pid):
+            return differs
     except OSError:
         return "a peer that cannot be checked"
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     if fields.get("Seccomp", "0").strip() != "0" or fields.get("NoNewPrivs", "0").strip() != "0":
         return "a confined peer (seccomp or no_new_privs)"
+    return ""
+
+
+def _place_differs(pid: int) -> str:
+    """What of where the peer runs is not where this process runs: a namespace, its cgroup or
+    its resource limits (what `warm_start.fingerprint` holds, so an honest client with other
+    ones never connects here; a process that connects all the same is refused)."""
+    for namespace in ("pid", "mnt", "user"):
+        theirs, ours = (os.readlink(f"/proc/{who}/ns/{namespace}") for who in (pid, "self"))
+        if theirs != ours:
+            return f"a peer in another {namespace} namespace"
+    if Path(f"/proc/{pid}/cgroup").read_text() != Path("/proc/self/cgroup").read_text():
+        return "a peer in another cgroup"
+    for limit in FINGERPRINTED_LIMITS:
+        if resource.prlimit(pid, limit) != resource.getrlimit(limit):
+            return "a peer under other resource limits"
     return ""
 
 
@@ -370,6 +387,7 @@ def become_server(
         os.umask(request.umask)
         os.environ.clear()
         os.environ.update(request.env)
+        time.tzset()  # local times in the client's TZ, as a cold start reads it at its start
         sys.argv = ["parley", *request.argv]
         from parley.core.redact import remember_secrets, secrets_in
 

@@ -97,7 +97,7 @@ def fingerprint() -> str:
     package = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
     parts = [sys.executable, sys.version, package, *interpreter_variables(os.environ)]
-    parts += [_cgroup(), *(str(resource.getrlimit(limit)) for limit in _LIMITS)]
+    parts += [_cgroup(), *(str(resource.getrlimit(limit)) for limit in FINGERPRINTED_LIMITS)]
     for part in parts:
         digest.update(part.encode(errors="surrogateescape") + b"\0")
     for folder, folders, files in os.walk(package):
@@ -112,7 +112,8 @@ def fingerprint() -> str:
     return digest.hexdigest()[:24]
 
 
-_LIMITS = [
+# The resource limits a start's fingerprint holds (and the warm process checks a peer's).
+FINGERPRINTED_LIMITS = [
     getattr(resource, f"RLIMIT_{name}")
     for name in ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "STACK")
     if hasattr(resource, f"RLIMIT_{name}")

@@ -29,6 +29,7 @@ import sys
 import sysconfig
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -89,13 +90,19 @@ def nobodys_warm(fake: FakeLLM) -> Iterator[UsersWarm]:
 
 
 @pytest.fixture
-def started_warm(fake: FakeLLM) -> Iterator[UsersWarm]:
+def warm_of_root(fake: FakeLLM) -> Iterator[UsersWarm]:
+    """This process's user's (not started yet: for a test that sets its launcher's env)."""
     started = UsersWarm(fake, None)
     try:
-        started.start()
         yield started
     finally:
         started.end()
+
+
+@pytest.fixture
+def started_warm(warm_of_root: UsersWarm) -> UsersWarm:
+    warm_of_root.start()
+    return warm_of_root
 
 
 def tool_result(fake: FakeLLM) -> str:
@@ -253,6 +260,69 @@ async def test_a_warm_server_leaves_no_seccomp_filter_behind(
         assert made, "the sandboxed command made no filter where it was looked for"
     wait_until(lambda: not alive(server))
     assert list(warm.runtime.glob("parley-seccomp-*")) == []
+
+
+# --- W7. a peer under other limits -------------------------------------------------------------
+
+# A client of the socket's own making, as a kernel's eval could be in the fallback: the
+# request `parley serve` sends, with descriptors of nothing; what the warm process answers.
+RAW_CLIENT = """
+import json, os, resource, socket, struct, sys
+if sys.argv[2] == "limited":  # a CPU cap, as the kernel sets one for each eval
+    resource.setrlimit(resource.RLIMIT_CPU, (86400, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+payload = json.dumps({"argv": ["serve"], "env": {}, "umask": 18}).encode()
+nothing = [os.open(os.devnull, os.O_RDWR) for _ in range(3)] + [os.open("/", os.O_RDONLY)]
+with socket.socket(socket.AF_UNIX) as connection:
+    connection.settimeout(30)
+    connection.connect(sys.argv[1])
+    try:  # a peer refused at once may find the connection closed before all is sent
+        socket.send_fds(connection, [struct.pack("!Q", len(payload))], nothing)
+        connection.sendall(payload)
+    except OSError:
+        pass
+    print(connection.recv(200).decode().split(" ")[0])
+"""
+
+
+def test_a_peer_under_other_limits_gets_no_server(started_warm: UsersWarm) -> None:
+    warm = started_warm
+    [path] = warm.folder.glob("warm-*.sock")
+
+    def answer(how: str) -> str:
+        command = [sys.executable, "-c", RAW_CLIENT, str(path), how]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout
+
+    assert answer("as-is") == "started\n"  # the client is one the warm process serves
+    assert answer("limited") == "refused\n"
+    assert "request refused: a peer under other resource limits" in warm.log()
+
+
+# --- W8. the client's time zone -------------------------------------------------------------------
+
+
+async def test_a_warm_server_shows_times_in_its_clients_time_zone(
+    warm_of_root: UsersWarm, fake: FakeLLM
+) -> None:
+    warm = warm_of_root
+    warm.env["TZ"] = "UTC0"  # the warm process's, from the start that launched it
+    warm.start()
+    fake.set_script([Reply(text="Hello.")])
+    early = datetime.now(UTC)
+    before = warm.servers()
+    async with acp_server({**warm.env, "TZ": "RED-9"}) as run:  # nine hours east
+        await run.initialize()
+        session = await run.conn.new_session(cwd=str(warm.workspace), mcp_servers=[])
+        prompt = [TextContentBlock(type="text", text="Hi")]
+        await run.conn.prompt(session_id=session.session_id, prompt=prompt)
+        exported = await run.raw_request(
+            "_parley/session/export", {"sessionId": session.session_id}
+        )
+        assert len(warm.new_servers(before)) == 1
+    late = datetime.now(UTC)
+    east = timezone(timedelta(hours=9))
+    shown = {moment.astimezone(east).strftime("%Y-%m-%d %H:%M") for moment in (early, late)}
+    header = exported["text"].splitlines()[:4]
+    assert any(f" · {time}*" in line for line in header for time in shown), header
 
 
 # --- W6. in the fallback a child is the user -----------------------------------------------------
