@@ -341,11 +341,13 @@ class PendingRequest:
 
 @attrs.frozen
 class ServerRequest:
-    """What a `parley serve` asks of the warm process: its arguments, environment, umask."""
+    """What a `parley serve` asks of the warm process: its arguments, environment, umask,
+    and the forwarded signals it ignores."""
 
     argv: list[str]
     env: dict[str, str]
     umask: int
+    ignored: list[int] = attrs.field(factory=list)
 
 
 def parse_request(payload: bytes) -> ServerRequest:
@@ -369,7 +371,12 @@ def parse_request(payload: bytes) -> ServerRequest:
         raise ValueError("the environment is not names and texts")
     if not isinstance(umask, int) or isinstance(umask, bool) or not 0 <= umask <= 0o777:
         raise ValueError("the umask is not a mode")
-    return ServerRequest(argv, env, umask)
+    ignored = request.get("ignored", [])
+    if not isinstance(ignored, list) or not all(
+        type(signum) is int and signum in FORWARDED_SIGNALS for signum in ignored
+    ):
+        raise ValueError("the ignored signals are not forwarded signals")
+    return ServerRequest(argv, env, umask, ignored)
 
 
 def become_server(
@@ -385,6 +392,8 @@ def become_server(
         for descriptor in descriptors:
             os.close(descriptor)
         os.umask(request.umask)
+        for signum in request.ignored:
+            signal.signal(signum, signal.SIG_IGN)
         os.environ.clear()
         os.environ.update(request.env)
         time.tzset()  # local times in the client's TZ, as a cold start reads it at its start

@@ -34,8 +34,9 @@ from parley.undumpable import make_undumpable
 
 # The wire between `parley serve` (the client), the warm process and the server it forks.
 # Client → warm process: HEADER (the payload's length) with the four descriptors, then the
-# payload (JSON: argv, env, umask). Warm process → client: a line each, STARTED first, then
-# EXITED or KILLED when the server has ended (REFUSED instead of STARTED: start cold).
+# payload (JSON: argv, env, umask, ignored: the forwarded signals the client ignores). Warm
+# process → client: a line each, STARTED first, then EXITED or KILLED when the server has
+# ended (REFUSED instead of STARTED: start cold); the server itself sends EXITED as it exits.
 # Client → server: SIGNAL lines (what the editor sent the client, forwarded).
 HEADER = struct.Struct("!Q")
 MAX_PAYLOAD_BYTES = 4 << 20  # an environment is kilobytes; this bounds what the process reads
@@ -222,7 +223,8 @@ def _handed_over(connection: socket.socket, argv: list[str]) -> bool:
     """Sends the request and waits for the server to be forked: False if the warm process
     refused it or did not answer (start cold: it did not fork)."""
     payload = json.dumps(
-        {"argv": argv, "env": dict(os.environ), "umask": _umask()}, ensure_ascii=False
+        {"argv": argv, "env": dict(os.environ), "umask": _umask(), "ignored": _ignored()},
+        ensure_ascii=False,
     ).encode("utf-8", "surrogateescape")
     if len(payload) > MAX_PAYLOAD_BYTES:
         return False
@@ -278,6 +280,12 @@ def _lines(connection: socket.socket) -> Iterator[str]:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             yield line.decode("ascii", "replace")
+
+
+def _ignored() -> list[int]:
+    """The forwarded signals the editor started this process ignoring (`nohup`: SIGHUP): its
+    server ignores them too, as a cold one would have from its start."""
+    return [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) == signal.SIG_IGN]
 
 
 def _umask() -> int:

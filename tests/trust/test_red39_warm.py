@@ -325,6 +325,34 @@ async def test_a_warm_server_shows_times_in_its_clients_time_zone(
     assert any(f" · {time}*" in line for line in header for time in shown), header
 
 
+# --- W9. a signal the editor made the client ignore ----------------------------------------------
+
+
+@pytest.mark.parametrize("warmth", ["1", "0"], ids=["warm", "cold"])
+def test_a_start_under_nohup_outlives_a_hangup_warm_as_cold(
+    started_warm: UsersWarm, warmth: str
+) -> None:
+    warm = started_warm
+    warm.env["PARLEY_WARM"] = warmth
+    before = warm.servers()
+    client = spawned(warm, preexec_fn=ignore_hangups)
+    assert len(warm.new_servers(before)) == (warmth == "1")
+    client.send_signal(signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):  # the server is not hung up on
+        client.wait(5)
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write(json.dumps({**INITIALIZE, "id": 2}).encode() + b"\n")
+    client.stdin.flush()
+    assert json.loads(client.stdout.readline())["id"] == 2
+    client.stdin.close()
+    assert client.wait(60) == 0
+
+
+def ignore_hangups() -> None:
+    """What `nohup` does before it runs its command."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
 # --- W6. in the fallback a child is the user -----------------------------------------------------
 
 
