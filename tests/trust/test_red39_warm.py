@@ -12,9 +12,14 @@ timeout, so a warm process that accepts nothing (stopped, its backlog full) hung
 `parley serve` for ever; W4 a client learned its server's end from the warm process only: with
 the warm process killed it exited 1 for a server that exited 0, stopped it never exited; W5 a
 forked server ended with `os._exit`, so what it registered with `atexit` never ran (the
-seccomp filter's directory left in the runtime directory by every server); W6 (a limit) in the
-fallback a child is the user: it can put a listener of its own at the warm socket's path and
-receive the environment, keys included, of every later start.
+seccomp filter's directory left in the runtime directory by every server); W7 a peer under
+other resource limits (a kernel's eval, its CPU cap) or in another cgroup got a server free of
+them, though the fingerprint keeps honest clients apart by both; W8 a warm server showed local
+times in the warm process's time zone, not its client's `TZ`; W9 under `nohup` a warm start
+died of the hangup a cold one ignores (the client forwarded a signal it ignored). Limits, kept
+as `xfail`: W6 in the fallback a child is the user: it can put a listener of its own at the
+warm socket's path and receive the environment, keys included, of every later start; W10 the
+clients' keys stay in the warm process's freed memory (it parses the request before it forks).
 """
 
 from __future__ import annotations
