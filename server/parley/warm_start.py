@@ -228,7 +228,10 @@ def _handed_over(connection: socket.socket, argv: list[str]) -> bool:
     ).encode("utf-8", "surrogateescape")
     if len(payload) > MAX_PAYLOAD_BYTES:
         return False
-    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:  # O_PATH: a directory the user may enter but not read (0711) is a cwd all the same
+        here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
     try:
         connection.settimeout(ANSWER_TIMEOUT_SECONDS)
         socket.send_fds(connection, [HEADER.pack(len(payload))], [0, 1, 2, here])

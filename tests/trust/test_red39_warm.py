@@ -20,6 +20,7 @@ died of the hangup a cold one ignores (the client forwarded a signal it ignored)
 as `xfail`: W6 in the fallback a child is the user: it can put a listener of its own at the
 warm socket's path and receive the environment, keys included, of every later start; W10 the
 clients' keys stay in the warm process's freed memory (it parses the request before it forks).
+Found later: W11 in a directory the user may enter but not read, a warm start crashed.
 """
 
 from __future__ import annotations
@@ -150,6 +151,37 @@ async def test_a_fallback_child_cannot_read_the_keys_of_a_warm_started_parley(
         await run.conn.prompt(session_id=session.session_id, prompt=prompt)
         assert len(warm.new_servers(before)) == 1  # served by a fork of the warm process
     assert "holding []" in tool_result(fake), tool_result(fake)
+
+
+# --- W11. a directory the user may enter but not read ---------------------------------------
+
+
+def test_a_warm_start_serves_in_a_directory_it_may_enter_but_not_read(
+    nobodys_warm: UsersWarm,
+) -> None:
+    """As an unprivileged user (root reads any directory): `parley serve` crashed with a
+    traceback there (it opened `.` to read), where a cold start serves."""
+    warm = nobodys_warm
+    warm.start()
+    enter_only = warm.workspace / "enter-only"
+    enter_only.mkdir(mode=0o311)
+    os.chown(enter_only, NOBODY, NOBODY)
+    before = warm.servers()
+    client = subprocess.Popen(
+        [*warm.python, *SERVE[1:]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=warm.env,
+        cwd=enter_only,
+    )
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+    client.stdin.flush()
+    assert json.loads(client.stdout.readline())["result"]["protocolVersion"] == 1
+    [server] = warm.new_servers(before)
+    assert Path(f"/proc/{server}/cwd").resolve() == enter_only
+    client.stdin.close()
+    assert client.wait(60) == 0
 
 
 # --- W2. a silent or slow client ---------------------------------------------------------------
