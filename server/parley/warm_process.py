@@ -36,7 +36,6 @@ import attrs
 
 from parley.undumpable import make_undumpable
 from parley.warm_start import (
-    DEFAULT_IDLE_SECONDS,
     EXITED,
     FINGERPRINTED_LIMITS,
     FORWARDED_SIGNALS,
@@ -47,6 +46,7 @@ from parley.warm_start import (
     SIGNAL,
     STARTED,
     fingerprint,
+    idle_seconds,
     peer_credentials,
     socket_path,
 )
@@ -111,9 +111,7 @@ class WarmProcess:
     def __init__(self, directory: Path, print_: str, lock: object) -> None:
         self.path = socket_path(directory, print_)
         self.lock = lock
-        self.idle_seconds = float(
-            os.environ.get("PARLEY_WARM_IDLE_SECONDS") or DEFAULT_IDLE_SECONDS
-        )
+        self.idle_seconds = idle_seconds(os.environ)
         self.selector = selectors.DefaultSelector()
         self.servers: dict[int, tuple[int, socket.socket]] = {}  # pidfd → pid, its client
         self.pending: dict[int, PendingRequest] = {}  # a connection's fd → its request so far

@@ -62,6 +62,16 @@ WARM_PROCESS_VARIABLES = (
 )
 
 
+def idle_seconds(environ: os._Environ[str] | dict[str, str]) -> float:
+    """`PARLEY_WARM_IDLE_SECONDS`, a positive number of seconds; the default otherwise (a
+    typo must not make each start launch a warm process that imports all and then fails)."""
+    try:
+        seconds = float(environ.get("PARLEY_WARM_IDLE_SECONDS") or DEFAULT_IDLE_SECONDS)
+    except ValueError:
+        return DEFAULT_IDLE_SECONDS
+    return seconds if 0 < seconds < 1e9 else DEFAULT_IDLE_SECONDS
+
+
 def warm_enabled(environ: os._Environ[str] | dict[str, str]) -> bool:
     return environ.get("PARLEY_WARM", "1").strip().lower() not in ("0", "off", "no", "false")
 
@@ -302,6 +312,7 @@ def start_warm_process(directory: Path, print_: str) -> None:
     session, with none of its environment but WARM_PROCESS_VARIABLES, in `/` (never the
     repository: `-P` and `/` keep a folder's own modules out of what it imports)."""
     import subprocess
+    import threading
 
     environment = {name: os.environ[name] for name in WARM_PROCESS_VARIABLES if name in os.environ}
     environment.update(variable.split("=", 1) for variable in interpreter_variables(os.environ))
@@ -309,7 +320,7 @@ def start_warm_process(directory: Path, print_: str) -> None:
     # the one that won (the winner empties it once it holds the lock).
     log = os.open(directory / f"warm-{print_}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        subprocess.Popen(  # our own interpreter and module
+        process = subprocess.Popen(  # our own interpreter and module
             [sys.executable, "-P", "-m", "parley.warm_process", os.fspath(directory), print_],
             cwd="/",
             env=environment,
@@ -320,6 +331,9 @@ def start_warm_process(directory: Path, print_: str) -> None:
             close_fds=True,
         )
     except OSError:
-        pass
+        return
     finally:
         os.close(log)
+    # This process goes on as a cold server, maybe for days: the warm process it launched is
+    # reaped when it ends (idle, or another one held the lock), not left a zombie under it.
+    threading.Thread(target=process.wait, name="warm-process-reaper", daemon=True).start()

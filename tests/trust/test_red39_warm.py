@@ -20,7 +20,10 @@ died of the hangup a cold one ignores (the client forwarded a signal it ignored)
 as `xfail`: W6 in the fallback a child is the user: it can put a listener of its own at the
 warm socket's path and receive the environment, keys included, of every later start; W10 the
 clients' keys stay in the warm process's freed memory (it parses the request before it forks).
-Found later: W11 in a directory the user may enter but not read, a warm start crashed.
+Found later: W11 in a directory the user may enter but not read, a warm start crashed; W12
+the warm process, once ended, stayed a zombie under the cold server that launched it; W13 a
+`PARLEY_WARM_IDLE_SECONDS` that is no positive number made every start launch a warm process
+that imported everything and then failed.
 """
 
 from __future__ import annotations
@@ -181,6 +184,41 @@ def test_a_warm_start_serves_in_a_directory_it_may_enter_but_not_read(
     [server] = warm.new_servers(before)
     assert Path(f"/proc/{server}/cwd").resolve() == enter_only
     client.stdin.close()
+    assert client.wait(60) == 0
+
+
+# --- W12. the warm process a cold server launched, once it ends ------------------------------
+
+
+def test_a_warm_process_that_ended_is_no_zombie_under_the_cold_server(
+    warm_of_root: UsersWarm,
+) -> None:
+    warm = warm_of_root
+    warm.env["PARLEY_WARM_IDLE_SECONDS"] = "1"  # it ends a second after it listens
+    client = spawned(warm)  # cold: it launches the warm process, then serves for long
+    wait_until(lambda: "ending" in warm.log(), 90)
+    pid = warm.pid()
+    try:
+        wait_until(lambda: not Path(f"/proc/{pid}").exists())  # reaped, not a zombie
+    finally:
+        client.stdin.close()  # type: ignore[union-attr]
+        client.wait(60)
+
+
+# --- W13. a bad PARLEY_WARM_IDLE_SECONDS -------------------------------------------------------
+
+
+@pytest.mark.parametrize("idle", ["soon", "nan", "-5"])
+def test_a_bad_idle_setting_leaves_the_warm_process_serving(
+    warm_of_root: UsersWarm, idle: str
+) -> None:
+    """Each start launched a warm process that imported everything, then failed (or ended)."""
+    warm = warm_of_root
+    warm.env["PARLEY_WARM_IDLE_SECONDS"] = idle
+    warm.start()
+    client = spawned(warm)
+    assert len(warm.servers()) == 1  # served warm
+    client.stdin.close()  # type: ignore[union-attr]
     assert client.wait(60) == 0
 
 
