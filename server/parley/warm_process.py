@@ -316,7 +316,18 @@ class PendingRequest:
             return None
         if self.length is None or len(self.payload) < self.length:
             return None
-        return parse_request(bytes(self.payload))
+        request = parse_request(bytes(self.payload))
+        if self._client_left():  # it waited too long (this process was busy or stopped)
+            raise ValueError("the client stopped waiting: it started cold")
+        return request
+
+    def _client_left(self) -> bool:
+        """Whether the client has closed its end: a server forked now would serve the
+        editor's pipes beside the cold server the client became."""
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
 
     def _receive_header(self) -> None:
         header, self.descriptors, _flags, _address = socket.recv_fds(

@@ -23,7 +23,9 @@ clients' keys stay in the warm process's freed memory (it parses the request bef
 Found later: W11 in a directory the user may enter but not read, a warm start crashed; W12
 the warm process, once ended, stayed a zombie under the cold server that launched it; W13 a
 `PARLEY_WARM_IDLE_SECONDS` that is no positive number made every start launch a warm process
-that imported everything and then failed.
+that imported everything and then failed; W14 a warm process stopped or busy past a
+client's wait forked a server for the request the client left, on the pipes of the cold
+server it had become.
 """
 
 from __future__ import annotations
@@ -219,6 +221,36 @@ def test_a_bad_idle_setting_leaves_the_warm_process_serving(
     client = spawned(warm)
     assert len(warm.servers()) == 1  # served warm
     client.stdin.close()  # type: ignore[union-attr]
+    assert client.wait(60) == 0
+
+
+# --- W14. a client that stopped waiting ------------------------------------------------------
+
+
+def ignore_terminations() -> None:
+    """An editor that starts its server ignoring SIGTERM (the server handles it once it
+    serves: server.py)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def test_no_server_is_forked_for_a_client_that_stopped_waiting(started_warm: UsersWarm) -> None:
+    """A warm process stopped (or busy) past the client's wait: the client serves cold, and
+    the request it left in the socket must not become a second server on the same pipes."""
+    warm, pid = started_warm, started_warm.pid()
+    before = warm.servers()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        client = spawned(warm, preexec_fn=ignore_terminations)  # after 10 s: cold
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert client.stdin is not None and client.stdout is not None
+    wait_until(lambda: "request refused: the client stopped waiting" in warm.log())
+    assert warm.new_servers(before) == []
+    for number in range(2, 12):  # every request reaches the one server, and is answered
+        client.stdin.write(json.dumps({**INITIALIZE, "id": number}).encode() + b"\n")
+        client.stdin.flush()
+        assert json.loads(client.stdout.readline())["id"] == number
+    client.stdin.close()
     assert client.wait(60) == 0
 
 
