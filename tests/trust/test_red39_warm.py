@@ -227,12 +227,6 @@ def test_a_bad_idle_setting_leaves_the_warm_process_serving(
 # --- W14. a client that stopped waiting ------------------------------------------------------
 
 
-def ignore_terminations() -> None:
-    """An editor that starts its server ignoring SIGTERM (the server handles it once it
-    serves: server.py)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
 def test_no_server_is_forked_for_a_client_that_stopped_waiting(started_warm: UsersWarm) -> None:
     """A warm process stopped (or busy) past the client's wait: the client serves cold, and
     the request it left in the socket must not become a second server on the same pipes."""
@@ -240,7 +234,7 @@ def test_no_server_is_forked_for_a_client_that_stopped_waiting(started_warm: Use
     before = warm.servers()
     os.kill(pid, signal.SIGSTOP)
     try:
-        client = spawned(warm, preexec_fn=ignore_terminations)  # after 10 s: cold
+        client = spawned(warm)  # after 10 s: cold
     finally:
         os.kill(pid, signal.SIGCONT)
     assert client.stdin is not None and client.stdout is not None
