@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,17 +249,23 @@ async def _tee(
 
 @contextlib.asynccontextmanager
 async def acp_server(
-    env: dict[str, str], editor: EditorClient | None = None
+    env: dict[str, str],
+    editor: EditorClient | None = None,
+    interpreter: Sequence[str] = (sys.executable,),
 ) -> AsyncIterator[AcpRun]:
-    """`parley serve --framing ndjson` with `env`, connected to the SDK's client side."""
+    """`parley serve --framing ndjson` with `env`, connected to the SDK's client side;
+    `interpreter` the Python that runs it (another user's: `sandbox_probe.as_user`)."""
     recording = Recording()
     editor = editor or EditorClient()
     tee: asyncio.Future[None] | None = None
     try:
         # The SDK's spawner: on exit it closes the server's stdin and waits for it to end.
-        async with spawn_stdio_transport(
-            sys.executable, "-m", "parley", "serve", "--framing", "ndjson", env=env, stderr=None
-        ) as (stdout, stdin, _process):
+        command = [*interpreter, "-m", "parley", "serve", "--framing", "ndjson"]
+        async with spawn_stdio_transport(*command, env=env, stderr=None) as (
+            stdout,
+            stdin,
+            _process,
+        ):
             teed = asyncio.StreamReader(limit=STREAM_LIMIT)
             tee = asyncio.ensure_future(_tee(stdout, teed, recording))
             conn = ClientSideConnection(editor, stdin, teed, observers=[recording.observe])

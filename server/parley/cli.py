@@ -15,7 +15,8 @@ import parley
 from parley.child_env import CHILD_VARIABLES
 from parley.config import ConfigError, Settings, load_settings
 from parley.core.redact import redact, remember_secrets
-from parley.sandbox import make_undumpable, policy_lines, sandbox_status
+from parley.sandbox import policy_lines, sandbox_status
+from parley.undumpable import make_undumpable
 from parley.warm_start import warm_start_status
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -25,7 +25,6 @@ process is killed and which is removed when the child ends (`Launch.end`).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import functools
 import logging
@@ -47,7 +46,6 @@ SANDBOX_VARIABLE = "PARLEY_SANDBOX"  # "off" forces the fallback
 # What every title of a call that would run a child unsandboxed ends with.
 UNSANDBOXED_MARK = " (unsandboxed)"
 PROBE_TIMEOUT_SECONDS = 5.0
-PR_SET_DUMPABLE = 4  # from <linux/prctl.h>
 # bwrap's first step when the seccomp filter applies: the filter's file ($0) opened as fd 9,
 # which `--seccomp 9` reads (no spawner has to pass a descriptor).
 SECCOMP_FD = 9
@@ -226,16 +224,6 @@ def _pinned(writable: Sequence[Path], places: Sequence[Path]) -> list[Path]:
                 if directory not in pinned and directory.is_dir():
                     pinned.append(directory)
     return sorted(pinned, key=lambda directory: len(directory.parts))
-
-
-def make_undumpable() -> bool:
-    """PR_SET_DUMPABLE=0 on this process: its /proc/<pid>/environ and memory become root's
-    and need CAP_SYS_PTRACE to read, so a child without it cannot read the server's keys."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
-    except (OSError, AttributeError):  # not Linux
-        return False
 
 
 # --- the sandbox ---------------------------------------------------------------------------

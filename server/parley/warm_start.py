@@ -30,11 +30,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from parley.core.redact import SECRET_NAME
+from parley.undumpable import make_undumpable
 
 # The wire between `parley serve` (the client), the warm process and the server it forks.
 # Client → warm process: HEADER (the payload's length) with the four descriptors, then the
-# payload (JSON: argv, env, umask). Warm process → client: a line each, STARTED first, then
-# EXITED or KILLED when the server has ended (REFUSED instead of STARTED: start cold).
+# payload (JSON: argv, env, umask, ignored: the forwarded signals the client ignores). Warm
+# process → client: a line each, STARTED first, then EXITED or KILLED when the server has
+# ended (REFUSED instead of STARTED: start cold); the server itself sends EXITED as it exits.
 # Client → server: SIGNAL lines (what the editor sent the client, forwarded).
 HEADER = struct.Struct("!Q")
 MAX_PAYLOAD_BYTES = 4 << 20  # an environment is kilobytes; this bounds what the process reads
@@ -58,6 +60,16 @@ WARM_PROCESS_VARIABLES = (
     "XDG_RUNTIME_DIR",
     "PARLEY_WARM_IDLE_SECONDS",
 )
+
+
+def idle_seconds(environ: os._Environ[str] | dict[str, str]) -> float:
+    """`PARLEY_WARM_IDLE_SECONDS`, a positive number of seconds; the default otherwise (a
+    typo must not make each start launch a warm process that imports all and then fails)."""
+    try:
+        seconds = float(environ.get("PARLEY_WARM_IDLE_SECONDS") or DEFAULT_IDLE_SECONDS)
+    except ValueError:
+        return DEFAULT_IDLE_SECONDS
+    return seconds if 0 < seconds < 1e9 else DEFAULT_IDLE_SECONDS
 
 
 def warm_enabled(environ: os._Environ[str] | dict[str, str]) -> bool:
@@ -96,7 +108,7 @@ def fingerprint() -> str:
     package = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
     parts = [sys.executable, sys.version, package, *interpreter_variables(os.environ)]
-    parts += [_cgroup(), *(str(resource.getrlimit(limit)) for limit in _LIMITS)]
+    parts += [_cgroup(), *(str(resource.getrlimit(limit)) for limit in FINGERPRINTED_LIMITS)]
     for part in parts:
         digest.update(part.encode(errors="surrogateescape") + b"\0")
     for folder, folders, files in os.walk(package):
@@ -111,7 +123,8 @@ def fingerprint() -> str:
     return digest.hexdigest()[:24]
 
 
-_LIMITS = [
+# The resource limits a start's fingerprint holds (and the warm process checks a peer's).
+FINGERPRINTED_LIMITS = [
     getattr(resource, f"RLIMIT_{name}")
     for name in ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "STACK")
     if hasattr(resource, f"RLIMIT_{name}")
@@ -168,24 +181,37 @@ def serve_warm(argv: list[str]) -> int | None:
     path = socket_path(directory, print_)
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         return None
-    connection = _connected(path)
+    try:
+        connection = _connected(path)
+    except (BlockingIOError, TimeoutError):  # one runs but accepts nothing now: start cold,
+        return None  # and launch no other (it would find the lock held)
     if connection is None:
         start_warm_process(directory, print_)
         return None
     with connection:
         if not _handed_over(connection, argv):
             return None
+        # This process holds the editor's environment, keys included, while its server runs:
+        # hidden from the user's other processes as a cold server's is (docs/security.md).
+        # Not before: the warm process reads this process's namespaces to check it.
+        make_undumpable()
         return _served(connection)
 
 
 def _connected(path: Path) -> socket.socket | None:
-    """A connection to the warm process at `path`, if one listens there and is this user's."""
+    """A connection to the warm process at `path`, if one listens there and is this user's;
+    BlockingIOError or TimeoutError if one is there but does not accept now (stopped, or its
+    backlog full): never a connect that waits for it."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(ANSWER_TIMEOUT_SECONDS)
     try:
         connection.connect(os.fspath(path))
         uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[
             1
         ]
+    except (BlockingIOError, TimeoutError):
+        connection.close()
+        raise
     except OSError:
         connection.close()
         return None
@@ -207,11 +233,15 @@ def _handed_over(connection: socket.socket, argv: list[str]) -> bool:
     """Sends the request and waits for the server to be forked: False if the warm process
     refused it or did not answer (start cold: it did not fork)."""
     payload = json.dumps(
-        {"argv": argv, "env": dict(os.environ), "umask": _umask()}, ensure_ascii=False
+        {"argv": argv, "env": dict(os.environ), "umask": _umask(), "ignored": _ignored()},
+        ensure_ascii=False,
     ).encode("utf-8", "surrogateescape")
     if len(payload) > MAX_PAYLOAD_BYTES:
         return False
-    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:  # O_PATH: a directory the user may enter but not read (0711) is a cwd all the same
+        here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
     try:
         connection.settimeout(ANSWER_TIMEOUT_SECONDS)
         socket.send_fds(connection, [HEADER.pack(len(payload))], [0, 1, 2, here])
@@ -265,6 +295,12 @@ def _lines(connection: socket.socket) -> Iterator[str]:
             yield line.decode("ascii", "replace")
 
 
+def _ignored() -> list[int]:
+    """The forwarded signals the editor started this process ignoring (`nohup`: SIGHUP): its
+    server ignores them too, as a cold one would have from its start."""
+    return [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) == signal.SIG_IGN]
+
+
 def _umask() -> int:
     mask = os.umask(0o077)
     os.umask(mask)
@@ -276,6 +312,7 @@ def start_warm_process(directory: Path, print_: str) -> None:
     session, with none of its environment but WARM_PROCESS_VARIABLES, in `/` (never the
     repository: `-P` and `/` keep a folder's own modules out of what it imports)."""
     import subprocess
+    import threading
 
     environment = {name: os.environ[name] for name in WARM_PROCESS_VARIABLES if name in os.environ}
     environment.update(variable.split("=", 1) for variable in interpreter_variables(os.environ))
@@ -283,7 +320,7 @@ def start_warm_process(directory: Path, print_: str) -> None:
     # the one that won (the winner empties it once it holds the lock).
     log = os.open(directory / f"warm-{print_}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        subprocess.Popen(  # our own interpreter and module
+        process = subprocess.Popen(  # our own interpreter and module
             [sys.executable, "-P", "-m", "parley.warm_process", os.fspath(directory), print_],
             cwd="/",
             env=environment,
@@ -294,6 +331,9 @@ def start_warm_process(directory: Path, print_: str) -> None:
             close_fds=True,
         )
     except OSError:
-        pass
+        return
     finally:
         os.close(log)
+    # This process goes on as a cold server, maybe for days: the warm process it launched is
+    # reaped when it ends (idle, or another one held the lock), not left a zombie under it.
+    threading.Thread(target=process.wait, name="warm-process-reaper", daemon=True).start()

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from parley.fakellm import FakeLLM, Pacing, Reply
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.warm_process import parse_request
-from parley.warm_start import HEADER, runtime_directory
+from parley.warm_start import FORWARDED_SIGNALS, HEADER, runtime_directory
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
 INITIALIZE["params"] = {"protocolVersion": 1, "clientCapabilities": {}}
@@ -389,6 +389,7 @@ REQUESTS = st.fixed_dictionaries(
         | JSON,
         "env": st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=4) | JSON,
         "umask": st.integers(-10, 0o1000) | JSON,
+        "ignored": st.lists(st.sampled_from([1, 2, 15, 9, 0, -1, True]), max_size=3) | JSON,
     },
 )
 
@@ -412,6 +413,7 @@ def test_a_request_is_parsed_whole_or_refused_with_a_reason(payload: bytes) -> N
     )
     assert all("=" not in name and name for name in request.env)
     assert 0 <= request.umask <= 0o777
+    assert all(signum in FORWARDED_SIGNALS and type(signum) is int for signum in request.ignored)
 
 
 def send_raw(path: Path, header: bytes, descriptors: list[int], payload: bytes) -> list[str]:
