@@ -21,6 +21,7 @@ LAYERS = {
     "parley.child_env": "core",  # a leaf like core: the environment a child gets
     "parley.display": "core",  # a leaf like core: the display rules (docs/display.md)
     "parley.sandbox": "core",  # a leaf like core: how every child process is started
+    "parley.undumpable": "core",  # a leaf like core: a process whose memory no child reads
     "parley.sandbox_policy": "core",  # what a sandboxed child may reach, declared once
     "parley.seccomp": "core",  # the sandbox's seccomp filter
     "parley.pids_groups": "core",  # each child's pids cgroup

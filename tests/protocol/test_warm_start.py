@@ -70,6 +70,16 @@ class Warm:
     def new_servers(self, before: list[int]) -> list[int]:
         return [pid for pid in self.servers() if pid not in before]
 
+    def new_server(self, before: list[int]) -> int:
+        """The one server forked since `before` (the warm process logs it after the fork,
+        which may be after the server has answered)."""
+        deadline = time.monotonic() + 20
+        while not (new := self.new_servers(before)):
+            assert time.monotonic() < deadline, self.log()
+            time.sleep(0.02)
+        [server] = new
+        return server
+
     def start(self, cwd: Path | None = None, command: list[str] = SERVE) -> None:
         """A cold start (stdin closed at once), which launches the warm process; then wait
         for it to listen."""
@@ -170,7 +180,7 @@ async def test_a_warm_start_serves_a_whole_session_with_the_clients_environment(
             session_id=session.session_id, prompt=[TextContentBlock(type="text", text="Hi")]
         )
         assert run.editor.text_of(session.session_id) == "Hello from a fork."
-        [server] = warm.new_servers(before)
+        server = warm.new_server(before)
         assert alive(server)
     assert fake.requests[-1].path.endswith("/messages")  # the Anthropic wire: its env's model
     wait_until(lambda: not alive(server))
@@ -179,7 +189,7 @@ async def test_a_warm_start_serves_a_whole_session_with_the_clients_environment(
 def test_the_server_takes_the_clients_directory_and_umask(shared: Warm, workspace: Path) -> None:
     warm, before = shared, shared.servers()
     client = spawned(warm, cwd=workspace, preexec_fn=lambda: os.umask(0o027))
-    [server] = warm.new_servers(before)
+    server = warm.new_server(before)
     assert Path(f"/proc/{server}/cwd").resolve() == workspace.resolve()
     fields = dict(
         line.split(":\t", 1) for line in Path(f"/proc/{server}/status").read_text().splitlines()
@@ -192,7 +202,7 @@ def test_the_server_takes_the_clients_directory_and_umask(shared: Warm, workspac
 def test_the_editors_signals_reach_the_server_and_its_end_is_the_clients(shared: Warm) -> None:
     warm, before = shared, shared.servers()
     client = spawned(warm)
-    [server] = warm.new_servers(before)
+    server = warm.new_server(before)
     client.send_signal(signal.SIGTERM)
     assert client.wait(20) == 0  # a server ends cleanly on SIGTERM, warm or cold
     wait_until(lambda: not alive(server))
@@ -207,7 +217,7 @@ def test_a_client_killed_mid_turn_takes_its_server_with_it_at_once(
     warm, before = shared, shared.servers()
     module_fake.set_script([Reply(text="word " * 400, pacing=Pacing(chunks_per_second=20))])
     client = spawned(warm)
-    [server] = warm.new_servers(before)
+    server = warm.new_server(before)
     new = send(client, 2, "session/new", {"cwd": str(workspace), "mcpServers": []})
     session = read_until(client, lambda message: message.get("id") == new)["result"]["sessionId"]
     prompt = [{"type": "text", "text": "Long, please."}]

@@ -154,7 +154,7 @@ async def test_a_fallback_child_cannot_read_the_keys_of_a_warm_started_parley(
         session = await run.conn.new_session(cwd=str(warm.workspace), mcp_servers=[])
         prompt = [TextContentBlock(type="text", text="Look.")]
         await run.conn.prompt(session_id=session.session_id, prompt=prompt)
-        assert len(warm.new_servers(before)) == 1  # served by a fork of the warm process
+        assert warm.new_server(before)  # served by a fork of the warm process
     assert "holding []" in tool_result(fake), tool_result(fake)
 
 
@@ -183,7 +183,7 @@ def test_a_warm_start_serves_in_a_directory_it_may_enter_but_not_read(
     client.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
     client.stdin.flush()
     assert json.loads(client.stdout.readline())["result"]["protocolVersion"] == 1
-    [server] = warm.new_servers(before)
+    server = warm.new_server(before)
     assert Path(f"/proc/{server}/cwd").resolve() == enter_only
     client.stdin.close()
     assert client.wait(60) == 0
@@ -271,7 +271,7 @@ def test_a_silent_or_slow_client_delays_no_other_start_and_none_of_its_descripto
     before = warm.servers()
     try:
         client = spawned(warm)
-        [server] = warm.new_servers(before)  # served warm, not cold after 10 s of waiting
+        server = warm.new_server(before)  # served warm, not cold after 10 s of waiting
         held = [os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd")]
         assert str(marker) not in held, held
         client.stdin.close()  # type: ignore[union-attr]
@@ -330,7 +330,7 @@ def test_the_client_ends_as_its_server_did_when_the_warm_process_is_gone_or_stop
     warm, pid = started_warm, started_warm.pid()
     before = warm.servers()
     client = spawned(warm)
-    [server] = warm.new_servers(before)
+    server = warm.new_server(before)
     os.kill(pid, fate)
     try:
         client.stdin.close()  # type: ignore[union-attr]
@@ -357,7 +357,7 @@ async def test_a_warm_server_leaves_no_seccomp_filter_behind(
         session = await run.conn.new_session(cwd=str(warm.workspace), mcp_servers=[])
         prompt = [TextContentBlock(type="text", text="Run it.")]
         await run.conn.prompt(session_id=session.session_id, prompt=prompt)
-        [server] = warm.new_servers(before)
+        server = warm.new_server(before)
         made = list(warm.runtime.glob("parley-seccomp-*"))
         assert made, "the sandboxed command made no filter where it was looked for"
     wait_until(lambda: not alive(server))
@@ -419,7 +419,7 @@ async def test_a_warm_server_shows_times_in_its_clients_time_zone(
         exported = await run.raw_request(
             "_parley/session/export", {"sessionId": session.session_id}
         )
-        assert len(warm.new_servers(before)) == 1
+        assert warm.new_server(before)
     late = datetime.now(UTC)
     east = timezone(timedelta(hours=9))
     shown = {moment.astimezone(east).strftime("%Y-%m-%d %H:%M") for moment in (early, late)}
@@ -486,7 +486,7 @@ def test_a_clients_key_is_not_left_in_the_warm_processs_memory(started_warm: Use
     warm.env["OPENAI_API_KEY"] = key
     before = warm.servers()
     client = spawned(warm)
-    assert len(warm.new_servers(before)) == 1
+    assert warm.new_server(before)
     client.stdin.close()  # type: ignore[union-attr]
     assert client.wait(60) == 0
     assert not memory_holds(warm.pid(), key.encode())
