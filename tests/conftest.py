@@ -7,8 +7,13 @@ at the fake LLM over real HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
+import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -42,10 +47,30 @@ WIRE_FIXTURES = REPO / "tests" / "fixtures" / "wire"
 # 2-core machine at a load average of 9-12 reported no block over 100 ms (docs/testing.md).
 LOOP_WATCHDOG_MS = 100
 
-# Each server a test starts (module-scoped fixtures' too) is cold, a process of its own that
-# ends with the test: a warm process (parley/warm_process.py) would outlive the run.
-# tests/protocol/test_warm_start.py starts warm processes of its own, in private directories.
-os.environ["PARLEY_WARM"] = "0"
+# The servers the tests start are forked by a warm process of this pytest process's own (a
+# start costs a fork, not a second of imports: parley/warm_process.py), in a runtime
+# directory of its own, ended with the session (`pytest_sessionfinish`). PARLEY_TEST_WARM=0:
+# every server cold. tests/protocol/test_warm_start.py starts warm processes of its own.
+WARM_RUNTIME = Path(tempfile.mkdtemp(prefix="pt", dir="/tmp"))
+# Enterable by all, as the seccomp filter's folder in it must be for the tests' unprivileged
+# children (its `parley/` stays 0700: warm_start.runtime_directory).
+WARM_RUNTIME.chmod(0o711)
+if os.environ.get("PARLEY_TEST_WARM", "1") == "1":
+    os.environ.update(
+        PARLEY_WARM="1", XDG_RUNTIME_DIR=str(WARM_RUNTIME), PARLEY_WARM_IDLE_SECONDS="300"
+    )
+else:
+    os.environ["PARLEY_WARM"] = "0"
+
+
+def pytest_sessionfinish() -> None:
+    """The warm processes this process's tests started end with it (and their servers)."""
+    for log in (WARM_RUNTIME / "parley").glob("warm-*.log"):
+        for pid in re.findall(r"\(pid (\d+)\)", log.read_text(errors="replace")):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+    shutil.rmtree(WARM_RUNTIME, ignore_errors=True)
+
 
 MODELS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-sonnet-4-5"}
 

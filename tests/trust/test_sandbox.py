@@ -384,8 +384,19 @@ def test_parley_doctor_says_whether_children_are_sandboxed_and_why_not(
     first = lines[0]
     cap = next(line for line in lines if line.startswith("pids cap: "))
     network = next(line for line in lines if line.startswith("network: "))
-    assert lines[-1].startswith("warm start: ")  # tests run with PARLEY_WARM=0
-    assert lines[-1] == "warm start: off (PARLEY_WARM=0): every `parley serve` starts cold"
+    assert lines[-1].startswith("warm start: on, ")  # the tests' servers start warm
+    off = {**env, "PARLEY_WARM": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "parley", "doctor"],
+        capture_output=True,
+        text=True,
+        env=off,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.splitlines()[-1] == (
+        "warm start: off (PARLEY_WARM=0): every `parley serve` starts cold"
+    )
     if sandbox == "off":
         assert first.startswith("sandbox: NO — children run unsandboxed: PARLEY_SANDBOX=off")
     elif _here.sandboxed:
