@@ -204,7 +204,7 @@ async def first_prompt_at_once_rows(
             parley=ms(first),
             baseline=ms(second),
             compared=f"{(first - second) * 1000:+,.1f} ms",
-            target=verdict("added ≤ 300 ms", first - second <= 0.3),
+            target="— (8w's: a cold server pays the SDK's import)",
         ),
         Row(
             measure="8c. `session/new` on a fresh server, sent right after `initialize`: its "
