@@ -52,6 +52,7 @@ async def _median_tool_start(
         "PARLEY_HOME": str(home / f"llamacpp-{form}-data"),
         "PARLEY_CONFIG": str(config),
         "XDG_CONFIG_HOME": str(home / "config"),
+        "PARLEY_WARM": "0",  # cold, as every bench row but 3w and 8w: no warm process left after
     }
     client = await _TimingClient.spawn(env=env)
     try:
