@@ -51,7 +51,10 @@ MODULE_TESTS: dict[str, list[str]] = {
     "tools/command_rules.py": ["tests/trust/test_command_rules.py"],
     # The sandbox's policy and launcher: every place planted and tried from a real child.
     "child_env.py": ["tests/trust/test_sandbox_policy.py"],
-    "sandbox_policy.py": ["tests/trust/test_sandbox_policy.py", "tests/trust/test_trust_attacks.py"],
+    "sandbox_policy.py": [
+        "tests/trust/test_sandbox_policy.py",
+        "tests/trust/test_trust_attacks.py",
+    ],
     # The launcher's mounts and fallback: the red team's renames, test_sandbox.py's launch
     # property and fallback (through the server: half a minute a survivor).
     "sandbox.py": [

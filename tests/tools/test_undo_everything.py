@@ -330,3 +330,25 @@ async def test_deleting_a_session_drops_its_snapshot_records(
     assert len(list(records.iterdir())) == 1
     await client.request("session/delete", {"sessionId": session})
     assert list(records.iterdir()) == []
+
+
+async def test_an_undo_sent_the_moment_a_turn_ends_finds_the_snapshot_after_its_command(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The snapshot after a call walks the roots in the background while the turn goes on;
+    the turn's response waits for it. Here that walk is long (20,000 folders: a few hundred
+    milliseconds) and the model's next round instant, so an undo sent the moment the
+    prompt is answered would plan from a record without the command's change if the
+    turn's end did not wait: it would leave `app.py` changed."""
+    for outer in range(200):
+        for inner in range(100):
+            (workspace / f"d{outer}" / f"e{inner}").mkdir(parents=True)
+    (workspace / "app.py").write_text("NAME = 'old'\n")
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("sed -i 's/old/new/' app.py"))
+    await client.prompt(session, "Rename old to new.", timeout=120)
+    assert (workspace / "app.py").read_text() == "NAME = 'new'\n"
+    await client.prompt(session, "/undo", timeout=120)
+    assert (workspace / "app.py").read_text() == "NAME = 'old'\n", last_reply(client, session)
+    assert "- `app.py` restored" in last_reply(client, session).splitlines()

@@ -85,10 +85,16 @@ class TurnCheckpoints:
             await self.snapshots.before_call(kind, tool)
 
     async def after_call(self) -> None:
-        """After a tool ran: how it left the files it wrote, and the roots."""
+        """After a tool ran: how it left the files it wrote, and the roots (that snapshot
+        in the background: `settled`)."""
         self.record_written()
         if self.snapshots is not None:
             await self.snapshots.after_call()
+
+    async def settled(self) -> None:
+        """The turn's snapshots taken and recorded: before the turn ends."""
+        if self.snapshots is not None:
+            await self.snapshots.settled()
 
     def before_write(self, path: Path) -> None:
         """Raises `OSError` (or `Refused`) when the file is there but cannot be read: an

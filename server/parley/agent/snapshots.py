@@ -16,6 +16,7 @@ new content past the turn's `max_turn_megabytes` — the undo report names what 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -57,6 +58,9 @@ LINK = "l"  # ref: the link's target
 DIRECTORY = "d"  # ref: None
 NOT_KEPT = "x"  # a file whose bytes were not kept (past the cap, unreadable): ref None
 Entry = list[Any]
+# `stat`'s constants as plain ints, for the walk's hot loop (a global, not a module's attribute)
+_KIND_BITS, _MODE_BITS = 0o170000, 0o7777  # S_IFMT's and S_IMODE's
+_FOLDER, _REGULAR, _SYMLINK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
 
 
 def what_it_is(entry: Entry | None) -> tuple[Any, ...] | None:
@@ -140,38 +144,72 @@ class _Walk:
     def _directory(
         self, relative: str, directory: str, rules: IgnoreRules | None
     ) -> list[tuple[str, str]]:
-        """Record a directory's entries; the subdirectories to walk."""
-        try:
-            with os.scandir(directory) as listing:
-                found = list(listing)
+        """Record a directory's entries; the subdirectories to walk. Listed through a
+        descriptor, each entry's `lstat` is taken relative to it (`fstatat`): the kernel
+        looks up one name, not the whole path, a fifth less time on a 10,000-file tree."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        try:  # a subfolder replaced by a link since its parent was listed is not followed
+            descriptor = os.open(directory, flags | (os.O_NOFOLLOW if relative else 0))
         except OSError as error:
             self._leave_out(f"{directory}/", f"not read: {error.strerror}")
             return []
-        if rules is not None and any(item.name == ".gitignore" for item in found):
-            descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
+        try:
+            with os.scandir(descriptor) as listing:
+                found = list(listing)
+            if rules is not None and any(item.name == ".gitignore" for item in found):
                 rules.add_directory(relative or ".", descriptor)
-            finally:
-                os.close(descriptor)
+            return self._listed(relative, directory, found, rules)
+        except OSError as error:
+            self._leave_out(f"{directory}/", f"not read: {error.strerror}")
+            return []
+        finally:
+            os.close(descriptor)  # after the entries' `lstat`s, which are taken through it
+
+    def _listed(
+        self,
+        relative: str,
+        directory: str,
+        found: list[os.DirEntry[str]],
+        rules: IgnoreRules | None,
+    ) -> list[tuple[str, str]]:
         below = []
         filtered = rules is not None or self.extra is not None
-        known_files, entries = self.known_files, self.snapshot.entries
-        for item in found:  # the hot loop: ~10,000 entries in 50 ms
-            place = item.path  # `directory/name`
-            status = item.stat(follow_symlinks=False)  # the listing's own lstat, cached
-            kind = stat.S_IFMT(status.st_mode)
-            if kind == stat.S_IFDIR:
+        known_files, previous, entries = self.known_files, self.previous, self.snapshot.entries
+        trusted_before, unchanged = self.trusted_before, 0
+        prefix = directory if directory.endswith("/") else directory + "/"
+        for item in found:  # the hot loop: ~10,000 entries in 30 ms, most of it the `lstat`s
+            place = prefix + item.name
+            status = item.stat(follow_symlinks=False)  # `fstatat`, cached by the entry
+            kind = status.st_mode & _KIND_BITS
+            if kind == _FOLDER:
                 name = f"{relative}/{item.name}" if relative else item.name
-                if self._ignored(name, place, True, rules):
-                    continue  # an ignored folder is never descended into
-                below.append((name, place))
-            elif kind != stat.S_IFREG and kind != stat.S_IFLNK:
+                if not self._ignored(name, place, True, rules):
+                    below.append((name, place))  # an ignored folder is never descended into
+                    entries[place] = self._entry(place, status)
+                continue
+            if kind != _REGULAR and kind != _SYMLINK:
                 continue  # a socket, a FIFO, a device: nothing to keep
-            elif filtered and place not in known_files:
+            if filtered and place not in known_files:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if self._ignored(name, place, False, rules):
                     continue
-            entries[place] = self._entry(place, status)
+            known = previous.get(place)
+            if (  # a file as the previous snapshot saw it, not read again (`_entry`'s test)
+                known is not None
+                and kind == _REGULAR
+                and status.st_ctime_ns < trusted_before  # ctime: any write or chmod moves it
+                and known[3] == status.st_mtime_ns
+                and known[0] == FILE
+                and known[2] == status.st_size
+                and known[5] == status.st_ino
+                and known[4] == status.st_ctime_ns
+                and known[1] == status.st_mode & _MODE_BITS
+            ):
+                unchanged += 1
+                entries[place] = known
+            else:
+                entries[place] = self._entry(place, status)
+        self.unchanged += unchanged
         return below
 
     def _ignored(self, name: str, place: str, folder: bool, rules: IgnoreRules | None) -> bool:
@@ -333,7 +371,8 @@ def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str
 
 class TurnSnapshots:
     """The snapshots of one turn of one session: before its first writing call, and after
-    each writing call (the last is how the turn left the roots). Recorded in the store as
+    each writing call (the last is how the turn left the roots), the one after in the
+    background (`after_call`). Recorded in the store as
     the turn's record: `{before, after, ran, kinds, sandboxed, roots, ignore, ignored,
     ignoredCount, notKept}`."""
 
@@ -361,8 +400,12 @@ class TurnSnapshots:
         self._stored_bytes = 0
         self._not_kept: dict[str, str] = {}
         self._earlier: dict[str, Any] = {}  # the record of an attempt this turn replaces
+        self._pending: asyncio.Future[None] | None = None  # the snapshot after, while it runs
 
     async def before_call(self, kind: str, tool: str) -> None:
+        # No tool runs while the snapshot after the last writing call walks: it sees the
+        # roots as that call left them (a tool that says it only reads may not).
+        await self.settled()
         if kind in READ_ONLY_KINDS:
             return
         self._open = True
@@ -375,11 +418,24 @@ class TurnSnapshots:
             await off_loop(self._first)
 
     async def after_call(self) -> None:
+        """Start the snapshot after a writing call, and return: it walks the roots while the
+        turn goes on (the call's result to the editor, the model asked again), off the
+        call's path. The next call and the turn's end wait for it (`settled`)."""
         if not self._open:
             return
         self._open = False
         if self._before is not None:
-            await off_loop(self._later)
+            await self.settled()  # one at a time: each starts from the one before it
+            self._pending = asyncio.ensure_future(off_loop(self._later))
+
+    async def settled(self) -> None:
+        """Wait for the snapshot after the last writing call and its record: before the next
+        call of any tool, and before the turn ends (a restore then finds the record whole). A
+        cancelled wait leaves it pending, for the next one."""
+        while (pending := self._pending) is not None:
+            await asyncio.shield(pending)
+            if self._pending is pending:
+                self._pending = None
 
     def _first(self) -> None:
         """The turn's first snapshot and its record, under the store's lock (blocking)."""

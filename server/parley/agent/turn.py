@@ -235,6 +235,12 @@ class Turn:
             self.settings,
         )
         try:
+            return await self._run_rounds()
+        finally:  # the snapshot after its last writing call: a restore finds its record whole
+            await self._checkpoints.settled()
+
+    async def _run_rounds(self) -> TurnResult:
+        try:
             if (starting := self.session.mcp_starting) is not None:
                 # Its MCP servers' tools, if they start, are the first request's too. Shielded:
                 # a Stop ends this turn, not the servers' start.

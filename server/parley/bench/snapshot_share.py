@@ -2,8 +2,11 @@
 over a small package of 48 tests in a workspace of 10,000 files (docs/benchmarks.md).
 
 In-process, as the turn does it: the real `TurnSnapshots` (`agent/snapshots.py`) takes the
-snapshot of every root before the call and the one after it, around the real
-`RunCommandTool` running the command (in the sandbox where the machine has one)."""
+snapshot of every root before the call and starts the one after it, around the real
+`RunCommandTool` running the command (in the sandbox where the machine has one). What the
+snapshots add to the command is the one before and whatever `after_call` waits; the one
+after runs while the turn goes on (its result sent, the model asked again), and its own time
+is shown beside."""
 
 from __future__ import annotations
 
@@ -104,42 +107,51 @@ async def measure_share(home: Path, sizes: BenchSizes) -> dict[str, float]:
 
     tool = RunCommandTool(roots, CommandSettings(sandbox=SandboxSettings(enabled=not UNDER_TMP)))
     context = ToolContext("bench", "call", roots.cwd, roots=roots.all)
-    before, after, ran, shares = [], [], [], []
+    before, after, ran, added_ms, added, own = [], [], [], [], [], []
+    clock = asyncio.get_running_loop().time
     for turn in range(sizes.share_runs + 1):  # turn 0 warms up: every file read and kept
         snapshots = TurnSnapshots(store, "bench", turn, roots.all, CheckpointsTable())
-        started = asyncio.get_running_loop().time()
+        started = clock()
         await snapshots.before_call("execute", "run_command")
-        snapshot_before = asyncio.get_running_loop().time()
+        snapshot_before = clock()
         result = await tool.run({"command": command}, context)
-        command_ended = asyncio.get_running_loop().time()
-        await snapshots.after_call()
-        ended = asyncio.get_running_loop().time()
+        command_ended = clock()
+        await snapshots.after_call()  # starts the snapshot after, which the turn does not wait for
+        result_sent = clock()
+        await snapshots.settled()  # as the turn's end (or its next writing call) waits for it
+        ended = clock()
         if f"{TEST_COUNT} passed" not in result.content:
             raise RuntimeError(f"the test run failed: {result.content[-2000:]}")
         if turn:
             before.append(snapshot_before - started)
             ran.append(command_ended - snapshot_before)
             after.append(ended - command_ended)
-            shares.append((snapshot_before - started + ended - command_ended) / ran[-1])
+            added_ms.append(snapshot_before - started + result_sent - command_ended)
+            added.append(added_ms[-1] / ran[-1])
+            own.append((snapshot_before - started + ended - command_ended) / ran[-1])
     await tool.aclose()
     return {
         "before": percentile(before, 0.5),
         "after": percentile(after, 0.5),
         "command": percentile(ran, 0.5),
-        "share": percentile(shares, 0.5),
+        "added_ms": percentile(added_ms, 0.5),
+        "added": percentile(added, 0.5),
+        "own": percentile(own, 0.5),
     }
 
 
 async def share_row(home: Path, sizes: BenchSizes) -> Row:
     figures = await measure_share(home, sizes)
-    share = figures["share"]
+    added = figures["added"]
     return Row(
         measure=f"11e. A turn's `run_command` of pytest ({TEST_COUNT} tests) in a workspace of "
-        f"{sizes.snapshot_files:,} files: the snapshot before and the one after, "
-        f"p50 of {sizes.share_runs} (before {ms(figures['before'])}, after "
-        f"{ms(figures['after'])}){' (unsandboxed: Parley is under /tmp)' if UNDER_TMP else ''}",
-        parley=ms(figures["before"] + figures["after"]),
+        f"{sizes.snapshot_files:,} files: what the snapshots add to the command, p50 of "
+        f"{sizes.share_runs} (the one before, {ms(figures['before'])}; the one after, "
+        f"{ms(figures['after'])}, runs while the turn goes on: the two, "
+        f"{figures['own']:.1%} of the command)"
+        f"{' (unsandboxed: Parley is under /tmp)' if UNDER_TMP else ''}",
+        parley=ms(figures["added_ms"]),
         baseline=f"{ms(figures['command'])} (the command)",
-        compared=f"{share:.1%} of the command",
-        target=verdict(f"≤ {SHARE_TARGET:.0%}", share <= SHARE_TARGET),
+        compared=f"{added:.1%} of the command",
+        target=verdict(f"≤ {SHARE_TARGET:.0%}", added <= SHARE_TARGET),
     )
