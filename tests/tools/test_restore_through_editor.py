@@ -4,11 +4,18 @@ behind it; the editor's answer decides whether the file was restored (issue 27, 
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from parley.agent import snapshot_restore
+from parley.agent.snapshot_restore import PathChange
+from parley.agent.snapshot_store import SnapshotStore
 from parley.client import ParleyClient, allow_all
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.tools.confined import workspace_roots
 from pygls.exceptions import JsonRpcInternalError
 
 BEFORE = "first words\n"
@@ -93,3 +100,76 @@ async def test_an_editor_that_refuses_the_restore_leaves_it_failed(
     assert result["failed"][0]["path"].endswith("notes.txt")
     assert "the buffer is read-only" in result["failed"][0]["reason"]
     assert buffers[str(notes)] == AFTER  # the editor's answer decided: not restored
+
+
+async def test_the_editor_is_never_asked_to_write_through_a_folder_swapped_for_a_link(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """The model wrote `conf/config` through the editor (`conf/` is ignored, so only the edit
+    tools' checkpoint holds it, with what a command had put there: git configuration that
+    runs a program). Then something in the workspace (a process the turn left running)
+    puts `conf -> .git` in the folder's place. The undo must not ask the editor to write
+    `conf/config` — the editor follows the link, and would write `.git/config`, which the
+    host's next `git status` obeys: the restore follows no link and says why."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    git_config = (workspace / ".git" / "config").read_bytes()
+    (workspace / ".gitignore").write_text("conf/\n")
+    (workspace / "conf").mkdir()
+    hostile = "[core]\n\tfsmonitor = touch FSMONITOR-RAN\n"
+    (workspace / "conf" / "config").write_text(hostile)
+    buffers: dict[str, str] = {}
+    client = await editor_client(start_server, buffers, fail=set())
+    session = await client.new_session(str(workspace))
+    read = ScriptedToolCall("read_file", {"path": "conf/config"})
+    call = ScriptedToolCall("write_file", {"path": "conf/config", "content": AFTER})
+    fake.set_script([Reply(tool_calls=(read,)), Reply(tool_calls=(call,)), Reply(text="Done.")])
+    await client.prompt(session, "Fix the configuration.")
+    assert buffers == {str(workspace / "conf" / "config"): AFTER}
+    (workspace / "conf").rename(workspace / "conf.away")
+    (workspace / "conf").symlink_to(".git")
+
+    result = await client.request("_parley/session/restore", {"sessionId": session, "turn": 1})
+    assert list(buffers) == [str(workspace / "conf" / "config")]  # asked nothing more
+    assert (workspace / ".git" / "config").read_bytes() == git_config
+    assert [failed["path"] for failed in result["failed"]] == [str(workspace / "conf/config")]
+    assert "conf is a symbolic link now" in result["failed"][0]["reason"]
+
+
+def test_a_snapshot_restore_asks_the_editor_only_while_no_link_is_on_the_way(
+    tmp_path: Path,
+) -> None:
+    """The restore looked at the roots, then something put links in: `conf` swapped for a
+    link to `.git`, and `notes.txt` for a link to `.git/description`. The editor (which
+    follows links) is asked for neither: `conf/config` is refused, saying why, and
+    `notes.txt`'s link is replaced on disk by the file, its target untouched."""
+    root = tmp_path / "ws"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    kept = {name: (root / ".git" / name).read_bytes() for name in ("config", "description")}
+    store = SnapshotStore(tmp_path / "home")
+    content = b"[core]\n\tfsmonitor = touch FSMONITOR-RAN\n"
+    digest = hashlib.sha256(content).hexdigest()
+    store.put_object(digest, content)
+    asked: list[str] = []
+
+    async def editor(path: str, text: str) -> None:
+        asked.append(path)
+        Path(path).write_text(text)
+
+    def change(path: Path) -> PathChange:
+        entry = ["f", 0o644, 0, 0, 0, 0, digest]
+        return PathChange(str(path), str(root), entry, entry, now=entry)
+
+    (root / "conf").symlink_to(".git")
+    (root / "notes.txt").symlink_to(".git/description")
+    roots = workspace_roots(root)
+    text = content.decode()
+    why = asyncio.run(
+        snapshot_restore._through_editor(editor, change(root / "conf/config"), text, roots, store)
+    )
+    assert why is not None and "conf is a symbolic link now" in why
+    why = asyncio.run(
+        snapshot_restore._through_editor(editor, change(root / "notes.txt"), text, roots, store)
+    )
+    assert why is None and asked == []
+    assert not (root / "notes.txt").is_symlink() and (root / "notes.txt").read_bytes() == content
+    assert {name: (root / ".git" / name).read_bytes() for name in kept} == kept

@@ -221,5 +221,5 @@ def test_a_restore_never_writes_through_a_symlink_out_of_the_root(tmp_path: Path
     shutil.rmtree(root / "sub")
     (root / "sub").symlink_to(outside)  # swapped in after the turn
     ((change, why),) = undo_to(store, root, before.manifest_id, after.manifest_id)
-    assert change.path == str(root / "sub" / "f") and "outside the workspace" in why
+    assert change.path == str(root / "sub" / "f") and "sub is a symbolic link now" in why
     assert list(outside.iterdir()) == []  # refused by the gate, never followed

@@ -10,7 +10,7 @@ directories (`gitdir:` file, `core.hooksPath`; a `.git` symlink: a limit); R4 th
 the root (now refused); R5 a `.git` made in a repository's subdirectory (a limit); R7 the
 session keyring (seccomp); R9 siblings of `.husky`; R10 datagram Unix sockets (seccomp); R11
 the seccomp filter's file under TMPDIR (now in a place no child reaches); R12 `/undo`
-through a swapped directory (a limit); R13 a nested root's `.git`; R14 tokens in URLs.
+through a swapped directory (now refused: a restore follows no link); R13 a nested root's `.git`; R14 tokens in URLs.
 """
 
 from __future__ import annotations
@@ -632,18 +632,14 @@ def test_renaming_the_directory_of_a_file_sandbox_hidden_names_uncovers_it(
 # --- R12. a restore (/undo) writes where a directory symlink swapped in since leads ------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a limit (docs/security.md): a restore follows a directory swapped for a symlink",
-)
 def test_a_restore_does_not_write_into_git_through_a_directory_swapped_for_a_symlink(
     tmp_path: Path,
 ) -> None:
     """The model wrote `conf/config` (its checkpoint holds the text before: what a command
     had put there, `[core] fsmonitor = …`); an approved command then moves `conf` away and
     puts `conf -> .git` in its place (all inside the root: the sandbox allows it). The user's
-    /undo restores `conf/config` — the gate walks the symlink, and the server (unsandboxed)
-    writes `.git/config`. (The question, when there is one, names `conf/config`.)"""
+    /undo restores `conf/config`: were the link followed, the server (unsandboxed) would
+    write `.git/config`. A restore follows no link (`Want.ENTRY`): refused, nothing written."""
     from parley.agent import checkpoints
 
     root = tmp_path / "project"
@@ -651,6 +647,6 @@ def test_a_restore_does_not_write_into_git_through_a_directory_swapped_for_a_sym
     config_before = (root / ".git" / "config").read_bytes()
     (root / "conf").symlink_to(".git")  # the swap
     hostile = b"[core]\n\tfsmonitor = touch FSMONITOR-RAN\n"
-    with contextlib.suppress(OSError, ValueError):
+    with pytest.raises(Refused, match="conf is a symbolic link now"):
         checkpoints._write(workspace_roots(root), "conf/config", hostile, None)
     assert (root / ".git" / "config").read_bytes() == config_before

@@ -164,6 +164,9 @@ def test_a_path_is_opened_only_where_it_really_is_inside_a_root(tree: RootsTree)
                         assert os.pread(opened.fd, 200, 0) != CANARY.encode()
                 else:  # the directory holding the path's last entry
                     assert place == os.path.dirname(answered), (path, want, place)
+                if want is Want.ENTRY:  # a restore's: no link followed, the path as written
+                    written = os.path.join(roots.cwd, os.path.expanduser(path))
+                    assert place == os.path.dirname(os.path.normpath(written)), (path, place)
             finally:
                 os.close(opened.fd)
 
@@ -198,6 +201,31 @@ def test_a_path_that_really_is_inside_a_root_is_opened(tree: RootsTree) -> None:
             os.close(opened.fd)
     assert open_in_workspace(roots, "../r2/c.txt", Want.WHERE).relative == f"{base}/r2/c.txt"
     assert open_in_workspace(roots, f"{base}/r1/a.txt", Want.WHERE).relative == "a.txt"
+
+
+def test_a_restores_walk_follows_no_link_on_the_way(tree: RootsTree) -> None:
+    """`Want.ENTRY` (a restore's) refuses every path with a link on its way, even one
+    between roots the other walks follow, and opens the holder of a link at its end (a
+    restore replaces it); paths without links open as written."""
+    roots = tree.roots(["r1", "r2", "deep/r3"])
+    base = tree.base
+    for path in ("to_r2/sub/e.txt", "to_r2/c.txt", "to_r3/to_r1", "up/r2/back", "to_r3/x"):
+        with pytest.raises(Refused, match="is a symbolic link now"):
+            open_in_workspace(roots, path, Want.ENTRY)
+        with pytest.raises(Refused, match="is a symbolic link now"):
+            open_in_workspace(roots, path, Want.ENTRY, create=True)
+    for path, holder in [
+        ("to_r2", base / "r1"),
+        ("inner/to_a", base / "r1" / "inner"),
+        (f"{base}/r2/sub/e.txt", base / "r2" / "sub"),
+        ("../r2/sub/to_r3", base / "r2" / "sub"),
+    ]:
+        opened = open_in_workspace(roots, path, Want.ENTRY)
+        assert opened.fd is not None
+        try:
+            assert opened_place(opened.fd) == str(holder), path
+        finally:
+            os.close(opened.fd)
 
 
 @pytest.mark.parametrize(

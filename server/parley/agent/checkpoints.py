@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from parley.tools.confined import (
     open_in_workspace,
     printable_name,
     replace_at,
+    restore_place,
 )
 
 # `Checkpoint.written` of a file Parley left absent.
@@ -459,10 +461,12 @@ async def _through(
     try:
         where = await asyncio.to_thread(_editor_path, file, others)
     except UnicodeEncodeError:  # a name the wire cannot carry: the disk takes it back
-        failures = await asyncio.to_thread(_apply, [file], others)
-        return failures[0] if failures else None
+        where = None
     except (Refused, OSError, ValueError) as error:
         return file, str(error.strerror if isinstance(error, OSError) and error.strerror else error)
+    if where is None:
+        failures = await asyncio.to_thread(_apply, [file], others)
+        return failures[0] if failures else None
     try:
         async with asyncio.timeout(EDITOR_WRITE_SECONDS):
             await editor(where, text)
@@ -474,14 +478,20 @@ async def _through(
     return None
 
 
-def _editor_path(file: FileRestore, others: tuple[Path, ...]) -> str:
-    """The absolute path the editor writes: where the gate says `file` is inside its roots
-    now (a symlink swapped in since is refused), as UTF-8 text the wire can carry."""
-    roots = file.roots(others)
-    where = roots.cwd / open_in_workspace(roots, file.path, Want.WHERE).relative
-    text = str(where)
-    text.encode("utf-8")  # a name that is not UTF-8 raises (UnicodeEncodeError)
-    return text
+def _editor_path(file: FileRestore, others: tuple[Path, ...]) -> str | None:
+    """The absolute path the editor writes, as UTF-8 text the wire can carry: where the
+    gate finds `file` inside its roots now, following no link (`restore_place`: one on the
+    way is refused). None when only the disk can take it back: a link stands at its end
+    (the editor would write through it; the disk replaces it) or a folder on its way is
+    missing (the disk makes it, inside the roots)."""
+    try:
+        where, status = restore_place(file.roots(others), file.path)
+    except FileNotFoundError:
+        return None
+    if status is not None and stat.S_ISLNK(status.st_mode):
+        return None
+    where.encode("utf-8")  # a name that is not UTF-8 raises (UnicodeEncodeError)
+    return where
 
 
 def _apply(plan: list[FileRestore], others: tuple[Path, ...]) -> list[tuple[FileRestore, str]]:

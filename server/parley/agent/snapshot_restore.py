@@ -38,7 +38,14 @@ from parley.agent.snapshots import (
     what_it_is,
 )
 from parley.core.off_loop import off_loop
-from parley.tools.confined import Roots, Want, open_in_workspace, printable_name, replace_at
+from parley.tools.confined import (
+    Roots,
+    Want,
+    open_in_workspace,
+    printable_name,
+    replace_at,
+    restore_place,
+)
 
 # What happened to a path, on the wire (`files[].action`) and in the report.
 RESTORED = "restored"  # its content, mode or link target put back
@@ -159,7 +166,7 @@ async def apply_changes(
     failures = await off_loop(_apply_on_disk, store, on_disk, roots)
     for change in changes:
         if editor is not None and change.path in texts:
-            why = await _through_editor(editor, change, texts[change.path], roots)
+            why = await _through_editor(editor, change, texts[change.path], roots, store)
             if why is not None:
                 failures.append((change, why))
     return failures
@@ -215,10 +222,23 @@ def _texts_now(store: SnapshotStore, changes: list[PathChange], paths: set[str])
 
 
 async def _through_editor(
-    editor: EditorWrite, change: PathChange, text: str, roots: Roots
+    editor: EditorWrite, change: PathChange, text: str, roots: Roots, store: SnapshotStore
 ) -> str | None:
-    """Write the file through the editor, then its mode on disk; why not, or None."""
+    """Write the file through the editor, then its mode on disk; why not, or None. The
+    editor follows links, so it is asked only while the path has none (a process the turn
+    left running may have put one there since the restore looked: then the disk takes the
+    file back, replacing a link at its end, and one on its way refuses it)."""
     assert change.target is not None
+    try:
+        _, status = await off_loop(restore_place, roots, change.path)
+    except FileNotFoundError:  # a folder on its way is gone: the disk makes it again
+        status = None
+    except (OSError, ValueError) as error:  # `Refused`: a link on its way
+        return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    if status is None or not stat.S_ISREG(status.st_mode):
+        failures: list[tuple[PathChange, str]] = []
+        await off_loop(_attempt, failures, change, _put, store, roots, change)
+        return failures[0][1] if failures else None
     try:
         async with asyncio.timeout(EDITOR_WRITE_SECONDS):
             await editor(change.path, text)

@@ -227,7 +227,10 @@ class Want(enum.Enum):
     # The directory that holds the path's last entry (to write it), the entry's own symlink
     # followed (a symlink to a file inside is written through; one leading out is refused).
     PARENT = "the directory holding the file"
-    # As PARENT, but the last entry itself, never followed (a restore replaces a symlink).
+    # A restore's: the directory holding the last entry, no symlink followed on the way nor
+    # at the end (a restore puts back what the roots held at that very path: a symlink met
+    # is something that changed since, and writing through it could write anywhere the
+    # link leads, `.git` among them; at the end, it is replaced).
     ENTRY = "the directory holding the entry"
     # Nothing opened: where the path leads (to show it); a missing directory on the way is
     # fine, the rest of the path then taken as written.
@@ -257,12 +260,12 @@ def open_in_workspace(root: Roots | Path, path: str, want: Want, *, create: bool
     """
     roots = as_roots(root)
     if create:  # refused before anything is made: the whole path is looked at first
-        looked_at = _Walk(roots, path)
+        looked_at = _Walk(roots, path, links=want is not Want.ENTRY)
         try:
             _where(looked_at, follow=want is not Want.ENTRY)
         finally:
             looked_at.close()
-    walk = _Walk(roots, path)
+    walk = _Walk(roots, path, links=want is not Want.ENTRY)
     try:
         if want is Want.FILE:
             fd, relative = _open_last(walk, _FILE_FLAGS)
@@ -302,7 +305,7 @@ class _Walk:
     directory (`Want.WHERE` only). Between roots (`root` None) it is at `outside`, a
     directory that holds a root, and opens nothing."""
 
-    def __init__(self, roots: Roots, path: str) -> None:
+    def __init__(self, roots: Roots, path: str, *, links: bool = True) -> None:
         if "\0" in path:
             raise Refused(f"{printable_name(path)!r} has a NUL character; no file is named so.")
         self.roots = roots
@@ -315,6 +318,7 @@ class _Walk:
         self.root: Path | None = None  # the root walked in; None: outside every root
         self.outside = "/"
         self.symlinks = 0
+        self.links = links  # False: a symlink on the way is refused, never followed
         if os.path.isabs(expanded):
             self.from_the_top()
         else:
@@ -445,7 +449,13 @@ class _Walk:
     def follow(self, name: str) -> None:
         """`name` (in the current directory) seemed a symlink: put its target in front of
         the pending components (from the file system's root for an absolute target). Swapped
-        for something else since, it is looked at again."""
+        for something else since, it is looked at again. A walk that follows no link refuses."""
+        if not self.links:
+            raise Refused(
+                f"{printable_name(self.relative(name))} is a symbolic link now, where the "
+                "restore expects a folder; a restore follows no link, so nothing was written "
+                "through it."
+            )
         self.count_symlink()
         try:
             target = os.readlink(name, dir_fd=self.fds[-1])
@@ -567,6 +577,18 @@ def _where(walk: _Walk, *, follow: bool = True) -> Opened:
 
 
 # --- the gate's common uses ------------------------------------------------------------------
+
+
+def restore_place(root: Roots | Path, path: str) -> tuple[str, os.stat_result | None]:
+    """Where a restore finds `path` (`Want.ENTRY`: no symlink followed on the way), as an
+    absolute path, and its entry's own status (None: missing). What a restore asks the
+    editor to write: the editor follows links, so the path it is given has none on its
+    way. Raises as the gate does (`Refused` for a link on the way)."""
+    roots = as_roots(root)
+    opened = open_in_workspace(roots, path, Want.ENTRY)
+    assert opened.fd is not None
+    os.close(opened.fd)
+    return str(roots.cwd / opened.relative), opened.status
 
 
 def open_confined(root: Path, path: str) -> BinaryIO:
