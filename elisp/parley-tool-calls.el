@@ -35,6 +35,12 @@
   :type 'integer
   :group 'parley)
 
+(defcustom parley-image-max-width 600
+  "Widest an image a tool call displayed is shown, in pixels.
+A plot an evaluation drew, for instance; a larger one is scaled down."
+  :type 'integer
+  :group 'parley)
+
 ;;;; Faces
 
 (defface parley-tool-header '((t :inherit font-lock-constant-face))
@@ -442,6 +448,8 @@ tool INPUT is not repeated.  A diff is shown in `diff-mode' faces.
 With LIMIT, either is cut to `parley-tool-display-limit' characters."
   (let ((cut (if limit #'parley--limit #'identity)))
     (pcase (plist-get item :type)
+      ((and "content" (guard (equal (plist-get (plist-get item :content) :type) "image")))
+       (parley--image-string (plist-get item :content)))
       ("content"
        (let* ((text (plist-get (plist-get item :content) :text))
               (shown (and (stringp text) (parley-display-escape-controls (funcall cut text)))))
@@ -454,6 +462,30 @@ With LIMIT, either is cut to `parley-tool-display-limit' characters."
       ("diff"
        (funcall cut (parley--props (parley-diff-item-string item parley--cwd "    "))))
       (_ ""))))
+
+;; The image types ACP's image blocks carry (docs/protocol.md, "Images").
+(defconst parley--image-types
+  '(("image/png" . png) ("image/jpeg" . jpeg) ("image/gif" . gif) ("image/webp" . webp))
+  "Emacs's image type of each MIME type an image block may have.")
+
+(defun parley--image-string (image)
+  "Return the transcript text of the ACP IMAGE block a tool call displayed.
+Where the frame can show images of its type, the image itself (no
+wider than `parley-image-max-width'), on a line of its own; elsewhere
+\(a terminal, Emacs without image support) a line saying what it is."
+  (let* ((mime (plist-get image :mimeType))
+         (type (cdr (assoc mime parley--image-types)))
+         (data (ignore-errors (base64-decode-string (or (plist-get image :data) ""))))
+         (caption (format "[An image: %s, %s]" (or mime "of no type")
+                          (if data (file-size-human-readable-iec (length data)) "unreadable")))
+         (shown (and data type (display-images-p) (image-type-available-p type)
+                     (ignore-errors
+                       (create-image data type t :max-width parley-image-max-width)))))
+    (concat "    "
+            (if shown
+                (propertize caption 'display shown)
+              (propertize caption 'face 'parley-tool-body))
+            "\n")))
 
 (provide 'parley-tool-calls)
 ;;; parley-tool-calls.el ends here

@@ -290,6 +290,42 @@ signalled, or nil."
     (should (string-match-p "▾ read_file README.md \\[done\\]\n\\(.\\|\n\\)*\nDone reading\\.\\'"
                             (parley-test--transcript)))))
 
+(defvar image-types)  ; Emacs's image types (unbound where Emacs has no image support)
+
+;; A PNG of 1 x 1 pixel, as an evaluation's display would send it.
+(defconst parley-test--png
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC")
+
+(ert-deftest parley-tool-call-image-shown-where-the-frame-can ()
+  "An image an evaluation displayed: in the tool call's output, the image itself
+where Emacs can show it, else a line saying what it is."
+  (let ((update (format "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\",\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"<Figure>\"}},{\"type\":\"content\",\"content\":{\"type\":\"image\",\"mimeType\":\"image/png\",\"data\":\"%s\"}}]}"
+                        parley-test--png)))
+    ;; Here (batch: no frame shows images): the line.
+    (parley-test--with-chat
+      (parley-test--update
+       "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"python_eval\",\"kind\":\"execute\",\"status\":\"pending\"}")
+      (parley-test--update update)
+      (goto-char (parley-test--pos "python_eval"))
+      (parley-tab)
+      (should (string-match-p "  output:\n    <Figure>\n    \\[An image: image/png, 69 B\\]\n"
+                              (parley-test--visible-transcript)))
+      (should-not (get-text-property (parley-test--pos "[An image") 'display)))
+    ;; A graphical frame that shows PNGs: the image, scaled to fit.
+    (require 'image)  ; loaded now, so that it does not define the function back
+    (cl-letf (((symbol-function 'display-images-p) (lambda (&rest _) t))
+              ((symbol-function 'image-type-available-p) (lambda (type) (eq type 'png)))
+              (image-types '(png)))
+      (parley-test--with-chat
+        (parley-test--update
+         "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"python_eval\",\"kind\":\"execute\",\"status\":\"pending\"}")
+        (parley-test--update update)
+        (let ((image (get-text-property (parley-test--pos "[An image") 'display)))
+          (should (eq (car image) 'image))
+          (should (eq (plist-get (cdr image) :type) 'png))
+          (should (equal (plist-get (cdr image) :data) (base64-decode-string parley-test--png)))
+          (should (equal (plist-get (cdr image) :max-width) parley-image-max-width)))))))
+
 (ert-deftest parley-tool-call-failed-and-superseded ()
   (parley-test--with-chat
     (parley-test--update
