@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from parley.client import ParleyClient
 from parley.core.images import sniff_image_type
 from parley.fakellm import FakeLLM
-from parley.tools.kernel_images import MAX_SHOWN_IMAGE_BYTES, MAX_SHOWN_IMAGES, shown_images
+from parley.tools.kernel_images import (
+    MAX_SHOWN_IMAGE_BYTES,
+    MAX_SHOWN_IMAGES,
+    shown_images,
+    stored_images,
+)
 from test_user_kernel import allow_once, call, run_calls
 from user_kernel_fixtures import UsersKernel
 
@@ -130,3 +135,74 @@ def test_shown_images_are_checked_images_and_never_too_many(outputs: list[dict[s
         if o["msg_type"] in ("display_data", "execute_result") and isinstance(o.get("data"), dict)
     ]
     assert len(images) <= len(pictured)
+
+
+async def test_a_reloaded_session_shows_an_evals_images_again(
+    start_server: Any,
+    client: ParleyClient,
+    fake: FakeLLM,
+    users_kernel: UsersKernel,
+    tmp_path: Path,
+) -> None:
+    """A session is shown again exactly: the plots an evaluation displayed come back with
+    its call when the session is loaded in another window (images first, as live)."""
+    plot = b64(png(5, 2, 77))
+    code = (
+        "from IPython.display import display\n"
+        f"display({{'image/png': {plot!r}, 'text/plain': 'a plot'}}, raw=True)"
+    )
+    kernel = {"connectionFile": users_kernel.connection_file}
+    session = await client.new_session(str(tmp_path), toolPolicy="sync", kernel=kernel)
+    await run_calls(client, fake, session, [call("python_eval", code=code)])
+    live = [u for u in client.updates_of(session, "tool_call_update") if u.get("content")][-1]
+    await client.request("session/close", {"sessionId": session})
+    again: ParleyClient = await start_server()
+    await again.initialize()
+    await again.load_session(session, str(tmp_path))
+    (replayed,) = [u for u in again.updates_of(session, "tool_call") if u.get("content")]
+    assert replayed["content"][0] == {
+        "type": "content",
+        "content": {"type": "image", "mimeType": "image/png", "data": plot},
+    }
+    assert replayed["content"] == live["content"][:1] + replayed["content"][1:]
+    assert "display: a plot" in replayed["content"][1]["content"]["text"]
+    notification = {"sessionId": session, "update": replayed}
+    assert list(acp_schema().violations("SessionNotification", notification, "params")) == []
+
+
+STORED_ITEMS = st.recursive(
+    st.none() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+STORED_IMAGES = st.lists(
+    st.one_of(
+        STORED_ITEMS,
+        st.fixed_dictionaries(
+            {
+                "type": st.just("content"),
+                "content": st.fixed_dictionaries(
+                    {"type": st.just("image"), "mimeType": MEDIA | st.integers(), "data": PAYLOADS}
+                ),
+            }
+        ),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STORED_IMAGES | STORED_ITEMS)
+def test_a_stored_rows_images_are_checked_again_before_a_replay_shows_them(items: Any) -> None:
+    """Whatever a stored row holds (changed outside Parley): never an error, and only
+    images that pass a kernel's checks, at most MAX_SHOWN_IMAGES, as content items."""
+    shown = stored_images(items)
+    assert len(shown) <= MAX_SHOWN_IMAGES
+    for item in shown:
+        assert item["type"] == "content" and item["content"]["type"] == "image"
+        raw = base64.b64decode(item["content"]["data"], validate=True)
+        assert sniff_image_type(raw) == item["content"]["mimeType"]
+        assert len(raw) <= MAX_SHOWN_IMAGE_BYTES
+    plot = {"type": "content", "content": {"type": "image", "mimeType": "image/png"}}
+    plot["content"]["data"] = b64(png(2, 2))
+    assert stored_images([plot]) == [plot]

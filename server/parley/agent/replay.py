@@ -25,6 +25,7 @@ from parley.core.conversation import (
 )
 from parley.store import StoredNotice
 from parley.tools.arguments import InvalidArguments
+from parley.tools.kernel_images import stored_images
 from parley.tools.plan import UpdatePlanTool, plan_update, read_plan
 from parley.tools.registry import ToolRegistry
 
@@ -168,7 +169,12 @@ def _call_update(
     update.update(view)
     if result is not None:
         update["rawOutput"] = updates.raw_output(result.raw_output, result.content, result.is_error)
-        update["content"] = [updates.text_content(result.content)]
+        shown = result.shown if isinstance(result.shown, dict) else {}
+        # The images it showed (an evaluation's plots) first, as they were live.
+        update["content"] = [
+            *stored_images(shown.get("images")),
+            updates.text_content(result.content),
+        ]
     return update
 
 

@@ -67,6 +67,7 @@ from parley.providers.events import (
 )
 from parley.providers.registry import ProviderRegistry, ResolvedModel
 from parley.tools.base import ClientFiles, ClientTerminals, ClientWrites, ToolContext, ToolResult
+from parley.tools.kernel_images import images_shown
 
 logger = logging.getLogger(__name__)
 
@@ -544,7 +545,7 @@ class Turn:
                     raw_output=updates.raw_output(
                         result.raw_output, result.content, result.is_error
                     ),
-                    shown=self._shown.pop(call.wire_id, None),
+                    shown=_with_images(self._shown.pop(call.wire_id, None), result),
                     started_at=started_at,
                     ended_at=now_iso(),
                 )
@@ -772,3 +773,10 @@ def refused_by_budget(session: Session, settings: Settings) -> TurnResult | None
         attrs.evolve(session.totals),
         notices.budget_spent(spent, starting=True),
     )
+
+
+def _with_images(shown: dict[str, Any] | None, result: ToolResult) -> dict[str, Any] | None:
+    """How the call was shown, with the images its result showed (an evaluation's plots):
+    stored with the result, so a replay shows them again."""
+    images = images_shown(result.shown_first)
+    return {**(shown or {}), "images": images} if images else shown

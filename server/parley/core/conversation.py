@@ -130,8 +130,9 @@ class ToolResultMessage:
     raw_output: Any = None
     started_at: str | None = None
     ended_at: str | None = None
-    # How the call was shown (its `title` and `locations`, as on the wire): a replay shows
-    # it so without computing it again. None: stored by an older version, or never shown.
+    # How the call was shown (its `title` and `locations`, as on the wire, and the
+    # `images` its result showed): a replay shows it so without computing it again. None:
+    # stored by an older version, or never shown.
     shown: dict[str, Any] | None = None
 
 

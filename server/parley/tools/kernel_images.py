@@ -36,9 +36,11 @@ def shown_images(outputs: list[dict[str, Any]]) -> tuple[ImageBlock, ...]:
     return tuple(images)
 
 
-def _checked(data: Any, media_type: str) -> ImageBlock | None:
+def _checked(data: Any, media_type: Any) -> ImageBlock | None:
     # Refused unread when its base64 is longer than the limit's (4 characters per 3 bytes).
     if not isinstance(data, str) or len(data) > (MAX_SHOWN_IMAGE_BYTES + 2) // 3 * 4 + 256:
+        return None
+    if not isinstance(media_type, str):
         return None
     try:
         image = checked_image(media_type, data, what="an output image")
@@ -53,3 +55,26 @@ def image_content(image: ImageBlock) -> dict[str, Any]:
         "type": "content",
         "content": {"type": "image", "mimeType": image.media_type, "data": image.data},
     }
+
+
+def images_shown(items: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """The image items of a tool call's `content` (`ToolResult.shown_first`), to be stored
+    with its result: a replay shows them again."""
+    return [item for item in items if _image_of(item) is not None]
+
+
+def stored_images(items: Any) -> list[dict[str, Any]]:
+    """The images a call's stored result says it showed, checked again as a kernel's are
+    (a row may have been changed outside Parley): the content items a replay shows."""
+    shown: list[dict[str, Any]] = []
+    for item in items if isinstance(items, list) else []:
+        block = _image_of(item)
+        image = None if block is None else _checked(block.get("data"), block.get("mimeType"))
+        if image is not None and len(shown) < MAX_SHOWN_IMAGES:
+            shown.append(image_content(image))
+    return shown
+
+
+def _image_of(item: Any) -> dict[str, Any] | None:
+    block = item.get("content") if isinstance(item, dict) else None
+    return block if isinstance(block, dict) and block.get("type") == "image" else None
