@@ -134,7 +134,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="only row 7: loading long sessions (with --quick, only the 5,000-message one)",
     )
     bench.add_argument(
-        "--streaming", action="store_true", help="only rows 1 and 2: streaming into a client"
+        "--streaming",
+        action="store_true",
+        help="only rows 1, 2, 1a and 2a: streaming into a client",
     )
     bench.add_argument(
         "--snapshots", action="store_true", help="only row 11: the snapshots `/undo` restores"

@@ -17,6 +17,9 @@ ROW_LABELS = [
     "1. Streaming throughput",
     "2. Latency per chunk, p50",
     "2. Latency per chunk, p99",
+    "1a. Streaming throughput, anthropic:",
+    "2a. Latency per chunk, anthropic:claude-sonnet-4-5, p50",
+    "2a. Latency per chunk, anthropic:claude-sonnet-4-5, p99",
     "3. Cold start",
     "3w. Warm start",
     "4a. Prompt → tool start, `hybrid`, tool call seen in the stream",
@@ -51,6 +54,8 @@ ROW_LABELS = [
 COMPARED_ROWS = {
     "1.",
     "2.",
+    "1a.",
+    "2a.",
     "3.",
     "3w.",
     "4a.",

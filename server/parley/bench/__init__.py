@@ -7,9 +7,9 @@ the Parley figures. The fake and the client share one clock (`time.monotonic()`)
 can be timed from the fake's write to the client's notification.
 
 The rows, what each measures and how, are explained in docs/benchmarks.md. Here: the run and
-the table; the rows by concern in `streaming.py` (1-3), `tool_start.py` (4), `tools.py` (5, 6),
-`sessions.py` (7, 8), `context.py` (9, 10), `snapshots.py` (11a-d) and `snapshot_share.py`
-(11e); what they share in `harness.py`.
+the table; the rows by concern in `streaming.py` (1-3, 1a, 2a), `tool_start.py` (4),
+`tools.py` (5, 6), `sessions.py` (7, 8), `context.py` (9, 10), `snapshots.py` (11a-d) and
+`snapshot_share.py` (11e); what they share in `harness.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ from parley.bench.harness import FULL, QUICK, BenchSizes, ParleyUnderTest, Row
 from parley.bench.sessions import first_prompt_at_once_rows, first_prompt_row, session_load_rows
 from parley.bench.snapshot_share import share_row
 from parley.bench.snapshots import snapshot_rows
-from parley.bench.streaming import cold_start_row, latency_rows, throughput_row
+from parley.bench.streaming import (
+    anthropic_streaming_rows,
+    cold_start_row,
+    latency_rows,
+    throughput_row,
+)
 from parley.bench.tool_start import real_server_row, tool_start_rows
 from parley.bench.tools import kernel_rows, parser_rows, static_introspection_rows
 from parley.bench.user_kernel import user_kernel_row
@@ -69,6 +74,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
             tool_start.append(await real_server_row(home, sizes, tool_start[-1].parley))
         finally:
             await parley.stop()
+        anthropic_streaming = await anthropic_streaming_rows(fake, home, sizes)
         cold_start = await cold_start_row(fake, home, sizes)
         session_load = await session_load_rows(fake, home, sizes)
         first_prompt = await first_prompt_row(fake, home, sizes)
@@ -83,6 +89,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
     return [
         throughput,
         *latency,
+        *anthropic_streaming,
         cold_start,
         warm[0],
         *tool_start,
@@ -109,9 +116,10 @@ async def collect_streaming_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         parley = await ParleyUnderTest.start(fake, home)
         try:
             throughput = await throughput_row(parley, fake, sizes)
-            return [throughput, *await latency_rows(parley, fake, sizes)]
+            latency = await latency_rows(parley, fake, sizes)
         finally:
             await parley.stop()
+        return [throughput, *latency, *await anthropic_streaming_rows(fake, home, sizes)]
 
 
 async def collect_snapshot_rows(sizes: BenchSizes, home: Path) -> list[Row]:

@@ -2,8 +2,9 @@
 
 Shapes follow the recordings in fixtures/wire/anthropic_*: `message_start` (input usage,
 output_tokens 1), one content block after another (thinking with `thinking_delta`s then a
-`signature_delta`; text with `text_delta`s; tool_use with `input_json_delta`s), a `ping`
-after the first block starts, `message_delta` (stop reason, output usage), `message_stop`.
+`signature_delta`; redacted_thinking, its `data` in the start and no delta; text with
+`text_delta`s; tool_use with `input_json_delta`s), a `ping` after the first block starts,
+`message_delta` (stop reason, output usage), `message_stop`.
 Anthropic always reports usage, so a reply with `usage=None` reports zeros.
 """
 
@@ -131,6 +132,8 @@ def stream_events(reply: Reply, request_body: dict[str, Any]) -> list[bytes]:
             {"type": "signature_delta", "signature": _thinking_signature(reply.thinking)}
         )
         block({"type": "thinking", "thinking": "", "signature": ""}, thinking_deltas)
+    for data in reply.redacted_thinking:
+        block({"type": "redacted_thinking", "data": data}, [])
     pieces = text_pieces(reply)
     if pieces:
         block(
@@ -172,6 +175,7 @@ def message_body(reply: Reply, request_body: dict[str, Any]) -> dict[str, Any]:
                 "signature": _thinking_signature(reply.thinking),
             }
         )
+    content.extend({"type": "redacted_thinking", "data": data} for data in reply.redacted_thinking)
     text = reply_text(reply)
     if text:
         content.append({"type": "text", "text": text})

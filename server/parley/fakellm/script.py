@@ -82,6 +82,12 @@ class Reply:
       provider's real shape: Anthropic's `cache_read_input_tokens` and
       `cache_creation_input_tokens` (its `input_tokens` is then the rest); OpenAI's
       `prompt_tokens_details.cached_tokens` (reads only: OpenAI reports no writes).
+    - `redacted_thinking`: Anthropic only, `redacted_thinking` blocks (their opaque `data`)
+      after the thinking; OpenAI has no such thing and sends nothing for them.
+    - `byte_cuts`: offsets in the streamed bytes where they are cut into separate writes
+      (one HTTP chunk each) instead of one per event, so a reader gets events split
+      anywhere, mid-line or mid-character; a fault's `after_chunks` then counts these pieces
+      (a drop can cut an event in two).
     - `sync`: a different reply served to non-streaming requests (to test revisions).
     - `raw_stream` / `raw_json`: a recorded body (an `.sse` file, or a `.json` file whose `#`
       lines are stripped) served verbatim instead of rendering the fields above.
@@ -89,6 +95,7 @@ class Reply:
 
     text: str = ""
     thinking: str = ""
+    redacted_thinking: tuple[str, ...] = ()
     tool_calls: tuple[ScriptedToolCall, ...] = ()
     finish_reason: str | None = None
     usage: tuple[int, int] | None = (10, 5)
@@ -96,6 +103,7 @@ class Reply:
     chunk_size: int = 4
     chunks: tuple[str, ...] | None = None
     pacing: Pacing = Pacing()
+    byte_cuts: tuple[int, ...] | None = None
     fault: Fault | None = None
     sync: Reply | None = None
     raw_stream: Path | None = None

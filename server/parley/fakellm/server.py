@@ -36,7 +36,7 @@ from parley.fakellm.context_limit import ContextLimit, ollama_show_body, props_b
 from parley.fakellm.prompt_cache import PromptCache
 from parley.fakellm.recordings import json_file_body, sse_file_events
 from parley.fakellm.script import Fault, RecordedRequest, Reply
-from parley.fakellm.wire import WireFormat, compact_json
+from parley.fakellm.wire import WireFormat, compact_json, cut_stream
 
 _WIRES: dict[str, WireFormat] = {
     openai_wire.WIRE.path: openai_wire.WIRE,
@@ -235,6 +235,15 @@ def _unpaced_batch_end(frames: list[bytes], start: int, limit: int) -> int:
     return end
 
 
+def _stream_pieces(wire: WireFormat, reply: Reply, request_body: dict[str, Any]) -> list[bytes]:
+    """What a streamed reply writes, one HTTP chunk each: its events, or its `byte_cuts`."""
+    if reply.raw_stream is not None:
+        events = sse_file_events(reply.raw_stream)
+    else:
+        events = wire.stream_events(reply, request_body)
+    return events if reply.byte_cuts is None else cut_stream(events, reply.byte_cuts)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _FakeHTTPServer
@@ -368,12 +377,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream_reply(
         self, exchange: _Exchange, wire: WireFormat, reply: Reply, fault: Fault | None
     ) -> None:
-        if reply.raw_stream is not None:
-            events = sse_file_events(reply.raw_stream)
-        else:
-            events = wire.stream_events(reply, exchange.body)
         # All bytes are built before the first write, so unpaced streams go out at socket speed.
-        frames = [chunk_frame(event) for event in events]
+        frames = [chunk_frame(piece) for piece in _stream_pieces(wire, reply, exchange.body)]
         total = exchange.chunks_total = len(frames)
         fault_at = min(fault.after_chunks, total) if fault is not None else None
 
@@ -387,7 +392,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         pacing = reply.pacing
         interval = 1.0 / pacing.chunks_per_second if pacing.chunks_per_second else 0.0
-        paced = pacing.first_token_delay > 0 or interval > 0
+        # Cut pieces go out one write each, as paced ones do, or they would be joined again.
+        paced = pacing.first_token_delay > 0 or interval > 0 or reply.byte_cuts is not None
         # Absolute send times, so pacing does not drift by the time each write takes.
         next_send_at = time.monotonic() + pacing.first_token_delay
         sent = 0

@@ -6,6 +6,7 @@ decides which bytes go out when. `WireFormat` is the interface the server calls.
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 import string
@@ -40,6 +41,13 @@ def split_into_pieces(text: str, size: int) -> list[str]:
     """`text` in consecutive pieces of `size` characters (the last may be shorter)."""
     size = max(1, size)
     return [text[start : start + size] for start in range(0, len(text), size)]
+
+
+def cut_stream(events: list[bytes], cuts: tuple[int, ...]) -> list[bytes]:
+    """The stream's bytes cut at `cuts` (offsets; those outside it ignored), not at events."""
+    stream = b"".join(events)
+    bounds = sorted({0, len(stream), *(cut for cut in cuts if 0 < cut < len(stream))})
+    return [stream[start:end] for start, end in itertools.pairwise(bounds)]
 
 
 def reply_text(reply: Reply) -> str:

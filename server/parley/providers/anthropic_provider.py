@@ -4,6 +4,8 @@ Quirks handled here: thinking blocks carry a signature (or arrive redacted) and 
 sent back verbatim in a tool loop; tool results travel in a user message; consecutive
 messages of one role are merged; the stream's input usage comes first (`message_start`) and
 its output usage last (`message_delta`), so a stream closed early has no output count.
+A stream's events are read as the JSON the server sent, as the OpenAI provider reads its
+chunks (docs/architecture.md, "Streaming at the SDK's speed").
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-from anthropic._models import construct_type  # the SDK's own, cached, conversion
-from anthropic.types import RawMessageStreamEvent
 
 from parley.core.conversation import (
     AssistantMessage,
@@ -22,11 +22,13 @@ from parley.core.conversation import (
     ThinkingBlock,
     UserMessage,
 )
+from parley.core.off_loop import off_loop
 from parley.core.usage import Usage
 from parley.providers import base, events
 from parley.providers.errors import SDKErrors
 from parley.tools.base import ToolSpec
 
+PATH = "/v1/messages"
 DEFAULT_MAX_TOKENS = 8192
 # Prompt caching: a breakpoint caches the prefix up to and including its block. Two of the
 # four a request may carry: the tools (or the system prompt when there are none), which stay
@@ -138,16 +140,31 @@ def add_cache_breakpoints(arguments: dict[str, Any]) -> None:
             last_block["cache_control"] = dict(CACHE_BREAKPOINT)
 
 
-def _usage(usage: Any, output_tokens: int | None = None) -> Usage:
-    cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
-    cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
+def _usage(usage: dict[str, Any], output_tokens: int | None = None) -> Usage:
+    """Our usage of Anthropic's: its `input_tokens` leaves out the cache's reads and writes."""
+    cache_read = _count(usage.get("cache_read_input_tokens"))
+    cache_write = _count(usage.get("cache_creation_input_tokens"))
     return Usage(
-        input_tokens=(getattr(usage, "input_tokens", None) or 0) + cache_read + cache_write,
-        output_tokens=output_tokens if output_tokens is not None else usage.output_tokens or 0,
+        input_tokens=_count(usage.get("input_tokens")) + cache_read + cache_write,
+        output_tokens=output_tokens
+        if output_tokens is not None
+        else _count(usage.get("output_tokens")),
         cached_read_tokens=cache_read,
         cached_write_tokens=cache_write,
         thought_tokens=None,  # Anthropic counts thinking in output_tokens, not apart
     )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 class AnthropicProvider(base.SDKProvider):
@@ -155,13 +172,6 @@ class AnthropicProvider(base.SDKProvider):
 
     sdk_client = anthropic.AsyncAnthropic
     sdk_timeout = anthropic.Timeout
-
-    def __init__(self, **settings: Any) -> None:
-        super().__init__(**settings)
-        # The SDK builds pydantic's validator of a stream's events at the first event (a
-        # tenth of a second): here instead, in the thread that builds the provider
-        # (`ProviderRegistry.resolved`, the preload), not on the event loop mid-stream.
-        construct_type(type_=RawMessageStreamEvent, value={"type": "message_stop"})
 
     def _arguments(self, request: base.ModelRequest) -> dict[str, Any]:
         max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
@@ -182,7 +192,11 @@ class AnthropicProvider(base.SDKProvider):
         return arguments
 
     def stream(self, request: base.ModelRequest) -> base.ModelStream:
-        return _AnthropicStream(self, self._arguments(request))
+        return _AnthropicStream(self, {}, request)
+
+    def streamed_request_body(self, request: base.ModelRequest) -> bytes:
+        """The streamed request's JSON body (`base.json_request_body`: off the event loop)."""
+        return base.json_request_body({**self._arguments(request), "stream": True})
 
     async def complete(self, request: base.ModelRequest) -> base.Completion:
         try:
@@ -207,71 +221,108 @@ class AnthropicProvider(base.SDKProvider):
             thinking=tuple(thinking),
             tool_calls=tuple(tool_calls),
             finish_reason=_STOP_REASONS.get(message.stop_reason or "end_turn", "other"),
-            usage=_usage(message.usage),
+            usage=_usage(message.usage.model_dump()),
         )
 
 
 class _AnthropicStream(base.SDKStream):
     _provider: AnthropicProvider
 
+    def __init__(
+        self, provider: AnthropicProvider, arguments: dict[str, Any], request: base.ModelRequest
+    ) -> None:
+        super().__init__(provider, arguments)
+        self._request = request
+
     async def _open(self) -> Any:
-        return await self._provider._client.messages.create(**self._arguments, stream=True)
+        """The stream's events as the JSON the server sent (dictionaries), through the SDK's
+        request for undocumented responses (`cast_to=object`): its retries, auth, SSE
+        decoding, `ping`s skipped and `error` events raised, without a pydantic model built
+        per event. The body is built and encoded off the loop (it grows with the history)."""
+        content = await off_loop(self._provider.streamed_request_body, self._request)
+        return await self._provider._client.post(
+            PATH,
+            content=content,
+            cast_to=object,
+            options={"headers": base.JSON_HEADERS},
+            stream=True,
+            stream_cls=anthropic.AsyncStream[object],
+        )
 
     def _new_reply(self) -> base.StreamReply:
         return _AnthropicReply()
 
 
 class _AnthropicReply(base.StreamReply):
+    """A reply read from its events, each the JSON sent: a malformed one is skipped, never
+    fatal (`tests/models/test_anthropic_stream_events.py`)."""
+
     def __init__(self) -> None:
         self.text: list[str] = []
         self.thinking: list[ThinkingBlock] = []
         self.current_thought: list[str] = []
         self.current_signature = ""
         self.calls: dict[int, dict[str, Any]] = {}  # by content block index
-        self.start_usage: Any = None
+        self.start_usage: dict[str, Any] | None = None
         self.output_tokens: int | None = None
         self.finish: events.FinishReason = "end_turn"
 
     def read(self, chunk: Any) -> Iterator[events.StreamEvent]:
-        kind = chunk.type
+        """One event's JSON (`_AnthropicStream._open`)."""
+        if not isinstance(chunk, dict):
+            return
+        kind = chunk.get("type")
         if kind == "content_block_delta":
-            yield from self._read_delta(chunk.index, chunk.delta)
+            yield from self._read_delta(chunk.get("index"), _mapping(chunk.get("delta")))
         elif kind == "content_block_start":
-            block = chunk.content_block
-            if block.type == "tool_use":
-                self.calls[chunk.index] = {"id": block.id, "name": block.name, "json": []}
-                yield events.ToolCallStarted(chunk.index, block.name)
-            elif block.type == "redacted_thinking":
-                self.thinking.append(ThinkingBlock("", redacted=block.data))
+            yield from self._start_block(chunk.get("index"), _mapping(chunk.get("content_block")))
         elif kind == "content_block_stop":
-            if self.current_thought or self.current_signature:
-                thought = ThinkingBlock(
-                    "".join(self.current_thought), self.current_signature or None
-                )
-                self.thinking.append(thought)
-                self.current_thought, self.current_signature = [], ""
+            self._end_thought()
         elif kind == "message_start":
-            self.start_usage = chunk.message.usage
+            usage = _mapping(chunk.get("message")).get("usage")
+            self.start_usage = usage if isinstance(usage, dict) else None
         elif kind == "message_delta":
-            if chunk.delta.stop_reason:
-                self.finish = _STOP_REASONS.get(chunk.delta.stop_reason, "other")
-            if chunk.usage is not None:
-                self.output_tokens = chunk.usage.output_tokens
+            stop_reason = _mapping(chunk.get("delta")).get("stop_reason")
+            if stop_reason and isinstance(stop_reason, str):
+                self.finish = _STOP_REASONS.get(stop_reason, "other")
+            output_tokens = _mapping(chunk.get("usage")).get("output_tokens")
+            if isinstance(output_tokens, int) and not isinstance(output_tokens, bool):
+                self.output_tokens = output_tokens
 
-    def _read_delta(self, index: int, delta: Any) -> Iterator[events.StreamEvent]:
-        if delta.type == "text_delta":
-            self.text.append(delta.text)
-            yield events.TextDelta(delta.text)
-        elif delta.type == "thinking_delta":
-            if delta.thinking:
-                self.current_thought.append(delta.thinking)
-                yield events.ThoughtDelta(delta.thinking)
-        elif delta.type == "signature_delta":
-            self.current_signature += delta.signature
-        elif delta.type == "input_json_delta" and index in self.calls:
-            self.calls[index]["json"].append(delta.partial_json)
-            if delta.partial_json:
-                yield events.ToolCallArgumentsDelta(index, delta.partial_json)
+    def _start_block(self, index: Any, block: dict[str, Any]) -> Iterator[events.StreamEvent]:
+        kind = block.get("type")
+        if kind == "tool_use" and _is_index(index):
+            name = _text(block.get("name"))
+            self.calls[index] = {"id": _text(block.get("id")), "name": name, "json": []}
+            yield events.ToolCallStarted(index, name)
+        elif kind == "redacted_thinking" and (data := _text(block.get("data"))):
+            self.thinking.append(ThinkingBlock("", redacted=data))
+
+    def _end_thought(self) -> None:
+        if self.current_thought or self.current_signature:
+            thought = ThinkingBlock("".join(self.current_thought), self.current_signature or None)
+            self.thinking.append(thought)
+            self.current_thought, self.current_signature = [], ""
+
+    def _read_delta(self, index: Any, delta: dict[str, Any]) -> Iterator[events.StreamEvent]:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            if isinstance(text := delta.get("text"), str):
+                self.text.append(text)
+                yield events.TextDelta(text)
+        elif kind == "thinking_delta":
+            if thought := _text(delta.get("thinking")):
+                self.current_thought.append(thought)
+                yield events.ThoughtDelta(thought)
+        elif kind == "signature_delta":
+            self.current_signature += _text(delta.get("signature"))
+        elif kind == "input_json_delta" and _is_index(index) and index in self.calls:
+            yield from self._read_arguments(index, _text(delta.get("partial_json")))
+
+    def _read_arguments(self, index: int, partial_json: str) -> Iterator[events.StreamEvent]:
+        if partial_json:
+            self.calls[index]["json"].append(partial_json)
+            yield events.ToolCallArgumentsDelta(index, partial_json)
 
     def usage_so_far(self) -> Usage | None:
         """The input's usage (`message_start`), and the output's once `message_delta` said."""
@@ -285,13 +336,15 @@ class _AnthropicReply(base.StreamReply):
             tool_calls.append(
                 base.CompletedToolCall(entry["id"], entry["name"], arguments, error_text)
             )
-        usage = None
-        if self.start_usage is not None:
-            usage = _usage(self.start_usage, self.output_tokens)
         return base.Completion.assemble(
             text="".join(self.text),
             thinking=tuple(self.thinking),
             tool_calls=tuple(tool_calls),
             finish_reason=self.finish,
-            usage=usage,
+            usage=self.usage_so_far(),
         )
+
+
+def _is_index(value: Any) -> bool:
+    """A content block's index: an int (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool)

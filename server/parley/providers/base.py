@@ -102,6 +102,23 @@ class Completion:
         )
 
 
+# Without the C encoder's one-shot path, which holds the GIL through the whole body.
+_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+_ASCII_BODY_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+# The header of a request whose body is sent as bytes (`json_request_body`).
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def json_request_body(body: dict[str, Any]) -> bytes:
+    """A streamed request's JSON body (call it off the event loop: it grows with the
+    history). Encoded one value at a time (`iterencode`), so that the loop, waiting for it,
+    gets the GIL back between strings rather than after the whole body."""
+    try:
+        return "".join(_BODY_ENCODER.iterencode(body)).encode()
+    except UnicodeEncodeError:  # a lone surrogate from a model: escaped, it is valid JSON
+        return "".join(_ASCII_BODY_ENCODER.iterencode(body)).encode()
+
+
 def parse_tool_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any], str | None]:
     """A tool call's arguments as a dict, or ({}, an error the model can act on)."""
     if isinstance(raw, dict):

@@ -228,16 +228,11 @@ class OpenAIProvider(base.SDKProvider):
         return _OpenAIStream(self, {}, request)
 
     def streamed_request_body(self, request: base.ModelRequest) -> bytes:
-        """The streamed request's JSON body (call it off the event loop: it grows with the
-        history). Encoded one value at a time (`iterencode`), so that the loop, waiting for
-        it, gets the GIL back between strings rather than after the whole body."""
+        """The streamed request's JSON body (`base.json_request_body`: off the event loop)."""
         body = self._arguments(request)
         body.update(stream=True, stream_options={"include_usage": True})
         body.update(body.pop("extra_body", None) or {})
-        try:
-            return "".join(_BODY_ENCODER.iterencode(body)).encode()
-        except UnicodeEncodeError:  # a lone surrogate from a model: escaped, it is valid JSON
-            return "".join(_ASCII_BODY_ENCODER.iterencode(body)).encode()
+        return base.json_request_body(body)
 
     def _server_key(self) -> str | None:
         api_key = self._client.api_key
@@ -291,12 +286,6 @@ class OpenAIProvider(base.SDKProvider):
         )
 
 
-# Without the C encoder's one-shot path, which holds the GIL through the whole body.
-_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
-_ASCII_BODY_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
-_JSON_HEADERS = {"Content-Type": "application/json"}
-
-
 class _OpenAIStream(base.SDKStream):
     _provider: OpenAIProvider
 
@@ -317,7 +306,7 @@ class _OpenAIStream(base.SDKStream):
             "/chat/completions",
             content=content,
             cast_to=object,
-            options={"headers": _JSON_HEADERS, "security": {"bearer_auth": True}},
+            options={"headers": base.JSON_HEADERS, "security": {"bearer_auth": True}},
             stream=True,
             stream_cls=openai.AsyncStream[object],
         )
