@@ -135,13 +135,19 @@ class WarmProcess:
         while self.children or time.monotonic() < self.idle_since + self.idle_seconds:
             idle_left = self.idle_since + self.idle_seconds - time.monotonic()
             for key, _events in self.selector.select(None if self.children else max(idle_left, 0)):
-                if key.fileobj is self.listener:
-                    self.accept()
-                elif key.fd == key.data.pidfd:
-                    self.reap(key.data)
-                else:
-                    self.hear(key.data)
+                self.handle(key)
         self.close()
+
+    def handle(self, key: selectors.SelectorKey) -> None:
+        """One event of a batch; an earlier one of the same batch may have made it stale (a
+        child reaped before its pipe was heard, the listener left for the backlog)."""
+        if key.fileobj is self.listener:
+            if self.listening():
+                self.accept()
+        elif key.fd == key.data.pidfd:
+            self.reap(key.data)
+        elif key.data.told is not None:
+            self.hear(key.data)
 
     def close(self) -> None:
         """The socket is removed first, so no client connects to a process that is ending."""
@@ -187,12 +193,19 @@ class WarmProcess:
         self.children[pid] = child
         self.selector.register(child.pidfd, selectors.EVENT_READ, child)
         self.selector.register(told, selectors.EVENT_READ, child)
-        if self.starting() >= MAX_STARTING_CHILDREN:  # the rest wait in the backlog
+        self.listen_while_room()
+
+    def listen_while_room(self) -> None:
+        """Accept while fewer than MAX_STARTING_CHILDREN children read a request; beyond, the
+        connections wait in the backlog."""
+        starting = sum(child.told is not None for child in self.children.values())
+        if starting < MAX_STARTING_CHILDREN and not self.listening():
+            self.selector.register(self.listener, selectors.EVENT_READ)
+        elif starting >= MAX_STARTING_CHILDREN and self.listening():
             self.selector.unregister(self.listener)
 
-    def starting(self) -> int:
-        """The children still reading their request."""
-        return sum(child.told is not None for child in self.children.values())
+    def listening(self) -> bool:
+        return self.listener in self.selector.get_map()
 
     def hear(self, child: Child) -> None:
         """What the child says on its pipe: that it serves, or nothing (it refused the
@@ -202,8 +215,7 @@ class WarmProcess:
         self.selector.unregister(child.told)
         os.close(child.told)
         child.told = None
-        if self.starting() == MAX_STARTING_CHILDREN - 1:
-            self.selector.register(self.listener, selectors.EVENT_READ)
+        self.listen_while_room()
 
     def reap(self, child: Child) -> None:
         """A child ended: a server's client is told how (a refusing child's was told why)."""
