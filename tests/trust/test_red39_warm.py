@@ -290,6 +290,35 @@ def test_a_silent_or_slow_client_delays_no_other_start_and_none_of_its_descripto
             os.close(descriptor)
 
 
+def test_a_flood_of_silent_clients_holds_at_most_32_children_and_a_start_is_served(
+    started_warm: UsersWarm,
+) -> None:
+    """Each connection gets a child of its own to read its request: no more than 32 at once
+    (the rest wait in the backlog), and once theirs time out the next start is served warm."""
+    warm = started_warm
+    [path] = warm.folder.glob("warm-*.sock")
+    flood = []
+    try:
+        for _ in range(40):
+            connection = socket.socket(socket.AF_UNIX)
+            connection.connect(str(path))
+            flood.append(connection)
+        wait_until(lambda: len(children(warm.pid())) == 32)
+        before = warm.servers()
+        client = spawned(warm)  # accepted once the first 32 are refused (5 s), then the rest
+        assert warm.new_server(before)
+        assert len(children(warm.pid())) <= 32
+        client.stdin.close()  # type: ignore[union-attr]
+        assert client.wait(60) == 0
+        for connection in flood:
+            connection.settimeout(30)
+            assert connection.recv(100).startswith(b"refused timed out")
+        assert alive(warm.pid())
+    finally:
+        for connection in flood:
+            connection.close()
+
+
 def descriptors(pid: int) -> list[str]:
     """What the process's descriptors are open on (those closed meanwhile left out)."""
     held = []
