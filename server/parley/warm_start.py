@@ -4,9 +4,10 @@ Importing what a server needs (pygls with LSP's thousand types, the provider SDK
 second or more on every start. A warm process (`parley.warm_process`, one per user and per
 installed Parley) has imported it all once; `parley serve` then only connects to its socket,
 hands over its stdin, stdout, stderr and working directory (SCM_RIGHTS) with its arguments,
-environment and umask, and the warm process forks a server that adopts them: the editor's
-process talks to that server as to a cold one. This module is that thin client, so it
-imports nothing but the standard library's small modules.
+environment and umask, and a child the warm process forks (before anything is read) adopts
+them and becomes the server: the editor's process talks to that server as to a cold one.
+This module is that thin client, so it imports nothing but the standard library's small
+modules.
 
 When there is no warm process (the first start, after an upgrade, after it has been idle
 for `PARLEY_WARM_IDLE_SECONDS`), or it cannot be trusted or used, `parley serve` starts
@@ -33,11 +34,12 @@ from parley.core.redact import SECRET_NAME
 from parley.undumpable import make_undumpable
 
 # The wire between `parley serve` (the client), the warm process and the server it forks.
-# Client → warm process: HEADER (the payload's length) with the four descriptors, then the
-# payload (JSON: argv, env, umask, ignored: the forwarded signals the client ignores). Warm
-# process → client: a line each, STARTED first, then EXITED or KILLED when the server has
-# ended (REFUSED instead of STARTED: start cold); the server itself sends EXITED as it exits.
-# Client → server: SIGNAL lines (what the editor sent the client, forwarded).
+# Client → the child the warm process forked for the connection: HEADER (the payload's
+# length) with the four descriptors, then the payload (JSON: argv, env, umask, ignored: the
+# forwarded signals the client ignores). To the client, a line each: STARTED first (from the
+# child, once it serves), then EXITED or KILLED from the warm process when the server has
+# ended; REFUSED instead of STARTED (from either): start cold. The server itself sends EXITED
+# as it exits. Client → server: SIGNAL lines (what the editor sent the client, forwarded).
 HEADER = struct.Struct("!Q")
 MAX_PAYLOAD_BYTES = 4 << 20  # an environment is kilobytes; this bounds what the process reads
 STARTED, EXITED, KILLED, REFUSED, SIGNAL = "started", "exited", "killed", "refused", "signal"

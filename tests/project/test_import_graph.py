@@ -60,6 +60,7 @@ LAYERS = {
     "parley.entry": "commands",  # the `parley` script: `serve` warm where it can
     "parley.warm_start": "commands",  # `parley serve` handed to the warm process
     "parley.warm_process": "commands",  # the warm process: imports all, forks servers
+    "parley.warm_server": "commands",  # its forked child: reads the request, serves
 }
 
 # What each layer may import (module-name prefixes), bottom to top. Its own layer is allowed;

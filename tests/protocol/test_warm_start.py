@@ -1,4 +1,5 @@
-"""`parley serve` through the warm process (server/parley/warm_start.py, warm_process.py).
+"""`parley serve` through the warm process (server/parley/warm_start.py, warm_process.py,
+warm_server.py).
 
 A first start is cold and launches the warm process; a later start hands its stdio over and
 is served by a fork of it, exactly as a cold server would serve it: the official ACP SDK
@@ -31,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.fakellm import FakeLLM, Pacing, Reply
 from parley.sandbox import SandboxSettings, sandbox_status
-from parley.warm_process import parse_request
+from parley.warm_server import parse_request
 from parley.warm_start import FORWARDED_SIGNALS, HEADER, runtime_directory
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}

@@ -18,14 +18,14 @@ them, though the fingerprint keeps honest clients apart by both; W8 a warm serve
 times in the warm process's time zone, not its client's `TZ`; W9 under `nohup` a warm start
 died of the hangup a cold one ignores (the client forwarded a signal it ignored). Limits, kept
 as `xfail`: W6 in the fallback a child is the user: it can put a listener of its own at the
-warm socket's path and receive the environment, keys included, of every later start; W10 the
-clients' keys stay in the warm process's freed memory (it parses the request before it forks).
+warm socket's path and receive the environment, keys included, of every later start.
 Found later: W11 in a directory the user may enter but not read, a warm start crashed; W12
 the warm process, once ended, stayed a zombie under the cold server that launched it; W13 a
 `PARLEY_WARM_IDLE_SECONDS` that is no positive number made every start launch a warm process
 that imported everything and then failed; W14 a warm process stopped or busy past a
 client's wait forked a server for the request the client left, on the pipes of the cold
-server it had become.
+server it had become. W10, once a limit: the clients' keys stayed in the warm process's
+freed memory (it parsed each request before it forked; now its forked child alone reads one).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.sandbox import SandboxSettings, sandbox_status
 from parley.warm_start import HEADER
 from sandbox_probe import NOBODY, as_user
-from test_warm_start import INITIALIZE, SERVE, Warm, alive, spawned, wait_until
+from test_warm_start import INITIALIZE, SERVE, Warm, alive, send_raw, spawned, wait_until
 
 _here = sandbox_status(SandboxSettings(), environ={})
 needs_bwrap = pytest.mark.skipif(not _here.sandboxed, reason=f"no bubblewrap: {_here.reason}")
@@ -270,10 +270,13 @@ def test_a_silent_or_slow_client_delays_no_other_start_and_none_of_its_descripto
     slow.sendall(b"{")
     before = warm.servers()
     try:
+        # Its descriptors are received by the child forked for it alone, never by the warm
+        # process (which once held them, and the request, while it read it).
+        wait_until(lambda: any(str(marker) in descriptors(pid) for pid in children(warm.pid())))
+        assert str(marker) not in descriptors(warm.pid())
         client = spawned(warm)
         server = warm.new_server(before)  # served warm, not cold after 10 s of waiting
-        held = [os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd")]
-        assert str(marker) not in held, held
+        assert str(marker) not in descriptors(server)
         client.stdin.close()  # type: ignore[union-attr]
         assert client.wait(60) == 0
         for connection in [*silent, slow]:  # each refused in the end, the warm process alive
@@ -285,6 +288,56 @@ def test_a_silent_or_slow_client_delays_no_other_start_and_none_of_its_descripto
             connection.close()
         for descriptor in own:
             os.close(descriptor)
+
+
+def test_a_flood_of_silent_clients_holds_at_most_32_children_and_a_start_is_served(
+    started_warm: UsersWarm,
+) -> None:
+    """Each connection gets a child of its own to read its request: no more than 32 at once
+    (the rest wait in the backlog), and once theirs time out the next start is served warm."""
+    warm = started_warm
+    [path] = warm.folder.glob("warm-*.sock")
+    flood = []
+    try:
+        for _ in range(40):
+            connection = socket.socket(socket.AF_UNIX)
+            connection.connect(str(path))
+            flood.append(connection)
+        wait_until(lambda: len(children(warm.pid())) == 32)
+        before = warm.servers()
+        client = spawned(warm)  # accepted once the first 32 are refused (5 s), then the rest
+        assert warm.new_server(before)
+        assert len(children(warm.pid())) <= 32
+        client.stdin.close()  # type: ignore[union-attr]
+        assert client.wait(60) == 0
+        for connection in flood:
+            connection.settimeout(30)
+            assert connection.recv(100).startswith(b"refused timed out")
+        assert alive(warm.pid())
+    finally:
+        for connection in flood:
+            connection.close()
+
+
+def descriptors(pid: int) -> list[str]:
+    """What the process's descriptors are open on (those closed meanwhile left out)."""
+    held = []
+    with contextlib.suppress(FileNotFoundError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(FileNotFoundError):
+                held.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return held
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
 # --- W3. a warm process that accepts nothing ----------------------------------------------------
@@ -473,23 +526,31 @@ def memory_holds(pid: int, needle: bytes) -> bool:
     return False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a limit: the request carries the client's whole environment to the warm process, "
-    "which parses it before it forks; its strings stay in the long-lived process's freed "
-    "memory (non-dumpable: only CAP_SYS_PTRACE reads it). Closing it means the environment "
-    "read by the forked child only",
-)
-def test_a_clients_key_is_not_left_in_the_warm_processs_memory(started_warm: UsersWarm) -> None:
+def test_a_clients_key_never_enters_the_warm_processs_memory(started_warm: UsersWarm) -> None:
+    """As root (CAP_SYS_PTRACE reads a non-dumpable process's memory): the warm process
+    parsed each request, so every client's keys stayed in its freed memory. Now its child
+    alone reads one, whether it serves it or refuses it."""
     warm = started_warm
-    key = f"sk-red39-{uuid.uuid4().hex}"
-    warm.env["OPENAI_API_KEY"] = key
+    [path] = warm.folder.glob("warm-*.sock")
+    served, refused = (f"sk-red39-{uuid.uuid4().hex}" for _ in range(2))
+    warm.env["OPENAI_API_KEY"] = served
     before = warm.servers()
     client = spawned(warm)
-    assert warm.new_server(before)
+    server = warm.new_server(before)
+    assert memory_holds(server, served.encode())  # the scan finds a key where one was read
     client.stdin.close()  # type: ignore[union-attr]
     assert client.wait(60) == 0
-    assert not memory_holds(warm.pid(), key.encode())
+    payload = json.dumps({"argv": ["chat"], "env": {"OPENAI_API_KEY": refused}, "umask": 18})
+    nothing = [os.open(os.devnull, os.O_RDWR) for _ in range(3)] + [os.open("/", os.O_RDONLY)]
+    try:
+        answer = send_raw(path, HEADER.pack(len(payload)), nothing, payload.encode())
+    finally:
+        for descriptor in nothing:
+            os.close(descriptor)
+    assert answer == ["refused only `parley serve` is served"], answer
+    assert alive(warm.pid())
+    for key in (served, refused):
+        assert not memory_holds(warm.pid(), key.encode())
 
 
 # --- W6. in the fallback a child is the user -----------------------------------------------------
