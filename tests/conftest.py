@@ -26,8 +26,9 @@ from pytest_lsp import ClientServerConfig
 
 # A real llama.cpp server with a tiny script model: `script_model`, `llama_servers`, ...;
 # an async test that times out shows where its tasks wait (tests/timeout_stacks.py); the
-# user's own kernel and a Jupyter Server (`users_kernel`, `jupyter_server`).
-pytest_plugins = ("llamacpp_fixtures", "timeout_stacks", "user_kernel_fixtures")
+# user's own kernel and a Jupyter Server (`users_kernel`, `jupyter_server`); the OpenAI and
+# Anthropic SDKs' clients of the fake LLM (`openai_client`, `anthropic_client`).
+pytest_plugins = ("fakellm_clients", "llamacpp_fixtures", "timeout_stacks", "user_kernel_fixtures")
 
 # No per-example deadline: what a property checks is its invariant, never its time (a loaded
 # 2-core machine took 286 ms for a 136 ms example; speed is `parley bench`'s).
@@ -40,6 +41,15 @@ REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 # Real recorded provider streams (tests/fixtures/wire/README.md says where each came from).
 WIRE_FIXTURES = REPO / "tests" / "fixtures" / "wire"
+
+
+def wire_fixture(name: str) -> Path:
+    """A recorded body of tests/fixtures/wire; one missing from the repository fails the test."""
+    path = WIRE_FIXTURES / name
+    if not path.is_file():
+        pytest.fail(f"wire fixture {path} is missing from the repository")
+    return path
+
 
 # A server's event loop blocked longer than this fails the test (see `loop_watchdog`). It was
 # 250 ms while store commits waited on the disk on the loop (105-205 ms in 5 of 6 fresh-clone

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
-from conftest import WIRE_FIXTURES
+from conftest import WIRE_FIXTURES, wire_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from parley.core.conversation import TextBlock, UserMessage
@@ -137,13 +137,6 @@ def assert_events_in_order(events: list[StreamEvent]) -> None:
             started.add(event.index)
         elif isinstance(event, ToolCallArgumentsDelta):
             assert event.index in started, "arguments come after their call's start"
-
-
-def wire_fixture(name: str) -> Path:
-    path = WIRE_FIXTURES / name
-    if not path.is_file():
-        pytest.fail(f"wire fixture {path} is missing from the repository")
-    return path
 
 
 # --- any chunking gives the same reply (property tests) ------------------------------------

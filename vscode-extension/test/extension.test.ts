@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 
 import type { RequestPermissionParams } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
+import { CHAT_STYLESHEETS } from '../src/core/webviewHtml';
 import { FakeLLM, PARLEY, cliExport, serverEnv, serverUnavailable, tempDirs, until } from './harness';
 import { StubMemento, StubUri, VscodeStub } from './vscodeStub';
 import { foldViewMessages } from './viewModel';
@@ -126,6 +127,14 @@ describe('the extension in a stand-in VS Code', () => {
       assert.ok(u.startsWith('https://stub.vscode-cdn.net/'), `local resource: ${u}`);
       const file = u.slice('https://stub.vscode-cdn.net'.length);
       assert.ok(fs.existsSync(file), `exists: ${file}`);
+    }
+    // Every stylesheet of media/chat/, each once, in the order of the cascade; each says what it styles.
+    const sheets = [...html.matchAll(/<link rel="stylesheet" href="([^"]+)">/g)].map((m) => path.relative(path.join(EXT_ROOT, 'media', 'chat'), m[1].slice('https://stub.vscode-cdn.net'.length)));
+    assert.deepEqual(sheets, CHAT_STYLESHEETS);
+    assert.deepEqual([...sheets].sort(), fs.readdirSync(path.join(EXT_ROOT, 'media', 'chat')).sort());
+    for (const sheet of sheets) {
+      const [header] = fs.readFileSync(path.join(EXT_ROOT, 'media', 'chat', sheet), 'utf8').split('\n');
+      assert.match(header, /^\/\* Chat view [^*]+\. \*\/$/, `${sheet}: a one-line header comment`);
     }
     const options = view.webview.options as { enableScripts: boolean; localResourceRoots: StubUri[] };
     assert.equal(options.enableScripts, true);

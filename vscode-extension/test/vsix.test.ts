@@ -2,7 +2,8 @@
  * The packaged .vsix (`npm run package`) is ready for the Marketplace and brings its server:
  * it carries the repository's `parley-code` wheel (the version `parley.__version__` says), a
  * 128×128 PNG icon, a gallery banner, the Marketplace README with its screenshot, the
- * changelog and the licence — and no sources, tests or developer README.
+ * changelog and the licence, the chat view's stylesheets — and no sources, tests or developer
+ * README.
  */
 
 import assert from 'node:assert/strict';
@@ -12,6 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
+import { CHAT_STYLESHEETS } from '../src/core/webviewHtml';
 import { REPO } from './harness';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
@@ -81,6 +83,13 @@ describe('the .vsix', { skip: fs.existsSync(VSIX) ? undefined : 'no parley-vscod
       assert.ok(fs.statSync(path.join(dir, 'extension', image)).size < 200 * 1024, `${image} is small`);
     }
     assert.match(read('extension/changelog.md').toString('utf8'), new RegExp(`## ${serverVersion().replace(/\./g, '\\.')}`));
+  });
+
+  it("carries the chat view's stylesheets, each as in media/chat/", () => {
+    for (const sheet of CHAT_STYLESHEETS) {
+      assert.ok(names.includes(`extension/media/chat/${sheet}`), `${sheet} is in the .vsix`);
+      assert.deepEqual(read(`extension/media/chat/${sheet}`), fs.readFileSync(path.join(EXT_ROOT, 'media', 'chat', sheet)), sheet);
+    }
   });
 
   it('leaves out sources, tests, scripts and the developer README', () => {

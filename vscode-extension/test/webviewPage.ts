@@ -15,7 +15,7 @@ import { type Browser, type BrowserContext, type Page, chromium } from 'playwrig
 import type { SessionUpdate } from '../src/client/protocol';
 import type { HostToView } from '../src/common/view';
 import { type ChatEvent, type ChatState, initialState, reduce } from '../src/core/chatState';
-import { chatPageHtml, viewMessages } from '../src/core/webviewHtml';
+import { CHAT_STYLESHEETS, chatPageHtml, viewMessages } from '../src/core/webviewHtml';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 export const OUTPUT = path.join(ROOT, 'test-output');
@@ -206,7 +206,7 @@ export async function openChatPage(
     scriptUri: `${ORIGIN}/main.js`,
     markdownItUri: `${ORIGIN}/vendor/markdown-it.min.js`,
     highlightUri: `${ORIGIN}/vendor/highlight.min.js`,
-    styleUri: `${ORIGIN}/chat.css`,
+    styleUris: CHAT_STYLESHEETS.map((name) => `${ORIGIN}/media/chat/${name}`),
   });
   await page.route(`${ORIGIN}/**`, async (route) => {
     const url = new URL(route.request().url());
@@ -214,8 +214,8 @@ export async function openChatPage(
       return route.fulfill({ status: 200, contentType: 'text/html', body: html });
     }
     const file =
-      url.pathname === '/chat.css'
-        ? path.join(ROOT, 'media', 'chat.css')
+      url.pathname.startsWith('/media/chat/') && CHAT_STYLESHEETS.includes(path.basename(url.pathname))
+        ? path.join(ROOT, 'media', 'chat', path.basename(url.pathname))
         : !url.pathname.endsWith('.js') || url.pathname.includes('..')
           ? undefined
           : url.pathname.startsWith('/common/') // main.js imports ../common/display.js

@@ -15,8 +15,23 @@ export interface ChatPageResources {
   markdownItUri: string;
   /** highlight.js's browser build (code blocks). */
   highlightUri: string;
-  styleUri: string;
+  /** The stylesheets of `CHAT_STYLESHEETS`, in its order. */
+  styleUris: string[];
 }
+
+/**
+ * The chat view's stylesheets (media/chat/), one concern each, in the order the page loads
+ * them: later ones may override earlier ones, so the order is part of the cascade.
+ */
+export const CHAT_STYLESHEETS: readonly string[] = [
+  'base.css',
+  'toolbar.css',
+  'transcript.css',
+  'tools.css',
+  'composer.css',
+  'code.css',
+  'plan-and-output.css',
+];
 
 export function chatPageHtml(r: ChatPageResources): string {
   const csp = [
@@ -32,7 +47,7 @@ export function chatPageHtml(r: ChatPageResources): string {
 <meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="${escapeAttr(csp)}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${escapeAttr(r.styleUri)}">
+${r.styleUris.map((uri) => `<link rel="stylesheet" href="${escapeAttr(uri)}">`).join('\n')}
 <title>Parley</title>
 </head>
 <body>

@@ -3,7 +3,7 @@
 import * as vscode from 'vscode';
 
 import type { HostToView, ViewToHost } from '../common/view';
-import { chatPageHtml, makeNonce } from '../core/webviewHtml';
+import { CHAT_STYLESHEETS, chatPageHtml, makeNonce } from '../core/webviewHtml';
 
 export class ChatViewProvider implements vscode.WebviewViewProvider {
   static readonly viewId = 'parley.chatView';
@@ -33,7 +33,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
       scriptUri: view.webview.asWebviewUri(vscode.Uri.joinPath(script, 'main.js')).toString(),
       markdownItUri: view.webview.asWebviewUri(vscode.Uri.joinPath(script, 'vendor', 'markdown-it.min.js')).toString(),
       highlightUri: view.webview.asWebviewUri(vscode.Uri.joinPath(script, 'vendor', 'highlight.min.js')).toString(),
-      styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.css')).toString(),
+      styleUris: CHAT_STYLESHEETS.map((name) => view.webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat', name)).toString()),
     });
     view.webview.onDidReceiveMessage((m: ViewToHost) => this.onMessage(m));
     view.onDidDispose(() => {
