@@ -12,7 +12,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parley.agent.snapshot_store import SnapshotStore
-from parley.agent.snapshots import NOT_KEPT, changed_paths, latest_snapshot, take_snapshot
+from parley.agent.snapshots import (
+    NOT_KEPT,
+    changed_paths,
+    latest_snapshot,
+    load_snapshot,
+    take_snapshot,
+)
 
 
 def trusted(snapshot: object) -> None:
@@ -166,3 +172,31 @@ def test_what_counts_as_a_change() -> None:
     big = [NOT_KEPT, 0o644, 3, 100, 100, 7, None]
     assert changed_paths({"b": big}, {"b": [NOT_KEPT, 0o644, 3, 200, 200, 7, None]}) == ["b"]
     assert changed_paths({"b": big}, {"b": list(big)}) == []
+
+
+def test_every_git_place_is_recorded_never_walked_and_kept_with_the_manifest(
+    tmp_path: Path,
+) -> None:
+    """A snapshot names each `.git` it passes — a folder (never walked into, its content
+    never kept) or a file naming a repository elsewhere — in a repository or out of one, and
+    its manifest keeps them, so a turn can tell which ones its calls made."""
+    root = tmp_path / "ws"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    (root / "lib" / ".git").mkdir(parents=True)
+    (root / "vendor").mkdir()
+    (root / "vendor" / ".git").write_text("gitdir: ../elsewhere\n")
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "deep" / "er" / "x.git").write_text("not a repository")
+    store = SnapshotStore(tmp_path / "home")
+    snapshot = take_snapshot(store, (root,), None)
+    places = [str(root / ".git"), str(root / "lib" / ".git"), str(root / "vendor" / ".git")]
+    assert sorted(snapshot.git_places or []) == places
+    assert not any("/.git/" in path for path in snapshot.entries)
+    assert load_snapshot(store, snapshot.manifest_id).git_places == snapshot.git_places
+    trusted(snapshot)
+    later = take_snapshot(store, (root,), snapshot)  # nothing changed: the same manifest
+    assert later.manifest_id == snapshot.manifest_id and later.git_places == snapshot.git_places
+    (root / "deep" / ".git").mkdir()
+    made = take_snapshot(store, (root,), later)
+    assert sorted(set(made.git_places or []) - set(places)) == [str(root / "deep" / ".git")]

@@ -7,6 +7,7 @@ it (`tree_state`)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -352,3 +353,31 @@ async def test_an_undo_sent_the_moment_a_turn_ends_finds_the_snapshot_after_its_
     await client.prompt(session, "/undo", timeout=120)
     assert (workspace / "app.py").read_text() == "NAME = 'old'\n", last_reply(client, session)
     assert "- `app.py` restored" in last_reply(client, session).splitlines()
+
+
+async def test_a_turn_that_made_a_git_repository_where_none_was_says_so(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The sandbox makes a root's own `.git` read-only, but not one a command makes where
+    none was (`git init lib`, or a `.git` file pointing elsewhere): git run there on the
+    host obeys its hooks. The turn that made one ends with a warning naming each, kept for a
+    reload; a turn that makes none (the root's own repository there all along) says nothing."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / "app.py").write_text("x = 1\n")
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    made = "mkdir -p lib vendor && git init -q lib && printf 'gitdir: ../x\\n' > vendor/.git"
+    fake.set_script([*command_turn("printf 'x = 2\\n' > app.py"), *command_turn(made)])
+    await client.prompt(session, "Change x.", timeout=60)
+    assert (workspace / "app.py").read_text() == "x = 2\n"
+    assert client.notices_of(session) == []
+
+    await client.prompt(session, "Make the lib a repository.", timeout=60)
+    assert (workspace / "lib" / ".git").is_dir() and (workspace / "vendor" / ".git").is_file()
+    warnings = [text for level, text in client.notices_of(session) if level == "warning"]
+    assert len(warnings) == 1, client.notices_of(session)
+    assert "made git repositories where there was none: `lib/.git`, `vendor/.git`" in warnings[0]
+    assert "outside the sandbox" in warnings[0]
+    again = await started(start_server, tmp_path)
+    await again.load_session(session, str(workspace))
+    assert ("warning", warnings[0]) in again.notices_of(session)

@@ -93,10 +93,15 @@ class TurnCheckpoints:
         if self.snapshots is not None:
             await self.snapshots.after_call()
 
-    async def settled(self) -> None:
-        """The turn's snapshots taken and recorded: before the turn ends."""
-        if self.snapshots is not None:
-            await self.snapshots.settled()
+    async def settled(self) -> list[str]:
+        """The turn's snapshots taken and recorded: before the turn ends. The repositories
+        its calls made where none was (`TurnSnapshots.repositories_made`), shown relative to
+        the cwd's root."""
+        if self.snapshots is None:
+            return []
+        await self.snapshots.settled()
+        made = self.snapshots.repositories_made()
+        return [printable_name(self.root.shown(place)) for place in made]
 
     def before_write(self, path: Path) -> None:
         """Raises `OSError` (or `Refused`) when the file is there but cannot be read: an

@@ -147,6 +147,21 @@ COMMAND = "command"
 COMMAND_REPLY = "command_reply"
 
 
+def repositories_made(places: list[str]) -> Notice:
+    """A turn's commands made a git repository where none was (the sandbox can make only a
+    root's own `.git` read-only): git run there on the user's machine obeys its hooks and
+    configuration (docs/security.md, "What runs later is protected where it exists")."""
+    named = ", ".join(f"`{place}`" for place in places)
+    one = len(places) == 1
+    return Notice(
+        "warning",
+        f"This turn made {'a git repository' if one else 'git repositories'} where there was "
+        f"none: {named}. Git run there on your machine, outside the sandbox, runs "
+        f"{'its' if one else 'their'} hooks and obeys {'its' if one else 'their'} "
+        "configuration: look at them before you run git there (an undo leaves them).",
+    )
+
+
 def keep_command_turn(session: Session, typed: str, answer: str | None) -> None:
     """Keep a command turn with the session, for replay and export."""
     session.add_notice(COMMAND, typed)

@@ -46,6 +46,8 @@ READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch", "switch_mode"})
 RACY_NS = 2_000_000_000
 # How many left-out paths a snapshot names (the rest are counted).
 NAMED_AT_MOST = 20
+# How many `.git` places a snapshot records (a tree of vendored repositories has many).
+GIT_PLACES_AT_MOST = 200
 # The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
 RECENT_AT_MOST = 4
 _RECENT: dict[tuple[Path, str], Snapshot] = {}
@@ -84,15 +86,30 @@ class Snapshot:
     ignored_count: int = 0
     not_kept: dict[str, str] = attrs.field(factory=dict)  # path → why its bytes were not kept
     stored_bytes: int = 0  # new content this snapshot put in the store
+    # Every `.git` (a folder, or a file naming one) the walk passed, never walked into: a
+    # repository git uses there. None: a manifest of an older version, which kept none.
+    git_places: list[str] | None = attrs.field(factory=list)
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"taken_ns": self.taken_ns, "rules": self.rules_id, "entries": self.entries}
+        return {
+            "taken_ns": self.taken_ns,
+            "rules": self.rules_id,
+            "git": self.git_places,
+            "entries": self.entries,
+        }
 
 
 def load_snapshot(store: SnapshotStore, manifest_id: str) -> Snapshot:
     manifest = store.manifest(manifest_id)
     rules_id = manifest.get("rules", "")
-    return Snapshot(manifest["entries"], manifest["taken_ns"], manifest_id, rules_id)
+    git_places = manifest.get("git")
+    return Snapshot(
+        manifest["entries"],
+        manifest["taken_ns"],
+        manifest_id,
+        rules_id,
+        git_places=git_places if isinstance(git_places, list) else None,
+    )
 
 
 class _Walk:
@@ -189,6 +206,8 @@ class _Walk:
                 continue
             if kind != _REGULAR and kind != _SYMLINK:
                 continue  # a socket, a FIFO, a device: nothing to keep
+            if item.name == ".git":  # a file naming a repository elsewhere (`gitdir:`)
+                self._git_place(place)
             if filtered and place not in known_files:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if self._ignored(name, place, False, rules):
@@ -214,13 +233,21 @@ class _Walk:
 
     def _ignored(self, name: str, place: str, folder: bool, rules: IgnoreRules | None) -> bool:
         shown = name + "/" if folder else name
-        if folder and (os.path.basename(name) == ".git" or sandbox_policy.refused_to_tools(place)):
+        if folder and os.path.basename(name) == ".git":
+            self._git_place(place)
+            return self._named(shown)
+        if folder and sandbox_policy.refused_to_tools(place):
             return self._named(shown)
         if rules is not None and rules.ignored(name, directory=folder):
             return self._named(shown)
         if self.extra is not None and self.extra.check_file(shown).include:
             return self._named(shown)
         return False
+
+    def _git_place(self, place: str) -> None:
+        git_places = self.snapshot.git_places
+        if git_places is not None and len(git_places) < GIT_PLACES_AT_MOST:
+            git_places.append(place)
 
     def _named(self, shown: str) -> bool:
         self.snapshot.ignored_count += 1
@@ -302,6 +329,7 @@ def take_snapshot(
         previous is not None
         and walk.unchanged == len(snapshot.entries) == len(previous.entries)
         and snapshot.rules_id == previous.rules_id
+        and snapshot.git_places == previous.git_places
     ):
         snapshot.manifest_id = previous.manifest_id  # nothing changed: nothing written
         snapshot.taken_ns = previous.taken_ns
@@ -436,6 +464,15 @@ class TurnSnapshots:
             await asyncio.shield(pending)
             if self._pending is pending:
                 self._pending = None
+
+    def repositories_made(self) -> list[str]:
+        """The `.git` places the turn's calls made where none was (sorted, absolute): git run
+        there later, on the host, obeys their hooks and configuration. Known once settled."""
+        before = self._before.git_places if self._before is not None else None
+        after = self._latest.git_places if self._latest is not None else None
+        if before is None or after is None:
+            return []
+        return sorted(set(after) - set(before))
 
     def _first(self) -> None:
         """The turn's first snapshot and its record, under the store's lock (blocking)."""

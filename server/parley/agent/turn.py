@@ -238,7 +238,8 @@ class Turn:
         try:
             return await self._run_rounds()
         finally:  # the snapshot after its last writing call: a restore finds its record whole
-            await self._checkpoints.settled()
+            if made := await self._checkpoints.settled():
+                notices.say(self.session, self.ports.send_update, notices.repositories_made(made))
 
     async def _run_rounds(self) -> TurnResult:
         try:
