@@ -238,6 +238,7 @@ export function activate(context: vscode.ExtensionContext): void {
       chatView.post(m);
     }
     terminals.stateChanged(prev, next);
+    approval.stateChanged(prev, next);
     // No session yet (the window just opened) or one loading: nothing to change.
     if ((prev.entries !== next.entries || prev.meta !== next.meta) && next.meta.sessionId && !next.meta.loading) {
       keepOpenSession(next);

@@ -8,8 +8,9 @@
 
 import type * as vscode from 'vscode';
 
-import type { ChatController } from '../core/controller';
-import type { LogLevel } from '../core/controller';
+import type { ChatState } from '../core/chatState';
+import type { ChatController, LogLevel } from '../core/controller';
+import type { NoticeEntry } from '../common/view';
 import type { ServerLocation } from '../core/serverLocation';
 import { type ApprovedServers, type FileIdentity, fileIdentity, readApprovals, withApproval } from '../core/workspaceServerApproval';
 
@@ -37,6 +38,8 @@ export class WorkspaceServerApproval {
   private readonly asked = new Map<string, FileIdentity>();
   /** Files the user chose not to run, in this window (asked again in the next). */
   private readonly declined = new Set<string>();
+  /** The question not answered yet: shown again in a session opened since (a new one clears the chat). */
+  private pending: { text: string; choices: NonNullable<NoticeEntry['choices']> } | undefined;
 
   constructor(
     private readonly globalState: vscode.Memento,
@@ -61,15 +64,30 @@ export class WorkspaceServerApproval {
       return; // unreadable, or asked about already
     }
     this.asked.set(passed.file, identity);
-    this.ctl().dispatch({
-      type: 'notice',
-      level: 'warning',
+    this.pending = {
       text: askText({ ...location, passedOver: passed }),
       choices: [
         { label: USE_WORKSPACE_LABEL, message: { type: 'useWorkspaceServer', file: passed.file } },
         { label: USE_INSTALLED_LABEL, message: { type: 'useInstalledServer', file: passed.file } },
       ],
-    });
+    };
+    this.ask();
+  }
+
+  /** The chat changed: a session opened (or loaded) since the question was shown gets it again. */
+  stateChanged(prev: ChatState, next: ChatState): void {
+    const opened = prev.meta.sessionId !== next.meta.sessionId || (prev.meta.loading && !next.meta.loading);
+    if (this.pending && opened && !next.meta.loading) {
+      queueMicrotask(() => this.ask()); // after this change has reached the view
+    }
+  }
+
+  private ask(): void {
+    const question = this.pending;
+    const ctl = this.ctl();
+    if (question && !ctl.state.entries.some((e) => e.kind === 'notice' && e.text === question.text)) {
+      ctl.dispatch({ type: 'notice', level: 'warning', ...question });
+    }
   }
 
   /** "Use the workspace's server": approve the file as it was when asked, and restart with it. */
@@ -79,6 +97,7 @@ export class WorkspaceServerApproval {
       throw new Error(`Parley did not ask about ${file} in this window.`);
     }
     this.declined.delete(file);
+    this.pending = undefined;
     await this.globalState.update(APPROVED_SERVERS_KEY, withApproval(this.approved(), file, identity));
     this.log(`You approved the workspace's Parley server ${file} (sha256 ${identity.sha256}).`);
     await this.ctl().restart();
@@ -87,6 +106,7 @@ export class WorkspaceServerApproval {
   /** "Use the installed one": not asked again in this window. */
   useInstalledServer(file: string): void {
     this.declined.add(file);
+    this.pending = undefined;
     this.log(`You chose not to run the workspace's Parley server ${file}; the installed one runs.`);
   }
 }
