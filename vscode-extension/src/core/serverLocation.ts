@@ -2,10 +2,10 @@
  * Which `parley` the extension runs, in order: the `parley.serverCommand` setting when it is
  * not the default; the workspace's own `.venv/bin/parley` (a trusted workspace only, and only
  * the very file the user approved: it is the workspace's code, which a command run there can
- * write — src/core/workspaceServerApproval.ts); `parley` on the `PATH` (one the user installed, e.g. with `uv tool` or
- * `pipx`); the server the extension installed into its own storage (usable in any workspace:
- * it is the extension's). None of them: the server is missing and the chat offers to install
- * it there.
+ * write — src/core/workspaceServerApproval.ts); `parley` on the `PATH` (one the user
+ * installed, e.g. with `uv tool` or `pipx`); the server the extension installed into its own
+ * storage (usable in any workspace: it is the extension's). None of them: the server is
+ * missing and the chat offers to install it there.
  */
 
 import * as fs from 'node:fs';
