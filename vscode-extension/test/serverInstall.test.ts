@@ -28,6 +28,7 @@ import {
   wheelVersion,
 } from '../src/core/serverInstall';
 import { findOnPath, locateServer, venvExecutable } from '../src/core/serverLocation';
+import { fileIdentity } from '../src/core/workspaceServerApproval';
 import { lendDependencies } from './lentDependencies';
 
 const EXT_ROOT = path.resolve(__dirname, '..', '..');
@@ -100,9 +101,12 @@ describe('which parley the extension runs', () => {
   const where = (o: Partial<Parameters<typeof locateServer>[0]>) =>
     locateServer({ configured: 'parley', workspaceRoot: workspace, trusted: true, storageCommand: storageParley, pathEnv: pathDir, ...o });
 
-  it('the setting first (with ${workspaceFolder}), then a trusted workspace\'s .venv, the PATH, the storage', () => {
+  it('the setting first (with ${workspaceFolder}), then a trusted workspace\'s approved .venv, the PATH, the storage', async () => {
     assert.deepEqual(where({ configured: '${workspaceFolder}/bin/p' }), { command: `${workspace}/bin/p`, source: 'setting' });
-    assert.deepEqual(where({}), { command: workspaceParley, source: 'workspace' });
+    const approved = { [workspaceParley]: (await fileIdentity(workspaceParley))! };
+    assert.deepEqual(where({ approved }), { command: workspaceParley, source: 'workspace' });
+    // Not approved (workspaceServerApproval.test.ts has the cases): the next source, the .venv's named.
+    assert.deepEqual(where({}), { command: onPath, source: 'path', passedOver: { file: workspaceParley, state: 'unapproved' } });
     assert.deepEqual(where({ workspaceRoot: emptyDir }), { command: onPath, source: 'path' });
     assert.deepEqual(where({ workspaceRoot: emptyDir, pathEnv: emptyDir }), { command: storageParley, source: 'storage' });
     assert.deepEqual(where({ workspaceRoot: emptyDir, pathEnv: emptyDir, storageCommand: undefined }), { command: 'parley', source: 'missing' });

@@ -336,6 +336,32 @@ describe(`chat view chrome at ${WIDTH} px`, { skip: haveChromium ? false : 'no C
     assert.deepEqual(view.problems, []);
   });
 
+  it("the question about the workspace's own server: a notice with two buttons, each posting its answer", async () => {
+    await clearPosted(page);
+    const host = new Host(page);
+    await host.send({ type: 'reset', state: host.state });
+    const file = '/ws/.venv/bin/parley';
+    await host.apply({
+      type: 'notice',
+      level: 'warning',
+      text: `This workspace has its own Parley server, ${file}, which has not been approved.`,
+      choices: [
+        { label: "Use the workspace's server", message: { type: 'useWorkspaceServer', file } },
+        { label: 'Use the installed one', message: { type: 'useInstalledServer', file } },
+      ],
+    });
+    const card = page.locator('.entry-notice.notice-warning');
+    await card.waitFor({ state: 'visible', timeout: 5000 });
+    assert.deepEqual(await card.getByRole('button').allInnerTexts(), ["Use the workspace's server", 'Use the installed one']);
+    await card.getByRole('button', { name: 'Use the installed one' }).click();
+    await card.getByRole('button', { name: "Use the workspace's server" }).click();
+    assert.deepEqual(await posted(page), [
+      { type: 'useInstalledServer', file },
+      { type: 'useWorkspaceServer', file },
+    ]);
+    assert.deepEqual(view.problems, []);
+  });
+
   it("a stopped turn's notice offers Retry; the retried turn replaces it on the page: one prompt, one answer", async () => {
     await clearPosted(page);
     const host = new Host(page);

@@ -134,6 +134,8 @@ export interface NoticeEntry {
   messageId?: string;
   /** A button under the notice. */
   action?: { label: string; message: ViewToHost };
+  /** A question's buttons under the notice, one per answer (e.g. which server to run). */
+  choices?: { label: string; message: ViewToHost }[];
 }
 
 /**
@@ -309,6 +311,10 @@ export type ViewToHost =
   | { type: 'restart' }
   /** Install Parley's server into the extension's storage (the button when none is found). */
   | { type: 'installServer' }
+  /** Approve the workspace's own `.venv/bin/parley` at `file` (as it was when asked) and run it. */
+  | { type: 'useWorkspaceServer'; file: string }
+  /** Keep running the installed server, not the workspace's `file` (not asked again in this window). */
+  | { type: 'useInstalledServer'; file: string }
   /** Send the last prompt again (the error card's Retry, after a provider failure). */
   | { type: 'retry' }
   /** Save a session's transcript as Markdown (the host asks where). */

@@ -23,7 +23,6 @@ import type {
   UserEntry,
   ViewMeta,
   ViewState,
-  ViewToHost,
 } from '../common/view';
 import {
   type AvailableCommandsUpdate,
@@ -88,7 +87,7 @@ export type ChatEvent =
   | { type: 'dropRefusedCommand' }
   /** "Undo turn" for `turn`: asked (`undoing`), done (`undone`, with what the server did), or failed (`ready`). */
   | { type: 'turnUndo'; turn: number; state: TurnEntry['undo']; restored?: RestoredFile[] }
-  | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action'] }
+  | { type: 'notice'; level: NoticeEntry['level']; text: string; action?: NoticeEntry['action']; choices?: NoticeEntry['choices'] }
   | { type: 'clear' }
   | { type: 'setEntries'; entries: Entry[] }
   | { type: 'meta'; patch: Partial<ViewMeta> }
@@ -152,7 +151,8 @@ const EVENT_REDUCERS: EventReducers = {
     return state.entries[start]?.kind === 'user' ? { ...state, entries: state.entries.filter((_, i) => i !== start) } : state;
   },
   turnUndo: (state, event) => applyTurnUndo(state, event.turn, event.state, event.restored),
-  notice: (state, event) => appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action),
+  notice: (state, event) =>
+    appendNotice({ ...state, entries: finishStreaming(state.entries) }, event.level, event.text, event.action, event.choices),
   clear: (state) => ({ ...state, entries: [], planAtPrompt: undefined, replayedPlans: undefined, replayingUndo: undefined }),
   setEntries: (state, event) => ({ ...state, entries: event.entries }),
   meta: (state, event) => ({ ...state, meta: { ...state.meta, ...event.patch } }),
@@ -311,9 +311,10 @@ function appendNotice(
   state: ChatState,
   level: NoticeEntry['level'],
   text: string,
-  action?: { label: string; message: ViewToHost },
+  action?: NoticeEntry['action'],
+  choices?: NoticeEntry['choices'],
 ): ChatState {
-  const entry: NoticeEntry = { kind: 'notice', id: entryId(state, 'notice'), level, text, ...(action ? { action } : {}) };
+  const entry: NoticeEntry = { kind: 'notice', id: entryId(state, 'notice'), level, text, ...(action ? { action } : {}), ...(choices ? { choices } : {}) };
   return withNumberedEntry(state, state.entries, entry);
 }
 

@@ -25,6 +25,8 @@ import { VscodeEditorFiles } from './editorFiles';
 import { EditorTools } from './editorTools';
 import { closable } from './outputChannels';
 import { INSTALL_LABEL, findServer, installBundledServer, missingNotice, serverStorage } from './serverSetup';
+import { locationReason } from '../core/serverLocation';
+import { WorkspaceServerApproval } from './workspaceServer';
 import { workspaceNotices } from './sessionFiles';
 import { viewMessageHandler } from './viewMessages';
 
@@ -98,6 +100,14 @@ export function logWriter(output: Pick<vscode.LogOutputChannel, 'debug' | 'info'
 let controller: ChatController | undefined;
 /** Where the extension installs its own server (set on activation). */
 let storage: string | undefined;
+/** The user's answers about workspaces' own servers (set on activation). */
+let workspaceServer: WorkspaceServerApproval | undefined;
+
+/** The `parley` to run: the setting, else an approved workspace .venv's (trusted only), the PATH, the storage. */
+function serverLocation() {
+  const configured = vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley');
+  return findServer(configured, workspaceRoot(), storage, workspaceServer?.approved() ?? {});
+}
 
 function workspaceRoot(): string {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
@@ -113,9 +123,7 @@ export function additionalDirectories(): string[] {
 
 function readSettings(logLevel?: vscode.LogLevel): ControllerSettings {
   const c = vscode.workspace.getConfiguration('parley');
-  const root = workspaceRoot();
-  // The setting, else the workspace's own .venv (trusted only), the PATH, the extension's storage.
-  const { command } = findServer(c.get<string>('serverCommand', 'parley'), root, storage);
+  const { command } = serverLocation();
   const env: Record<string, string> = {};
   // The server logs on stderr at the channel's level, unless the settings say otherwise.
   const level = serverLogLevel(logLevel);
@@ -156,13 +164,21 @@ export function activate(context: vscode.ExtensionContext): void {
   const installOutput = closable(vscode.window.createOutputChannel('Parley Server Install'));
 
   const log = logWriter(output);
-  const serverLocation = () => findServer(vscode.workspace.getConfiguration('parley').get<string>('serverCommand', 'parley'), workspaceRoot(), storage);
+  workspaceServer = new WorkspaceServerApproval(context.globalState, () => ctl, log);
+  const approval = workspaceServer;
+  /** Asked once per start, before the settings: says which server runs and why, and asks about a workspace's own. */
+  const serverMissing = () => {
+    const location = serverLocation();
+    log(locationReason(location), location.passedOver ? 'warn' : 'info');
+    void approval.offer(location).catch((err: unknown) => log(`Could not ask about the workspace's server: ${describeError(err)}`, 'warn'));
+    return location.source === 'missing' ? missingNotice() : undefined;
+  };
   const ctl: ChatController = new ChatController({
     workspaceRoot,
     additionalDirectories,
     settings: () => readSettings(output.logLevel),
     serverBlocked: () => (vscode.workspace.isTrusted === false ? RESTRICTED_MODE_TEXT : undefined),
-    serverMissing: () => (serverLocation().source === 'missing' ? missingNotice() : undefined),
+    serverMissing,
     clientInfo: { name: 'parley-vscode', version },
     serverVersionDiffers: (server, own) => {
       // The extension manages the server it installed into its storage: its button reinstalls it.
@@ -222,6 +238,7 @@ export function activate(context: vscode.ExtensionContext): void {
       chatView.post(m);
     }
     terminals.stateChanged(prev, next);
+    approval.stateChanged(prev, next);
     // No session yet (the window just opened) or one loading: nothing to change.
     if ((prev.entries !== next.entries || prev.meta !== next.meta) && next.meta.sessionId && !next.meta.loading) {
       keepOpenSession(next);
@@ -257,6 +274,7 @@ export function activate(context: vscode.ExtensionContext): void {
     exportMemory: context.globalState,
     workspaceRoot,
     installServer,
+    workspaceServer: approval,
   });
 
   context.subscriptions.push(

@@ -12,11 +12,12 @@ import * as vscode from 'vscode';
 import type { NoticeEntry } from '../common/view';
 import { type InstalledServer, bundledWheel, installServer, installedServer } from '../core/serverInstall';
 import { type ServerLocation, locateServer } from '../core/serverLocation';
+import type { ApprovedServers } from '../core/workspaceServerApproval';
 
 export const INSTALL_LABEL = "Install Parley's server";
 
 export const MISSING_TEXT =
-  "Parley's server is not installed here: no parley.serverCommand, no parley in the workspace's .venv or on the PATH. " +
+  "Parley's server is not installed here: no parley.serverCommand, no approved parley in the workspace's .venv, none on the PATH. " +
   'The button below installs it for this extension (it needs Python 3.11 or newer); or install it yourself: ' +
   'uv tool install parley-code (or pipx install parley-code).';
 
@@ -25,12 +26,16 @@ export function serverStorage(context: vscode.ExtensionContext): string {
   return path.join(context.globalStorageUri.fsPath, 'server');
 }
 
-/** The `parley` to run, with the storage's install among the places looked at. */
-export function findServer(configured: string, workspaceRoot: string, storage: string | undefined): ServerLocation {
+/**
+ * The `parley` to run, with the storage's install among the places looked at, and the
+ * workspace's own only when `approved` holds that very file (./workspaceServer.ts).
+ */
+export function findServer(configured: string, workspaceRoot: string, storage: string | undefined, approved: ApprovedServers): ServerLocation {
   return locateServer({
     configured,
     workspaceRoot,
     trusted: vscode.workspace.isTrusted !== false,
+    approved,
     storageCommand: storage ? installedServer(storage)?.command : undefined,
   });
 }

@@ -14,6 +14,7 @@ import type { ChatViewProvider } from './chatView';
 import type { CommandTerminals } from './commandTerminals';
 import type { ProposedEditDocuments } from './diffView';
 import { exportSession } from './sessionFiles';
+import type { WorkspaceServerApproval } from './workspaceServer';
 
 /** What the handlers act on. */
 export interface ViewMessageHost {
@@ -26,6 +27,8 @@ export interface ViewMessageHost {
   /** The workspace's root, for a path a tool call gave relative. */
   workspaceRoot: () => string;
   installServer: () => Promise<void>;
+  /** The answers to the question about the workspace's own server (./workspaceServer.ts). */
+  workspaceServer: Pick<WorkspaceServerApproval, 'useWorkspaceServer' | 'useInstalledServer'>;
 }
 
 type ViewHandlers = { [K in ViewToHost['type']]: (m: Extract<ViewToHost, { type: K }>) => Promise<unknown> | void };
@@ -83,6 +86,8 @@ function viewHandlers(host: ViewMessageHost): ViewHandlers {
     },
     restart: () => ctl.restart(),
     installServer: () => host.installServer(),
+    useWorkspaceServer: (m) => host.workspaceServer.useWorkspaceServer(m.file),
+    useInstalledServer: (m) => host.workspaceServer.useInstalledServer(m.file),
   };
 }
 

@@ -447,8 +447,7 @@ function updateNotice(el: HTMLElement, entry: NoticeEntry): void {
   el.replaceChildren();
   el.className = `entry entry-notice notice-${entry.level}`;
   el.append(h('div', { class: 'notice-text' }, entry.text));
-  if (entry.action) {
-    const action = entry.action;
+  for (const action of [...(entry.action ? [entry.action] : []), ...(entry.choices ?? [])]) {
     const b = h('button', { class: 'secondary' }, action.label);
     b.addEventListener('click', () => post(action.message));
     el.append(b);
