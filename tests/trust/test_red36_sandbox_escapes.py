@@ -452,9 +452,12 @@ def test_no_child_reads_a_key_of_the_servers_session_keyring(
 def test_a_child_cannot_plant_code_in_the_venv_the_editor_starts_parley_from(
     monkeypatch: pytest.MonkeyPatch, uid: int | None
 ) -> None:
-    """vscode-extension/src/core/serverLocation.ts runs `<workspace>/.venv/bin/parley` first
-    (a trusted workspace): the server, unsandboxed, with the provider's keys. A `.pth` file in
-    its site-packages runs at every start of that Python."""
+    """A child can still make `.venv/bin/parley` (or a `.pth` file) in a virtualenv without
+    Parley: the sandbox cannot bind what does not exist. VS Code's extension runs a
+    workspace's own `parley` (unsandboxed, with the provider's keys) only once the user
+    approved that very file (vscode-extension/src/core/workspaceServerApproval.ts), so a
+    planted one is asked about; a `.pth` in its site-packages runs at every start of that
+    Python."""
     with base_directory() as base:
         own_home(monkeypatch, base)
         workspace = base / "project"
