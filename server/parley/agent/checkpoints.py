@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from parley.tools.confined import (
     printable_name,
     replace_at,
     restore_place,
+    written_in_place,
 )
 
 # `Checkpoint.written` of a file Parley left absent.
@@ -486,14 +486,14 @@ async def _through(
 def _editor_path(file: FileRestore, others: tuple[Path, ...]) -> str | None:
     """The absolute path the editor writes, as UTF-8 text the wire can carry: where the
     gate finds `file` inside its roots now, following no link (`restore_place`: one on the
-    way is refused). None when only the disk can take it back: a link stands at its end
-    (the editor would write through it; the disk replaces it) or a folder on its way is
-    missing (the disk makes it, inside the roots)."""
+    way is refused). None when only the disk can take it back: a link or a file with another
+    name stands at its end (the editor would write through it; the disk replaces it) or a
+    folder on its way is missing (the disk makes it, inside the roots)."""
     try:
         where, status = restore_place(file.roots(others), file.path)
     except FileNotFoundError:
         return None
-    if status is not None and stat.S_ISLNK(status.st_mode):
+    if status is not None and not written_in_place(status):  # a link, a hard link: the disk's
         return None
     where.encode("utf-8")  # a name that is not UTF-8 raises (UnicodeEncodeError)
     return where

@@ -41,10 +41,12 @@ from parley.core.off_loop import off_loop
 from parley.tools.confined import (
     Roots,
     Want,
+    file_mode,
     open_in_workspace,
     printable_name,
     replace_at,
     restore_place,
+    written_in_place,
 )
 
 # What happened to a path, on the wire (`files[].action`) and in the report.
@@ -235,7 +237,7 @@ async def _through_editor(
         status = None
     except (OSError, ValueError) as error:  # `Refused`: a link on its way
         return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-    if status is None or not stat.S_ISREG(status.st_mode):
+    if not written_in_place(status):  # a link, a hard link, missing: the disk takes it
         failures: list[tuple[PathChange, str]] = []
         await off_loop(_attempt, failures, change, _put, store, roots, change)
         return failures[0][1] if failures else None
@@ -330,13 +332,19 @@ def _set_mode(roots: Roots, path: str, mode: int) -> None:
 
 
 def _chmod_at(directory_fd: int, name: str, mode: int) -> None:
-    """The mode of `name` (a file or a directory, never a link's target) set: opened as a
-    place only (O_PATH: no read permission needed), then changed through /proc, which
-    names that very entry."""
+    """The mode of `name` (a directory, or a file with one name: never a link's target, nor
+    a file's other name) set: opened as a place only (O_PATH: no read permission needed),
+    then changed through /proc, which names that very entry. A file never gets setuid or
+    setgid (`file_mode`)."""
     descriptor = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=directory_fd)
     try:
-        if stat.S_ISLNK(os.fstat(descriptor).st_mode):
+        status = os.fstat(descriptor)
+        if stat.S_ISLNK(status.st_mode):
             raise ValueError(f"{name} is a symlink now")
+        if not stat.S_ISDIR(status.st_mode):
+            if not written_in_place(status):
+                raise ValueError(f"{name} has another name now (a hard link): its mode is kept")
+            mode = file_mode(mode)
         os.chmod(f"/proc/self/fd/{descriptor}", mode)
     finally:
         os.close(descriptor)

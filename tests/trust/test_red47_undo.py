@@ -1,0 +1,74 @@
+"""Red team of `/undo` and `/redo` (red47): the snapshots around each writing call, the one
+after a call taken in the background, and the restore from them. Each test is one attack:
+over the wire where it comes over the wire (`parley serve` a subprocess, the model scripted
+by the fake LLM, the turn's command sandboxed by bwrap), in-process where it is a race or
+the gate. What each attack must not achieve is what the test asserts."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from test_restore_through_editor import editor_client
+from test_sandbox import needs_bwrap
+from test_undo_everything import command_turn, started
+
+SECRET = "API_TOKEN=the-users-own-secret\n"
+
+
+@needs_bwrap
+async def test_the_editor_never_writes_a_restore_through_a_hard_link(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """A turn's sandboxed command makes `notes.txt` another name of the user's `.env`
+    (`ln -f`: same mount, so the sandbox lets it). The undo puts `notes.txt`'s old text
+    back through the editor, which writes the file in place, as Emacs's `write-region` and
+    VS Code do: through the hard link, into `.env`, whose secret is lost without a word (it
+    is in no plan: its own snapshot entry did not change). The gate refuses to read a file
+    with another name for this reason; the restore must not write one in place either: the
+    disk replaces the name, and the other name keeps its bytes."""
+    notes, secrets = workspace / "notes.txt", workspace / ".env"
+    notes.write_text("my notes\n")
+    secrets.write_text(SECRET)
+    buffers: dict[str, str] = {}
+    client = await editor_client(start_server, buffers, fail=set())
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("ln -f .env notes.txt"))
+    await client.prompt(session, "Tidy up.", timeout=60)
+    assert os.stat(notes).st_ino == os.stat(secrets).st_ino  # the command did link them
+
+    await client.prompt(session, "/undo", timeout=60)
+    assert notes.read_text() == "my notes\n"
+    assert secrets.read_text() == SECRET  # on main: "my notes\n", the secret gone
+    assert os.stat(notes).st_ino != os.stat(secrets).st_ino
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server must run as root")
+@needs_bwrap
+async def test_an_undo_as_root_makes_no_setuid_root_file(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A repository unpacked as root (tar keeps owners and modes) holds `helper`, setuid to
+    `nobody`. A turn's command deletes it. The undo re-creates it — as root, since the
+    snapshot keeps a mode, not an owner: with the setuid bit restored, any local user who
+    runs it becomes root. A restore never sets setuid or setgid on a file it writes."""
+    helper = workspace / "helper"
+    helper.write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe not text")
+    os.chown(helper, 65534, 65534)
+    helper.chmod(0o6755)
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("rm -f helper"))
+    await client.prompt(session, "Remove the helper.", timeout=60)
+    assert not helper.exists()
+
+    await client.prompt(session, "/undo", timeout=60)
+    status = os.lstat(helper)
+    assert helper.read_bytes().startswith(b"\x7fELF")
+    assert status.st_uid == 0  # Parley wrote it: root's now
+    assert stat.S_IMODE(status.st_mode) & (stat.S_ISUID | stat.S_ISGID) == 0  # main: 0o6755
+    assert stat.S_IMODE(status.st_mode) == 0o755
