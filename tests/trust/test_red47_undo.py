@@ -6,6 +6,7 @@ the gate. What each attack must not achieve is what the test asserts."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from test_restore_through_editor import editor_client
 from test_sandbox import needs_bwrap
-from test_undo_everything import command_turn, started
+from test_undo_everything import command_turn, last_reply, started
 
 SECRET = "API_TOKEN=the-users-own-secret\n"
 
@@ -72,3 +73,48 @@ async def test_an_undo_as_root_makes_no_setuid_root_file(
     assert status.st_uid == 0  # Parley wrote it: root's now
     assert stat.S_IMODE(status.st_mode) & (stat.S_ISUID | stat.S_ISGID) == 0  # main: 0o6755
     assert stat.S_IMODE(status.st_mode) == 0o755
+
+
+# A call that leaves many new files: the snapshot after it (in the background) reads and
+# stores each, which takes seconds here: the window the races below need.
+MANY_FILES = "mkdir bulk && cd bulk && seq 1 20000 | xargs -n 500 touch && for f in *; do echo $f > $f; done"
+
+
+@needs_bwrap
+async def test_a_stop_while_the_last_snapshot_walks_leaves_no_stale_record(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """Turn 1 writes `a.txt`; turn 2 rewrites it and leaves many files. The user presses
+    Stop after turn 2's answer, while the snapshot after its call still walks (the turn's
+    end waits for it). Then `/undo`. The undo must see turn 2 whole: undo turn 2 (the last
+    that changed files), not turn 1 with turn 2's record stale (the question would blame
+    the user for turn 2's writes, and turn 2's record, written after the undo, would come
+    back to be undone again)."""
+    import asyncio
+
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("echo one > a.txt"))
+    await client.prompt(session, "One.", timeout=60)
+    # The fake model's reply is chosen by the number of assistant messages: turn 1's first.
+    fake.set_script([*command_turn("true"), *command_turn(f"echo two > a.txt && {MANY_FILES}")])
+    said = len(client.updates_of(session, "agent_message_chunk"))
+    prompt = asyncio.ensure_future(client.prompt(session, "Two.", timeout=120))
+    async with asyncio.timeout(60):
+        while "Done." not in "".join(
+            update["content"].get("text", "")
+            for update in client.updates_of(session, "agent_message_chunk")[said:]
+        ):
+            await asyncio.sleep(0.005)
+    client.cancel(session)  # Stop: the turn's end is waiting for its last snapshot
+    with contextlib.suppress(Exception):
+        await prompt
+    assert (workspace / "a.txt").read_text() == "two\n"
+    assert len(os.listdir(workspace / "bulk")) == 20000  # the command ran whole
+    questions = len(client.permission_requests)
+    await client.prompt(session, "/undo", timeout=120)
+    report = last_reply(client, session)
+    assert report.startswith("Restored the files of turn 2 as they were before it:"), report
+    assert len(client.permission_requests) == questions  # nothing of the user's to ask about
+    assert (workspace / "a.txt").read_text() == "one\n"
+    assert not (workspace / "bulk").exists()

@@ -94,12 +94,12 @@ class TurnCheckpoints:
             await self.snapshots.after_call()
 
     async def settled(self) -> list[str]:
-        """The turn's snapshots taken and recorded: before the turn ends. The repositories
-        its calls made where none was (`TurnSnapshots.repositories_made`), shown relative to
-        the cwd's root."""
+        """The turn's snapshots taken and recorded, even through a Stop: before the turn ends
+        (`TurnSnapshots.finished`). The repositories its calls made where none was
+        (`TurnSnapshots.repositories_made`), shown relative to the cwd's root."""
         if self.snapshots is None:
             return []
-        await self.snapshots.settled()
+        await self.snapshots.finished()
         made = self.snapshots.repositories_made()
         return [printable_name(self.root.shown(place)) for place in made]
 

@@ -443,7 +443,9 @@ class TurnSnapshots:
             if self.sandbox is not None:
                 status = await off_loop(sandbox_status, self.sandbox)
                 self._sandboxed = status.sandboxed
-            await off_loop(self._first)
+            # Pending as the one after is: a Stop meanwhile leaves it for `finished`.
+            self._pending = asyncio.ensure_future(off_loop(self._first))
+            await self.settled()
 
     async def after_call(self) -> None:
         """Start the snapshot after a writing call, and return: it walks the roots while the
@@ -452,14 +454,14 @@ class TurnSnapshots:
         if not self._open:
             return
         self._open = False
+        await self.settled()  # one at a time: each starts from the one before it
         if self._before is not None:
-            await self.settled()  # one at a time: each starts from the one before it
             self._pending = asyncio.ensure_future(off_loop(self._later))
 
     async def settled(self) -> None:
-        """Wait for the snapshot after the last writing call and its record: before the next
-        call of any tool, and before the turn ends (a restore then finds the record whole). A
-        cancelled wait leaves it pending, for the next one."""
+        """Wait for the snapshot running (the turn's first, or the one after the last
+        writing call) and its record: before the next call of any tool. A cancelled wait
+        leaves it pending, for the next one."""
         while (pending := self._pending) is not None:
             await asyncio.shield(pending)
             if self._pending is pending:
@@ -473,6 +475,20 @@ class TurnSnapshots:
         if before is None or after is None:
             return []
         return sorted(set(after) - set(before))
+
+    async def finished(self) -> None:
+        """`settled`, through any Stop: the turn's end waits for it, so the turn never ends
+        (and frees its session for a restore, a deletion, another window) while one of its
+        snapshots still walks and has its record to write. A Stop meanwhile is raised after."""
+        stopped: asyncio.CancelledError | None = None
+        while True:
+            try:
+                await self.settled()
+                break
+            except asyncio.CancelledError as error:  # the walk is bounded: waited for
+                stopped = error
+        if stopped is not None:
+            raise stopped
 
     def _first(self) -> None:
         """The turn's first snapshot and its record, under the store's lock (blocking)."""
