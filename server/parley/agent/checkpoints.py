@@ -175,7 +175,7 @@ class FileRestore:
     def shown(self) -> str:
         """The path as a person reads it: relative to the workspace (absolute in another
         root)."""
-        return printable_name(Roots(Path(self.root)).shown(os.path.normpath(self.path)))
+        return printable_name(as_roots(Path(self.root)).shown(os.path.normpath(self.path)))
 
     def roots(self, others: tuple[Path, ...]) -> Roots:
         """Where the file may be restored: the root its turn ran in, and the session's other
@@ -430,9 +430,21 @@ NOTE_WORDS = {
 }
 
 
+# The paths a restore's note to the model, and its report to the user, name (the rest are
+# counted): a turn that made 20,000 files would cost the next prompt that many names.
+NAMED_AT_MOST = 50
+
+
+def more_than_named(files: tuple[Any, ...]) -> str:
+    """The words for what `NAMED_AT_MOST` leaves unnamed of `files` ("" when nothing)."""
+    more = len(files) - NAMED_AT_MOST
+    return f"and {more:,} more path{'s' * (more != 1)}" if more > 0 else ""
+
+
 def model_note(turn: int, files: tuple[Restored, ...], *, redo: bool = False) -> str:
     """What the model is told with the next prompt (prepended to it)."""
-    listed = ", ".join(f"{file.shown} ({NOTE_WORDS[file.action]})" for file in files)
+    named = [f"{file.shown} ({NOTE_WORDS[file.action]})" for file in files[:NAMED_AT_MOST]]
+    listed = ", ".join([*named, more_than_named(files)] if len(files) > NAMED_AT_MOST else named)
     if redo:
         return (
             f"[Parley: the user undid their restore of turn {turn}: the files are back as "

@@ -41,6 +41,7 @@ from parley.core.off_loop import off_loop
 from parley.tools.confined import (
     Roots,
     Want,
+    as_roots,
     file_mode,
     open_in_workspace,
     printable_name,
@@ -90,7 +91,7 @@ class PathChange:
         """As a person reads it: relative to the workspace, a directory with a `/`."""
         entry = self.target if self.target is not None else self.now or self.expected
         folder = "/" if entry is not None and entry[0] == DIRECTORY else ""
-        return printable_name(Roots(Path(self.cwd)).shown(self.path)) + folder
+        return printable_name(as_roots(Path(self.cwd)).shown(self.path)) + folder
 
     @property
     def user_changed(self) -> bool:
