@@ -118,3 +118,49 @@ async def test_a_stop_while_the_last_snapshot_walks_leaves_no_stale_record(
     assert len(client.permission_requests) == questions  # nothing of the user's to ask about
     assert (workspace / "a.txt").read_text() == "one\n"
     assert not (workspace / "bulk").exists()
+
+
+@needs_bwrap
+async def test_an_undo_of_a_huge_sparse_file_reads_no_more_than_the_cap(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A turn's command makes a 200 GB sparse file (instant, no disk used). The turn's own
+    snapshots leave its bytes out (past `max_turn_megabytes`). The undo's snapshot of the
+    roots as it finds them (kept for a redo) had no cap: it read the whole file into
+    memory — a MemoryError here, the server killed by the kernel where the size fits in
+    memory — and the turn could never be undone. It is bounded as the turn's were."""
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("truncate -s 200G huge.bin && echo made > made.txt"))
+    await client.prompt(session, "Make room.", timeout=60)
+    assert (workspace / "huge.bin").stat().st_size == 200 << 30
+
+    result = await client.request(
+        "_parley/session/restore", {"sessionId": session, "turn": 1}, timeout=60
+    )
+    assert not (workspace / "made.txt").exists() and not (workspace / "huge.bin").exists()
+    assert {Path(file["path"]).name for file in result["files"]} == {"made.txt", "huge.bin"}
+    assert "failed" not in result
+
+
+async def test_an_undo_of_many_files_names_a_few_to_the_model_and_the_user(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A turn's command makes 3,000 files. The undo removes them all; its report and the
+    note the model gets with the next prompt name 50 and count the rest (every name went
+    into the next prompt, and a 20,000-file undo blocked the server's loop for 650 ms)."""
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("mkdir many && cd many && seq -w 1 3000 | xargs touch"))
+    await client.prompt(session, "Make files.", timeout=60)
+    assert len(os.listdir(workspace / "many")) == 3000
+
+    await client.prompt(session, "/undo", timeout=60)
+    assert not (workspace / "many").exists()
+    report = last_reply(client, session)
+    assert len(report.splitlines()) < 60, report[:400]
+    assert "- and 2,951 more paths" in report.splitlines()  # 3,001 paths: the folder too
+    fake.set_script([*command_turn("true"), Reply(text="Noted.")])
+    await client.prompt(session, "What now?", timeout=60)
+    told = str(fake.requests[-1].body["messages"])
+    assert "and 2,951 more paths" in told and told.count("many/") <= 50

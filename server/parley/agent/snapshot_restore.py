@@ -37,6 +37,7 @@ from parley.agent.snapshots import (
     take_snapshot,
     what_it_is,
 )
+from parley.config import CheckpointsTable
 from parley.core.off_loop import off_loop
 from parley.tools.confined import (
     Roots,
@@ -410,6 +411,7 @@ def keep_for_redo(store: SnapshotStore, session_id: str, turn: int, undo: UndoPl
             "before": undo.before_id,
             "after": after.manifest_id,
             "ignore": last.get("ignore", []),
+            "maxBytes": last.get("maxBytes"),
             "records": {str(number): record for number, record in undo.records.items()},
         }
     )
@@ -458,9 +460,11 @@ def last_changing_turn(store: SnapshotStore, session_id: str) -> int | None:
 
 
 def _current(store: SnapshotStore, roots: Roots, record: dict[str, Any]) -> Snapshot:
-    """The roots now, with the ignore rules the turn had (its content kept: a redo's)."""
+    """The roots now, with the ignore rules and the size cap the turn had (its content
+    kept, for a redo, up to that cap: a 200 GB file a command made is not read whole)."""
     ignore = tuple(record.get("ignore", ()))
-    return take_snapshot(store, roots.all, latest_snapshot(store, roots.all), ignore)
+    cap = record.get("maxBytes") or CheckpointsTable().max_turn_megabytes * 1024 * 1024
+    return take_snapshot(store, roots.all, latest_snapshot(store, roots.all), ignore, cap)
 
 
 # --- what a restore cannot put back ------------------------------------------------------

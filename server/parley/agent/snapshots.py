@@ -53,6 +53,7 @@ RECENT_AT_MOST = 4
 _RECENT: dict[tuple[Path, str], Snapshot] = {}
 _RECENT_LOCK = threading.Lock()
 OVER_CAP = "over the turn's size cap, `[checkpoints] max_turn_megabytes`"
+READ_CHUNK = 1 << 20  # a file is read this much at a time (`_read_at_most`)
 
 # An entry: [kind, mode, size, mtime_ns, ctime_ns, inode, ref]. Kinds:
 FILE = "f"  # ref: the bytes' sha256
@@ -294,7 +295,7 @@ class _Walk:
         try:
             descriptor = os.open(place, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             with os.fdopen(descriptor, "rb") as file:
-                data = file.read()
+                data = _read_at_most(file, self.byte_budget - spent)
         except OSError as error:
             self._leave_out(place, f"not read: {error.strerror}")
             return [NOT_KEPT, mode, *seen, None]
@@ -306,6 +307,17 @@ class _Walk:
             self.store.put_object(digest, data)
             self.snapshot.stored_bytes += len(data)
         return [FILE, mode, *seen, digest]
+
+
+def _read_at_most(file: Any, most: int) -> bytes:
+    """The file's bytes, or `most` + 1 of them when it has more (past the cap): never more
+    in memory, whatever size it grew to since its `lstat` (a sparse 200 GB file reads as
+    zeros as fast as memory takes them)."""
+    chunks, left = [], most + 1
+    while left > 0 and (chunk := file.read(min(left, READ_CHUNK))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def take_snapshot(
@@ -547,6 +559,7 @@ class TurnSnapshots:
             "sandboxed": self._sandboxed,
             "roots": [str(root) for root in self.roots],
             "ignore": list(self.settings.ignore),
+            "maxBytes": self.settings.max_turn_megabytes * 1024 * 1024,
             "ignored": earlier.get("ignored", self._before.ignored),
             "ignoredCount": earlier.get("ignoredCount", self._before.ignored_count),
             "notKept": {**earlier.get("notKept", {}), **self._not_kept},
