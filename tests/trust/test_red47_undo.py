@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.fakellm import FakeLLM, Reply
 from test_restore_through_editor import editor_client
 from test_sandbox import needs_bwrap
 from test_undo_everything import command_turn, last_reply, started
@@ -77,7 +77,9 @@ async def test_an_undo_as_root_makes_no_setuid_root_file(
 
 # A call that leaves many new files: the snapshot after it (in the background) reads and
 # stores each, which takes seconds here: the window the races below need.
-MANY_FILES = "mkdir bulk && cd bulk && seq 1 20000 | xargs -n 500 touch && for f in *; do echo $f > $f; done"
+MANY_FILES = (
+    "mkdir bulk && cd bulk && seq 1 20000 | xargs -n 500 touch && for f in *; do echo $f > $f; done"
+)
 
 
 @needs_bwrap
