@@ -166,3 +166,27 @@ async def test_an_undo_of_many_files_names_a_few_to_the_model_and_the_user(
     await client.prompt(session, "What now?", timeout=60)
     told = str(fake.requests[-1].body["messages"])
     assert "and 2,951 more paths" in told and told.count("many/") <= 50
+
+
+@needs_bwrap
+async def test_a_name_that_is_not_utf8_is_restored_on_disk_not_through_the_editor(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """A file whose name is not UTF-8 (`\\xff.txt`) holds text; a turn's command rewrites it.
+    The undo would have the editor write it: but ACP's JSON carries text, and the name only
+    as a lone surrogate, which an editor takes as another name (VS Code writes `\\ufffd.txt`,
+    a stray file, and reports success) or refuses. The edit tools' checkpoints give such a
+    file to the disk; so must the snapshots' restore."""
+    name = os.fsdecode(b"\xff.txt")
+    (workspace / name).write_text("before\n")
+    buffers: dict[str, str] = {}
+    client = await editor_client(start_server, buffers, fail=set())
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("printf 'after\\n' > $(printf '\\377.txt')"))
+    await client.prompt(session, "Rewrite it.", timeout=60)
+    assert (workspace / name).read_text() == "after\n"
+
+    await client.prompt(session, "/undo", timeout=60)
+    assert (workspace / name).read_text() == "before\n"
+    assert sorted(os.listdir(os.fsencode(workspace))) == [b"geometry.py", b"\xff.txt"]
+    assert list(buffers) == []  # the editor was asked for nothing

@@ -198,18 +198,29 @@ async def with_buffers(
 
 def editor_texts(store: SnapshotStore, changes: list[PathChange]) -> dict[str, str]:
     """The files that are files now and become text, with that text: the editor may hold
-    them in a buffer, so they go through it. Blocking: off the loop."""
+    them in a buffer, so they go through it — unless their name is not UTF-8: ACP's JSON
+    carries it as U+FFFD, another name, which the editor would write instead (the disk
+    takes such a file back). Blocking: off the loop."""
     texts = {}
     for change in changes:
         if change.target is None or change.target[0] != FILE:
             continue
-        if change.now is None or change.now[0] != FILE:
+        if change.now is None or change.now[0] != FILE or not _utf8(change.path):
             continue
         try:
             texts[change.path] = store.object(change.target[6]).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
     return texts
+
+
+def _utf8(path: str) -> bool:
+    """Whether `path` is text the wire carries as it is (no surrogate escape of a byte)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _texts_now(store: SnapshotStore, changes: list[PathChange], paths: set[str]) -> dict[str, str]:
