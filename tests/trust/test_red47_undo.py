@@ -7,6 +7,7 @@ the gate. What each attack must not achieve is what the test asserts."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -190,3 +191,31 @@ async def test_a_name_that_is_not_utf8_is_restored_on_disk_not_through_the_edito
     assert (workspace / name).read_text() == "before\n"
     assert sorted(os.listdir(os.fsencode(workspace))) == [b"geometry.py", b"\xff.txt"]
     assert list(buffers) == []  # the editor was asked for nothing
+
+
+@needs_bwrap
+async def test_a_damaged_manifest_fails_its_turns_undo_clearly_and_strands_nothing(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """The store damaged on disk (a bad sector, a hand): turn 2's manifest after it is
+    garbage. Every `/undo` of the session failed with an internal error, for ever (each
+    reads the last turn's record). The damaged turn is skipped and said not covered; the
+    turns before it are undone; the session takes prompts after."""
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("echo one > a.txt"))
+    await client.prompt(session, "One.", timeout=60)
+    fake.set_script([*command_turn("true"), *command_turn("echo two > b.txt")])
+    await client.prompt(session, "Two.", timeout=60)
+    (record,) = (tmp_path / "home" / "snapshots" / "sessions").glob("*/turns/2.json")
+    after = json.loads(record.read_text())["after"]
+    (tmp_path / "home" / "snapshots" / "manifests" / after[:2] / after[2:]).write_bytes(b"junk")
+
+    await client.prompt(session, "/undo", timeout=60)  # main: an internal error, every time
+    report = last_reply(client, session)
+    assert report.startswith("Restored the files of turn 1 as they were before it:"), report
+    assert "What turn(s) 2 changed: their snapshots are damaged" in report
+    assert not (workspace / "a.txt").exists() and (workspace / "b.txt").exists()
+    fake.set_script([*command_turn("true"), *command_turn("true"), Reply(text="Still here.")])
+    await client.prompt(session, "Hello?", timeout=60)
+    assert "Still here." in client.text_of(session)

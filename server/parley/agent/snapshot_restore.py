@@ -106,14 +106,27 @@ class PathChange:
         return self.path.count("/")
 
 
+# What a record whose snapshots the store cannot give back raises (`_snapshots_of`).
+DAMAGED = (OSError, ValueError, KeyError, TypeError)
+
+
 def turn_changes(
-    store: SnapshotStore, records: list[dict[str, Any]], cwd: str
+    store: SnapshotStore,
+    records: list[dict[str, Any]],
+    cwd: str,
+    damaged: list[dict[str, Any]] | None = None,
 ) -> dict[str, PathChange]:
-    """Each path the turns' records (oldest first) changed, and what it becomes."""
+    """Each path the turns' records (oldest first) changed, and what it becomes. A record
+    whose snapshots are damaged in the store is skipped (added to `damaged`): one bad
+    manifest must not make every later undo of the session fail."""
     plan: dict[str, PathChange] = {}
     for record in records:
-        before = load_snapshot(store, record["before"]).entries
-        after = load_snapshot(store, record["after"]).entries
+        snapshots = _snapshots_of(store, record)
+        if snapshots is None:
+            if damaged is not None:
+                damaged.append(record)
+            continue
+        before, after = snapshots
         roots = set(record.get("roots", ()))
         for path in changed_paths(before, after):
             if path in roots:  # a root itself is never written
@@ -127,6 +140,20 @@ def turn_changes(
                 old, expected=after.get(path), changed_between=old.changed_between or between
             )
     return plan
+
+
+def _snapshots_of(
+    store: SnapshotStore, record: dict[str, Any]
+) -> tuple[dict[str, Entry], dict[str, Entry]] | None:
+    """A record's entries before and after its turn; None when the store cannot give them."""
+    try:
+        before = load_snapshot(store, record["before"]).entries
+        after = load_snapshot(store, record["after"]).entries
+    except DAMAGED:
+        return None
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    return before, after
 
 
 def redo_changes(
@@ -393,18 +420,16 @@ def plan_undo(
     ordered = [records[number] for number in sorted(records)]
     cwd = ordered[0]["roots"][0]
     roots = Roots(Path(cwd), others)
-    every = turn_changes(store, ordered, cwd)
+    damaged: list[dict[str, Any]] = []
+    every = turn_changes(store, ordered, cwd, damaged)
     current = _current(store, roots, ordered[-1])
     kept, missing = not_kept(with_now(every, current.entries))
-    return UndoPlan(
-        turn,
-        kept,
-        {printable_name(path) for path in every},
-        roots,
-        current.manifest_id,
-        records,
-        not_covered(ordered, missing),
-    )
+    said = not_covered(ordered, missing)
+    if damaged:
+        numbers = [number for number, record in records.items() if record in damaged]
+        said += (DAMAGED_NOT_COVERED.format(", ".join(map(str, sorted(numbers)))),)
+    known = {printable_name(path) for path in every}
+    return UndoPlan(turn, kept, known, roots, current.manifest_id, records, said)
 
 
 def keep_for_redo(store: SnapshotStore, session_id: str, turn: int, undo: UndoPlan) -> None:
@@ -498,6 +523,10 @@ IGNORED_NOT_COVERED = (
     "Paths left out of the snapshots (`.gitignore`, `[checkpoints] ignore`, `.git`):"
 )
 NOT_KEPT_NOT_COVERED = "Files whose content was not kept:"
+DAMAGED_NOT_COVERED = (
+    "What turn(s) {} changed: their snapshots are damaged in Parley's store, so it is not "
+    "undone (the other turns' changes are)."
+)
 
 
 def not_covered(records: list[dict[str, Any]], missing: list[PathChange]) -> tuple[str, ...]:
