@@ -219,3 +219,47 @@ async def test_a_damaged_manifest_fails_its_turns_undo_clearly_and_strands_nothi
     fake.set_script([*command_turn("true"), *command_turn("true"), Reply(text="Still here.")])
     await client.prompt(session, "Hello?", timeout=60)
     assert "Still here." in client.text_of(session)
+
+
+def test_a_folder_above_the_one_walked_swapped_for_a_link_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot walk opened each folder by its whole path, only the last component
+    `O_NOFOLLOW`. A process the turn left running (the kernel: a thread that swaps `x` for
+    `x -> ~` and back, in a loop) swaps `x` after the walk listed it and before it opens
+    `x/.ssh`: the unsandboxed server walks the user's `~/.ssh` as `x/.ssh`, keeps the key in
+    the store, and an undo of the next turn (which removed `x`) writes it into the
+    workspace, where the sandboxed child reads it. Here the swap is made at that very
+    moment; the walk must leave the folder out, and no undo may write the key."""
+    from parley.agent import snapshots
+    from parley.agent.snapshot_store import SnapshotStore
+    from parley.agent.snapshots import take_snapshot
+    from test_snapshots import undo_to
+
+    home, root = tmp_path / "home", tmp_path / "ws"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (root / "x" / ".ssh").mkdir(parents=True)
+    (root / "x" / ".ssh" / "decoy").write_text("decoy\n")
+    walk_folder = snapshots._Walk._directory
+
+    def swapped_meanwhile(walk: Any, relative: str, *rest: Any) -> Any:
+        if relative == "x/.ssh" and not (root / "x").is_symlink():
+            (root / "x").rename(root / "x.real")
+            (root / "x").symlink_to(home)
+        return walk_folder(walk, relative, *rest)
+
+    store = SnapshotStore(tmp_path / "parley-home")
+    monkeypatch.setattr(snapshots._Walk, "_directory", swapped_meanwhile)
+    raced = take_snapshot(store, (root,), None)
+    monkeypatch.undo()
+    assert str(root / "x" / ".ssh" / "id_ed25519") not in raced.entries
+    # The next turn removes all of it; its undo puts back what the raced snapshot holds.
+    (root / "x").unlink()
+    import shutil
+
+    shutil.rmtree(root / "x.real")
+    after = take_snapshot(store, (root,), raced)
+    undo_to(store, root, raced.manifest_id, after.manifest_id)
+    written = [path.read_text() for path in root.rglob("*") if path.is_file()]
+    assert "PRIVATE KEY\n" not in written  # main: x/.ssh/id_ed25519, the key, in the root

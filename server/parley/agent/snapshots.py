@@ -61,6 +61,9 @@ LINK = "l"  # ref: the link's target
 DIRECTORY = "d"  # ref: None
 NOT_KEPT = "x"  # a file whose bytes were not kept (past the cap, unreadable): ref None
 Entry = list[Any]
+# A folder still to walk: its path relative to the root, its whole path, and the (device,
+# inode) its parent's listing saw (`_Walk._directory` walks only that very folder).
+Folder = tuple[str, str, tuple[int, int]]
 # `stat`'s constants as plain ints, for the walk's hot loop (a global, not a module's attribute)
 _KIND_BITS, _MODE_BITS = 0o170000, 0o7777  # S_IFMT's and S_IMODE's
 _FOLDER, _REGULAR, _SYMLINK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
@@ -151,25 +154,33 @@ class _Walk:
     def root(self, root: Path) -> None:
         repository = repository_of(root)
         rules = IgnoreRules(repository, root) if repository is not None else None
-        self.snapshot.entries[str(root)] = self._entry(str(root), os.lstat(root))
-        pending = [("", str(root))]
+        status = os.lstat(root)
+        self.snapshot.entries[str(root)] = self._entry(str(root), status)
+        pending: list[Folder] = [("", str(root), (status.st_dev, status.st_ino))]
         while pending:
-            relative, directory = pending.pop()
-            pending += self._directory(relative, directory, rules)
+            pending += self._directory(*pending.pop(), rules)
         # Sorted: the order directories are walked in must not change the digest.
         self.rules_read.append([str(root), sorted(rules.sources) if rules is not None else None])
 
     def _directory(
-        self, relative: str, directory: str, rules: IgnoreRules | None
-    ) -> list[tuple[str, str]]:
+        self, relative: str, directory: str, identity: tuple[int, int], rules: IgnoreRules | None
+    ) -> list[Folder]:
         """Record a directory's entries; the subdirectories to walk. Listed through a
         descriptor, each entry's `lstat` is taken relative to it (`fstatat`): the kernel
-        looks up one name, not the whole path, a fifth less time on a 10,000-file tree."""
+        looks up one name, not the whole path, a fifth less time on a 10,000-file tree.
+        Opened by its whole path, it must be the directory its parent's listing saw
+        (`identity`: device and inode): a folder on its way swapped for a link since (`x ->
+        ~`, so `x/.ssh` is the user's) is not walked, nor a root that became a link."""
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
         try:  # a subfolder replaced by a link since its parent was listed is not followed
             descriptor = os.open(directory, flags | (os.O_NOFOLLOW if relative else 0))
         except OSError as error:
             self._leave_out(f"{directory}/", f"not read: {error.strerror}")
+            return []
+        opened = os.fstat(descriptor)
+        if (opened.st_dev, opened.st_ino) != identity:
+            os.close(descriptor)
+            self._leave_out(f"{directory}/", "not read: it changed while it was walked")
             return []
         try:
             with os.scandir(descriptor) as listing:
@@ -189,7 +200,7 @@ class _Walk:
         directory: str,
         found: list[os.DirEntry[str]],
         rules: IgnoreRules | None,
-    ) -> list[tuple[str, str]]:
+    ) -> list[Folder]:
         below = []
         filtered = rules is not None or self.extra is not None
         known_files, previous, entries = self.known_files, self.previous, self.snapshot.entries
@@ -202,7 +213,8 @@ class _Walk:
             if kind == _FOLDER:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if not self._ignored(name, place, True, rules):
-                    below.append((name, place))  # an ignored folder is never descended into
+                    # An ignored folder is never descended into.
+                    below.append((name, place, (status.st_dev, status.st_ino)))
                     entries[place] = self._entry(place, status)
                 continue
             if kind != _REGULAR and kind != _SYMLINK:
