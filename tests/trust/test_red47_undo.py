@@ -263,3 +263,37 @@ def test_a_folder_above_the_one_walked_swapped_for_a_link_is_not_followed(
     undo_to(store, root, raced.manifest_id, after.manifest_id)
     written = [path.read_text() for path in root.rglob("*") if path.is_file()]
     assert "PRIVATE KEY\n" not in written  # main: x/.ssh/id_ed25519, the key, in the root
+
+
+def test_a_root_that_became_a_link_is_not_followed_by_a_restore(tmp_path: Path) -> None:
+    """The session's root, resolved when it started, is a folder; since, it was replaced by
+    a link to another folder (an unsandboxed process, or `ln -sfn v2 proj` between
+    releases). A restore follows no link: not the root's either — nothing is written where
+    the link leads."""
+    import asyncio
+
+    from parley.agent.snapshot_restore import apply_changes, turn_changes, with_now
+    from parley.agent.snapshot_store import SnapshotStore
+    from parley.agent.snapshots import take_snapshot
+    from parley.tools.confined import Roots
+
+    root, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "app.py").write_text("old\n")
+    store = SnapshotStore(tmp_path / "parley-home")
+    before = take_snapshot(store, (root,), None)
+    (root / "app.py").write_text("new\n")
+    (root / "made.txt").write_text("made\n")
+    after = take_snapshot(store, (root,), before)
+    root.rename(tmp_path / "proj.old")
+    root.symlink_to(elsewhere)
+
+    # As the session took it: resolved when it started (a folder then).
+    roots = Roots(root)
+    record = {"before": before.manifest_id, "after": after.manifest_id, "roots": [str(root)]}
+    changes = turn_changes(store, [record], str(root))
+    now = {path: change.expected for path, change in changes.items()}  # as the turn left them
+    failures = asyncio.run(apply_changes(store, with_now(changes, now), roots, None))
+    assert list(elsewhere.iterdir()) == []  # main: app.py written there, made.txt removed
+    assert failures and all("no longer" in why for _, why in failures), failures

@@ -344,6 +344,13 @@ class _Walk:
         holds it is outside every root), then each component down to it with `O_NOFOLLOW`."""
         outer, down = self.roots.ways_in[str(root)]
         fd = os.open(outer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if os.readlink(f"/proc/self/fd/{fd}") != str(outer):  # where the kernel opened it
+            os.close(fd)
+            raise Refused(
+                f"The workspace root {printable_name(str(outer))} is no longer the directory "
+                "the session started in (a symlink stands in its place or on its way), so "
+                "nothing in it is opened."
+            )
         for name in down:
             try:
                 inner = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
