@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parley.client import allow_all
 from parley.fakellm import FakeLLM, Reply
 from test_restore_through_editor import editor_client
 from test_sandbox import needs_bwrap
@@ -297,3 +298,44 @@ def test_a_root_that_became_a_link_is_not_followed_by_a_restore(tmp_path: Path) 
     failures = asyncio.run(apply_changes(store, with_now(changes, now), roots, None))
     assert list(elsewhere.iterdir()) == []  # main: app.py written there, made.txt removed
     assert failures and all("no longer" in why for _, why in failures), failures
+
+
+@needs_bwrap
+async def test_an_editor_that_never_answers_holds_an_undo_30_s_not_30_s_a_file(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """A broken editor offers `fs/read_text_file` and `fs/write_text_file` and answers
+    neither. A turn's command changed three text files. The undo asked it for each buffer,
+    then for each write, waiting 30 s for every one, in turn, holding the session (a Stop
+    does not end that wait): a `sed -i` over 200 files held it 3 hours 20 minutes. One
+    unanswered read, and one unanswered write, is enough: the rest are not asked for."""
+    import asyncio
+
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (workspace / name).write_text("before\n")
+    asked: list[str] = []
+    client = await start_server()
+
+    async def never(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["path"])
+        await asyncio.Event().wait()
+        return {}
+
+    client.feature("fs/read_text_file")(never)
+    client.feature("fs/write_text_file")(never)
+    capabilities = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    await client.request(
+        "initialize",
+        {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": {"name": "e"}},
+    )
+    client.permission_handler = allow_all
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("sed -i 's/before/after/' a.txt b.txt c.txt"))
+    await client.prompt(session, "Change them.", timeout=60)
+
+    result = await client.request(
+        "_parley/session/restore", {"sessionId": session, "turn": 1}, timeout=200
+    )
+    assert len(asked) == 2, asked  # main: 6, three reads and three writes, 30 s each
+    assert len(result["failed"]) == 3
+    assert sum("time" in failed["reason"] for failed in result["failed"]) == 3

@@ -66,6 +66,8 @@ EditorWrite = Callable[[str, str], Awaitable[None]]
 # Reads a file's text as the editor holds it (its buffer, saved or not): its absolute path.
 EditorRead = Callable[[str], Awaitable[str]]
 EDITOR_WRITE_SECONDS = 30.0
+EDITOR_LATE = "the editor did not write it in time; it may be unchanged"
+EDITOR_SILENT = "not given to the editor: it let an earlier write of this restore time out"
 
 
 @attrs.frozen
@@ -195,9 +197,14 @@ async def apply_changes(
     texts = await off_loop(editor_texts, store, changes) if editor is not None else {}
     on_disk = [change for change in changes if change.path not in texts]
     failures = await off_loop(_apply_on_disk, store, on_disk, roots)
+    silent = False  # an editor that let one write time out is not waited on for each other
     for change in changes:
         if editor is not None and change.path in texts:
+            if silent:
+                failures.append((change, EDITOR_SILENT))
+                continue
             why = await _through_editor(editor, change, texts[change.path], roots, store)
+            silent = why == EDITOR_LATE
             if why is not None:
                 failures.append((change, why))
     return failures
@@ -211,13 +218,18 @@ async def with_buffers(
     through_editor = await off_loop(editor_texts, store, changes)
     on_disk = await off_loop(_texts_now, store, changes, set(through_editor))
     marked = []
+    silent = False  # an editor that let one read time out is asked no more: 30 s, not 30 s each
     for change in changes:
         if change.path in on_disk:
-            try:
-                async with asyncio.timeout(EDITOR_WRITE_SECONDS):
-                    held = await read(change.path)
-            except Exception:  # no buffer, or the editor cannot say: the disk is the file
-                held = on_disk[change.path]
+            held = on_disk[change.path]  # no buffer, or the editor cannot say: the disk's
+            if not silent:
+                try:
+                    async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+                        held = await read(change.path)
+                except TimeoutError:
+                    silent = True
+                except Exception:
+                    pass
             change = attrs.evolve(change, unsaved=held != on_disk[change.path])
         marked.append(change)
     return marked
@@ -285,7 +297,7 @@ async def _through_editor(
         async with asyncio.timeout(EDITOR_WRITE_SECONDS):
             await editor(change.path, text)
     except TimeoutError:
-        return "the editor did not write it in time; it may be unchanged"
+        return EDITOR_LATE
     except Exception as error:  # the editor's JSON-RPC error: it did not write
         reason = getattr(error, "message", None) or str(error) or type(error).__name__
         return f"the editor could not write it: {reason}"
