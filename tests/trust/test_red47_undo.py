@@ -339,3 +339,52 @@ async def test_an_editor_that_never_answers_holds_an_undo_30_s_not_30_s_a_file(
     assert len(asked) == 2, asked  # main: 6, three reads and three writes, 30 s each
     assert len(result["failed"]) == 3
     assert sum("time" in failed["reason"] for failed in result["failed"]) == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="residual race: the server checks the path (restore_place) and then asks the "
+    "editor, which opens it by name, following links; a process the turn left running (the "
+    "kernel swapping `conf` and `conf -> .git` in a loop) wins the window between the two. "
+    "The server cannot close it: the editor must refuse a path that is not its own truename "
+    "(elisp/parley-files.el, the VS Code extension) — not done here",
+)
+async def test_a_link_swapped_in_after_the_servers_last_look_is_not_written_through(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """As tests/tools/test_restore_through_editor.py's `conf -> .git` attack, but the swap
+    lands after the server's last look (`restore_place`), before the editor opens the file:
+    here the editor's own handler makes it, as a swapping process would at that moment."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    git_config = (workspace / ".git" / "config").read_bytes()
+    (workspace / "conf").mkdir()
+    hostile = "[core]\n\tfsmonitor = touch FSMONITOR-RAN\n"
+    (workspace / "conf" / "config").write_text(hostile)
+    client = await start_server()
+
+    def read(params: dict[str, Any]) -> dict[str, Any]:
+        return {"content": Path(params["path"]).read_text()}
+
+    def write(params: dict[str, Any]) -> dict[str, Any]:
+        if params["path"] == str(workspace / "conf" / "config"):  # the swap wins the race
+            (workspace / "conf").rename(workspace / "conf.away")
+            (workspace / "conf").symlink_to(".git")
+        Path(params["path"]).write_text(params["content"])  # as an editor: by name
+        return {}
+
+    client.feature("fs/read_text_file")(read)
+    client.feature("fs/write_text_file")(write)
+    capabilities = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    await client.request(
+        "initialize",
+        {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": {"name": "e"}},
+    )
+    client.permission_handler = allow_all
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("echo '# tidied' >> conf/config"))
+    await client.prompt(session, "Tidy the configuration.", timeout=60)
+
+    await client.request("_parley/session/restore", {"sessionId": session, "turn": 1}, timeout=60)
+    assert (workspace / ".git" / "config").read_bytes() == git_config
