@@ -388,3 +388,34 @@ async def test_a_link_swapped_in_after_the_servers_last_look_is_not_written_thro
 
     await client.request("_parley/session/restore", {"sessionId": session, "turn": 1}, timeout=60)
     assert (workspace / ".git" / "config").read_bytes() == git_config
+
+
+@needs_bwrap
+async def test_a_file_saved_while_the_undo_asks_is_not_overwritten_unasked(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A turn's command changed `a.txt` and `b.txt`; the user then changed `a.txt`, so the
+    undo asks before overwriting it. While the question is open (for as long as the user
+    takes), the user goes on working and saves `b.txt`. They allow the overwrite of `a.txt`
+    — the only file they were asked about. The undo looked at `b.txt` before it asked: it
+    must look again before it writes, and keep what the user saved since."""
+    (workspace / "a.txt").write_text("a before\n")
+    (workspace / "b.txt").write_text("b before\n")
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("echo 'a turn' > a.txt && echo 'b turn' > b.txt"))
+    await client.prompt(session, "Change both.", timeout=60)
+    (workspace / "a.txt").write_text("a the user's\n")
+
+    def asked_then_saved(params: dict[str, Any]) -> dict[str, Any]:
+        (workspace / "b.txt").write_text("b saved while asked\n")
+        return allow_all(params)
+
+    client.permission_handler = asked_then_saved
+    result = await client.request(
+        "_parley/session/restore", {"sessionId": session, "turn": 1}, timeout=60
+    )
+    assert (workspace / "a.txt").read_text() == "a before\n"  # the one allowed
+    assert (workspace / "b.txt").read_text() == "b saved while asked\n"  # main: "b before"
+    assert [Path(failed["path"]).name for failed in result["failed"]] == ["b.txt"]
+    assert "changed after the restore looked" in result["failed"][0]["reason"]

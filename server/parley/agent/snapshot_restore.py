@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import secrets
 import stat
@@ -66,6 +67,7 @@ EditorWrite = Callable[[str, str], Awaitable[None]]
 # Reads a file's text as the editor holds it (its buffer, saved or not): its absolute path.
 EditorRead = Callable[[str], Awaitable[str]]
 EDITOR_WRITE_SECONDS = 30.0
+CHANGED_SINCE = "not overwritten: it changed after the restore looked at it (while it asked)"
 EDITOR_LATE = "the editor did not write it in time; it may be unchanged"
 EDITOR_SILENT = "not given to the editor: it let an earlier write of this restore time out"
 
@@ -289,6 +291,8 @@ async def _through_editor(
         status = None
     except (OSError, ValueError) as error:  # `Refused`: a link on its way
         return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    if not _as_found(change, status):
+        return CHANGED_SINCE
     if not written_in_place(status):  # a link, a hard link, missing: the disk takes it
         failures: list[tuple[PathChange, str]] = []
         await off_loop(_attempt, failures, change, _put, store, roots, change)
@@ -316,9 +320,11 @@ def _apply_on_disk(
     for change in sorted(removals, key=lambda c: -c.depth):
         _attempt(failures, change, _remove, roots, change)
     failed = {change.path for change, _ in failures}
+    removed = {change.path for change in removals} - failed
     for change in sorted(changes, key=lambda c: c.depth):
         if change.target is not None and change.path not in failed:
-            _attempt(failures, change, _put, store, roots, change)
+            put = functools.partial(_put, removed=change.path in removed)
+            _attempt(failures, change, put, store, roots, change)
     return failures
 
 
@@ -340,10 +346,27 @@ def _must_go(change: PathChange) -> bool:
     return change.now[0] != change.target[0] and (DIRECTORY in (change.now[0], change.target[0]))
 
 
+def _as_found(change: PathChange, status: os.stat_result | None) -> bool:
+    """Whether the path is still as the restore found it before it asked (a file's or a
+    link's `lstat`: size, mtime, ctime, inode): one the user saved while the question was
+    open is theirs, and was not asked about. A folder's own entries change as the restore
+    removes them: not compared."""
+    now = change.now
+    if now is None or status is None:
+        return now is None and status is None
+    if now[0] == DIRECTORY:
+        return True
+    seen = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+    return bool(now[2:6] == seen)
+
+
 def _remove(roots: Roots, change: PathChange) -> None:
     assert change.now is not None
     entry = open_in_workspace(roots, change.path, Want.ENTRY)
     assert entry.fd is not None and entry.name is not None
+    if not _as_found(change, entry.status):
+        os.close(entry.fd)
+        raise ValueError(CHANGED_SINCE)
     try:
         if change.now[0] == DIRECTORY:
             os.rmdir(entry.name, dir_fd=entry.fd)  # what is left in it (ignored) keeps it
@@ -354,11 +377,15 @@ def _remove(roots: Roots, change: PathChange) -> None:
         os.close(entry.fd)
 
 
-def _put(store: SnapshotStore, roots: Roots, change: PathChange) -> None:
+def _put(store: SnapshotStore, roots: Roots, change: PathChange, *, removed: bool = False) -> None:
+    """Put `change.target` there (`removed`: what was there, this restore removed first)."""
     target = change.target
     assert target is not None
     entry = open_in_workspace(roots, change.path, Want.ENTRY, create=True)
     assert entry.fd is not None and entry.name is not None
+    if not removed and not _as_found(change, entry.status):
+        os.close(entry.fd)
+        raise ValueError(CHANGED_SINCE)
     try:
         if target[0] == FILE:
             replace_at(entry.fd, entry.name, store.object(target[6]), target[1])
