@@ -419,3 +419,29 @@ async def test_a_file_saved_while_the_undo_asks_is_not_overwritten_unasked(
     assert (workspace / "b.txt").read_text() == "b saved while asked\n"  # main: "b before"
     assert [Path(failed["path"]).name for failed in result["failed"]] == ["b.txt"]
     assert "changed after the restore looked" in result["failed"][0]["reason"]
+
+
+@needs_bwrap
+async def test_the_undos_question_names_a_few_of_many_changed_files(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A turn's command made 3,000 files; the user (or a process left running) changed them
+    all since. The undo asks before overwriting: its question named every one, a 3,000-line
+    permission request (and as many locations) to the editor. It names 50 and counts the
+    rest, as the report does."""
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn("mkdir many && cd many && seq -w 1 3000 | xargs touch"))
+    await client.prompt(session, "Make files.", timeout=60)
+    for path in (workspace / "many").iterdir():
+        path.write_text("the user's\n")
+    client.permission_handler = lambda params: {"outcome": {"outcome": "cancelled"}}
+
+    await client.prompt(session, "/undo", timeout=60)
+    (question,) = client.permission_requests[1:]
+    (content,) = question["toolCall"]["content"]
+    lines = content["content"]["text"].splitlines()
+    assert len(lines) <= 52, len(lines)  # main: 3,001
+    assert lines[-1] == "- and 2,950 more paths"
+    assert len(question["toolCall"]["locations"]) <= 50
+    assert len(question["toolCall"].get("rawInput", {}).get("changed", ())) <= 50
