@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from parley.client import allow_all
 from parley.fakellm import FakeLLM, Reply
 from test_restore_through_editor import editor_client
@@ -445,3 +447,21 @@ async def test_the_undos_question_names_a_few_of_many_changed_files(
     assert lines[-1] == "- and 2,950 more paths"
     assert len(question["toolCall"]["locations"]) <= 50
     assert len(question["toolCall"].get("rawInput", {}).get("changed", ())) <= 50
+
+
+@given(
+    content=st.binary(max_size=3000) | st.integers(0, 3 << 20).map(lambda n: b"z" * n),
+    size=st.integers(0, 4 << 20),
+    cap=st.integers(0, 4 << 20),
+)
+def test_a_snapshot_reads_a_file_up_to_its_cap_and_a_byte_whatever_its_lstat_said(
+    content: bytes, size: int, cap: int
+) -> None:
+    """`_read_at_most`: whatever size the `lstat` said (the file grew or shrank since), what
+    is read is the file's bytes up to the cap and one more: never more in memory."""
+    import io
+
+    from parley.agent.snapshots import _read_at_most
+
+    read = _read_at_most(io.BufferedReader(io.BytesIO(content)), cap, size)
+    assert read == content[: cap + 1]

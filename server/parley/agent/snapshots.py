@@ -307,7 +307,7 @@ class _Walk:
         try:
             descriptor = os.open(place, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             with os.fdopen(descriptor, "rb") as file:
-                data = _read_at_most(file, self.byte_budget - spent)
+                data = _read_at_most(file, self.byte_budget - spent, seen[0])
         except OSError as error:
             self._leave_out(place, f"not read: {error.strerror}")
             return [NOT_KEPT, mode, *seen, None]
@@ -321,11 +321,15 @@ class _Walk:
         return [FILE, mode, *seen, digest]
 
 
-def _read_at_most(file: Any, most: int) -> bytes:
+def _read_at_most(file: Any, most: int, size: int) -> bytes:
     """The file's bytes, or `most` + 1 of them when it has more (past the cap): never more
-    in memory, whatever size it grew to since its `lstat` (a sparse 200 GB file reads as
-    zeros as fast as memory takes them)."""
-    chunks, left = [], most + 1
+    in memory, whatever size it grew to since its `lstat` said `size` (a sparse 200 GB
+    file reads as zeros as fast as memory takes them). One read, as a rule: its size and a
+    byte more, to see it did not grow."""
+    first: bytes = file.read(min(most, size) + 1)
+    if len(first) <= size or len(first) > most:
+        return first
+    chunks, left = [first], most + 1 - len(first)  # it grew: read on, up to the cap
     while left > 0 and (chunk := file.read(min(left, READ_CHUNK))):
         chunks.append(chunk)
         left -= len(chunk)
