@@ -465,3 +465,20 @@ def test_a_snapshot_reads_a_file_up_to_its_cap_and_a_byte_whatever_its_lstat_sai
 
     read = _read_at_most(io.BufferedReader(io.BytesIO(content)), cap, size)
     assert read == content[: cap + 1]
+
+
+async def test_a_restore_of_a_turn_past_any_turn_is_invalid_params(
+    start_server: Any, fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """A broken client asks to restore turn 10**20: the store cannot hold such a number, and
+    the answer was an internal error (`OverflowError`). It is the client's bad input: -32602,
+    saying why; the session goes on."""
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    for turn in (10**20, 2**63):
+        with pytest.raises(JsonRpcInvalidParams, match="is past any turn"):
+            await client.request("_parley/session/restore", {"sessionId": session, "turn": turn})
+    answer = await client.request("_parley/session/restore", {"sessionId": session, "turn": 1})
+    assert answer["files"] == []
