@@ -108,6 +108,8 @@ PROVIDER_ERROR_CODE = -32001
 RESOURCE_NOT_FOUND_CODE = -32002  # ACP's: an unknown or deleted session
 SESSION_BUSY_CODE = -32003  # Parley's: a turn runs in the session, here or in another window
 BUDGET_SPENT_CODE = -32004  # Parley's: a call on the user's behalf is past a budget
+# The last turn `_parley/session/restore` takes: SQLite's largest integer, the store's turn numbers.
+LAST_TURN = 2**63 - 1
 SESSIONS_PAGE_SIZE = 50
 # The SDK's import starts this long after `initialize` (or sooner, see `_preload_sdk`).
 PRELOAD_DELAY_SECONDS = 0.3
@@ -514,6 +516,8 @@ class ParleyServer(JsonRPCServer):
             raise JsonRpcInvalidParams(
                 f"invalid params: turn: 1 is the first turn, not {params.turn}"
             )
+        if params.turn > LAST_TURN:  # the store's integers stop there: no session gets past
+            raise JsonRpcInvalidParams(f"invalid params: turn: {params.turn} is past any turn")
         result = await self.sessions.restore(params.session_id, params.turn)
         return self._restored(params.session_id, result, "/undo")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -155,21 +156,24 @@ def test_a_snapshot_restore_asks_the_editor_only_while_no_link_is_on_the_way(
         asked.append(path)
         Path(path).write_text(text)
 
-    def change(path: Path) -> PathChange:
+    def change(path: Path, now: list[Any] | None = None) -> PathChange:
         entry = ["f", 0o644, 0, 0, 0, 0, digest]
-        return PathChange(str(path), str(root), entry, entry, now=entry)
+        return PathChange(str(path), str(root), entry, entry, now=now or entry)
 
     (root / "conf").symlink_to(".git")
     (root / "notes.txt").symlink_to(".git/description")
     roots = workspace_roots(root)
+    # What the restore found at notes.txt: the link, as a snapshot records it (one changed
+    # after the restore looked is not overwritten at all).
+    found = os.lstat(root / "notes.txt")
+    seen = [found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino]
+    notes = change(root / "notes.txt", ["l", 0o777, *seen, ".git/description"])
     text = content.decode()
     why = asyncio.run(
         snapshot_restore._through_editor(editor, change(root / "conf/config"), text, roots, store)
     )
     assert why is not None and "conf is a symbolic link now" in why
-    why = asyncio.run(
-        snapshot_restore._through_editor(editor, change(root / "notes.txt"), text, roots, store)
-    )
+    why = asyncio.run(snapshot_restore._through_editor(editor, notes, text, roots, store))
     assert why is None and asked == []
     assert not (root / "notes.txt").is_symlink() and (root / "notes.txt").read_bytes() == content
     assert {name: (root / ".git" / name).read_bytes() for name in kept} == kept

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from parley.tools.confined import (
     printable_name,
     replace_at,
     restore_place,
+    written_in_place,
 )
 
 # `Checkpoint.written` of a file Parley left absent.
@@ -94,12 +94,12 @@ class TurnCheckpoints:
             await self.snapshots.after_call()
 
     async def settled(self) -> list[str]:
-        """The turn's snapshots taken and recorded: before the turn ends. The repositories
-        its calls made where none was (`TurnSnapshots.repositories_made`), shown relative to
-        the cwd's root."""
+        """The turn's snapshots taken and recorded, even through a Stop: before the turn ends
+        (`TurnSnapshots.finished`). The repositories its calls made where none was
+        (`TurnSnapshots.repositories_made`), shown relative to the cwd's root."""
         if self.snapshots is None:
             return []
-        await self.snapshots.settled()
+        await self.snapshots.finished()
         made = self.snapshots.repositories_made()
         return [printable_name(self.root.shown(place)) for place in made]
 
@@ -175,7 +175,7 @@ class FileRestore:
     def shown(self) -> str:
         """The path as a person reads it: relative to the workspace (absolute in another
         root)."""
-        return printable_name(Roots(Path(self.root)).shown(os.path.normpath(self.path)))
+        return printable_name(as_roots(Path(self.root)).shown(os.path.normpath(self.path)))
 
     def roots(self, others: tuple[Path, ...]) -> Roots:
         """Where the file may be restored: the root its turn ran in, and the session's other
@@ -430,9 +430,21 @@ NOTE_WORDS = {
 }
 
 
+# The paths a restore's note to the model, and its report to the user, name (the rest are
+# counted): a turn that made 20,000 files would cost the next prompt that many names.
+NAMED_AT_MOST = 50
+
+
+def more_than_named(files: tuple[Any, ...]) -> str:
+    """The words for what `NAMED_AT_MOST` leaves unnamed of `files` ("" when nothing)."""
+    more = len(files) - NAMED_AT_MOST
+    return f"and {more:,} more path{'s' * (more != 1)}" if more > 0 else ""
+
+
 def model_note(turn: int, files: tuple[Restored, ...], *, redo: bool = False) -> str:
     """What the model is told with the next prompt (prepended to it)."""
-    listed = ", ".join(f"{file.shown} ({NOTE_WORDS[file.action]})" for file in files)
+    named = [f"{file.shown} ({NOTE_WORDS[file.action]})" for file in files[:NAMED_AT_MOST]]
+    listed = ", ".join([*named, more_than_named(files)] if len(files) > NAMED_AT_MOST else named)
     if redo:
         return (
             f"[Parley: the user undid their restore of turn {turn}: the files are back as "
@@ -486,14 +498,14 @@ async def _through(
 def _editor_path(file: FileRestore, others: tuple[Path, ...]) -> str | None:
     """The absolute path the editor writes, as UTF-8 text the wire can carry: where the
     gate finds `file` inside its roots now, following no link (`restore_place`: one on the
-    way is refused). None when only the disk can take it back: a link stands at its end
-    (the editor would write through it; the disk replaces it) or a folder on its way is
-    missing (the disk makes it, inside the roots)."""
+    way is refused). None when only the disk can take it back: a link or a file with another
+    name stands at its end (the editor would write through it; the disk replaces it) or a
+    folder on its way is missing (the disk makes it, inside the roots)."""
     try:
         where, status = restore_place(file.roots(others), file.path)
     except FileNotFoundError:
         return None
-    if status is not None and stat.S_ISLNK(status.st_mode):
+    if status is not None and not written_in_place(status):  # a link, a hard link: the disk's
         return None
     where.encode("utf-8")  # a name that is not UTF-8 raises (UnicodeEncodeError)
     return where

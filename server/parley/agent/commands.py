@@ -15,7 +15,7 @@ import attrs
 
 from parley.agent import notices
 from parley.agent.budgets import BudgetSpent, describe_budgets
-from parley.agent.checkpoints import RestoreResult
+from parley.agent.checkpoints import NAMED_AT_MOST, RestoreResult, more_than_named
 from parley.agent.config_options import MODEL
 from parley.agent.modes import MODES, is_mode
 from parley.agent.notices import Notice
@@ -231,7 +231,10 @@ def describe_restore(result: RestoreResult) -> str:
         lines = [f"Put back what turn {result.turn} and the later turns did:"]
     else:
         lines = [f"Restored the files of turn {result.turn} as they were before it:"]
-    lines += [f"- `{file.shown}` {ACTION_WORDS[file.action]}" for file in result.files]
+    shown = result.files[:NAMED_AT_MOST]
+    lines += [f"- `{file.shown}` {ACTION_WORDS[file.action]}" for file in shown]
+    if more := more_than_named(result.files):
+        lines.append(f"- {more}")
     lines += [f"- `{file.shown}` could not be restored: {why}" for file, why in result.failures]
     if len(lines) == 1:
         lines = [f"Turn {result.turn} left no files to restore."]

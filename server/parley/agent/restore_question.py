@@ -6,7 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from parley.agent.checkpoints import RestoreCancelled, Restored, restore_question
+from parley.agent.checkpoints import (
+    NAMED_AT_MOST,
+    RestoreCancelled,
+    Restored,
+    more_than_named,
+    restore_question,
+)
 from parley.agent.session import new_id
 from parley.agent.turn import TurnPorts
 from parley.core.call_view import CallView, Location
@@ -32,13 +38,17 @@ async def ask_before_overwrite(
         raise RestoreCancelled
     names = [file.shown for file in changed]
     call_id = new_id("restore")
-    call = ToolCall(call_id, "restore", {"turn": turn, "changed": names}, call_id)
+    shown = {"turn": turn, "changed": names[:NAMED_AT_MOST]}
+    call = ToolCall(call_id, "restore", shown, call_id)
+    listed = [f"- {name}" for name in names[:NAMED_AT_MOST]]  # not 3,000 lines: the rest counted
+    if more := more_than_named(tuple(changed)):
+        listed.append(f"- {more}")
     view = CallView(
         title=restore_question(turn, redo=redo),
-        locations=tuple(Location(file.path) for file in changed),
+        locations=tuple(Location(file.path) for file in changed[:NAMED_AT_MOST]),
         content=(
             "These files changed since Parley last wrote them; restoring them loses "
-            "those changes:\n" + "\n".join(f"- {name}" for name in names),
+            "those changes:\n" + "\n".join(listed),
         ),
     )
     asking = asyncio.ensure_future(ports.request_permission(session_id, call, "edit", view))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import secrets
 import stat
@@ -37,14 +38,18 @@ from parley.agent.snapshots import (
     take_snapshot,
     what_it_is,
 )
+from parley.config import CheckpointsTable
 from parley.core.off_loop import off_loop
 from parley.tools.confined import (
     Roots,
     Want,
+    as_roots,
+    file_mode,
     open_in_workspace,
     printable_name,
     replace_at,
     restore_place,
+    written_in_place,
 )
 
 # What happened to a path, on the wire (`files[].action`) and in the report.
@@ -62,6 +67,9 @@ EditorWrite = Callable[[str, str], Awaitable[None]]
 # Reads a file's text as the editor holds it (its buffer, saved or not): its absolute path.
 EditorRead = Callable[[str], Awaitable[str]]
 EDITOR_WRITE_SECONDS = 30.0
+CHANGED_SINCE = "not overwritten: it changed after the restore looked at it (while it asked)"
+EDITOR_LATE = "the editor did not write it in time; it may be unchanged"
+EDITOR_SILENT = "not given to the editor: it let an earlier write of this restore time out"
 
 
 @attrs.frozen
@@ -88,7 +96,7 @@ class PathChange:
         """As a person reads it: relative to the workspace, a directory with a `/`."""
         entry = self.target if self.target is not None else self.now or self.expected
         folder = "/" if entry is not None and entry[0] == DIRECTORY else ""
-        return printable_name(Roots(Path(self.cwd)).shown(self.path)) + folder
+        return printable_name(as_roots(Path(self.cwd)).shown(self.path)) + folder
 
     @property
     def user_changed(self) -> bool:
@@ -102,14 +110,27 @@ class PathChange:
         return self.path.count("/")
 
 
+# What a record whose snapshots the store cannot give back raises (`_snapshots_of`).
+DAMAGED = (OSError, ValueError, KeyError, TypeError)
+
+
 def turn_changes(
-    store: SnapshotStore, records: list[dict[str, Any]], cwd: str
+    store: SnapshotStore,
+    records: list[dict[str, Any]],
+    cwd: str,
+    damaged: list[dict[str, Any]] | None = None,
 ) -> dict[str, PathChange]:
-    """Each path the turns' records (oldest first) changed, and what it becomes."""
+    """Each path the turns' records (oldest first) changed, and what it becomes. A record
+    whose snapshots are damaged in the store is skipped (added to `damaged`): one bad
+    manifest must not make every later undo of the session fail."""
     plan: dict[str, PathChange] = {}
     for record in records:
-        before = load_snapshot(store, record["before"]).entries
-        after = load_snapshot(store, record["after"]).entries
+        snapshots = _snapshots_of(store, record)
+        if snapshots is None:
+            if damaged is not None:
+                damaged.append(record)
+            continue
+        before, after = snapshots
         roots = set(record.get("roots", ()))
         for path in changed_paths(before, after):
             if path in roots:  # a root itself is never written
@@ -123,6 +144,20 @@ def turn_changes(
                 old, expected=after.get(path), changed_between=old.changed_between or between
             )
     return plan
+
+
+def _snapshots_of(
+    store: SnapshotStore, record: dict[str, Any]
+) -> tuple[dict[str, Entry], dict[str, Entry]] | None:
+    """A record's entries before and after its turn; None when the store cannot give them."""
+    try:
+        before = load_snapshot(store, record["before"]).entries
+        after = load_snapshot(store, record["after"]).entries
+    except DAMAGED:
+        return None
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    return before, after
 
 
 def redo_changes(
@@ -164,9 +199,14 @@ async def apply_changes(
     texts = await off_loop(editor_texts, store, changes) if editor is not None else {}
     on_disk = [change for change in changes if change.path not in texts]
     failures = await off_loop(_apply_on_disk, store, on_disk, roots)
+    silent = False  # an editor that let one write time out is not waited on for each other
     for change in changes:
         if editor is not None and change.path in texts:
+            if silent:
+                failures.append((change, EDITOR_SILENT))
+                continue
             why = await _through_editor(editor, change, texts[change.path], roots, store)
+            silent = why == EDITOR_LATE
             if why is not None:
                 failures.append((change, why))
     return failures
@@ -180,13 +220,18 @@ async def with_buffers(
     through_editor = await off_loop(editor_texts, store, changes)
     on_disk = await off_loop(_texts_now, store, changes, set(through_editor))
     marked = []
+    silent = False  # an editor that let one read time out is asked no more: 30 s, not 30 s each
     for change in changes:
         if change.path in on_disk:
-            try:
-                async with asyncio.timeout(EDITOR_WRITE_SECONDS):
-                    held = await read(change.path)
-            except Exception:  # no buffer, or the editor cannot say: the disk is the file
-                held = on_disk[change.path]
+            held = on_disk[change.path]  # no buffer, or the editor cannot say: the disk's
+            if not silent:
+                try:
+                    async with asyncio.timeout(EDITOR_WRITE_SECONDS):
+                        held = await read(change.path)
+                except TimeoutError:
+                    silent = True
+                except Exception:
+                    pass
             change = attrs.evolve(change, unsaved=held != on_disk[change.path])
         marked.append(change)
     return marked
@@ -194,18 +239,29 @@ async def with_buffers(
 
 def editor_texts(store: SnapshotStore, changes: list[PathChange]) -> dict[str, str]:
     """The files that are files now and become text, with that text: the editor may hold
-    them in a buffer, so they go through it. Blocking: off the loop."""
+    them in a buffer, so they go through it — unless their name is not UTF-8: ACP's JSON
+    carries it as U+FFFD, another name, which the editor would write instead (the disk
+    takes such a file back). Blocking: off the loop."""
     texts = {}
     for change in changes:
         if change.target is None or change.target[0] != FILE:
             continue
-        if change.now is None or change.now[0] != FILE:
+        if change.now is None or change.now[0] != FILE or not _utf8(change.path):
             continue
         try:
             texts[change.path] = store.object(change.target[6]).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
     return texts
+
+
+def _utf8(path: str) -> bool:
+    """Whether `path` is text the wire carries as it is (no surrogate escape of a byte)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _texts_now(store: SnapshotStore, changes: list[PathChange], paths: set[str]) -> dict[str, str]:
@@ -235,7 +291,9 @@ async def _through_editor(
         status = None
     except (OSError, ValueError) as error:  # `Refused`: a link on its way
         return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-    if status is None or not stat.S_ISREG(status.st_mode):
+    if not _as_found(change, status):
+        return CHANGED_SINCE
+    if not written_in_place(status):  # a link, a hard link, missing: the disk takes it
         failures: list[tuple[PathChange, str]] = []
         await off_loop(_attempt, failures, change, _put, store, roots, change)
         return failures[0][1] if failures else None
@@ -243,7 +301,7 @@ async def _through_editor(
         async with asyncio.timeout(EDITOR_WRITE_SECONDS):
             await editor(change.path, text)
     except TimeoutError:
-        return "the editor did not write it in time; it may be unchanged"
+        return EDITOR_LATE
     except Exception as error:  # the editor's JSON-RPC error: it did not write
         reason = getattr(error, "message", None) or str(error) or type(error).__name__
         return f"the editor could not write it: {reason}"
@@ -262,9 +320,11 @@ def _apply_on_disk(
     for change in sorted(removals, key=lambda c: -c.depth):
         _attempt(failures, change, _remove, roots, change)
     failed = {change.path for change, _ in failures}
+    removed = {change.path for change in removals} - failed
     for change in sorted(changes, key=lambda c: c.depth):
         if change.target is not None and change.path not in failed:
-            _attempt(failures, change, _put, store, roots, change)
+            put = functools.partial(_put, removed=change.path in removed)
+            _attempt(failures, change, put, store, roots, change)
     return failures
 
 
@@ -286,10 +346,27 @@ def _must_go(change: PathChange) -> bool:
     return change.now[0] != change.target[0] and (DIRECTORY in (change.now[0], change.target[0]))
 
 
+def _as_found(change: PathChange, status: os.stat_result | None) -> bool:
+    """Whether the path is still as the restore found it before it asked (a file's or a
+    link's `lstat`: size, mtime, ctime, inode): one the user saved while the question was
+    open is theirs, and was not asked about. A folder's own entries change as the restore
+    removes them: not compared."""
+    now = change.now
+    if now is None or status is None:
+        return now is None and status is None
+    if now[0] == DIRECTORY:
+        return True
+    seen = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+    return bool(now[2:6] == seen)
+
+
 def _remove(roots: Roots, change: PathChange) -> None:
     assert change.now is not None
     entry = open_in_workspace(roots, change.path, Want.ENTRY)
     assert entry.fd is not None and entry.name is not None
+    if not _as_found(change, entry.status):
+        os.close(entry.fd)
+        raise ValueError(CHANGED_SINCE)
     try:
         if change.now[0] == DIRECTORY:
             os.rmdir(entry.name, dir_fd=entry.fd)  # what is left in it (ignored) keeps it
@@ -300,11 +377,15 @@ def _remove(roots: Roots, change: PathChange) -> None:
         os.close(entry.fd)
 
 
-def _put(store: SnapshotStore, roots: Roots, change: PathChange) -> None:
+def _put(store: SnapshotStore, roots: Roots, change: PathChange, *, removed: bool = False) -> None:
+    """Put `change.target` there (`removed`: what was there, this restore removed first)."""
     target = change.target
     assert target is not None
     entry = open_in_workspace(roots, change.path, Want.ENTRY, create=True)
     assert entry.fd is not None and entry.name is not None
+    if not removed and not _as_found(change, entry.status):
+        os.close(entry.fd)
+        raise ValueError(CHANGED_SINCE)
     try:
         if target[0] == FILE:
             replace_at(entry.fd, entry.name, store.object(target[6]), target[1])
@@ -330,13 +411,19 @@ def _set_mode(roots: Roots, path: str, mode: int) -> None:
 
 
 def _chmod_at(directory_fd: int, name: str, mode: int) -> None:
-    """The mode of `name` (a file or a directory, never a link's target) set: opened as a
-    place only (O_PATH: no read permission needed), then changed through /proc, which
-    names that very entry."""
+    """The mode of `name` (a directory, or a file with one name: never a link's target, nor
+    a file's other name) set: opened as a place only (O_PATH: no read permission needed),
+    then changed through /proc, which names that very entry. A file never gets setuid or
+    setgid (`file_mode`)."""
     descriptor = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=directory_fd)
     try:
-        if stat.S_ISLNK(os.fstat(descriptor).st_mode):
+        status = os.fstat(descriptor)
+        if stat.S_ISLNK(status.st_mode):
             raise ValueError(f"{name} is a symlink now")
+        if not stat.S_ISDIR(status.st_mode):
+            if not written_in_place(status):
+                raise ValueError(f"{name} has another name now (a hard link): its mode is kept")
+            mode = file_mode(mode)
         os.chmod(f"/proc/self/fd/{descriptor}", mode)
     finally:
         os.close(descriptor)
@@ -372,18 +459,16 @@ def plan_undo(
     ordered = [records[number] for number in sorted(records)]
     cwd = ordered[0]["roots"][0]
     roots = Roots(Path(cwd), others)
-    every = turn_changes(store, ordered, cwd)
+    damaged: list[dict[str, Any]] = []
+    every = turn_changes(store, ordered, cwd, damaged)
     current = _current(store, roots, ordered[-1])
     kept, missing = not_kept(with_now(every, current.entries))
-    return UndoPlan(
-        turn,
-        kept,
-        {printable_name(path) for path in every},
-        roots,
-        current.manifest_id,
-        records,
-        not_covered(ordered, missing),
-    )
+    said = not_covered(ordered, missing)
+    if damaged:
+        numbers = [number for number, record in records.items() if record in damaged]
+        said += (DAMAGED_NOT_COVERED.format(", ".join(map(str, sorted(numbers)))),)
+    known = {printable_name(path) for path in every}
+    return UndoPlan(turn, kept, known, roots, current.manifest_id, records, said)
 
 
 def keep_for_redo(store: SnapshotStore, session_id: str, turn: int, undo: UndoPlan) -> None:
@@ -401,6 +486,7 @@ def keep_for_redo(store: SnapshotStore, session_id: str, turn: int, undo: UndoPl
             "before": undo.before_id,
             "after": after.manifest_id,
             "ignore": last.get("ignore", []),
+            "maxBytes": last.get("maxBytes"),
             "records": {str(number): record for number, record in undo.records.items()},
         }
     )
@@ -449,9 +535,11 @@ def last_changing_turn(store: SnapshotStore, session_id: str) -> int | None:
 
 
 def _current(store: SnapshotStore, roots: Roots, record: dict[str, Any]) -> Snapshot:
-    """The roots now, with the ignore rules the turn had (its content kept: a redo's)."""
+    """The roots now, with the ignore rules and the size cap the turn had (its content
+    kept, for a redo, up to that cap: a 200 GB file a command made is not read whole)."""
     ignore = tuple(record.get("ignore", ()))
-    return take_snapshot(store, roots.all, latest_snapshot(store, roots.all), ignore)
+    cap = record.get("maxBytes") or CheckpointsTable().max_turn_megabytes * 1024 * 1024
+    return take_snapshot(store, roots.all, latest_snapshot(store, roots.all), ignore, cap)
 
 
 # --- what a restore cannot put back ------------------------------------------------------
@@ -474,6 +562,10 @@ IGNORED_NOT_COVERED = (
     "Paths left out of the snapshots (`.gitignore`, `[checkpoints] ignore`, `.git`):"
 )
 NOT_KEPT_NOT_COVERED = "Files whose content was not kept:"
+DAMAGED_NOT_COVERED = (
+    "What turn(s) {} changed: their snapshots are damaged in Parley's store, so it is not "
+    "undone (the other turns' changes are)."
+)
 
 
 def not_covered(records: list[dict[str, Any]], missing: list[PathChange]) -> tuple[str, ...]:

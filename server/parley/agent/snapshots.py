@@ -53,6 +53,7 @@ RECENT_AT_MOST = 4
 _RECENT: dict[tuple[Path, str], Snapshot] = {}
 _RECENT_LOCK = threading.Lock()
 OVER_CAP = "over the turn's size cap, `[checkpoints] max_turn_megabytes`"
+READ_CHUNK = 1 << 20  # a file is read this much at a time (`_read_at_most`)
 
 # An entry: [kind, mode, size, mtime_ns, ctime_ns, inode, ref]. Kinds:
 FILE = "f"  # ref: the bytes' sha256
@@ -60,6 +61,9 @@ LINK = "l"  # ref: the link's target
 DIRECTORY = "d"  # ref: None
 NOT_KEPT = "x"  # a file whose bytes were not kept (past the cap, unreadable): ref None
 Entry = list[Any]
+# A folder still to walk: its path relative to the root, its whole path, and the (device,
+# inode) its parent's listing saw (`_Walk._directory` walks only that very folder).
+Folder = tuple[str, str, tuple[int, int]]
 # `stat`'s constants as plain ints, for the walk's hot loop (a global, not a module's attribute)
 _KIND_BITS, _MODE_BITS = 0o170000, 0o7777  # S_IFMT's and S_IMODE's
 _FOLDER, _REGULAR, _SYMLINK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
@@ -150,25 +154,33 @@ class _Walk:
     def root(self, root: Path) -> None:
         repository = repository_of(root)
         rules = IgnoreRules(repository, root) if repository is not None else None
-        self.snapshot.entries[str(root)] = self._entry(str(root), os.lstat(root))
-        pending = [("", str(root))]
+        status = os.lstat(root)
+        self.snapshot.entries[str(root)] = self._entry(str(root), status)
+        pending: list[Folder] = [("", str(root), (status.st_dev, status.st_ino))]
         while pending:
-            relative, directory = pending.pop()
-            pending += self._directory(relative, directory, rules)
+            pending += self._directory(*pending.pop(), rules)
         # Sorted: the order directories are walked in must not change the digest.
         self.rules_read.append([str(root), sorted(rules.sources) if rules is not None else None])
 
     def _directory(
-        self, relative: str, directory: str, rules: IgnoreRules | None
-    ) -> list[tuple[str, str]]:
+        self, relative: str, directory: str, identity: tuple[int, int], rules: IgnoreRules | None
+    ) -> list[Folder]:
         """Record a directory's entries; the subdirectories to walk. Listed through a
         descriptor, each entry's `lstat` is taken relative to it (`fstatat`): the kernel
-        looks up one name, not the whole path, a fifth less time on a 10,000-file tree."""
+        looks up one name, not the whole path, a fifth less time on a 10,000-file tree.
+        Opened by its whole path, it must be the directory its parent's listing saw
+        (`identity`: device and inode): a folder on its way swapped for a link since (`x ->
+        ~`, so `x/.ssh` is the user's) is not walked, nor a root that became a link."""
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
         try:  # a subfolder replaced by a link since its parent was listed is not followed
             descriptor = os.open(directory, flags | (os.O_NOFOLLOW if relative else 0))
         except OSError as error:
             self._leave_out(f"{directory}/", f"not read: {error.strerror}")
+            return []
+        opened = os.fstat(descriptor)
+        if (opened.st_dev, opened.st_ino) != identity:
+            os.close(descriptor)
+            self._leave_out(f"{directory}/", "not read: it changed while it was walked")
             return []
         try:
             with os.scandir(descriptor) as listing:
@@ -188,7 +200,7 @@ class _Walk:
         directory: str,
         found: list[os.DirEntry[str]],
         rules: IgnoreRules | None,
-    ) -> list[tuple[str, str]]:
+    ) -> list[Folder]:
         below = []
         filtered = rules is not None or self.extra is not None
         known_files, previous, entries = self.known_files, self.previous, self.snapshot.entries
@@ -201,7 +213,8 @@ class _Walk:
             if kind == _FOLDER:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if not self._ignored(name, place, True, rules):
-                    below.append((name, place))  # an ignored folder is never descended into
+                    # An ignored folder is never descended into.
+                    below.append((name, place, (status.st_dev, status.st_ino)))
                     entries[place] = self._entry(place, status)
                 continue
             if kind != _REGULAR and kind != _SYMLINK:
@@ -294,7 +307,7 @@ class _Walk:
         try:
             descriptor = os.open(place, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             with os.fdopen(descriptor, "rb") as file:
-                data = file.read()
+                data = _read_at_most(file, self.byte_budget - spent, seen[0])
         except OSError as error:
             self._leave_out(place, f"not read: {error.strerror}")
             return [NOT_KEPT, mode, *seen, None]
@@ -306,6 +319,21 @@ class _Walk:
             self.store.put_object(digest, data)
             self.snapshot.stored_bytes += len(data)
         return [FILE, mode, *seen, digest]
+
+
+def _read_at_most(file: Any, most: int, size: int) -> bytes:
+    """The file's bytes, or `most` + 1 of them when it has more (past the cap): never more
+    in memory, whatever size it grew to since its `lstat` said `size` (a sparse 200 GB
+    file reads as zeros as fast as memory takes them). One read, as a rule: its size and a
+    byte more, to see it did not grow."""
+    first: bytes = file.read(min(most, size) + 1)
+    if len(first) <= size or len(first) > most:
+        return first
+    chunks, left = [first], most + 1 - len(first)  # it grew: read on, up to the cap
+    while left > 0 and (chunk := file.read(min(left, READ_CHUNK))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def take_snapshot(
@@ -443,7 +471,9 @@ class TurnSnapshots:
             if self.sandbox is not None:
                 status = await off_loop(sandbox_status, self.sandbox)
                 self._sandboxed = status.sandboxed
-            await off_loop(self._first)
+            # Pending as the one after is: a Stop meanwhile leaves it for `finished`.
+            self._pending = asyncio.ensure_future(off_loop(self._first))
+            await self.settled()
 
     async def after_call(self) -> None:
         """Start the snapshot after a writing call, and return: it walks the roots while the
@@ -452,14 +482,14 @@ class TurnSnapshots:
         if not self._open:
             return
         self._open = False
+        await self.settled()  # one at a time: each starts from the one before it
         if self._before is not None:
-            await self.settled()  # one at a time: each starts from the one before it
             self._pending = asyncio.ensure_future(off_loop(self._later))
 
     async def settled(self) -> None:
-        """Wait for the snapshot after the last writing call and its record: before the next
-        call of any tool, and before the turn ends (a restore then finds the record whole). A
-        cancelled wait leaves it pending, for the next one."""
+        """Wait for the snapshot running (the turn's first, or the one after the last
+        writing call) and its record: before the next call of any tool. A cancelled wait
+        leaves it pending, for the next one."""
         while (pending := self._pending) is not None:
             await asyncio.shield(pending)
             if self._pending is pending:
@@ -473,6 +503,20 @@ class TurnSnapshots:
         if before is None or after is None:
             return []
         return sorted(set(after) - set(before))
+
+    async def finished(self) -> None:
+        """`settled`, through any Stop: the turn's end waits for it, so the turn never ends
+        (and frees its session for a restore, a deletion, another window) while one of its
+        snapshots still walks and has its record to write. A Stop meanwhile is raised after."""
+        stopped: asyncio.CancelledError | None = None
+        while True:
+            try:
+                await self.settled()
+                break
+            except asyncio.CancelledError as error:  # the walk is bounded: waited for
+                stopped = error
+        if stopped is not None:
+            raise stopped
 
     def _first(self) -> None:
         """The turn's first snapshot and its record, under the store's lock (blocking)."""
@@ -531,6 +575,7 @@ class TurnSnapshots:
             "sandboxed": self._sandboxed,
             "roots": [str(root) for root in self.roots],
             "ignore": list(self.settings.ignore),
+            "maxBytes": self.settings.max_turn_megabytes * 1024 * 1024,
             "ignored": earlier.get("ignored", self._before.ignored),
             "ignoredCount": earlier.get("ignoredCount", self._before.ignored_count),
             "notKept": {**earlier.get("notKept", {}), **self._not_kept},

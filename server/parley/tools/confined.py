@@ -49,6 +49,8 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _ESCAPED_BYTE = re.compile(rb"\\x([0-9a-fA-F]{2})")
 _ESCAPE_TEXT = re.compile(r"\\x[0-9a-fA-F]{2}")
+# The mode bits no file Parley writes gets (`file_mode`).
+SET_ID_BITS = stat.S_ISUID | stat.S_ISGID
 
 
 class Refused(ValueError):
@@ -342,6 +344,13 @@ class _Walk:
         holds it is outside every root), then each component down to it with `O_NOFOLLOW`."""
         outer, down = self.roots.ways_in[str(root)]
         fd = os.open(outer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if os.readlink(f"/proc/self/fd/{fd}") != str(outer):  # where the kernel opened it
+            os.close(fd)
+            raise Refused(
+                f"The workspace root {printable_name(str(outer))} is no longer the directory "
+                "the session started in (a symlink stands in its place or on its way), so "
+                "nothing in it is opened."
+            )
         for name in down:
             try:
                 inner = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
@@ -591,6 +600,14 @@ def restore_place(root: Roots | Path, path: str) -> tuple[str, os.stat_result | 
     return str(roots.cwd / opened.relative), opened.status
 
 
+def written_in_place(status: os.stat_result | None) -> bool:
+    """Whether a restore may have the editor write the entry `restore_place` found, which it
+    does in place: a regular file with one name. A file with another name (a hard link, to
+    `.env` or past the roots) would be written under that name too; the disk replaces the
+    name instead, and the other keeps its bytes."""
+    return status is not None and stat.S_ISREG(status.st_mode) and status.st_nlink == 1
+
+
 def open_confined(root: Path, path: str) -> BinaryIO:
     """The regular file at `path` in the workspace `root`, open for binary reading. Its
     `name` is where it really is, relative to the root with `/`. Raises as the gate does."""
@@ -674,18 +691,26 @@ def _check_regular(status: os.stat_result, shown: str) -> None:
         )
 
 
+def file_mode(mode: int) -> int:
+    """The permission bits Parley gives a file it writes: `mode` without setuid and setgid. A
+    file written is Parley's user's (a stored mode carries no owner): a setuid bit put back
+    on a file another user owned would make it run as Parley's user, root's in a container."""
+    return mode & ~SET_ID_BITS
+
+
 def replace_at(directory_fd: int, name: str, data: bytes, mode: int | None) -> None:
     """`data` as the whole content of `name` in the open directory, atomically: written to a
     temporary file beside it (never through a symlink), synced, then renamed over it, so a
-    reader sees the old file or the new one, never part of one. The file gets `mode`, or a
-    new file's default permissions (0o666 less the umask) when `mode` is None."""
+    reader sees the old file or the new one, never part of one. The file gets `mode` (less
+    setuid and setgid: `file_mode`), or a new file's default permissions (0o666 less the
+    umask) when `mode` is None."""
     temporary = f".{name}.parley-{secrets.token_hex(4)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(temporary, flags, 0o666 if mode is None else 0o600, dir_fd=directory_fd)
     try:
         with os.fdopen(fd, "wb") as file:
             if mode is not None:
-                os.fchmod(file.fileno(), mode)
+                os.fchmod(file.fileno(), file_mode(mode))
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
