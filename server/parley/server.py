@@ -32,7 +32,7 @@ from parley import sandbox_policy
 from parley.agent import notices
 from parley.agent.budgets import BudgetSpent
 from parley.agent.checkpoints import RestoreResult
-from parley.agent.commands import describe_restore
+from parley.agent.commands import describe_restore, went_wrong
 from parley.agent.export import export_json, export_markdown
 from parley.agent.fork import fork_session
 from parley.agent.modes import mode_state
@@ -534,7 +534,8 @@ class ParleyServer(JsonRPCServer):
         done = result.files or result.failures or result.rejected  # else nothing to mark
         if done and not result.cancelled and session_id in self.sessions:
             # Kept as `/undo` is, at its place: a reopened session shows the mark where it was.
-            notices.keep_command_turn(self.sessions.get(session_id), command, text)
+            session = self.sessions.get(session_id)
+            notices.keep_command_turn(session, command, text, warning=went_wrong(result))
         return {**result.to_wire(), "text": text}
 
     async def compact_session(self, raw: Any) -> dict[str, Any]:

@@ -510,7 +510,7 @@ class Store:
             )
             db.execute(
                 "DELETE FROM notices WHERE session_id = ? AND place > ? "
-                "AND level NOT IN ('command', 'command_reply')",
+                "AND level NOT IN ('command', 'command_reply', 'command_reply_warning')",
                 (session_id, turn_start),
             )
             db.execute(

@@ -363,6 +363,14 @@ async def test_restore_asks_before_overwriting_what_the_user_changed(
         ("user_message_chunk", "/undo"),
         ("agent_message_chunk", result["text"]),
     ]
+    # Each answer at the level it was said: the rejected one a warning, as live.
+    levels = [
+        u["_meta"]["parley"].get("level")
+        for u in again.updates[session_id]
+        if u["sessionUpdate"] == "agent_message_chunk"
+        and u.get("_meta", {}).get("parley", {}).get("command")
+    ]
+    assert levels == ["warning", None]
 
 
 async def test_undo_restores_the_last_turn_that_edited_files(

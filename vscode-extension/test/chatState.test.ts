@@ -737,20 +737,24 @@ describe('chat state reducer: turns that edited files, and undoing them', () => 
     assert.equal(s.meta.usage.turns, 5);
   });
 
-  it("a replayed undo is shown as its notice; a command answered live after it is an answer (issue 43)", () => {
+  it("a replayed undo is shown as its notice, at the level it was said; a command answered live after it is an answer", () => {
     const command = { parley: { command: true } };
+    const warned = { parley: { command: true, level: 'warning' as const } };
     const s = run(
+      { sessionUpdate: 'user_message_chunk', messageId: 'notice_2_0', content: { type: 'text', text: '/undo' }, _meta: command },
+      { sessionUpdate: 'agent_message_chunk', messageId: 'notice_2_1', content: { type: 'text', text: 'Could not restore a.py.' }, _meta: warned },
       { sessionUpdate: 'user_message_chunk', messageId: 'notice_4_0', content: { type: 'text', text: '/undo' }, _meta: command },
       { sessionUpdate: 'agent_message_chunk', messageId: 'notice_4_1', content: { type: 'text', text: 'Restored the files of turn 1.' }, _meta: command },
       { type: 'userPrompt', text: '/cost', context: [] },
       { sessionUpdate: 'agent_message_chunk', messageId: 'c1', content: { type: 'text', text: 'Cost: $0.00' }, _meta: command },
     );
     assert.deepEqual(
-      s.entries.map((e) => [e.kind, 'text' in e ? e.text : '']),
+      s.entries.map((e) => [e.kind, 'text' in e ? e.text : '', e.kind === 'notice' ? e.level : '']),
       [
-        ['notice', 'Restored the files of turn 1.'],
-        ['user', '/cost'],
-        ['agent', 'Cost: $0.00'],
+        ['notice', 'Could not restore a.py.', 'warning'],
+        ['notice', 'Restored the files of turn 1.', 'info'],
+        ['user', '/cost', ''],
+        ['agent', 'Cost: $0.00', ''],
       ],
     );
   });

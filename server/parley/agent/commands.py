@@ -90,6 +90,7 @@ class CommandReply:
     # The command's input was refused (`/mode pl`, a model that cannot answer): a typo to
     # fix, not a turn of the session, so neither it nor its notice is kept.
     refused: bool = False
+    warning: bool = False  # `text` is said as a warning (`went_wrong`): live and replayed
 
 
 class CommandHost(Protocol):
@@ -149,7 +150,7 @@ async def _undo(session: Session, host: CommandHost, *, redo: bool) -> CommandRe
     if restored.cancelled:
         cancelled = notices.redo_cancelled if redo else notices.undo_cancelled
         return CommandReply(stop_reason="cancelled", notice=cancelled(restored.turn))
-    return CommandReply(describe_restore(restored))
+    return CommandReply(describe_restore(restored), warning=went_wrong(restored))
 
 
 async def _compact(session: Session, host: CommandHost) -> CommandReply:
@@ -213,6 +214,12 @@ def _cost(session: Session, settings: Settings) -> str:
     reply = f"This session so far: {describe_totals(totals)}"
     budgets = describe_budgets(session, settings)
     return reply if budgets is None else f"{reply}\n\n{budgets}"
+
+
+def went_wrong(result: RestoreResult) -> bool:
+    """A restore some of whose files failed or that the user rejected in part: its report
+    is a warning (the clients show it so, live and when the session is loaded again)."""
+    return bool(result.failures or result.rejected)
 
 
 def describe_restore(result: RestoreResult) -> str:

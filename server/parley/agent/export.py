@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from parley.agent.notices import COMMAND, COMMAND_REPLY
+from parley.agent.notices import COMMAND, COMMAND_REPLY, COMMAND_REPLY_WARNING
 from parley.core.conversation import (
     AssistantMessage,
     ImageBlock,
@@ -128,7 +128,7 @@ def _notice_lines(notices: Iterable[StoredNotice]) -> list[str]:
     for notice in notices:
         if notice.level == COMMAND:
             out += ["", "## You", "", f"`{notice.text}`"]
-        elif notice.level == COMMAND_REPLY:
+        elif notice.level in (COMMAND_REPLY, COMMAND_REPLY_WARNING):
             out += ["", PARLEY_HEADING, "", nested_headings(notice.text)]
         else:
             out += ["", f"> **{notice.level.title()}:** {notice.text}"]

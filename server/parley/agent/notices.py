@@ -145,6 +145,9 @@ def rewritten_elsewhere() -> Notice:
 # the user's words and Parley's answer, marked `_meta.parley.command` (agent/replay.py).
 COMMAND = "command"
 COMMAND_REPLY = "command_reply"
+# An answer said as a warning (a restore that failed or was rejected in part): replayed so.
+COMMAND_REPLY_WARNING = "command_reply_warning"
+COMMAND_LEVELS = (COMMAND, COMMAND_REPLY, COMMAND_REPLY_WARNING)
 
 
 def repositories_made(places: list[str]) -> Notice:
@@ -162,11 +165,13 @@ def repositories_made(places: list[str]) -> Notice:
     )
 
 
-def keep_command_turn(session: Session, typed: str, answer: str | None) -> None:
+def keep_command_turn(
+    session: Session, typed: str, answer: str | None, *, warning: bool = False
+) -> None:
     """Keep a command turn with the session, for replay and export."""
     session.add_notice(COMMAND, typed)
     if answer is not None:
-        session.add_notice(COMMAND_REPLY, answer)
+        session.add_notice(COMMAND_REPLY_WARNING if warning else COMMAND_REPLY, answer)
 
 
 def say(

@@ -129,9 +129,10 @@ def _message_updates(
     are taken out of `results` (a later call with the same id waits for its own)."""
     if isinstance(message, StoredNotice):
         message_id = f"notice_{message.after}_{position}"
-        if message.level in (notices.COMMAND, notices.COMMAND_REPLY):
+        if message.level in notices.COMMAND_LEVELS:
             typed = message.level == notices.COMMAND
-            yield updates.command_chunk(message_id, message.text, typed=typed)
+            warning = message.level == notices.COMMAND_REPLY_WARNING
+            yield updates.command_chunk(message_id, message.text, typed=typed, warning=warning)
         else:
             yield updates.notice_chunk(message_id, message.level, message.text)
     elif isinstance(message, UserMessage):

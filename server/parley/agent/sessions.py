@@ -360,9 +360,12 @@ class Sessions:
         reply = await run_command(command, session, self)
         if not reply.refused:
             # Kept, to be replayed where it was said; its notice, if any, is kept by `_said`.
-            notices.keep_command_turn(session, command.typed, None if reply.notice else reply.text)
+            answer_kept = None if reply.notice else reply.text
+            notices.keep_command_turn(session, command.typed, answer_kept, warning=reply.warning)
         if reply.notice is None:
-            answer = updates.command_chunk(new_id("msg"), reply.text, typed=False)
+            answer = updates.command_chunk(
+                new_id("msg"), reply.text, typed=False, warning=reply.warning
+            )
             self.ports.send_update(session.id, answer)
         totals = attrs.evolve(session.totals)
         stats = TurnStats(model=session.settings.model)

@@ -32,14 +32,17 @@ def notice_chunk(message_id: str, level: str, text: str) -> dict[str, Any]:
     return update
 
 
-def command_chunk(message_id: str, text: str, *, typed: bool) -> dict[str, Any]:
+def command_chunk(
+    message_id: str, text: str, *, typed: bool, warning: bool = False
+) -> dict[str, Any]:
     """A slash command turn's words: the command as typed (`typed`: a `user_message_chunk`)
-    or its answer (an `agent_message_chunk`), marked `_meta.parley.command`."""
+    or its answer (an `agent_message_chunk`), marked `_meta.parley.command`; an answer that
+    is a warning (a restore that failed or was rejected in part) marked `level: warning`."""
     if typed:
         update = user_chunk(message_id, {"type": "text", "text": text})
     else:
         update = message_chunk(message_id, text)
-    update["_meta"] = {"parley": {"command": True}}
+    update["_meta"] = {"parley": {"command": True, **({"level": "warning"} if warning else {})}}
     return update
 
 

@@ -269,7 +269,11 @@ export interface ExportResult {
  * start), not the model: its text is shown once at its level, never as answer text.
  * `command`: a slash command turn's answer (docs/protocol.md, "Slash command turns, replayed").
  */
-export type AgentMessageChunk = WithParleyMeta<AcpUpdate<'agent_message_chunk'>, { replaces?: string; stopReason?: string; notice?: Notice; command?: boolean }>;
+export type AgentMessageChunk = WithParleyMeta<
+  AcpUpdate<'agent_message_chunk'>,
+  /** `level`: a command's answer said as a warning (a restore that failed or was rejected in part). */
+  { replaces?: string; stopReason?: string; notice?: Notice; command?: boolean; level?: 'warning' }
+>;
 export type AgentThoughtChunk = AcpUpdate<'agent_thought_chunk'>;
 /** Sent only while `session/load` replays the stored conversation; `command`: a slash command as typed (or an undo's). */
 export type UserMessageChunk = WithParleyMeta<AcpUpdate<'user_message_chunk'>, { command?: boolean }>;

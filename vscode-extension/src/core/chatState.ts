@@ -416,7 +416,8 @@ const UPDATE_REDUCERS: UpdateReducers = {
       return reviseMessage(state, parley.replaces, text, messageId);
     }
     if (parley?.command && state.replayingUndo) {
-      return appendNoticeChunk(state, { level: 'info' }, text, messageId);
+      // At the level it was said live (`controller/undo.ts`'s `restoreOutcome`), as the server kept it.
+      return appendNoticeChunk(state, { level: parley.level === 'warning' ? 'warning' : 'info' }, text, messageId);
     }
     return appendChunk(state, 'agent', text, messageId);
   },
