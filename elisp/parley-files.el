@@ -122,7 +122,14 @@ since it was visited is overwritten, as the user approved the edit."
   "Write CONTENT to FILE the way the user would.
 A buffer visiting FILE gets CONTENT as one undoable change, point
 kept, and is saved; without one the file is written (its parent
-folders created)."
+folders created).  FILE must be its own true name: the server sends
+the place it resolved, so a symbolic link on its way now (one a
+process swapped in since) would lead the write elsewhere, such as
+into .git; it is refused, nothing written."
+  (let ((true (file-truename file)))
+    (unless (string= true (expand-file-name file))
+      (parley-files--error -32602 "%s now leads to %s through a symbolic link: not written"
+                           file true)))
   (let ((buffer (parley-files--buffer file)))
     (if buffer
         (with-current-buffer buffer

@@ -166,6 +166,26 @@ Return its result, or (error CODE MESSAGE)."
           (should (cl-some (lambda (s) (string-match-p "\"result\":{}" s)) sent)))
         (should (equal (parley-edits-test--disk (expand-file-name "rel.txt" ws)) "r\n"))))))
 
+(ert-deftest parley-edits-write-through-a-link-refused ()
+  ;; The server sends the place it resolved; a folder swapped for a link
+  ;; since (conf -> .git) would lead the write into .git/config.
+  (parley-edits-test--with-workspace
+    (parley-test--with-loopback
+      (make-directory (expand-file-name ".git" ws))
+      (parley-edits-test--file ws ".git/config" "[core]\n")
+      (make-symbolic-link ".git" (expand-file-name "conf" ws))
+      (let* ((file (expand-file-name "conf/config" ws))
+             (answer (parley-edits-test--ask conn 'fs/write_text_file
+                                             (list :path file :content "fsmonitor\n"))))
+        (should (eq (car-safe answer) 'error))
+        (should (string-match-p "through a symbolic link: not written" (nth 2 answer)))
+        (should (equal (parley-edits-test--disk (expand-file-name ".git/config" ws)) "[core]\n"))
+        ;; A file of its own true name is written as before.
+        (should (equal (parley-edits-test--ask conn 'fs/write_text_file
+                                               (list :path (expand-file-name "own.txt" ws)
+                                                     :content "ok\n"))
+                       nil))))))
+
 (ert-deftest parley-edits-write-keeps-crlf-of-dos-buffer ()
   (parley-edits-test--with-workspace
     (parley-test--with-loopback

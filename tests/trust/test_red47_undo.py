@@ -348,8 +348,10 @@ async def test_an_editor_that_never_answers_holds_an_undo_30_s_not_30_s_a_file(
     reason="residual race: the server checks the path (restore_place) and then asks the "
     "editor, which opens it by name, following links; a process the turn left running (the "
     "kernel swapping `conf` and `conf -> .git` in a loop) wins the window between the two. "
-    "The server cannot close it: the editor must refuse a path that is not its own truename "
-    "(elisp/parley-files.el, the VS Code extension) — not done here",
+    "The server cannot close it; the editors now refuse a path that is not its own true name "
+    "(elisp/parley-files.el `parley-files-write`, vscode-extension/src/core/fileAccess.ts), "
+    "which narrows the window to their own check and open; this test's stand-in editor "
+    "(the test client) does not check",
 )
 async def test_a_link_swapped_in_after_the_servers_last_look_is_not_written_through(
     start_server: Any, fake: FakeLLM, workspace: Path

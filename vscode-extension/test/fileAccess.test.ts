@@ -89,6 +89,10 @@ describe('file access: confined to the workspace folder', () => {
 
     assert.deepEqual(await access.writeTextFile({ sessionId: 's', path: 'new/b.py', content: 'y = 2\n' }), {});
     await refusedWith(access.writeTextFile({ sessionId: 's', path: 'link-out/x.py', content: 'no' }), INVALID_PARAMS, /symbolic link/);
+    // Not even a link that stays inside: the server sends the place it resolved, so a link on
+    // the way is one swapped in since (`conf -> .git` would write .git/config).
+    await refusedWith(access.writeTextFile({ sessionId: 's', path: 'link-in/a.py', content: 'no' }), INVALID_PARAMS, /through a symbolic link: not written/);
+    assert.equal(fs.readFileSync(path.join(root, 'pkg', 'a.py'), 'utf8'), 'x = 1\n');
     assert.deepEqual(editor.writes, [[path.join(root, 'new', 'b.py'), 'y = 2\n']], 'nothing written outside');
     assert.equal(fs.existsSync(path.join(outside, 'x.py')), false);
   });

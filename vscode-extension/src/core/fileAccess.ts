@@ -60,6 +60,12 @@ export class WorkspaceFileAccess {
       throw new FileAccessError(INVALID_PARAMS, 'fs/write_text_file needs the content as a string.');
     }
     const file = await confine(this.workspaceRoot(), params.path);
+    // The server sends the place it resolved: a symbolic link on the way now (one a process
+    // swapped in since, `conf -> .git`) would lead the write elsewhere. Refused, nothing written.
+    const real = await realPathOfExisting(file);
+    if (real !== file) {
+      throw new FileAccessError(INVALID_PARAMS, `${params.path} now leads to ${real} through a symbolic link: not written.`);
+    }
     await this.files.write(file, params.content);
     return {};
   }
