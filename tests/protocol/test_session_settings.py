@@ -8,13 +8,14 @@ next server reads it."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import attrs
 import pytest
 from conftest import MODELS
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from parley.core.session_settings import (
     CONFIGURE,
@@ -158,6 +159,7 @@ NAMES = st.sampled_from([field.name for field in attrs.fields(SessionSettings)])
 
 
 @given(st.dictionaries(NAMES | st.text(), JSON))
+@example(stored={"max_turn_requests": math.inf})  # JSON's Infinity where a whole number goes
 def test_any_stored_object_reads_as_settings_keeping_what_fits(stored: dict[str, Any]) -> None:
     """Whatever another program (or a later Parley) wrote: each setting is the stored value
     when it is one of the setting's type, else its default; never an error."""

@@ -106,7 +106,14 @@ def from_stored(stored: dict[str, Any]) -> SessionSettings:
         try:
             value = _checked(stored[field.name], field.type)
             SessionSettings(**{field.name: value})  # its validator
-        except (TypeError, ValueError, cattrs.BaseValidationError, cattrs.errors.CattrsError):
+        # OverflowError: a stored infinity (JSON's `Infinity`) where a whole number goes.
+        except (
+            TypeError,
+            ValueError,
+            OverflowError,
+            cattrs.BaseValidationError,
+            cattrs.errors.CattrsError,
+        ):
             logger.warning("A stored setting could not be read: %s", field.name)
         else:
             values[field.name] = value
