@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from parley.core.conversation import (
 from parley.core.session_settings import SessionSettings, from_stored, stored_form
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store_checkpoint import Checkpointer
+from parley.store_connection import GuardedConnection
 from parley.store_schema import MIGRATIONS
 
 DATABASE_NAME = "parley.db"
@@ -43,6 +44,8 @@ BUSY_TIMEOUT_MS = 10_000
 
 # Above any message's seq: `upto` when it is not given (SQLite's largest integer).
 _LAST_SEQ = 2**63 - 1
+# How many stored messages one statement reads (`Store.iter_messages`).
+_MESSAGES_PAGE = 512
 # A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -113,12 +116,14 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Autocommit: every statement is its own transaction unless `_transaction` says so.
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as error:
             raise StoreUnavailable(_unusable(path.parent, error)) from error
-        self._db.row_factory = sqlite3.Row
+        connection.row_factory = sqlite3.Row
         # Text another program (or an old server) wrote badly is shown mended, never fatal.
-        self._db.text_factory = lambda data: data.decode("utf-8", "replace")
+        connection.text_factory = lambda data: data.decode("utf-8", "replace")
+        # Used from the loop and the pool's threads: one thread at a time (store_connection.py).
+        self._db = GuardedConnection(connection)
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")
@@ -143,15 +148,8 @@ class Store:
         self._checkpointer.stop()
         self._db.close()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")  # take the write lock now: no upgrade deadlock
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[GuardedConnection]:
+        return self._db.transaction()
 
     def _migrate(self) -> None:
         with self._transaction() as db:
@@ -312,16 +310,21 @@ class Store:
     def iter_messages(
         self, session_id: str, after: int = 0, upto: int | None = None
     ) -> Iterator[Message]:
-        """`messages`, decoded one at a time as they are read: a replay streams them, never
-        holding the conversation whole. Consume it before the next write to the store."""
+        """`messages`, decoded one at a time, read a page at a time: a replay streams them,
+        never holding the conversation whole."""
         # The seqs of a session's messages are 1, 2, 3…: the nth message has seq n.
-        rows = self._db.execute(
-            "SELECT role, body FROM messages WHERE session_id = ? AND seq > ? AND seq <= ? "
-            "ORDER BY seq",
-            (session_id, after, _LAST_SEQ if upto is None else upto),
-        )
-        for role, body in rows:
-            yield decode_message(role, _load_body(body))
+        last = _LAST_SEQ if upto is None else upto
+        while after < last:
+            rows = self._db.execute(
+                "SELECT seq, role, body FROM messages WHERE session_id = ? AND seq > ? "
+                "AND seq <= ? ORDER BY seq LIMIT ?",
+                (session_id, after, last, _MESSAGES_PAGE),
+            ).fetchall()
+            for seq, role, body in rows:
+                after = seq
+                yield decode_message(role, _load_body(body))
+            if len(rows) < _MESSAGES_PAGE:
+                return
 
     def message_count(self, session_id: str) -> int:
         row = self._db.execute(

@@ -32,6 +32,7 @@ LAYERS = {
     "parley.store_schema": "store",  # the store's migrations
     "parley.store_fork": "store",  # a session's copy for `session/fork`
     "parley.store_checkpoint": "store",  # the store's checkpoints, in a thread
+    "parley.store_connection": "store",  # the store's connection, one thread at a time
     "parley.providers": "providers",
     "parley.protocol": "protocol",
     "parley.agent": "agent",
