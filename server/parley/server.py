@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import functools
 import inspect
 import logging
@@ -760,6 +761,9 @@ def _not_found(message: str) -> JsonRpcServerError:
 
 def run_stdio(settings: Settings, framing: Framing) -> None:
     """Serve on this process's stdin/stdout until stdin closes or SIGTERM/SIGINT."""
+    # A crash in a library's C code (a segfault) leaves every thread's traceback on stderr:
+    # the editor's log of the server says where, instead of only that it died.
+    faulthandler.enable()
 
     async def main() -> None:
         server = ParleyServer(settings)

@@ -73,3 +73,23 @@ def test_an_unusable_parley_home_is_one_clear_line_and_exit_2(
         (line,) = done.stderr.splitlines()
         assert line.startswith(f"parley: the data folder {home} (PARLEY_HOME) can't be used: ")
         assert done.stdout == ""
+
+
+async def test_a_server_that_crashes_leaves_its_threads_tracebacks_in_its_log(
+    start_server, tmp_path: Path
+) -> None:
+    """A segfault in a library's C code (as SQLite's once was, under a close in another
+    thread): the editor's log of the server (its stderr) says where each thread was, not
+    only that the server died (faulthandler, enabled by `run_stdio`)."""
+    # Cold: the signal must reach the server itself, not a warm start's client.
+    client = await started(start_server, tmp_path / "home", extra_env={"PARLEY_WARM": "0"})
+    assert client.process is not None
+    client.process.send_signal(signal.SIGSEGV)
+    assert await asyncio.wait_for(client.process.wait(), 20) == -signal.SIGSEGV
+    for _ in range(100):  # the log's reader may still hold its last lines
+        log = "\n".join(client.stderr_lines)
+        if "(most recent call first)" in log:
+            break
+        await asyncio.sleep(0.05)
+    assert "Fatal Python error: Segmentation fault" in log
+    assert "(most recent call first)" in log and "parley/server.py" in log
