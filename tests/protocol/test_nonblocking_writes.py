@@ -35,14 +35,16 @@ EXPORTED_BYTES = 24 * 1024 * 1024
 class SlowClient:
     """`parley serve` behind a client that reads its output slowly, frame by frame."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "parley", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, **env},
-        )
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log = log  # the server's stderr: what a failed exit says
+        with log.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "parley", "serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env={**os.environ, **env},
+            )
         self._buffer = b""
         self._reads = 0
 
@@ -73,9 +75,11 @@ class SlowClient:
                     return json.loads(body)
             self._read_some()
 
-    def close(self) -> int:
+    def close(self) -> None:
+        """End the server (its stdin closed), which must exit 0; else its log says why."""
         self.process.stdin.close()  # type: ignore[union-attr]
-        return self.process.wait(timeout=60)
+        code = self.process.wait(timeout=60)
+        assert code == 0, (code, self.log.read_text(errors="replace")[-4000:])
 
 
 @pytest.fixture
@@ -89,7 +93,7 @@ def test_a_slow_client_gets_a_long_replay_whole_and_in_order_and_the_loop_stays_
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     session_id = write_long_session(tmp_path / "data", workspace, REPLAYED_MESSAGES)
-    client = SlowClient(server_environment(fake, tmp_path))
+    client = SlowClient(server_environment(fake, tmp_path), tmp_path / "server.log")
     client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
     assert client.receive()["id"] == 1
     load = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
@@ -105,7 +109,7 @@ def test_a_slow_client_gets_a_long_replay_whole_and_in_order_and_the_loop_stays_
     assert prompts == [
         f"Question {n}: what does area do here?" for n in range(REPLAYED_MESSAGES // 4)
     ]
-    assert client.close() == 0
+    client.close()
 
 
 # --- a large answer ----------------------------------------------------------------------------
@@ -120,7 +124,7 @@ def test_a_large_export_is_answered_whole_and_in_order(fake: FakeLLM, tmp_path: 
     workspace.mkdir()
     lines = EXPORTED_BYTES // 10 // len(TOOL_OUTPUT_LINE)
     session_id = write_long_session(tmp_path / "data", workspace, 40, tool_output_lines=lines)
-    client = SlowClient(server_environment(fake, tmp_path))
+    client = SlowClient(server_environment(fake, tmp_path), tmp_path / "server.log")
     client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
     assert client.receive()["id"] == 1
     export = {"sessionId": session_id, "format": "markdown"}
@@ -130,7 +134,7 @@ def test_a_large_export_is_answered_whole_and_in_order(fake: FakeLLM, tmp_path: 
     text = answer["result"]["text"]
     assert len(text) > EXPORTED_BYTES
     assert text.count(TOOL_OUTPUT_LINE) == 10 * lines
-    assert client.close() == 0
+    client.close()
 
 
 # --- a disk that stalls --------------------------------------------------------------------------
