@@ -249,7 +249,16 @@ export async function setTheme(page: Page, kind: ThemeKind): Promise<void> {
 
 /** Posts a host message to the page, as the extension does. */
 export async function postToPage(page: Page, message: HostToView): Promise<void> {
-  await page.evaluate((m) => window.postMessage(m, '*'), message);
+  // A posted message is handled in a later task: wait for it, so that what the test reads
+  // next is the page after the message. A listener added now runs after the page's own.
+  await page.evaluate(
+    (m) =>
+      new Promise<void>((resolve) => {
+        window.addEventListener('message', () => resolve(), { once: true });
+        window.postMessage(m, '*');
+      }),
+    message,
+  );
 }
 
 /** What the page posted to the host so far. */
