@@ -59,15 +59,17 @@ def probe(
     settings: SandboxSettings,
     writable: Sequence[Path] = (),
     uid: int | None = None,
+    runs_later: Sequence[Path] = (),
 ) -> list[str]:
     """What a sandboxed child got for each (action, path) of `checks`; as `uid` (the
-    launch run through `setpriv`) when given."""
+    launch run through `setpriv`) when given; `runs_later`: places found below the roots."""
     spec = ChildSpec(
         (SYSTEM_PYTHON, "-c", CHECKER, json.dumps(list(checks))),
         workspace,
         {"PATH": os.defpath},
         label="policy-probe",
         writable=tuple(writable),
+        runs_later=tuple(runs_later),
     )
     launch = prepare(spec, settings)
     try:

@@ -105,6 +105,9 @@ class ChildSpec:
     cwd: Path | None = None  # where it starts, inside the workspace; None: the workspace
     # More directories the child may write, as the workspace (the session's other roots).
     writable: tuple[Path, ...] = ()
+    # Places below the roots that run later outside the sandbox, found by the turn's
+    # snapshots (`sub/.envrc`, a nested `.git`): read-only to it, as each root's own are.
+    runs_later: tuple[Path, ...] = ()
 
 
 @attrs.frozen
@@ -197,7 +200,8 @@ def child_layout(spec: ChildSpec, settings: SandboxSettings, argv: Sequence[str]
         workspace = spec.workspace  # inside a writable root: its bind holds it, as named
     every_root = [workspace, *roots, *_existing_directories(settings.writable)]
     writable = _outermost(every_root)
-    protected = [path for path, _ in sandbox_policy.protected_paths(every_root)]
+    found = spec.runs_later
+    protected = [path for path, _ in sandbox_policy.protected_paths(every_root, found=found)]
     hidden = [  # never over a writable directory or what holds one: it would hide it
         path
         for path in sandbox_policy.hidden_paths(settings.hidden)

@@ -210,17 +210,26 @@ def _later_places(root: Path) -> list[tuple[Path, str]]:
 
 
 def protected_paths(
-    writable: Iterable[Path], environ: Mapping[str, str] | None = None
+    writable: Iterable[Path],
+    environ: Mapping[str, str] | None = None,
+    *,
+    found: Iterable[Path] = (),
 ) -> list[tuple[Path, str]]:
     """The existing places inside the `writable` directories (resolved) that run later
     outside the sandbox, each with its reason: RUNS_LATER_IN_ROOT in each of them, and
     RUNS_LATER_IN_HOME wherever one of them holds it (a root at the home, `~/.config` made
-    writable). Only those whose real place is writable (a symlink leading out already leads
-    to a read-only place)."""
+    writable); and the places `found` deeper (by the turn's snapshots: `sub/.envrc`, a
+    nested repository's `.git`), each named in RUNS_LATER_IN_ROOT. Only those whose real
+    place is writable (a symlink leading out already leads to a read-only place)."""
     writable = [Path(os.path.realpath(directory)) for directory in writable]
     named = [(root / name, why) for root in writable for name, why in RUNS_LATER_IN_ROOT.items()]
     named += [(home(environ) / name, why) for name, why in RUNS_LATER_IN_HOME.items()]
     named += [place for root in writable for place in _later_places(root)]
+    named += [
+        (place, RUNS_LATER_IN_ROOT[place.name])
+        for place in found
+        if place.name in RUNS_LATER_IN_ROOT
+    ]
     found: list[tuple[Path, str]] = []
     for path, why in named:
         if not os.path.lexists(path):  # (a directory it cannot enter: not there, to it)

@@ -129,7 +129,7 @@ def shared(module_fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> It
 def alive(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or going: it ended as it was read
         return False
     return status.rsplit(")", 1)[1].split()[0] != "Z"
 

@@ -174,12 +174,13 @@ def test_what_counts_as_a_change() -> None:
     assert changed_paths({"b": big}, {"b": list(big)}) == []
 
 
-def test_every_git_place_is_recorded_never_walked_and_kept_with_the_manifest(
+def test_every_place_that_runs_later_is_recorded_and_kept_with_the_manifest(
     tmp_path: Path,
 ) -> None:
-    """A snapshot names each `.git` it passes — a folder (never walked into, its content
-    never kept) or a file naming a repository elsewhere — in a repository or out of one, and
-    its manifest keeps them, so a turn can tell which ones its calls made."""
+    """A snapshot names each place it passes that runs later outside the sandbox (a name of
+    `RUNS_LATER_IN_ROOT`), at any depth and ignored or not: a `.git` folder (never walked
+    into, its content never kept) or a file naming a repository elsewhere, an `.envrc`, a
+    `.vscode/` …; its manifest keeps them, so a turn can tell which ones its calls made."""
     root = tmp_path / "ws"
     (root / ".git" / "hooks").mkdir(parents=True)
     (root / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
@@ -188,15 +189,30 @@ def test_every_git_place_is_recorded_never_walked_and_kept_with_the_manifest(
     (root / "vendor" / ".git").write_text("gitdir: ../elsewhere\n")
     (root / "deep" / "er").mkdir(parents=True)
     (root / "deep" / "er" / "x.git").write_text("not a repository")
+    (root / "deep" / "er" / ".envrc").write_text("export A=1\n")
+    (root / "deep" / ".vscode").mkdir()
+    (root / "deep" / ".vscode" / "tasks.json").write_text("{}")
+    (root / ".gitignore").write_text(".envrc\n")  # ignored: not kept, still named
     store = SnapshotStore(tmp_path / "home")
     snapshot = take_snapshot(store, (root,), None)
-    places = [str(root / ".git"), str(root / "lib" / ".git"), str(root / "vendor" / ".git")]
-    assert sorted(snapshot.git_places or []) == places
+    places = sorted(
+        str(root / place)
+        for place in (".git", "lib/.git", "vendor/.git", "deep/er/.envrc", "deep/.vscode")
+    )
+    assert sorted(snapshot.later_places or []) == places
     assert not any("/.git/" in path for path in snapshot.entries)
-    assert load_snapshot(store, snapshot.manifest_id).git_places == snapshot.git_places
+    assert str(root / "deep" / "er" / ".envrc") not in snapshot.entries
+    assert str(root / "deep" / ".vscode" / "tasks.json") in snapshot.entries
+    assert load_snapshot(store, snapshot.manifest_id).later_places == snapshot.later_places
     trusted(snapshot)
     later = take_snapshot(store, (root,), snapshot)  # nothing changed: the same manifest
-    assert later.manifest_id == snapshot.manifest_id and later.git_places == snapshot.git_places
+    assert later.manifest_id == snapshot.manifest_id
+    assert later.later_places == snapshot.later_places
     (root / "deep" / ".git").mkdir()
+    (root / "sub").mkdir()
+    (root / "sub" / ".pre-commit-config.yaml").write_text("repos: []\n")
     made = take_snapshot(store, (root,), later)
-    assert sorted(set(made.git_places or []) - set(places)) == [str(root / "deep" / ".git")]
+    assert sorted(set(made.later_places or []) - set(places)) == [
+        str(root / "deep" / ".git"),
+        str(root / "sub" / ".pre-commit-config.yaml"),
+    ]

@@ -27,6 +27,7 @@ from parley.agent.snapshot_store import SnapshotStore, store_in_use
 from parley.agent.snapshots import TurnSnapshots
 from parley.config import Settings
 from parley.core.off_loop import off_loop
+from parley.sandbox_policy import RUNS_LATER_IN_ROOT
 from parley.store import Checkpoint, Store
 from parley.tools.base import ClientFiles, ClientWrites
 from parley.tools.confined import (
@@ -93,15 +94,22 @@ class TurnCheckpoints:
         if self.snapshots is not None:
             await self.snapshots.after_call()
 
-    async def settled(self) -> list[str]:
+    async def settled(self) -> list[tuple[str, str]]:
         """The turn's snapshots taken and recorded, even through a Stop: before the turn ends
-        (`TurnSnapshots.finished`). The repositories its calls made where none was
-        (`TurnSnapshots.repositories_made`), shown relative to the cwd's root."""
+        (`TurnSnapshots.finished`). What runs later outside the sandbox that its calls made
+        or changed, besides the edits it asked about (`TurnSnapshots.runs_later_left`): each
+        shown relative to the cwd's root, with what runs it."""
         if self.snapshots is None:
             return []
         await self.snapshots.finished()
-        made = self.snapshots.repositories_made()
-        return [printable_name(self.root.shown(place)) for place in made]
+        left = await off_loop(self.snapshots.runs_later_left, frozenset(self._kept))
+        return [
+            (printable_name(self.root.shown(place)), RUNS_LATER_IN_ROOT[os.path.basename(place)])
+            for place in left
+        ]
+
+    def runs_later_found(self) -> tuple[Path, ...]:
+        return self.snapshots.runs_later_found() if self.snapshots is not None else ()
 
     def before_write(self, path: Path) -> None:
         """Raises `OSError` (or `Refused`) when the file is there but cannot be read: an

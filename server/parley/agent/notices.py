@@ -150,18 +150,18 @@ COMMAND_REPLY_WARNING = "command_reply_warning"
 COMMAND_LEVELS = (COMMAND, COMMAND_REPLY, COMMAND_REPLY_WARNING)
 
 
-def repositories_made(places: list[str]) -> Notice:
-    """A turn's commands made a git repository where none was (the sandbox can make only a
-    root's own `.git` read-only): git run there on the user's machine obeys its hooks and
-    configuration (docs/security.md, "What runs later is protected where it exists")."""
-    named = ", ".join(f"`{place}`" for place in places)
-    one = len(places) == 1
+def runs_later_left(places: list[tuple[str, str]]) -> Notice:
+    """A turn's calls made or changed, inside a root, what runs later outside the sandbox
+    (each place shown, and what runs it), which the sandbox could not make read-only: one
+    made where none was, or below a root's own level (docs/security.md, "What runs later is
+    protected where it exists")."""
+    named = "\n".join(f"- `{place}`: {why}" for place, why in places)
     return Notice(
         "warning",
-        f"This turn made {'a git repository' if one else 'git repositories'} where there was "
-        f"none: {named}. Git run there on your machine, outside the sandbox, runs "
-        f"{'its' if one else 'their'} hooks and obeys {'its' if one else 'their'} "
-        "configuration: look at them before you run git there (an undo leaves them).",
+        "This turn made or changed what runs later on your machine, outside the sandbox, "
+        f"where the sandbox could not keep it read-only:\n{named}\nLook at "
+        f"{'it' if len(places) == 1 else 'each'} before you run what uses it (an undo "
+        "takes back the files it kept, never a `.git`).",
     )
 
 

@@ -24,6 +24,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ RACY_NS = 2_000_000_000
 # How many left-out paths a snapshot names (the rest are counted).
 NAMED_AT_MOST = 20
 # How many `.git` places a snapshot records (a tree of vendored repositories has many).
-GIT_PLACES_AT_MOST = 200
+LATER_PLACES_AT_MOST = 200
 # The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
 RECENT_AT_MOST = 4
 _RECENT: dict[tuple[Path, str], Snapshot] = {}
@@ -67,6 +68,8 @@ Folder = tuple[str, str, tuple[int, int]]
 # `stat`'s constants as plain ints, for the walk's hot loop (a global, not a module's attribute)
 _KIND_BITS, _MODE_BITS = 0o170000, 0o7777  # S_IFMT's and S_IMODE's
 _FOLDER, _REGULAR, _SYMLINK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
+# The names that run later outside the sandbox, wherever they are (`Snapshot.later_places`).
+_RUNS_LATER = frozenset(sandbox_policy.RUNS_LATER_IN_ROOT)
 
 
 def what_it_is(entry: Entry | None) -> tuple[Any, ...] | None:
@@ -90,15 +93,17 @@ class Snapshot:
     ignored_count: int = 0
     not_kept: dict[str, str] = attrs.field(factory=dict)  # path → why its bytes were not kept
     stored_bytes: int = 0  # new content this snapshot put in the store
-    # Every `.git` (a folder, or a file naming one) the walk passed, never walked into: a
-    # repository git uses there. None: a manifest of an older version, which kept none.
-    git_places: list[str] | None = attrs.field(factory=list)
+    # Every place the walk passed that runs later outside the sandbox (a name of
+    # `sandbox_policy.RUNS_LATER_IN_ROOT`: a `.git`, an `.envrc`, a `.vscode/` …), ignored or
+    # not; a `.git` (a folder, or a file naming one) is never walked into. None: a manifest
+    # of an older version, which kept none.
+    later_places: list[str] | None = attrs.field(factory=list)
 
     def to_manifest(self) -> dict[str, Any]:
         return {
             "taken_ns": self.taken_ns,
             "rules": self.rules_id,
-            "git": self.git_places,
+            "later": self.later_places,
             "entries": self.entries,
         }
 
@@ -106,13 +111,13 @@ class Snapshot:
 def load_snapshot(store: SnapshotStore, manifest_id: str) -> Snapshot:
     manifest = store.manifest(manifest_id)
     rules_id = manifest.get("rules", "")
-    git_places = manifest.get("git")
+    later_places = manifest.get("later")
     return Snapshot(
         manifest["entries"],
         manifest["taken_ns"],
         manifest_id,
         rules_id,
-        git_places=git_places if isinstance(git_places, list) else None,
+        later_places=later_places if isinstance(later_places, list) else None,
     )
 
 
@@ -219,8 +224,8 @@ class _Walk:
                 continue
             if kind != _REGULAR and kind != _SYMLINK:
                 continue  # a socket, a FIFO, a device: nothing to keep
-            if item.name == ".git":  # a file naming a repository elsewhere (`gitdir:`)
-                self._git_place(place)
+            if item.name in _RUNS_LATER:  # (a `.git` file names a repository elsewhere)
+                self._later_place(place)
             if filtered and place not in known_files:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if self._ignored(name, place, False, rules):
@@ -246,9 +251,10 @@ class _Walk:
 
     def _ignored(self, name: str, place: str, folder: bool, rules: IgnoreRules | None) -> bool:
         shown = name + "/" if folder else name
-        if folder and os.path.basename(name) == ".git":
-            self._git_place(place)
-            return self._named(shown)
+        if folder and (base := os.path.basename(name)) in _RUNS_LATER:
+            self._later_place(place)
+            if base == ".git":
+                return self._named(shown)
         if folder and sandbox_policy.refused_to_tools(place):
             return self._named(shown)
         if rules is not None and rules.ignored(name, directory=folder):
@@ -257,10 +263,10 @@ class _Walk:
             return self._named(shown)
         return False
 
-    def _git_place(self, place: str) -> None:
-        git_places = self.snapshot.git_places
-        if git_places is not None and len(git_places) < GIT_PLACES_AT_MOST:
-            git_places.append(place)
+    def _later_place(self, place: str) -> None:
+        later_places = self.snapshot.later_places
+        if later_places is not None and len(later_places) < LATER_PLACES_AT_MOST:
+            later_places.append(place)
 
     def _named(self, shown: str) -> bool:
         self.snapshot.ignored_count += 1
@@ -357,7 +363,7 @@ def take_snapshot(
         previous is not None
         and walk.unchanged == len(snapshot.entries) == len(previous.entries)
         and snapshot.rules_id == previous.rules_id
-        and snapshot.git_places == previous.git_places
+        and snapshot.later_places == previous.later_places
     ):
         snapshot.manifest_id = previous.manifest_id  # nothing changed: nothing written
         snapshot.taken_ns = previous.taken_ns
@@ -495,14 +501,40 @@ class TurnSnapshots:
             if self._pending is pending:
                 self._pending = None
 
-    def repositories_made(self) -> list[str]:
-        """The `.git` places the turn's calls made where none was (sorted, absolute): git run
-        there later, on the host, obeys their hooks and configuration. Known once settled."""
-        before = self._before.git_places if self._before is not None else None
-        after = self._latest.git_places if self._latest is not None else None
-        if before is None or after is None:
+    def runs_later_found(self) -> tuple[Path, ...]:
+        """The places that run later the last snapshot found (once `settled`: a writing
+        call's `before_call` waits for it, so it is the roots as the call finds them)."""
+        latest = self._latest.later_places if self._latest is not None else None
+        return tuple(Path(place) for place in latest or ())
+
+    def runs_later_left(self, written: Collection[str]) -> list[str]:
+        """The places that run later outside the sandbox (`Snapshot.later_places`) which the
+        turn's calls made where none was, or changed (a file in them made, changed or
+        removed), besides the files the edit tools wrote (`written`: each was asked about,
+        saying why). Sorted, absolute. A `.git` is never walked into: only its making is
+        seen. Known once settled; it compares the snapshots' entries: call it off the loop."""
+        before, after = self._before, self._latest
+        if before is None or after is None or after.manifest_id == before.manifest_id:
             return []
-        return sorted(set(after) - set(before))
+        if before.later_places is None or after.later_places is None:
+            return []
+        known, old, new = set(before.later_places), before.entries, after.entries
+        changed = {
+            path
+            for path in old.keys() | new.keys()
+            if what_it_is(old.get(path)) != what_it_is(new.get(path))
+            and DIRECTORY not in (old.get(path, [None])[0], new.get(path, [None])[0])
+        }.difference(written)
+        left = []
+        for place in sorted(set(after.later_places)):
+            if os.path.basename(place) == ".git":
+                made = place not in known
+            else:
+                inside = place + "/"
+                made = place in changed or any(path.startswith(inside) for path in changed)
+            if made:
+                left.append(place)
+        return left
 
     async def finished(self) -> None:
         """`settled`, through any Stop: the turn's end waits for it, so the turn never ends

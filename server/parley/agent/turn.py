@@ -238,8 +238,8 @@ class Turn:
         try:
             return await self._run_rounds()
         finally:  # the snapshot after its last writing call: a restore finds its record whole
-            if made := await self._checkpoints.settled():
-                notices.say(self.session, self.ports.send_update, notices.repositories_made(made))
+            if left := await self._checkpoints.settled():
+                notices.say(self.session, self.ports.send_update, notices.runs_later_left(left))
 
     async def _run_rounds(self) -> TurnResult:
         try:

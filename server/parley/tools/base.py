@@ -105,6 +105,11 @@ class EditJournal(Protocol):
         first time in a turn, keep its current bytes (or that it did not exist)."""
         ...
 
+    def runs_later_found(self) -> tuple[Path, ...]:
+        """The places below the roots that run later outside the sandbox, as the turn's
+        last snapshot found them (a command's sandbox keeps them read-only)."""
+        ...
+
 
 # A title quotes at most this much of an argument (a pattern, a dotted name).
 TITLE_QUOTE_CHARS = 60

@@ -170,9 +170,11 @@ class RunCommandTool(DeclaredTool):
             where = await asyncio.to_thread(self.directory, arguments.cwd)
         except ArgumentRefused as refused:
             return ToolResult(str(refused), is_error=True)
+        journal = context.edit_journal
+        found = journal.runs_later_found() if journal is not None else ()
         try:
             launch = await asyncio.to_thread(
-                prepare, self._spec(arguments.command, where), self.settings.sandbox
+                prepare, self._spec(arguments.command, where, found), self.settings.sandbox
             )
         except (OSError, ValueError) as error:  # ValueError: a NUL in the command
             return ToolResult(f"The command could not start: {error}", is_error=True)
@@ -180,7 +182,7 @@ class RunCommandTool(DeclaredTool):
             return await self._in_terminal(launch, timeout, context)
         return await self._in_own_process(launch, timeout, context)
 
-    def _spec(self, command: str, where: Path) -> ChildSpec:
+    def _spec(self, command: str, where: Path, runs_later: tuple[Path, ...] = ()) -> ChildSpec:
         return ChildSpec(
             (SHELL, "-c", command),
             self.workspace,
@@ -189,6 +191,7 @@ class RunCommandTool(DeclaredTool):
             label="command",
             cwd=where,
             writable=self.roots.others,
+            runs_later=runs_later,
         )
 
     async def _in_own_process(
