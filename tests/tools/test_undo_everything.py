@@ -355,16 +355,17 @@ async def test_an_undo_sent_the_moment_a_turn_ends_finds_the_snapshot_after_its_
     assert "- `app.py` restored" in last_reply(client, session).splitlines()
 
 
+@needs_bwrap
 async def test_a_turn_that_left_what_runs_later_where_the_sandbox_could_not_protect_it_says_so(
     start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
 ) -> None:
-    """The sandbox makes read-only what runs later where it exists at a root's own level
-    (its `.git`, `.envrc`, `.vscode/` …), not one a command makes where none was (`git init
-    lib`, a `.git` file pointing elsewhere, a new `sub/.envrc`) nor one below a root's level
-    (`pkg/.vscode/`): git, direnv or VS Code run them later on the host. The turn that left
-    one ends with a warning naming each and what runs it, kept for a reload; the edit tools'
-    writes are left out (each was asked about, saying why), and a turn that touches none of
-    them says nothing."""
+    """The sandbox makes read-only what runs later where it exists (a root's own `.git`,
+    `.envrc`, `.vscode/` …, and those the snapshots found below: `pkg/.vscode/`), not one a
+    command makes where none was (`git init lib`, a `.git` file pointing elsewhere, a new
+    `sub/.envrc`): git or direnv run them later on the host. The turn that left one ends
+    with a warning naming each and what runs it, kept for a reload; the edit tools' writes
+    are left out (each was asked about, saying why), and a turn that touches none of them
+    says nothing."""
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     (workspace / "app.py").write_text("x = 1\n")
     (workspace / "pkg" / ".vscode").mkdir(parents=True)
@@ -391,6 +392,7 @@ async def test_a_turn_that_left_what_runs_later_where_the_sandbox_could_not_prot
     await client.prompt(session, "Set up the tools.", timeout=60)
     assert (workspace / "lib" / ".git").is_dir() and (workspace / "vendor" / ".git").is_file()
     assert (workspace / ".envrc").read_text() == "export A=1\n"
+    assert not (workspace / "pkg" / ".vscode" / "tasks.json").exists()  # read-only to it
     warnings = [text for level, text in client.notices_of(session) if level == "warning"]
     assert len(warnings) == 1, client.notices_of(session)
     assert "outside the sandbox" in warnings[0]
@@ -399,7 +401,6 @@ async def test_a_turn_that_left_what_runs_later_where_the_sandbox_could_not_prot
         "- `lib/.git`: git runs its hooks and the commands its configuration names "
         "(core.fsmonitor, core.pager, aliases) when you next use git here, and so may your "
         "editor in the background",
-        "- `pkg/.vscode`: VS Code applies its settings and tasks when it opens this folder",
         "- `sub/.envrc`: direnv runs it when you next enter this directory",
         "- `vendor/.git`: git runs its hooks and the commands its configuration names "
         "(core.fsmonitor, core.pager, aliases) when you next use git here, and so may your "

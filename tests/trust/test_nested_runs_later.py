@@ -157,3 +157,17 @@ def test_every_name_that_runs_later_found_deep_in_a_root_is_read_only_and_stays_
         for place in found:
             assert_protected(place, next(answers), next(answers), next(answers))
         assert next(answers) == "ok"
+
+
+def test_the_sandbox_keeps_at_most_so_many_found_places_read_only(tmp_path: Path) -> None:
+    """Each place is a mount, and each folder on its way another: a sandbox's start grows
+    with them, so only the first `FOUND_AT_MOST` found are bound (the rest are still named
+    at the turn's end when a call changes one: `TurnSnapshots.runs_later_left`)."""
+    root = tmp_path / "ws"
+    found = []
+    for n in range(sandbox_policy.FOUND_AT_MOST + 20):
+        (root / f"d{n}").mkdir(parents=True)
+        (root / f"d{n}" / ".envrc").write_text("x")
+        found.append(root / f"d{n}" / ".envrc")
+    protected = [path for path, _ in sandbox_policy.protected_paths([root], {}, found=found)]
+    assert protected == [place.resolve() for place in found[: sandbox_policy.FOUND_AT_MOST]]

@@ -47,8 +47,9 @@ READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch", "switch_mode"})
 RACY_NS = 2_000_000_000
 # How many left-out paths a snapshot names (the rest are counted).
 NAMED_AT_MOST = 20
-# How many `.git` places a snapshot records (a tree of vendored repositories has many).
-LATER_PLACES_AT_MOST = 200
+# How many places that run later a snapshot records (a tree of vendored repositories has
+# many `.git`): a command's sandbox binds the first of them (`sandbox_policy.FOUND_AT_MOST`).
+LATER_PLACES_AT_MOST = 1000
 # The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
 RECENT_AT_MOST = 4
 _RECENT: dict[tuple[Path, str], Snapshot] = {}
@@ -518,23 +519,31 @@ class TurnSnapshots:
             return []
         if before.later_places is None or after.later_places is None:
             return []
-        known, old, new = set(before.later_places), before.entries, after.entries
+        old, new = before.entries, after.entries
         changed = {
             path
             for path in old.keys() | new.keys()
             if what_it_is(old.get(path)) != what_it_is(new.get(path))
             and DIRECTORY not in (old.get(path, [None])[0], new.get(path, [None])[0])
         }.difference(written)
-        left = []
-        for place in sorted(set(after.later_places)):
-            if os.path.basename(place) == ".git":
-                made = place not in known
-            else:
-                inside = place + "/"
-                made = place in changed or any(path.startswith(inside) for path in changed)
-            if made:
-                left.append(place)
-        return left
+        # Each changed file's place that runs later (every one, not only those recorded); a
+        # `.git` holds no entries: its making is in the recorded places.
+        left = {place for path in changed if (place := self._runs_later_place(path))}
+        made = set(after.later_places).difference(before.later_places)
+        left.update(place for place in made if os.path.basename(place) == ".git")
+        return sorted(left)
+
+    def _runs_later_place(self, path: str) -> str | None:
+        """The place that runs later holding `path` (or `path` itself), below its root."""
+        for root in self.roots:
+            prefix = f"{root}/"
+            if path.startswith(prefix):
+                parts = path[len(prefix) :].split("/")
+                for depth, part in enumerate(parts):
+                    if part in _RUNS_LATER:
+                        return prefix + "/".join(parts[: depth + 1])
+                return None
+        return None
 
     async def finished(self) -> None:
         """`settled`, through any Stop: the turn's end waits for it, so the turn never ends
