@@ -177,3 +177,51 @@ def test_a_snapshot_restore_asks_the_editor_only_while_no_link_is_on_the_way(
     assert why is None and asked == []
     assert not (root / "notes.txt").is_symlink() and (root / "notes.txt").read_bytes() == content
     assert {name: (root / ".git" / name).read_bytes() for name in kept} == kept
+
+
+async def test_an_editor_that_stops_answering_holds_an_edits_undo_30_s_not_30_s_a_file(
+    start_server: Any, fake: FakeLLM, workspace: Path
+) -> None:
+    """Files the snapshots leave out (ignored: `*.log`) are taken back from the edit tools'
+    checkpoints, through the editor. An editor that stops answering let the first write time
+    out after 30 s, and was then given each other file to wait 30 s more: the rest go
+    unwritten, said so, as the snapshots' route does."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / ".gitignore").write_text("*.log\n")
+    names = ("a.log", "b.log", "c.log")
+    for name in names:
+        (workspace / name).write_text(BEFORE)
+    hanging = asyncio.Event()
+    asked: list[str] = []
+    client: ParleyClient = await start_server()
+
+    async def write(params: dict[str, Any]) -> dict[str, Any]:
+        if hanging.is_set():  # the editor hangs from the undo on
+            asked.append(params["path"])
+            await asyncio.Event().wait()
+        Path(params["path"]).write_text(params["content"])
+        return {}
+
+    client.feature("fs/write_text_file")(write)
+    capabilities = {"fs": {"writeTextFile": True}}
+    await client.request(
+        "initialize",
+        {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": {"name": "e"}},
+    )
+    client.permission_handler = allow_all
+    session = await client.new_session(str(workspace))
+    calls = [ScriptedToolCall("read_file", {"path": name}) for name in names]
+    calls += [ScriptedToolCall("write_file", {"path": name, "content": AFTER}) for name in names]
+    fake.set_script([Reply(tool_calls=(call,)) for call in calls] + [Reply(text="Done.")])
+    await client.prompt(session, "Write them.")
+    assert all((workspace / name).read_text() == AFTER for name in names)
+
+    hanging.set()
+    result = await client.request(
+        "_parley/session/restore", {"sessionId": session, "turn": 1}, timeout=120
+    )
+    assert len(asked) == 1, asked  # before: 3, 30 s each
+    reasons = sorted(failed["reason"] for failed in result["failed"])
+    assert reasons == sorted(
+        [snapshot_restore.EDITOR_LATE] + [snapshot_restore.EDITOR_SILENT] * 2
+    ), result

@@ -42,6 +42,7 @@ from parley.tools.confined import (
     restore_place,
     written_in_place,
 )
+from parley.tools.workspace import EDITOR_WRITE_SECONDS
 
 # `Checkpoint.written` of a file Parley left absent.
 ABSENT = ""
@@ -247,10 +248,6 @@ def editor_writes(writes: ClientWrites | None, session_id: str) -> EditorWrite |
     return lambda path, text: writes.write_text_file(session_id, path, text)
 
 
-# How long a restore waits for the editor to write one file.
-EDITOR_WRITE_SECONDS = 30.0
-
-
 class RestoreCancelled(Exception):
     """The user stopped the restore while it asked them (`session/cancel`)."""
 
@@ -354,10 +351,17 @@ async def _restore_checkpointed(
     by_editor = [file for file in plan if editor is not None and _as_text(file) is not None]
     on_disk = [file for file in plan if file not in by_editor]
     failures = await asyncio.to_thread(_apply, on_disk, others)
-    if editor is not None:
-        failures += [
-            failure for file in by_editor if (failure := await _through(editor, file, others))
-        ]
+    if editor is None:
+        return failures
+    silent = False  # an editor that let one write time out is not waited on for each other
+    for file in by_editor:
+        if silent:
+            failures.append((file, snapshot_restore.EDITOR_SILENT))
+            continue
+        failure = await _through(editor, file, others)
+        silent = failure is not None and failure[1] == snapshot_restore.EDITOR_LATE
+        if failure is not None:
+            failures.append(failure)
     return failures
 
 
@@ -496,7 +500,7 @@ async def _through(
         async with asyncio.timeout(EDITOR_WRITE_SECONDS):
             await editor(where, text)
     except TimeoutError:
-        return file, "the editor did not write it in time; it may be unchanged"
+        return file, snapshot_restore.EDITOR_LATE
     except Exception as error:  # the editor's JSON-RPC error: it did not write
         reason = getattr(error, "message", None) or str(error) or type(error).__name__
         return file, f"the editor could not write it: {reason}"

@@ -51,6 +51,7 @@ from parley.tools.confined import (
     restore_place,
     written_in_place,
 )
+from parley.tools.workspace import EDITOR_WRITE_SECONDS
 
 # What happened to a path, on the wire (`files[].action`) and in the report.
 RESTORED = "restored"  # its content, mode or link target put back
@@ -66,7 +67,6 @@ ACTION_WORDS = {
 EditorWrite = Callable[[str, str], Awaitable[None]]
 # Reads a file's text as the editor holds it (its buffer, saved or not): its absolute path.
 EditorRead = Callable[[str], Awaitable[str]]
-EDITOR_WRITE_SECONDS = 30.0
 CHANGED_SINCE = "not overwritten: it changed after the restore looked at it (while it asked)"
 EDITOR_LATE = "the editor did not write it in time; it may be unchanged"
 EDITOR_SILENT = "not given to the editor: it let an earlier write of this restore time out"

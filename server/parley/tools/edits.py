@@ -43,6 +43,7 @@ from parley.tools.file_ledger import FileLedger
 from parley.tools.workspace import (
     EDIT_MAX_BYTES,
     EDITOR_READ_SECONDS,
+    EDITOR_WRITE_SECONDS,
     WorkspaceTool,
     looks_binary,
     requested_name,
@@ -50,8 +51,6 @@ from parley.tools.workspace import (
 
 logger = logging.getLogger(__name__)
 
-# How long an edit waits for the editor to write the file (fs/write_text_file).
-EDITOR_WRITE_SECONDS = 30.0
 # Lines of the file shown around a near match when old_text is not found, and at most how
 # many near matches.
 NEAR_MATCHES = 3

@@ -75,6 +75,9 @@ IGNORE_FILE_MAX_BYTES = 1024 * 1024
 EDIT_MAX_BYTES = 2 * 1024 * 1024
 # How long read_file waits for the editor's buffer (fs/read_text_file) before it reads the disk.
 EDITOR_READ_SECONDS = 10.0
+# How long an edit or a restore waits for the editor to write one file (fs/write_text_file),
+# and a restore for one buffer's text.
+EDITOR_WRITE_SECONDS = 30.0
 
 
 def requested_name(root: Roots | Path, path: str) -> str:
