@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -20,22 +19,12 @@ from typing import Any
 
 import attrs
 
-from parley.core.conversation import (
-    AssistantMessage,
-    ContentBlock,
-    ImageBlock,
-    Message,
-    ResourceBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+from parley.core.conversation import Message
 from parley.core.session_settings import SessionSettings, from_stored, stored_form
 from parley.core.usage import CostBreakdown, Usage, UsageTotals
 from parley.store_checkpoint import Checkpointer
 from parley.store_connection import GuardedConnection
+from parley.store_messages import decode_message, encode_message, load_body
 from parley.store_schema import MIGRATIONS
 
 DATABASE_NAME = "parley.db"
@@ -46,8 +35,6 @@ BUSY_TIMEOUT_MS = 10_000
 _LAST_SEQ = 2**63 - 1
 # How many stored messages one statement reads (`Store.iter_messages`).
 _MESSAGES_PAGE = 512
-# A lone surrogate in a stored body, as `json.dumps` escapes it (old servers stored some).
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class StoreUnavailable(Exception):
@@ -322,7 +309,7 @@ class Store:
             ).fetchall()
             for seq, role, body in rows:
                 after = seq
-                yield decode_message(role, _load_body(body))
+                yield decode_message(role, load_body(body))
             if len(rows) < _MESSAGES_PAGE:
                 return
 
@@ -650,24 +637,6 @@ def _unusable(home: Path, error: Exception) -> str:
     return f"the data folder {home} (PARLEY_HOME) can't be used: {reason}"
 
 
-def _load_body(body: str) -> Any:
-    """A stored body; lone surrogates (which no encoder takes) become U+FFFD. Only a body
-    that escapes a surrogate is walked: the check is one regex search."""
-    loaded = json.loads(body)
-    return _mend_surrogates(loaded) if _SURROGATE_ESCAPE.search(body) else loaded
-
-
-def _mend_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        # Through UTF-16: a valid pair joins into its character, a lone half is replaced.
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_mend_surrogates(item) for item in value]
-    if isinstance(value, dict):
-        return {_mend_surrogates(key): _mend_surrogates(item) for key, item in value.items()}
-    return value
-
-
 def _stored_session(row: sqlite3.Row) -> StoredSession:
     return StoredSession(
         id=row["id"],
@@ -689,96 +658,3 @@ def _json_object(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-# --- the stored form of messages: provider-neutral JSON ----------------------------------
-
-
-def encode_message(message: Message) -> tuple[str, dict[str, Any]]:
-    if isinstance(message, UserMessage):
-        return "user", {"content": [_encode_block(block) for block in message.content]}
-    if isinstance(message, AssistantMessage):
-        stopped = {"stopped": message.stopped} if message.stopped else {}
-        return "assistant", {
-            **stopped,
-            "text": message.text,
-            "messageId": message.message_id,
-            "thinking": [
-                {"text": t.text, "signature": t.signature, "redacted": t.redacted}
-                for t in message.thinking
-            ],
-            "toolCalls": [
-                {
-                    "id": call.id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                    "wireId": call.wire_id,
-                    "argumentsError": call.arguments_error,
-                }
-                for call in message.tool_calls
-            ],
-        }
-    shown = {"shown": message.shown} if message.shown else {}
-    return "tool", {
-        **shown,
-        "toolCallId": message.tool_call_id,
-        "name": message.name,
-        "content": message.content,
-        "isError": message.is_error,
-        "wireId": message.wire_id,
-        "rawOutput": message.raw_output,
-        "startedAt": message.started_at,
-        "endedAt": message.ended_at,
-    }
-
-
-def decode_message(role: str, body: dict[str, Any]) -> Message:
-    if role == "user":
-        return UserMessage(tuple(_decode_block(block) for block in body["content"]))
-    if role == "assistant":
-        return AssistantMessage(
-            text=body["text"],
-            thinking=tuple(
-                ThinkingBlock(t["text"], t.get("signature"), t.get("redacted"))
-                for t in body["thinking"]
-            ),
-            tool_calls=tuple(
-                ToolCall(c["id"], c["name"], c["arguments"], c["wireId"], c.get("argumentsError"))
-                for c in body["toolCalls"]
-            ),
-            message_id=body.get("messageId", ""),
-            stopped=body.get("stopped"),
-        )
-    return ToolResultMessage(
-        tool_call_id=body["toolCallId"],
-        name=body["name"],
-        content=body["content"],
-        is_error=body["isError"],
-        wire_id=body.get("wireId", ""),
-        raw_output=body.get("rawOutput"),
-        started_at=body.get("startedAt"),
-        ended_at=body.get("endedAt"),
-        shown=body.get("shown"),
-    )
-
-
-def _encode_block(block: ContentBlock) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
-        if block.for_model:
-            return {"type": "text", "text": block.text, "forModel": True}
-        if block.sent is not None:
-            return {"type": "text", "text": block.text, "sent": block.sent}
-        return {"type": "text", "text": block.text}
-    if isinstance(block, ImageBlock):
-        return {"type": "image", "mimeType": block.media_type, "data": block.data, "uri": block.uri}
-    return {"type": "resource", "uri": block.uri, "text": block.text, "mimeType": block.mime_type}
-
-
-def _decode_block(block: dict[str, Any]) -> ContentBlock:
-    if block["type"] == "text":
-        sent = block.get("sent")
-        sent = sent if isinstance(sent, dict) else None
-        return TextBlock(block["text"], for_model=block.get("forModel") is True, sent=sent)
-    if block["type"] == "image":
-        return ImageBlock(block["mimeType"], block["data"], block.get("uri"))
-    return ResourceBlock(block["uri"], block["text"], block.get("mimeType"))

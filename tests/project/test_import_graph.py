@@ -33,6 +33,7 @@ LAYERS = {
     "parley.store_fork": "store",  # a session's copy for `session/fork`
     "parley.store_checkpoint": "store",  # the store's checkpoints, in a thread
     "parley.store_connection": "store",  # the store's connection, one thread at a time
+    "parley.store_messages": "store",  # a message's stored form
     "parley.providers": "providers",
     "parley.protocol": "protocol",
     "parley.agent": "agent",
@@ -81,6 +82,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "parley.config",
         "parley.store",
         "parley.store_fork",
+        "parley.store_messages",  # a message's stored form (an export shows it)
         "parley.providers",
         "parley.tools",
     ),

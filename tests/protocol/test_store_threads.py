@@ -23,14 +23,15 @@ from hypothesis import strategies as st
 from parley.bench.sessions import write_long_session
 from parley.core.conversation import TextBlock, UserMessage
 from parley.core.session_settings import SessionSettings
-from parley.store import Store, StoredSession, encode_message
+from parley.store import Store, StoredSession
 from parley.store_fork import fork_stored
+from parley.store_messages import encode_message
 
 RACE = textwrap.dedent(
     """
     import random, sqlite3, sys, threading, time
     from pathlib import Path
-    from parley.store import Store, StoredSession, encode_message
+    from parley.store import Store
 
     home, session_id, attempts = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     refused = 0

@@ -30,7 +30,8 @@ from parley.core.conversation import (
     image_note,
 )
 from parley.display import fence_for, format_cost, format_full_time, tool_input_parts
-from parley.store import Store, StoredNotice, StoredSession, encode_message
+from parley.store import Store, StoredNotice, StoredSession
+from parley.store_messages import encode_message
 
 # An ATX heading (up to three spaces, 1-6 `#`, then a space or the line's end), and a fence.
 HEADING = re.compile(r"^( {0,3})(#{1,6})(?=[ \t]|$)")
