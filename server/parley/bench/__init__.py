@@ -8,7 +8,8 @@ can be timed from the fake's write to the client's notification.
 
 The rows, what each measures and how, are explained in docs/benchmarks.md. Here: the run and
 the table; the rows by concern in `streaming.py` (1-3, 1a, 2a), `tool_start.py` (4),
-`tools.py` (5, 6), `sessions.py` (7, 8), `context.py` (9, 10), `snapshots.py` (11a-d) and
+`tools.py` (5, 6), `sessions.py` (7, 8), `context.py` (9a, 9b, 10), `synchronous_call.py` (9c,
+9d), `snapshots.py` (11a-d) and
 `snapshot_share.py` (11e); what they share in `harness.py`.
 """
 
@@ -33,6 +34,7 @@ from parley.bench.streaming import (
     latency_rows,
     throughput_row,
 )
+from parley.bench.synchronous_call import synchronous_call_rows
 from parley.bench.tool_start import real_server_row, tool_start_rows
 from parley.bench.tools import kernel_rows, parser_rows, static_introspection_rows
 from parley.bench.user_kernel import user_kernel_row
@@ -81,6 +83,7 @@ async def collect_rows(sizes: BenchSizes, home: Path) -> list[Row]:
         first_prompt_at_once = await first_prompt_at_once_rows(fake, home, sizes)
         warm = await warm_rows(fake, home, sizes)
         caching = await cache_rows(fake, home)
+        caching += await synchronous_call_rows(fake)
         compaction = await compaction_row(fake, home, sizes)
     kernel = await kernel_rows(home, sizes)
     static_introspection = await static_introspection_rows(home, sizes)

@@ -198,9 +198,20 @@ class AnthropicProvider(base.SDKProvider):
         """The streamed request's JSON body (`base.json_request_body`: off the event loop)."""
         return base.json_request_body({**self._arguments(request), "stream": True})
 
+    def request_body(self, request: base.ModelRequest) -> bytes:
+        """The JSON body `messages.create` would send, built and encoded off the event loop
+        (the SDK transforms its parameters on the loop, every message of the history)."""
+        return base.json_request_body(self._arguments(request))
+
     async def complete(self, request: base.ModelRequest) -> base.Completion:
+        content = await off_loop(self.request_body, request)
         try:
-            message = await self._client.messages.create(**self._arguments(request))
+            message = await self._client.post(
+                PATH,
+                content=content,
+                cast_to=anthropic.types.Message,
+                options={"headers": base.JSON_HEADERS},
+            )
         except anthropic.AnthropicError as error:
             raise self._call_failed(error) from error
         text: list[str] = []

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from parley.config import ContinuationForm
 from parley.core.conversation import (
@@ -229,8 +230,14 @@ class OpenAIProvider(base.SDKProvider):
 
     def streamed_request_body(self, request: base.ModelRequest) -> bytes:
         """The streamed request's JSON body (`base.json_request_body`: off the event loop)."""
+        return self.request_body(request, stream=True, stream_options={"include_usage": True})
+
+    def request_body(self, request: base.ModelRequest, **more: Any) -> bytes:
+        """The JSON body `chat.completions.create` would send, built and encoded off the event
+        loop: the SDK's own transform of its parameters walks every message of the history
+        on the loop (1.1 s for 10,000 messages)."""
         body = self._arguments(request)
-        body.update(stream=True, stream_options={"include_usage": True})
+        body.update(more)
         body.update(body.pop("extra_body", None) or {})
         return base.json_request_body(body)
 
@@ -255,8 +262,14 @@ class OpenAIProvider(base.SDKProvider):
         return known
 
     async def complete(self, request: base.ModelRequest) -> base.Completion:
+        content = await off_loop(self.request_body, request)
         try:
-            response = await self._client.chat.completions.create(**self._arguments(request))
+            response = await self._client.post(
+                "/chat/completions",
+                content=content,
+                cast_to=ChatCompletion,
+                options={"headers": base.JSON_HEADERS},
+            )
         except openai.OpenAIError as error:
             raise self._call_failed(error) from error
         if not response.choices:
