@@ -11,7 +11,9 @@ snapshot's is not read again (unless it changed less than `RACY_NS` before that 
 a write in the same clock tick would not show). Left out: what `.gitignore` ignores (as
 `tools/workspace.py` reads it), `[checkpoints] ignore`, `.git`, the places the sandbox hides
 (`sandbox_policy`: Parley's own data among them), other kinds of file (sockets, FIFOs), and
-new content past the turn's `max_turn_megabytes` — the undo report names what was left out.
+new content past the turn's `max_turn_megabytes` — the undo report names what was left out. A
+place that runs later (`sandbox_policy.RUNS_LATER_IN_ROOT`: an `.envrc`, a `.vscode/`), and
+what it holds, is kept even when ignored (a `.git` never).
 """
 
 from __future__ import annotations
@@ -227,7 +229,7 @@ class _Walk:
                 continue  # a socket, a FIFO, a device: nothing to keep
             if item.name in _RUNS_LATER:  # (a `.git` file names a repository elsewhere)
                 self._later_place(place)
-            if filtered and place not in known_files:
+            elif filtered and place not in known_files:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if self._ignored(name, place, False, rules):
                     continue
@@ -259,10 +261,18 @@ class _Walk:
         if folder and sandbox_policy.refused_to_tools(place):
             return self._named(shown)
         if rules is not None and rules.ignored(name, directory=folder):
-            return self._named(shown)
+            return self._named_unless_runs_later(name, shown)
         if self.extra is not None and self.extra.check_file(shown).include:
-            return self._named(shown)
+            return self._named_unless_runs_later(name, shown)
         return False
+
+    def _named_unless_runs_later(self, name: str, shown: str) -> bool:
+        """An ignored path is left out, unless it is in a place that runs later (an ignored
+        `.envrc`, what an ignored `.vscode/` holds): kept, so that the turn's warning sees
+        a call make or change it (`TurnSnapshots.runs_later_left`) and an undo puts it back."""
+        if any(part in _RUNS_LATER for part in name.split("/")):
+            return False
+        return self._named(shown)
 
     def _later_place(self, place: str) -> None:
         later_places = self.snapshot.later_places
