@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parley.bench.sessions import write_long_session
+from parley.core.conversation import TextBlock, UserMessage
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.store import ConversationRewritten, Store, encode_message
 from test_sandbox import needs_bwrap
 from test_undo_everything import command_turn, started
 
@@ -214,3 +217,31 @@ async def test_a_kernel_thread_that_writes_an_envrc_after_the_turn_is_named(
     assert "curl" in (workspace / "sub" / ".envrc").read_text()  # the attack happened
     warnings = _warnings(client, session)
     assert any("- `sub/.envrc`" in text for text in warnings), client.notices_of(session)
+
+
+def test_a_conversation_read_a_page_at_a_time_is_never_two_conversations(tmp_path: Path) -> None:
+    """Attack: the store reads a session's messages 512 at a time, one statement per page
+    (`Store.iter_messages`; a replay paced by a slow editor reads the pages over seconds).
+    A window that replaces the session's last turn between two pages (`drop_turn`, then the
+    new turn's messages: a retry in another window, or a thread of this one) made the read
+    give the first page of the old conversation and the rest of the new one: a history that
+    never was, shown as the session's. Now the read stops with a clear error."""
+    (tmp_path / "ws").mkdir()
+    session_id = write_long_session(tmp_path / "data", tmp_path / "ws", 1200)
+    store = Store.open_in(tmp_path / "data")
+    count = store.message_count(session_id)
+    before = [encode_message(m) for m in store.messages(session_id)]
+    reading = store.iter_messages(session_id, upto=count)
+    first = [encode_message(next(reading)) for _ in range(600)]  # two pages read
+    store.drop_turn(session_id, 550)
+    for n in range(count - 550):
+        store.append_message(session_id, UserMessage((TextBlock(f"new {n}"),)), "2026-11-29Z")
+    after = [encode_message(m) for m in store.messages(session_id)]
+    try:
+        read = first + [encode_message(m) for m in reading]
+    except ConversationRewritten as error:
+        assert "load it again" in str(error)
+    else:
+        assert read in (before, after), "the read mixed two conversations"
+    finally:
+        store.close()
