@@ -275,3 +275,29 @@ async def test_the_warning_shows_a_place_whose_name_forges_lines_as_it_is(
         "- `x\\n- `notes.txt`: nothing runs it\\n- `y/.envrc`: direnv runs it when you next "
         "enter this directory",
     ], warnings[0]
+
+
+@needs_bwrap
+async def test_a_repository_made_past_a_thousand_decoys_is_named(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """Attack: a repository with 1,100 folders, each holding an `.envrc` (a snapshot records
+    the first 1,000 places that run later it passes: `LATER_PLACES_AT_MOST`). The command
+    ran `git init` in the folder the walk reaches last. A `.git` is never walked into, so
+    only its place in the snapshot's record says it was made: past the first 1,000 there
+    was none, and the turn ended without a word about the repository whose hooks git would
+    run on the host."""
+    for n in range(1100):
+        (workspace / f"d{n}").mkdir()
+        (workspace / f"d{n}" / ".envrc").write_text("export A=1\n")
+    # The walk lists a folder's subfolders, then walks the last listed first: the first
+    # listed is walked last.
+    last = next(entry.name for entry in os.scandir(workspace) if entry.is_dir())
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    fake.set_script(command_turn(f"git init -q {last}"))
+    await client.prompt(session, "Make a repository.", timeout=120)
+
+    assert (workspace / last / ".git").is_dir()
+    warnings = _warnings(client, session)
+    assert len(warnings) == 1 and f"- `{last}/.git`: git runs its hooks" in warnings[0], warnings

@@ -49,8 +49,8 @@ READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch", "switch_mode"})
 RACY_NS = 2_000_000_000
 # How many left-out paths a snapshot names (the rest are counted).
 NAMED_AT_MOST = 20
-# How many places that run later a snapshot records (a tree of vendored repositories has
-# many `.git`): a command's sandbox binds the first of them (`sandbox_policy.FOUND_AT_MOST`).
+# How many places that run later a snapshot records, besides each `.git` (a tree of vendored
+# repositories has many): a command's sandbox binds the first (`sandbox_policy.FOUND_AT_MOST`).
 LATER_PLACES_AT_MOST = 1000
 # The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
 RECENT_AT_MOST = 4
@@ -275,8 +275,12 @@ class _Walk:
         return self._named(shown)
 
     def _later_place(self, place: str) -> None:
+        """Record `place`: past LATER_PLACES_AT_MOST a `.git` still, whose making nothing
+        else shows (never walked into, it has no entries)."""
         later_places = self.snapshot.later_places
-        if later_places is not None and len(later_places) < LATER_PLACES_AT_MOST:
+        if later_places is None:
+            return
+        if len(later_places) < LATER_PLACES_AT_MOST or place.endswith("/.git"):
             later_places.append(place)
 
     def _named(self, shown: str) -> bool:
