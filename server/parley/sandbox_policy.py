@@ -181,10 +181,10 @@ def git_places(root: Path) -> list[Path]:
     `config` names as hooks (`core.hooksPath`, from the work tree) or includes (`[include]
     path`, from the git directory). Resolved."""
     real_root = Path(os.path.realpath(root))
-    return [place for place in _git_places_anywhere(root) if _inside(place, real_root)]
+    return [place for place in git_places_anywhere(root) if _inside(place, real_root)]
 
 
-def _git_places_anywhere(root: Path) -> list[Path]:
+def git_places_anywhere(root: Path) -> list[Path]:
     """`git_places` of the repository whose work tree is `root`, wherever they are."""
     places: list[Path] = []
     for directory in git_directories(root):
@@ -263,7 +263,7 @@ def _found_places(
             continue
         named = [(place, RUNS_LATER_IN_ROOT[place.name])]
         if place.name == ".git":
-            named += [(git, GIT_REFERENCE_REASON) for git in _git_places_anywhere(place.parent)]
+            named += [(git, GIT_REFERENCE_REASON) for git in git_places_anywhere(place.parent)]
         for path, why in named:
             real = _real_place(path)
             root = next((d for d in writable if real is not None and _inside(real, d)), None)

@@ -301,3 +301,30 @@ async def test_a_repository_made_past_a_thousand_decoys_is_named(
     assert (workspace / last / ".git").is_dir()
     warnings = _warnings(client, session)
     assert len(warnings) == 1 and f"- `{last}/.git`: git runs its hooks" in warnings[0], warnings
+
+
+@needs_bwrap
+async def test_a_nested_repositorys_hook_changed_by_the_kernel_is_named(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """Attack: a vendored repository `lib` whose configuration sets `core.hooksPath =
+    .githooks`; an approved evaluation (the kernel: nothing below the roots' own level is
+    read-only to it, as docs/security.md says) writes `lib/.githooks/pre-commit`. The turn's
+    warning, which finds a changed file's place by its name (`.envrc`, `.vscode` …), did not
+    know that git runs this folder: the turn ended without a word."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    lib = workspace / "lib"
+    subprocess.run(["git", "init", "-q", str(lib)], check=True)
+    subprocess.run(["git", "-C", str(lib), "config", "core.hooksPath", ".githooks"], check=True)
+    (lib / ".githooks").mkdir()
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    code = "open('lib/.githooks/pre-commit', 'w').write('#!/bin/sh\\ntouch /tmp/pwned\\n')\n"
+    eval_call = ScriptedToolCall("python_eval", {"code": code})
+    fake.set_script([Reply(tool_calls=(eval_call,)), Reply(text="Ok.")])
+    await client.prompt(session, "Set it up.", timeout=90)
+
+    assert (lib / ".githooks" / "pre-commit").exists()
+    warnings = _warnings(client, session)
+    assert len(warnings) == 1, client.notices_of(session)
+    assert "- `lib/.githooks`: git runs or reads it" in warnings[0], warnings[0]

@@ -28,7 +28,7 @@ from parley.agent.snapshots import TurnSnapshots
 from parley.config import Settings
 from parley.core.off_loop import off_loop
 from parley.display import escape_controls
-from parley.sandbox_policy import RUNS_LATER_IN_ROOT
+from parley.sandbox_policy import GIT_REFERENCE_REASON, RUNS_LATER_IN_ROOT
 from parley.store import Checkpoint, Store
 from parley.tools.base import ClientFiles, ClientWrites
 from parley.tools.confined import (
@@ -108,7 +108,7 @@ class TurnCheckpoints:
         return [
             (
                 escape_controls(printable_name(self.root.shown(place)), one_line=True),
-                RUNS_LATER_IN_ROOT[os.path.basename(place)],
+                RUNS_LATER_IN_ROOT.get(os.path.basename(place), GIT_REFERENCE_REASON),
             )
             for place in left
         ]

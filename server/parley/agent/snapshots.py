@@ -437,6 +437,23 @@ def _remember(store: SnapshotStore, key: str, snapshot: Snapshot) -> None:
             _RECENT.pop(next(iter(_RECENT)), None)
 
 
+def _git_runs(later_places: list[str]) -> list[str]:
+    """What git runs in the repositories of these places besides their `.git` (resolved):
+    a hooks path (`core.hooksPath = .githooks`), a `.git` file's git directory."""
+    places = {
+        str(place)
+        for later in later_places
+        if os.path.basename(later) == ".git"
+        for place in sandbox_policy.git_places_anywhere(Path(os.path.dirname(later)))
+    }
+    return sorted(places)
+
+
+def _holding(places: list[str], path: str) -> str | None:
+    """The one of `places` that is or holds `path`, if any."""
+    return next((place for place in places if path == place or path.startswith(place + "/")), None)
+
+
 def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
     """The paths whose kind, mode or content differ (or that one of them lacks)."""
     return sorted(
@@ -525,9 +542,10 @@ class TurnSnapshots:
     def runs_later_left(self, written: Collection[str]) -> list[str]:
         """The places that run later outside the sandbox (`Snapshot.later_places`) which the
         turn's calls made where none was, or changed (a file in them made, changed or
-        removed), besides the files the edit tools wrote (`written`: each was asked about,
-        saying why). Sorted, absolute. A `.git` is never walked into: only its making is
-        seen. Known once settled; it compares the snapshots' entries: call it off the loop."""
+        removed; or in what git runs in a repository found: its hooks path), besides the
+        files the edit tools wrote (`written`: each was asked about, saying why). Sorted,
+        absolute. A `.git` is never walked into: only its making is seen. Known once
+        settled; it compares the snapshots' entries: call it off the loop."""
         before, after = self._before, self._latest
         if before is None or after is None or after.manifest_id == before.manifest_id:
             return []
@@ -542,7 +560,12 @@ class TurnSnapshots:
         }.difference(written)
         # Each changed file's place that runs later (every one, not only those recorded); a
         # `.git` holds no entries: its making is in the recorded places.
-        left = {place for path in changed if (place := self._runs_later_place(path))}
+        git_runs = _git_runs(after.later_places)
+        left = {
+            place
+            for path in changed
+            if (place := self._runs_later_place(path) or _holding(git_runs, path))
+        }
         made = set(after.later_places).difference(before.later_places)
         left.update(place for place in made if os.path.basename(place) == ".git")
         return sorted(left)
