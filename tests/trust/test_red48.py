@@ -18,7 +18,17 @@ from parley.bench.sessions import write_long_session
 from parley.core.conversation import TextBlock, UserMessage
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
 from parley.store import ConversationRewritten, Store, encode_message
+from sandbox_probe import probe
 from test_sandbox import needs_bwrap
+from test_sandbox_policy import (
+    NO_PIDS,
+    USERS,
+    assert_protected,
+    base_directory,
+    give_to,
+    plant,
+    use_home,
+)
 from test_undo_everything import command_turn, started
 
 
@@ -328,3 +338,36 @@ async def test_a_nested_repositorys_hook_changed_by_the_kernel_is_named(
     warnings = _warnings(client, session)
     assert len(warnings) == 1, client.notices_of(session)
     assert "- `lib/.githooks`: git runs or reads it" in warnings[0], warnings[0]
+
+
+@needs_bwrap
+@pytest.mark.parametrize("uid", USERS)
+def test_a_nested_repositorys_hooks_path_found_is_read_only_as_any_user(
+    monkeypatch: pytest.MonkeyPatch, uid: int | None
+) -> None:
+    """The policy's side of the first attack, as root and as an unprivileged user: a nested
+    repository's `.git` passed as found makes its `core.hooksPath` folder and a `.git`
+    file's git directory (both elsewhere in the root) unwritable and unmovable, still
+    readable; the folders beside them stay writable."""
+    with base_directory() as base:
+        use_home(monkeypatch, base / "home")
+        (base / "home").mkdir()
+        root = base / "ws"
+        lib, alt = root / "vendor" / "lib", root / "vendor" / "alt"
+        plant(lib / ".git" / "config", as_directory=False)
+        (lib / ".git" / "config").write_text("[core]\n\thooksPath = .githooks\n")
+        plant(lib / ".githooks", as_directory=True)
+        plant(root / "store" / "alt.git", as_directory=True)
+        plant(alt / ".git", as_directory=False)
+        (alt / ".git").write_text("gitdir: ../../store/alt.git\n")
+        give_to(base, uid)
+        places = [lib / ".githooks", root / "store" / "alt.git"]
+        checks = [
+            (action, str(place)) for place in places for action in ("write", "rename", "read")
+        ]
+        checks.append(("write", str(root / "store" / "ordinary.txt")))
+        found = [lib / ".git", alt / ".git"]
+        answers = iter(probe(checks, root, NO_PIDS, uid=uid, runs_later=found))
+        for place in places:
+            assert_protected(place, next(answers), next(answers), next(answers))
+        assert next(answers) == "ok"
