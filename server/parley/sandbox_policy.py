@@ -294,7 +294,8 @@ def runs_later(
 ) -> str | None:
     """Why `place` (absolute, resolved: as the gate gives it) runs later outside the sandbox,
     or None: it is, or is inside, an entry of RUNS_LATER_IN_ROOT of a root holding it (a
-    nested repository's `.git` too; whether it exists yet or not) or of RUNS_LATER_IN_HOME."""
+    nested repository's `.git` too; whether it exists yet or not), of what git runs for a
+    repository whose work tree holds it (a nested one's hooks path), or of RUNS_LATER_IN_HOME."""
     user_home = Path(os.path.realpath(home(environ)))
     for root in (Path(os.path.realpath(root)) for root in roots):
         if not _inside(place, root):
@@ -307,10 +308,25 @@ def runs_later(
         for named, why in _later_places(root):
             if _inside(place, named):
                 return why
+        if _in_nested_git_places(place, root):
+            return GIT_REFERENCE_REASON
     for name, why in RUNS_LATER_IN_HOME.items():
         if _inside(place, user_home / name):
             return why
     return None
+
+
+def _in_nested_git_places(place: Path, root: Path) -> bool:
+    """Whether `place` is in what git runs for a repository below `root` whose work tree
+    holds it (`lib/.githooks` when `lib`'s configuration sets it as its hooks path)."""
+    for folder in place.parents:
+        if folder == root or root not in folder.parents:
+            return False
+        if os.path.lexists(folder / ".git") and any(
+            _inside(place, named) for named in git_places_anywhere(folder)
+        ):
+            return True
+    return False
 
 
 def never_through_tools(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

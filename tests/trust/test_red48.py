@@ -371,3 +371,34 @@ def test_a_nested_repositorys_hooks_path_found_is_read_only_as_any_user(
         for place in places:
             assert_protected(place, next(answers), next(answers), next(answers))
         assert next(answers) == "ok"
+
+
+async def test_an_edit_of_a_nested_repositorys_hook_is_asked_about_in_accept_edits_mode(
+    start_server: Callable[..., Any], fake: FakeLLM, workspace: Path, tmp_path: Path
+) -> None:
+    """Attack: in Accept edits mode (edits run unasked, but never one of what runs later:
+    `sandbox_policy.runs_later`), the model writes `lib/.githooks/pre-commit`, the hooks
+    path of a vendored repository `lib` (`core.hooksPath = .githooks`). The policy knew a
+    root's own hooks path, not a nested repository's: the edit ran without a question, and
+    the turn's warning leaves the edit tools' writes out (each was "asked about")."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    lib = workspace / "lib"
+    subprocess.run(["git", "init", "-q", str(lib)], check=True)
+    subprocess.run(["git", "-C", str(lib), "config", "core.hooksPath", ".githooks"], check=True)
+    (lib / ".githooks").mkdir()
+    client = await started(start_server, tmp_path)
+    asked: list[dict[str, Any]] = []
+
+    def refuse(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"outcome": {"outcome": "cancelled"}}
+
+    client.permission_handler = refuse
+    session = await client.new_session(str(workspace))
+    await client.request("session/set_mode", {"sessionId": session, "modeId": "accept_edits"})
+    hook = {"path": "lib/.githooks/pre-commit", "content": "#!/bin/sh\ntouch /tmp/pwned\n"}
+    fake.set_script([Reply(tool_calls=(ScriptedToolCall("write_file", hook),)), Reply(text="Ok.")])
+    await client.prompt(session, "Add a hook.", timeout=60)
+
+    assert len(asked) == 1, "the edit ran without a question"
+    assert not (lib / ".githooks" / "pre-commit").exists()
