@@ -9,14 +9,20 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from parley import sandbox_policy
 from parley.bench.sessions import write_long_session
 from parley.core.conversation import TextBlock, UserMessage
 from parley.fakellm import FakeLLM, Reply, ScriptedToolCall
+from parley.sandbox import ChildSpec, child_layout
 from parley.store import ConversationRewritten, Store, encode_message
 from sandbox_probe import probe
 from test_sandbox import needs_bwrap
@@ -402,3 +408,39 @@ async def test_an_edit_of_a_nested_repositorys_hook_is_asked_about_in_accept_edi
 
     assert len(asked) == 1, "the edit ran without a question"
     assert not (lib / ".githooks" / "pre-commit").exists()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    chains=st.lists(
+        st.tuples(st.integers(0, 14), st.integers(1, 120), st.sampled_from([".envrc", ".vscode"])),
+        min_size=1,
+        max_size=140,
+    )
+)
+def test_the_places_found_never_take_more_mounts_than_their_bound(
+    chains: list[tuple[int, int, str]],
+) -> None:
+    """Whatever the places found (how many, how deep, how long their folders' names), the
+    sandbox's layout binds at most FOUND_AT_MOST of them, and they and the folders pinned on
+    their way add at most FOUND_MOUNTS_AT_MOST mounts and FOUND_PATH_BYTES_AT_MOST bytes of
+    paths to bwrap's command line; the first found is bound when it fits alone."""
+    with tempfile.TemporaryDirectory() as base:
+        root = Path(base, "ws").resolve()
+        found = []
+        for n, (depth, length, name) in enumerate(chains):
+            folder = root / f"c{n}" / Path(*(["d" * length] * depth))
+            plant(folder / name, as_directory=name == ".vscode")
+            found.append(folder / name)
+        spec = ChildSpec(("/bin/true",), root, {}, label="bound")
+        alone = child_layout(spec, NO_PIDS)
+        layout = child_layout(attrs.evolve(spec, runs_later=tuple(found)), NO_PIDS)
+        added = [*set(layout.protected) - set(alone.protected)]
+        added += [*set(layout.pinned) - set(alone.pinned)]
+        bound = set(layout.protected) - set(alone.protected)
+        assert len(bound) <= sandbox_policy.FOUND_AT_MOST
+        assert len(added) <= sandbox_policy.FOUND_MOUNTS_AT_MOST
+        assert sum(len(str(path)) for path in added) <= sandbox_policy.FOUND_PATH_BYTES_AT_MOST
+        first = found[0]
+        if len(first.relative_to(root).parts) <= 15 and len(str(first)) * 16 < 128 * 1024:
+            assert first in bound
