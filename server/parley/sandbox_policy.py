@@ -64,6 +64,11 @@ RUNS_LATER_IN_ROOT: Mapping[str, str] = {
 # first found): each is a mount, and so is each folder on its way (pinned), and a sandbox's
 # start grows with its mounts (200 took 0.3 s here, 400 over a second).
 FOUND_AT_MOST = 100
+# And at most this many mounts, and this many bytes of their paths, for them all: the places
+# and the folders pinned on their way (100 places twelve long folders deep made 1,300 mounts
+# whose paths passed what the kernel takes on bwrap's command line, and no command started).
+FOUND_MOUNTS_AT_MOST = 300
+FOUND_PATH_BYTES_AT_MOST = 128 * 1024
 # A virtualenv of a root that holds Parley itself: the editor may start Parley's server from
 # it (VS Code's extension prefers a trusted workspace's own), with the user's keys.
 PARLEY_ENVIRONMENTS = (".venv", "venv")
@@ -176,6 +181,11 @@ def git_places(root: Path) -> list[Path]:
     `config` names as hooks (`core.hooksPath`, from the work tree) or includes (`[include]
     path`, from the git directory). Resolved."""
     real_root = Path(os.path.realpath(root))
+    return [place for place in git_places_anywhere(root) if _inside(place, real_root)]
+
+
+def git_places_anywhere(root: Path) -> list[Path]:
+    """`git_places` of the repository whose work tree is `root`, wherever they are."""
     places: list[Path] = []
     for directory in git_directories(root):
         places.append(directory)
@@ -188,8 +198,7 @@ def git_places(root: Path) -> list[Path]:
             named if named.is_absolute() else (root if key == "hookspath" else directory) / named
             for key, named in _config_places(text)
         ]
-    resolved = [Path(os.path.realpath(place)) for place in places]
-    return [place for place in resolved if _inside(place, real_root)]
+    return [Path(os.path.realpath(place)) for place in places]
 
 
 def parley_environments(root: Path) -> list[Path]:
@@ -230,20 +239,54 @@ def protected_paths(
     named = [(root / name, why) for root in writable for name, why in RUNS_LATER_IN_ROOT.items()]
     named += [(home(environ) / name, why) for name, why in RUNS_LATER_IN_HOME.items()]
     named += [place for root in writable for place in _later_places(root)]
-    named += [
-        (place, RUNS_LATER_IN_ROOT[place.name])
-        for place in itertools.islice(found, FOUND_AT_MOST)
-        if place.name in RUNS_LATER_IN_ROOT
-    ]
     protected: list[tuple[Path, str]] = []
     for path, why in named:
-        if not os.path.lexists(path):  # (a directory it cannot enter: not there, to it)
-            continue
-        real = Path(os.path.realpath(path))
-        writable_here = any(_inside(real, directory) for directory in writable)
+        real = _real_place(path)
+        writable_here = real is not None and any(_inside(real, d) for d in writable)
         if writable_here and real not in [known for known, _ in protected]:
             protected.append((real, why))
+    return protected + _found_places(found, writable, [known for known, _ in protected])
+
+
+def _found_places(
+    found: Iterable[Path], writable: Sequence[Path], known: list[Path]
+) -> list[tuple[Path, str]]:
+    """The first FOUND_AT_MOST of the places `found` below the roots that exist and really
+    lie in a `writable` directory, with a nested repository's own git places (its hooks
+    path, a `.git` file's git directory): each taken while the mounts it adds, itself and
+    the folders on its way, keep within FOUND_MOUNTS_AT_MOST and FOUND_PATH_BYTES_AT_MOST."""
+    protected: list[tuple[Path, str]] = []
+    pinned: set[Path] = set()
+    mounts = path_bytes = 0
+    for place in itertools.islice(found, FOUND_AT_MOST):
+        if place.name not in RUNS_LATER_IN_ROOT:
+            continue
+        named = [(place, RUNS_LATER_IN_ROOT[place.name])]
+        if place.name == ".git":
+            named += [(git, GIT_REFERENCE_REASON) for git in git_places_anywhere(place.parent)]
+        for path, why in named:
+            real = _real_place(path)
+            root = next((d for d in writable if real is not None and _inside(real, d)), None)
+            if real is None or root is None or real in known:
+                continue
+            folders = {d for d in real.parents if root in d.parents} - pinned
+            mounts += 1 + len(folders)
+            path_bytes += sum(len(str(d)) for d in (real, *folders))
+            if mounts > FOUND_MOUNTS_AT_MOST or path_bytes > FOUND_PATH_BYTES_AT_MOST:
+                return protected
+            pinned |= folders
+            known.append(real)
+            protected.append((real, why))
     return protected
+
+
+def _real_place(path: Path) -> Path | None:
+    """Where `path` really is, or None when nothing is there: not there (to this process: a
+    directory it cannot enter), or a link to nothing (bwrap cannot bind what is not)."""
+    if not os.path.lexists(path):
+        return None
+    real = Path(os.path.realpath(path))
+    return real if os.path.exists(real) else None
 
 
 def runs_later(
@@ -251,7 +294,8 @@ def runs_later(
 ) -> str | None:
     """Why `place` (absolute, resolved: as the gate gives it) runs later outside the sandbox,
     or None: it is, or is inside, an entry of RUNS_LATER_IN_ROOT of a root holding it (a
-    nested repository's `.git` too; whether it exists yet or not) or of RUNS_LATER_IN_HOME."""
+    nested repository's `.git` too; whether it exists yet or not), of what git runs for a
+    repository whose work tree holds it (a nested one's hooks path), or of RUNS_LATER_IN_HOME."""
     user_home = Path(os.path.realpath(home(environ)))
     for root in (Path(os.path.realpath(root)) for root in roots):
         if not _inside(place, root):
@@ -264,10 +308,25 @@ def runs_later(
         for named, why in _later_places(root):
             if _inside(place, named):
                 return why
+        if _in_nested_git_places(place, root):
+            return GIT_REFERENCE_REASON
     for name, why in RUNS_LATER_IN_HOME.items():
         if _inside(place, user_home / name):
             return why
     return None
+
+
+def _in_nested_git_places(place: Path, root: Path) -> bool:
+    """Whether `place` is in what git runs for a repository below `root` whose work tree
+    holds it (`lib/.githooks` when `lib`'s configuration sets it as its hooks path)."""
+    for folder in place.parents:
+        if folder == root or root not in folder.parents:
+            return False
+        if os.path.lexists(folder / ".git") and any(
+            _inside(place, named) for named in git_places_anywhere(folder)
+        ):
+            return True
+    return False
 
 
 def never_through_tools(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -41,6 +41,10 @@ class StoreUnavailable(Exception):
     """The data folder can't hold the database (missing and uncreatable, read-only ...)."""
 
 
+class ConversationRewritten(Exception):
+    """A session's last turn was dropped while its messages were read (`iter_messages`)."""
+
+
 class SessionGone(Exception):
     """The session is not in the store (never was, or another window deleted it)."""
 
@@ -298,15 +302,23 @@ class Store:
         self, session_id: str, after: int = 0, upto: int | None = None
     ) -> Iterator[Message]:
         """`messages`, decoded one at a time, read a page at a time: a replay streams them,
-        never holding the conversation whole."""
+        never holding the conversation whole. `ConversationRewritten` when its last turn is
+        dropped while it is read (a retry, in another window): a page read after it would
+        follow those before it with another conversation's messages."""
         # The seqs of a session's messages are 1, 2, 3…: the nth message has seq n.
         last = _LAST_SEQ if upto is None else upto
+        rewrites = self.rewrites(session_id)
         while after < last:
             rows = self._db.execute(
                 "SELECT seq, role, body FROM messages WHERE session_id = ? AND seq > ? "
                 "AND seq <= ? ORDER BY seq LIMIT ?",
                 (session_id, after, last, _MESSAGES_PAGE),
             ).fetchall()
+            if self.rewrites(session_id) != rewrites:  # (a count that only grows)
+                raise ConversationRewritten(
+                    f"The session {session_id} was changed while it was read (its last turn "
+                    "was replaced, in another window): load it again."
+                )
             for seq, role, body in rows:
                 after = seq
                 yield decode_message(role, load_body(body))

@@ -192,7 +192,7 @@ def test_every_place_that_runs_later_is_recorded_and_kept_with_the_manifest(
     (root / "deep" / "er" / ".envrc").write_text("export A=1\n")
     (root / "deep" / ".vscode").mkdir()
     (root / "deep" / ".vscode" / "tasks.json").write_text("{}")
-    (root / ".gitignore").write_text(".envrc\n")  # ignored: not kept, still named
+    (root / ".gitignore").write_text(".envrc\n")  # ignored: still named, and kept
     store = SnapshotStore(tmp_path / "home")
     snapshot = take_snapshot(store, (root,), None)
     places = sorted(
@@ -201,7 +201,7 @@ def test_every_place_that_runs_later_is_recorded_and_kept_with_the_manifest(
     )
     assert sorted(snapshot.later_places or []) == places
     assert not any("/.git/" in path for path in snapshot.entries)
-    assert str(root / "deep" / "er" / ".envrc") not in snapshot.entries
+    assert str(root / "deep" / "er" / ".envrc") in snapshot.entries  # a change is seen
     assert str(root / "deep" / ".vscode" / "tasks.json") in snapshot.entries
     assert load_snapshot(store, snapshot.manifest_id).later_places == snapshot.later_places
     trusted(snapshot)

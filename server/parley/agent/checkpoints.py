@@ -27,7 +27,8 @@ from parley.agent.snapshot_store import SnapshotStore, store_in_use
 from parley.agent.snapshots import TurnSnapshots
 from parley.config import Settings
 from parley.core.off_loop import off_loop
-from parley.sandbox_policy import RUNS_LATER_IN_ROOT
+from parley.display import escape_controls
+from parley.sandbox_policy import GIT_REFERENCE_REASON, RUNS_LATER_IN_ROOT
 from parley.store import Checkpoint, Store
 from parley.tools.base import ClientFiles, ClientWrites
 from parley.tools.confined import (
@@ -105,7 +106,10 @@ class TurnCheckpoints:
         await self.snapshots.finished()
         left = await off_loop(self.snapshots.runs_later_left, frozenset(self._kept))
         return [
-            (printable_name(self.root.shown(place)), RUNS_LATER_IN_ROOT[os.path.basename(place)])
+            (
+                escape_controls(printable_name(self.root.shown(place)), one_line=True),
+                RUNS_LATER_IN_ROOT.get(os.path.basename(place), GIT_REFERENCE_REASON),
+            )
             for place in left
         ]
 

@@ -67,7 +67,7 @@ from parley.core.off_loop import off_loop
 from parley.core.session_settings import SessionOptions, SessionSettings
 from parley.providers.base import Completion, ModelRequest
 from parley.providers.registry import ProviderRegistry, split_model_id
-from parley.store import SessionBusy, SessionGone, Store, StoredSession
+from parley.store import ConversationRewritten, SessionBusy, SessionGone, Store, StoredSession
 from parley.tools.base import Tool
 from parley.tools.confined import RootRefused, Roots, refuse_too_broad, workspace_roots
 from parley.tools.jupyter_runtime import running_kernels
@@ -225,11 +225,14 @@ class Sessions:
         # The next batch is made while this one is sent (the iterator is used by one thread
         # at a time: the next job starts only once the one before it is done).
         coming = next_batch()
-        while batch := await coming:
-            coming = next_batch()
-            for update in batch:
-                self.ports.send_update(session.id, update)
-            await self.ports.drained()  # at the client's pace: the replay is never held whole
+        try:
+            while batch := await coming:
+                coming = next_batch()
+                for update in batch:
+                    self.ports.send_update(session.id, update)
+                await self.ports.drained()  # at the client's pace: never held whole
+        except ConversationRewritten as rewritten:  # a turn replaced in another window
+            raise SessionInUse(str(rewritten)) from rewritten
 
     def _open_stored(self, stored: StoredSession, cwd: Path, roots: Roots) -> Session:
         session = Session(

@@ -11,7 +11,9 @@ snapshot's is not read again (unless it changed less than `RACY_NS` before that 
 a write in the same clock tick would not show). Left out: what `.gitignore` ignores (as
 `tools/workspace.py` reads it), `[checkpoints] ignore`, `.git`, the places the sandbox hides
 (`sandbox_policy`: Parley's own data among them), other kinds of file (sockets, FIFOs), and
-new content past the turn's `max_turn_megabytes` — the undo report names what was left out.
+new content past the turn's `max_turn_megabytes` — the undo report names what was left out. A
+place that runs later (`sandbox_policy.RUNS_LATER_IN_ROOT`: an `.envrc`, a `.vscode/`), and
+what it holds, is kept even when ignored (a `.git` never).
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch", "switch_mode"})
 RACY_NS = 2_000_000_000
 # How many left-out paths a snapshot names (the rest are counted).
 NAMED_AT_MOST = 20
-# How many places that run later a snapshot records (a tree of vendored repositories has
-# many `.git`): a command's sandbox binds the first of them (`sandbox_policy.FOUND_AT_MOST`).
+# How many places that run later a snapshot records, besides each `.git` (a tree of vendored
+# repositories has many): a command's sandbox binds the first (`sandbox_policy.FOUND_AT_MOST`).
 LATER_PLACES_AT_MOST = 1000
 # The snapshots a process keeps in memory, one per set of roots, for the next one's stat cache.
 RECENT_AT_MOST = 4
@@ -227,7 +229,7 @@ class _Walk:
                 continue  # a socket, a FIFO, a device: nothing to keep
             if item.name in _RUNS_LATER:  # (a `.git` file names a repository elsewhere)
                 self._later_place(place)
-            if filtered and place not in known_files:
+            elif filtered and place not in known_files:
                 name = f"{relative}/{item.name}" if relative else item.name
                 if self._ignored(name, place, False, rules):
                     continue
@@ -259,14 +261,26 @@ class _Walk:
         if folder and sandbox_policy.refused_to_tools(place):
             return self._named(shown)
         if rules is not None and rules.ignored(name, directory=folder):
-            return self._named(shown)
+            return self._named_unless_runs_later(name, shown)
         if self.extra is not None and self.extra.check_file(shown).include:
-            return self._named(shown)
+            return self._named_unless_runs_later(name, shown)
         return False
 
+    def _named_unless_runs_later(self, name: str, shown: str) -> bool:
+        """An ignored path is left out, unless it is in a place that runs later (an ignored
+        `.envrc`, what an ignored `.vscode/` holds): kept, so that the turn's warning sees
+        a call make or change it (`TurnSnapshots.runs_later_left`) and an undo puts it back."""
+        if any(part in _RUNS_LATER for part in name.split("/")):
+            return False
+        return self._named(shown)
+
     def _later_place(self, place: str) -> None:
+        """Record `place`: past LATER_PLACES_AT_MOST a `.git` still, whose making nothing
+        else shows (never walked into, it has no entries)."""
         later_places = self.snapshot.later_places
-        if later_places is not None and len(later_places) < LATER_PLACES_AT_MOST:
+        if later_places is None:
+            return
+        if len(later_places) < LATER_PLACES_AT_MOST or place.endswith("/.git"):
             later_places.append(place)
 
     def _named(self, shown: str) -> bool:
@@ -423,6 +437,23 @@ def _remember(store: SnapshotStore, key: str, snapshot: Snapshot) -> None:
             _RECENT.pop(next(iter(_RECENT)), None)
 
 
+def _git_runs(later_places: list[str]) -> list[str]:
+    """What git runs in the repositories of these places besides their `.git` (resolved):
+    a hooks path (`core.hooksPath = .githooks`), a `.git` file's git directory."""
+    places = {
+        str(place)
+        for later in later_places
+        if os.path.basename(later) == ".git"
+        for place in sandbox_policy.git_places_anywhere(Path(os.path.dirname(later)))
+    }
+    return sorted(places)
+
+
+def _holding(places: list[str], path: str) -> str | None:
+    """The one of `places` that is or holds `path`, if any."""
+    return next((place for place in places if path == place or path.startswith(place + "/")), None)
+
+
 def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
     """The paths whose kind, mode or content differ (or that one of them lacks)."""
     return sorted(
@@ -511,9 +542,10 @@ class TurnSnapshots:
     def runs_later_left(self, written: Collection[str]) -> list[str]:
         """The places that run later outside the sandbox (`Snapshot.later_places`) which the
         turn's calls made where none was, or changed (a file in them made, changed or
-        removed), besides the files the edit tools wrote (`written`: each was asked about,
-        saying why). Sorted, absolute. A `.git` is never walked into: only its making is
-        seen. Known once settled; it compares the snapshots' entries: call it off the loop."""
+        removed; or in what git runs in a repository found: its hooks path), besides the
+        files the edit tools wrote (`written`: each was asked about, saying why). Sorted,
+        absolute. A `.git` is never walked into: only its making is seen. Known once
+        settled; it compares the snapshots' entries: call it off the loop."""
         before, after = self._before, self._latest
         if before is None or after is None or after.manifest_id == before.manifest_id:
             return []
@@ -528,7 +560,12 @@ class TurnSnapshots:
         }.difference(written)
         # Each changed file's place that runs later (every one, not only those recorded); a
         # `.git` holds no entries: its making is in the recorded places.
-        left = {place for path in changed if (place := self._runs_later_place(path))}
+        git_runs = _git_runs(after.later_places)
+        left = {
+            place
+            for path in changed
+            if (place := self._runs_later_place(path) or _holding(git_runs, path))
+        }
         made = set(after.later_places).difference(before.later_places)
         left.update(place for place in made if os.path.basename(place) == ".git")
         return sorted(left)
