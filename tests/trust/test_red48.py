@@ -329,15 +329,20 @@ async def test_a_nested_repositorys_hook_changed_by_the_kernel_is_named(
     warning, which finds a changed file's place by its name (`.envrc`, `.vscode` …), did not
     know that git runs this folder: the turn ended without a word."""
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    client = await started(start_server, tmp_path)
+    session = await client.new_session(str(workspace))
+    # The kernel starts first, before the repository is there: it keeps that layout (one
+    # started after would have `lib`'s hooks path read-only, as a command does).
+    start = ScriptedToolCall("python_eval", {"code": "1"})
+    code = "open('lib/.githooks/pre-commit', 'w').write('#!/bin/sh\\ntouch /tmp/pwned\\n')\n"
+    eval_call = ScriptedToolCall("python_eval", {"code": code})
+    turns = [Reply(tool_calls=(start,)), Reply(text="Ready.")]
+    fake.set_script([*turns, Reply(tool_calls=(eval_call,)), Reply(text="Ok.")])
+    await client.prompt(session, "Start.", timeout=90)
     lib = workspace / "lib"
     subprocess.run(["git", "init", "-q", str(lib)], check=True)
     subprocess.run(["git", "-C", str(lib), "config", "core.hooksPath", ".githooks"], check=True)
     (lib / ".githooks").mkdir()
-    client = await started(start_server, tmp_path)
-    session = await client.new_session(str(workspace))
-    code = "open('lib/.githooks/pre-commit', 'w').write('#!/bin/sh\\ntouch /tmp/pwned\\n')\n"
-    eval_call = ScriptedToolCall("python_eval", {"code": code})
-    fake.set_script([Reply(tool_calls=(eval_call,)), Reply(text="Ok.")])
     await client.prompt(session, "Set it up.", timeout=90)
 
     assert (lib / ".githooks" / "pre-commit").exists()

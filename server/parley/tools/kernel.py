@@ -149,6 +149,10 @@ class PythonKernel:
     ) -> None:
         self.workspace = Path(workspace).resolve()
         self.writable = writable  # the session's other roots: writable too, in the sandbox
+        # The places below the roots that run later, as the turn's last snapshot found them:
+        # read-only to a kernel started now (set by the call that may start it). A running
+        # kernel keeps the layout it started with.
+        self.runs_later: tuple[Path, ...] = ()
         self.settings = settings or KernelSettings()
         self._lock = asyncio.Lock()
         self._process: asyncio.subprocess.Process | None = None
@@ -234,6 +238,7 @@ class PythonKernel:
             network=self.settings.sandbox.kernel_network,
             label="kernel",
             writable=self.writable,
+            runs_later=self.runs_later,
         )
         try:
             launch = await asyncio.to_thread(prepare, spec, self.settings.sandbox)

@@ -124,6 +124,8 @@ class PythonEvalTool(KernelTool):
         return CallView("Run Python" + UNSANDBOXED_MARK, content=(arguments.code, note))
 
     async def execute(self, arguments: EvalArguments, context: ToolContext) -> ToolResult:
+        if context.edit_journal is not None:  # for the kernel this call may start
+            self.kernel.runs_later = context.edit_journal.runs_later_found()
         reply = await self.kernel.call("eval", code=arguments.code)
         value = reply.result.get("value")
         if value is None:
